@@ -1,0 +1,153 @@
+"""Kafka records to actions and back: the only place that knows how an action sits in a record.
+
+A record's key is the journal id (UTF-8), its `journal.action` header the action, its value the
+encoded events of an Append (empty otherwise); every other header is the user's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from aiokafka.structs import ConsumerRecord
+
+from journal.codec import (
+    ACTION_HEADER,
+    DecodeError,
+    decode_action_header,
+    decode_events,
+    encode_action_header,
+)
+from journal.model import (
+    ActionHeader,
+    ActionRecord,
+    AppendHeader,
+    EventRecord,
+    InvalidValue,
+    JournalKey,
+)
+
+RawHeaders = Sequence[tuple[str, bytes]]
+
+
+@dataclass(frozen=True, slots=True)
+class RawRecord:
+    """A Kafka record as any client hands it over (aiokafka, Faust, Spark rows)."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp_ms: int
+    key: bytes | None
+    value: bytes | None
+    headers: RawHeaders
+
+
+def raw_record(message: ConsumerRecord[bytes, bytes]) -> RawRecord:
+    """The RawRecord of a record an aiokafka consumer returned (no key/value deserializers)."""
+    return RawRecord(
+        topic=message.topic,
+        partition=message.partition,
+        offset=message.offset,
+        timestamp_ms=message.timestamp,
+        key=message.key,
+        value=message.value,
+        headers=list(message.headers),
+    )
+
+
+class MalformedRecord(ValueError):
+    """A record of the action topic that is not a valid action: it goes to quarantine."""
+
+    def __init__(self, record: RawRecord, reason: str) -> None:
+        super().__init__(f"{record.topic}-{record.partition}@{record.offset}: {reason}")
+        self.record = record
+        self.reason = reason
+
+
+def action_header_of(headers: RawHeaders) -> bytes | None:
+    for name, value in headers:
+        if name == ACTION_HEADER:
+            return value
+    return None
+
+
+def parse(record: RawRecord) -> ActionRecord | None:
+    """The action in `record`; None for a record of an action this version does not know.
+
+    Only the header is decoded, never the payload. Raises MalformedRecord.
+    """
+    raw_header = action_header_of(record.headers)
+    if raw_header is None:
+        raise MalformedRecord(record, f"no {ACTION_HEADER} header")
+    try:
+        header = decode_action_header(raw_header)
+    except DecodeError as error:
+        raise MalformedRecord(record, f"bad {ACTION_HEADER} header: {error}") from None
+    if header is None:
+        return None
+    if not record.key:
+        raise MalformedRecord(record, "no key (journal id)")
+    try:
+        key = JournalKey(record.topic, record.key.decode("utf-8"))
+        user_headers = {
+            name: value.decode("utf-8") for name, value in record.headers if name != ACTION_HEADER
+        }
+    except (UnicodeDecodeError, InvalidValue) as error:
+        raise MalformedRecord(record, f"bad key or header: {error}") from None
+    return ActionRecord(
+        key=key,
+        partition=record.partition,
+        offset=record.offset,
+        timestamp=datetime.fromtimestamp(record.timestamp_ms / 1000, UTC),
+        header=header,
+        value=record.value or b"",
+        headers=user_headers,
+    )
+
+
+def events_of(record: ActionRecord) -> list[EventRecord]:
+    """Decode an Append's events; raises DecodeError if the value contradicts its header."""
+    header = record.header
+    if not isinstance(header, AppendHeader):
+        return []
+    decoded = decode_events(header.payload_type, record.value)
+    if not decoded.events:
+        raise DecodeError("an Append without events")
+    if decoded.range != header.range:
+        raise DecodeError(f"events {decoded.range} do not match the header's {header.range}")
+    return [
+        EventRecord(
+            event=event,
+            timestamp=record.timestamp,
+            partition=record.partition,
+            offset=record.offset,
+            metadata=decoded.metadata,
+            headers=record.headers,
+        )
+        for event in decoded.events
+    ]
+
+
+def parse_checked(record: RawRecord) -> ActionRecord | None:
+    """`parse`, and for an Append also decode its events once to prove them sound.
+
+    Replication uses this, so a bad payload is quarantined instead of failing a store write.
+    """
+    action = parse(record)
+    if action is not None and isinstance(action.header, AppendHeader):
+        try:
+            events_of(action)
+        except (DecodeError, InvalidValue) as error:
+            raise MalformedRecord(record, f"bad events: {error}") from None
+    return action
+
+
+def record_headers(
+    header: ActionHeader, user_headers: Mapping[str, str]
+) -> list[tuple[str, bytes]]:
+    """The Kafka headers of an action record: the action header first, then the user's."""
+    return [(ACTION_HEADER, encode_action_header(header))] + [
+        (name, value.encode("utf-8")) for name, value in user_headers.items()
+    ]

@@ -1,0 +1,182 @@
+"""The unreplicated head of a journal: its actions in Kafka after the replicated pointer.
+
+`HeadReader.read` scans one partition from just after the pointer up to a Mark, with consumers
+from a small pool (assigned, never subscribed: no group, no rebalance), keeping only the
+records whose key is the journal's id. Other journals' records are dropped on a byte compare
+of the key: their headers and payloads are never decoded.
+
+The head keeps the decoded events of this journal's unreplicated Appends; with replication
+running that is a handful of records. Deletes and Purges are folded as they come.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from journal.actions import MalformedRecord, events_of, parse, raw_record
+from journal.codec import DecodeError
+from journal.metrics import METRICS
+from journal.model import (
+    ActionRecord,
+    AppendHeader,
+    DeleteHeader,
+    EventRecord,
+    InvalidValue,
+    JournalKey,
+    PurgeHeader,
+)
+
+log = logging.getLogger(__name__)
+
+
+class JournalTruncated(RuntimeError):
+    """Records a read needs expired from Kafka before replication stored them."""
+
+
+class HeadTimeout(RuntimeError):
+    """The partition did not deliver records up to the Mark in time."""
+
+
+@dataclass(slots=True)
+class Head:
+    """What Kafka adds to the store's view of one journal.
+
+    `purged`: a Purge is in the head, so the store's events are void (appends after it count).
+    `delete_to`: the highest Delete.to after the last Purge.
+    `events`: the events of this journal's Appends after the last Purge, in offset order.
+    An Append whose events do not decode is skipped, as replication quarantines it.
+    """
+
+    purged: bool = False
+    delete_to: int | None = None
+    seq_nr: int | None = None
+    events: list[EventRecord] = field(default_factory=list)
+
+    def add(self, action: ActionRecord) -> None:
+        header = action.header
+        if isinstance(header, PurgeHeader):
+            self.purged, self.delete_to, self.seq_nr, self.events = True, None, None, []
+        elif isinstance(header, DeleteHeader):
+            self.delete_to = max(header.to, self.delete_to or 0)
+        elif isinstance(header, AppendHeader):
+            try:
+                self.events.extend(events_of(action))
+            except (DecodeError, InvalidValue) as error:
+                METRICS.counter("journal_malformed_records_skipped_total").inc()
+                log.warning("skipping an Append at offset %s: %s", action.offset, error)
+                return
+            self.seq_nr = header.range.to
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaReadConfig:
+    bootstrap: str = "127.0.0.1:9092"
+    pool_size: int = 4
+    fetch_max_wait_ms: int = 20  # short: a seek waits for the outstanding long poll
+    max_partition_fetch_bytes: int = 4 * 1024 * 1024
+    timeout_s: float = 30.0
+
+
+class HeadReader:
+    """Reads journal heads with a bounded pool of unsubscribed consumers."""
+
+    def __init__(self, config: KafkaReadConfig) -> None:
+        self._config = config
+        self._idle: asyncio.LifoQueue[AIOKafkaConsumer] = asyncio.LifoQueue()
+        self._slots = asyncio.Semaphore(config.pool_size)
+        self._all: list[AIOKafkaConsumer] = []
+
+    async def read(self, key: JournalKey, partition: int, after: int | None, until: int) -> Head:
+        """The head of `key` in records (after, until) of `partition`; `until` is the Mark.
+
+        `after` is the replicated pointer (None: nothing replicated, scan from the log start).
+        Raises JournalTruncated when Kafka no longer holds records right after the pointer.
+        """
+        tp = TopicPartition(key.topic, partition)
+        start = 0 if after is None else after + 1
+        head = Head()
+        if start >= until:
+            return head
+        async with self._consumer() as consumer:
+            consumer.assign([tp])
+            log_start = (await consumer.beginning_offsets([tp]))[tp]
+            if log_start > start:
+                METRICS.counter("journal_truncated_reads_total").inc()
+                raise JournalTruncated(
+                    f"{tp.topic}-{tp.partition}: records from offset {start} are needed but "
+                    f"Kafka keeps only offsets from {log_start}: they expired before replication "
+                    "stored them"
+                )
+            consumer.seek(tp, start)
+            await asyncio.wait_for(self._scan(consumer, tp, key, until, head), self._timeout)
+        return head
+
+    @property
+    def _timeout(self) -> float:
+        return self._config.timeout_s
+
+    async def _scan(
+        self,
+        consumer: AIOKafkaConsumer,
+        tp: TopicPartition,
+        key: JournalKey,
+        until: int,
+        head: Head,
+    ) -> None:
+        raw_key = key.id.encode("utf-8")
+        while True:
+            batches = await consumer.getmany(tp, timeout_ms=200)
+            for message in batches.get(tp, ()):
+                if message.offset >= until:
+                    return
+                if message.key != raw_key:
+                    continue
+                try:
+                    action = parse(raw_record(message))
+                except MalformedRecord as error:
+                    METRICS.counter("journal_malformed_records_skipped_total").inc()
+                    log.warning("skipping a malformed record in a head: %s", error)
+                    continue
+                if action is not None:
+                    head.add(action)
+            if await consumer.position(tp) >= until:
+                return
+
+    @asynccontextmanager
+    async def _consumer(self) -> AsyncIterator[AIOKafkaConsumer]:
+        async with self._slots:
+            consumer = self._idle.get_nowait() if not self._idle.empty() else None
+            if consumer is None:
+                consumer = await self._new_consumer()
+            try:
+                yield consumer
+            except BaseException:
+                # its fetch state is unknown after a failure: do not give it to the next read
+                self._all.remove(consumer)
+                await consumer.stop()
+                raise
+            self._idle.put_nowait(consumer)
+
+    async def _new_consumer(self) -> AIOKafkaConsumer:
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self._config.bootstrap,
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            fetch_max_wait_ms=self._config.fetch_max_wait_ms,
+            max_partition_fetch_bytes=self._config.max_partition_fetch_bytes,
+            isolation_level="read_uncommitted",
+        )
+        await consumer.start()
+        self._all.append(consumer)
+        return consumer
+
+    async def close(self) -> None:
+        consumers, self._all = self._all, []
+        await asyncio.gather(*(c.stop() for c in consumers), return_exceptions=True)

@@ -1,0 +1,121 @@
+"""Replication: batches of raw records of one partition into the eventual store.
+
+`Replicator.apply` is the one routine every replicating process runs (the Faust agent per
+event batch, `replicate_to_now` here, the Spark rebuild per partition): parse, set malformed
+records aside, fold, apply, advance the pointer. A malformed record never stops it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Protocol
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+from journal.actions import MalformedRecord, RawRecord, parse_checked, raw_record
+from journal.fold import fold
+from journal.metrics import METRICS
+from journal.model import ActionRecord
+from journal.store.base import EventualStore, ReplicatedJournal
+from journal.topic import quarantine_topic
+
+log = logging.getLogger(__name__)
+
+QUARANTINE_REASON_HEADER = "journal.quarantine.reason"
+
+
+class Quarantine(Protocol):
+    """Where malformed records go; it must not lose them and must not raise for bad input."""
+
+    async def put(self, record: RawRecord, reason: str) -> None: ...
+
+
+class KafkaQuarantine:
+    """Copies malformed records unchanged to `<topic>.quarantine`, adding the reason."""
+
+    def __init__(self, producer: AIOKafkaProducer) -> None:
+        self._producer = producer
+
+    async def put(self, record: RawRecord, reason: str) -> None:
+        headers = [*record.headers, (QUARANTINE_REASON_HEADER, reason.encode("utf-8"))]
+        await self._producer.send_and_wait(
+            quarantine_topic(record.topic),
+            record.value,
+            key=record.key,
+            timestamp_ms=record.timestamp_ms,
+            headers=headers,
+        )
+
+
+class Replicator:
+    """Applies batches of one topic's partitions to a store's write side."""
+
+    def __init__(self, store: ReplicatedJournal, quarantine: Quarantine) -> None:
+        self._store = store
+        self._quarantine = quarantine
+
+    async def apply(self, records: Sequence[RawRecord]) -> None:
+        """Replicate records of one partition, in offset order; then advance its pointer."""
+        if not records:
+            return
+        actions: list[ActionRecord] = []
+        for record in records:
+            try:
+                action = parse_checked(record)
+            except MalformedRecord as error:
+                await self._set_aside(record, error.reason)
+                continue
+            if action is not None:
+                actions.append(action)
+        await self._store.apply(fold(actions))
+        last = records[-1]
+        await self._store.save_pointer(last.topic, last.partition, last.offset)
+
+    async def _set_aside(self, record: RawRecord, reason: str) -> None:
+        METRICS.counter("journal_quarantined_records_total", topic=record.topic).inc()
+        log.warning(
+            "quarantined %s-%s@%s: %s", record.topic, record.partition, record.offset, reason
+        )
+        await self._quarantine.put(record, reason)
+
+
+async def replicate_to_now(
+    bootstrap: str,
+    store: EventualStore,
+    topic: str,
+    quarantine: Quarantine,
+    batch_size: int = 1000,
+) -> dict[int, int]:
+    """Replicate every partition of `topic` from its pointer to the current end.
+
+    Returns the pointers reached. For tests, tools and catching up; a worker uses the agents.
+    """
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        fetch_max_wait_ms=20,
+    )
+    await consumer.start()
+    try:
+        await consumer.topics()  # loads metadata, so the partitions are known
+        partitions = sorted(consumer.partitions_for_topic(topic) or ())
+        tps = [TopicPartition(topic, p) for p in partitions]
+        ends = await consumer.end_offsets(tps)
+        pointers = await store.pointers(topic)
+        replicator = Replicator(store, quarantine)
+        consumer.assign(tps)
+        for tp in tps:
+            start = pointers.get(tp.partition, -1) + 1
+            if start >= ends[tp]:
+                continue
+            consumer.seek(tp, start)
+            while await consumer.position(tp) < ends[tp]:
+                batch = await consumer.getmany(tp, timeout_ms=500, max_records=batch_size)
+                records = [raw_record(m) for m in batch.get(tp, ()) if m.offset < ends[tp]]
+                await replicator.apply(records)
+        return await store.pointers(topic)
+    finally:
+        await consumer.stop()

@@ -1,0 +1,86 @@
+"""The eventual store's two sides, after kafka-journal's EventualJournal and ReplicatedJournal.
+
+The read side serves journal reads; the write side is used only by replication. Both speak
+in terms of one Kafka topic's partitions, because replication advances per partition.
+
+Contract (every implementation runs `tests/journal/store/contract.py`):
+- `apply` is idempotent: applying the same writes again, or an older batch after a newer one,
+  changes nothing a reader can see.
+- The pointer of a partition only moves forward.
+- A read returns strictly increasing seqNrs above the journal's deleteTo, streamed: an
+  implementation never holds a whole journal in memory.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+
+from journal.fold import JournalWrite
+from journal.model import SEQ_NR_MAX, EventRecord, JournalKey
+
+
+@dataclass(frozen=True, slots=True)
+class JournalMeta:
+    """What the store knows of one journal.
+
+    `seq_nr`: the last seqNr appended (since the last purge), None before the first append.
+    `delete_to`: every event at or below it is deleted, None if nothing is.
+    `offset`: the offset of the last action of this journal that was replicated.
+    `segment_size`: how the store splits this journal, for stores that do (opaque otherwise).
+    """
+
+    partition: int
+    offset: int
+    seq_nr: int | None = None
+    delete_to: int | None = None
+    segment_size: int | None = None
+
+
+class EventualJournal(ABC):
+    """The read side of the eventual store."""
+
+    @abstractmethod
+    async def pointer(self, topic: str, partition: int) -> int | None:
+        """The offset of the last record of `partition` that replication has applied."""
+
+    @abstractmethod
+    async def pointers(self, topic: str) -> dict[int, int]:
+        """All partitions' pointers of a topic."""
+
+    @abstractmethod
+    async def meta(self, key: JournalKey) -> JournalMeta | None:
+        """The journal's metadata, or None for a journal the store does not know."""
+
+    @abstractmethod
+    def read(
+        self,
+        key: JournalKey,
+        meta: JournalMeta,
+        from_: int = 1,
+        to: int = SEQ_NR_MAX,
+    ) -> AsyncIterator[EventRecord]:
+        """Stream the journal's events in [from_, to] above `meta.delete_to`, in order.
+
+        `meta` comes from a preceding `meta()` call: the caller decides how fresh it must be.
+        """
+
+
+class ReplicatedJournal(ABC):
+    """The write side of the eventual store, fed by replication only."""
+
+    @abstractmethod
+    async def apply(self, writes: Sequence[JournalWrite]) -> None:
+        """Apply the folded writes of one batch (any order across journals)."""
+
+    @abstractmethod
+    async def save_pointer(self, topic: str, partition: int, offset: int) -> None:
+        """Record that every record of `partition` up to `offset` is applied."""
+
+
+class EventualStore(EventualJournal, ReplicatedJournal, ABC):
+    """A store with both sides, as one implementation usually provides them."""
+
+    async def close(self) -> None:
+        """Release connections; the default has nothing to release."""

@@ -1,0 +1,66 @@
+"""cassandra-driver bridged to asyncio: queries run on the driver's I/O threads, never the loop.
+
+The driver's `execute_async` returns a ResponseFuture whose callbacks fire on the driver's
+threads; each callback hands its result to the loop with `call_soon_threadsafe`. Paging
+fetches one page at a time, so a query over a huge partition holds one page in memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from cassandra.cluster import ResponseFuture, Session
+from cassandra.query import Statement
+
+Params = Sequence[Any] | dict[str, Any] | None
+
+
+def _future_of_page(response: ResponseFuture) -> asyncio.Future[list[Any]]:
+    """An asyncio future for the page `response` is fetching (call once per page).
+
+    The driver keeps callbacks across pages, so the previous page's are cleared first.
+    """
+    loop = asyncio.get_running_loop()
+    response.clear_callbacks()
+    future: asyncio.Future[list[Any]] = loop.create_future()
+
+    def on_rows(rows: list[Any]) -> None:
+        loop.call_soon_threadsafe(_resolve, future, rows)
+
+    def on_error(error: BaseException) -> None:
+        loop.call_soon_threadsafe(_reject, future, error)
+
+    response.add_callbacks(on_rows, on_error)
+    return future
+
+
+def _resolve(future: asyncio.Future[list[Any]], rows: list[Any]) -> None:
+    if not future.done():
+        future.set_result(list(rows))
+
+
+def _reject(future: asyncio.Future[list[Any]], error: BaseException) -> None:
+    if not future.done():
+        future.set_exception(error)
+
+
+async def execute(session: Session, statement: str | Statement, params: Params = None) -> list[Any]:
+    """Run one statement and return the rows of its first page (all rows for small results)."""
+    return await _future_of_page(session.execute_async(statement, params))
+
+
+async def stream(
+    session: Session, statement: str | Statement, params: Params = None
+) -> AsyncIterator[Any]:
+    """Yield the rows of a query page by page; the next page is fetched only when needed."""
+    response = session.execute_async(statement, params)
+    rows = await _future_of_page(response)
+    while True:
+        for row in rows:
+            yield row
+        if not response.has_more_pages:
+            return
+        response.start_fetching_next_page()  # resets the result; the callbacks come after
+        rows = await _future_of_page(response)

@@ -1,0 +1,73 @@
+"""An eventual store in process memory: for unit tests and as the contract's plainest example."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+
+from journal.actions import events_of
+from journal.fold import JournalWrite
+from journal.model import SEQ_NR_MAX, EventRecord, JournalKey
+from journal.store.base import EventualStore, JournalMeta
+
+
+@dataclass(slots=True)
+class _Journal:
+    meta: JournalMeta
+    events: dict[int, EventRecord] = field(default_factory=dict)
+
+
+class MemoryStore(EventualStore):
+    def __init__(self) -> None:
+        self._journals: dict[JournalKey, _Journal] = {}
+        self._pointers: dict[tuple[str, int], int] = {}
+
+    async def pointer(self, topic: str, partition: int) -> int | None:
+        return self._pointers.get((topic, partition))
+
+    async def pointers(self, topic: str) -> dict[int, int]:
+        return {p: o for (t, p), o in self._pointers.items() if t == topic}
+
+    async def meta(self, key: JournalKey) -> JournalMeta | None:
+        journal = self._journals.get(key)
+        return None if journal is None else journal.meta
+
+    async def read(
+        self, key: JournalKey, meta: JournalMeta, from_: int = 1, to: int = SEQ_NR_MAX
+    ) -> AsyncIterator[EventRecord]:
+        journal = self._journals.get(key)
+        if journal is None:
+            return
+        start = max(from_, (meta.delete_to or 0) + 1)
+        for seq_nr in sorted(s for s in journal.events if start <= s <= to):
+            event = journal.events.get(seq_nr)  # may vanish while the caller awaits
+            if event is not None:
+                yield event
+
+    async def apply(self, writes: Sequence[JournalWrite]) -> None:
+        for write in writes:
+            if write.changes_store:
+                self._apply(write)
+
+    def _apply(self, write: JournalWrite) -> None:
+        journal = self._journals.get(write.key)
+        if journal is not None:
+            remaining = write.after(journal.meta.offset)
+            if remaining is None:
+                return
+            write = remaining
+        if journal is None or write.purge is not None:
+            journal = self._journals[write.key] = _Journal(JournalMeta(write.partition, -1))
+        for append in write.appends:
+            for record in events_of(append):
+                journal.events[record.seq_nr] = record
+        seq_nr = journal.meta.seq_nr if write.seq_nr is None else write.seq_nr
+        delete_to = journal.meta.delete_to
+        if write.delete is not None:
+            delete_to = max(write.delete.to, delete_to or 0)
+            journal.events = {s: e for s, e in journal.events.items() if s > delete_to}
+        journal.meta = JournalMeta(write.partition, write.offset, seq_nr, delete_to)
+
+    async def save_pointer(self, topic: str, partition: int, offset: int) -> None:
+        current = self._pointers.get((topic, partition), -1)
+        self._pointers[(topic, partition)] = max(current, offset)

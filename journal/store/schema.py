@@ -1,0 +1,69 @@
+"""The Cassandra schema of the eventual store, created and versioned at start.
+
+Tables:
+- `events`: one row per event; partitioned by (topic, id, segment) so a huge journal spreads
+  over partitions of at most `segment_size` events each.
+- `journals`: one row per journal: partition, offset of its last replicated action, last seqNr,
+  deleteTo, segment size (fixed when the journal is first written).
+- `pointers`: per (topic, partition), the offset of the last replicated record.
+- `schema_version`: the version of this schema; a newer one is refused.
+
+Every write of replication carries `USING TIMESTAMP offset + 1` (the Kafka offset of the action
+that caused it). One journal lives in one partition, so its offsets order its changes: a replayed
+old batch can never overwrite newer cells nor resurrect what a later Delete or Purge removed,
+and a rebuild from Kafka produces the very same cells.
+"""
+
+from __future__ import annotations
+
+from cassandra.cluster import Session
+
+from journal.store import cql
+
+SCHEMA_VERSION = 1
+
+_TABLES = (
+    """CREATE TABLE IF NOT EXISTS {ks}.events (
+        topic text, id text, segment bigint, seq_nr bigint,
+        partition int, offset bigint, timestamp timestamp,
+        tags set<text>, payload_type text, payload_txt text, payload_bin blob,
+        expire_after text, metadata text, headers map<text, text>,
+        PRIMARY KEY ((topic, id, segment), seq_nr))""",
+    """CREATE TABLE IF NOT EXISTS {ks}.journals (
+        topic text, id text, partition int, offset bigint,
+        seq_nr bigint, delete_to bigint, segment_size bigint,
+        PRIMARY KEY ((topic, id)))""",
+    """CREATE TABLE IF NOT EXISTS {ks}.pointers (
+        topic text, partition int, offset bigint,
+        PRIMARY KEY ((topic), partition))""",
+    """CREATE TABLE IF NOT EXISTS {ks}.schema_version (
+        name text PRIMARY KEY, version int)""",
+)
+
+
+class SchemaTooNew(RuntimeError):
+    """The keyspace was created by a newer version of this project."""
+
+
+async def ensure_schema(session: Session, keyspace: str, replication: str) -> None:
+    """Create the keyspace and tables if missing; refuse a schema newer than this code's."""
+    await cql.execute(
+        session,
+        f"CREATE KEYSPACE IF NOT EXISTS {keyspace} WITH replication = {replication}",
+    )
+    for table in _TABLES:
+        await cql.execute(session, table.format(ks=keyspace))
+    rows = await cql.execute(
+        session, f"SELECT version FROM {keyspace}.schema_version WHERE name = 'journal'"
+    )
+    if rows and rows[0].version > SCHEMA_VERSION:
+        raise SchemaTooNew(
+            f"keyspace {keyspace} has schema version {rows[0].version}; "
+            f"this code knows up to {SCHEMA_VERSION}"
+        )
+    if not rows:
+        await cql.execute(
+            session,
+            f"INSERT INTO {keyspace}.schema_version (name, version) VALUES ('journal', %s)",
+            (SCHEMA_VERSION,),
+        )

@@ -1,0 +1,67 @@
+"""Creating the action topic (and its quarantine) and learning its partition count."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+_TOPIC_ALREADY_EXISTS = 36
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSpec:
+    name: str
+    partitions: int
+    replication_factor: int = 1
+    min_insync_replicas: int = 1
+    retention_ms: int = 7 * 24 * 60 * 60 * 1000
+
+
+def quarantine_topic(topic: str) -> str:
+    """Where malformed records of `topic` are set aside, unchanged, for a person to look at."""
+    return f"{topic}.quarantine"
+
+
+async def ensure_topic(bootstrap: str, spec: TopicSpec, timeout_s: float = 30.0) -> int:
+    """Create the topic unless it exists; return its partition count once all have leaders.
+
+    An existing topic keeps its own settings: its partition count is what counts.
+    """
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        response = await admin.create_topics(
+            [
+                NewTopic(
+                    spec.name,
+                    spec.partitions,
+                    spec.replication_factor,
+                    topic_configs={
+                        "min.insync.replicas": str(spec.min_insync_replicas),
+                        "retention.ms": str(spec.retention_ms),
+                    },
+                )
+            ]
+        )
+        for name, code, *rest in response.topic_errors:
+            if code not in (0, _TOPIC_ALREADY_EXISTS):
+                message = rest[0] if rest else ""
+                raise RuntimeError(f"cannot create topic {name}: error {code} {message}")
+        return await asyncio.wait_for(_partitions_with_leaders(admin, spec.name), timeout_s)
+    finally:
+        await admin.close()
+
+
+async def _partitions_with_leaders(admin: AIOKafkaAdminClient, topic: str) -> int:
+    while True:
+        (described,) = await admin.describe_topics([topic])
+        partitions = described["partitions"]
+        if (
+            described["error_code"] == 0
+            and partitions
+            and all(p["leader"] >= 0 for p in partitions)
+        ):
+            return len(partitions)
+        await asyncio.sleep(0.1)

@@ -1,0 +1,106 @@
+"""Writes actions to the action topic: one record per action, keyed by journal id.
+
+The producer is idempotent with acks=all, so an action acknowledged here survives the loss of
+any broker that is not the last in-sync replica, and producer retries never duplicate it.
+Partitions are chosen with Kafka's default partitioner (murmur2 of the key), so Java clients,
+Faust tables and this writer agree on where a journal lives.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+
+from aiokafka import AIOKafkaProducer
+from aiokafka.partitioner import murmur2
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
+
+from journal.actions import record_headers
+from journal.codec import encode_events
+from journal.model import (
+    ActionHeader,
+    AppendHeader,
+    DeleteHeader,
+    Events,
+    HeaderMetadata,
+    JournalKey,
+    MarkHeader,
+    Position,
+    PurgeHeader,
+    check_seq_nr,
+)
+
+
+class AppendTooLarge(ValueError):
+    """An append whose record would exceed what the producer and broker accept."""
+
+
+def partition_of(journal_id: str, partitions: int) -> int:
+    """Kafka's default partitioner for a keyed record (Java's `toPositive(murmur2) % n`)."""
+    hashed: int = murmur2(journal_id.encode("utf-8"))
+    return (hashed & 0x7FFFFFFF) % partitions
+
+
+class JournalWriter:
+    """Produces the four actions; one instance per process, shared by all journals."""
+
+    def __init__(
+        self, producer: AIOKafkaProducer, partitions: int, max_record_bytes: int = 1_000_000
+    ) -> None:
+        self._producer = producer
+        self._partitions = partitions
+        self._max_record_bytes = max_record_bytes
+
+    @property
+    def partitions(self) -> int:
+        return self._partitions
+
+    def partition_of(self, key: JournalKey) -> int:
+        return partition_of(key.id, self._partitions)
+
+    async def append(
+        self,
+        key: JournalKey,
+        events: Events,
+        *,
+        metadata: HeaderMetadata = HeaderMetadata(),
+        headers: Mapping[str, str] | None = None,
+        origin: str | None = None,
+    ) -> Position:
+        """Append consecutive events atomically; InvalidValue or AppendTooLarge if refused."""
+        seq_range = events.range
+        payload_type, value = encode_events(events)
+        header = AppendHeader(seq_range, payload_type, origin=origin, metadata=metadata)
+        return await self._send(key, header, value, headers or {})
+
+    async def delete(self, key: JournalKey, to: int, *, origin: str | None = None) -> Position:
+        check_seq_nr(to, "to")
+        return await self._send(key, DeleteHeader(to, origin=origin), b"", {})
+
+    async def purge(self, key: JournalKey, *, origin: str | None = None) -> Position:
+        return await self._send(key, PurgeHeader(origin=origin), b"", {})
+
+    async def mark(self, key: JournalKey, mark_id: str, *, origin: str | None = None) -> Position:
+        return await self._send(key, MarkHeader(mark_id, origin=origin), b"", {})
+
+    async def _send(
+        self, key: JournalKey, header: ActionHeader, value: bytes, headers: Mapping[str, str]
+    ) -> Position:
+        raw_key = key.id.encode("utf-8")
+        raw_headers = record_headers(header, headers)
+        size = DefaultRecordBatchBuilder.estimate_size_in_bytes(raw_key, value, raw_headers)
+        if size > self._max_record_bytes:
+            raise AppendTooLarge(
+                f"the record would be {size} bytes; the limit is {self._max_record_bytes}: "
+                "split the events into smaller appends"
+            )
+        partition = self.partition_of(key)
+        metadata = await self._producer.send_and_wait(
+            key.topic,
+            value,
+            key=raw_key,
+            partition=partition,
+            timestamp_ms=int(time.time() * 1000),
+            headers=raw_headers,
+        )
+        return Position(metadata.partition, metadata.offset)

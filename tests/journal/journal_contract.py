@@ -1,0 +1,117 @@
+"""The semantic suite of "a journal": every way to reach journals passes it.
+
+A subclass provides the `api` fixture (a tests.support.journal_api.JournalApi) and a fresh
+`journal_id` per test. `api.settle()` lets replication run where the subclass wants it to, so
+one subclass can test with nothing replicated, another with everything replicated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+
+from journal.model import BinaryPayload, Event, JsonPayload, TextPayload
+from tests.support.journal_api import JournalApi
+
+
+def events(first: int, last: int) -> list[Event]:
+    return [
+        Event(n, frozenset({"even" if n % 2 == 0 else "odd"}), JsonPayload({"n": n}))
+        for n in range(first, last + 1)
+    ]
+
+
+def seq_nrs(got: list[Event]) -> list[int]:
+    return [e.seq_nr for e in got]
+
+
+class JournalContract:
+    @pytest.fixture
+    def journal_id(self) -> str:
+        return f"j-{uuid.uuid4().hex[:12]}"
+
+    async def test_an_unknown_journal_is_empty(self, api: JournalApi, journal_id: str) -> None:
+        assert await api.read(journal_id) == []
+        assert await api.info(journal_id) == (None, None)
+
+    async def test_reads_its_own_writes(self, api: JournalApi, journal_id: str) -> None:
+        await api.append(journal_id, events(1, 3))
+        assert await api.read(journal_id) == events(1, 3)
+        await api.settle()
+        await api.append(journal_id, events(4, 5))
+        assert await api.read(journal_id) == events(1, 5)
+        assert await api.info(journal_id) == (5, None)
+
+    async def test_every_payload_kind_round_trips(self, api: JournalApi, journal_id: str) -> None:
+        written = [
+            Event(1, frozenset({"a", "b"}), JsonPayload({"k": [1, 2.5, None, True, "s"]})),
+            Event(2, frozenset(), TextPayload("plain text ✓")),
+            Event(3, frozenset({"bin"}), BinaryPayload(bytes(range(256)))),
+            Event(4),
+        ]
+        await api.append(journal_id, written)
+        await api.settle()
+        assert await api.read(journal_id) == written
+
+    async def test_range_and_limit(self, api: JournalApi, journal_id: str) -> None:
+        await api.append(journal_id, events(1, 4))
+        await api.settle()
+        await api.append(journal_id, events(5, 9))
+        assert seq_nrs(await api.read(journal_id, from_=3, to=6)) == [3, 4, 5, 6]
+        assert seq_nrs(await api.read(journal_id, from_=2, limit=4)) == [2, 3, 4, 5]
+        assert await api.read(journal_id, from_=10) == []
+
+    async def test_delete_hides_events_at_or_below(self, api: JournalApi, journal_id: str) -> None:
+        await api.append(journal_id, events(1, 5))
+        await api.settle()
+        assert await api.delete(journal_id, 3) == 3
+        assert seq_nrs(await api.read(journal_id)) == [4, 5]
+        assert await api.info(journal_id) == (5, 3)
+        await api.settle()
+        assert seq_nrs(await api.read(journal_id)) == [4, 5]
+
+    async def test_delete_is_clamped_to_the_last_seq_nr(
+        self, api: JournalApi, journal_id: str
+    ) -> None:
+        assert await api.delete(journal_id, 10) is None
+        await api.append(journal_id, events(1, 2))
+        assert await api.delete(journal_id, 10) == 2
+        assert await api.read(journal_id) == []
+        await api.append(journal_id, events(3, 3))
+        assert seq_nrs(await api.read(journal_id)) == [3]
+        assert await api.info(journal_id) == (3, 2)
+
+    async def test_purge_removes_everything_and_seq_nrs_restart(
+        self, api: JournalApi, journal_id: str
+    ) -> None:
+        await api.append(journal_id, events(1, 4))
+        await api.settle()
+        await api.delete(journal_id, 1)
+        await api.purge(journal_id)
+        assert await api.read(journal_id) == []
+        assert await api.info(journal_id) == (None, None)
+        await api.append(journal_id, events(1, 2))
+        assert await api.read(journal_id) == events(1, 2)
+        await api.settle()
+        assert await api.read(journal_id) == events(1, 2)
+
+    async def test_journals_sharing_a_partition_do_not_mix(
+        self, api: JournalApi, journal_id: str
+    ) -> None:
+        ids = [f"{journal_id}-{n}" for n in range(12)]  # 12 journals over a few partitions
+        for n, other in enumerate(ids):
+            await api.append(other, events(1, n + 1))
+        await api.settle()
+        for n, other in enumerate(ids):
+            await api.append(other, events(n + 2, n + 2))
+        for n, other in enumerate(ids):
+            assert seq_nrs(await api.read(other)) == list(range(1, n + 3))
+
+    async def test_concurrent_readers_agree(self, api: JournalApi, journal_id: str) -> None:
+        await api.append(journal_id, events(1, 20))
+        await api.settle()
+        await api.append(journal_id, events(21, 30))
+        reads = await asyncio.gather(*(api.read(journal_id) for _ in range(8)))
+        assert all(r == events(1, 30) for r in reads)

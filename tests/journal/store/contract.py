@@ -1,0 +1,129 @@
+"""The contract every eventual store passes (run by test_memory.py and test_cassandra.py).
+
+A subclass provides the `store` fixture: a fresh, empty store whose segments (if it has any)
+hold 5 events, so that small journals already span several.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from journal.actions import events_of
+from journal.fold import fold
+from journal.model import ActionRecord, EventRecord, JournalKey, PayloadMetadata
+from journal.store.base import EventualStore
+from tests.support import actions as a
+
+SEGMENT = 5
+KEY = JournalKey("topic", "journal-1")
+OTHER = JournalKey("topic", "journal-2")
+
+
+async def read_all(
+    store: EventualStore, key: JournalKey, from_: int = 1, to: int = 2**63 - 1
+) -> list[EventRecord]:
+    meta = await store.meta(key)
+    assert meta is not None
+    return [r async for r in store.read(key, meta, from_, to)]
+
+
+async def apply(store: EventualStore, *records: ActionRecord) -> None:
+    await store.apply(fold(records))
+
+
+def expected(*records: ActionRecord) -> list[EventRecord]:
+    return [e for r in records for e in events_of(r)]
+
+
+class EventualStoreContract:
+    async def test_an_unknown_journal_has_no_meta(self, store: EventualStore) -> None:
+        assert await store.meta(KEY) is None
+
+    async def test_appended_events_read_back_equal_and_in_order(self, store: EventualStore) -> None:
+        first, second = a.append(KEY, 0, 1, 3), a.append(KEY, 1, 4, 12)
+        await apply(store, first, second)
+        assert await read_all(store, KEY) == expected(first, second)
+        meta = await store.meta(KEY)
+        assert meta is not None and (meta.seq_nr, meta.delete_to, meta.offset) == (12, None, 1)
+
+    async def test_metadata_and_headers_survive(self, store: EventualStore) -> None:
+        record = replace(a.append(KEY, 0, 1, 2), headers={"h": "v"})
+        await apply(store, record)
+        (first, _) = await read_all(store, KEY)
+        assert first.headers == {"h": "v"}
+        assert first.metadata == PayloadMetadata()
+
+    async def test_reads_a_range_across_segments(self, store: EventualStore) -> None:
+        await apply(store, a.append(KEY, 0, 1, 23))
+        got = [r.seq_nr for r in await read_all(store, KEY, 4, 17)]
+        assert got == list(range(4, 18))
+
+    async def test_journals_do_not_mix(self, store: EventualStore) -> None:
+        await apply(store, a.append(KEY, 0, 1, 2), a.append(OTHER, 1, 1, 3))
+        assert [r.seq_nr for r in await read_all(store, KEY)] == [1, 2]
+        assert [r.seq_nr for r in await read_all(store, OTHER)] == [1, 2, 3]
+
+    async def test_delete_hides_and_removes_events_up_to_it(self, store: EventualStore) -> None:
+        await apply(store, a.append(KEY, 0, 1, 13))
+        await apply(store, a.delete(KEY, 1, 11))
+        meta = await store.meta(KEY)
+        assert meta is not None and meta.delete_to == 11 and meta.seq_nr == 13
+        assert [r.seq_nr for r in await read_all(store, KEY)] == [12, 13]
+        # the rows are gone too, not only hidden: a reader with an older deleteTo sees none
+        assert [r.seq_nr async for r in store.read(KEY, replace(meta, delete_to=None))] == [12, 13]
+
+    async def test_a_smaller_delete_never_moves_delete_to_back(self, store: EventualStore) -> None:
+        await apply(store, a.append(KEY, 0, 1, 9), a.delete(KEY, 1, 7))
+        await apply(store, a.delete(KEY, 2, 3))
+        meta = await store.meta(KEY)
+        assert meta is not None and meta.delete_to == 7
+
+    async def test_purge_empties_and_a_new_journal_may_start_at_one(
+        self, store: EventualStore
+    ) -> None:
+        await apply(store, a.append(KEY, 0, 1, 12), a.delete(KEY, 1, 3))
+        await apply(store, a.purge(KEY, 2))
+        meta = await store.meta(KEY)
+        assert meta is not None and (meta.seq_nr, meta.delete_to) == (None, None)
+        assert await read_all(store, KEY) == []
+        again = a.append(KEY, 3, 1, 2)
+        await apply(store, again)
+        assert await read_all(store, KEY) == expected(again)
+
+    async def test_applying_a_batch_twice_changes_nothing(self, store: EventualStore) -> None:
+        batch = [a.append(KEY, 0, 1, 6), a.delete(KEY, 1, 2), a.append(KEY, 2, 7, 8)]
+        await apply(store, *batch)
+        before = (await store.meta(KEY), await read_all(store, KEY))
+        await apply(store, *batch)
+        assert (await store.meta(KEY), await read_all(store, KEY)) == before
+
+    async def test_an_old_batch_after_a_purge_resurrects_nothing(
+        self, store: EventualStore
+    ) -> None:
+        old = [a.append(KEY, 0, 1, 6)]
+        await apply(store, *old)
+        await apply(store, a.purge(KEY, 1))
+        await apply(store, *old)
+        meta = await store.meta(KEY)
+        assert meta is not None and meta.seq_nr is None
+        assert await read_all(store, KEY) == []
+
+    async def test_the_pointer_only_moves_forward(self, store: EventualStore) -> None:
+        assert await store.pointer("topic", 0) is None
+        await store.save_pointer("topic", 0, 10)
+        await store.save_pointer("topic", 0, 4)
+        await store.save_pointer("topic", 1, 7)
+        await store.save_pointer("other", 0, 99)
+        assert await store.pointer("topic", 0) == 10
+        assert await store.pointers("topic") == {0: 10, 1: 7}
+
+    async def test_marks_alone_change_no_journal(self, store: EventualStore) -> None:
+        await apply(store, a.mark(KEY, 0))
+        assert await store.meta(KEY) is None
+
+
+@pytest.fixture
+def segment_size() -> int:
+    return SEGMENT

@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+
+from journal.store import cql
+from journal.store.cassandra import CassandraConfig, CassandraStore
+from journal.store.schema import SCHEMA_VERSION, SchemaTooNew
+from tests.journal.store.contract import SEGMENT, EventualStoreContract
+
+pytestmark = pytest.mark.integration
+
+
+def config(stack: object, keyspace: str) -> CassandraConfig:
+    return CassandraConfig(
+        hosts=tuple(stack.cassandra_hosts),  # type: ignore[attr-defined]
+        port=stack.cassandra_port,  # type: ignore[attr-defined]
+        keyspace=keyspace,
+        segment_size=SEGMENT,
+    )
+
+
+@pytest.fixture
+async def store(stack: object) -> AsyncIterator[CassandraStore]:
+    store = await CassandraStore.connect(config(stack, f"contract_{uuid.uuid4().hex[:12]}"))
+    yield store
+    await cql.execute(store.session, f"DROP KEYSPACE {store.keyspace}")
+    await store.close()
+
+
+class TestCassandraStore(EventualStoreContract):
+    async def test_a_newer_schema_is_refused(self, store: CassandraStore, stack: object) -> None:
+        await cql.execute(
+            store.session,
+            f"UPDATE {store.keyspace}.schema_version SET version = %s WHERE name = 'journal'",
+            (SCHEMA_VERSION + 1,),
+        )
+        with pytest.raises(SchemaTooNew):
+            await CassandraStore.connect(config(stack, store.keyspace))
+
+    async def test_every_write_is_stamped_with_its_offset(self, store: CassandraStore) -> None:
+        from tests.journal.store.contract import KEY, apply
+        from tests.support import actions as a
+
+        await apply(store, a.append(KEY, 41, 1, 2))
+        rows = await cql.execute(
+            store.session,
+            f"SELECT WRITETIME(partition) AS stamp FROM {store.keyspace}.events "
+            "WHERE topic = %s AND id = %s AND segment = 0",
+            (KEY.topic, KEY.id),
+        )
+        assert [r.stamp for r in rows] == [42]

@@ -1,0 +1,12 @@
+from __future__ import annotations
+
+import pytest
+
+from journal.store.memory import MemoryStore
+from tests.journal.store.contract import EventualStoreContract
+
+
+class TestMemoryStore(EventualStoreContract):
+    @pytest.fixture
+    def store(self) -> MemoryStore:
+        return MemoryStore()
