@@ -1,0 +1,157 @@
+"""The `journal.action` Kafka record header: which action a record carries, as JSON.
+
+One top-level key names the action, its object holds the fields (kafka-journal's
+`ActionHeader` Play JSON format):
+
+    {"append": {"range": {"from": 1, "to": 5}, "origin": "o", "version": "v",
+                "payloadType": "json" | "binary", "metadata": {"data": ...}}}
+    {"delete": {"to": 3, "origin": "o", "version": "v"}}
+    {"purge": {"origin": "o", "version": "v"}}
+    {"mark": {"id": "id", "origin": "o", "version": "v"}}
+
+Optional fields are omitted when absent (and read back as absent when null). An append without
+`metadata` is the legacy form and reads as empty HeaderMetadata; `"metadata": {}` is written for
+empty metadata. Unknown fields inside an action are ignored. A JSON object without any known
+action key (say `{"new": {}}`, from a newer writer) decodes to None, "no action", so that readers
+can skip it; every other malformation, including two action keys at once, is a DecodeError.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import assert_never, cast
+
+from journal.codec.errors import DecodeError, EncodeError
+from journal.codec.json_value import (
+    JsonObject,
+    dumps,
+    expect_int,
+    expect_object,
+    expect_str,
+    field,
+    loads,
+    optional_object,
+    optional_str,
+)
+from journal.model import (
+    ActionHeader,
+    AppendHeader,
+    DeleteHeader,
+    HeaderMetadata,
+    InvalidValue,
+    Json,
+    MarkHeader,
+    PayloadType,
+    PurgeHeader,
+    SeqRange,
+)
+
+ACTION_HEADER = "journal.action"
+
+_APPEND_PAYLOAD_TYPES = {"binary": PayloadType.BINARY, "json": PayloadType.JSON}
+
+
+def encode_action_header(header: ActionHeader) -> bytes:
+    """The header value kafka-journal writes for `header`; EncodeError if it has none."""
+    body: dict[str, Json]
+    match header:
+        case AppendHeader():
+            if header.payload_type.value not in _APPEND_PAYLOAD_TYPES:
+                raise EncodeError(
+                    f"an append's payloadType is binary or json, not {header.payload_type.value}"
+                )
+            metadata: dict[str, Json] = {}
+            if header.metadata.data is not None:
+                metadata["data"] = header.metadata.data
+            body = {"range": {"from": header.range.from_, "to": header.range.to}}
+            body.update(_origin_version(header.origin, header.version))
+            body["payloadType"] = header.payload_type.value
+            body["metadata"] = metadata
+            name = "append"
+        case DeleteHeader():
+            body = {"to": header.to, **_origin_version(header.origin, header.version)}
+            name = "delete"
+        case PurgeHeader():
+            body = _origin_version(header.origin, header.version)
+            name = "purge"
+        case MarkHeader():
+            body = {"id": header.id, **_origin_version(header.origin, header.version)}
+            name = "mark"
+        case _:
+            assert_never(header)
+    return dumps({name: body}, f"{name} header")
+
+
+def decode_action_header(raw: bytes) -> ActionHeader | None:
+    """The action in a `journal.action` header; None for an unknown action; else DecodeError."""
+    obj = expect_object(loads(raw, "action header"), "action header")
+    names = [name for name in _DECODERS if name in obj]
+    if not names:
+        return None
+    if len(names) > 1:
+        raise DecodeError(f"action header names more than one action: {', '.join(names)}")
+    name = names[0]
+    try:
+        return _DECODERS[name](expect_object(obj[name], name), name)
+    except InvalidValue as e:
+        raise DecodeError(f"{name} header: {e}") from e
+
+
+def _origin_version(origin: str | None, version: str | None) -> dict[str, Json]:
+    fields: dict[str, Json] = {}
+    if origin is not None:
+        fields["origin"] = origin
+    if version is not None:
+        fields["version"] = version
+    return fields
+
+
+def _decode_append(obj: JsonObject, where: str) -> AppendHeader:
+    range_ = expect_object(field(obj, "range", where), f"{where}.range")
+    payload_type_name = expect_str(field(obj, "payloadType", where), f"{where}.payloadType")
+    payload_type = _APPEND_PAYLOAD_TYPES.get(payload_type_name)
+    if payload_type is None:
+        raise DecodeError(f"{where}.payloadType must be binary or json, got {payload_type_name!r}")
+    metadata = optional_object(obj, "metadata", where)
+    return AppendHeader(
+        range=SeqRange(
+            expect_int(field(range_, "from", f"{where}.range"), f"{where}.range.from"),
+            expect_int(field(range_, "to", f"{where}.range"), f"{where}.range.to"),
+        ),
+        payload_type=payload_type,
+        origin=optional_str(obj, "origin", where),
+        version=optional_str(obj, "version", where),
+        # A missing "metadata" is the legacy form; a missing "data" is empty metadata.
+        metadata=HeaderMetadata(None if metadata is None else cast(Json, metadata.get("data"))),
+    )
+
+
+def _decode_delete(obj: JsonObject, where: str) -> DeleteHeader:
+    return DeleteHeader(
+        to=expect_int(field(obj, "to", where), f"{where}.to"),
+        origin=optional_str(obj, "origin", where),
+        version=optional_str(obj, "version", where),
+    )
+
+
+def _decode_purge(obj: JsonObject, where: str) -> PurgeHeader:
+    return PurgeHeader(
+        origin=optional_str(obj, "origin", where),
+        version=optional_str(obj, "version", where),
+    )
+
+
+def _decode_mark(obj: JsonObject, where: str) -> MarkHeader:
+    return MarkHeader(
+        id=expect_str(field(obj, "id", where), f"{where}.id"),
+        origin=optional_str(obj, "origin", where),
+        version=optional_str(obj, "version", where),
+    )
+
+
+_DECODERS: dict[str, Callable[[JsonObject, str], ActionHeader]] = {
+    "append": _decode_append,
+    "delete": _decode_delete,
+    "purge": _decode_purge,
+    "mark": _decode_mark,
+}

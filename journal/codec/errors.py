@@ -1,0 +1,16 @@
+"""The codec's two failures: bytes that cannot be read, values that cannot be written.
+
+Both are ValueErrors. Decoding raises nothing but DecodeError on bad input, so a consumer can
+catch one type around a poisoned record; encoding raises EncodeError for values the wire format
+cannot carry (a NaN in a JSON payload, an unknown duration text, a gap in the seqNrs...).
+"""
+
+from __future__ import annotations
+
+
+class DecodeError(ValueError):
+    """Bytes that are not a valid encoding of what the caller asked for."""
+
+
+class EncodeError(ValueError):
+    """A value that the kafka-journal wire format cannot represent."""

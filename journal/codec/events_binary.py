@@ -1,0 +1,194 @@
+"""The record value of an Append whose payloadType is binary (kafka-journal's scodec `Events`).
+
+All integers are big-endian and signed; every length counts bytes.
+
+    version  u8      1 (written), or 0: the v0 form, which ends after the events
+    count    i32     number of events, at least 1
+    count x  i32 length, then the event in exactly that many bytes:
+        seqNr    i64
+        tags     i32 length of the tag list, then per tag: i32 length + UTF-8 bytes
+        kind     u8      0 none, 1 binary, 2 json, 3 text
+        payload  i32 length + bytes: nothing, raw bytes, JSON text, UTF-8 text
+    metadata the rest of the value: PayloadMetadata as JSON, `{}` when empty (version 1 only)
+
+Tags are written in kafka-journal's order (see `journal.codec.tag_order`) and read as a set.
+Decoding is stricter than scodec's: a length-prefixed region must be consumed exactly, other
+version bytes are rejected and a v0 value must end after its events. These functions check the
+layout only; seqNr order is checked by `journal.codec.events`.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Final
+
+from journal.codec.errors import DecodeError, EncodeError
+from journal.codec.json_value import dumps, loads
+from journal.codec.payload_metadata import payload_metadata_from_json, payload_metadata_to_json
+from journal.codec.tag_order import scala_set_order
+from journal.model import (
+    BinaryPayload,
+    Event,
+    Events,
+    JsonPayload,
+    Payload,
+    PayloadMetadata,
+    TextPayload,
+)
+
+VERSION_0: Final = 0
+VERSION_1: Final = 1
+
+_NONE, _BINARY, _JSON, _TEXT = 0, 1, 2, 3
+
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+
+
+def encode_events_binary(events: Events) -> bytes:
+    out = bytearray([VERSION_1])
+    out += _I32.pack(len(events.events))
+    for event in events.events:
+        _put_sized(out, _encode_event(event))
+    out += dumps(payload_metadata_to_json(events.metadata), "events metadata")
+    return bytes(out)
+
+
+def decode_events_binary(value: bytes) -> Events:
+    reader = _Reader(value, "binary record value")
+    version = reader.u8("version")
+    if version not in (VERSION_0, VERSION_1):
+        raise DecodeError(f"binary record value: unknown version {version}")
+    count = reader.i32("event count")
+    if count < 0:
+        raise DecodeError(f"binary record value: negative event count {count}")
+    events = tuple(_decode_event(reader.sized(f"event {i}")) for i in range(count))
+    if version == VERSION_0:
+        reader.expect_end()
+        metadata = PayloadMetadata()
+    else:
+        metadata = payload_metadata_from_json(
+            loads(reader.rest(), "binary record value metadata"), "binary record value metadata"
+        )
+    return Events(events, metadata)
+
+
+def _encode_event(event: Event) -> bytes:
+    out = bytearray(_I64.pack(event.seq_nr))
+    tags = bytearray()
+    for tag in scala_set_order(event.tags):
+        _put_sized(tags, _utf8(tag, f"event {event.seq_nr} tag"))
+    _put_sized(out, tags)
+    kind, payload = _encode_payload(event.payload, event.seq_nr)
+    out.append(kind)
+    _put_sized(out, payload)
+    return bytes(out)
+
+
+def _encode_payload(payload: Payload | None, seq_nr: int) -> tuple[int, bytes]:
+    match payload:
+        case None:
+            return _NONE, b""
+        case BinaryPayload(data):
+            return _BINARY, bytes(data)
+        case JsonPayload(value):
+            return _JSON, dumps(value, f"event {seq_nr} payload")
+        case TextPayload(text):
+            return _TEXT, _utf8(text, f"event {seq_nr} payload")
+        case _:
+            raise EncodeError(f"event {seq_nr} payload is not a Payload: {payload!r}")
+
+
+def _decode_event(reader: _Reader) -> Event:
+    seq_nr = reader.i64("seqNr")
+    tags_reader = reader.sized("tags")
+    tags: set[str] = set()
+    while not tags_reader.at_end():
+        tags.add(tags_reader.sized("tag").text())
+    kind = reader.u8("payload kind")
+    payload_reader = reader.sized("payload")
+    payload: Payload | None
+    if kind == _NONE:
+        payload_reader.expect_end()
+        payload = None
+    elif kind == _BINARY:
+        payload = BinaryPayload(payload_reader.rest())
+    elif kind == _JSON:
+        payload = JsonPayload(loads(payload_reader.rest(), f"{payload_reader.where} (json)"))
+    elif kind == _TEXT:
+        payload = TextPayload(payload_reader.text())
+    else:
+        raise DecodeError(f"{reader.where}: unknown payload kind {kind}")
+    reader.expect_end()
+    return Event(seq_nr, frozenset(tags), payload)
+
+
+def _put_sized(out: bytearray, data: bytes | bytearray) -> None:
+    if len(data) > 2**31 - 1:
+        raise EncodeError(f"{len(data)} bytes do not fit an int32 length prefix")
+    out += _I32.pack(len(data))
+    out += data
+
+
+def _utf8(text: str, what: str) -> bytes:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as e:  # lone surrogates
+        raise EncodeError(f"{what} is not valid Unicode text: {e}") from e
+
+
+class _Reader:
+    """A cursor over `data[start:end]` that raises DecodeError instead of running short."""
+
+    __slots__ = ("_data", "_end", "_pos", "where")
+
+    def __init__(self, data: bytes, where: str, start: int = 0, end: int | None = None) -> None:
+        self._data = data
+        self._pos = start
+        self._end = len(data) if end is None else end
+        self.where = where
+
+    def at_end(self) -> bool:
+        return self._pos == self._end
+
+    def expect_end(self) -> None:
+        if not self.at_end():
+            raise DecodeError(f"{self.where}: {self._end - self._pos} unexpected trailing bytes")
+
+    def _take(self, size: int, what: str) -> int:
+        start = self._pos
+        if self._end - start < size:
+            raise DecodeError(
+                f"{self.where}: truncated {what}, needs {size} bytes, has {self._end - start}"
+            )
+        self._pos = start + size
+        return start
+
+    def u8(self, what: str) -> int:
+        return self._data[self._take(1, what)]
+
+    def i32(self, what: str) -> int:
+        value: int = _I32.unpack_from(self._data, self._take(4, what))[0]
+        return value
+
+    def i64(self, what: str) -> int:
+        value: int = _I64.unpack_from(self._data, self._take(8, what))[0]
+        return value
+
+    def sized(self, what: str) -> _Reader:
+        """The region announced by an i32 length prefix."""
+        size = self.i32(f"{what} length")
+        if size < 0:
+            raise DecodeError(f"{self.where}: negative {what} length {size}")
+        start = self._take(size, what)
+        return _Reader(self._data, f"{self.where}, {what}", start, start + size)
+
+    def rest(self) -> bytes:
+        start = self._take(self._end - self._pos, "rest")
+        return self._data[start : self._end]
+
+    def text(self) -> str:
+        try:
+            return self.rest().decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise DecodeError(f"{self.where}: invalid UTF-8: {e}") from e

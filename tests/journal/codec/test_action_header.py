@@ -1,0 +1,227 @@
+"""The `journal.action` header codec against kafka-journal's reference vectors, and by property."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from pathlib import Path
+
+import orjson
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from journal.codec import ACTION_HEADER, DecodeError, EncodeError
+from journal.codec import decode_action_header as decode
+from journal.codec import encode_action_header as encode
+from journal.model import (
+    SEQ_NR_MAX,
+    ActionHeader,
+    AppendHeader,
+    DeleteHeader,
+    HeaderMetadata,
+    Json,
+    MarkHeader,
+    PayloadType,
+    PurgeHeader,
+    SeqRange,
+)
+
+# --- the reference vectors -------------------------------------------------------------------
+
+
+def _interop_dir() -> Path:
+    if env := os.environ.get("KJ_INTEROP_DIR"):
+        return Path(env)
+    here = Path(__file__).resolve()
+    root = next((p for p in here.parents if (p / "pyproject.toml").is_file()), here.parents[3])
+    return root.parent / "shared" / "interop" / "kafka-journal"
+
+
+@pytest.fixture(scope="module")
+def vectors() -> Path:
+    directory = _interop_dir()
+    if not directory.is_dir():
+        pytest.skip(f"kafka-journal reference vectors not found at {directory} (KJ_INTEROP_DIR)")
+    return directory
+
+
+def _expected_headers() -> dict[str, tuple[ActionHeader, bool]]:
+    """Vector file name -> (the header it holds, whether it is a current form to re-encode)."""
+    cases: dict[str, tuple[ActionHeader, bool]] = {}
+    for origin in ("origin", None):
+        origin_name = origin or "None"
+        for payload_type in (PayloadType.JSON, PayloadType.BINARY):
+            type_name = payload_type.value.capitalize()
+            for metadata_name, metadata in (
+                ("metadata", HeaderMetadata({"key": "value"})),
+                ("none", HeaderMetadata()),
+                ("legacy", HeaderMetadata()),
+            ):
+                header = AppendHeader(SeqRange(1, 5), payload_type, origin, None, metadata)
+                name = f"Append-{origin_name}-{type_name}-{metadata_name}.json"
+                cases[name] = (header, metadata_name != "legacy")
+        cases[f"Delete-{origin_name}.json"] = (DeleteHeader(3, origin, "0.0.1"), True)
+        cases[f"Purge-{origin_name}.json"] = (PurgeHeader(origin), True)
+        cases[f"Mark-{origin_name}.json"] = (MarkHeader("id", origin), True)
+    return cases
+
+
+EXPECTED = _expected_headers()
+
+
+def test_every_header_vector_is_checked(vectors: Path) -> None:
+    files = {p.name for p in vectors.iterdir() if re.match(r"(Append|Delete|Purge|Mark)-", p.name)}
+    assert files == set(EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_vector_decodes(vectors: Path, name: str) -> None:
+    assert decode((vectors / name).read_bytes()) == EXPECTED[name][0]
+
+
+@pytest.mark.parametrize("name", sorted(name for name, (_, current) in EXPECTED.items() if current))
+def test_vector_reencodes_structurally(vectors: Path, name: str) -> None:
+    assert orjson.loads(encode(EXPECTED[name][0])) == orjson.loads((vectors / name).read_bytes())
+
+
+# --- fixed cases -------------------------------------------------------------------------------
+
+
+def test_header_key() -> None:
+    assert ACTION_HEADER == "journal.action"
+
+
+@pytest.mark.parametrize("raw", [b'{"new":{}}', b"{}", b'{"new":{"append":1},"x":[]}'])
+def test_unknown_action_is_no_action(raw: bytes) -> None:
+    assert decode(raw) is None
+
+
+def test_unknown_fields_inside_an_action_are_ignored() -> None:
+    raw = b'{"mark":{"id":"x","future":[1,2]},"other":{}}'
+    assert decode(raw) == MarkHeader("x")
+
+
+def test_null_optional_fields_read_as_absent() -> None:
+    raw = (
+        b'{"append":{"range":{"from":2,"to":2},"origin":null,"payloadType":"json","metadata":null}}'
+    )
+    assert decode(raw) == AppendHeader(SeqRange(2, 2), PayloadType.JSON)
+
+
+MALFORMED = {
+    "not json": b"{",
+    "not utf-8": b'{"purge":{"origin":"\xff"}}',
+    "empty": b"",
+    "top-level array": b'[{"purge":{}}]',
+    "top-level string": b'"purge"',
+    "action not an object": b'{"append":1}',
+    "action null": b'{"purge":null}',
+    "two actions": b'{"purge":{},"mark":{"id":"x"}}',
+    "append without range": b'{"append":{"payloadType":"json"}}',
+    "append without payloadType": b'{"append":{"range":{"from":1,"to":1}}}',
+    "append payloadType text": b'{"append":{"range":{"from":1,"to":1},"payloadType":"text"}}',
+    "append payloadType number": b'{"append":{"range":{"from":1,"to":1},"payloadType":1}}',
+    "range from above to": b'{"append":{"range":{"from":3,"to":2},"payloadType":"json"}}',
+    "range from zero": b'{"append":{"range":{"from":0,"to":2},"payloadType":"json"}}',
+    "range from string": b'{"append":{"range":{"from":"1","to":2},"payloadType":"json"}}',
+    "range to float": b'{"append":{"range":{"from":1,"to":2.5},"payloadType":"json"}}',
+    "range not object": b'{"append":{"range":[1,2],"payloadType":"json"}}',
+    "seqNr above Long": b'{"delete":{"to":9223372036854775808}}',
+    "metadata not object": b'{"append":{"range":{"from":1,"to":1},"payloadType":"json",'
+    b'"metadata":5}}',
+    "origin not string": b'{"purge":{"origin":5}}',
+    "version not string": b'{"purge":{"version":["1"]}}',
+    "delete without to": b'{"delete":{}}',
+    "delete to boolean": b'{"delete":{"to":true}}',
+    "delete to negative": b'{"delete":{"to":-1}}',
+    "mark without id": b'{"mark":{}}',
+    "mark id number": b'{"mark":{"id":1}}',
+}
+
+
+@pytest.mark.parametrize("raw", MALFORMED.values(), ids=MALFORMED.keys())
+def test_malformed_header_raises_decode_error(raw: bytes) -> None:
+    with pytest.raises(DecodeError):
+        decode(raw)
+
+
+def test_append_of_text_payload_type_cannot_be_encoded() -> None:
+    with pytest.raises(EncodeError):
+        encode(AppendHeader(SeqRange(1, 1), PayloadType.TEXT))
+
+
+def test_non_finite_metadata_cannot_be_encoded() -> None:
+    with pytest.raises(EncodeError):
+        encode(AppendHeader(SeqRange(1, 1), PayloadType.JSON, metadata=HeaderMetadata([1e999])))
+
+
+# --- properties --------------------------------------------------------------------------------
+
+json_values: st.SearchStrategy[Json] = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**63 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner),
+    max_leaves=8,
+)
+optional_texts = st.none() | st.text()
+seq_nrs = st.integers(1, SEQ_NR_MAX)
+
+
+@st.composite
+def seq_ranges(draw: st.DrawFn) -> SeqRange:
+    a, b = draw(seq_nrs), draw(seq_nrs)
+    return SeqRange(min(a, b), max(a, b))
+
+
+headers: st.SearchStrategy[ActionHeader] = st.one_of(
+    st.builds(
+        AppendHeader,
+        range=seq_ranges(),
+        payload_type=st.sampled_from([PayloadType.BINARY, PayloadType.JSON]),
+        origin=optional_texts,
+        version=optional_texts,
+        metadata=st.builds(HeaderMetadata, json_values),
+    ),
+    st.builds(DeleteHeader, to=seq_nrs, origin=optional_texts, version=optional_texts),
+    st.builds(PurgeHeader, origin=optional_texts, version=optional_texts),
+    st.builds(MarkHeader, id=st.text(), origin=optional_texts, version=optional_texts),
+)
+
+
+@given(headers)
+def test_header_round_trips(header: ActionHeader) -> None:
+    assert decode(encode(header)) == header
+
+
+@given(headers)
+def test_absent_optional_fields_are_omitted(header: ActionHeader) -> None:
+    ((_, body),) = orjson.loads(encode(header)).items()
+    assert None not in body.values()
+    assert ("origin" in body) == (header.origin is not None)
+    assert ("version" in body) == (header.version is not None)
+
+
+@given(st.binary())
+def test_random_bytes_decode_or_raise_decode_error(raw: bytes) -> None:
+    with contextlib.suppress(DecodeError):
+        decode(raw)
+
+
+@given(headers, st.data())
+def test_a_field_of_any_json_value_decodes_or_raises_decode_error(
+    header: ActionHeader, data: st.DataObject
+) -> None:
+    obj = orjson.loads(encode(header))
+    ((_, body),) = obj.items()
+    key = data.draw(st.sampled_from([*body, "range", "to", "id", "payloadType", "metadata"]))
+    body[key] = data.draw(json_values)
+    try:
+        result = decode(orjson.dumps(obj))
+    except DecodeError:
+        return
+    assert isinstance(result, (AppendHeader, DeleteHeader, PurgeHeader, MarkHeader))
