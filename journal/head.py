@@ -16,8 +16,10 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.structs import ConsumerRecord
 
 from journal.actions import MalformedRecord, events_of, parse, raw_record
 from journal.codec import DecodeError
@@ -83,6 +85,20 @@ class KafkaReadConfig:
     timeout_s: float = 30.0
 
 
+class HeadSource(Protocol):
+    """Finds the head of a journal between the replicated pointer and a Mark.
+
+    The direct client scans Kafka (`HeadReader`); a Faust worker that owns the partition
+    answers from its tables and falls back to the scan when it is not caught up.
+    """
+
+    async def read(
+        self, key: JournalKey, partition: int, after: int | None, until: int
+    ) -> Head: ...
+
+    async def close(self) -> None: ...
+
+
 class HeadReader:
     """Reads journal heads with a bounded pool of unsubscribed consumers."""
 
@@ -121,6 +137,34 @@ class HeadReader:
     def _timeout(self) -> float:
         return self._config.timeout_s
 
+    async def read_at(self, key: JournalKey, partition: int, offsets: list[int]) -> Head:
+        """The head made of the records at `offsets` (ascending), known to be `key`'s.
+
+        For a caller that knows where the journal's unreplicated records are (a worker's head
+        cache): one seek per run of records instead of a scan of the partition.
+        """
+        tp = TopicPartition(key.topic, partition)
+        head = Head()
+        wanted = iter(offsets)
+        next_offset = next(wanted, None)
+        async with self._consumer() as consumer:
+            consumer.assign([tp])
+            while next_offset is not None:
+                consumer.seek(tp, next_offset)
+                batches = await asyncio.wait_for(
+                    consumer.getmany(tp, timeout_ms=200), self._timeout
+                )
+                for message in batches.get(tp, ()):
+                    if next_offset is None or message.offset < next_offset:
+                        continue
+                    if message.offset > next_offset:
+                        raise JournalTruncated(f"{tp.topic}-{tp.partition}@{next_offset} is gone")
+                    action = _parse_or_skip(message, key)
+                    if action is not None:
+                        head.add(action)
+                    next_offset = next(wanted, None)
+        return head
+
     async def _scan(
         self,
         consumer: AIOKafkaConsumer,
@@ -137,12 +181,7 @@ class HeadReader:
                     return
                 if message.key != raw_key:
                     continue
-                try:
-                    action = parse(raw_record(message))
-                except MalformedRecord as error:
-                    METRICS.counter("journal_malformed_records_skipped_total").inc()
-                    log.warning("skipping a malformed record in a head: %s", error)
-                    continue
+                action = _parse_or_skip(message, key)
                 if action is not None:
                     head.add(action)
             if await consumer.position(tp) >= until:
@@ -180,3 +219,13 @@ class HeadReader:
     async def close(self) -> None:
         consumers, self._all = self._all, []
         await asyncio.gather(*(c.stop() for c in consumers), return_exceptions=True)
+
+
+def _parse_or_skip(message: ConsumerRecord[bytes, bytes], key: JournalKey) -> ActionRecord | None:
+    try:
+        action = parse(raw_record(message))
+    except MalformedRecord as error:
+        METRICS.counter("journal_malformed_records_skipped_total").inc()
+        log.warning("skipping a malformed record in a head: %s", error)
+        return None
+    return action if action is not None and action.key == key else None

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from aiokafka import AIOKafkaProducer
 
-from journal.head import Head, HeadReader, KafkaReadConfig
+from journal.head import Head, HeadReader, HeadSource, KafkaReadConfig
 from journal.metrics import METRICS
 from journal.model import (
     SEQ_NR_MAX,
@@ -35,9 +35,9 @@ from journal.model import (
     check_seq_nr,
 )
 from journal.settings import Settings
-from journal.store.base import EventualJournal, JournalMeta
-from journal.store.cassandra import CassandraConfig, CassandraStore
-from journal.topic import TopicSpec, ensure_topic
+from journal.store.base import EventualJournal, EventualStore, JournalMeta
+from journal.store.cassandra import CassandraStore
+from journal.topic import ensure_topic
 from journal.writer import JournalWriter
 
 
@@ -85,7 +85,7 @@ class Journals:
         topic: str,
         writer: JournalWriter,
         store: EventualJournal,
-        heads: HeadReader,
+        heads: HeadSource,
         origin: str | None = None,
     ) -> None:
         self.topic = topic
@@ -94,20 +94,22 @@ class Journals:
         self.heads = heads
         self.origin = origin
         self._on_close: list[Callable[[], Awaitable[None]]] = [heads.close]
+        #: the store's write side when this client owns a whole store (`connect`)
+        self.replicated_store: EventualStore | None = None
 
     @classmethod
-    async def connect(cls, settings: Settings, origin: str | None = None) -> Journals:
-        """Connect to Kafka and Cassandra from `settings`, creating topic and schema if needed."""
-        partitions = await ensure_topic(
-            settings.kafka_bootstrap,
-            TopicSpec(
-                settings.topic,
-                settings.partitions,
-                settings.replication_factor,
-                settings.min_insync_replicas,
-                settings.retention_ms,
-            ),
-        )
+    async def connect(
+        cls,
+        settings: Settings,
+        origin: str | None = None,
+        *,
+        heads: HeadSource | None = None,
+    ) -> Journals:
+        """Connect to Kafka and Cassandra from `settings`, creating topic and schema if needed.
+
+        `heads` replaces the Kafka scan (a worker passes its tables); closed with the rest.
+        """
+        partitions = await ensure_topic(settings.kafka_bootstrap, settings.topic_spec())
         producer = AIOKafkaProducer(
             bootstrap_servers=settings.kafka_bootstrap,
             acks="all",
@@ -117,15 +119,7 @@ class Journals:
         )
         await producer.start()
         try:
-            store = await CassandraStore.connect(
-                CassandraConfig(
-                    hosts=settings.cassandra_host_list,
-                    port=settings.cassandra_port,
-                    keyspace=settings.keyspace,
-                    replication=settings.keyspace_replication,
-                    segment_size=settings.segment_size,
-                )
-            )
+            store = await CassandraStore.connect(settings.cassandra_config())
         except BaseException:
             await producer.stop()
             raise
@@ -133,10 +127,11 @@ class Journals:
             settings.topic,
             JournalWriter(producer, partitions, settings.max_record_bytes),
             store,
-            HeadReader(KafkaReadConfig(bootstrap=settings.kafka_bootstrap)),
+            heads or HeadReader(KafkaReadConfig(bootstrap=settings.kafka_bootstrap)),
             origin,
         )
         journals._on_close += [producer.stop, store.close]
+        journals.replicated_store = store
         return journals
 
     async def close(self) -> None:

@@ -18,7 +18,7 @@ from journal.fold import fold
 from journal.metrics import METRICS
 from journal.model import ActionRecord
 from journal.store.base import EventualStore, ReplicatedJournal
-from journal.topic import quarantine_topic
+from journal.topic import partition_count, quarantine_topic
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +38,9 @@ class KafkaQuarantine:
         self._producer = producer
 
     async def put(self, record: RawRecord, reason: str) -> None:
+        log.warning(
+            "quarantining %s-%s@%s: %s", record.topic, record.partition, record.offset, reason
+        )
         headers = [*record.headers, (QUARANTINE_REASON_HEADER, reason.encode("utf-8"))]
         await self._producer.send_and_wait(
             quarantine_topic(record.topic),
@@ -46,6 +49,14 @@ class KafkaQuarantine:
             timestamp_ms=record.timestamp_ms,
             headers=headers,
         )
+        METRICS.counter("journal_quarantined_records_total", topic=record.topic).inc()
+
+
+class AlreadyQuarantined:
+    """For replays of records a first pass has set aside already: skip them silently."""
+
+    async def put(self, record: RawRecord, reason: str) -> None:
+        return None
 
 
 class Replicator:
@@ -57,27 +68,26 @@ class Replicator:
 
     async def apply(self, records: Sequence[RawRecord]) -> None:
         """Replicate records of one partition, in offset order; then advance its pointer."""
-        if not records:
-            return
+        if records:
+            await self.store(await self.parse(records), records[-1])
+
+    async def parse(self, records: Sequence[RawRecord]) -> list[ActionRecord]:
+        """The actions of `records`; malformed records go to the quarantine."""
         actions: list[ActionRecord] = []
         for record in records:
             try:
                 action = parse_checked(record)
             except MalformedRecord as error:
-                await self._set_aside(record, error.reason)
+                await self._quarantine.put(record, error.reason)
                 continue
             if action is not None:
                 actions.append(action)
-        await self._store.apply(fold(actions))
-        last = records[-1]
-        await self._store.save_pointer(last.topic, last.partition, last.offset)
+        return actions
 
-    async def _set_aside(self, record: RawRecord, reason: str) -> None:
-        METRICS.counter("journal_quarantined_records_total", topic=record.topic).inc()
-        log.warning(
-            "quarantined %s-%s@%s: %s", record.topic, record.partition, record.offset, reason
-        )
-        await self._quarantine.put(record, reason)
+    async def store(self, actions: Sequence[ActionRecord], last: RawRecord) -> None:
+        """Apply parsed actions, then move the pointer to `last`, the batch's last record."""
+        await self._store.apply(fold(actions))
+        await self._store.save_pointer(last.topic, last.partition, last.offset)
 
 
 async def replicate_to_now(
@@ -100,22 +110,31 @@ async def replicate_to_now(
     )
     await consumer.start()
     try:
-        await consumer.topics()  # loads metadata, so the partitions are known
-        partitions = sorted(consumer.partitions_for_topic(topic) or ())
-        tps = [TopicPartition(topic, p) for p in partitions]
+        tps = [TopicPartition(topic, p) for p in range(await partition_count(bootstrap, topic))]
         ends = await consumer.end_offsets(tps)
         pointers = await store.pointers(topic)
         replicator = Replicator(store, quarantine)
-        consumer.assign(tps)
         for tp in tps:
             start = pointers.get(tp.partition, -1) + 1
-            if start >= ends[tp]:
-                continue
-            consumer.seek(tp, start)
-            while await consumer.position(tp) < ends[tp]:
-                batch = await consumer.getmany(tp, timeout_ms=500, max_records=batch_size)
-                records = [raw_record(m) for m in batch.get(tp, ()) if m.offset < ends[tp]]
-                await replicator.apply(records)
+            await replicate_range(consumer, replicator, tp, start, ends[tp], batch_size)
         return await store.pointers(topic)
     finally:
         await consumer.stop()
+
+
+async def replicate_range(
+    consumer: AIOKafkaConsumer,
+    replicator: Replicator,
+    tp: TopicPartition,
+    start: int,
+    end: int,
+    batch_size: int = 1000,
+) -> None:
+    """Replicate the records of `tp` in [start, end) with an unsubscribed consumer."""
+    if start >= end:
+        return
+    consumer.assign([tp])
+    consumer.seek(tp, start)
+    while await consumer.position(tp) < end:
+        batch = await consumer.getmany(tp, timeout_ms=500, max_records=batch_size)
+        await replicator.apply([raw_record(m) for m in batch.get(tp, ()) if m.offset < end])

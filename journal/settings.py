@@ -10,6 +10,9 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
+from journal.store.cassandra import CassandraConfig
+from journal.topic import TopicSpec
+
 DAY_MS = 24 * 60 * 60 * 1000
 
 
@@ -44,3 +47,21 @@ class Settings:
     @property
     def cassandra_host_list(self) -> tuple[str, ...]:
         return tuple(h.strip() for h in self.cassandra_hosts.split(",") if h.strip())
+
+    def cassandra_config(self) -> CassandraConfig:
+        return CassandraConfig(
+            hosts=self.cassandra_host_list,
+            port=self.cassandra_port,
+            keyspace=self.keyspace,
+            replication=self.keyspace_replication,
+            segment_size=self.segment_size,
+        )
+
+    def topic_spec(self) -> TopicSpec:
+        return TopicSpec(
+            self.topic,
+            self.partitions,
+            self.replication_factor,
+            self.min_insync_replicas,
+            self.retention_ms,
+        )

@@ -54,6 +54,16 @@ async def ensure_topic(bootstrap: str, spec: TopicSpec, timeout_s: float = 30.0)
         await admin.close()
 
 
+async def partition_count(bootstrap: str, topic: str, timeout_s: float = 30.0) -> int:
+    """The partition count of an existing topic, once all its partitions have leaders."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        return await asyncio.wait_for(_partitions_with_leaders(admin, topic), timeout_s)
+    finally:
+        await admin.close()
+
+
 async def _partitions_with_leaders(admin: AIOKafkaAdminClient, topic: str) -> int:
     while True:
         (described,) = await admin.describe_topics([topic])

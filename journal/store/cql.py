@@ -26,7 +26,7 @@ def _future_of_page(response: ResponseFuture) -> asyncio.Future[list[Any]]:
     response.clear_callbacks()
     future: asyncio.Future[list[Any]] = loop.create_future()
 
-    def on_rows(rows: list[Any]) -> None:
+    def on_rows(rows: list[Any] | None) -> None:
         loop.call_soon_threadsafe(_resolve, future, rows)
 
     def on_error(error: BaseException) -> None:
@@ -36,9 +36,9 @@ def _future_of_page(response: ResponseFuture) -> asyncio.Future[list[Any]]:
     return future
 
 
-def _resolve(future: asyncio.Future[list[Any]], rows: list[Any]) -> None:
+def _resolve(future: asyncio.Future[list[Any]], rows: list[Any] | None) -> None:
     if not future.done():
-        future.set_result(list(rows))
+        future.set_result([] if rows is None else list(rows))  # None: a statement with no rows
 
 
 def _reject(future: asyncio.Future[list[Any]], error: BaseException) -> None:

@@ -1,0 +1,147 @@
+"""The Faust application: one worker of the consumer group that replicates the action topic.
+
+`create_app` wires the rooms together: the tables (`tables/`), the replicating agent
+(`agents/`), the HTTP API (`web/`) mounted on Faust's aiohttp application, and the core
+(`journal/`) connected when the app starts. `run_worker` runs it until interrupted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import faust
+from aiokafka import AIOKafkaProducer
+
+from agents.replication import ReplicationWork
+from agents.replicator import define_agent
+from app.settings import WorkerSettings
+from journal.head import HeadReader, KafkaReadConfig
+from journal.journals import Journals
+from journal.progress import Progress
+from journal.replicate import KafkaQuarantine
+from journal.topic import TopicSpec, ensure_topic, quarantine_topic
+from tables.head_source import TableHeadSource
+from tables.tables import JournalTables, define_tables
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class WorkerContext:
+    """What the agent and the views share in one worker process."""
+
+    settings: WorkerSettings
+    tables: JournalTables
+    progress: Progress = field(default_factory=Progress)
+    journals: Journals | None = None
+    work: ReplicationWork | None = None
+    started: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+def create_app(settings: WorkerSettings, partitions: int) -> tuple[faust.App, WorkerContext]:
+    """The Faust app for an action topic of `partitions` partitions (tables match them)."""
+    journal = settings.journal
+    app = faust.App(
+        settings.app_id,
+        broker=f"kafka://{journal.kafka_bootstrap}",
+        store="rocksdb://",
+        datadir=str(settings.datadir),
+        topic_partitions=partitions,
+        topic_replication_factor=journal.replication_factor,
+        table_standby_replicas=1,
+        consumer_group_instance_id=settings.instance_id,
+        consumer_auto_offset_reset="earliest",
+        key_serializer="raw",
+        value_serializer="raw",
+        web_host=settings.web_host,
+        web_port=settings.web_port,
+        web_bind=settings.web_host,
+        canonical_url=settings.url,
+        web_stats_enabled=False,
+        web_tables_enabled=False,
+        web_router_enabled=False,
+        web_application_options={"client_max_size": settings.max_body_bytes},
+    )
+    context = WorkerContext(settings, define_tables(app, partitions))
+    topic = app.topic(journal.topic, key_type=bytes, value_type=bytes, partitions=partitions)
+    define_agent(app, topic, context)
+    _mount_web(app, context)
+
+    @app.task
+    async def connect() -> None:
+        await _connect(context)
+
+    @app.on_partitions_revoked.connect
+    async def on_revoked(sender: Any, revoked: set[Any], **kwargs: Any) -> None:
+        if context.work is not None:
+            for tp in revoked:
+                if tp.topic == journal.topic:
+                    await context.work.revoke(tp.partition)
+
+    @app.on_before_shutdown.connect
+    async def on_shutdown(sender: Any, **kwargs: Any) -> None:
+        if context.work is not None:
+            await context.work.close()
+        if context.journals is not None:
+            await context.journals.close()
+
+    return app, context
+
+
+async def _connect(context: WorkerContext) -> None:
+    """Connect the core; the agent waits for this before its first batch."""
+    journal = context.settings.journal
+    kafka = HeadReader(KafkaReadConfig(bootstrap=journal.kafka_bootstrap))
+    heads = TableHeadSource(
+        context.tables, context.progress, kafka, wait_s=context.settings.read_wait_s
+    )
+    journals = await Journals.connect(journal, heads=heads)
+    assert journals.replicated_store is not None
+    await ensure_topic(
+        journal.kafka_bootstrap,
+        TopicSpec(quarantine_topic(journal.topic), 1, journal.replication_factor),
+    )
+    producer = AIOKafkaProducer(
+        bootstrap_servers=journal.kafka_bootstrap, acks="all", enable_idempotence=True
+    )
+    await producer.start()
+    context.journals = journals
+    context.work = ReplicationWork(
+        journal.topic,
+        journals.replicated_store,
+        KafkaQuarantine(producer),
+        context.tables,
+        context.progress,
+        journal.kafka_bootstrap,
+    )
+    context.started.set()
+    log.info("worker ready at %s", context.settings.url)
+
+
+def _mount_web(app: faust.App, context: WorkerContext) -> None:
+    from web.app import add_routes
+
+    from app.backend import WorkerBackend
+
+    add_routes(
+        app.web.web_app,
+        WorkerBackend(app, context),
+        max_body_bytes=context.settings.max_body_bytes,
+    )
+
+
+def prepare_topic(settings: WorkerSettings) -> int:
+    """Create the action topic if needed and return its partition count (before Faust runs)."""
+    journal = settings.journal
+    return asyncio.run(ensure_topic(journal.kafka_bootstrap, journal.topic_spec()))
+
+
+def run_worker(settings: WorkerSettings, loglevel: str = "info") -> int:
+    partitions = prepare_topic(settings)
+    app, _ = create_app(settings, partitions)
+    worker = faust.Worker(app, loglevel=loglevel)
+    worker.execute_from_commandline()  # runs until a signal; exits the process itself
+    return 0

@@ -1,0 +1,33 @@
+"""Real Kafka (KRaft) and Cassandra for development, tests and the demo.
+
+Servers run as child JVMs from Maven Central jars (cached once in ~/.cache/kafka-journal/jars),
+as Docker containers when KJ_STACK=docker, or are someone else's (KJ_KAFKA_BOOTSTRAP,
+KJ_CASSANDRA_HOSTS) and only probed. Entry points:
+
+    stack = Stack()            # settings from KJ_* variables
+    stack.up()                 # reuse what is healthy, start the rest in parallel
+    stack.kafka_bootstrap, stack.cassandra_hosts, stack.cassandra_port
+    stack.kafka.restart()      # fault tests: one server while the other runs
+    stack.down()
+
+From the shell: `kafka-journal stack up|down|status`.
+"""
+
+from stack.cassandra import CassandraServer
+from stack.errors import StackError
+from stack.kafka import KafkaServer
+from stack.server import ExternalServer, JvmServer, Server, ServerStatus
+from stack.settings import StackSettings
+from stack.stack import Stack
+
+__all__ = [
+    "CassandraServer",
+    "ExternalServer",
+    "JvmServer",
+    "KafkaServer",
+    "Server",
+    "ServerStatus",
+    "Stack",
+    "StackError",
+    "StackSettings",
+]

@@ -1,0 +1,67 @@
+"""`kafka-journal stack up | down | status`.
+
+Contract: `run(argv)` parses the arguments after `stack` and returns the exit code:
+- `up`: start what is missing (reusing healthy servers), print the status; 0 when both are
+  healthy. Servers keep running after the command ends.
+- `down`: stop both servers cleanly; 0 when done (external servers are left alone).
+- `status`: one block per server (kind, address, pid, ports, version, data dir, log, health);
+  0 when both are healthy, 1 otherwise.
+Progress of long steps goes to stderr, the status to stdout. A `StackError` or a bad
+setting is printed as one message with exit code 2, not a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from stack.errors import StackError
+from stack.server import ServerStatus
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kafka-journal stack",
+        description="Real Kafka (KRaft) and Cassandra for development and tests.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    up = commands.add_parser("up", help="start Kafka and Cassandra (reusing healthy ones)")
+    up.add_argument("--timeout", type=float, default=None, help="seconds to wait per server")
+    commands.add_parser("down", help="stop both servers")
+    commands.add_parser("status", help="show pid, ports, version, data dir and health")
+    return parser
+
+
+def format_status(status: ServerStatus) -> str:
+    ports = ", ".join(f"{role} {port}" for role, port in status.ports.items()) or "-"
+    lines = [
+        f"{status.name}: {'healthy' if status.healthy else 'NOT healthy'} ({status.kind})",
+        f"  address   {status.address}",
+        f"  pid       {status.pid if status.pid is not None else '-'}",
+        f"  ports     {ports}",
+        f"  version   {status.version or '-'}",
+        f"  data dir  {status.data_dir or '-'}",
+        f"  log       {status.log_file or '-'}",
+    ]
+    if status.detail and not status.healthy:
+        lines.append(f"  why       {status.detail}")
+    return "\n".join(lines)
+
+
+def run(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    from stack.stack import Stack  # after parsing, so `--help` stays instant
+
+    try:
+        stack = Stack()
+        if args.command == "up":
+            stack.up(args.timeout)
+        elif args.command == "down":
+            stack.down()
+            return 0
+        statuses = stack.status()
+    except (StackError, ValueError) as error:
+        print(f"kafka-journal stack {args.command}: {error}", file=sys.stderr)
+        return 2
+    print("\n".join(format_status(status) for status in statuses))
+    return 0 if all(status.healthy for status in statuses) else 1

@@ -1,0 +1,22 @@
+"""Progress lines for long steps (jar downloads, storage format, server start).
+
+Contract: a `Progress` is any callable taking one line of text. The default writes
+`[stack] <line>` to stderr and flushes, so a command's real output on stdout stays parseable
+and the line shows up at once even when stderr is a pipe.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+Progress = Callable[[str], None]
+
+
+def print_progress(line: str) -> None:
+    print(f"[stack] {line}", file=sys.stderr, flush=True)
+
+
+def no_progress(line: str) -> None:
+    """Discards the line; for callers that only want the result."""
+    del line

@@ -1,0 +1,403 @@
+"""What every server of the stack offers, and the shared life cycle of a child-JVM server.
+
+Contract:
+- `Server` is the protocol `Stack`, the CLI and fault tests use: start/stop/restart/kill9 one
+  server while the other keeps running, ask whether it is healthy, and read its status.
+  `controllable` is False for servers this process may not touch (external ones).
+- `JvmServer` runs one server as a child JVM under `<data dir>/<name>/`: config files, data,
+  logs (`logs/`), and `<name>.pid`. `start` = `prepare` (Java, jars, configs, one-time storage
+  set-up; safe from any thread) + `spawn` + `wait_ready` (the real protocol probe answers, or
+  the JVM died and the error shows the end of its logs). A server that is already healthy is
+  left alone. `start` and `stop` hold a lock file in the server's directory, so concurrent
+  sessions (threads or processes) never launch two JVMs on one data directory. Subclasses
+  provide the configs, the JVM command line and the probe.
+- `ExternalServer` is a server someone else runs: only probed, never started or stopped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar, Protocol
+
+from stack import process
+from stack.errors import StackError
+from stack.health import ProbeError
+from stack.jars import classpath, pom_version
+from stack.java import find_java
+from stack.progress import Progress, print_progress
+from stack.settings import StackSettings
+
+_VERSION_PROPERTY = "-Dkafka-journal.version="
+
+
+@dataclass(frozen=True)
+class ServerStatus:
+    """One server as `stack status` shows it."""
+
+    name: str
+    kind: str  # "local" (child JVM), "external" or "docker"
+    address: str
+    healthy: bool
+    ports: dict[str, int] = field(default_factory=dict)
+    pid: int | None = None
+    version: str | None = None
+    data_dir: Path | None = None
+    log_file: Path | None = None
+    detail: str | None = None  # why it is not healthy, when known
+
+
+class Server(Protocol):
+    """A server of the stack (see the module contract)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def controllable(self) -> bool: ...
+
+    def start(self, timeout: float | None = None) -> bool:
+        """Make the server healthy; True if this call launched it (False: it was up)."""
+        ...
+
+    def stop(self, timeout: float | None = None) -> None: ...
+
+    def restart(self, timeout: float | None = None) -> None: ...
+
+    def kill9(self) -> None: ...
+
+    def pid(self) -> int | None: ...
+
+    def healthy(self) -> bool: ...
+
+    def status(self) -> ServerStatus: ...
+
+
+def _tail(path: Path, lines: int) -> str:
+    try:
+        content = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return ""
+    return "\n".join(content[-lines:])
+
+
+class JvmServer(ABC):
+    """A server run as a child JVM with its files under `<data dir>/<name>/`."""
+
+    name: ClassVar[str]
+    accepted_java: ClassVar[tuple[int, ...]] = (17,)
+    stop_timeout: ClassVar[float] = 60.0
+    controllable: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        settings: StackSettings,
+        *,
+        progress: Progress = print_progress,
+        tie_to_parent: bool = False,
+    ) -> None:
+        self.settings = settings
+        self.progress = progress
+        self.tie_to_parent = tie_to_parent
+        self._argv: list[str] | None = None
+
+    # -- what a subclass provides ------------------------------------------------------------
+
+    @property
+    @abstractmethod
+    def address(self) -> str:
+        """Where clients connect, e.g. "127.0.0.1:9092"."""
+
+    @property
+    @abstractmethod
+    def ports(self) -> dict[str, int]:
+        """The ports the server listens on, by role."""
+
+    @property
+    @abstractmethod
+    def server_log(self) -> Path:
+        """The log the server itself writes (INFO level)."""
+
+    @abstractmethod
+    def _configure(self) -> None:
+        """Write the config files (every start, so changed settings apply)."""
+
+    def _prepare_storage(self, java: str, jars: list[Path]) -> None:
+        """One-time storage set-up before the first start (default: nothing)."""
+        del java, jars
+
+    @abstractmethod
+    def _command(self, java: str, jars: list[Path]) -> list[str]:
+        """The JVM command line, without the identity properties `JvmServer` adds."""
+
+    @abstractmethod
+    def _probe(self, timeout: float) -> str | None:
+        """Answer the server's protocol or raise ProbeError; may return the server's version."""
+
+    # -- files ---------------------------------------------------------------------------------
+
+    @property
+    def home(self) -> Path:
+        return self.settings.data_dir / self.name
+
+    @property
+    def pid_file(self) -> Path:
+        return self.home / f"{self.name}.pid"
+
+    @property
+    def console_log(self) -> Path:
+        """The JVM's stdout and stderr (crashes before logging starts end up here)."""
+        return self.home / "logs" / f"{self.name}.out"
+
+    @property
+    def version(self) -> str:
+        return pom_version(self.name)
+
+    @property
+    def _marker(self) -> str:
+        # On the JVM command line so a pid file can be checked against /proc (pid reuse).
+        return f"-Dkafka-journal.home={self.home}"
+
+    # -- life cycle ----------------------------------------------------------------------------
+
+    def pid(self) -> int | None:
+        """The pid of this server's JVM if it runs (from the pid file, checked), else None."""
+        return process.running_pid(self.pid_file, self._marker)
+
+    def prepare(self) -> None:
+        """Find Java, resolve the jars, write configs, set up storage once. Thread-safe."""
+        java = find_java(self.settings.java, self.accepted_java)
+        jars = classpath(self.name, self.settings.jar_cache, self.progress)
+        self.home.mkdir(parents=True, exist_ok=True)
+        (self.home / "logs").mkdir(exist_ok=True)
+        self._configure()
+        self._prepare_storage(java, jars)
+        self._argv = [
+            java,
+            self._marker,
+            f"{_VERSION_PROPERTY}{self.version}",
+            *self._command(java, jars),
+        ]
+
+    def spawn(self) -> int:
+        """Start the JVM (after `prepare`) and return its pid; does not wait for readiness."""
+        if self._argv is None:
+            self.prepare()
+        assert self._argv is not None
+        running = self.pid()
+        if running is not None:
+            raise StackError(f"{self.name} already runs (pid {running}, {self.pid_file})")
+        pid = process.spawn(
+            self._argv,
+            cwd=self.home,
+            log_file=self.console_log,
+            pid_file=self.pid_file,
+            tie_to_parent=self.tie_to_parent,
+        )
+        self.progress(f"{self.name}: started pid {pid}, log {self.server_log}")
+        return pid
+
+    def wait_ready(self, timeout: float | None = None) -> None:
+        """Block until the probe answers; raise StackError if the JVM dies or time runs out."""
+        limit = self.settings.start_timeout if timeout is None else timeout
+        started = time.monotonic()
+        deadline = started + limit
+        last_error = "no answer yet"
+        while True:
+            try:
+                self._probe(timeout=5.0)
+                self.progress(
+                    f"{self.name}: ready at {self.address} after {time.monotonic() - started:.1f} s"
+                )
+                return
+            except ProbeError as error:
+                last_error = str(error)
+            pid = self.pid()
+            if pid is None:
+                raise StackError(
+                    f"{self.name} exited before it was ready; end of {self.server_log}:\n"
+                    f"{_tail(self.server_log, 25)}\nend of {self.console_log}:\n"
+                    f"{_tail(self.console_log, 15)}"
+                )
+            if time.monotonic() >= deadline:
+                raise StackError(
+                    f"{self.name} (pid {pid}) not ready after {limit:.0f} s ({last_error}); "
+                    f"see {self.server_log}"
+                )
+            time.sleep(0.5)
+
+    @contextlib.contextmanager
+    def _exclusive(self) -> Iterator[None]:
+        """Serialise start and stop across threads and processes (two test sessions at once).
+
+        Without it, two sessions that both find the server down would both format the
+        storage and launch a JVM on the same data directory. flock is released by the kernel
+        when the holder dies, so a killed session never leaves the lock taken.
+        """
+        self.home.mkdir(parents=True, exist_ok=True)
+        with (self.home / f".{self.name}.lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            yield
+
+    def start(self, timeout: float | None = None) -> bool:
+        """Start the server unless it is healthy already; return once it answers.
+
+        True if this call launched the JVM. If the JVM it launched does not become ready,
+        it is stopped again before the error is raised.
+        """
+        with self._exclusive():
+            if self.healthy():
+                return False
+            launched = self.pid() is None
+            if launched:
+                self.progress(f"{self.name} {self.version}: starting")
+                self.prepare()
+                self.spawn()
+            else:
+                self.progress(f"{self.name}: already starting (pid {self.pid()}), waiting")
+            try:
+                self.wait_ready(timeout)
+            except BaseException:
+                if launched:
+                    self._stop_unlocked(None)
+                raise
+            return launched
+
+    def stop(self, timeout: float | None = None) -> None:
+        """SIGTERM the JVM, SIGKILL it if it outlives `timeout`; no-op if it does not run."""
+        with self._exclusive():
+            self._stop_unlocked(timeout)
+
+    def _stop_unlocked(self, timeout: float | None) -> None:
+        pid = self.pid()
+        if pid is None:
+            return
+        started = time.monotonic()
+        graceful = process.stop(pid, self.stop_timeout if timeout is None else timeout)
+        with contextlib.suppress(OSError):
+            self.pid_file.unlink()
+        how = "stopped" if graceful else "did not stop in time; killed"
+        self.progress(f"{self.name}: {how} (pid {pid}, {time.monotonic() - started:.1f} s)")
+
+    def restart(self, timeout: float | None = None) -> None:
+        self.stop()
+        self.start(timeout)
+
+    def kill9(self) -> None:
+        """SIGKILL the JVM at once (a crash, for fault tests); its pid file goes stale."""
+        pid = self.pid()
+        if pid is not None:
+            process.kill9(pid)
+            self.progress(f"{self.name}: killed -9 (pid {pid})")
+
+    def healthy(self) -> bool:
+        try:
+            self._probe(timeout=3.0)
+        except ProbeError:
+            return False
+        return True
+
+    def status(self) -> ServerStatus:
+        pid = self.pid()
+        detail = None
+        version: str | None = None
+        try:
+            version = self._probe(timeout=3.0)
+            healthy = True
+        except ProbeError as error:
+            healthy, detail = False, str(error)
+        if version is None and pid is not None:
+            argv = process.command_line(pid) or []
+            running = [
+                a.removeprefix(_VERSION_PROPERTY) for a in argv if a.startswith(_VERSION_PROPERTY)
+            ]
+            version = running[0] if running else self.version
+        elif version is None and not healthy:
+            version = self.version  # what `start` would run
+        # else: healthy without our pid is someone else's server; its version is unknown
+        return ServerStatus(
+            name=self.name,
+            kind="local",
+            address=self.address,
+            healthy=healthy,
+            ports=self.ports,
+            pid=pid,
+            version=version,
+            data_dir=self.home,
+            log_file=self.server_log,
+            detail=detail,
+        )
+
+
+class ExternalServer:
+    """A server run by someone else (KJ_KAFKA_BOOTSTRAP / KJ_CASSANDRA_HOSTS): probe only."""
+
+    controllable = False
+
+    def __init__(
+        self,
+        name: str,
+        address: str,
+        probe: Callable[[float], str | None],
+        *,
+        wait: float = 30.0,
+        progress: Progress = print_progress,
+    ) -> None:
+        self._name = name
+        self.address = address
+        self._probe = probe
+        self._wait = wait
+        self.progress = progress
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def _refuse(self, action: str) -> StackError:
+        return StackError(
+            f"{self._name} at {self.address} is external; this stack cannot {action} it"
+        )
+
+    def start(self, timeout: float | None = None) -> bool:
+        """Nothing to start: wait (bounded) until the external server answers; False."""
+        deadline = time.monotonic() + (self._wait if timeout is None else timeout)
+        while True:
+            try:
+                self._probe(5.0)
+                self.progress(f"{self._name}: external server at {self.address} is healthy")
+                return False
+            except ProbeError as error:
+                if time.monotonic() >= deadline:
+                    raise StackError(f"external {self._name} at {self.address}: {error}") from error
+            time.sleep(1.0)
+
+    def stop(self, timeout: float | None = None) -> None:
+        raise self._refuse("stop")
+
+    def restart(self, timeout: float | None = None) -> None:
+        raise self._refuse("restart")
+
+    def kill9(self) -> None:
+        raise self._refuse("kill")
+
+    def pid(self) -> int | None:
+        return None
+
+    def healthy(self) -> bool:
+        try:
+            self._probe(3.0)
+        except ProbeError:
+            return False
+        return True
+
+    def status(self) -> ServerStatus:
+        try:
+            version = self._probe(3.0)
+            return ServerStatus(self._name, "external", self.address, True, version=version)
+        except ProbeError as error:
+            return ServerStatus(self._name, "external", self.address, False, detail=str(error))

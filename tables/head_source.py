@@ -1,0 +1,48 @@
+"""Journal heads from the owner's tables: no scan of the partition.
+
+Once the owner's agent has processed the reader's Mark, the tables describe the journal up to
+it: the watermark gives deleteTo and the last Purge; the head cache lists the Appends that may
+be missing from the store, which are then fetched by offset. When this worker does not own
+the partition, its agent is too far behind, or the cache overflowed, the Kafka scan answers.
+"""
+
+from __future__ import annotations
+
+from journal.head import Head, HeadReader
+from journal.metrics import METRICS
+from journal.model import JournalKey
+from journal.progress import Progress
+from tables.tables import JournalTables
+
+
+class TableHeadSource:
+    def __init__(
+        self, tables: JournalTables, progress: Progress, kafka: HeadReader, wait_s: float
+    ) -> None:
+        self._tables = tables
+        self._progress = progress
+        self._kafka = kafka
+        self._wait_s = wait_s
+
+    async def read(self, key: JournalKey, partition: int, after: int | None, until: int) -> Head:
+        if not self._progress.owns(partition) or not await self._progress.wait_for(
+            partition, until, self._wait_s
+        ):
+            METRICS.counter("journal_heads_total", source="kafka_scan").inc()
+            return await self._kafka.read(key, partition, after, until)
+        pending = self._tables.head_cache(key.id).pending(after)
+        if pending is None:
+            METRICS.counter("journal_heads_total", source="kafka_scan_overflow").inc()
+            return await self._kafka.read(key, partition, after, until)
+        METRICS.counter("journal_heads_total", source="tables").inc()
+        offsets = [entry.offset for entry in pending if entry.offset < until]
+        head = await self._kafka.read_at(key, partition, offsets) if offsets else Head()
+        watermark = self._tables.watermark(key.id)
+        floor = -1 if after is None else after
+        if watermark.purge is not None and watermark.purge > floor:
+            head.purged = True
+        head.delete_to = watermark.delete_to
+        return head
+
+    async def close(self) -> None:
+        await self._kafka.close()

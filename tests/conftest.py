@@ -1,0 +1,31 @@
+"""Shared fixtures. `stack` gives integration tests the real Kafka and Cassandra.
+
+The fixture is lazy (only tests that ask for it start servers) and session-scoped (servers
+start once). It reuses servers that are already up (a developer's `kafka-journal stack up`,
+or external ones from KJ_KAFKA_BOOTSTRAP / KJ_CASSANDRA_HOSTS), and at the end stops only what
+it started. Servers it starts are tied to this process: they get SIGTERM when pytest dies,
+even by SIGKILL, so an interrupted run leaves no JVM behind. When another test session reused
+a server this one started, teardown waits for it (bounded: pytest-timeout also covers
+teardown) before stopping. Running `kafka-journal stack up` once avoids all of that: then no
+session owns the servers and none stops them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from stack import Stack, StackSettings
+
+_WAIT_FOR_OTHER_SESSIONS = 200.0  # seconds; below the 300 s per-test timeout in pyproject
+
+
+@pytest.fixture(scope="session")
+def stack() -> Iterator[Stack]:
+    servers = Stack(StackSettings.from_env(), tie_to_parent=True)
+    servers.up()
+    try:
+        yield servers
+    finally:
+        servers.down(only_started=True, wait_for_others=_WAIT_FOR_OTHER_SESSIONS)

@@ -1,0 +1,146 @@
+"""StackSettings from KJ_* variables, and external-server mode. No server needed."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from stack import ExternalServer, Stack, StackError, StackSettings
+from stack.java import find_java
+from stack.progress import no_progress
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_defaults_give_a_local_stack_in_the_repo_with_an_outside_jar_cache() -> None:
+    settings = StackSettings.from_env({})
+    assert settings.mode == "local"
+    assert settings.data_dir == REPO / ".stack"
+    assert settings.jar_cache == Path.home() / ".cache" / "kafka-journal" / "jars"
+    assert settings.kafka_bootstrap == "127.0.0.1:9092"
+    assert settings.kafka_controller_port == 9093
+    assert settings.cassandra_hosts == ["127.0.0.1"]
+    assert settings.cassandra_port == 9042
+    assert settings.cassandra_jmx_port is None
+    assert (settings.kafka_heap, settings.cassandra_heap_min, settings.cassandra_heap_max) == (
+        "512m",
+        "512m",
+        "1g",
+    )
+    assert settings.java is None
+    assert not settings.kafka_external and not settings.cassandra_external
+
+
+def test_variables_override_the_defaults(tmp_path: Path) -> None:
+    settings = StackSettings.from_env(
+        {
+            "KJ_STACK_DIR": str(tmp_path / "data"),
+            "KJ_JAR_CACHE": str(tmp_path / "jars"),
+            "KJ_JAVA": "/opt/jdk17/bin/java",
+            "KJ_KAFKA_PORT": "19092",
+            "KJ_KAFKA_CONTROLLER_PORT": "19093",
+            "KJ_KAFKA_HEAP": "256m",
+            "KJ_CASSANDRA_PORT": "19042",
+            "KJ_CASSANDRA_STORAGE_PORT": "17001",
+            "KJ_CASSANDRA_JMX_PORT": "7199",
+            "KJ_CASSANDRA_HEAP_MAX": "2G",
+            "KJ_STACK_TIMEOUT": "90",
+            "KJ_STACK": "docker",
+        }
+    )
+    assert settings.data_dir == tmp_path / "data"
+    assert settings.kafka_dir == tmp_path / "data" / "kafka"
+    assert settings.jar_cache == tmp_path / "jars"
+    assert settings.java == "/opt/jdk17/bin/java"
+    assert settings.kafka_bootstrap == "127.0.0.1:19092"
+    assert settings.kafka_controller_port == 19093
+    assert settings.kafka_heap == "256m"
+    assert settings.cassandra_port == 19042
+    assert settings.cassandra_storage_port == 17001
+    assert settings.cassandra_jmx_port == 7199
+    assert settings.cassandra_heap_max == "2G"
+    assert settings.start_timeout == 90.0
+    assert settings.mode == "docker"
+
+
+def test_xdg_cache_home_moves_the_jar_cache(tmp_path: Path) -> None:
+    settings = StackSettings.from_env({"XDG_CACHE_HOME": str(tmp_path)})
+    assert settings.jar_cache == tmp_path / "kafka-journal" / "jars"
+
+
+def test_jmx_port_zero_means_no_jmx() -> None:
+    assert StackSettings.from_env({"KJ_CASSANDRA_JMX_PORT": "0"}).cassandra_jmx_port is None
+
+
+def test_external_servers_come_from_their_variables() -> None:
+    settings = StackSettings.from_env(
+        {"KJ_KAFKA_BOOTSTRAP": " k1:9092, k2:9093 ", "KJ_CASSANDRA_HOSTS": "c1:9142,c2"}
+    )
+    assert settings.kafka_external and settings.cassandra_external
+    assert settings.kafka_bootstrap == "k1:9092,k2:9093"
+    assert settings.cassandra_hosts == ["c1", "c2"]
+    assert settings.cassandra_port == 9142
+
+
+def test_external_cassandra_without_ports_uses_the_cassandra_port() -> None:
+    settings = StackSettings.from_env(
+        {"KJ_CASSANDRA_HOSTS": "c1,[::1]", "KJ_CASSANDRA_PORT": "9043"}
+    )
+    assert settings.cassandra_hosts == ["c1", "::1"]
+    assert settings.cassandra_port == 9043
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("KJ_KAFKA_PORT", "kafka"),
+        ("KJ_KAFKA_PORT", "70000"),
+        ("KJ_CASSANDRA_STORAGE_PORT", "0"),
+        ("KJ_KAFKA_HEAP", "lots"),
+        ("KJ_CASSANDRA_HEAP_MIN", "512"),
+        ("KJ_STACK", "kubernetes"),
+        ("KJ_STACK_TIMEOUT", "0"),
+        ("KJ_STACK_TIMEOUT", "soon"),
+        ("KJ_KAFKA_BOOTSTRAP", "k1"),
+        ("KJ_CASSANDRA_HOSTS", "c1:9042,c2:9043"),
+        ("KJ_CASSANDRA_HOSTS", "c1:port"),
+    ],
+)
+def test_a_malformed_variable_is_named_in_the_error(name: str, value: str) -> None:
+    with pytest.raises(ValueError, match=name):
+        StackSettings.from_env({name: value})
+
+
+def test_a_stack_of_external_servers_starts_and_stops_nothing(tmp_path: Path) -> None:
+    settings = StackSettings.from_env(
+        {
+            "KJ_STACK_DIR": str(tmp_path),
+            # Port 1 on loopback: nothing listens there, so both probes fail fast.
+            "KJ_KAFKA_BOOTSTRAP": "127.0.0.1:1",
+            "KJ_CASSANDRA_HOSTS": "127.0.0.1:1",
+        }
+    )
+    stack = Stack(settings, progress=no_progress)
+    assert isinstance(stack.kafka, ExternalServer)
+    assert isinstance(stack.cassandra, ExternalServer)
+    assert not stack.kafka.controllable and not stack.cassandra.controllable
+    assert stack.kafka_bootstrap == "127.0.0.1:1"
+    assert (stack.cassandra_hosts, stack.cassandra_port) == (["127.0.0.1"], 1)
+
+    started = time.monotonic()
+    with pytest.raises(StackError, match="external"):
+        stack.up(timeout=1.0)
+    assert time.monotonic() - started < 15
+    stack.down()  # leaves external servers alone, raises nothing
+    with pytest.raises(StackError):
+        stack.kafka.restart()
+    assert [status.kind for status in stack.status()] == ["external", "external"]
+    assert not any(status.healthy for status in stack.status())
+    assert list(tmp_path.iterdir()) == [], "an external stack must write nothing"
+
+
+def test_a_requested_java_that_does_not_run_is_refused() -> None:
+    with pytest.raises(StackError, match="KJ_JAVA"):
+        find_java("/nonexistent/bin/java")

@@ -1,0 +1,64 @@
+"""A direct client on a fresh topic and keyspace of the test stack, with a replicate() button."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+from aiokafka import AIOKafkaProducer
+
+from journal.journals import Journals
+from journal.replicate import KafkaQuarantine, replicate_to_now
+from journal.settings import Settings
+from journal.topic import TopicSpec, ensure_topic, quarantine_topic
+from stack import Stack
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:10]}"
+
+
+def settings_for(stack: Stack, topic: str, keyspace: str, partitions: int = 3) -> Settings:
+    return Settings(
+        kafka_bootstrap=stack.kafka_bootstrap,
+        cassandra_hosts=",".join(stack.cassandra_hosts),
+        cassandra_port=stack.cassandra_port,
+        topic=topic,
+        keyspace=keyspace,
+        partitions=partitions,
+        segment_size=50,
+    )
+
+
+@dataclass
+class Harness:
+    journals: Journals
+    producer: AIOKafkaProducer
+    settings: Settings
+
+    async def replicate(self) -> dict[int, int]:
+        """Replicate the topic up to now with the core's routine; the pointers reached."""
+        store = self.journals.replicated_store
+        assert store is not None
+        return await replicate_to_now(
+            self.settings.kafka_bootstrap,
+            store,
+            self.settings.topic,
+            KafkaQuarantine(self.producer),
+        )
+
+
+@asynccontextmanager
+async def harness(stack: Stack, keyspace: str, topic_prefix: str) -> AsyncIterator[Harness]:
+    settings = settings_for(stack, unique(topic_prefix), keyspace)
+    journals = await Journals.connect(settings)
+    await ensure_topic(settings.kafka_bootstrap, TopicSpec(quarantine_topic(settings.topic), 1))
+    producer = AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap, acks="all")
+    await producer.start()
+    try:
+        yield Harness(journals, producer, settings)
+    finally:
+        await producer.stop()
+        await journals.close()

@@ -1,0 +1,362 @@
+"""The HTTP layer over a fake backend (no servers): status codes, error shapes, streaming.
+
+The fake lets a test make the core fail in each way it can (truncated history, Kafka or
+Cassandra down, a record too large, a bug, a failure mid-stream) and check what a client sees.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import aiohttp
+import orjson
+import pytest
+from aiohttp import web
+from aiokafka.errors import KafkaConnectionError, MessageSizeTooLargeError
+from cassandra import OperationTimedOut
+from cassandra.cluster import NoHostAvailable
+
+from journal.head import HeadTimeout, JournalTruncated
+from journal.journals import Deleted, JournalInfo
+from journal.metrics import METRICS
+from journal.model import (
+    BinaryPayload,
+    Event,
+    EventRecord,
+    JsonPayload,
+    PayloadMetadata,
+    Position,
+    TextPayload,
+)
+from journal.writer import AppendTooLarge
+from tests.support.http_api import journal_path
+from tests.web.served import Served, serve
+from web import JournalHandle, add_routes, create_app
+from web.errors import ErrorCode
+from web.openapi import openapi_document
+
+T0 = datetime(2024, 5, 6, 7, 8, 9, 123000, tzinfo=UTC)
+
+
+@dataclass
+class FakeBackend:
+    """Journals in a dict; `failure` is raised by every operation, `break_after` mid-read."""
+
+    is_ready: bool = True
+    failure: BaseException | None = None
+    break_after: int | None = None
+    records: dict[str, list[EventRecord]] = field(default_factory=dict)
+
+    def journal(self, journal_id: str) -> JournalHandle:
+        return FakeJournal(self, journal_id)
+
+    def ready(self) -> bool:
+        return self.is_ready
+
+
+@dataclass
+class FakeJournal:
+    backend: FakeBackend
+    id: str
+
+    def _check(self) -> None:
+        if self.backend.failure is not None:
+            raise self.backend.failure
+
+    async def append(
+        self,
+        events: Sequence[Event],
+        *,
+        metadata: PayloadMetadata = PayloadMetadata(),
+        headers: Mapping[str, str] | None = None,
+    ) -> Position:
+        self._check()
+        records = self.backend.records.setdefault(self.id, [])
+        offset = len(records)
+        records += [EventRecord(e, T0, 0, offset, metadata, dict(headers or {})) for e in events]
+        return Position(0, offset)
+
+    async def read(
+        self, from_: int = 1, to: int = 2**63 - 1, limit: int | None = None
+    ) -> AsyncIterator[EventRecord]:
+        self._check()
+        sent = 0
+        for record in self.backend.records.get(self.id, []):
+            if from_ <= record.seq_nr <= to and (limit is None or sent < limit):
+                if sent == self.backend.break_after:
+                    raise KafkaConnectionError("the broker went away mid-read")
+                sent += 1
+                yield record
+
+    async def info(self) -> JournalInfo:
+        self._check()
+        records = self.backend.records.get(self.id)
+        return JournalInfo(records[-1].seq_nr if records else None, None)
+
+    async def delete(self, to: int) -> Deleted:
+        self._check()
+        return Deleted(to, Position(0, 99))
+
+    async def purge(self) -> Position:
+        self._check()
+        self.backend.records.pop(self.id, None)
+        return Position(0, 100)
+
+
+@pytest.fixture
+def backend() -> FakeBackend:
+    return FakeBackend()
+
+
+@pytest.fixture
+async def served(backend: FakeBackend) -> AsyncIterator[Served]:
+    async with serve(create_app(backend, max_body_bytes=10_000, retry_after_s=3)) as served:
+        yield served
+
+
+async def call(
+    served: Served, method: str, path: str, **kwargs: object
+) -> tuple[int, dict[str, object], Mapping[str, str]]:
+    async with served.session.request(method, served.at(path), **kwargs) as response:  # type: ignore[arg-type]
+        raw = await response.read()
+        return response.status, orjson.loads(raw) if raw else {}, response.headers
+
+
+async def error_of(served: Served, method: str, path: str, **kwargs: object) -> tuple[int, str]:
+    status, body, headers = await call(served, method, path, **kwargs)
+    assert headers["Content-Type"].startswith("application/json")
+    error = body["error"]
+    assert isinstance(error, dict) and set(error) == {"code", "message"} and error["message"]
+    return status, str(error["code"])
+
+
+APPEND: dict[str, object] = {"json": {"events": [{"seqNr": 1, "payload": {"a": 1}}]}}
+ROUTES: list[tuple[str, str, dict[str, object]]] = [
+    ("POST", journal_path("j", "/events"), APPEND),
+    ("GET", journal_path("j", "/events"), {}),
+    ("GET", journal_path("j"), {}),
+    ("DELETE", journal_path("j", "/events?to=1"), {}),
+    ("DELETE", journal_path("j"), {}),
+]
+
+
+# --- representation --------------------------------------------------------------------------
+
+
+async def test_an_append_reads_back_with_every_field(served: Served, backend: FakeBackend) -> None:
+    status, body, _ = await call(
+        served,
+        "POST",
+        journal_path("a/b c", "/events"),
+        json={
+            "events": [
+                {"seqNr": 1, "payload": None, "tags": ["z", "a"]},
+                {"seqNr": 2, "payloadText": "t"},
+                {"seqNr": 3, "payloadBinary": "AAE="},
+                {"seqNr": 4},
+            ],
+            "metadata": {"m": [1]},
+            "headers": {"h": "v"},
+            "expireAfter": "PT36H",
+        },
+    )
+    assert (status, body) == (200, {"partition": 0, "offset": 0})
+    assert [r.event for r in backend.records["a/b c"]] == [  # '/' and ' ' survive the path
+        Event(1, frozenset({"a", "z"}), JsonPayload(None)),
+        Event(2, frozenset(), TextPayload("t")),
+        Event(3, frozenset(), BinaryPayload(b"\x00\x01")),
+        Event(4),
+    ]
+    async with served.session.get(served.at(journal_path("a/b c", "/events"))) as response:
+        assert response.status == 200
+        assert response.headers["Content-Type"] == "application/x-ndjson"
+        lines = [orjson.loads(line) for line in (await response.read()).splitlines()]
+    common = {
+        "timestamp": "2024-05-06T07:08:09.123Z",
+        "partition": 0,
+        "offset": 0,
+        "metadata": {"m": [1]},
+        "expireAfter": "P1DT12H",
+        "headers": {"h": "v"},
+    }
+    assert lines == [
+        {"seqNr": 1, "payload": None, "tags": ["a", "z"], **common},
+        {"seqNr": 2, "payloadText": "t", "tags": [], **common},
+        {"seqNr": 3, "payloadBinary": "AAE=", "tags": [], **common},
+        {"seqNr": 4, "tags": [], **common},
+    ]
+
+
+async def test_unknown_journal_reads_empty_and_info_is_null(served: Served) -> None:
+    async with served.session.get(served.at(journal_path("nope", "/events"))) as response:
+        assert response.status == 200 and await response.read() == b""
+    status, body, _ = await call(served, "GET", journal_path("nope"))
+    assert (status, body) == (200, {"id": "nope", "seqNr": None, "deleteTo": None})
+
+
+async def test_ids_are_percent_decoded_strictly(served: Served) -> None:
+    status, body, _ = await call(served, "GET", "/journals/a%2Fb%20%C3%BC")
+    assert (status, body["id"]) == (200, "a/b ü")
+    status, body, _ = await call(served, "GET", "/journals/events")  # a journal named events
+    assert (status, body["id"]) == (200, "events")
+    for raw in ("%ff", "%C3"):
+        path = f"/journals/{raw}/events"
+        assert await error_of(served, "GET", path) == (400, ErrorCode.INVALID_JOURNAL_ID)
+
+
+async def test_delete_and_purge_answer_positions(served: Served) -> None:
+    status, body, _ = await call(served, "DELETE", journal_path("j", "/events?to=5"))
+    assert (status, body) == (200, {"deleteTo": 5, "partition": 0, "offset": 99})
+    status, body, _ = await call(served, "DELETE", journal_path("j"))
+    assert (status, body) == (200, {"partition": 0, "offset": 100})
+
+
+# --- readiness and failures of the core ------------------------------------------------------
+
+
+async def test_not_ready_is_503_with_retry_after(served: Served, backend: FakeBackend) -> None:
+    backend.is_ready = False
+    for method, path, kwargs in ROUTES:
+        status, body, headers = await call(served, method, path, **kwargs)
+        assert status == 503 and headers["Retry-After"] == "3", (method, path)
+        assert body["error"]["code"] == ErrorCode.NOT_READY  # type: ignore[index]
+    assert (await error_of(served, "GET", "/readyz")) == (503, ErrorCode.NOT_READY)
+    assert (await call(served, "GET", "/healthz"))[:2] == (200, {"status": "ok"})
+    backend.is_ready = True
+    assert (await call(served, "GET", "/readyz"))[:2] == (200, {"status": "ready"})
+
+
+@pytest.mark.parametrize(
+    ("failure", "status", "code"),
+    [
+        (JournalTruncated("offsets 0..9 expired"), 410, ErrorCode.JOURNAL_TRUNCATED),
+        (KafkaConnectionError("no broker"), 503, ErrorCode.UNAVAILABLE),
+        (NoHostAvailable("no host", {}), 503, ErrorCode.UNAVAILABLE),
+        (OperationTimedOut("slow"), 503, ErrorCode.UNAVAILABLE),
+        (HeadTimeout("partition 3 stuck"), 503, ErrorCode.UNAVAILABLE),
+        (TimeoutError(), 503, ErrorCode.UNAVAILABLE),
+        (AppendTooLarge("2 MB"), 413, ErrorCode.APPEND_TOO_LARGE),
+        (MessageSizeTooLargeError(), 413, ErrorCode.APPEND_TOO_LARGE),
+        (RuntimeError("a bug"), 500, ErrorCode.INTERNAL_ERROR),
+    ],
+)
+async def test_core_failures_become_statuses(
+    served: Served, backend: FakeBackend, failure: BaseException, status: int, code: ErrorCode
+) -> None:
+    backend.failure = failure
+    for method, path, kwargs in ROUTES:
+        got_status, body, headers = await call(served, method, path, **kwargs)
+        assert (got_status, body["error"]["code"]) == (status, code), (method, path)  # type: ignore[index]
+        assert ("Retry-After" in headers) == (status == 503)
+    backend.failure = None
+    assert (await call(served, "GET", journal_path("j")))[0] == 200
+
+
+async def test_a_failure_mid_stream_breaks_the_body(served: Served, backend: FakeBackend) -> None:
+    await call(
+        served,
+        "POST",
+        journal_path("j", "/events"),
+        json={"events": [{"seqNr": n} for n in range(1, 6)]},
+    )
+    backend.break_after = 3
+    before = METRICS.value("http_streams_interrupted_total")
+    lines: list[bytes] = []
+    with pytest.raises(aiohttp.ClientPayloadError):
+        async with served.session.get(served.at(journal_path("j", "/events"))) as response:
+            assert response.status == 200
+            async for line in response.content:
+                lines.append(line)
+    assert [orjson.loads(line)["seqNr"] for line in lines] == [1, 2, 3]
+    assert METRICS.value("http_streams_interrupted_total") == before + 1
+    backend.break_after = None
+    assert (await call(served, "GET", journal_path("j")))[0] == 200
+
+
+# --- HTTP-level errors ------------------------------------------------------------------------
+
+
+async def test_unknown_routes_are_json_404(served: Served) -> None:
+    for path in ("/", "/nope", "/journals", "/journals/", "/journals/j/events/1"):
+        assert await error_of(served, "GET", path) == (404, ErrorCode.NOT_FOUND), path
+
+
+async def test_wrong_methods_are_json_405_with_allow(served: Served) -> None:
+    status, body, headers = await call(served, "PUT", journal_path("j", "/events"))
+    assert (status, body["error"]["code"]) == (405, ErrorCode.METHOD_NOT_ALLOWED)  # type: ignore[index]
+    assert headers["Allow"] == "DELETE, GET, POST"
+    assert await error_of(served, "POST", "/healthz") == (405, ErrorCode.METHOD_NOT_ALLOWED)
+    # no HEAD: it would run a whole read for nothing (and a HEAD answer has no body to check)
+    assert (await call(served, "HEAD", journal_path("j", "/events")))[0] == 405
+
+
+async def test_bodies_over_the_limit_are_413_declared_or_not(served: Served) -> None:
+    big = orjson.dumps({"events": [{"seqNr": 1, "payloadText": "x" * 20_000}]})
+    path = journal_path("j", "/events")
+    assert await error_of(served, "POST", path, data=big) == (413, ErrorCode.BODY_TOO_LARGE)
+
+    async def chunks() -> AsyncIterator[bytes]:  # no Content-Length: chunked encoding
+        for start in range(0, len(big), 1000):
+            yield big[start : start + 1000]
+
+    assert await error_of(served, "POST", path, data=chunks()) == (413, ErrorCode.BODY_TOO_LARGE)
+    assert (await call(served, "POST", path, json=APPEND["json"]))[0] == 200
+
+
+# --- metrics, OpenAPI, mounting ---------------------------------------------------------------
+
+
+async def test_requests_are_counted_by_route_template(served: Served) -> None:
+    labels = {"method": "GET", "route": "/journals/{id}", "status": "200"}
+    before = METRICS.value("http_requests_total", **labels)
+    for n in range(3):
+        await call(served, "GET", journal_path(f"id-{n}"))
+    await call(served, "GET", "/nope")
+    assert METRICS.value("http_requests_total", **labels) == before + 3
+    async with served.session.get(served.at("/metrics")) as response:
+        assert response.status == 200
+        assert response.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+        text = await response.text()
+    assert 'http_requests_total{method="GET",route="/journals/{id}",status="200"}' in text
+    assert 'route="unmatched",status="404"' in text
+    assert "id-0" not in text
+
+
+def routes_of(app: web.Application) -> set[tuple[str, str]]:
+    return {
+        (route.method.lower(), route.resource.canonical)
+        for route in app.router.routes()
+        if route.resource is not None
+    }
+
+
+def test_openapi_describes_every_route_and_every_error_code(backend: FakeBackend) -> None:
+    document = openapi_document()
+    assert document["openapi"].startswith("3.1")
+    described = {
+        (method, path)
+        for path, item in document["paths"].items()
+        for method in item
+        if method != "parameters"
+    }
+    routes = routes_of(create_app(backend))
+    assert routes and routes <= described
+    assert described <= routes  # and nothing that does not exist
+    codes = document["components"]["schemas"]["Error"]["properties"]["error"]["properties"]["code"]
+    assert set(codes["enum"]) == {code.value for code in ErrorCode}
+
+
+async def test_routes_mount_onto_an_existing_app(backend: FakeBackend) -> None:
+    async def hello(request: web.Request) -> web.Response:
+        return web.Response(text="hi")
+
+    host = web.Application()
+    host.router.add_get("/hello", hello)
+    add_routes(host, backend)
+    async with serve(host) as served:
+        async with served.session.get(served.at("/hello")) as response:
+            assert await response.text() == "hi"
+        assert (await call(served, "GET", journal_path("j")))[0] == 200
+        assert await error_of(served, "GET", "/elsewhere") == (404, ErrorCode.NOT_FOUND)

@@ -1,0 +1,320 @@
+"""Request parsing without servers: every bad input is a 400 ApiError with the right code."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+from multidict import MultiDict, MultiDictProxy
+
+from journal.model import (
+    SEQ_NR_MAX,
+    BinaryPayload,
+    Event,
+    JsonPayload,
+    PayloadMetadata,
+    TextPayload,
+)
+from web.duration import duration_to_iso, expire_after_to_iso, iso_to_duration
+from web.errors import ApiError, ErrorCode
+from web.validation import (
+    MAX_DEPTH,
+    AppendRequest,
+    ReadQuery,
+    parse_append,
+    parse_delete_query,
+    parse_journal_id,
+    parse_read_query,
+)
+
+
+def body(obj: object) -> bytes:
+    """JSON as a client might send it: stdlib json writes big integers and lone surrogates
+    (as \\u escapes), which orjson refuses to produce."""
+    return json.dumps(obj).encode()
+
+
+def query(*pairs: tuple[str, str]) -> MultiDictProxy[str]:
+    return MultiDictProxy(MultiDict(pairs))
+
+
+def fails(code: ErrorCode, call: object, *args: object) -> ApiError:
+    assert callable(call)
+    with pytest.raises(ApiError) as caught:
+        call(*args)
+    assert caught.value.status == 400
+    assert caught.value.code == code, caught.value.message
+    assert caught.value.message
+    return caught.value
+
+
+# --- appends that parse ----------------------------------------------------------------------
+
+
+def test_a_full_append_parses() -> None:
+    parsed = parse_append(
+        body(
+            {
+                "events": [
+                    {"seqNr": 7, "payload": {"a": [1, 2.5, None, True]}, "tags": ["x", "y"]},
+                    {"seqNr": 8, "payloadText": "text ✓"},
+                    {"seqNr": 9, "payloadBinary": base64.b64encode(b"\x00\xff").decode()},
+                    {"seqNr": 10},
+                    {"seqNr": 11, "payload": None},
+                ],
+                "metadata": {"m": 1},
+                "headers": {"h": "v"},
+                "expireAfter": "P1D",
+            }
+        )
+    )
+    assert parsed == AppendRequest(
+        events=(
+            Event(7, frozenset({"x", "y"}), JsonPayload({"a": [1, 2.5, None, True]})),
+            Event(8, frozenset(), TextPayload("text ✓")),
+            Event(9, frozenset(), BinaryPayload(b"\x00\xff")),
+            Event(10),
+            Event(11, frozenset(), JsonPayload(None)),  # present null is the JSON value null
+        ),
+        metadata=PayloadMetadata(expire_after="1 day", data={"m": 1}),
+        headers={"h": "v"},
+    )
+
+
+def test_optional_fields_may_be_null_or_absent() -> None:
+    parsed = parse_append(
+        body({"events": [{"seqNr": 1, "tags": None}], "metadata": None, "headers": None})
+    )
+    assert parsed == AppendRequest((Event(1),))
+
+
+def test_the_largest_seq_nr_and_64_bit_payload_numbers_are_accepted() -> None:
+    parsed = parse_append(
+        f'{{"events":[{{"seqNr":{SEQ_NR_MAX},"payload":[{2**64 - 1},{-(2**63)}]}}]}}'.encode()
+    )
+    assert parsed.events == (Event(SEQ_NR_MAX, payload=JsonPayload([2**64 - 1, -(2**63)])),)
+
+
+# --- appends that do not ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b"", b"{", b"nope", b'{"events": [}', b"\xff\xfe{}", b'{"events": NaN}', b'{"a": 1e999}'],
+)
+def test_malformed_json(raw: bytes) -> None:
+    fails(ErrorCode.MALFORMED_JSON, parse_append, raw)
+
+
+def test_deep_nesting_is_refused_not_crashed() -> None:
+    fails(ErrorCode.MALFORMED_JSON, parse_append, b"[" * 100_000 + b"]" * 100_000)
+    nested = "[" * (MAX_DEPTH + 5) + "]" * (MAX_DEPTH + 5)
+    raw = f'{{"events":[{{"seqNr":1,"payload":{nested}}}]}}'.encode()
+    fails(ErrorCode.INVALID_PAYLOAD, parse_append, raw)
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [
+        [],
+        "events",
+        {},
+        {"events": None},
+        {"events": {}},
+        {"events": []},
+        {"events": [1]},
+        {"events": [{"seqNr": 1, "tags": "t"}]},
+        {"events": [{"seqNr": 1, "tags": [1]}]},
+        {"events": [{"seqNr": 1, "extra": 1}]},
+        {"events": [{"seqNr": 1}], "expire_after": "P1D"},
+        {"events": [{"seqNr": 1}], "metadata": {"deep": "\ud800"}},
+    ],
+)
+def test_wrong_shapes_and_types(obj: object) -> None:
+    fails(ErrorCode.INVALID_BODY, parse_append, body(obj))
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"events":[{"payload":1}]}',
+        b'{"events":[{"seqNr":0}]}',
+        b'{"events":[{"seqNr":-1}]}',
+        b'{"events":[{"seqNr":"1"}]}',
+        b'{"events":[{"seqNr":true}]}',
+        b'{"events":[{"seqNr":1.5}]}',
+        b'{"events":[{"seqNr":1.0}]}',
+        b'{"events":[{"seqNr":1e3}]}',
+        b'{"events":[{"seqNr":null}]}',
+        b'{"events":[{"seqNr":9223372036854775808}]}',
+        b'{"events":[{"seqNr":100000000000000000000000000}]}',
+        b'{"events":[{"seqNr":1},{"seqNr":3}]}',
+        b'{"events":[{"seqNr":2},{"seqNr":1}]}',
+        b'{"events":[{"seqNr":1},{"seqNr":1}]}',
+    ],
+)
+def test_bad_seq_nrs(raw: bytes) -> None:
+    fails(ErrorCode.INVALID_SEQ_NR, parse_append, raw)
+
+
+def test_a_gap_is_named_in_the_message() -> None:
+    error = fails(ErrorCode.INVALID_SEQ_NR, parse_append, b'{"events":[{"seqNr":1},{"seqNr":3}]}')
+    assert "events[1].seqNr is 3, expected 2" in error.message
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        {"seqNr": 1, "payload": 1, "payloadText": "t"},
+        {"seqNr": 1, "payload": None, "payloadBinary": ""},
+        {"seqNr": 1, "payloadText": "t", "payloadBinary": ""},
+        {"seqNr": 1, "payloadText": 1},
+        {"seqNr": 1, "payloadText": None},
+        {"seqNr": 1, "payloadBinary": "not base64!"},
+        {"seqNr": 1, "payloadBinary": "QUJD="},  # surplus padding
+        {"seqNr": 1, "payloadBinary": "QUK="},  # stray low bits ("QUI=" is canonical)
+        {"seqNr": 1, "payloadBinary": "QUJD-_"},  # the URL-safe alphabet
+        {"seqNr": 1, "payloadBinary": 12},
+        {"seqNr": 1, "payload": [2**64]},
+        {"seqNr": 1, "payload": {"n": -(2**63) - 1}},
+    ],
+)
+def test_bad_payloads(event: dict[str, object]) -> None:
+    fails(ErrorCode.INVALID_PAYLOAD, parse_append, body({"events": [event]}))
+
+
+def test_a_lone_surrogate_in_a_payload_is_refused() -> None:
+    for event in ({"seqNr": 1, "payloadText": "\udc00"}, {"seqNr": 1, "payload": {"\udc00": 1}}):
+        fails(ErrorCode.INVALID_PAYLOAD, parse_append, body({"events": [event]}))
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [[], "h", {"h": 1}, {"h": None}, {"": "v"}, {"journal.action": "{}"}],
+)
+def test_bad_headers(headers: object) -> None:
+    fails(
+        ErrorCode.INVALID_HEADERS,
+        parse_append,
+        body({"events": [{"seqNr": 1}], "headers": headers}),
+    )
+
+
+@pytest.mark.parametrize(
+    "expire_after",
+    [
+        1,
+        "1 day",
+        "P",
+        "PT",
+        "P1DT",
+        "P1Y",
+        "P1M",
+        "P0D",
+        "PT0S",
+        "-P1D",
+        "p1d",
+        "P1.5DT1H",
+        "PT0.0000000001S",
+        "PT1.0000000000000000000000000001S",  # finer than 1 ns beyond 28 significant digits
+        "P" + "1" * 80 + "D",
+        "P99999999999D",  # beyond Scala's Long nanoseconds
+    ],
+)
+def test_bad_expire_after(expire_after: object) -> None:
+    raw = body({"events": [{"seqNr": 1}], "expireAfter": expire_after})
+    fails(ErrorCode.INVALID_EXPIRE_AFTER, parse_append, raw)
+
+
+# --- durations -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("iso", "text"),
+    [
+        ("P1D", "1 day"),
+        ("PT1H", "1 hour"),
+        ("PT36H", "36 hours"),
+        ("P1DT12H", "36 hours"),
+        ("P1.5D", "36 hours"),
+        ("P2W", "14 days"),
+        ("PT1M", "1 minute"),
+        ("PT90S", "90 seconds"),
+        ("PT0.5S", "500 milliseconds"),
+        ("PT0,001S", "1 millisecond"),
+        ("PT0.000000001S", "1 nanosecond"),
+    ],
+)
+def test_iso_durations_become_kafka_journal_text(iso: str, text: str) -> None:
+    assert str(iso_to_duration(iso)) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "iso"),
+    [
+        ("1 day", "P1D"),
+        ("36 hours", "P1DT12H"),
+        ("90 seconds", "PT1M30S"),
+        ("500 milliseconds", "PT0.5S"),
+        ("1 nanosecond", "PT0.000000001S"),
+        ("3 minutes", "PT3M"),
+        ("0 seconds", "PT0S"),
+    ],
+)
+def test_stored_durations_read_back_as_iso(text: str, iso: str) -> None:
+    assert expire_after_to_iso(text) == iso
+    if iso != "PT0S":
+        assert duration_to_iso(iso_to_duration(iso)) == iso
+
+
+def test_an_unreadable_stored_duration_is_not_an_error() -> None:
+    assert expire_after_to_iso("forever") is None
+
+
+# --- query parameters and ids ----------------------------------------------------------------
+
+
+def test_read_query_defaults_and_values() -> None:
+    assert parse_read_query(query()) == ReadQuery(1, SEQ_NR_MAX, None)
+    assert parse_read_query(query(("from", "3"), ("to", "9"), ("limit", "0"))) == ReadQuery(3, 9, 0)
+    assert parse_read_query(query(("to", str(SEQ_NR_MAX)))).to == SEQ_NR_MAX
+
+
+@pytest.mark.parametrize(
+    "pairs",
+    [
+        [("from", "abc")],
+        [("from", "0")],
+        [("from", "")],
+        [("from", "-1")],
+        [("from", "+1")],
+        [("from", " 1")],
+        [("from", "1_000")],
+        [("from", "1.0")],
+        [("from", "\u0661")],  # an Arabic-Indic digit: int() would take it
+        [("to", str(SEQ_NR_MAX + 1))],
+        [("to", "0")],
+        [("limit", "-1")],
+        [("limit", "x")],
+        [("limit", "99999999999999999999999")],
+        [("from", "1"), ("from", "2")],
+        [("form", "1")],
+    ],
+)
+def test_bad_read_queries(pairs: list[tuple[str, str]]) -> None:
+    fails(ErrorCode.INVALID_QUERY, parse_read_query, query(*pairs))
+
+
+def test_delete_query() -> None:
+    assert parse_delete_query(query(("to", "5"))) == 5
+    for pairs in ([], [("to", "0")], [("to", "x")], [("to", "1"), ("from", "1")]):
+        fails(ErrorCode.INVALID_QUERY, parse_delete_query, query(*pairs))
+
+
+def test_journal_ids_are_decoded_strictly() -> None:
+    assert parse_journal_id("a%20b%2F%C3%BC") == "a b/ü"
+    assert parse_journal_id("%25ff") == "%ff"
+    fails(ErrorCode.INVALID_JOURNAL_ID, parse_journal_id, "%ff")  # not UTF-8: not "%ff" again
+    fails(ErrorCode.INVALID_JOURNAL_ID, parse_journal_id, "%ED%A0%80")  # an encoded surrogate
+    fails(ErrorCode.INVALID_JOURNAL_ID, parse_journal_id, "")

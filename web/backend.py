@@ -1,0 +1,68 @@
+"""What the HTTP views need from whoever serves journals.
+
+`JournalBackend` is the seam between the views and the process they run in: the direct client
+(`DirectBackend`, always ready) or, later, the Faust worker, which answers `ready()` from its
+assignment/recovery state and may route `journal(id)` to the owner of the key's partition.
+The views never look behind it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Protocol
+
+from journal.journals import Deleted, JournalInfo, Journals
+from journal.model import Event, EventRecord, PayloadMetadata, Position
+
+
+class JournalHandle(Protocol):
+    """One journal, as `journal.journals.Journal` offers it (that class satisfies this)."""
+
+    async def append(
+        self,
+        events: Sequence[Event],
+        *,
+        metadata: PayloadMetadata = ...,
+        headers: Mapping[str, str] | None = ...,
+    ) -> Position:
+        """Append consecutive events atomically; returns once Kafka acknowledged them."""
+        ...
+
+    def read(
+        self, from_: int = ..., to: int = ..., limit: int | None = ...
+    ) -> AsyncIterator[EventRecord]:
+        """Stream the events in [from_, to], at most `limit`, in seqNr order.
+
+        Failures of the reading flow (JournalTruncated, Kafka/Cassandra errors) surface from the
+        first `__anext__`, before any event: the views rely on that to answer with a status.
+        """
+        ...
+
+    async def info(self) -> JournalInfo: ...
+
+    async def delete(self, to: int) -> Deleted: ...
+
+    async def purge(self) -> Position: ...
+
+
+class JournalBackend(Protocol):
+    def journal(self, journal_id: str) -> JournalHandle:
+        """The journal `journal_id` (a valid, non-empty id); cheap, does no I/O."""
+        ...
+
+    def ready(self) -> bool:
+        """Whether journal requests can be served now; False -> 503 with Retry-After."""
+        ...
+
+
+class DirectBackend:
+    """The direct client as a backend: every request is served by this process, always ready."""
+
+    def __init__(self, journals: Journals) -> None:
+        self._journals = journals
+
+    def journal(self, journal_id: str) -> JournalHandle:
+        return self._journals.journal(journal_id)
+
+    def ready(self) -> bool:
+        return True

@@ -1,0 +1,89 @@
+"""The API's one error shape and the codes it uses.
+
+Every error answer, whatever produced it, is `{"error": {"code": <snake_case>, "message": ...}}`
+with the status the code implies. Handlers raise `ApiError`; the error middleware renders it
+(and translates aiohttp's own HTTP exceptions and the core's failures into one, see
+`web.failures`). Codes are part of the API contract: clients branch on them, so they are listed
+here once and the OpenAPI document enumerates this list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+
+import orjson
+from aiohttp import web
+
+
+class ErrorCode(StrEnum):
+    """Every `error.code` the API answers with, and the status that goes with it."""
+
+    MALFORMED_JSON = "malformed_json"  # 400: the body is not JSON (or not UTF-8)
+    INVALID_BODY = "invalid_body"  # 400: JSON of the wrong shape or types
+    INVALID_SEQ_NR = "invalid_seq_nr"  # 400: seqNr missing, out of range or not consecutive
+    INVALID_PAYLOAD = "invalid_payload"  # 400: two payloads, bad base64, unencodable value
+    INVALID_EXPIRE_AFTER = "invalid_expire_after"  # 400: not a positive ISO 8601 duration
+    INVALID_HEADERS = "invalid_headers"  # 400: not string to string, or a reserved name
+    INVALID_QUERY = "invalid_query"  # 400: a bad, repeated, missing or unknown query parameter
+    INVALID_JOURNAL_ID = "invalid_journal_id"  # 400: an id Kafka/Cassandra cannot key on
+    INCOMPLETE_BODY = "incomplete_body"  # 400: the client stopped sending mid-body
+    NOT_FOUND = "not_found"  # 404: no such route
+    METHOD_NOT_ALLOWED = "method_not_allowed"  # 405: the route exists, not with this method
+    JOURNAL_TRUNCATED = "journal_truncated"  # 410: events expired from Kafka unreplicated
+    BODY_TOO_LARGE = "body_too_large"  # 413: the request body exceeds the configured limit
+    APPEND_TOO_LARGE = "append_too_large"  # 413: the encoded record exceeds Kafka's limit
+    NOT_READY = "not_ready"  # 503: this worker is starting or rebalancing
+    UNAVAILABLE = "unavailable"  # 503: Kafka or Cassandra cannot be reached in time
+    INTERNAL_ERROR = "internal_error"  # 500: a bug; logged with its traceback
+    HTTP_ERROR = "http_error"  # any other status aiohttp itself raises (e.g. 400 on bad HTTP)
+
+
+class ApiError(Exception):
+    """An error answer: raised anywhere below a view, rendered by the error middleware."""
+
+    def __init__(
+        self,
+        status: int,
+        code: ErrorCode,
+        message: str,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.headers = dict(headers or {})
+
+    def response(self) -> web.Response:
+        return error_response(self.status, self.code, self.message, self.headers)
+
+
+def bad_request(code: ErrorCode, message: str) -> ApiError:
+    return ApiError(400, code, message)
+
+
+def error_body(code: ErrorCode, message: str) -> bytes:
+    return orjson.dumps({"error": {"code": code.value, "message": message}})
+
+
+def error_response(
+    status: int, code: ErrorCode, message: str, headers: Mapping[str, str] | None = None
+) -> web.Response:
+    # no-store: an error (a 410 especially) describes this moment, no cache should keep it
+    all_headers = {"Cache-Control": "no-store", **(headers or {})}
+    return web.Response(
+        status=status,
+        body=error_body(code, message),
+        content_type="application/json",
+        headers=all_headers,
+    )
+
+
+class StreamInterrupted(Exception):
+    """A streamed answer failed after its status and first bytes were sent.
+
+    No status can be given any more, so the error middleware lets this pass and aiohttp drops
+    the connection without the chunked terminator: the client sees a broken body, never a
+    clean end it could mistake for the end of the journal.
+    """

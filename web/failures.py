@@ -1,0 +1,66 @@
+"""What the core's and the drivers' exceptions mean to an HTTP client.
+
+`api_error_of` turns an exception raised while serving a journal route into the `ApiError` to
+answer with, or None when it is not a known failure (the caller then answers 500 and logs it):
+
+- `JournalTruncated` -> 410 `journal_truncated`. Events the read needs expired from Kafka before
+  replication stored them: a data-loss signal, not a transient condition, so not a 503 (a client
+  would retry forever) and not a 500 (nothing is wrong with this request or this process).
+  410 says "this history is gone and retrying will not bring it back"; an operator must act.
+- `AppendTooLarge` and the broker's size refusals -> 413 `append_too_large`.
+- Kafka errors, Cassandra's "no host / timed out / unavailable" family, head-read timeouts and
+  plain timeouts or refused connections -> 503 `unavailable` with `Retry-After`: the request
+  was fine and the same request can succeed once the dependency is back.
+"""
+
+from __future__ import annotations
+
+from aiokafka import errors as kafka_errors
+from cassandra import OperationTimedOut, RequestExecutionException
+from cassandra.cluster import NoHostAvailable
+
+from journal.head import HeadTimeout, JournalTruncated
+from journal.writer import AppendTooLarge
+from web.errors import ApiError, ErrorCode
+
+# Checked before the generic KafkaError: these are about the record, not the broker's health.
+_KAFKA_TOO_LARGE: tuple[type[BaseException], ...] = (
+    kafka_errors.MessageSizeTooLargeError,
+    kafka_errors.RecordTooLargeError,
+)
+_UNAVAILABLE: tuple[type[BaseException], ...] = (
+    kafka_errors.KafkaError,
+    NoHostAvailable,
+    OperationTimedOut,
+    RequestExecutionException,  # Unavailable, Read/WriteTimeout, Read/WriteFailure
+    HeadTimeout,
+    TimeoutError,
+    ConnectionError,
+)
+
+
+def api_error_of(error: BaseException, retry_after_s: int) -> ApiError | None:
+    """The answer for a known failure of a journal operation; None for anything else."""
+    if isinstance(error, ApiError):
+        return error
+    if isinstance(error, JournalTruncated):
+        return ApiError(
+            410,
+            ErrorCode.JOURNAL_TRUNCATED,
+            f"events of this journal were lost: {error}. Retrying will not help; an operator "
+            "must repair the journal (see the journal_truncated_reads_total metric)",
+        )
+    if isinstance(error, (AppendTooLarge, *_KAFKA_TOO_LARGE)):
+        return ApiError(413, ErrorCode.APPEND_TOO_LARGE, f"the append is too large: {error}")
+    if isinstance(error, _UNAVAILABLE):
+        return unavailable(
+            ErrorCode.UNAVAILABLE,
+            f"a dependency (Kafka or Cassandra) did not answer: {type(error).__name__}: "
+            f"{error or 'no detail'}",
+            retry_after_s,
+        )
+    return None
+
+
+def unavailable(code: ErrorCode, message: str, retry_after_s: int) -> ApiError:
+    return ApiError(503, code, message, {"Retry-After": str(retry_after_s)})

@@ -1,0 +1,48 @@
+"""Operational routes: liveness, readiness, metrics, the API's own description.
+
+`/healthz` answers 200 while the process can answer at all. `/readyz` asks the backend (a Faust
+worker is ready once its partitions are assigned and its tables recovered): 200 or 503 +
+Retry-After, so load balancers stop sending journal requests it would refuse anyway.
+"""
+
+from __future__ import annotations
+
+import orjson
+from aiohttp import web
+
+from journal.metrics import METRICS
+from web.backend import JournalBackend
+from web.errors import ErrorCode
+from web.failures import unavailable
+from web.openapi import openapi_document
+from web.representation import json_response
+
+PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class OpsViews:
+    def __init__(self, backend: JournalBackend, retry_after_s: int) -> None:
+        self._backend = backend
+        self._retry_after_s = retry_after_s
+        self._openapi = orjson.dumps(openapi_document())  # static: rendered once
+
+    async def healthz(self, request: web.Request) -> web.Response:
+        return json_response({"status": "ok"})
+
+    async def readyz(self, request: web.Request) -> web.Response:
+        if not self._backend.ready():
+            raise unavailable(
+                ErrorCode.NOT_READY,
+                "not ready to serve journals (starting or rebalancing)",
+                self._retry_after_s,
+            )
+        return json_response({"status": "ready"})
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        response = web.Response(body=METRICS.render().encode("utf-8"))
+        # set as a header: Response(content_type=...) refuses parameters such as version
+        response.headers["Content-Type"] = PROMETHEUS_TEXT
+        return response
+
+    async def openapi(self, request: web.Request) -> web.Response:
+        return web.Response(body=self._openapi, content_type="application/json")

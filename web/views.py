@@ -1,0 +1,174 @@
+"""The journal routes: parse the request, call the backend's journal, render the answer.
+
+Each view checks readiness first (503 `not_ready` + Retry-After while the backend cannot serve:
+no point reading a body that cannot be served), then parses everything it needs before any
+I/O, so a bad request costs no Kafka round trip. Errors are raised as exceptions and rendered
+by `web.middleware.error_middleware`.
+
+A read streams NDJSON: the first event (or the end) is awaited *before* the response is
+prepared, because the reading flow does all of its checking (Mark, pointer, head, truncation)
+before yielding anything; so every failure of the flow still gets a proper status. After that,
+events are written one line at a time as the journal yields them; a failure mid-stream breaks
+the connection (see `StreamInterrupted`) rather than ending the body as if the journal ended.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from journal.metrics import METRICS
+from journal.model import EventRecord
+from web.backend import JournalBackend, JournalHandle
+from web.body import read_body
+from web.errors import ErrorCode, StreamInterrupted
+from web.failures import unavailable
+from web.representation import (
+    deleted_json,
+    event_line,
+    info_json,
+    json_response,
+    position_json,
+)
+from web.validation import (
+    check_no_params,
+    parse_append,
+    parse_delete_query,
+    parse_journal_id,
+    parse_read_query,
+)
+
+log = logging.getLogger(__name__)
+
+NDJSON = "application/x-ndjson"
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Knobs of the journal routes."""
+
+    max_body_bytes: int = 1_048_576
+    retry_after_s: int = 1
+
+
+class JournalViews:
+    """The five journal routes over one backend."""
+
+    def __init__(self, backend: JournalBackend, limits: Limits) -> None:
+        self._backend = backend
+        self._limits = limits
+
+    def _journal(self, request: web.Request) -> tuple[str, JournalHandle]:
+        if not self._backend.ready():
+            raise unavailable(
+                ErrorCode.NOT_READY,
+                "this worker is not ready to serve journals (starting or rebalancing)",
+                self._limits.retry_after_s,
+            )
+        journal_id = parse_journal_id(_raw_id(request))
+        return journal_id, self._backend.journal(journal_id)
+
+    async def append(self, request: web.Request) -> web.Response:
+        """POST /journals/{id}/events -> 200 {"partition", "offset"} once Kafka acknowledged."""
+        _, journal = self._journal(request)
+        check_no_params(request.query)
+        append = parse_append(await read_body(request, self._limits.max_body_bytes))
+        position = await journal.append(
+            append.events, metadata=append.metadata, headers=append.headers
+        )
+        METRICS.counter("http_appended_events_total").inc(len(append.events))
+        return json_response(position_json(position))
+
+    async def read(self, request: web.Request) -> web.StreamResponse:
+        """GET /journals/{id}/events?from&to&limit -> 200 NDJSON, streamed; empty if unknown."""
+        _, journal = self._journal(request)
+        query = parse_read_query(request.query)
+        records = journal.read(query.from_, query.to, query.limit)
+        async with _closing(records):
+            # before prepare(): the reading flow's failures can still become a status
+            first = await anext(records, None)
+            response = web.StreamResponse(headers={"Cache-Control": "no-store"})
+            response.content_type = NDJSON
+            await response.prepare(request)
+            if first is not None and not await _stream(request, response, first, records):
+                return response  # the client left; aiohttp closes the connection quietly
+            await response.write_eof()
+        return response
+
+    async def info(self, request: web.Request) -> web.Response:
+        """GET /journals/{id} -> 200 {"id", "seqNr", "deleteTo"} (nulls for an unknown one)."""
+        journal_id, journal = self._journal(request)
+        check_no_params(request.query)
+        return json_response(info_json(journal_id, await journal.info()))
+
+    async def delete(self, request: web.Request) -> web.Response:
+        """DELETE /journals/{id}/events?to=N -> 200 {"deleteTo", "partition"?, "offset"?}."""
+        _, journal = self._journal(request)
+        to = parse_delete_query(request.query)
+        return json_response(deleted_json(await journal.delete(to)))
+
+    async def purge(self, request: web.Request) -> web.Response:
+        """DELETE /journals/{id} -> 200 {"partition", "offset"}."""
+        _, journal = self._journal(request)
+        check_no_params(request.query)
+        return json_response(position_json(await journal.purge()))
+
+
+def _raw_id(request: web.Request) -> str:
+    """The id's segment as sent, still percent-encoded (see `parse_journal_id` for why).
+
+    Counted from the end: the routes are .../journals/{id} and .../journals/{id}/events, and
+    a host application may mount them under a prefix.
+    """
+    resource = request.match_info.route.resource
+    with_suffix = resource is not None and resource.canonical.endswith("/events")
+    return request.rel_url.raw_parts[-2 if with_suffix else -1]
+
+
+@asynccontextmanager
+async def _closing(
+    records: AsyncIterator[EventRecord],
+) -> AsyncIterator[AsyncIterator[EventRecord]]:
+    """Close an async generator when the view is done with it, early or not, releasing its
+    consumer and store paging at once instead of whenever the garbage collector gets to it."""
+    try:
+        yield records
+    finally:
+        aclose = getattr(records, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
+async def _stream(
+    request: web.Request,
+    response: web.StreamResponse,
+    first: EventRecord,
+    rest: AsyncIterator[EventRecord],
+) -> bool:
+    """Write `first` and then `rest`, a line each; False if the client went away meanwhile."""
+    sent = 0
+    try:
+        await response.write(event_line(first))
+        sent = 1
+        async for record in rest:
+            await response.write(event_line(record))
+            sent += 1
+    except ConnectionError:
+        return False
+    except Exception as e:
+        METRICS.counter("http_streams_interrupted_total").inc()
+        log.warning(
+            "read of %s broke after %d events, connection dropped: %s: %s",
+            request.path,
+            sent,
+            type(e).__name__,
+            e,
+        )
+        raise StreamInterrupted(str(e)) from e
+    finally:
+        METRICS.counter("http_streamed_events_total").inc(sent)
+    return True
