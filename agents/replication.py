@@ -1,26 +1,29 @@
-"""The replicating agent's work, batch by batch, per partition; it never raises.
+"""The replicating agent's work; nothing here raises into Faust.
 
-For each batch of one partition, in offset order:
-1. parse the records; a malformed one is copied to the quarantine topic (counted, logged);
-2. fold the batch into the tables (watermark and head cache), one write per journal;
-3. advance the partition's processed offset: readers waiting for their Mark may go on,
-   the tables now describe every journal of the partition up to here;
-4. replicate into the store. If the store fails, the partition enters catch-up: the agent
-   keeps consuming (steps 1-3), and a background task replays the partition from the
-   store's pointer through Kafka, with backoff, until it has caught up with the agent.
+For each record, in offset order per partition, the agent (`agents/replicator.py`) calls
+`ReplicationWork.handle`, which:
+1. parses it; a malformed record is copied to the quarantine topic (counted, logged);
+2. folds it into the tables (watermark and head cache) while it is Faust's current event;
+3. advances the partition's processed offset: readers waiting for their Mark may go on;
+4. queues it for the partition's replicator, a background task that applies whatever has
+   queued up since its last write in one batch, then advances the store's pointer.
 
-The store's pointer, not Faust's committed offset, says what is replicated: on the first
-batch after an assignment, records between the pointer and that batch are caught up too, so a
-commit that ran ahead of replication (kill -9, a store outage) loses nothing.
+So the agent never waits for the store. When the store fails, or the queue outgrows its bound
+(a long outage), the queue is dropped and the replicator catches up from Kafka instead: it
+replays the partition from the store's pointer, with backoff, until it reaches the agent.
+
+The store's pointer, not Faust's committed offset, says what is replicated: Faust may commit
+records still queued, so when a partition is (re)assigned, whatever lies between the store's
+pointer and the first record the agent sees is caught up from Kafka too. kill -9 at any point
+loses nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections import defaultdict
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -35,19 +38,20 @@ from tables.tables import JournalTables
 
 log = logging.getLogger(__name__)
 
-SetCurrent = Callable[[object], None]  # makes an event Faust's current event
+MAX_QUEUED = 10_000  # records per partition; past it, replay from Kafka instead
 
 
 @dataclass(slots=True)
 class _Partition:
-    pointer: int  # replicated up to here (store's pointer), -1 for nothing
-    catch_up_from: int | None = None  # first offset not replicated while catching up
+    pointer: int  # the store's pointer as this worker knows it; -1 for nothing
+    catch_up_from: int | None = None  # replay from Kafka from here, instead of the queue
+    queued: list[ActionRecord] = field(default_factory=list)
+    last: RawRecord | None = None  # the last record handled (the queue ends there)
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
 
 
 class ReplicationWork:
-    """Everything the agent does with a batch; Faust-free apart from the events it is handed."""
-
     def __init__(
         self,
         topic: str,
@@ -60,43 +64,29 @@ class ReplicationWork:
     ) -> None:
         self._topic = topic
         self._store = store
-        self._quarantine = quarantine
         self._tables = tables
         self._progress = progress
+        self._bootstrap = bootstrap
+        self._max_backoff_s = max_backoff_s
         self._replicator = Replicator(store, quarantine)
         # catching up replays records the agent has seen: quarantined once is enough
         self._replayer = Replicator(store, AlreadyQuarantined())
-        self._bootstrap = bootstrap
-        self._max_backoff_s = max_backoff_s
         self._partitions: dict[int, _Partition] = {}
 
-    async def handle(
-        self, partition: int, batch: Sequence[tuple[object, RawRecord]], set_current: SetCurrent
-    ) -> None:
-        """One partition's events with their raw records, in offset order."""
-        if not batch:
-            return
-        state = await self._state(partition, batch[0][1].offset)
-        events = {raw.offset: event for event, raw in batch}
-        last = batch[-1][1]
-        actions = await _retrying(lambda: self._replicator.parse([raw for _, raw in batch]))
-        by_journal: dict[str, list[ActionRecord]] = defaultdict(list)
+    async def handle(self, record: RawRecord) -> None:
+        """One record; call while its event is Faust's current event (tables need that)."""
+        state = await self._state(record.partition, record.offset)
+        actions = await _retrying(lambda: self._replicator.parse([record]))
         for action in actions:
-            by_journal[action.key.id].append(action)
-        for journal_id, journal_actions in by_journal.items():
-            set_current(events[journal_actions[-1].offset])
-            self._tables.update(journal_id, journal_actions, state.pointer)
-        await self._progress.advance(partition, last.offset)
+            self._tables.update(action.key.id, [action], state.pointer)
+        await self._progress.advance(record.partition, record.offset)
+        state.last = record
         if state.catch_up_from is None:
-            try:
-                await self._replicator.store(actions, last)
-                state.pointer = last.offset
-                return
-            except Exception as error:  # the store is down or failing: catch up later
-                log.warning("replication of %s-%s failed: %r", self._topic, partition, error)
-                METRICS.counter("journal_replication_failures_total").inc()
-                state.catch_up_from = batch[0][1].offset
-        self._ensure_catch_up(partition, state)
+            state.queued.extend(actions)
+            if len(state.queued) > MAX_QUEUED:
+                log.warning("partition %s: queue full, replaying from Kafka", record.partition)
+                state.catch_up_from, state.queued = state.pointer + 1, []
+        state.wake.set()
 
     async def revoke(self, partition: int) -> None:
         state = self._partitions.pop(partition, None)
@@ -113,43 +103,60 @@ class ReplicationWork:
         if state is None:
             pointer = await _retrying(lambda: self._store.pointer(self._topic, partition))
             state = _Partition(pointer=-1 if pointer is None else pointer)
-            if state.pointer + 1 < first_offset:  # committed ahead of replication
+            if state.pointer + 1 < first_offset:  # Faust committed ahead of replication
                 state.catch_up_from = state.pointer + 1
+            state.task = asyncio.create_task(self._replicate(partition, state))
             self._partitions[partition] = state
         return state
 
-    def _ensure_catch_up(self, partition: int, state: _Partition) -> None:
-        if state.task is None or state.task.done():
-            state.task = asyncio.create_task(self._catch_up(partition, state))
-
-    async def _catch_up(self, partition: int, state: _Partition) -> None:
-        """Replay [catch_up_from, processed] from Kafka until caught up with the agent."""
-        tp = TopicPartition(self._topic, partition)
-        backoff = 0.5
-        while state.catch_up_from is not None:
-            processed = self._progress.offset(partition)
-            if processed is None:
-                return  # revoked
-            consumer = AIOKafkaConsumer(
-                bootstrap_servers=self._bootstrap, group_id=None, fetch_max_wait_ms=20
-            )
+    async def _replicate(self, partition: int, state: _Partition) -> None:
+        """The partition's replicator: the queue in batches, or catch-up from Kafka."""
+        backoff = 0.2
+        while True:
+            await state.wake.wait()
+            state.wake.clear()
+            last = state.last
+            if last is None or (last.offset <= state.pointer and state.catch_up_from is None):
+                continue
             try:
-                await consumer.start()
-                start = state.catch_up_from
-                await replicate_range(consumer, self._replayer, tp, start, processed + 1)
-                state.pointer = max(state.pointer, processed)
-                if self._progress.offset(partition) == processed:
-                    state.catch_up_from = None  # no await since the check: the agent is here
-                    log.info("%s caught up at %s", tp, processed)
+                if state.catch_up_from is None:
+                    batch, state.queued = state.queued, []
+                    await self._replicator.store(batch, last)
+                    state.pointer = last.offset
                 else:
-                    state.catch_up_from = processed + 1
-                backoff = 0.5
-            except Exception as error:
-                log.warning("catching up %s failed, again in %.1fs: %r", tp, backoff, error)
+                    await self._catch_up(partition, state, last.offset)
+                backoff = 0.2
+            except Exception as error:  # the store or Kafka failed: replay from Kafka later
+                METRICS.counter("journal_replication_failures_total").inc()
+                log.warning(
+                    "replicating partition %s failed, again in %.1fs: %r", partition, backoff, error
+                )
+                if state.catch_up_from is None:
+                    state.catch_up_from, state.queued = state.pointer + 1, []
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, self._max_backoff_s)
-            finally:
-                await consumer.stop()
+                state.wake.set()
+
+    async def _catch_up(self, partition: int, state: _Partition, until: int) -> None:
+        """Replay [catch_up_from, until] from Kafka; back to the queue once at the agent."""
+        start = state.catch_up_from
+        assert start is not None
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self._bootstrap, group_id=None, fetch_max_wait_ms=20
+        )
+        await consumer.start()
+        try:
+            tp = TopicPartition(self._topic, partition)
+            await replicate_range(consumer, self._replayer, tp, start, until + 1)
+        finally:
+            await consumer.stop()
+        state.pointer = max(state.pointer, until)
+        if state.last is not None and state.last.offset == until:
+            state.catch_up_from, state.queued = None, []  # no await since: the agent is here
+            log.info("partition %s caught up at %s", partition, until)
+        else:
+            state.catch_up_from = until + 1
+            state.wake.set()
 
 
 T = TypeVar("T")

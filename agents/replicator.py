@@ -1,15 +1,16 @@
 """The replicating agent: one ordered stream over the worker's partitions of the action topic.
 
 `concurrency=1` keeps each partition in offset order (and avoids Faust's out-of-order commit
-bugs #606/#316); events come in batches (`take_events`) and are split by partition. The body
-never raises: Faust would ack and commit the batch. All failure handling is in
-`ReplicationWork`.
+bugs #606/#316). Events are handled one by one, each as Faust's current event, because table
+writes take their partition from it; `take_events` is not used: in faust-streaming 0.15.3 the
+events it hands over do not always match the records of the batch (seen here: one record
+twice, its neighbour never). Batching for the store happens behind, in `ReplicationWork`.
+The body never raises: Faust would ack and commit.
 """
 
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 import faust
@@ -21,9 +22,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-BATCH_SIZE = 1000
-BATCH_WITHIN_S = 0.01
-
 
 def define_agent(app: faust.App, topic: Any, context: WorkerContext) -> Any:
     @app.agent(topic, name="replicate", concurrency=1)
@@ -31,19 +29,13 @@ def define_agent(app: faust.App, topic: Any, context: WorkerContext) -> Any:
         await context.started.wait()
         work = context.work
         assert work is not None
-        async for events in stream.take_events(BATCH_SIZE, within=BATCH_WITHIN_S):
-            by_partition: dict[int, list[tuple[object, RawRecord]]] = defaultdict(list)
-            for event in events:
-                by_partition[event.message.partition].append((event, _raw(event.message)))
-            for partition, batch in by_partition.items():
-                try:
-                    # Faust picks a table write's partition from its "current event"; within
-                    # take_events there is none, so the work sets it per journal.
-                    await work.handle(partition, batch, stream._set_current_event)
-                except Exception:
-                    # handle() retries what can fail; this is a bug. Log it loudly: the batch
-                    # is acked, but the store's pointer still lets the next owner catch up.
-                    log.exception("replication batch of partition %s failed", partition)
+        async for event in stream.events():
+            try:
+                await work.handle(_raw(event.message))
+            except Exception:
+                # handle() retries what can fail; this is a bug. Log it loudly: the event
+                # is acked, but the store's pointer still lets the next owner catch up.
+                log.exception("replicating %s failed", event.message)
 
     return replicate
 

@@ -21,7 +21,7 @@ class WorkerSettings:
     web_port: int = 6066
     datadir: Path = Path(".worker")
     instance_id: str | None = None  # static group membership: a restart keeps the partitions
-    app_id: str = "kafka-journal"
+    app_id: str = "kafka-journal"  # Faust's app id: the consumer group and the tables' prefix
     max_body_bytes: int = 4 * 1024 * 1024
     read_wait_s: float = 2.0  # how long a read waits for the owner's agent to pass its Mark
 
@@ -40,6 +40,7 @@ class WorkerSettings:
             web_port=port,
             datadir=Path(str(datadir)),
             instance_id=_optional(overrides.get("instance_id") or env.get("KJ_INSTANCE_ID")),
+            app_id=env.get("KJ_APP_ID", "kafka-journal"),
         )
 
 

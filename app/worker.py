@@ -22,6 +22,7 @@ from journal.head import HeadReader, KafkaReadConfig
 from journal.journals import Journals
 from journal.progress import Progress
 from journal.replicate import KafkaQuarantine
+from journal.store.cassandra import CassandraStore
 from journal.topic import TopicSpec, ensure_topic, quarantine_topic
 from tables.head_source import TableHeadSource
 from tables.tables import JournalTables, define_tables
@@ -94,12 +95,11 @@ def create_app(settings: WorkerSettings, partitions: int) -> tuple[faust.App, Wo
 async def _connect(context: WorkerContext) -> None:
     """Connect the core; the agent waits for this before its first batch."""
     journal = context.settings.journal
+    store = await CassandraStore.connect(journal.cassandra_config())
     kafka = HeadReader(KafkaReadConfig(bootstrap=journal.kafka_bootstrap))
-    heads = TableHeadSource(
-        context.tables, context.progress, kafka, wait_s=context.settings.read_wait_s
-    )
-    journals = await Journals.connect(journal, heads=heads)
-    assert journals.replicated_store is not None
+    wait_s = context.settings.read_wait_s
+    heads = TableHeadSource(context.tables, context.progress, kafka, store, wait_s)
+    journals = await Journals.connect(journal, store=store, heads=heads)
     await ensure_topic(
         journal.kafka_bootstrap,
         TopicSpec(quarantine_topic(journal.topic), 1, journal.replication_factor),
@@ -111,7 +111,7 @@ async def _connect(context: WorkerContext) -> None:
     context.journals = journals
     context.work = ReplicationWork(
         journal.topic,
-        journals.replicated_store,
+        store,
         KafkaQuarantine(producer),
         context.tables,
         context.progress,
@@ -122,9 +122,8 @@ async def _connect(context: WorkerContext) -> None:
 
 
 def _mount_web(app: faust.App, context: WorkerContext) -> None:
-    from web.app import add_routes
-
     from app.backend import WorkerBackend
+    from web.app import add_routes
 
     add_routes(
         app.web.web_app,
@@ -141,6 +140,7 @@ def prepare_topic(settings: WorkerSettings) -> int:
 
 def run_worker(settings: WorkerSettings, loglevel: str = "info") -> int:
     partitions = prepare_topic(settings)
+    settings.datadir.mkdir(parents=True, exist_ok=True)
     app, _ = create_app(settings, partitions)
     worker = faust.Worker(app, loglevel=loglevel)
     worker.execute_from_commandline()  # runs until a signal; exits the process itself

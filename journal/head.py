@@ -53,12 +53,15 @@ class Head:
     `delete_to`: the highest Delete.to after the last Purge.
     `events`: the events of this journal's Appends after the last Purge, in offset order.
     An Append whose events do not decode is skipped, as replication quarantines it.
+    `after`: the replicated pointer the head continues, when its source had to read a newer
+    one than the caller passed (the caller's view of the store is then too old to use).
     """
 
     purged: bool = False
     delete_to: int | None = None
     seq_nr: int | None = None
     events: list[EventRecord] = field(default_factory=list)
+    after: int | None = None
 
     def add(self, action: ActionRecord) -> None:
         header = action.header
@@ -89,7 +92,8 @@ class HeadSource(Protocol):
     """Finds the head of a journal between the replicated pointer and a Mark.
 
     The direct client scans Kafka (`HeadReader`); a Faust worker that owns the partition
-    answers from its tables and falls back to the scan when it is not caught up.
+    answers from its tables and falls back to the scan when it is not caught up. A source may
+    continue a newer pointer than `after` and say so in `Head.after`.
     """
 
     async def read(

@@ -103,11 +103,13 @@ class Journals:
         settings: Settings,
         origin: str | None = None,
         *,
+        store: EventualStore | None = None,
         heads: HeadSource | None = None,
     ) -> Journals:
         """Connect to Kafka and Cassandra from `settings`, creating topic and schema if needed.
 
-        `heads` replaces the Kafka scan (a worker passes its tables); closed with the rest.
+        `store` replaces the Cassandra store of `settings`, `heads` the Kafka scan (a worker
+        passes its tables); both are closed with the rest.
         """
         partitions = await ensure_topic(settings.kafka_bootstrap, settings.topic_spec())
         producer = AIOKafkaProducer(
@@ -119,7 +121,7 @@ class Journals:
         )
         await producer.start()
         try:
-            store = await CassandraStore.connect(settings.cassandra_config())
+            store = store or await CassandraStore.connect(settings.cassandra_config())
         except BaseException:
             await producer.stop()
             raise
@@ -157,6 +159,8 @@ class Journals:
             return _Snapshot(meta, Head())
         METRICS.counter("journal_reads_total", path="kafka_head").inc()
         head = await self.heads.read(key, partition, pointer, position.offset)
+        if head.after is not None and head.after != pointer:
+            meta = await self.store.meta(key)  # the head continues a newer pointer: catch up
         return _Snapshot(meta, head)
 
 

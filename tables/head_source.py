@@ -4,6 +4,10 @@ Once the owner's agent has processed the reader's Mark, the tables describe the 
 it: the watermark gives deleteTo and the last Purge; the head cache lists the Appends that may
 be missing from the store, which are then fetched by offset. When this worker does not own
 the partition, its agent is too far behind, or the cache overflowed, the Kafka scan answers.
+
+The cache drops entries the agent knows are replicated. When it dropped some above the
+reader's pointer, the reader's view of the store is too old for it: the store's pointer is
+read again (it is at least as new as what the agent pruned by) and the head continues that.
 """
 
 from __future__ import annotations
@@ -12,14 +16,21 @@ from journal.head import Head, HeadReader
 from journal.metrics import METRICS
 from journal.model import JournalKey
 from journal.progress import Progress
+from journal.store.base import EventualJournal
 from tables.tables import JournalTables
 
 
 class TableHeadSource:
     def __init__(
-        self, tables: JournalTables, progress: Progress, kafka: HeadReader, wait_s: float
+        self,
+        tables: JournalTables,
+        progress: Progress,
+        kafka: HeadReader,
+        store: EventualJournal,
+        wait_s: float,
     ) -> None:
         self._tables = tables
+        self._store = store
         self._progress = progress
         self._kafka = kafka
         self._wait_s = wait_s
@@ -30,14 +41,21 @@ class TableHeadSource:
         ):
             METRICS.counter("journal_heads_total", source="kafka_scan").inc()
             return await self._kafka.read(key, partition, after, until)
-        pending = self._tables.head_cache(key.id).pending(after)
+        cache = self._tables.head_cache(key.id)
+        watermark = self._tables.watermark(key.id)  # read together with the cache, before I/O
+        fresher = None
+        if cache.pruned_to > (-1 if after is None else after):
+            fresher = after = await self._store.pointer(key.topic, partition)
+        pending = cache.pending(after)
         if pending is None:
             METRICS.counter("journal_heads_total", source="kafka_scan_overflow").inc()
-            return await self._kafka.read(key, partition, after, until)
+            scanned = await self._kafka.read(key, partition, after, until)
+            scanned.after = fresher
+            return scanned
         METRICS.counter("journal_heads_total", source="tables").inc()
         offsets = [entry.offset for entry in pending if entry.offset < until]
         head = await self._kafka.read_at(key, partition, offsets) if offsets else Head()
-        watermark = self._tables.watermark(key.id)
+        head.after = fresher
         floor = -1 if after is None else after
         if watermark.purge is not None and watermark.purge > floor:
             head.purged = True

@@ -4,8 +4,9 @@
   as of the last action the agent handled.
 - `HeadCache`: where the journal's Appends that may not be in the store yet sit in Kafka
   (offset and seqNr range each, after the last Purge). Entries at or below the replicated
-  pointer are pruned whenever the value is rewritten; past `MAX_ENTRIES` it only says
-  `overflow`, and readers scan Kafka instead (by design: values stay small).
+  pointer are pruned whenever the value is rewritten, and `pruned_to` remembers that pointer:
+  a reader whose own view of the store is older must refresh it first. Past `MAX_ENTRIES` it
+  only says `overflow`, and readers scan Kafka instead (by design: values stay small).
 
 Both are updated by `apply(action)`; an action at or below `offset` is ignored, so the agent
 can replay records after a restart without changing anything.
@@ -65,14 +66,16 @@ class HeadCache:
     offset: int = -1
     entries: tuple[HeadEntry, ...] = ()
     overflow: bool = False
+    pruned_to: int = -1
 
     def apply(self, action: ActionRecord, replicated: int) -> HeadCache:
         """Add `action`; drop entries at or below `replicated` (the partition's pointer)."""
         if action.offset <= self.offset:
             return self
+        pruned_to = max(self.pruned_to, replicated)
         header = action.header
         if isinstance(header, PurgeHeader):
-            return HeadCache(offset=action.offset)
+            return HeadCache(offset=action.offset, pruned_to=pruned_to)
         entries = tuple(e for e in self.entries if e.offset > replicated)
         overflow = self.overflow and bool(entries)
         if isinstance(header, AppendHeader):
@@ -80,7 +83,7 @@ class HeadCache:
             entries = (*entries, entry)
             if len(entries) > MAX_ENTRIES:
                 entries, overflow = entries[-MAX_ENTRIES:], True
-        return HeadCache(action.offset, entries, overflow)
+        return HeadCache(action.offset, entries, overflow, pruned_to)
 
     def pending(self, replicated: int | None) -> tuple[HeadEntry, ...] | None:
         """The entries a reader must fetch from Kafka, given the pointer it read.
@@ -95,11 +98,12 @@ class HeadCache:
 
     def encode(self) -> bytes:
         flat = [[e.offset, e.from_, e.to] for e in self.entries]
-        return orjson.dumps([self.offset, flat, self.overflow])
+        return orjson.dumps([self.offset, flat, self.overflow, self.pruned_to])
 
     @classmethod
     def decode(cls, raw: bytes | None) -> HeadCache:
         if not raw:
             return cls()
-        offset, flat, overflow = orjson.loads(raw)
-        return cls(offset, tuple(HeadEntry(o, f, t) for o, f, t in flat), overflow)
+        offset, flat, overflow, pruned_to = orjson.loads(raw)
+        entries = tuple(HeadEntry(o, f, t) for o, f, t in flat)
+        return cls(offset, entries, overflow, pruned_to)

@@ -107,7 +107,8 @@ class JournalContract:
         for n, other in enumerate(ids):
             await api.append(other, events(n + 2, n + 2))
         for n, other in enumerate(ids):
-            assert seq_nrs(await api.read(other)) == list(range(1, n + 3))
+            got = seq_nrs(await api.read(other))
+            assert got == list(range(1, n + 3)), f"{other}: {got}"
 
     async def test_concurrent_readers_agree(self, api: JournalApi, journal_id: str) -> None:
         await api.append(journal_id, events(1, 20))

@@ -37,6 +37,7 @@ def test_head_cache_prunes_what_is_replicated() -> None:
     assert head.pending(0) == (HeadEntry(5, 2, 2),)
     head = head.apply(a.append(KEY, 9, 3, 3), replicated=5)
     assert head.entries == (HeadEntry(9, 3, 3),)
+    assert head.pruned_to == 5  # a reader with an older pointer must refresh it
 
 
 def test_head_cache_is_bounded_and_then_says_it_cannot_tell() -> None:
@@ -47,7 +48,7 @@ def test_head_cache_is_bounded_and_then_says_it_cannot_tell() -> None:
     assert head.pending(None) is None
     assert head.pending(head.entries[0].offset) is not None  # dropped ones are replicated
     head = head.apply(a.mark(KEY, 1000), replicated=999)
-    assert head == HeadCache(1000, (), False)
+    assert head == HeadCache(1000, (), False, pruned_to=999)
 
 
 def test_a_purge_empties_the_head_cache() -> None:
@@ -59,9 +60,12 @@ def test_a_purge_empties_the_head_cache() -> None:
     st.integers(-1, 10**12),
     st.lists(st.tuples(st.integers(0, 10**12), st.integers(1, 10**6)), max_size=5),
     st.booleans(),
+    st.integers(-1, 10**12),
 )
-def test_head_cache_round_trips(offset: int, raw: list[tuple[int, int]], overflow: bool) -> None:
-    head = HeadCache(offset, tuple(HeadEntry(o, s, s + 1) for o, s in raw), overflow)
+def test_head_cache_round_trips(
+    offset: int, raw: list[tuple[int, int]], overflow: bool, pruned_to: int
+) -> None:
+    head = HeadCache(offset, tuple(HeadEntry(o, s, s + 1) for o, s in raw), overflow, pruned_to)
     assert HeadCache.decode(head.encode()) == head
 
 

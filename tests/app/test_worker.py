@@ -1,0 +1,154 @@
+"""Faust workers as real processes against the real servers.
+
+The semantic suite through a worker's HTTP API, replication by the agent, quarantine, kill -9.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import TypeVar
+
+import aiohttp
+import pytest
+
+from journal.topic import TopicSpec, ensure_topic
+from stack import Stack
+from tests.journal.journal_contract import JournalContract, events
+from tests.support.harness import Harness, harness, unique
+from tests.support.http_api import HttpError, HttpJournals
+from tests.support.workers import WorkerProcess, wait_replicated
+
+pytestmark = pytest.mark.integration
+
+T = TypeVar("T")
+
+
+@pytest.fixture(scope="module")
+def keyspace(stack: Stack) -> str:
+    return unique("kj_worker")
+
+
+@pytest.fixture(scope="module")
+async def connected(stack: Stack, keyspace: str) -> AsyncIterator[Harness]:
+    async with harness(stack, keyspace, "journal_worker") as one:
+        yield one
+
+
+@pytest.fixture(scope="module")
+def worker(connected: Harness, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerProcess]:
+    process = WorkerProcess(
+        connected.settings, unique("app"), tmp_path_factory.mktemp("worker") / "data"
+    )
+    process.start()
+    yield process
+    process.stop()
+
+
+@pytest.fixture(scope="module")
+async def api(connected: Harness, worker: WorkerProcess) -> AsyncIterator[HttpJournals]:
+    await worker.wait_ready()
+    store = connected.journals.store
+
+    async def settle() -> None:
+        await wait_replicated(connected.settings, store)
+
+    async with aiohttp.ClientSession() as session:
+        yield HttpJournals(session, [worker.url], settle)
+
+
+class TestOneWorker(JournalContract):
+    """`settle()` waits for the agent: reads then come from a replicated store."""
+
+
+async def test_the_agent_replicates_into_the_store(api: HttpJournals, connected: Harness) -> None:
+    await api.append("replicated", events(1, 30))
+    await api.settle()
+    key = connected.journals.journal("replicated").key
+    store = connected.journals.store
+    meta = await store.meta(key)
+    assert meta is not None and meta.seq_nr == 30
+    assert [r.seq_nr async for r in store.read(key, meta)] == list(range(1, 31))
+
+
+async def test_a_malformed_record_is_quarantined_and_replication_goes_on(
+    api: HttpJournals, connected: Harness, worker: WorkerProcess
+) -> None:
+    settings = connected.settings
+    await api.append("poisoned", events(1, 2))
+    partition = connected.journals.writer.partition_of(connected.journals.journal("poisoned").key)
+    await connected.producer.send_and_wait(
+        settings.topic,
+        b"\x00garbage",
+        key=b"poisoned",
+        partition=partition,
+        headers=[("journal.action", b'{"append": {"range": {"from": 3, "to": 3}}}')],
+    )
+    await api.append("poisoned", events(3, 4))
+    await api.settle()
+    store = connected.journals.store
+    key = connected.journals.journal("poisoned").key
+    meta = await store.meta(key)
+    assert meta is not None
+    assert [r.seq_nr async for r in store.read(key, meta)] == [1, 2, 3, 4]
+    quarantined = await _count_quarantined(connected)
+    assert quarantined == 1
+    async with aiohttp.ClientSession() as session, session.get(worker.url / "metrics") as got:
+        text = await got.text()
+    assert f'journal_quarantined_records_total{{topic="{settings.topic}"}} 1' in text
+
+
+async def _count_quarantined(connected: Harness) -> int:
+    from tests.support.workers import end_offsets
+
+    topic = f"{connected.settings.topic}.quarantine"
+    await ensure_topic(connected.settings.kafka_bootstrap, TopicSpec(topic, 1))
+    ends = await end_offsets(connected.settings.kafka_bootstrap, topic, 1)
+    return ends[0]
+
+
+async def test_kill_9_of_the_worker_loses_no_acknowledged_event(
+    api: HttpJournals, connected: Harness, worker: WorkerProcess
+) -> None:
+    """Appends and reads go on while the worker is killed and restarted: every read is a
+    complete prefix, and every acknowledged event ends up in the store exactly once."""
+    acked: list[int] = []
+    reads: list[tuple[int, list[int]]] = []
+
+    async def retrying(call: Callable[[], Awaitable[T]]) -> T:
+        while True:
+            try:
+                return await call()
+            except (aiohttp.ClientError, HttpError):
+                await asyncio.sleep(0.2)  # the worker is down or not ready: as a client would
+
+    forty = asyncio.Event()
+
+    async def appender() -> None:
+        for n in range(1, 151):
+            await retrying(lambda n=n: api.append("killed", events(n, n)))  # type: ignore[misc]
+            acked.append(n)
+            if n == 40:
+                forty.set()
+
+    async def reader() -> None:
+        while len(acked) < 150:
+            known = len(acked)
+            got = [e.seq_nr for e in await retrying(lambda: api.read("killed"))]
+            reads.append((known, got))
+            await asyncio.sleep(0.05)
+
+    work = asyncio.gather(appender(), reader())
+    await forty.wait()
+    worker.kill9()
+    worker.start()
+    await work
+    await worker.wait_ready()
+    await api.settle()
+    for known, got in reads:
+        assert got == list(range(1, len(got) + 1)) and len(got) >= known
+    store = connected.journals.store
+    key = connected.journals.journal("killed").key
+    meta = await store.meta(key)
+    assert meta is not None and meta.seq_nr == 150
+    assert [r.seq_nr async for r in store.read(key, meta)] == list(range(1, 151))
