@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import faust
-from aiokafka import AIOKafkaProducer
 
 from agents.replication import ReplicationWork
 from agents.replicator import define_agent
 from app.settings import WorkerSettings
 from journal.head import HeadReader, KafkaReadConfig
 from journal.journals import Journals
+from journal.producer import JournalProducer
 from journal.progress import Progress
 from journal.replicate import KafkaQuarantine
 from journal.store.cassandra import CassandraStore
@@ -40,6 +41,7 @@ class WorkerContext:
     journals: Journals | None = None
     work: ReplicationWork | None = None
     started: asyncio.Event = field(default_factory=asyncio.Event)
+    closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
 
 
 def create_app(settings: WorkerSettings, partitions: int) -> tuple[faust.App, WorkerContext]:
@@ -84,10 +86,8 @@ def create_app(settings: WorkerSettings, partitions: int) -> tuple[faust.App, Wo
 
     @app.on_before_shutdown.connect
     async def on_shutdown(sender: Any, **kwargs: Any) -> None:
-        if context.work is not None:
-            await context.work.close()
-        if context.journals is not None:
-            await context.journals.close()
+        for close in reversed(context.closers):
+            await close()
 
     return app, context
 
@@ -104,11 +104,10 @@ async def _connect(context: WorkerContext) -> None:
         journal.kafka_bootstrap,
         TopicSpec(quarantine_topic(journal.topic), 1, journal.replication_factor),
     )
-    producer = AIOKafkaProducer(
-        bootstrap_servers=journal.kafka_bootstrap, acks="all", enable_idempotence=True
-    )
+    producer = JournalProducer(journal.kafka_bootstrap)
     await producer.start()
     context.journals = journals
+    context.closers += [journals.close, producer.stop]
     context.work = ReplicationWork(
         journal.topic,
         store,
@@ -117,6 +116,7 @@ async def _connect(context: WorkerContext) -> None:
         context.progress,
         journal.kafka_bootstrap,
     )
+    context.closers.append(context.work.close)
     context.started.set()
     log.info("worker ready at %s", context.settings.url)
 

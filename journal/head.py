@@ -62,11 +62,21 @@ class Head:
     seq_nr: int | None = None
     events: list[EventRecord] = field(default_factory=list)
     after: int | None = None
+    first_from: int | None = None  # the first seqNr appended after the last Purge
+
+    @property
+    def whole_journal(self) -> bool:
+        """Whether this head, read from a partition's log start, is the journal's whole story:
+        it starts with a Purge, with seqNr 1, or right after what its Deletes removed."""
+        if self.purged or self.first_from == 1:
+            return True
+        return self.first_from is not None and (self.delete_to or 0) >= self.first_from - 1
 
     def add(self, action: ActionRecord) -> None:
         header = action.header
         if isinstance(header, PurgeHeader):
             self.purged, self.delete_to, self.seq_nr, self.events = True, None, None, []
+            self.first_from = None
         elif isinstance(header, DeleteHeader):
             self.delete_to = max(header.to, self.delete_to or 0)
         elif isinstance(header, AppendHeader):
@@ -77,6 +87,8 @@ class Head:
                 log.warning("skipping an Append at offset %s: %s", action.offset, error)
                 return
             self.seq_nr = header.range.to
+            if self.first_from is None:
+                self.first_from = header.range.from_
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +111,8 @@ class HeadSource(Protocol):
     async def read(
         self, key: JournalKey, partition: int, after: int | None, until: int
     ) -> Head: ...
+
+    async def read_whole(self, key: JournalKey, partition: int, until: int) -> Head | None: ...
 
     async def close(self) -> None: ...
 
@@ -136,6 +150,20 @@ class HeadReader:
             consumer.seek(tp, start)
             await asyncio.wait_for(self._scan(consumer, tp, key, until, head), self._timeout)
         return head
+
+    async def read_whole(self, key: JournalKey, partition: int, until: int) -> Head | None:
+        """The journal from Kafka alone (up to the Mark `until`), for when the store cannot
+        answer; None unless Kafka holds the whole journal (nothing expired yet, or the records
+        prove where the journal starts)."""
+        tp = TopicPartition(key.topic, partition)
+        async with self._consumer() as consumer:
+            consumer.assign([tp])
+            log_start = (await consumer.beginning_offsets([tp]))[tp]
+            head = Head()
+            if log_start < until:
+                consumer.seek(tp, log_start)
+                await asyncio.wait_for(self._scan(consumer, tp, key, until, head), self._timeout)
+        return head if log_start == 0 or head.whole_journal else None
 
     @property
     def _timeout(self) -> float:

@@ -19,8 +19,6 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from aiokafka import AIOKafkaProducer
-
 from journal.head import Head, HeadReader, HeadSource, KafkaReadConfig
 from journal.metrics import METRICS
 from journal.model import (
@@ -34,8 +32,9 @@ from journal.model import (
     Position,
     check_seq_nr,
 )
+from journal.producer import JournalProducer
 from journal.settings import Settings
-from journal.store.base import EventualJournal, EventualStore, JournalMeta
+from journal.store.base import EventualJournal, EventualStore, JournalMeta, StoreUnavailable
 from journal.store.cassandra import CassandraStore
 from journal.topic import ensure_topic
 from journal.writer import JournalWriter
@@ -112,10 +111,8 @@ class Journals:
         passes its tables); both are closed with the rest.
         """
         partitions = await ensure_topic(settings.kafka_bootstrap, settings.topic_spec())
-        producer = AIOKafkaProducer(
-            bootstrap_servers=settings.kafka_bootstrap,
-            acks="all",
-            enable_idempotence=True,
+        producer = JournalProducer(
+            settings.kafka_bootstrap,
             linger_ms=0,
             max_request_size=max(settings.max_record_bytes + 1024, 1_048_576),
         )
@@ -150,6 +147,8 @@ class Journals:
         try:
             pointer = await self.store.pointer(key.topic, partition)
             meta = await self.store.meta(key)
+        except StoreUnavailable as error:
+            return await self._snapshot_without_store(key, partition, await mark, error)
         except BaseException:
             mark.cancel()
             raise
@@ -162,6 +161,16 @@ class Journals:
         if head.after is not None and head.after != pointer:
             meta = await self.store.meta(key)  # the head continues a newer pointer: catch up
         return _Snapshot(meta, head)
+
+    async def _snapshot_without_store(
+        self, key: JournalKey, partition: int, mark: Position, error: StoreUnavailable
+    ) -> _Snapshot:
+        """Kafka alone, when it still holds the whole journal (invariant 5)."""
+        head = await self.heads.read_whole(key, partition, mark.offset)
+        if head is None:
+            raise StoreUnavailable(f"{error}; Kafka alone no longer holds all of {key}") from error
+        METRICS.counter("journal_reads_total", path="kafka_only").inc()
+        return _Snapshot(None, head)
 
 
 class Journal:

@@ -11,12 +11,13 @@ import logging
 from collections.abc import Sequence
 from typing import Protocol
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from journal.actions import MalformedRecord, RawRecord, parse_checked, raw_record
 from journal.fold import fold
 from journal.metrics import METRICS
 from journal.model import ActionRecord
+from journal.producer import JournalProducer
 from journal.store.base import EventualStore, ReplicatedJournal
 from journal.topic import partition_count, quarantine_topic
 
@@ -34,7 +35,7 @@ class Quarantine(Protocol):
 class KafkaQuarantine:
     """Copies malformed records unchanged to `<topic>.quarantine`, adding the reason."""
 
-    def __init__(self, producer: AIOKafkaProducer) -> None:
+    def __init__(self, producer: JournalProducer) -> None:
         self._producer = producer
 
     async def put(self, record: RawRecord, reason: str) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
-from aiokafka import AIOKafkaProducer
 from aiokafka.partitioner import murmur2
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
@@ -29,6 +28,7 @@ from journal.model import (
     PurgeHeader,
     check_seq_nr,
 )
+from journal.producer import JournalProducer
 
 
 class AppendTooLarge(ValueError):
@@ -45,7 +45,7 @@ class JournalWriter:
     """Produces the four actions; one instance per process, shared by all journals."""
 
     def __init__(
-        self, producer: AIOKafkaProducer, partitions: int, max_record_bytes: int = 1_000_000
+        self, producer: JournalProducer, partitions: int, max_record_bytes: int = 1_000_000
     ) -> None:
         self._producer = producer
         self._partitions = partitions

@@ -62,5 +62,8 @@ class TableHeadSource:
         head.delete_to = watermark.delete_to
         return head
 
+    async def read_whole(self, key: JournalKey, partition: int, until: int) -> Head | None:
+        return await self._kafka.read_whole(key, partition, until)
+
     async def close(self) -> None:
         await self._kafka.close()

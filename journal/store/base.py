@@ -21,6 +21,10 @@ from journal.fold import JournalWrite
 from journal.model import SEQ_NR_MAX, EventRecord, JournalKey
 
 
+class StoreUnavailable(ConnectionError):
+    """The store did not answer (no host, timeout, not enough replicas): try again later."""
+
+
 @dataclass(frozen=True, slots=True)
 class JournalMeta:
     """What the store knows of one journal.

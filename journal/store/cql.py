@@ -11,8 +11,14 @@ import asyncio
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from cassandra.cluster import ResponseFuture, Session
+from cassandra import OperationTimedOut, RequestExecutionException
+from cassandra.cluster import NoHostAvailable, ResponseFuture, Session
 from cassandra.query import Statement
+
+from journal.store.base import StoreUnavailable
+
+# What the driver raises when Cassandra is down or overloaded, rather than for a bad query.
+_UNAVAILABLE = (NoHostAvailable, OperationTimedOut, RequestExecutionException)
 
 Params = Sequence[Any] | dict[str, Any] | None
 
@@ -42,6 +48,10 @@ def _resolve(future: asyncio.Future[list[Any]], rows: list[Any] | None) -> None:
 
 
 def _reject(future: asyncio.Future[list[Any]], error: BaseException) -> None:
+    if isinstance(error, _UNAVAILABLE):
+        unavailable = StoreUnavailable(f"Cassandra: {type(error).__name__}: {error}")
+        unavailable.__cause__ = error
+        error = unavailable
     if not future.done():
         future.set_exception(error)
 

@@ -152,3 +152,27 @@ async def test_kill_9_of_the_worker_loses_no_acknowledged_event(
     meta = await store.meta(key)
     assert meta is not None and meta.seq_nr == 150
     assert [r.seq_nr async for r in store.read(key, meta)] == list(range(1, 151))
+
+
+async def test_with_cassandra_down_the_worker_serves_and_then_catches_up(
+    api: HttpJournals, connected: Harness, stack: Stack
+) -> None:
+    """Invariants 1, 3, 5: appends and reads go on without the store; replication resumes."""
+    await api.append("outage", events(1, 3))
+    await api.settle()
+    stack.cassandra.stop()
+    try:
+        for n in range(4, 24):
+            await api.append("outage", events(n, n))
+        assert await api.delete("outage", 5) == 5
+        assert [e.seq_nr for e in await api.read("outage")] == list(range(6, 24))
+        assert await api.info("outage") == (23, 5)
+    finally:
+        stack.cassandra.start()
+    await api.settle()
+    store = connected.journals.store
+    key = connected.journals.journal("outage").key
+    meta = await store.meta(key)
+    assert meta is not None and (meta.seq_nr, meta.delete_to) == (23, 5)
+    assert [r.seq_nr async for r in store.read(key, meta)] == list(range(6, 24))
+    assert [e.seq_nr for e in await api.read("outage")] == list(range(6, 24))

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from journal.fold import DeleteTo, fold
-from journal.model import ActionRecord, JournalKey
+from journal.model import ActionRecord, Event, JournalKey
 from journal.store.memory import MemoryStore
 from tests.support import actions as a
 
@@ -22,7 +22,7 @@ A = KEYS[0]
 class ModelJournal:
     seq_nr: int | None = None
     delete_to: int | None = None
-    events: dict[int, object] = field(default_factory=dict)
+    events: dict[int, Event] = field(default_factory=dict)
 
 
 def run_model(records: list[ActionRecord]) -> dict[JournalKey, ModelJournal]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
@@ -14,6 +15,7 @@ from journal.journals import Journals
 from journal.metrics import METRICS
 from journal.model import SEQ_NR_MAX, Event
 from journal.store import cql
+from journal.store.base import StoreUnavailable
 from journal.store.cassandra import CassandraStore
 from stack import Stack
 from tests.journal.journal_contract import JournalContract, events, seq_nrs
@@ -166,3 +168,27 @@ async def test_the_keyspace_is_created_with_the_schema(api: Direct) -> None:
     assert isinstance(store, CassandraStore)
     rows = await cql.execute(store.session, f"SELECT version FROM {store.keyspace}.schema_version")
     assert [r.version for r in rows] == [1]
+
+
+async def test_with_cassandra_down_reads_come_from_kafka_alone(api: Direct, stack: Stack) -> None:
+    """Invariant 5: the journal is whole in Kafka (a fresh topic), so reads need no store."""
+    await api.append("outage", events(1, 3))
+    await api.harness.replicate()
+    stack.cassandra.stop()
+    try:
+        await api.append("outage", events(4, 6))
+        assert await api.delete("outage", 2) == 2
+        before = METRICS.value("journal_reads_total", path="kafka_only")
+        assert seq_nrs(await api.read("outage")) == [3, 4, 5, 6]
+        assert await api.info("outage") == (6, 2)
+        assert METRICS.value("journal_reads_total", path="kafka_only") == before + 2
+    finally:
+        stack.cassandra.start()
+    for _ in range(300):  # the driver reconnects with backoff once Cassandra is back
+        try:
+            await api.harness.replicate()
+            break
+        except StoreUnavailable:
+            await asyncio.sleep(0.1)
+    assert seq_nrs(await api.read("outage")) == [3, 4, 5, 6]
+    assert METRICS.value("journal_reads_total", path="kafka_only") == before + 2

@@ -7,9 +7,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-from aiokafka import AIOKafkaProducer
-
 from journal.journals import Journals
+from journal.producer import JournalProducer
 from journal.replicate import KafkaQuarantine, replicate_to_now
 from journal.settings import Settings
 from journal.topic import TopicSpec, ensure_topic, quarantine_topic
@@ -35,8 +34,12 @@ def settings_for(stack: Stack, topic: str, keyspace: str, partitions: int = 3) -
 @dataclass
 class Harness:
     journals: Journals
-    producer: AIOKafkaProducer
+    producer: JournalProducer
     settings: Settings
+
+    async def settle(self) -> None:
+        """`replicate`, as the semantic suite's settle()."""
+        await self.replicate()
 
     async def replicate(self) -> dict[int, int]:
         """Replicate the topic up to now with the core's routine; the pointers reached."""
@@ -55,7 +58,7 @@ async def harness(stack: Stack, keyspace: str, topic_prefix: str) -> AsyncIterat
     settings = settings_for(stack, unique(topic_prefix), keyspace)
     journals = await Journals.connect(settings)
     await ensure_topic(settings.kafka_bootstrap, TopicSpec(quarantine_topic(settings.topic), 1))
-    producer = AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap, acks="all")
+    producer = JournalProducer(settings.kafka_bootstrap)
     await producer.start()
     try:
         yield Harness(journals, producer, settings)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import socket
@@ -16,7 +17,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from yarl import URL
 
 from journal.settings import Settings
-from journal.store.base import EventualJournal
+from journal.store.base import EventualJournal, StoreUnavailable
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -117,13 +118,15 @@ async def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, 
 
 
 async def wait_replicated(
-    settings: Settings, store: EventualJournal, timeout_s: float = 60.0
+    settings: Settings, store: EventualJournal, timeout_s: float = 90.0
 ) -> None:
     """Until the store's pointers reach the topic's current end: the agents replicated it."""
     ends = await end_offsets(settings.kafka_bootstrap, settings.topic, settings.partitions)
     deadline = asyncio.get_running_loop().time() + timeout_s
+    pointers: dict[int, int] = {}
     while True:
-        pointers = await store.pointers(settings.topic)
+        with contextlib.suppress(StoreUnavailable):  # e.g. reconnecting after an outage
+            pointers = await store.pointers(settings.topic)
         if all(pointers.get(p, -1) >= end - 1 for p, end in ends.items()):
             return
         if asyncio.get_running_loop().time() > deadline:

@@ -28,9 +28,7 @@ class HttpApi(HttpJournals):
     """The suite's JournalApi against one server; `replicating`: settle() replicates."""
 
     def __init__(self, served: Served, connected: Harness, replicating: bool) -> None:
-        super().__init__(
-            served.session, [served.url], connected.replicate if replicating else nothing
-        )
+        super().__init__(served.session, [served.url], connected.settle if replicating else nothing)
         self.served = served
         self.harness = connected
 
@@ -51,7 +49,7 @@ async def http_api(stack: Stack, keyspace: str, replicating: bool) -> AsyncItera
 class TestHttpNothingReplicated(JournalContract):
     @pytest.fixture(scope="class")
     @classmethod
-    async def api(cls, stack: object, keyspace: str) -> AsyncIterator[HttpApi]:
+    async def api(cls, stack: Stack, keyspace: str) -> AsyncIterator[HttpApi]:
         async for api in http_api(stack, keyspace, replicating=False):
             yield api
 
@@ -59,7 +57,7 @@ class TestHttpNothingReplicated(JournalContract):
 class TestHttpReplicatedBetweenSteps(JournalContract):
     @pytest.fixture(scope="class")
     @classmethod
-    async def api(cls, stack: object, keyspace: str) -> AsyncIterator[HttpApi]:
+    async def api(cls, stack: Stack, keyspace: str) -> AsyncIterator[HttpApi]:
         async for api in http_api(stack, keyspace, replicating=True):
             yield api
 
@@ -68,7 +66,7 @@ class TestHttpReplicatedBetweenSteps(JournalContract):
 
 
 @pytest.fixture(scope="module")
-async def api(stack: object, keyspace: str) -> AsyncIterator[HttpApi]:
+async def api(stack: Stack, keyspace: str) -> AsyncIterator[HttpApi]:
     async for one in http_api(stack, keyspace, replicating=False):
         yield one
 

@@ -1,0 +1,73 @@
+"""An idempotent producer (acks=all) that replaces itself when aiokafka's gets stuck.
+
+Seen against Kafka 4.3 with aiokafka 0.14: when sends time out during a broker restart, the
+idempotent producer's sequence numbers go out of step (OutOfOrderSequenceNumber) and it never
+sends again. A fresh producer (a new producer id) is the way out; the failed send is retried
+once on it. That retry may duplicate a record whose acknowledgement was lost, which the
+journal tolerates: an Append repeats the same seqNrs (stores write them once, reads skip
+repeats) and a Delete repeats the same `to`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from aiokafka import AIOKafkaProducer
+from aiokafka.errors import (
+    InvalidProducerEpoch,
+    InvalidProducerIdMapping,
+    OutOfOrderSequenceNumber,
+    ProducerFenced,
+)
+from aiokafka.structs import RecordMetadata
+
+from journal.metrics import METRICS
+
+log = logging.getLogger(__name__)
+
+_STUCK = (OutOfOrderSequenceNumber, InvalidProducerEpoch, InvalidProducerIdMapping, ProducerFenced)
+
+
+class JournalProducer:
+    """`send_and_wait` with acks=all and idempotence, surviving a stuck producer."""
+
+    def __init__(self, bootstrap: str, **options: Any) -> None:
+        self._options = {
+            "bootstrap_servers": bootstrap,
+            "acks": "all",
+            "enable_idempotence": True,
+            **options,
+        }
+        self._producer: AIOKafkaProducer | None = None
+        self._replacing = asyncio.Lock()
+
+    async def start(self) -> None:
+        self._producer = AIOKafkaProducer(**self._options)
+        await self._producer.start()
+
+    async def stop(self) -> None:
+        if self._producer is not None:
+            await self._producer.stop()
+
+    async def send_and_wait(self, topic: str, value: bytes | None, **kwargs: Any) -> RecordMetadata:
+        producer = self._producer
+        assert producer is not None, "start() first"
+        try:
+            return await producer.send_and_wait(topic, value, **kwargs)
+        except _STUCK as error:
+            log.warning("the Kafka producer is stuck (%r): replacing it", error)
+            METRICS.counter("journal_producer_replaced_total").inc()
+            await self._replace(producer)
+            assert self._producer is not None
+            return await self._producer.send_and_wait(topic, value, **kwargs)
+
+    async def _replace(self, stuck: AIOKafkaProducer) -> None:
+        async with self._replacing:
+            replaced_already = self._producer is not stuck  # by a concurrent send
+            if not replaced_already:
+                fresh = AIOKafkaProducer(**self._options)
+                await fresh.start()
+                self._producer = fresh
+                await stuck.stop()
