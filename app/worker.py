@@ -17,6 +17,8 @@ import faust
 
 from agents.replication import ReplicationWork
 from agents.replicator import define_agent
+from app.backend import WorkerBackend
+from app.forwarding import Forwarder, Owners
 from app.settings import WorkerSettings
 from journal.head import HeadReader, KafkaReadConfig
 from journal.journals import Journals
@@ -27,6 +29,7 @@ from journal.store.cassandra import CassandraStore
 from journal.topic import TopicSpec, ensure_topic, quarantine_topic
 from tables.head_source import TableHeadSource
 from tables.tables import JournalTables, define_tables
+from web.app import add_routes
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +74,7 @@ def create_app(settings: WorkerSettings, partitions: int) -> tuple[faust.App, Wo
     context = WorkerContext(settings, define_tables(app, partitions))
     topic = app.topic(journal.topic, key_type=bytes, value_type=bytes, partitions=partitions)
     define_agent(app, topic, context)
-    _mount_web(app, context)
+    _mount_web(app, context, partitions)
 
     @app.task
     async def connect() -> None:
@@ -121,15 +124,13 @@ async def _connect(context: WorkerContext) -> None:
     log.info("worker ready at %s", context.settings.url)
 
 
-def _mount_web(app: faust.App, context: WorkerContext) -> None:
-    from app.backend import WorkerBackend
-    from web.app import add_routes
-
-    add_routes(
-        app.web.web_app,
-        WorkerBackend(app, context),
-        max_body_bytes=context.settings.max_body_bytes,
-    )
+def _mount_web(app: faust.App, context: WorkerContext, partitions: int) -> None:
+    web_app = app.web.web_app
+    add_routes(web_app, WorkerBackend(app, context), max_body_bytes=context.settings.max_body_bytes)
+    owners = Owners(app, "watermarks", partitions, context.settings.url)
+    forwarder = Forwarder(owners)
+    web_app.middlewares.append(forwarder.middleware)  # inside the API's error middleware
+    context.closers.append(forwarder.close)
 
 
 def prepare_topic(settings: WorkerSettings) -> int:

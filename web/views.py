@@ -118,6 +118,11 @@ class JournalViews:
         return json_response(position_json(await journal.purge()))
 
 
+def journal_id_of(request: web.Request) -> str:
+    """The journal id a journal route was called with; ApiError (400) if it is not valid."""
+    return parse_journal_id(_raw_id(request))
+
+
 def _raw_id(request: web.Request) -> str:
     """The id's segment as sent, still percent-encoded (see `parse_journal_id` for why).
 

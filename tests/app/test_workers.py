@@ -1,0 +1,94 @@
+"""Two workers share the partitions: the suite round robin over both, forwarding, failover."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+
+import aiohttp
+import pytest
+
+from stack import Stack
+from tests.journal.journal_contract import JournalContract, events
+from tests.support.harness import Harness, harness, unique
+from tests.support.http_api import HttpError, HttpJournals
+from tests.support.workers import WorkerProcess, wait_replicated
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+async def connected(stack: Stack) -> AsyncIterator[Harness]:
+    async with harness(stack, unique("kj_workers"), "journal_workers") as one:
+        yield one
+
+
+@pytest.fixture(scope="module")
+def workers(
+    connected: Harness, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[list[WorkerProcess]]:
+    app_id = unique("app")
+    both = [
+        WorkerProcess(connected.settings, app_id, tmp_path_factory.mktemp(f"w{n}") / "data")
+        for n in range(2)
+    ]
+    for worker in both:
+        worker.start()
+    yield both
+    for worker in both:
+        worker.stop()
+
+
+async def metric(worker: WorkerProcess, line_start: str) -> float:
+    async with aiohttp.ClientSession() as session, session.get(worker.url / "metrics") as got:
+        text = await got.text()
+    return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(line_start))
+
+
+@pytest.fixture(scope="module")
+async def api(connected: Harness, workers: list[WorkerProcess]) -> AsyncIterator[HttpJournals]:
+    for worker in workers:
+        await worker.wait_ready()
+    await asyncio.sleep(3)  # let the group settle: both joined, partitions split
+    for worker in workers:
+        await worker.wait_ready()
+    store = connected.journals.store
+
+    async def settle() -> None:
+        await wait_replicated(connected.settings, store)
+
+    async with aiohttp.ClientSession() as session:
+        yield HttpJournals(session, [w.url for w in workers], settle)
+
+
+class TestTwoWorkers(JournalContract):
+    """Each request goes to the other worker than the last: half are forwarded."""
+
+
+async def test_requests_are_forwarded_to_the_owner_and_read_from_its_tables(
+    api: HttpJournals, workers: list[WorkerProcess]
+) -> None:
+    forwarded = [await metric(w, "journal_forwarded_requests_total") for w in workers]
+    for n in range(1, 9):
+        await api.append("spread", events(n, n))
+        assert [e.seq_nr for e in await api.read("spread")] == list(range(1, n + 1))
+    after = [await metric(w, "journal_forwarded_requests_total") for w in workers]
+    assert sum(after) > sum(forwarded)
+    assert sum([await metric(w, 'journal_heads_total{source="tables"}') for w in workers]) > 0
+
+
+async def test_a_worker_leaving_hands_its_partitions_over(
+    api: HttpJournals, workers: list[WorkerProcess]
+) -> None:
+    """Stop one worker while requests keep coming; the other answers them all."""
+    await api.append("failover", events(1, 5))
+    workers[1].stop()
+    survivor = HttpJournals(api.session, [workers[0].url])
+    for n in range(6, 16):
+        for _ in range(300):  # 503 (rebalancing) or a refused forward: retry as a client would
+            try:
+                await survivor.append("failover", events(n, n))
+                break
+            except (HttpError, aiohttp.ClientError):
+                await asyncio.sleep(0.1)
+    assert [e.seq_nr for e in await survivor.read("failover")] == list(range(1, 16))
