@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from journal.model import Event, JsonPayload
+from journal.model import Event, Json, JsonPayload
 from stack import Stack
 from tests.support.harness import Harness, harness, unique
 
@@ -15,7 +15,7 @@ pytestmark = pytest.mark.integration
 
 EVENTS = 200_000
 PER_APPEND = 1_000
-PAYLOAD = {"text": "x" * 200}  # about 300 bytes an event, encoded
+PAYLOAD: Json = {"text": "x" * 200}  # about 300 bytes an event, encoded
 
 
 def rss_bytes() -> int:
