@@ -14,8 +14,10 @@ replays the partition from the store's pointer, with backoff, until it reaches t
 
 The store's pointer, not Faust's committed offset, says what is replicated: Faust may commit
 records still queued, so when a partition is (re)assigned, whatever lies between the store's
-pointer and the first record the agent sees is caught up from Kafka too. kill -9 at any point
-loses nothing.
+pointer and the first record the agent sees (the gap) is caught up from Kafka too. kill -9 at
+any point loses nothing. The tables may lack the gap's records too (their changelog writes
+may not have reached Kafka before the crash), so the partition's progress is published to
+readers only once the store holds the gap, and readers are told to read at least that far.
 """
 
 from __future__ import annotations
@@ -47,6 +49,13 @@ class _Partition:
     catch_up_from: int | None = None  # replay from Kafka from here, instead of the queue
     queued: list[ActionRecord] = field(default_factory=list)
     last: RawRecord | None = None  # the last record handled (the queue ends there)
+    gap_end: int = -1  # the records up to here were not handled by this process
+
+    @property
+    def trusted(self) -> bool:
+        """Whether the tables, with the store, describe the partition (see the module)."""
+        return self.pointer >= self.gap_end
+
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
 
@@ -79,8 +88,9 @@ class ReplicationWork:
         actions = await _retrying(lambda: self._replicator.parse([record]))
         for action in actions:
             self._tables.update(action.key.id, [action], state.pointer)
-        await self._progress.advance(record.partition, record.offset)
         state.last = record
+        if state.trusted:
+            await self._progress.advance(record.partition, record.offset)
         if state.catch_up_from is None:
             state.queued.extend(actions)
             if len(state.queued) > MAX_QUEUED:
@@ -105,6 +115,8 @@ class ReplicationWork:
             state = _Partition(pointer=-1 if pointer is None else pointer)
             if state.pointer + 1 < first_offset:  # Faust committed ahead of replication
                 state.catch_up_from = state.pointer + 1
+                state.gap_end = first_offset - 1
+                self._progress.set_floor(partition, state.gap_end)
             state.task = asyncio.create_task(self._replicate(partition, state))
             self._partitions[partition] = state
         return state
@@ -151,6 +163,8 @@ class ReplicationWork:
         finally:
             await consumer.stop()
         state.pointer = max(state.pointer, until)
+        if state.trusted:
+            await self._progress.advance(partition, until)
         if state.last is not None and state.last.offset == until:
             state.catch_up_from, state.queued = None, []  # no await since: the agent is here
             log.info("partition %s caught up at %s", partition, until)

@@ -86,11 +86,55 @@ def _add_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     parser.set_defaults(handler=_run_run)
 
 
+def _run_pipeline(args: argparse.Namespace) -> int:
+    from pipeline.cli import run
+
+    return run(args)
+
+
+def _add_pipeline_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    parser.add_argument("--topic", help="the action topic (KJ_TOPIC, default journal)")
+    parser.add_argument("--keyspace", help="Cassandra keyspace (KJ_KEYSPACE, default journal)")
+    parser.add_argument("--bootstrap", help="Kafka (KJ_KAFKA_BOOTSTRAP, default 127.0.0.1:9092)")
+    parser.add_argument(
+        "--cassandra-hosts", help="comma-separated (KJ_CASSANDRA_HOSTS, default 127.0.0.1)"
+    )
+    parser.add_argument("--cassandra-port", type=int, help="(KJ_CASSANDRA_PORT, default 9042)")
+    parser.add_argument(
+        "--segment-size", type=int, help="events per partition of new journals (KJ_SEGMENT_SIZE)"
+    )
+    parser.add_argument("--shuffle-partitions", type=int, default=8, help="default 8")
+
+
+def _add_pipeline(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = commands.add_parser("pipeline", help="batch jobs on Spark: rebuild | audit | export")
+    jobs = parser.add_subparsers(dest="job", required=True, metavar="JOB")
+    rebuild = jobs.add_parser("rebuild", help="replicate the action topic into a keyspace")
+    rebuild.add_argument(
+        "--from",
+        dest="start_from",
+        choices=("pointers", "earliest"),
+        default="pointers",
+        help="start after the keyspace's pointers (default) or at Kafka's earliest offsets",
+    )
+    rebuild.add_argument("--batch-size", type=int, default=1000, help="records per batch")
+    audit = jobs.add_parser("audit", help="compare Kafka with Cassandra; exit 1 on a difference")
+    export = jobs.add_parser("export", help="journals from Cassandra to Parquet")
+    export.add_argument("--out", required=True, help="output directory")
+    export.add_argument("--all-topics", action="store_true", help="not only --topic")
+    export.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    for job in (rebuild, audit, export):
+        _add_pipeline_options(job)
+    parser.set_defaults(handler=_run_pipeline)
+
+
 # Add a subcommand: write `_add_<name>(commands)` setting `handler`, and list it here.
 _SUBCOMMANDS: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = [
     _add_stack,
     _add_worker,
     _add_run,
+    _add_pipeline,
 ]
 
 

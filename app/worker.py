@@ -70,6 +70,7 @@ def create_app(settings: WorkerSettings, partitions: int) -> tuple[faust.App, Wo
         web_tables_enabled=False,
         web_router_enabled=False,
         web_application_options={"client_max_size": settings.max_body_bytes},
+        worker_redirect_stdouts=False,  # the welcome text is for the terminal, not the log
     )
     context = WorkerContext(settings, define_tables(app, partitions))
     topic = app.topic(journal.topic, key_type=bytes, value_type=bytes, partitions=partitions)
@@ -122,6 +123,17 @@ async def _connect(context: WorkerContext) -> None:
     context.closers.append(context.work.close)
     context.started.set()
     log.info("worker ready at %s", context.settings.url)
+    print(_welcome(context.settings.url), flush=True)
+
+
+def _welcome(url: str) -> str:
+    return (
+        f"\nKafka Journal is serving {url}  (API: {url}/openapi.json)\n"
+        "Try:\n"
+        f"  curl -s -XPOST {url}/journals/demo/events -H 'content-type: application/json' "
+        """-d '{"events": [{"seqNr": 1, "payload": {"hello": "world"}}]}'\n"""
+        f"  curl -s {url}/journals/demo/events\n"
+    )
 
 
 def _mount_web(app: faust.App, context: WorkerContext, partitions: int) -> None:

@@ -5,9 +5,10 @@ it: the watermark gives deleteTo and the last Purge; the head cache lists the Ap
 be missing from the store, which are then fetched by offset. When this worker does not own
 the partition, its agent is too far behind, or the cache overflowed, the Kafka scan answers.
 
-The cache drops entries the agent knows are replicated. When it dropped some above the
-reader's pointer, the reader's view of the store is too old for it: the store's pointer is
-read again (it is at least as new as what the agent pruned by) and the head continues that.
+The cache drops entries the agent knows are replicated, and after a crash it may lack some
+the store holds (the partition's progress floor). When either lies above the reader's
+pointer, the reader's view of the store is too old: the store's pointer is read again (it is
+at least as new as both) and the head continues from there.
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ class TableHeadSource:
         cache = self._tables.head_cache(key.id)
         watermark = self._tables.watermark(key.id)  # read together with the cache, before I/O
         fresher = None
-        if cache.pruned_to > (-1 if after is None else after):
+        needed = max(cache.pruned_to, self._progress.floor(partition))
+        if needed > (-1 if after is None else after):
             fresher = after = await self._store.pointer(key.topic, partition)
         pending = cache.pending(after)
         if pending is None:

@@ -38,7 +38,10 @@ async def connected(stack: Stack, keyspace: str) -> AsyncIterator[Harness]:
 @pytest.fixture(scope="module")
 def worker(connected: Harness, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerProcess]:
     process = WorkerProcess(
-        connected.settings, unique("app"), tmp_path_factory.mktemp("worker") / "data"
+        connected.settings,
+        unique("app"),
+        tmp_path_factory.mktemp("worker") / "data",
+        instance_id="worker-1",  # static membership: a restart takes its partitions back
     )
     process.start()
     yield process

@@ -38,6 +38,7 @@ class WorkerProcess:
     datadir: Path
     port: int = field(default_factory=free_port)
     instance_id: str | None = None
+    command: str = "worker"  # or "run": the stack (reused when up) and a worker
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -61,7 +62,7 @@ class WorkerProcess:
             "KJ_SEGMENT_SIZE": str(s.segment_size),
             "KJ_APP_ID": self.app_id,
         }
-        command = [sys.executable, "-m", "app.cli", "worker", "--web-port", str(self.port)]
+        command = [sys.executable, "-m", "app.cli", self.command, "--web-port", str(self.port)]
         command += ["--datadir", str(self.datadir), "--loglevel", "info"]
         if self.instance_id:
             command += ["--instance-id", self.instance_id]
