@@ -179,3 +179,25 @@ async def test_with_cassandra_down_the_worker_serves_and_then_catches_up(
     assert meta is not None and (meta.seq_nr, meta.delete_to) == (23, 5)
     assert [r.seq_nr async for r in store.read(key, meta)] == list(range(6, 24))
     assert [e.seq_nr for e in await api.read("outage")] == list(range(6, 24))
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "status", "code"),
+    [
+        ("POST", "/journals/bad/events", b"{not json", 400, "malformed_json"),
+        ("POST", "/journals/bad/events", b'{"events": [{"seqNr": 0}]}', 400, "invalid_seq_nr"),
+        ("POST", "/journals/bad/events", b"x" * (5 * 2**20), 413, "body_too_large"),
+        ("GET", "/journals/bad/events?from=abc", None, 400, "invalid_query"),
+        ("GET", "/no/such/route", None, 404, "not_found"),
+    ],
+)
+async def test_bad_input_gets_a_clear_4xx_from_the_worker(
+    api: HttpJournals, method: str, path: str, body: bytes | None, status: int, code: str
+) -> None:
+    async with api.session.request(method, api.at(path), data=body) as response:
+        assert response.status == status
+        answer = await response.json()
+    assert answer["error"]["code"] == code and answer["error"]["message"]
+    await api.append("still-serving", events(1, 1))
+    assert await api.read("still-serving") == events(1, 1)
+    await api.purge("still-serving")

@@ -13,10 +13,11 @@ from aiokafka.structs import TopicPartition
 from journal.head import JournalTruncated
 from journal.journals import Journals
 from journal.metrics import METRICS
-from journal.model import SEQ_NR_MAX, Event
+from journal.model import SEQ_NR_MAX, Event, TextPayload
 from journal.store import cql
 from journal.store.base import StoreUnavailable
 from journal.store.cassandra import CassandraStore
+from journal.writer import AppendTooLarge
 from stack import Stack
 from tests.journal.journal_contract import JournalContract, events, seq_nrs
 from tests.support.harness import Harness, harness, unique
@@ -192,3 +193,10 @@ async def test_with_cassandra_down_reads_come_from_kafka_alone(api: Direct, stac
             await asyncio.sleep(0.1)
     assert seq_nrs(await api.read("outage")) == [3, 4, 5, 6]
     assert METRICS.value("journal_reads_total", path="kafka_only") == before + 2
+
+
+async def test_an_append_too_large_for_the_broker_fails_before_it_is_sent(api: Direct) -> None:
+    big = [Event(n, payload=TextPayload("x" * 100_000)) for n in range(1, 12)]  # ~1.1 MB
+    with pytest.raises(AppendTooLarge, match="split the events"):
+        await api.journals.journal("big").append(big)
+    assert await api.read("big") == []
