@@ -6,7 +6,9 @@ records whose key is the journal's id. Other journals' records are dropped on a 
 of the key: their headers and payloads are never decoded.
 
 The head keeps the decoded events of this journal's unreplicated Appends; with replication
-running that is a handful of records. Deletes and Purges are folded as they come.
+running that is a handful of records. Past a byte budget (replication stopped for long) it
+keeps only where the rest are, and the read fetches those by offset as it streams: memory
+stays bounded whatever the head's size. Deletes and Purges are folded as they come.
 """
 
 from __future__ import annotations
@@ -55,6 +57,8 @@ class Head:
     An Append whose events do not decode is skipped, as replication quarantines it.
     `after`: the replicated pointer the head continues, when its source had to read a newer
     one than the caller passed (the caller's view of the store is then too old to use).
+    `spilled`: offsets of the Appends that came after `events` outgrew `budget_bytes`; their
+    events are fetched again when the read gets to them.
     """
 
     purged: bool = False
@@ -63,6 +67,9 @@ class Head:
     events: list[EventRecord] = field(default_factory=list)
     after: int | None = None
     first_from: int | None = None  # the first seqNr appended after the last Purge
+    spilled: list[int] = field(default_factory=list)
+    budget_bytes: int = 16 * 2**20
+    held_bytes: int = 0
 
     @property
     def whole_journal(self) -> bool:
@@ -76,19 +83,27 @@ class Head:
         header = action.header
         if isinstance(header, PurgeHeader):
             self.purged, self.delete_to, self.seq_nr, self.events = True, None, None, []
-            self.first_from = None
+            self.first_from, self.spilled, self.held_bytes = None, [], 0
         elif isinstance(header, DeleteHeader):
             self.delete_to = max(header.to, self.delete_to or 0)
         elif isinstance(header, AppendHeader):
+            if self.spilled or self.held_bytes + len(action.value) > self.budget_bytes:
+                self.spilled.append(action.offset)  # decoded (and checked) when fetched again
+                self._appended(header)
+                return
             try:
                 self.events.extend(events_of(action))
             except (DecodeError, InvalidValue) as error:
                 METRICS.counter("journal_malformed_records_skipped_total").inc()
                 log.warning("skipping an Append at offset %s: %s", action.offset, error)
                 return
-            self.seq_nr = header.range.to
-            if self.first_from is None:
-                self.first_from = header.range.from_
+            self.held_bytes += len(action.value)
+            self._appended(header)
+
+    def _appended(self, header: AppendHeader) -> None:
+        self.seq_nr = header.range.to
+        if self.first_from is None:
+            self.first_from = header.range.from_
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +112,7 @@ class KafkaReadConfig:
     pool_size: int = 4
     fetch_max_wait_ms: int = 20  # short: a seek waits for the outstanding long poll
     max_partition_fetch_bytes: int = 4 * 1024 * 1024
+    head_budget_bytes: int = 16 * 2**20  # per read; beyond it, events are fetched as streamed
     timeout_s: float = 30.0
 
 
@@ -113,6 +129,8 @@ class HeadSource(Protocol):
     ) -> Head: ...
 
     async def read_whole(self, key: JournalKey, partition: int, until: int) -> Head | None: ...
+
+    async def read_at(self, key: JournalKey, partition: int, offsets: list[int]) -> Head: ...
 
     async def close(self) -> None: ...
 
@@ -134,7 +152,7 @@ class HeadReader:
         """
         tp = TopicPartition(key.topic, partition)
         start = 0 if after is None else after + 1
-        head = Head()
+        head = self._new_head()
         if start >= until:
             return head
         async with self._consumer() as consumer:
@@ -159,7 +177,7 @@ class HeadReader:
         async with self._consumer() as consumer:
             consumer.assign([tp])
             log_start = (await consumer.beginning_offsets([tp]))[tp]
-            head = Head()
+            head = self._new_head()
             if log_start < until:
                 consumer.seek(tp, log_start)
                 await asyncio.wait_for(self._scan(consumer, tp, key, until, head), self._timeout)
@@ -169,6 +187,9 @@ class HeadReader:
     def _timeout(self) -> float:
         return self._config.timeout_s
 
+    def _new_head(self) -> Head:
+        return Head(budget_bytes=self._config.head_budget_bytes)
+
     async def read_at(self, key: JournalKey, partition: int, offsets: list[int]) -> Head:
         """The head made of the records at `offsets` (ascending), known to be `key`'s.
 
@@ -176,7 +197,7 @@ class HeadReader:
         cache): one seek per run of records instead of a scan of the partition.
         """
         tp = TopicPartition(key.topic, partition)
-        head = Head()
+        head = Head(budget_bytes=2**62)  # never spills: the caller bounds how much it asks for
         wanted = iter(offsets)
         next_offset = next(wanted, None)
         async with self._consumer() as consumer:

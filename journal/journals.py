@@ -60,6 +60,7 @@ class Deleted:
 class _Snapshot:
     """The store's metadata and the Kafka head of one journal, taken at one Mark."""
 
+    partition: int
     meta: JournalMeta | None
     head: Head
 
@@ -74,6 +75,9 @@ class _Snapshot:
         if delete_to is not None and seq_nr is not None:
             delete_to = min(delete_to, seq_nr)
         return JournalInfo(seq_nr, delete_to)
+
+
+_SPILL_FETCH = 16  # Appends fetched again at a time, when a head outgrew its budget
 
 
 class Journals:
@@ -155,12 +159,12 @@ class Journals:
         position = await mark
         if pointer is not None and pointer >= position.offset:
             METRICS.counter("journal_reads_total", path="replicated").inc()
-            return _Snapshot(meta, Head())
+            return _Snapshot(partition, meta, Head())
         METRICS.counter("journal_reads_total", path="kafka_head").inc()
         head = await self.heads.read(key, partition, pointer, position.offset)
         if head.after is not None and head.after != pointer:
             meta = await self.store.meta(key)  # the head continues a newer pointer: catch up
-        return _Snapshot(meta, head)
+        return _Snapshot(partition, meta, head)
 
     async def _snapshot_without_store(
         self, key: JournalKey, partition: int, mark: Position, error: StoreUnavailable
@@ -170,7 +174,7 @@ class Journals:
         if head is None:
             raise StoreUnavailable(f"{error}; Kafka alone no longer holds all of {key}") from error
         METRICS.counter("journal_reads_total", path="kafka_only").inc()
-        return _Snapshot(None, head)
+        return _Snapshot(partition, None, head)
 
 
 class Journal:
@@ -230,9 +234,22 @@ class Journal:
                 if record.seq_nr > last:  # a replayed or concurrent row never goes back
                     last = record.seq_nr
                     yield record
-        for record in head.events:
+        async for record in self._head_events(snapshot):
             if last < record.seq_nr <= to:
                 last = record.seq_nr
+                yield record
+
+    async def _head_events(self, snapshot: _Snapshot) -> AsyncIterator[EventRecord]:
+        """The head's events: those it holds, then those it spilled, fetched a few at a time."""
+        for record in snapshot.head.events:
+            yield record
+        spilled = snapshot.head.spilled
+        if spilled:
+            METRICS.counter("journal_reads_spilled_total").inc()
+        for start in range(0, len(spilled), _SPILL_FETCH):
+            offsets = spilled[start : start + _SPILL_FETCH]
+            fetched = await self._journals.heads.read_at(self.key, snapshot.partition, offsets)
+            for record in fetched.events:
                 yield record
 
     async def delete(self, to: int) -> Deleted:

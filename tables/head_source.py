@@ -67,5 +67,8 @@ class TableHeadSource:
     async def read_whole(self, key: JournalKey, partition: int, until: int) -> Head | None:
         return await self._kafka.read_whole(key, partition, until)
 
+    async def read_at(self, key: JournalKey, partition: int, offsets: list[int]) -> Head:
+        return await self._kafka.read_at(key, partition, offsets)
+
     async def close(self) -> None:
         await self._kafka.close()

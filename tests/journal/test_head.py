@@ -31,3 +31,13 @@ def test_kafka_alone_is_whole_from_seq_nr_one_a_purge_or_a_covering_delete() -> 
     assert not head_of(a.append(KEY, 0, 4, 5)).whole_journal  # 1..3 expired: maybe in the store
     assert not head_of(a.delete(KEY, 0, 3)).whole_journal
     assert not head_of().whole_journal
+
+
+def test_past_its_budget_a_head_keeps_only_offsets_and_a_purge_resets_it() -> None:
+    head = Head(budget_bytes=1)
+    for record in (a.append(KEY, 0, 1, 2), a.append(KEY, 1, 3, 3)):
+        head.add(record)
+    assert head.events == [] and head.spilled == [0, 1]
+    assert (head.first_from, head.seq_nr) == (1, 3)
+    head.add(a.purge(KEY, 2))
+    assert head.spilled == [] and head.held_bytes == 0

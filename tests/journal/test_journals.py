@@ -10,7 +10,7 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
 from aiokafka.structs import TopicPartition
 
-from journal.head import JournalTruncated
+from journal.head import HeadReader, JournalTruncated, KafkaReadConfig
 from journal.journals import Journals
 from journal.metrics import METRICS
 from journal.model import SEQ_NR_MAX, Event, TextPayload
@@ -200,3 +200,22 @@ async def test_an_append_too_large_for_the_broker_fails_before_it_is_sent(api: D
     with pytest.raises(AppendTooLarge, match="split the events"):
         await api.journals.journal("big").append(big)
     assert await api.read("big") == []
+
+
+async def test_a_head_over_its_memory_budget_is_fetched_as_it_streams(api: Direct) -> None:
+    """Invariant 6 with replication stopped: the head keeps ~2 KB, the rest is re-fetched."""
+    frugal = Journals(
+        api.journals.topic,
+        api.journals.writer,
+        api.journals.store,
+        HeadReader(KafkaReadConfig(api.harness.settings.kafka_bootstrap, head_budget_bytes=2000)),
+    )
+    journal = frugal.journal("long-head")
+    for first in range(1, 300, 10):
+        await journal.append(events(first, first + 9))  # nothing is replicated
+    await journal.delete(50)
+    spilled = METRICS.value("journal_reads_spilled_total")
+    assert [r.seq_nr async for r in journal.read()] == list(range(51, 301))
+    assert [r.seq_nr async for r in journal.read(from_=120, to=135)] == list(range(120, 136))
+    assert METRICS.value("journal_reads_spilled_total") == spilled + 2
+    await frugal.heads.close()
