@@ -17,24 +17,36 @@ import orjson
 from aiohttp import web
 
 from journal.journals import Deleted, JournalInfo
-from journal.model import BinaryPayload, EventRecord, Json, JsonPayload, Position, TextPayload
+from journal.model import (
+    BinaryPayload,
+    EventRecord,
+    Json,
+    JsonPayload,
+    Payload,
+    Position,
+    TextPayload,
+)
 from web.duration import expire_after_to_iso
 
 JsonObject = dict[str, Json]
 
 
+def payload_fields(payload: Payload | None) -> JsonObject:
+    """An event's payload as the API writes it: one of payload, payloadText, payloadBinary."""
+    match payload:
+        case JsonPayload(value):
+            return {"payload": value}
+        case TextPayload(text):
+            return {"payloadText": text}
+        case BinaryPayload(raw):
+            return {"payloadBinary": base64.b64encode(raw).decode("ascii")}
+        case None:
+            return {}
+
+
 def event_json(record: EventRecord) -> JsonObject:
     event = record.event
-    obj: JsonObject = {"seqNr": event.seq_nr}
-    match event.payload:
-        case JsonPayload(value):
-            obj["payload"] = value
-        case TextPayload(text):
-            obj["payloadText"] = text
-        case BinaryPayload(raw):
-            obj["payloadBinary"] = base64.b64encode(raw).decode("ascii")
-        case None:
-            pass
+    obj: JsonObject = {"seqNr": event.seq_nr, **payload_fields(event.payload)}
     obj["tags"] = list[Json](sorted(event.tags))
     obj["timestamp"] = iso_timestamp(record.timestamp)
     obj["partition"] = record.partition

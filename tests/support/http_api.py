@@ -12,6 +12,7 @@ import orjson
 from yarl import URL
 
 from journal.model import BinaryPayload, Event, JsonPayload, Payload, TextPayload
+from web.representation import payload_fields
 
 
 class HttpError(AssertionError):
@@ -24,17 +25,8 @@ def journal_path(journal_id: str, suffix: str = "") -> str:
 
 
 def event_json(event: Event) -> dict[str, object]:
-    obj: dict[str, object] = {"seqNr": event.seq_nr, "tags": sorted(event.tags)}
-    match event.payload:
-        case JsonPayload(value):
-            obj["payload"] = value
-        case TextPayload(text):
-            obj["payloadText"] = text
-        case BinaryPayload(raw):
-            obj["payloadBinary"] = base64.b64encode(raw).decode()
-        case None:
-            pass
-    return obj
+    """An event as a client sends it (the same payload fields the API answers with)."""
+    return {"seqNr": event.seq_nr, "tags": sorted(event.tags), **payload_fields(event.payload)}
 
 
 def event_of(line: dict[str, object]) -> Event:

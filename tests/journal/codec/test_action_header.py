@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 from pathlib import Path
 
@@ -29,22 +28,6 @@ from journal.model import (
 )
 
 # --- the reference vectors -------------------------------------------------------------------
-
-
-def _interop_dir() -> Path:
-    if env := os.environ.get("KJ_INTEROP_DIR"):
-        return Path(env)
-    here = Path(__file__).resolve()
-    root = next((p for p in here.parents if (p / "pyproject.toml").is_file()), here.parents[3])
-    return root.parent / "shared" / "interop" / "kafka-journal"
-
-
-@pytest.fixture(scope="module")
-def vectors() -> Path:
-    directory = _interop_dir()
-    if not directory.is_dir():
-        pytest.skip(f"kafka-journal reference vectors not found at {directory} (KJ_INTEROP_DIR)")
-    return directory
 
 
 def _expected_headers() -> dict[str, tuple[ActionHeader, bool]]:

@@ -7,7 +7,6 @@ event(n) has seqNr n and tags "0".."n"; `meta` is expireAfter 1 day with data {"
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import struct
 from collections.abc import Callable
@@ -36,22 +35,6 @@ from journal.model import (
 BINARY, JSON = PayloadType.BINARY, PayloadType.JSON
 
 # --- the reference vectors -------------------------------------------------------------------
-
-
-def _interop_dir() -> Path:
-    if env := os.environ.get("KJ_INTEROP_DIR"):
-        return Path(env)
-    here = Path(__file__).resolve()
-    root = next((p for p in here.parents if (p / "pyproject.toml").is_file()), here.parents[3])
-    return root.parent / "shared" / "interop" / "kafka-journal"
-
-
-@pytest.fixture(scope="module")
-def vectors() -> Path:
-    directory = _interop_dir()
-    if not directory.is_dir():
-        pytest.skip(f"kafka-journal reference vectors not found at {directory} (KJ_INTEROP_DIR)")
-    return directory
 
 
 def event(seq_nr: int, payload: Payload | None = None) -> Event:
