@@ -129,12 +129,31 @@ def _add_pipeline(commands: argparse._SubParsersAction[argparse.ArgumentParser])
     parser.set_defaults(handler=_run_pipeline)
 
 
+def _run_bench(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from bench.run import run
+
+    out: str | None = args.out
+    return run(args.quick, Path(out) if out else Path.cwd())
+
+
+def _add_bench(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = commands.add_parser(
+        "bench", help="measure against raw baselines and write BENCHMARKS.md (+ PNG plots)"
+    )
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: prove the harness")
+    parser.add_argument("--out", help="directory for BENCHMARKS.md and docs/bench (default .)")
+    parser.set_defaults(handler=_run_bench)
+
+
 # Add a subcommand: write `_add_<name>(commands)` setting `handler`, and list it here.
 _SUBCOMMANDS: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = [
     _add_stack,
     _add_worker,
     _add_run,
     _add_pipeline,
+    _add_bench,
 ]
 
 

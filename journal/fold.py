@@ -2,7 +2,7 @@
 
 A pure function, shared by the Faust agents and the Spark rebuild so both give the same store.
 Per journal, in offset order:
-- Marks carry no data and vanish;
+- Marks carry no data and vanish (they do not even move the journal's offset);
 - a Purge voids everything before it, so only the last Purge and what follows it survive;
 - Deletes after that Purge collapse into one, the highest `to`;
 - Appends wholly at or below that `to` are dropped (a read would hide them anyway).
@@ -39,7 +39,7 @@ class DeleteTo:
 class JournalWrite:
     """What one batch changes in one journal, applied in this order: purge, appends, delete.
 
-    `offset` is the highest offset among the journal's records in the batch (Marks included),
+    `offset` is the highest offset among the journal's records in the batch, Marks excepted,
     so the store can record how far the journal has been replicated. `seq_nr` is the last
     seqNr appended after the Purge, also when a Delete made its Append unnecessary to store.
     """
@@ -83,8 +83,10 @@ class _Pending:
     seq_nr: int | None = None
 
     def add(self, record: ActionRecord) -> None:
-        self.offset = max(self.offset, record.offset)
         header = record.header
+        if not isinstance(header, MarkHeader):
+            # Marks change nothing: the journal's offset must not depend on where batches end
+            self.offset = max(self.offset, record.offset)
         if isinstance(header, PurgeHeader):
             self.purge, self.appends, self.delete = record.offset, None, None
             self.seq_nr = None
@@ -93,11 +95,10 @@ class _Pending:
                 self.appends = []
             self.appends.append(record)
             self.seq_nr = header.range.to
-        elif isinstance(header, DeleteHeader):
-            if self.delete is None or header.to > self.delete.to:
-                self.delete = DeleteTo(header.to, record.offset)
-        elif isinstance(header, MarkHeader):
-            pass  # a Mark only moves the offset
+        elif isinstance(header, DeleteHeader) and (
+            self.delete is None or header.to > self.delete.to
+        ):
+            self.delete = DeleteTo(header.to, record.offset)
 
     def write(self, key: JournalKey) -> JournalWrite:
         appends = tuple(self.appends or ())

@@ -81,7 +81,9 @@ def _cached(directory: Path, pom_hash: str) -> list[Path] | None:
 
 def _resolve(pom: Path, directory: Path, pom_hash: str, progress: Progress, mvn: str) -> list[Path]:
     if shutil.which(mvn) is None:
-        raise JarsUnavailable(f"'{mvn}' not found: Maven is needed once to fetch Spark's Kafka source")
+        raise JarsUnavailable(
+            f"'{mvn}' not found: Maven is needed once to fetch Spark's Kafka source"
+        )
     scratch = directory.with_name(directory.name + ".partial")
     shutil.rmtree(scratch, ignore_errors=True)
     progress(f"resolving Spark's Kafka source from Maven Central into {directory} (once)")

@@ -7,8 +7,11 @@ workers run this interpreter, unless PYSPARK_PYTHON says otherwise; for a cluste
 cluster's business (its Python needs this project installed).
 
 Spark reads `spark.jars` and the driver's addresses only when the process's first
-SparkContext starts: `getOrCreate` hands back a running session unchanged. So a session that
-is already running without the Kafka source is refused with an error instead of failing later.
+SparkContext starts: `getOrCreate` hands back a running session unchanged (its `conf.get`
+then even shows the new `spark.jars`, which were not loaded). So a session that is already
+running without the Kafka source is refused with an error instead of failing later. Stopping
+it does not help: a later session of the same process (the same JVM) still finds no Kafka
+source (Spark 4.3.0, checked). One session per process, built here first.
 """
 
 from __future__ import annotations

@@ -1,0 +1,207 @@
+"""Audit: compare what Kafka still holds with what Cassandra says was replicated.
+
+Contract: `audit` snapshots the partitions' pointers first, then reads with Spark's Kafka
+source every record Kafka still holds up to each pointer, groups them by journal (newest
+first, within the journal's partition) and runs `pipeline.audit_check.JournalAudit` on each
+group inside the executors, against the store (cassandra-driver). It checks, on the driver,
+that no pointer is past Kafka's end and that no records expired before being replicated.
+The result counts what was checked and keeps the first differences per journal; `ok` is
+False on any difference. Malformed records are counted, never fatal (replication set them
+aside too). Records above a pointer are not replicated yet: the audit reports the lag only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from functools import partial
+from itertools import groupby
+from typing import Any
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from journal.actions import MalformedRecord, parse_checked
+from journal.settings import Settings
+from journal.store.base import EventualJournal
+from journal.store.cassandra import CassandraConfig, CassandraStore
+from pipeline.audit_check import Difference, JournalAudit
+from pipeline.offsets import TopicOffsets, replicated_ranges, topic_offsets
+from pipeline.report import Progress, print_progress
+from pipeline.source import raw_record_of, read_actions
+from pipeline.tasks import run_with_store
+
+MAX_DIFFERENCES = 200  # kept per Spark task, and in the result
+
+
+@dataclass(slots=True)
+class AuditCounts:
+    records: int = 0
+    malformed: int = 0
+    journals: int = 0
+    journals_skipped: int = 0  # changed by replication while the audit ran
+    events_checked: int = 0
+    differences: int = 0
+
+    def add(self, other: AuditCounts) -> None:
+        self.records += other.records
+        self.malformed += other.malformed
+        self.journals += other.journals
+        self.journals_skipped += other.journals_skipped
+        self.events_checked += other.events_checked
+        self.differences += other.differences
+
+
+@dataclass(slots=True)
+class AuditResult:
+    counts: AuditCounts = field(default_factory=AuditCounts)
+    differences: list[Difference] = field(default_factory=list)  # the first MAX_DIFFERENCES
+    unreplicated: int = 0  # records above the pointers: replication's lag, not a difference
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.counts.differences == 0
+
+    def add(self, counts: AuditCounts, differences: Iterable[Difference]) -> None:
+        self.counts.add(counts)
+        room = MAX_DIFFERENCES - len(self.differences)
+        self.differences += list(differences)[: max(0, room)]
+
+    def lines(self, journals_shown: int = 20) -> list[str]:
+        """The report: counts, then the first differences per journal."""
+        c = self.counts
+        verdict = "OK" if self.ok else f"{c.differences} DIFFERENCES"
+        lines = [
+            f"audit: {verdict}: {c.records} records, {c.journals} journals, "
+            f"{c.events_checked} events checked, {c.malformed} malformed, "
+            f"{c.journals_skipped} journals skipped (changed meanwhile), "
+            f"{self.unreplicated} records not replicated yet, in {self.seconds:.1f} s"
+        ]
+        by_journal = groupby(self.differences, key=lambda d: d.journal)
+        for shown, (journal, differences) in enumerate(by_journal):
+            if shown == journals_shown:
+                lines.append("  ...")
+                break
+            lines.append(f"  {journal}:")
+            lines += [f"    {d.kind}: {d.detail}" for d in differences]
+        return lines
+
+
+async def audit_rows(
+    rows: Iterable[Any],
+    store: EventualJournal,
+    pointers: Mapping[int, int],
+    complete: frozenset[int],
+) -> tuple[AuditCounts, list[Difference]]:
+    """Audit rows of `read_actions` sorted by partition, key, offset descending."""
+    counts = AuditCounts()
+    differences: list[Difference] = []
+    for (partition, _), group in groupby(rows, key=lambda row: (row.partition, row.key)):
+        journal: JournalAudit | None = None
+        for row in group:
+            counts.records += 1
+            try:
+                action = parse_checked(raw_record_of(row))
+            except MalformedRecord:
+                counts.malformed += 1
+                continue
+            if action is None:
+                continue  # an action type this version does not know
+            if journal is None:
+                journal = await JournalAudit.start(
+                    store, action.key, partition, pointers[partition], partition in complete
+                )
+            await journal.add(action)
+        if journal is None:
+            continue
+        found = await journal.finish()
+        counts.journals += 1
+        counts.journals_skipped += journal.skipped
+        counts.events_checked += journal.events_checked
+        counts.differences += journal.difference_count
+        differences += found[: max(0, MAX_DIFFERENCES - len(differences))]
+    return counts, differences
+
+
+def _audit_task(
+    config: CassandraConfig,
+    pointers: dict[int, int],
+    complete: frozenset[int],
+    rows: Iterator[Any],
+) -> list[Any]:
+    """One Spark partition's share (runs in an executor)."""
+
+    async def work(store: CassandraStore) -> tuple[AuditCounts, list[Difference]]:
+        return await audit_rows(rows, store, pointers, complete)
+
+    return [run_with_store(config, work)]
+
+
+def pointer_differences(
+    topic: str, offsets: TopicOffsets, pointers: Mapping[int, int]
+) -> list[Difference]:
+    """Pointers past Kafka's end, of unknown partitions, or behind what Kafka still holds."""
+    differences = []
+    for partition, pointer in sorted(pointers.items()):
+        where = f"{topic}-{partition}"
+        end = offsets.end.get(partition)
+        if end is None:
+            differences.append(Difference(where, "pointer", "a pointer of no Kafka partition"))
+        elif pointer >= end:
+            detail = f"pointer {pointer} is past Kafka's last offset {end - 1}"
+            differences.append(Difference(where, "pointer", detail))
+        elif pointer + 1 < offsets.earliest[partition]:
+            detail = (
+                f"offsets {pointer + 1}..{offsets.earliest[partition] - 1} expired from Kafka "
+                "before they were replicated"
+            )
+            differences.append(Difference(where, "pointer", detail))
+    return differences
+
+
+async def audit(
+    spark: SparkSession, settings: Settings, progress: Progress = print_progress
+) -> AuditResult:
+    """Audit `settings.keyspace` against `settings.topic` (see the module contract)."""
+    started = time.monotonic()
+    config = settings.cassandra_config()
+    result = AuditResult()
+    store = await CassandraStore.connect(config)
+    try:
+        pointers = await store.pointers(settings.topic)  # first: the records come after
+    finally:
+        await store.close()
+    offsets = await topic_offsets(settings.kafka_bootstrap, settings.topic)
+    ranges = replicated_ranges(offsets, pointers)
+    total = sum(r.count for r in ranges)
+    result.unreplicated = sum(
+        end - max(pointers.get(p, -1) + 1, offsets.earliest[p]) for p, end in offsets.end.items()
+    )
+    progress(
+        f"audit {settings.topic} against keyspace {settings.keyspace}: "
+        f"{len(offsets.end)} partitions, {len(pointers)} pointers, "
+        f"{total} replicated records still in Kafka"
+    )
+    pointer_found = pointer_differences(settings.topic, offsets, pointers)
+    result.add(AuditCounts(differences=len(pointer_found)), pointer_found)
+    if total:
+        complete = frozenset(p for p, earliest in offsets.earliest.items() if earliest == 0)
+        records = read_actions(spark, settings.kafka_bootstrap, settings.topic, ranges)
+        by_journal = records.repartition(
+            max(1, sum(1 for r in ranges if r.count)), "partition"
+        ).sortWithinPartitions("partition", "key", F.col("offset").desc())
+        task = partial(_audit_task, config, dict(pointers), complete)
+        for counts, differences in await asyncio.to_thread(
+            by_journal.rdd.mapPartitions(task).collect
+        ):
+            result.add(counts, differences)
+    result.seconds = time.monotonic() - started
+    progress(
+        f"checked {result.counts.records} records of {result.counts.journals} journals: "
+        f"{result.counts.events_checked} events, {result.counts.malformed} malformed, "
+        f"{result.counts.differences} differences in {result.seconds:.1f} s"
+    )
+    return result

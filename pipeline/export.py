@@ -1,0 +1,198 @@
+"""Export: the journals of the eventual store to Parquet, for analytics.
+
+Contract: `export` scans the `journals` table in token ranges (`pipeline.scan`), one Spark
+task per range, and reads each journal's events through the store's `read`, the path a journal
+read takes (above deleteTo, up to the last seqNr), so the files hold exactly the events the
+journal API returns once replication has caught up. One row per event, columns as `SCHEMA`,
+written under `out` partitioned by `topic` and `date` (the event's UTC day, `YYYY-MM-DD`).
+`event_record_of` turns a row back into the `EventRecord` a read returns. An existing `out`
+is refused unless `overwrite`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncGenerator, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import partial
+from typing import Any
+
+import orjson
+from pyspark.sql import SparkSession
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from journal.model import (
+    BinaryPayload,
+    Event,
+    EventRecord,
+    JournalKey,
+    JsonPayload,
+    PayloadMetadata,
+    TextPayload,
+)
+from journal.settings import Settings
+from journal.store.cassandra import CassandraConfig, CassandraStore
+from pipeline.report import Progress, per_second, print_progress
+from pipeline.scan import journal_metas, token_ranges
+from pipeline.tasks import stream_with_store
+
+SCHEMA = StructType(
+    [
+        StructField("topic", StringType(), False),
+        StructField("id", StringType(), False),
+        StructField("seq_nr", LongType(), False),
+        StructField("partition", IntegerType(), False),
+        StructField("offset", LongType(), False),
+        StructField("timestamp", TimestampType(), False),
+        StructField("tags", ArrayType(StringType(), False), False),
+        StructField("payload_type", StringType(), True),  # json | text | binary | null
+        StructField("payload_json", StringType(), True),  # the JSON payload as JSON text
+        StructField("payload_text", StringType(), True),
+        StructField("payload_binary", BinaryType(), True),
+        StructField("expire_after", StringType(), True),
+        StructField("metadata", StringType(), True),  # the Append's metadata as JSON text
+        StructField("headers", MapType(StringType(), StringType(), False), False),
+        StructField("date", StringType(), False),
+    ]
+)
+PARTITION_COLUMNS = ("topic", "date")
+
+
+@dataclass(frozen=True, slots=True)
+class ExportResult:
+    rows: int
+    files: int
+    seconds: float
+
+
+def export_row(key: JournalKey, record: EventRecord) -> tuple[Any, ...]:
+    """One Parquet row (in `SCHEMA` order) of an event as a read returns it."""
+    payload = record.event.payload
+    kind = json = text = data = None
+    match payload:
+        case JsonPayload(value):
+            kind, json = "json", orjson.dumps(value).decode()
+        case TextPayload(value):
+            kind, text = "text", value
+        case BinaryPayload(value):
+            kind, data = "binary", value
+    metadata = record.metadata
+    timestamp = record.timestamp.astimezone(UTC)
+    return (
+        key.topic,
+        key.id,
+        record.seq_nr,
+        record.partition,
+        record.offset,
+        timestamp,
+        sorted(record.event.tags),
+        kind,
+        json,
+        text,
+        data,
+        metadata.expire_after,
+        None if metadata.data is None else orjson.dumps(metadata.data).decode(),
+        dict(record.headers),
+        timestamp.date().isoformat(),
+    )
+
+
+def event_record_of(row: Any) -> EventRecord:
+    """The EventRecord of an exported row (a Row read back by Spark, or a `SCHEMA` tuple)."""
+    match row["payload_type"]:
+        case "json":
+            payload: JsonPayload | TextPayload | BinaryPayload | None = JsonPayload(
+                orjson.loads(row["payload_json"])
+            )
+        case "text":
+            payload = TextPayload(row["payload_text"])
+        case "binary":
+            payload = BinaryPayload(bytes(row["payload_binary"]))
+        case _:
+            payload = None
+    timestamp: datetime = row["timestamp"]
+    metadata = row["metadata"]
+    return EventRecord(
+        event=Event(row["seq_nr"], frozenset(row["tags"]), payload),
+        # Spark hands back naive datetimes in the local time zone
+        timestamp=timestamp.astimezone(UTC),
+        partition=row["partition"],
+        offset=row["offset"],
+        metadata=PayloadMetadata(
+            row["expire_after"], None if metadata is None else orjson.loads(metadata)
+        ),
+        headers=dict(row["headers"] or {}),
+    )
+
+
+async def export_rows(
+    store: CassandraStore, low: int, high: int, topic: str | None
+) -> AsyncGenerator[tuple[Any, ...], None]:
+    """The rows of every event of the journals in token range `(low, high]`."""
+    async for key, meta in journal_metas(store, low, high, topic):
+        async for record in store.read(key, meta):
+            yield export_row(key, record)
+
+
+def _export_task(
+    config: CassandraConfig, topic: str | None, ranges: Iterator[tuple[int, int]]
+) -> Iterator[tuple[Any, ...]]:
+    """The rows of one Spark partition's token ranges (runs in an executor)."""
+    for low, high in ranges:
+        yield from stream_with_store(config, partial(_rows_of, low=low, high=high, topic=topic))
+
+
+def _rows_of(
+    store: CassandraStore, *, low: int, high: int, topic: str | None
+) -> AsyncGenerator[tuple[Any, ...], None]:
+    return export_rows(store, low, high, topic)
+
+
+async def export(
+    spark: SparkSession,
+    settings: Settings,
+    out: str,
+    *,
+    all_topics: bool = False,
+    overwrite: bool = False,
+    tasks: int = 8,
+    progress: Progress = print_progress,
+) -> ExportResult:
+    """Export the journals of `settings.topic` (or all) in `settings.keyspace` to `out`."""
+    started = time.monotonic()
+    config = settings.cassandra_config()
+    store = await CassandraStore.connect(config)  # checks the keyspace and its schema version
+    await store.close()
+    topic = None if all_topics else settings.topic
+    progress(
+        f"export {'all topics' if topic is None else topic} of keyspace {settings.keyspace} "
+        f"to {out}: {tasks} token ranges"
+    )
+    ranges = token_ranges(tasks)
+    rows = spark.sparkContext.parallelize(ranges, len(ranges)).mapPartitions(
+        partial(_export_task, config, topic)
+    )
+    frame = spark.createDataFrame(rows, SCHEMA)
+    writer = frame.write.mode("overwrite" if overwrite else "errorifexists")
+    await asyncio.to_thread(writer.partitionBy(*PARTITION_COLUMNS).parquet, out)
+    written = spark.read.schema(SCHEMA).parquet(out)
+    count = await asyncio.to_thread(written.count)
+    files = len(await asyncio.to_thread(written.inputFiles))
+    seconds = time.monotonic() - started
+    progress(
+        f"exported {count} events in {files} files in {seconds:.1f} s "
+        f"({per_second(count, seconds)})"
+    )
+    return ExportResult(count, files, seconds)
