@@ -148,10 +148,17 @@ def _add_bench(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 # Add a subcommand: write `_add_<name>(commands)` setting `handler`, and list it here.
+def _add_client(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from app.client import add_client_commands  # argparse only; the client loads on use
+
+    add_client_commands(commands)
+
+
 _SUBCOMMANDS: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = [
     _add_stack,
     _add_worker,
     _add_run,
+    _add_client,
     _add_pipeline,
     _add_bench,
 ]

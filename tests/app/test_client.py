@@ -1,0 +1,51 @@
+"""`kafka-journal append|read|pointer|delete|purge` against the real servers."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import orjson
+import pytest
+
+from stack import Stack
+from tests.support.harness import settings_for, unique
+from tests.support.workers import REPO
+
+pytestmark = pytest.mark.integration
+
+
+def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", *args], cwd=REPO, env=env, capture_output=True, timeout=60
+    )
+
+
+def test_the_client_commands_round_trip(stack: Stack) -> None:
+    settings = settings_for(stack, unique("journal_cli"), unique("kj_cli"))
+    env = {
+        **os.environ,
+        "KJ_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
+        "KJ_CASSANDRA_HOSTS": settings.cassandra_hosts,
+        "KJ_CASSANDRA_PORT": str(settings.cassandra_port),
+        "KJ_KEYSPACE": settings.keyspace,
+        "KJ_TOPIC": settings.topic,
+    }
+    body = '{"events": [{"seqNr": 1, "payload": {"a": 1}}, {"seqNr": 2, "payloadText": "b"}]}'
+    appended = cli(env, "append", "order-1", "--data", body)
+    assert appended.returncode == 0, appended.stderr
+    assert set(orjson.loads(appended.stdout)) == {"partition", "offset"}
+    lines = [orjson.loads(line) for line in cli(env, "read", "order-1").stdout.splitlines()]
+    assert [(e["seqNr"], e.get("payload"), e.get("payloadText")) for e in lines] == [
+        (1, {"a": 1}, None),
+        (2, None, "b"),
+    ]
+    deleted = orjson.loads(cli(env, "delete", "order-1", "--to", "1").stdout)
+    assert deleted["deleteTo"] == 1
+    pointer = orjson.loads(cli(env, "pointer", "order-1").stdout)
+    assert pointer == {"id": "order-1", "seqNr": 2, "deleteTo": 1}
+    assert cli(env, "purge", "order-1").returncode == 0
+    assert cli(env, "read", "order-1").stdout == b""
+    refused = cli(env, "append", "order-1", "--data", '{"events": [{"seqNr": 0}]}')
+    assert refused.returncode == 2 and b"invalid_seq_nr" in refused.stderr
