@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: run test install lint typecheck unit integration stack-up stack-down clean
+.PHONY: run test install lint typecheck unit integration bench stack-up stack-down clean
 
 run: install  ## real Kafka + Cassandra started locally, a worker serving the HTTP API
 	$(BIN)/kafka-journal run
@@ -16,7 +16,7 @@ install: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,spark]'
+	$(BIN)/pip install --quiet -e '.[dev,spark,bench]'
 	touch $@
 
 lint: install
@@ -31,6 +31,9 @@ unit: install  ## the tests that need no server
 
 integration: install
 	$(BIN)/pytest -m integration
+
+bench: install  ## the benchmarks against raw baselines; rewrites BENCHMARKS.md (~10 min)
+	$(BIN)/kafka-journal bench
 
 stack-up: install
 	$(BIN)/kafka-journal stack up

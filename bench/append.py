@@ -1,0 +1,217 @@
+"""Append: latency and throughput of the direct client and of HTTP against a raw producer."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+import aiohttp
+from aiokafka import AIOKafkaProducer
+
+from bench.common import Row, Section, Timed, median, percentile, spread, unique
+from bench.profile import py_spy
+from bench.workload import closed_loop, events, http_body, raw_append
+from journal.journals import Journals
+from journal.writer import partition_of
+
+METHOD = (
+    "Closed loop: `concurrency` lanes, each appending to its own journal in sequence, "
+    "{appends} appends per repetition, {reps} repetitions after one warm-up; throughput is "
+    "the median over repetitions (spread min..max), latency percentiles pool all repetitions. "
+    "Raw baseline: an idempotent acks=all AIOKafkaProducer (linger 0) sending the very "
+    "record bytes (value + headers) the writer produces, to the same partition, same "
+    "concurrency. HTTP: POST /journals/{{id}}/events to one real worker process (aiohttp "
+    "client, one connection per lane)."
+)
+
+MODES = ("raw", "direct", "http")
+
+
+@dataclass(frozen=True, slots=True)
+class AppendSizes:
+    sequential: int  # appends per repetition at concurrency 1
+    concurrent: int  # appends per repetition at concurrency 64
+    repetitions: int
+    concurrency: int = 64
+
+
+async def _measure(
+    mode: str,
+    per_append: int,
+    concurrency: int,
+    total: int,
+    journals: Journals,
+    raw: AIOKafkaProducer,
+    http: aiohttp.ClientSession,
+    url: str,
+) -> Timed:
+    prefix = unique(f"{mode}{per_append}")
+    value, headers = raw_append(1, per_append)
+    partitions = journals.writer.partitions
+
+    async def direct_op(lane: int, round_: int) -> None:
+        await journals.journal(f"{prefix}-{lane}").append(
+            events(round_ * per_append + 1, per_append)
+        )
+
+    async def raw_op(lane: int, round_: int) -> None:
+        key = f"{prefix}-{lane}".encode()
+        partition = partition_of(key.decode(), partitions)
+        await raw.send_and_wait(
+            journals.topic, value, key=key, partition=partition, headers=headers
+        )
+
+    async def http_op(lane: int, round_: int) -> None:
+        body = http_body(round_ * per_append + 1, per_append)
+        async with http.post(f"{url}/journals/{prefix}-{lane}/events", json=body) as response:
+            if response.status != 200:
+                raise RuntimeError(f"HTTP append: {response.status} {await response.text()}")
+            await response.read()
+
+    operation = {"direct": direct_op, "raw": raw_op, "http": http_op}[mode]
+    return await closed_loop(operation, concurrency, total)
+
+
+async def bench_append(
+    journals: Journals,
+    bootstrap: str,
+    worker_url: str,
+    sizes: AppendSizes,
+    profile: bool = False,
+    worker_pid: int | None = None,
+) -> Section:
+    """The append section; `journals` writes to the topic the worker at `worker_url` serves."""
+    appends = f"{sizes.sequential} (c=1) / {sizes.concurrent} (c={sizes.concurrency})"
+    section = Section("Append", METHOD.format(appends=appends, reps=sizes.repetitions))
+    raw = AIOKafkaProducer(
+        bootstrap_servers=bootstrap, acks="all", enable_idempotence=True, linger_ms=0
+    )
+    await raw.start()
+    connector = aiohttp.TCPConnector(limit=sizes.concurrency)
+    try:
+        async with aiohttp.ClientSession(connector=connector) as http:
+            for per_append in (1, 10):
+                for concurrency in (1, sizes.concurrency):
+                    total = sizes.sequential if concurrency == 1 else sizes.concurrent
+                    results: dict[str, list[Timed]] = {}
+                    for mode in MODES:
+                        await _measure(
+                            mode,
+                            per_append,
+                            concurrency,
+                            max(concurrency, total // 5),
+                            journals,
+                            raw,
+                            http,
+                            worker_url,
+                        )  # warm-up
+                    for _ in range(sizes.repetitions):
+                        for mode in MODES:  # interleaved, so drift hits all alike
+                            timed = await _measure(
+                                mode,
+                                per_append,
+                                concurrency,
+                                total,
+                                journals,
+                                raw,
+                                http,
+                                worker_url,
+                            )
+                            results.setdefault(mode, []).append(timed)
+                    _rows(section, per_append, concurrency, results)
+            if profile:
+                section.profile = await _profile(
+                    journals, raw, http, worker_url, sizes.concurrency, sizes.concurrent
+                )
+                if worker_pid is not None:
+                    section.profile += "\n\nworker during HTTP appends (1 event, c=64), py-spy:\n"
+                    section.profile += await _profile_worker(
+                        worker_pid, journals, raw, http, worker_url, sizes.concurrency
+                    )
+    finally:
+        await raw.stop()
+    return section
+
+
+def _rows(
+    section: Section, per_append: int, concurrency: int, results: dict[str, list[Timed]]
+) -> None:
+    label = f"{per_append} ev/append, c={concurrency}"
+    stats: dict[str, tuple[float, float, float, float, str]] = {}
+    for mode, runs in results.items():
+        latencies = [ms for run in runs for ms in run.latencies_ms]
+        rates = [run.per_second for run in runs]
+        stats[mode] = (
+            median(rates),
+            percentile(latencies, 50),
+            percentile(latencies, 99),
+            percentile(latencies, 99.9),
+            spread(rates),
+        )
+        section.samples[f"{mode}, {label}"] = latencies
+        section.throughputs[f"{mode}, {label}"] = median(rates)
+    raw_rate, raw_p50, raw_p99, raw_p999, _ = stats["raw"]
+    for mode in MODES:
+        rate, p50, p99, p999, rate_spread = stats[mode]
+        baseline = mode != "raw"
+        rate_goal, rate_met, p99_goal, p99_met = "", None, "", None
+        if mode == "direct" and concurrency > 1:
+            rate_goal, rate_met = ">= 0.7x raw", rate >= 0.7 * raw_rate
+            p99_goal, p99_met = "<= 1.5x raw", p99 <= 1.5 * raw_p99
+        if mode == "http" and concurrency > 1 and per_append == 1:
+            rate_goal, rate_met = ">= 5000/s", rate >= 5000
+        section.add(
+            Row(
+                f"{mode} {label}: throughput",
+                rate,
+                "appends/s",
+                raw_rate if baseline else None,
+                rate_goal,
+                rate_met,
+                rate_spread,
+                f"{rate * per_append:.0f} events/s",
+            )
+        )
+        section.add(Row(f"{mode} {label}: p50", p50, "ms", raw_p50 if baseline else None))
+        section.add(
+            Row(f"{mode} {label}: p99", p99, "ms", raw_p99 if baseline else None, p99_goal, p99_met)
+        )
+        section.add(Row(f"{mode} {label}: p99.9", p999, "ms", raw_p999 if baseline else None))
+
+
+async def _profile(
+    journals: Journals,
+    raw: AIOKafkaProducer,
+    http: aiohttp.ClientSession,
+    url: str,
+    concurrency: int,
+    total: int,
+) -> str:
+    """pyinstrument's view of the direct client appending 1 event at `concurrency`."""
+    try:
+        from pyinstrument import Profiler
+    except ImportError:
+        return "(pyinstrument is not installed: no profile)"
+    profiler = Profiler(interval=0.0005, async_mode="disabled")
+    profiler.start()  # the load generator, in this process
+    await _measure("direct", 1, concurrency, total, journals, raw, http, url)
+    profiler.stop()
+    text: str = profiler.output_text(unicode=False, color=False, show_all=False)
+    lines = text.strip().splitlines()
+    return "load generator (direct appends, 1 event, c=64), pyinstrument:\n" + "\n".join(lines[:50])
+
+
+async def _profile_worker(
+    pid: int,
+    journals: Journals,
+    raw: AIOKafkaProducer,
+    http: aiohttp.ClientSession,
+    url: str,
+    concurrency: int,
+    seconds: float = 8,
+) -> str:
+    """py-spy on the worker while HTTP appends of 1 event run at `concurrency`."""
+    sampling = asyncio.create_task(py_spy(pid, seconds))
+    while not sampling.done():
+        await _measure("http", 1, concurrency, concurrency * 10, journals, raw, http, url)
+    return await sampling

@@ -1,0 +1,227 @@
+"""Replication: events/s from Kafka into Cassandra per worker, and lag at a steady rate."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+
+from bench.common import Row, Section, percentile, unique
+from bench.environment import Worker, end_offsets, replicated_to
+from bench.profile import py_spy
+from bench.workload import closed_loop, events, payload
+from journal.journals import Journals
+from journal.model import Position
+from journal.replicate import AlreadyQuarantined, replicate_to_now
+from journal.settings import Settings
+from journal.store import cql
+from journal.store.cassandra import CassandraStore
+
+METHOD = (
+    "{events:,} events ({appends:,} appends of 10, 100 journals, 3 partitions) are written "
+    "with the direct client before the worker starts; once it is ready, the events still "
+    "unreplicated are timed until every pointer reaches the end of its partition (pointers "
+    "polled every 50 ms). The same records are also replicated in-process by the core's "
+    "`replicate_to_now` into a fresh keyspace. Baseline: {raw:,} raw concurrent INSERTs "
+    "(64 in flight) of the same event rows through the same driver into a fresh keyspace. "
+    "Lag: appends of 10 events paced at {rate:,} events/s for {seconds} s while the worker "
+    "runs; lag = time from the append's acknowledgement until the partition's pointer "
+    "covers its offset (50 ms polling: lags are rounded up to that resolution)."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicationSizes:
+    events: int
+    raw_rows: int
+    lag_rate: int  # events/s
+    lag_seconds: float
+
+
+async def write_backlog(journals: Journals, count: int) -> int:
+    """`count` events in appends of 10 to 100 journals; the number of appends."""
+    appends = count // 10
+    prefix = unique("repl")
+
+    async def write(lane: int, round_: int) -> None:
+        await journals.journal(f"{prefix}-{lane}").append(events(round_ * 10 + 1, 10))
+
+    await closed_loop(write, 100, appends)
+    return appends
+
+
+async def replicate_with_worker(
+    settings: Settings,
+    worker: Worker,
+    store: CassandraStore,
+    section: Section,
+    profile: bool = False,
+) -> float:
+    """Starts `worker` on a topic holding a backlog; the events/s it replicates them at."""
+    ends = await end_offsets(settings.kafka_bootstrap, settings.topic, settings.partitions)
+    started = time.monotonic()
+    worker.start()
+    await worker.wait_ready()
+    ready = time.monotonic()
+    pointers = await store.pointers(settings.topic)
+    remaining = sum(end - 1 - pointers.get(p, -1) for p, end in ends.items())
+    sampling = asyncio.create_task(py_spy(worker.pid, 8)) if profile else None
+    await replicated_to(store, settings.topic, ends, timeout_s=900)
+    if sampling is not None:
+        section.profile = "worker catching up on the backlog, py-spy (first 8 s):\n"
+        section.profile += await sampling
+    done = time.monotonic()
+    total = sum(ends.values())
+    if remaining >= total // 5 and done > ready:
+        rate = remaining * 10 / (done - ready)
+        section.notes.append(
+            f"worker start to ready {ready - started:.1f} s; {remaining:,} of {total:,} records "
+            f"were left at readiness and took {done - ready:.1f} s"
+        )
+    else:  # replication was mostly done during start-up: count from the process start
+        rate = total * 10 / (done - started)
+        section.notes.append(
+            f"replication mostly finished during worker start-up ({ready - started:.1f} s): "
+            f"the rate counts from the process start, {done - started:.1f} s for {total:,} "
+            "records (start-up included, so this understates the agent's rate)"
+        )
+    return rate
+
+
+async def replicate_in_process(settings: Settings) -> float:
+    """`replicate_to_now` of the whole topic into a fresh keyspace: events/s."""
+    fresh = replace(settings, keyspace=unique("bench_core"))
+    store = await CassandraStore.connect(fresh.cassandra_config())
+    try:
+        ends = await end_offsets(settings.kafka_bootstrap, settings.topic, settings.partitions)
+        started = time.monotonic()
+        await replicate_to_now(
+            settings.kafka_bootstrap, store, settings.topic, AlreadyQuarantined()
+        )
+        return sum(ends.values()) * 10 / (time.monotonic() - started)
+    finally:
+        await store.close()
+
+
+async def raw_inserts(settings: Settings, rows: int) -> float:
+    """Raw concurrent INSERTs of event rows like the store's: rows/s."""
+    fresh = replace(settings, keyspace=unique("bench_raw"))
+    store = await CassandraStore.connect(fresh.cassandra_config())
+    try:
+        insert = await asyncio.to_thread(
+            store.session.prepare,
+            f"INSERT INTO {store.keyspace}.events (topic, id, segment, seq_nr, partition, "
+            "offset, timestamp, tags, payload_type, payload_txt, payload_bin, expire_after, "
+            "metadata, headers) VALUES (?, ?, 0, ?, 0, ?, ?, {'bench'}, 'json', ?, null, null, "
+            "null, null) USING TIMESTAMP ?",
+        )
+        now = datetime.now(UTC)
+        stamp = int(time.time() * 1_000_000)
+
+        async def write(lane: int, round_: int) -> None:
+            seq_nr = round_ + 1
+            text = json.dumps(payload(seq_nr))
+            values = (fresh.topic, f"raw-{lane}", seq_nr, seq_nr, now, text, stamp)
+            await cql.execute(store.session, insert, values)
+
+        timed = await closed_loop(write, 64, rows)
+        return timed.per_second
+    finally:
+        await store.close()
+
+
+async def lag(
+    journals: Journals, store: CassandraStore, rate: int, seconds: float
+) -> tuple[list[float], float]:
+    """Appends of 10 events paced at `rate`; the lags (ms) and the events/s offered."""
+    loop = asyncio.get_running_loop()
+    appends = int(rate / 10 * seconds)
+    interval = 10 / rate
+    prefix = unique("lag")
+    lanes = 50
+    next_seq = [1] * lanes
+    pending: list[tuple[float, Position]] = []
+    lags: list[float] = []
+    writing = True
+
+    async def one(index: int) -> None:
+        lane = index % lanes
+        first = next_seq[lane]
+        next_seq[lane] += 10
+        position = await journals.journal(f"{prefix}-{lane}").append(events(first, 10))
+        pending.append((loop.time(), position))
+
+    async def poll() -> None:
+        deadline = float("inf")
+        while writing or (pending and loop.time() < deadline):
+            if not writing and deadline == float("inf"):
+                deadline = loop.time() + 120
+            pointers = await store.pointers(journals.topic)
+            now = loop.time()
+            keep = []
+            for at, position in pending:
+                if pointers.get(position.partition, -1) >= position.offset:
+                    lags.append((now - at) * 1000)
+                else:
+                    keep.append((at, position))
+            pending[:] = keep
+            await asyncio.sleep(0.05)
+
+    poller = asyncio.create_task(poll())
+    started = loop.time()
+    tasks: list[asyncio.Task[None]] = []
+    for index in range(appends):
+        delay = started + index * interval - loop.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.create_task(one(index)))
+    await asyncio.gather(*tasks)
+    offered = appends * 10 / (loop.time() - started)
+    writing = False
+    await poller
+    return lags, offered
+
+
+def replication_rows(
+    section: Section,
+    worker_rate: float,
+    core_rate: float,
+    raw_rate: float,
+    lags: list[float],
+    offered: float,
+    target: int,
+) -> None:
+    section.throughputs["worker (Faust agent)"] = worker_rate
+    section.throughputs["replicate_to_now (in-process)"] = core_rate
+    section.throughputs["raw concurrent INSERTs"] = raw_rate
+    section.samples[f"lag at {target:,} events/s"] = lags
+    section.add(
+        Row(
+            "worker: events/s",
+            worker_rate,
+            "events/s",
+            raw_rate,
+            ">= 20000/s",
+            worker_rate >= 20_000,
+        )
+    )
+    section.add(Row("replicate_to_now: events/s", core_rate, "events/s", raw_rate))
+    section.add(Row("raw concurrent INSERTs: rows/s", raw_rate, "rows/s"))
+    section.add(
+        Row(
+            f"lag p50 at {target:,} events/s",
+            percentile(lags, 50),
+            "ms",
+            note=f"offered {offered:,.0f} events/s",
+        )
+    )
+    section.add(
+        Row(
+            f"lag p99 at {target:,} events/s",
+            percentile(lags, 99),
+            "ms",
+            note=f"{len(lags):,} appends",
+        )
+    )

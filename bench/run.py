@@ -1,0 +1,311 @@
+"""`kafka-journal bench [--quick] [--out DIR]`: every scenario, then BENCHMARKS.md.
+
+Full run: sizes fit ~15 minutes on a 2-core machine; `--quick` uses tiny sizes (under a
+minute, no Spark) only to prove the harness works. Fresh topics and keyspaces every run; the
+worker process it starts is stopped on the way out, whatever happens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+
+from bench.append import AppendSizes, bench_append
+from bench.common import Row, Section, load_average
+from bench.consumer import bench_consumer
+from bench.environment import Worker, settings_for
+from bench.huge import bench_huge
+from bench.read import ReadSizes, bench_read
+from bench.replication import (
+    METHOD as REPLICATION_METHOD,
+)
+from bench.replication import (
+    ReplicationSizes,
+    lag,
+    raw_inserts,
+    replicate_in_process,
+    replicate_with_worker,
+    replication_rows,
+    write_backlog,
+)
+from bench.report import RunInfo, write
+from bench.spark import bench_spark
+from journal.journals import Journals
+from journal.settings import Settings
+from journal.store.cassandra import CassandraStore
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True, slots=True)
+class Sizes:
+    append: AppendSizes
+    read: ReadSizes
+    replication: ReplicationSizes
+    huge_events: int
+    consumer_repetitions: int
+    spark_events: int  # 0: skip
+
+
+FULL = Sizes(
+    AppendSizes(sequential=300, concurrent=3200, repetitions=3),
+    ReadSizes(head_records=1000, stopped_records=100_000, repetitions=20),
+    ReplicationSizes(events=100_000, raw_rows=20_000, lag_rate=5000, lag_seconds=10),
+    huge_events=200_000,
+    consumer_repetitions=10,
+    spark_events=20_000,
+)
+QUICK = Sizes(
+    AppendSizes(sequential=20, concurrent=128, repetitions=1),
+    ReadSizes(head_records=100, stopped_records=1000, repetitions=3, warmup=1),
+    ReplicationSizes(events=2000, raw_rows=1000, lag_rate=1000, lag_seconds=2),
+    huge_events=3000,
+    consumer_repetitions=3,
+    spark_events=0,
+)
+SCALING = [
+    "the huge journal has {huge:,} events, not 1,000,000: writing and replicating 1,000,000 "
+    "events of 300 bytes alone takes several minutes on 2 shared cores; memory growth is what "
+    "it tests and a streaming read's memory does not grow with the journal's length",
+    "replication throughput is measured on a {repl:,}-event backlog; raw INSERTs on {raw:,} rows",
+    "Spark rebuild on {spark:,} events",
+]
+
+
+def _others() -> str:
+    """What else runs: JVMs, pytest and pyspark processes, by count."""
+    try:
+        ps = subprocess.run(["ps", "-eo", "pcpu,args"], capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown (no ps)"
+    lines = ps.stdout.splitlines()[1:]
+    counts = {
+        "java": sum(1 for line in lines if "java" in line.split(maxsplit=1)[-1][:200]),
+        "pytest": sum(1 for line in lines if "pytest" in line),
+        "pyspark": sum(1 for line in lines if "pyspark" in line),
+    }
+    busy = sorted(lines, key=lambda line: -float(line.split()[0] or 0))[:3]
+    top = "; ".join(f"{line.split()[0]}% {line.split(maxsplit=1)[1][:60]}" for line in busy)
+    return ", ".join(f"{name} x{n}" for name, n in counts.items()) + f" (top CPU: {top})"
+
+
+def _machine() -> list[str]:
+    memory = "?"
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemTotal:"):
+            memory = f"{int(line.split()[1]) / 2**20:.0f} GiB"
+    return [
+        f"machine: {os.cpu_count()} cores, {memory} memory, {platform.platform()}",
+        f"Python {platform.python_version()}",
+    ]
+
+
+def _versions(servers: dict[str, str]) -> dict[str, str]:
+    versions = dict(servers)
+    for package in ("aiokafka", "faust-streaming", "cassandra-driver", "aiohttp", "pyspark"):
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = "not installed"
+    return versions
+
+
+def _log(message: str) -> None:
+    print(f"[bench {datetime.now(UTC):%H:%M:%S}] {message}", flush=True)
+
+
+def _failed(title: str, error: BaseException) -> Section:
+    """A scenario that could not finish: its section says so instead of failing the run."""
+    _log(f"{title}: not measured: {error!r}")
+    section = Section(title, "Not measured in this run: the scenario failed.")
+    section.add(
+        Row(
+            "not measured in this run",
+            float("nan"),
+            "",
+            note=f"{type(error).__name__}: {str(error)[:200]}",
+        )
+    )
+    return section
+
+
+async def _guarded(title: str, scenario: Awaitable[Section]) -> Section:
+    started = time.monotonic()
+    try:
+        section = await scenario
+    except Exception as error:  # a benchmark reports what it could not measure
+        return _failed(title, error)
+    section.seconds = time.monotonic() - started
+    return section
+
+
+async def _read_sections(base: Settings, sizes: Sizes) -> list[Section]:
+    """Reads and consumer costs, on a 1-partition topic of their own."""
+    settings = settings_for(base, "read", partitions=1)
+    journals = await Journals.connect(settings)
+    try:
+        _log("read (recovery)")
+        read = await _guarded(
+            "Read (recovery)", bench_read(journals, base.kafka_bootstrap, sizes.read)
+        )
+        _log("Kafka consumer costs")
+        consumer = await _guarded(
+            "Kafka consumer costs",
+            bench_consumer(base.kafka_bootstrap, settings.topic, sizes.consumer_repetitions),
+        )
+        return [read, consumer]
+    finally:
+        await journals.close()
+
+
+async def _replication(
+    settings: Settings,
+    journals: Journals,
+    store: CassandraStore,
+    worker: Worker,
+    sizes: ReplicationSizes,
+    profile: bool,
+) -> Section:
+    _log("replication: backlog")
+    appends = await write_backlog(journals, sizes.events)
+    _log("replication: worker")
+    replication = Section(
+        "Replication",
+        REPLICATION_METHOD.format(
+            events=appends * 10,
+            appends=appends,
+            raw=sizes.raw_rows,
+            rate=sizes.lag_rate,
+            seconds=sizes.lag_seconds,
+        ),
+    )
+    worker_rate = await replicate_with_worker(settings, worker, store, replication, profile)
+    _log("replication: in-process and raw inserts")
+    core_rate = await replicate_in_process(settings)
+    raw_rate = await raw_inserts(settings, sizes.raw_rows)
+    _log("replication: lag")
+    lags, offered = await lag(journals, store, sizes.lag_rate, sizes.lag_seconds)
+    replication_rows(replication, worker_rate, core_rate, raw_rate, lags, offered, sizes.lag_rate)
+    return replication
+
+
+async def _worker_sections(
+    base: Settings, sizes: Sizes, workdir: Path, profile: bool
+) -> list[Section]:
+    """Everything with a worker, on a 3-partition topic it serves."""
+    settings = settings_for(base, "worker", partitions=3)
+    journals = await Journals.connect(settings)
+    store = journals.replicated_store
+    assert isinstance(store, CassandraStore)
+    worker = Worker(settings, workdir / "worker")
+    try:
+        replication = await _guarded(
+            "Replication",
+            _replication(settings, journals, store, worker, sizes.replication, profile),
+        )
+        if worker.process is None:
+            worker.start()
+        await worker.wait_ready()
+        _log("append")
+        append = await _guarded(
+            "Append",
+            bench_append(
+                journals,
+                base.kafka_bootstrap,
+                worker.url,
+                sizes.append,
+                profile=profile,
+                worker_pid=worker.pid,
+            ),
+        )
+        _log("huge journal")
+        huge = await _guarded(
+            "Huge journal over HTTP", bench_huge(journals, store, worker, sizes.huge_events)
+        )
+        return [append, replication, huge]
+    finally:
+        worker.stop()
+        await journals.close()
+
+
+async def _scenarios(base: Settings, sizes: Sizes, workdir: Path, profile: bool) -> list[Section]:
+    read, consumer = await _read_sections(base, sizes)
+    append, replication, huge = await _worker_sections(base, sizes, workdir, profile)
+    sections = [append, read, replication, huge]
+    if sizes.spark_events:
+        _log("Spark rebuild")
+        spark = await _guarded(
+            "Spark rebuild", bench_spark(settings_for(base, "spark"), sizes.spark_events)
+        )
+    else:
+        spark = Section("Spark rebuild", "Not run in --quick mode (Spark start-up alone is ~30 s).")
+    return [*sections, spark, consumer]
+
+
+def run(quick: bool, out: Path, profile: bool | None = None) -> int:
+    from stack import Stack
+
+    sizes = QUICK if quick else FULL
+    stack = Stack()
+    stack.up()
+    base = Settings.from_env(
+        kafka_bootstrap=stack.kafka_bootstrap,
+        cassandra_hosts=",".join(stack.cassandra_hosts),
+        cassandra_port=stack.cassandra_port,
+    )
+    servers = {status.name.capitalize(): status.version or "?" for status in stack.status()}
+    load_before, others_before = load_average(), _others()
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="kj-bench-") as workdir:
+        sections = asyncio.run(
+            _scenarios(base, sizes, Path(workdir), not quick if profile is None else profile)
+        )
+    seconds = time.monotonic() - started
+    info = RunInfo(
+        mode="quick" if quick else "full",
+        date=f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
+        machine=_machine(),
+        versions=_versions(servers),
+        load_before=load_before,
+        load_after=load_average(),
+        others_before=others_before,
+        others_after=_others(),
+        seconds=seconds,
+        scaling=[
+            line.format(
+                huge=sizes.huge_events,
+                repl=sizes.replication.events,
+                raw=sizes.replication.raw_rows,
+                spark=sizes.spark_events,
+            )
+            for line in SCALING
+        ],
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    markdown = out / "BENCHMARKS.md"
+    write(sections, info, markdown, out / "docs" / "bench")
+    _log(f"wrote {markdown} in {seconds / 60:.1f} min")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="kafka-journal bench", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: prove the harness")
+    parser.add_argument("--out", type=Path, default=REPO, help="where BENCHMARKS.md goes")
+    args = parser.parse_args(argv)
+    return run(args.quick, args.out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

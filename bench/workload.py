@@ -1,0 +1,59 @@
+"""What the scenarios write: events of about 300 bytes, and the same bytes as a raw record."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+
+from bench.common import Timed
+from journal.actions import record_headers
+from journal.codec.events import encode_events
+from journal.model import AppendHeader, Event, Events, Json, JsonPayload, SeqRange
+
+PAD = "x" * 260  # with the JSON around it, an encoded event of about 300 bytes
+
+
+def payload(seq_nr: int) -> dict[str, Json]:
+    return {"n": seq_nr, "kind": "bench", "pad": PAD}
+
+
+def events(first: int, count: int) -> list[Event]:
+    return [
+        Event(n, frozenset({"bench"}), JsonPayload(payload(n))) for n in range(first, first + count)
+    ]
+
+
+def http_body(first: int, count: int) -> dict[str, Json]:
+    return {
+        "events": [
+            {"seqNr": n, "payload": payload(n), "tags": ["bench"]}
+            for n in range(first, first + count)
+        ]
+    }
+
+
+def raw_append(first: int, count: int) -> tuple[bytes, list[tuple[str, bytes]]]:
+    """The value and headers of the Append record the writer produces for these events."""
+    batch = Events(tuple(events(first, count)))
+    payload_type, value = encode_events(batch)
+    header = AppendHeader(SeqRange(first, first + count - 1), payload_type)
+    return value, record_headers(header, {})
+
+
+async def closed_loop(
+    operation: Callable[[int, int], Awaitable[object]], concurrency: int, total: int
+) -> Timed:
+    """`total` calls of `operation(lane, round)`, `concurrency` lanes each calling in sequence."""
+    rounds = max(1, total // concurrency)
+    latencies: list[float] = []
+
+    async def lane(index: int) -> None:
+        for round_ in range(rounds):
+            started = time.perf_counter()
+            await operation(index, round_)
+            latencies.append((time.perf_counter() - started) * 1000)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(lane(i) for i in range(concurrency)))
+    return Timed(latencies, time.perf_counter() - started)

@@ -1,0 +1,54 @@
+"""`kafka-journal bench --quick` runs end to end and writes a report with every section."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from pathlib import Path
+
+import pytest
+
+from app.cli import main
+from stack import Stack
+
+pytestmark = pytest.mark.integration
+
+SECTIONS = (
+    "Append",
+    "Read (recovery)",
+    "Replication",
+    "Huge journal over HTTP",
+    "Spark rebuild",
+    "Kafka consumer costs",
+)
+NOT_RUN_IN_QUICK = {"Spark rebuild"}
+
+
+def _sections(markdown: str) -> dict[str, str]:
+    parts = re.split(r"^## ", markdown, flags=re.MULTILINE)
+    return {part.splitlines()[0]: part for part in parts[1:]}
+
+
+def _numbers(section: str) -> list[float]:
+    """The numbers of the value column of a section's table."""
+    values = []
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) >= 3 and line.startswith("| ") and cells[0] != "measure":
+            with contextlib.suppress(ValueError):
+                values.append(float(cells[1].replace(",", "")))
+    return values
+
+
+def test_quick_mode_writes_every_section_with_numbers(stack: Stack, tmp_path: Path) -> None:
+    assert main(["bench", "--quick", "--out", str(tmp_path)]) == 0
+
+    markdown = (tmp_path / "BENCHMARKS.md").read_text()
+    sections = _sections(markdown)
+    for title in SECTIONS:
+        assert title in sections, f"no section {title!r}"
+        if title not in NOT_RUN_IN_QUICK:
+            assert _numbers(sections[title]), f"no numbers in {title!r}"
+    assert "## Goals" in markdown and "load average" in markdown
+    assert re.search(r"Kafka \d", markdown) and re.search(r"Cassandra \d", markdown)
+    assert list((tmp_path / "docs" / "bench").glob("*.png")) or "No plots" in markdown
