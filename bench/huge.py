@@ -7,11 +7,13 @@ import time
 
 import aiohttp
 
+from app.launcher import WorkerProcess
 from bench.common import Row, Section, unique
-from bench.environment import Worker, end_offsets, replicated_to
 from bench.workload import events
 from journal.journals import Journals
+from journal.replicate import wait_replicated
 from journal.store.cassandra import CassandraStore
+from journal.topic import end_offsets
 
 METHOD = (
     "One journal of {events:,} events (~300 bytes each) written in appends of 1,000 events "
@@ -23,7 +25,7 @@ METHOD = (
 
 
 async def bench_huge(
-    journals: Journals, store: CassandraStore, worker: Worker, count: int
+    journals: Journals, store: CassandraStore, worker: WorkerProcess, count: int
 ) -> Section:
     section = Section("Huge journal over HTTP", METHOD.format(events=count))
     journal_id = unique("huge")
@@ -34,7 +36,7 @@ async def bench_huge(
     written = time.monotonic()
     s = journals.writer.partitions
     ends = await end_offsets(worker.settings.kafka_bootstrap, journals.topic, s)
-    await replicated_to(store, journals.topic, ends, timeout_s=900)
+    await wait_replicated(store, journals.topic, ends, timeout_s=900)
     replicated = time.monotonic()
     section.notes.append(
         f"writing took {written - started:.1f} s ({count / (written - started):,.0f} events/s); "

@@ -8,16 +8,17 @@ import time
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
+from app.launcher import WorkerProcess
 from bench.common import Row, Section, percentile, unique
-from bench.environment import Worker, end_offsets, replicated_to
 from bench.profile import py_spy
 from bench.workload import closed_loop, events, payload
 from journal.journals import Journals
 from journal.model import Position
-from journal.replicate import AlreadyQuarantined, replicate_to_now
+from journal.replicate import AlreadyQuarantined, replicate_to_now, wait_replicated
 from journal.settings import Settings
 from journal.store import cql
 from journal.store.cassandra import CassandraStore
+from journal.topic import end_offsets
 
 METHOD = (
     "{events:,} events ({appends:,} appends of 10, 100 journals, 3 partitions) are written "
@@ -54,7 +55,7 @@ async def write_backlog(journals: Journals, count: int) -> int:
 
 async def replicate_with_worker(
     settings: Settings,
-    worker: Worker,
+    worker: WorkerProcess,
     store: CassandraStore,
     section: Section,
     profile: bool = False,
@@ -68,7 +69,7 @@ async def replicate_with_worker(
     pointers = await store.pointers(settings.topic)
     remaining = sum(end - 1 - pointers.get(p, -1) for p, end in ends.items())
     sampling = asyncio.create_task(py_spy(worker.pid, 8)) if profile else None
-    await replicated_to(store, settings.topic, ends, timeout_s=900)
+    await wait_replicated(store, settings.topic, ends, timeout_s=900)
     if sampling is not None:
         section.profile = "worker catching up on the backlog, py-spy (first 8 s):\n"
         section.profile += await sampling

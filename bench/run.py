@@ -21,10 +21,11 @@ from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
+from app.launcher import WorkerProcess
 from bench.append import AppendSizes, bench_append
 from bench.common import Row, Section, load_average
 from bench.consumer import bench_consumer
-from bench.environment import Worker, settings_for
+from bench.environment import settings_for, worker
 from bench.huge import bench_huge
 from bench.read import ReadSizes, bench_read
 from bench.replication import (
@@ -173,7 +174,7 @@ async def _replication(
     settings: Settings,
     journals: Journals,
     store: CassandraStore,
-    worker: Worker,
+    worker: WorkerProcess,
     sizes: ReplicationSizes,
     profile: bool,
 ) -> Section:
@@ -208,34 +209,34 @@ async def _worker_sections(
     journals = await Journals.connect(settings)
     store = journals.replicated_store
     assert isinstance(store, CassandraStore)
-    worker = Worker(settings, workdir / "worker")
+    process = worker(settings, workdir / "worker")
     try:
         replication = await _guarded(
             "Replication",
-            _replication(settings, journals, store, worker, sizes.replication, profile),
+            _replication(settings, journals, store, process, sizes.replication, profile),
         )
-        if worker.process is None:
-            worker.start()
-        await worker.wait_ready()
+        if process.process is None:
+            process.start()
+        await process.wait_ready()
         _log("append")
         append = await _guarded(
             "Append",
             bench_append(
                 journals,
                 base.kafka_bootstrap,
-                worker.url,
+                str(process.url),
                 sizes.append,
                 profile=profile,
-                worker_pid=worker.pid,
+                worker_pid=process.pid,
             ),
         )
         _log("huge journal")
         huge = await _guarded(
-            "Huge journal over HTTP", bench_huge(journals, store, worker, sizes.huge_events)
+            "Huge journal over HTTP", bench_huge(journals, store, process, sizes.huge_events)
         )
         return [append, replication, huge]
     finally:
-        worker.stop()
+        process.stop()
         await journals.close()
 
 

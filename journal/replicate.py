@@ -7,6 +7,8 @@ records aside, fold, apply, advance the pointer. A malformed record never stops 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import Sequence
 from typing import Protocol
@@ -18,7 +20,7 @@ from journal.fold import fold
 from journal.metrics import METRICS
 from journal.model import ActionRecord
 from journal.producer import JournalProducer
-from journal.store.base import EventualStore, ReplicatedJournal
+from journal.store.base import EventualJournal, EventualStore, ReplicatedJournal, StoreUnavailable
 from journal.topic import partition_count, quarantine_topic
 
 log = logging.getLogger(__name__)
@@ -121,6 +123,30 @@ async def replicate_to_now(
         return await store.pointers(topic)
     finally:
         await consumer.stop()
+
+
+async def wait_replicated(
+    store: EventualJournal,
+    topic: str,
+    ends: dict[int, int],
+    timeout_s: float,
+    poll_s: float = 0.05,
+) -> dict[int, int]:
+    """Until the store's pointers reach `ends` (from `end_offsets`); the pointers then.
+
+    A store that is unavailable meanwhile (reconnecting after an outage) is asked again.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    pointers: dict[int, int] = {}
+    while True:
+        with contextlib.suppress(StoreUnavailable):
+            pointers = await store.pointers(topic)
+        if all(pointers.get(p, -1) >= end - 1 for p, end in ends.items() if end > 0):
+            return pointers
+        if loop.time() > deadline:
+            raise TimeoutError(f"replication stuck: pointers {pointers}, ends {ends}")
+        await asyncio.sleep(poll_s)
 
 
 async def replicate_range(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 _TOPIC_ALREADY_EXISTS = 36
@@ -52,6 +53,18 @@ async def ensure_topic(bootstrap: str, spec: TopicSpec, timeout_s: float = 30.0)
         return await asyncio.wait_for(_partitions_with_leaders(admin, spec.name), timeout_s)
     finally:
         await admin.close()
+
+
+async def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
+    """The offset the next record of each partition will get."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None)
+    await consumer.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        ends = await consumer.end_offsets(tps)
+        return {tp.partition: offset for tp, offset in ends.items()}
+    finally:
+        await consumer.stop()
 
 
 async def partition_count(bootstrap: str, topic: str, timeout_s: float = 30.0) -> int:

@@ -4,8 +4,8 @@ Contract: `kafka_source_jars(cache_root)` returns the jar paths that `spark-kafk
 pins (the connector and what it needs beyond PySpark's own jars). The first call runs
 `mvn dependency:copy-dependencies` into `<cache_root>/spark-kafka-<version>/`; a marker file
 written last (holding the pom's hash) says the directory is complete, so later calls never run
-Maven or touch the network. Concurrent callers serialise on a lock file. The same scheme as
-`stack.jars`, for a pom that lives here.
+Maven or touch the network. Concurrent callers serialise on a lock file. `stack.jars.resolve_pom`
+does all that, as for the servers' own jars.
 
 Why 4.2.0 and not the installed PySpark's 4.3.0: Maven Central has no
 `spark-sql-kafka-0-10_2.13:4.3.0` (nor `spark-token-provider-kafka-0-10_2.13` after 4.0.0).
@@ -15,19 +15,15 @@ pipeline's integration tests prove it. Move both to the PySpark version once it 
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import re
-import shutil
-import subprocess
-import time
 from pathlib import Path
 
+from stack.errors import StackError
+from stack.jars import resolve_pom
 from stack.progress import Progress, no_progress
 from stack.settings import StackSettings
 
 POM = Path(__file__).resolve().parent / "spark-kafka.pom.xml"
-MARKER = ".complete"
 
 
 class JarsUnavailable(RuntimeError):
@@ -58,48 +54,7 @@ def kafka_source_jars(
 ) -> list[Path]:
     """The connector's jars, resolving them with Maven the first time (see the contract)."""
     root = default_cache_root() if cache_root is None else cache_root
-    directory = root / f"spark-kafka-{pom_version(pom)}"
-    pom_hash = hashlib.sha256(pom.read_bytes()).hexdigest()
-    jars = _cached(directory, pom_hash)
-    if jars is not None:
-        return jars
-    root.mkdir(parents=True, exist_ok=True)
-    with (root / f".{directory.name}.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-        jars = _cached(directory, pom_hash)  # another process may have finished meanwhile
-        if jars is not None:
-            return jars
-        return _resolve(pom, directory, pom_hash, progress, mvn)
-
-
-def _cached(directory: Path, pom_hash: str) -> list[Path] | None:
-    marker = directory / MARKER
-    if not marker.is_file() or marker.read_text(encoding="utf-8").strip() != pom_hash:
-        return None
-    return sorted(directory.glob("*.jar")) or None
-
-
-def _resolve(pom: Path, directory: Path, pom_hash: str, progress: Progress, mvn: str) -> list[Path]:
-    if shutil.which(mvn) is None:
-        raise JarsUnavailable(
-            f"'{mvn}' not found: Maven is needed once to fetch Spark's Kafka source"
-        )
-    scratch = directory.with_name(directory.name + ".partial")
-    shutil.rmtree(scratch, ignore_errors=True)
-    progress(f"resolving Spark's Kafka source from Maven Central into {directory} (once)")
-    started = time.monotonic()
-    command = [
-        mvn, "-q", "-B", "-f", str(pom),
-        "dependency:copy-dependencies", "-DincludeScope=runtime", f"-DoutputDirectory={scratch}",
-    ]  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
-    jars = sorted(scratch.glob("*.jar"))
-    if done.returncode != 0 or not jars:
-        shutil.rmtree(scratch, ignore_errors=True)
-        output = (done.stdout + done.stderr).strip()[-3000:]
-        raise JarsUnavailable(f"mvn could not resolve Spark's Kafka source:\n{output}")
-    shutil.rmtree(directory, ignore_errors=True)
-    scratch.rename(directory)
-    (directory / MARKER).write_text(pom_hash + "\n", encoding="utf-8")
-    progress(f"{len(jars)} jars cached in {time.monotonic() - started:.0f} s")
-    return sorted(directory.glob("*.jar"))
+    try:
+        return resolve_pom(pom, root / f"spark-kafka-{pom_version(pom)}", progress, mvn)
+    except StackError as error:
+        raise JarsUnavailable(f"Spark's Kafka source: {error}") from error

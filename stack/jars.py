@@ -46,8 +46,28 @@ def cache_dir(server: str, cache_root: Path) -> Path:
     return cache_root / f"{server}-{pom_version(server)}"
 
 
-def _pom_hash(server: str) -> str:
-    return hashlib.sha256(pom_path(server).read_bytes()).hexdigest()
+def classpath(
+    server: str, cache_root: Path, progress: Progress = print_progress, mvn: str = "mvn"
+) -> list[Path]:
+    """The server's jars, resolving them with Maven the first time (see the module contract)."""
+    return resolve_pom(pom_path(server), cache_dir(server, cache_root), progress, mvn)
+
+
+def resolve_pom(
+    pom: Path, directory: Path, progress: Progress = print_progress, mvn: str = "mvn"
+) -> list[Path]:
+    """The runtime jars of any pom, cached in `directory` as the module contract says."""
+    pom_hash = hashlib.sha256(pom.read_bytes()).hexdigest()
+    jars = _cached(directory, pom_hash)
+    if jars is not None:
+        return jars
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    with (directory.parent / f".{directory.name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        jars = _cached(directory, pom_hash)  # another process may have finished meanwhile
+        if jars is not None:
+            return jars
+        return _resolve(pom, directory, pom_hash, progress, mvn)
 
 
 def _cached(directory: Path, pom_hash: str) -> list[Path] | None:
@@ -58,51 +78,31 @@ def _cached(directory: Path, pom_hash: str) -> list[Path] | None:
     return jars or None
 
 
-def classpath(
-    server: str, cache_root: Path, progress: Progress = print_progress, mvn: str = "mvn"
-) -> list[Path]:
-    """The server's jars, resolving them with Maven the first time (see the module contract)."""
-    directory = cache_dir(server, cache_root)
-    pom_hash = _pom_hash(server)
-    jars = _cached(directory, pom_hash)
-    if jars is not None:
-        return jars
-    cache_root.mkdir(parents=True, exist_ok=True)
-    with (cache_root / f".{directory.name}.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-        jars = _cached(directory, pom_hash)  # another process may have finished meanwhile
-        if jars is not None:
-            return jars
-        return _resolve(server, directory, pom_hash, progress, mvn)
-
-
-def _resolve(
-    server: str, directory: Path, pom_hash: str, progress: Progress, mvn: str
-) -> list[Path]:
+def _resolve(pom: Path, directory: Path, pom_hash: str, progress: Progress, mvn: str) -> list[Path]:
+    name = directory.name
     if shutil.which(mvn) is None:
-        raise StackError(f"'{mvn}' not found: Maven is needed once to fetch the {server} jars")
-    version = pom_version(server)
+        raise StackError(f"'{mvn}' not found: Maven is needed once to fetch the {name} jars")
     # Resolve into a scratch dir and rename it, so a crash never leaves a half-filled cache.
     scratch = directory.with_name(directory.name + ".partial")
     shutil.rmtree(scratch, ignore_errors=True)
-    progress(f"{server} {version}: resolving jars from Maven Central into {directory} (once)")
+    progress(f"{name}: resolving jars from Maven Central into {directory} (once)")
     started = time.monotonic()
     command = [
-        mvn, "-q", "-B", "-f", str(pom_path(server)),
+        mvn, "-q", "-B", "-f", str(pom),
         "dependency:copy-dependencies", "-DincludeScope=runtime", f"-DoutputDirectory={scratch}",
     ]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         shutil.rmtree(scratch, ignore_errors=True)
         output = (done.stdout + done.stderr).strip()[-3000:]
-        raise StackError(f"mvn failed resolving {server} {version} jars:\n{output}")
+        raise StackError(f"mvn failed resolving the {name} jars:\n{output}")
     jars = sorted(scratch.glob("*.jar"))
     if not jars:
-        raise StackError(f"mvn resolved no jars for {server} {version} into {scratch}")
+        raise StackError(f"mvn resolved no jars for {name} into {scratch}")
     shutil.rmtree(directory, ignore_errors=True)
     scratch.rename(directory)
     (directory / MARKER).write_text(pom_hash + "\n", encoding="utf-8")
-    progress(f"{server} {version}: {len(jars)} jars cached in {time.monotonic() - started:.0f} s")
+    progress(f"{name}: {len(jars)} jars cached in {time.monotonic() - started:.0f} s")
     return sorted(directory.glob("*.jar"))
 
 

@@ -1,0 +1,124 @@
+"""Worker processes started from Python: for tests, benchmarks and tools that need real ones.
+
+`WorkerProcess` runs `kafka-journal worker` (or `run`) as a child process with the settings it is
+given, logs to `<datadir>.log`, and can wait until the worker is ready, stop it, or kill -9 it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from os import environ
+from pathlib import Path
+
+import aiohttp
+from yarl import URL
+
+from journal.settings import Settings
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@dataclass
+class WorkerProcess:
+    settings: Settings
+    app_id: str  # the consumer group: workers with the same one share the partitions
+    datadir: Path
+    port: int = field(default_factory=free_port)
+    instance_id: str | None = None
+    command: str = "worker"  # or "run": the stack (reused when up) and a worker
+    loglevel: str = "info"
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> URL:
+        return URL(f"http://127.0.0.1:{self.port}")
+
+    @property
+    def log(self) -> Path:
+        return self.datadir.with_suffix(".log")
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None, "start() first"
+        return self.process.pid
+
+    def start(self) -> None:
+        s = self.settings
+        env = {
+            **environ,
+            "KJ_KAFKA_BOOTSTRAP": s.kafka_bootstrap,
+            "KJ_CASSANDRA_HOSTS": s.cassandra_hosts,
+            "KJ_CASSANDRA_PORT": str(s.cassandra_port),
+            "KJ_TOPIC": s.topic,
+            "KJ_KEYSPACE": s.keyspace,
+            "KJ_PARTITIONS": str(s.partitions),
+            "KJ_SEGMENT_SIZE": str(s.segment_size),
+            "KJ_APP_ID": self.app_id,
+        }
+        command = [sys.executable, "-m", "app.cli", self.command, "--web-port", str(self.port)]
+        command += ["--datadir", str(self.datadir), "--loglevel", self.loglevel]
+        if self.instance_id:
+            command += ["--instance-id", self.instance_id]
+        self.datadir.parent.mkdir(parents=True, exist_ok=True)
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(
+                command, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT
+            )
+
+    async def wait_ready(self, timeout_s: float = 120.0) -> None:
+        """Until /readyz answers 200 (assigned, recovered, connected)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        async with aiohttp.ClientSession() as session:
+            while True:
+                if self.process is None or self.process.poll() is not None:
+                    raise RuntimeError(f"the worker on {self.port} exited:\n{self.tail()}")
+                try:
+                    async with session.get(self.url / "readyz") as response:
+                        if response.status == 200:
+                            return
+                except aiohttp.ClientError:
+                    pass
+                if loop.time() > deadline:
+                    raise TimeoutError(f"worker on {self.port} not ready:\n{self.tail()}")
+                await asyncio.sleep(0.2)
+
+    def kill9(self) -> None:
+        assert self.process is not None, "start() first"
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait()
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.kill9()
+
+    def tail(self, lines: int = 40) -> str:
+        if not self.log.exists():
+            return "(no log)"
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+
+    def memory_kib(self) -> dict[str, int]:
+        """VmRSS and VmHWM (peak) of the worker, in KiB, from /proc/<pid>/status."""
+        values: dict[str, int] = {}
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            name, _, rest = line.partition(":")
+            if name in ("VmRSS", "VmHWM"):
+                values[name] = int(rest.split()[0])
+        return values
