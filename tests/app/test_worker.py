@@ -67,11 +67,9 @@ class TestOneWorker(JournalContract):
 async def test_the_agent_replicates_into_the_store(api: HttpJournals, connected: Harness) -> None:
     await api.append("replicated", events(1, 30))
     await api.settle()
-    key = connected.journals.journal("replicated").key
-    store = connected.journals.store
-    meta = await store.meta(key)
+    meta, seq_nrs = await connected.stored("replicated")
     assert meta is not None and meta.seq_nr == 30
-    assert [r.seq_nr async for r in store.read(key, meta)] == list(range(1, 31))
+    assert seq_nrs == list(range(1, 31))
 
 
 async def test_a_malformed_record_is_quarantined_and_replication_goes_on(
@@ -89,11 +87,8 @@ async def test_a_malformed_record_is_quarantined_and_replication_goes_on(
     )
     await api.append("poisoned", events(3, 4))
     await api.settle()
-    store = connected.journals.store
-    key = connected.journals.journal("poisoned").key
-    meta = await store.meta(key)
-    assert meta is not None
-    assert [r.seq_nr async for r in store.read(key, meta)] == [1, 2, 3, 4]
+    _, seq_nrs = await connected.stored("poisoned")
+    assert seq_nrs == [1, 2, 3, 4]
     quarantined = await _count_quarantined(connected)
     assert quarantined == 1
     async with aiohttp.ClientSession() as session, session.get(worker.url / "metrics") as got:
@@ -150,11 +145,9 @@ async def test_kill_9_of_the_worker_loses_no_acknowledged_event(
     await api.settle()
     for known, got in reads:
         assert got == list(range(1, len(got) + 1)) and len(got) >= known
-    store = connected.journals.store
-    key = connected.journals.journal("killed").key
-    meta = await store.meta(key)
+    meta, seq_nrs = await connected.stored("killed")
     assert meta is not None and meta.seq_nr == 150
-    assert [r.seq_nr async for r in store.read(key, meta)] == list(range(1, 151))
+    assert seq_nrs == list(range(1, 151))
 
 
 async def test_with_cassandra_down_the_worker_serves_and_then_catches_up(
@@ -173,11 +166,9 @@ async def test_with_cassandra_down_the_worker_serves_and_then_catches_up(
     finally:
         stack.cassandra.start()
     await api.settle()
-    store = connected.journals.store
-    key = connected.journals.journal("outage").key
-    meta = await store.meta(key)
+    meta, seq_nrs = await connected.stored("outage")
     assert meta is not None and (meta.seq_nr, meta.delete_to) == (23, 5)
-    assert [r.seq_nr async for r in store.read(key, meta)] == list(range(6, 24))
+    assert seq_nrs == list(range(6, 24))
     assert [e.seq_nr for e in await api.read("outage")] == list(range(6, 24))
 
 

@@ -11,6 +11,7 @@ from journal.journals import Journals
 from journal.producer import JournalProducer
 from journal.replicate import KafkaQuarantine, replicate_to_now
 from journal.settings import Settings
+from journal.store.base import JournalMeta
 from journal.topic import TopicSpec, ensure_topic, quarantine_topic
 from stack import Stack
 
@@ -36,6 +37,14 @@ class Harness:
     journals: Journals
     producer: JournalProducer
     settings: Settings
+
+    async def stored(self, journal_id: str) -> tuple[JournalMeta | None, list[int]]:
+        """What the store holds of a journal: its metadata and its events' seqNrs."""
+        key = self.journals.journal(journal_id).key
+        meta = await self.journals.store.meta(key)
+        if meta is None:
+            return None, []
+        return meta, [r.seq_nr async for r in self.journals.store.read(key, meta)]
 
     async def settle(self) -> None:
         """`replicate`, as the semantic suite's settle()."""

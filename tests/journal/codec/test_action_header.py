@@ -20,12 +20,12 @@ from journal.model import (
     AppendHeader,
     DeleteHeader,
     HeaderMetadata,
-    Json,
     MarkHeader,
     PayloadType,
     PurgeHeader,
     SeqRange,
 )
+from tests.journal.codec.strategies import json_values
 
 # --- the reference vectors -------------------------------------------------------------------
 
@@ -142,15 +142,6 @@ def test_non_finite_metadata_cannot_be_encoded() -> None:
 
 # --- properties --------------------------------------------------------------------------------
 
-json_values: st.SearchStrategy[Json] = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(-(2**63), 2**63 - 1)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner),
-    max_leaves=8,
-)
 optional_texts = st.none() | st.text()
 seq_nrs = st.integers(1, SEQ_NR_MAX)
 

@@ -31,6 +31,7 @@ from journal.model import (
     PayloadType,
     TextPayload,
 )
+from tests.journal.codec.strategies import json_values
 
 BINARY, JSON = PayloadType.BINARY, PayloadType.JSON
 
@@ -387,15 +388,6 @@ def test_unencodable_events_raise_encode_error(events: Events) -> None:
 
 # --- properties --------------------------------------------------------------------------------
 
-json_values: st.SearchStrategy[Json] = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(-(2**63), 2**63 - 1)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner),
-    max_leaves=8,
-)
 payloads: st.SearchStrategy[Payload | None] = st.one_of(
     st.none(),
     st.builds(JsonPayload, json_values),
