@@ -33,9 +33,9 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from journal.actions import RawRecord
 from journal.metrics import METRICS
 from journal.model import ActionRecord
-from journal.progress import Progress
 from journal.replicate import AlreadyQuarantined, Quarantine, Replicator, replicate_range
 from journal.store.base import EventualStore
+from tables.partitions import OwnedPartitions
 from tables.tables import JournalTables
 
 log = logging.getLogger(__name__)
@@ -67,14 +67,14 @@ class ReplicationWork:
         store: EventualStore,
         quarantine: Quarantine,
         tables: JournalTables,
-        progress: Progress,
+        owned: OwnedPartitions,
         bootstrap: str,
         max_backoff_s: float = 10.0,
     ) -> None:
         self._topic = topic
         self._store = store
         self._tables = tables
-        self._progress = progress
+        self._owned = owned
         self._bootstrap = bootstrap
         self._max_backoff_s = max_backoff_s
         self._replicator = Replicator(store, quarantine)
@@ -87,10 +87,10 @@ class ReplicationWork:
         state = await self._state(record.partition, record.offset)
         actions = await _retrying(lambda: self._replicator.parse([record]))
         for action in actions:
-            self._tables.update(action.key.id, [action], state.pointer)
+            self._tables.record(action, state.pointer)
         state.last = record
         if state.trusted:
-            await self._progress.advance(record.partition, record.offset)
+            await self._owned.advance(record.partition, record.offset)
         if state.catch_up_from is None:
             state.queued.extend(actions)
             if len(state.queued) > MAX_QUEUED:
@@ -102,7 +102,7 @@ class ReplicationWork:
         state = self._partitions.pop(partition, None)
         if state is not None and state.task is not None:
             state.task.cancel()
-        await self._progress.revoke(partition)
+        await self._owned.revoke(partition)
 
     async def close(self) -> None:
         for partition in list(self._partitions):
@@ -113,10 +113,12 @@ class ReplicationWork:
         if state is None:
             pointer = await _retrying(lambda: self._store.pointer(self._topic, partition))
             state = _Partition(pointer=-1 if pointer is None else pointer)
+            self._owned.assign(partition)
+            self._owned.set_replicated(partition, state.pointer)
             if state.pointer + 1 < first_offset:  # Faust committed ahead of replication
                 state.catch_up_from = state.pointer + 1
                 state.gap_end = first_offset - 1
-                self._progress.set_floor(partition, state.gap_end)
+                self._owned.set_floor(partition, state.gap_end)
             state.task = asyncio.create_task(self._replicate(partition, state))
             self._partitions[partition] = state
         return state
@@ -135,6 +137,7 @@ class ReplicationWork:
                     batch, state.queued = state.queued, []
                     await self._replicator.store(batch, last)
                     state.pointer = last.offset
+                    self._owned.set_replicated(partition, last.offset)
                 else:
                     await self._catch_up(partition, state, last.offset)
                 backoff = 0.2
@@ -163,8 +166,9 @@ class ReplicationWork:
         finally:
             await consumer.stop()
         state.pointer = max(state.pointer, until)
+        self._owned.set_replicated(partition, state.pointer)
         if state.trusted:
-            await self._progress.advance(partition, until)
+            await self._owned.advance(partition, until)
         if state.last is not None and state.last.offset == until:
             state.catch_up_from, state.queued = None, []  # no await since: the agent is here
             log.info("partition %s caught up at %s", partition, until)

@@ -11,27 +11,26 @@ The body never raises: Faust would ack and commit.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import faust
 
+from agents.replication import ReplicationWork
 from journal.actions import RawRecord
-
-if TYPE_CHECKING:
-    from app.worker import WorkerContext
+from journal.deferred import Deferred
 
 log = logging.getLogger(__name__)
 
 
-def define_agent(app: faust.App, topic: Any, context: WorkerContext) -> Any:
+def define_agent(app: faust.App, topic: Any, work: Deferred[ReplicationWork]) -> Any:
+    """The agent; it starts handling records once `work` is there (the worker connected)."""
+
     @app.agent(topic, name="replicate", concurrency=1)
     async def replicate(stream: Any) -> None:
-        await context.started.wait()
-        work = context.work
-        assert work is not None
+        handler = await work.wait()
         async for event in stream.events():
             try:
-                await work.handle(_raw(event.message))
+                await handler.handle(_raw(event.message))
             except Exception:
                 # handle() retries what can fail; this is a bug. Log it loudly: the event
                 # is acked, but the store's pointer still lets the next owner catch up.

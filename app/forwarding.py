@@ -21,6 +21,7 @@ from yarl import URL
 
 from journal.metrics import METRICS
 from journal.writer import partition_of
+from tables.partitions import OwnedPartitions
 from web.errors import ApiError
 from web.views import journal_id_of
 
@@ -49,8 +50,11 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 class Owners:
     """Which worker owns which partition, from the Faust assignor's table metadata."""
 
-    def __init__(self, app: Any, table: str, partitions: int, own_url: str) -> None:
+    def __init__(
+        self, app: Any, owned: OwnedPartitions, table: str, partitions: int, own_url: str
+    ) -> None:
         self._app = app
+        self._owned = owned
         self._table = table
         self._partitions = partitions
         self._own = URL(own_url)
@@ -58,6 +62,8 @@ class Owners:
     def owner_of(self, journal_id: str) -> URL | None:
         """The owner's base URL, or None when it is this worker or not known."""
         partition = partition_of(journal_id, self._partitions)
+        if self._owned.owns(partition):
+            return None
         try:
             hosts = self._app.router.table_metadata(self._table)
         except KeyError:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import faust
@@ -20,35 +19,26 @@ from agents.replicator import define_agent
 from app.backend import WorkerBackend
 from app.forwarding import Forwarder, Owners
 from app.settings import WorkerSettings
-from journal.head import HeadReader, KafkaReadConfig
+from journal.deferred import Deferred
 from journal.journals import Journals
 from journal.producer import JournalProducer
-from journal.progress import Progress
 from journal.replicate import KafkaQuarantine
 from journal.store.cassandra import CassandraStore
 from journal.topic import TopicSpec, ensure_topic, quarantine_topic
-from tables.head_source import TableHeadSource
+from tables.index import TableIndex
+from tables.partitions import OwnedPartitions
 from tables.tables import JournalTables, define_tables
 from web.app import add_routes
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(slots=True)
-class WorkerContext:
-    """What the agent and the views share in one worker process."""
+def create_app(settings: WorkerSettings, partitions: int) -> faust.App:
+    """The Faust app for an action topic of `partitions` partitions (tables match them).
 
-    settings: WorkerSettings
-    tables: JournalTables
-    progress: Progress = field(default_factory=Progress)
-    journals: Journals | None = None
-    work: ReplicationWork | None = None
-    started: asyncio.Event = field(default_factory=asyncio.Event)
-    closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
-
-
-def create_app(settings: WorkerSettings, partitions: int) -> tuple[faust.App, WorkerContext]:
-    """The Faust app for an action topic of `partitions` partitions (tables match them)."""
+    The agent and the API start serving once `_connect` has built the core (when the app
+    starts): until then the agent waits and the API answers 503 not_ready.
+    """
     journal = settings.journal
     app = faust.App(
         settings.app_id,
@@ -72,58 +62,77 @@ def create_app(settings: WorkerSettings, partitions: int) -> tuple[faust.App, Wo
         web_application_options={"client_max_size": settings.max_body_bytes},
         worker_redirect_stdouts=False,  # the welcome text is for the terminal, not the log
     )
-    context = WorkerContext(settings, define_tables(app, partitions))
+    tables = define_tables(app, partitions)
+    owned = OwnedPartitions()
+    work: Deferred[ReplicationWork] = Deferred()
+    journals: Deferred[Journals] = Deferred()
+    closers: list[Callable[[], Awaitable[None]]] = []
     topic = app.topic(journal.topic, key_type=bytes, value_type=bytes, partitions=partitions)
-    define_agent(app, topic, context)
-    _mount_web(app, context, partitions)
+    define_agent(app, topic, work)
+    _mount_web(app, settings, partitions, owned, journals, closers)
 
     @app.task
     async def connect() -> None:
-        await _connect(context)
+        await _connect(settings, tables, owned, work, journals, closers)
+
+    @app.on_partitions_assigned.connect
+    async def on_assigned(sender: Any, assigned: set[Any], **kwargs: Any) -> None:
+        for tp in assigned:
+            if tp.topic == journal.topic:
+                owned.assign(tp.partition)
 
     @app.on_partitions_revoked.connect
     async def on_revoked(sender: Any, revoked: set[Any], **kwargs: Any) -> None:
-        if context.work is not None:
-            for tp in revoked:
-                if tp.topic == journal.topic:
-                    await context.work.revoke(tp.partition)
+        for tp in revoked:
+            if tp.topic == journal.topic:
+                if work.done():
+                    await work.value().revoke(tp.partition)
+                else:
+                    await owned.revoke(tp.partition)
 
     @app.on_before_shutdown.connect
     async def on_shutdown(sender: Any, **kwargs: Any) -> None:
-        for close in reversed(context.closers):
+        for close in reversed(closers):
             await close()
 
-    return app, context
+    return app
 
 
-async def _connect(context: WorkerContext) -> None:
-    """Connect the core; the agent waits for this before its first batch."""
-    journal = context.settings.journal
+async def _connect(
+    settings: WorkerSettings,
+    tables: JournalTables,
+    owned: OwnedPartitions,
+    work: Deferred[ReplicationWork],
+    journals: Deferred[Journals],
+    closers: list[Callable[[], Awaitable[None]]],
+) -> None:
+    """Build the core; the agent and the API wait for this."""
+    journal = settings.journal
     store = await CassandraStore.connect(journal.cassandra_config())
-    kafka = HeadReader(KafkaReadConfig(bootstrap=journal.kafka_bootstrap))
-    wait_s = context.settings.read_wait_s
-    heads = TableHeadSource(context.tables, context.progress, kafka, store, wait_s)
-    journals = await Journals.connect(journal, store=store, heads=heads)
+    closers.append(store.close)
+    index = TableIndex(tables, owned, settings.read_wait_s)
+    client = await Journals.connect(journal, store=store, index=index)
+    closers.append(client.close)
     await ensure_topic(
         journal.kafka_bootstrap,
         TopicSpec(quarantine_topic(journal.topic), 1, journal.replication_factor),
     )
     producer = JournalProducer(journal.kafka_bootstrap)
     await producer.start()
-    context.journals = journals
-    context.closers += [journals.close, producer.stop]
-    context.work = ReplicationWork(
+    closers.append(producer.stop)
+    replication = ReplicationWork(
         journal.topic,
         store,
         KafkaQuarantine(producer),
-        context.tables,
-        context.progress,
+        tables,
+        owned,
         journal.kafka_bootstrap,
     )
-    context.closers.append(context.work.close)
-    context.started.set()
-    log.info("worker ready at %s", context.settings.url)
-    print(_welcome(context.settings.url), flush=True)
+    closers.append(replication.close)
+    work.set(replication)
+    journals.set(client)
+    log.info("worker ready at %s", settings.url)
+    print(_welcome(settings.url), flush=True)
 
 
 def _welcome(url: str) -> str:
@@ -136,13 +145,20 @@ def _welcome(url: str) -> str:
     )
 
 
-def _mount_web(app: faust.App, context: WorkerContext, partitions: int) -> None:
+def _mount_web(
+    app: faust.App,
+    settings: WorkerSettings,
+    partitions: int,
+    owned: OwnedPartitions,
+    journals: Deferred[Journals],
+    closers: list[Callable[[], Awaitable[None]]],
+) -> None:
     web_app = app.web.web_app
-    add_routes(web_app, WorkerBackend(app, context), max_body_bytes=context.settings.max_body_bytes)
-    owners = Owners(app, "watermarks", partitions, context.settings.url)
+    add_routes(web_app, WorkerBackend(app, journals), max_body_bytes=settings.max_body_bytes)
+    owners = Owners(app, owned, "head-cache", partitions, settings.url)
     forwarder = Forwarder(owners)
     web_app.middlewares.append(forwarder.middleware)  # inside the API's error middleware
-    context.closers.append(forwarder.close)
+    closers.append(forwarder.close)
 
 
 def prepare_topic(settings: WorkerSettings) -> int:
@@ -157,7 +173,7 @@ def run_worker(settings: WorkerSettings, loglevel: str = "info") -> int:
     mode.loop.use("uvloop")  # before any loop exists; Faust's own CLI does the same
     partitions = prepare_topic(settings)
     settings.datadir.mkdir(parents=True, exist_ok=True)
-    app, _ = create_app(settings, partitions)
+    app = create_app(settings, partitions)
     worker = faust.Worker(app, loglevel=loglevel)
     worker.execute_from_commandline()  # runs until a signal; exits the process itself
     return 0

@@ -1,30 +1,101 @@
-"""The replication fold: one partition's batch of actions to the writes the eventual store needs.
+"""The one fold: a journal's actions, in log order, to the journal's state. The log decides.
 
-A pure function, shared by the Faust agents and the Spark rebuild so both give the same store.
-Per journal, in offset order:
-- Marks carry no data and vanish (they do not even move the journal's offset);
-- a Purge voids everything before it, so only the last Purge and what follows it survive;
-- Deletes after that Purge collapse into one, the highest `to`;
-- Appends wholly at or below that `to` are dropped (a read would hide them anyway).
+Everything that interprets Append, Delete, Purge and Mark goes through `JournalState.apply`:
+replication (the agents and the Spark rebuild, through `fold_batch`), the reading flow (the
+store's state plus the journal's unreplicated actions, `HeadFold`) and the audit. So a read is
+a function of the log alone: the same before and after replication, on any worker.
 
-Delete semantics: `deleteTo` only grows and hides every event at or below it, whenever the
-event was appended. Writers clamp `to` to the journal's last seqNr, so in practice a Delete
-covers exactly the events appended before it.
+The rules, applied per journal in offset order:
+- **Conflict rule:** an Append takes effect only if its first seqNr continues the journal
+  (last seqNr + 1; 1 for a new or purged journal). Any other Append is rejected: invisible to
+  reads, never replicated, counted. One that ends exactly at the journal's last seqNr is most
+  likely a retry of the last accepted Append and is counted as a duplicate instead. So the
+  first writer in the log wins.
+- **Delete(to):** deleteTo becomes max(deleteTo, min(to, last seqNr)): it covers events
+  appended before it, never later ones, and only grows.
+- **Purge:** the journal starts again, empty; a later Append starts at 1.
+- **Mark:** nothing (a reader's fence).
+An action at or below the state's `offset` was folded already and changes nothing, which is
+what makes replaying records (after a crash, a replayed batch, a rebuild) harmless.
+
+`offset` moves only when the state changes, so a state does not depend on how the log was
+cut into batches: the agents and a Spark rebuild store the very same rows.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass, replace
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
 
+from journal.metrics import METRICS
 from journal.model import (
+    ActionHeader,
     ActionRecord,
     AppendHeader,
     DeleteHeader,
     JournalKey,
-    MarkHeader,
     PurgeHeader,
 )
+
+log = logging.getLogger(__name__)
+
+
+class Verdict(Enum):
+    """What one action did to a journal."""
+
+    APPENDED = "appended"
+    DELETED = "deleted"
+    PURGED = "purged"
+    NOTHING = "nothing"  # a Mark, a Delete that removes nothing new, or folded already
+    DUPLICATE = "duplicate"  # an Append ending at the journal's last seqNr: a retry
+    CONFLICT = "conflict"  # an Append that does not continue the journal
+
+    @property
+    def rejected(self) -> bool:
+        return self in (Verdict.DUPLICATE, Verdict.CONFLICT)
+
+
+@dataclass(frozen=True, slots=True)
+class JournalState:
+    """A journal as the log made it, up to `offset` (the last action that changed it).
+
+    `seq_nr` is the last accepted seqNr and `delete_to` the highest deleted one, 0 for none.
+    """
+
+    offset: int = -1
+    seq_nr: int = 0
+    delete_to: int = 0
+
+    def apply(self, header: ActionHeader, offset: int) -> tuple[JournalState, Verdict]:
+        if offset <= self.offset:
+            return self, Verdict.NOTHING
+        if isinstance(header, AppendHeader):
+            first, last = header.range.from_, header.range.to
+            if first == self.seq_nr + 1:
+                return JournalState(offset, last, self.delete_to), Verdict.APPENDED
+            return self, Verdict.DUPLICATE if last == self.seq_nr else Verdict.CONFLICT
+        if isinstance(header, DeleteHeader):
+            delete_to = min(header.to, self.seq_nr)
+            if delete_to <= self.delete_to:
+                return self, Verdict.NOTHING
+            return JournalState(offset, self.seq_nr, delete_to), Verdict.DELETED
+        if isinstance(header, PurgeHeader):
+            return JournalState(offset), Verdict.PURGED
+        return self, Verdict.NOTHING
+
+
+def count_rejected(key: JournalKey, record: ActionRecord, verdict: Verdict) -> None:
+    """Count a rejected Append; log conflicts (a writer lost a race), not retries."""
+    METRICS.counter("journal_appends_rejected_total", reason=verdict.value).inc()
+    if verdict is Verdict.CONFLICT:
+        log.info(
+            "%s: the Append of %s at offset %s does not continue the journal: rejected",
+            key,
+            record.header.range if isinstance(record.header, AppendHeader) else "?",
+            record.offset,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,93 +108,73 @@ class DeleteTo:
 
 @dataclass(frozen=True, slots=True)
 class JournalWrite:
-    """What one batch changes in one journal, applied in this order: purge, appends, delete.
+    """What one replication batch changes in one journal: from `before` to `after`.
 
-    `offset` is the highest offset among the journal's records in the batch, Marks excepted,
-    so the store can record how far the journal has been replicated. `seq_nr` is the last
-    seqNr appended after the Purge, also when a Delete made its Append unnecessary to store.
+    Applied in this order: `purge` (the offset of the batch's last Purge: every event stored
+    before it goes), `appends` (accepted, after that Purge, not wholly deleted), `delete`.
     """
 
     key: JournalKey
     partition: int
-    offset: int
-    purge: int | None = None  # offset of the last Purge of the batch
+    before: JournalState
+    after: JournalState
+    purge: int | None = None
     appends: tuple[ActionRecord, ...] = ()
     delete: DeleteTo | None = None
-    seq_nr: int | None = None
 
     @property
     def changes_store(self) -> bool:
-        return self.purge is not None or self.seq_nr is not None or self.delete is not None
-
-    def after(self, applied: int) -> JournalWrite | None:
-        """This write without what a store has applied already (offsets up to `applied`).
-
-        This is what makes replication idempotent: None when there is nothing left.
-        """
-        if self.offset <= applied:
-            return None
-        return replace(
-            self,
-            purge=self.purge if self.purge is not None and self.purge > applied else None,
-            appends=tuple(a for a in self.appends if a.offset > applied),
-            delete=self.delete
-            if self.delete is not None and self.delete.offset > applied
-            else None,
-        )
+        return self.after != self.before
 
 
 @dataclass(slots=True)
-class _Pending:
+class _Folding:
+    """One journal's batch being folded."""
+
     partition: int
-    offset: int = -1
+    before: JournalState
+    state: JournalState
     purge: int | None = None
-    appends: list[ActionRecord] | None = None
+    appends: list[ActionRecord] = field(default_factory=list)
     delete: DeleteTo | None = None
-    seq_nr: int | None = None
 
     def add(self, record: ActionRecord) -> None:
-        header = record.header
-        if not isinstance(header, MarkHeader):
-            # Marks change nothing: the journal's offset must not depend on where batches end
-            self.offset = max(self.offset, record.offset)
-        if isinstance(header, PurgeHeader):
-            self.purge, self.appends, self.delete = record.offset, None, None
-            self.seq_nr = None
-        elif isinstance(header, AppendHeader):
-            if self.appends is None:
-                self.appends = []
+        self.state, verdict = self.state.apply(record.header, record.offset)
+        if verdict is Verdict.APPENDED:
             self.appends.append(record)
-            self.seq_nr = header.range.to
-        elif isinstance(header, DeleteHeader) and (
-            self.delete is None or header.to > self.delete.to
-        ):
-            self.delete = DeleteTo(header.to, record.offset)
+        elif verdict is Verdict.DELETED:
+            self.delete = DeleteTo(self.state.delete_to, record.offset)
+        elif verdict is Verdict.PURGED:
+            self.purge, self.appends, self.delete = record.offset, [], None
+        elif verdict.rejected:
+            count_rejected(record.key, record, verdict)
 
     def write(self, key: JournalKey) -> JournalWrite:
-        appends = tuple(self.appends or ())
-        if self.delete is not None:
-            delete_to = self.delete.to
-            appends = tuple(a for a in appends if _range_to(a) > delete_to)
+        delete_to = self.state.delete_to
+        appends = tuple(a for a in self.appends if _last_seq_nr(a) > delete_to)
         return JournalWrite(
-            key, self.partition, self.offset, self.purge, appends, self.delete, self.seq_nr
+            key, self.partition, self.before, self.state, self.purge, appends, self.delete
         )
 
 
-def _range_to(record: ActionRecord) -> int:
+def _last_seq_nr(record: ActionRecord) -> int:
     assert isinstance(record.header, AppendHeader)
     return record.header.range.to
 
 
-def fold(batch: Iterable[ActionRecord]) -> list[JournalWrite]:
-    """Fold a batch of one partition, in offset order, into one write per journal it touches.
+def fold_batch(
+    batch: Iterable[ActionRecord], stored: Mapping[JournalKey, JournalState]
+) -> list[JournalWrite]:
+    """Fold a batch of one partition, in offset order, onto the journals' stored states.
 
-    Journals come out in the order of their first record in the batch.
+    `stored` holds the state the store has of every journal in the batch (missing: a new
+    one). One write per journal, in the order of the journals' first records in the batch.
     """
-    pending: dict[JournalKey, _Pending] = {}
+    folding: dict[JournalKey, _Folding] = {}
     for record in batch:
-        entry = pending.get(record.key)
+        entry = folding.get(record.key)
         if entry is None:
-            entry = pending[record.key] = _Pending(record.partition)
+            before = stored.get(record.key, JournalState())
+            entry = folding[record.key] = _Folding(record.partition, before, before)
         entry.add(record)
-    return [entry.write(key) for key, entry in pending.items()]
+    return [entry.write(key) for key, entry in folding.items()]

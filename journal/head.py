@@ -1,109 +1,115 @@
-"""The unreplicated head of a journal: its actions in Kafka after the replicated pointer.
+"""A journal's head: its actions in Kafka that the store does not reflect yet, folded onto the
+store's state with the one fold (`journal.fold`).
 
-`HeadReader.read` scans one partition from just after the pointer up to a Mark, with consumers
-from a small pool (assigned, never subscribed: no group, no rebalance), keeping only the
-records whose key is the journal's id. Other journals' records are dropped on a byte compare
-of the key: their headers and payloads are never decoded.
+`fold_head` consumes the journal's action records in offset order (fetched by offset from what
+an index listed, or found by a scan) and returns a `JournalHead`: the journal's state as of the
+fence, whether a Purge voided the store's events, and the accepted Appends' events. Those are
+held up to a byte budget; past it only their offsets are kept and the read fetches them again
+as it streams, so memory stays bounded whatever the head's size (the only case where a read
+touches a record twice; it needs replication stopped for long on a busy journal).
 
-The head keeps the decoded events of this journal's unreplicated Appends; with replication
-running that is a handful of records. Past a byte budget (replication stopped for long) it
-keeps only where the rest are, and the read fetches those by offset as it streams: memory
-stays bounded whatever the head's size. Deletes and Purges are folded as they come.
+An Append whose events do not decode is skipped before folding, as replication quarantines it:
+reads and the store fold the same actions.
+
+`KafkaRecords` reads records of one journal from a partition with a bounded pool of assigned
+(never subscribed) consumers: by offset runs, or by a scan that compares keys as bytes and so
+never decodes other journals' records.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
-from typing import Protocol
+from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import KafkaError
 from aiokafka.structs import ConsumerRecord
 
 from journal.actions import MalformedRecord, events_of, parse, raw_record
 from journal.codec import DecodeError
+from journal.errors import InvalidValue, JournalTruncated, KafkaUnavailable
+from journal.fold import JournalState, Verdict, count_rejected
+from journal.index import OffsetRun
 from journal.metrics import METRICS
-from journal.model import (
-    ActionRecord,
-    AppendHeader,
-    DeleteHeader,
-    EventRecord,
-    InvalidValue,
-    JournalKey,
-    PurgeHeader,
-)
+from journal.model import ActionRecord, EventRecord, JournalKey, MarkHeader, PurgeHeader
 
 log = logging.getLogger(__name__)
 
 
-class JournalTruncated(RuntimeError):
-    """Records a read needs expired from Kafka before replication stored them."""
+@dataclass(frozen=True, slots=True)
+class JournalHead:
+    """What Kafka adds to the store's view of one journal, as of a fence.
 
-
-class HeadTimeout(RuntimeError):
-    """The partition did not deliver records up to the Mark in time."""
-
-
-@dataclass(slots=True)
-class Head:
-    """What Kafka adds to the store's view of one journal.
-
-    `purged`: a Purge is in the head, so the store's events are void (appends after it count).
-    `delete_to`: the highest Delete.to after the last Purge.
-    `events`: the events of this journal's Appends after the last Purge, in offset order.
-    An Append whose events do not decode is skipped, as replication quarantines it.
-    `after`: the replicated pointer the head continues, when its source had to read a newer
-    one than the caller passed (the caller's view of the store is then too old to use).
-    `spilled`: offsets of the Appends that came after `events` outgrew `budget_bytes`; their
-    events are fetched again when the read gets to them.
+    `state`: the journal as of the fence. `purged`: a Purge lies in the head, so the store's
+    events are void. `events`: the accepted Appends' events in the head (after its last Purge),
+    in seqNr order; `spilled`: offsets of accepted Appends whose events were not held (past
+    the budget), to fetch again after `events`.
     """
 
+    state: JournalState
     purged: bool = False
-    delete_to: int | None = None
-    seq_nr: int | None = None
-    events: list[EventRecord] = field(default_factory=list)
-    after: int | None = None
-    first_from: int | None = None  # the first seqNr appended after the last Purge
-    spilled: list[int] = field(default_factory=list)
-    budget_bytes: int = 16 * 2**20
-    held_bytes: int = 0
+    events: tuple[EventRecord, ...] = ()
+    spilled: tuple[int, ...] = ()
 
-    @property
-    def whole_journal(self) -> bool:
-        """Whether this head, read from a partition's log start, is the journal's whole story:
-        it starts with a Purge, with seqNr 1, or right after what its Deletes removed."""
-        if self.purged or self.first_from == 1:
-            return True
-        return self.first_from is not None and (self.delete_to or 0) >= self.first_from - 1
+    @classmethod
+    def of_store(cls, state: JournalState) -> JournalHead:
+        """The head when Kafka holds nothing newer than the store."""
+        return cls(state)
 
-    def add(self, action: ActionRecord) -> None:
-        header = action.header
-        if isinstance(header, PurgeHeader):
-            self.purged, self.delete_to, self.seq_nr, self.events = True, None, None, []
-            self.first_from, self.spilled, self.held_bytes = None, [], 0
-        elif isinstance(header, DeleteHeader):
-            self.delete_to = max(header.to, self.delete_to or 0)
-        elif isinstance(header, AppendHeader):
-            if self.spilled or self.held_bytes + len(action.value) > self.budget_bytes:
-                self.spilled.append(action.offset)  # decoded (and checked) when fetched again
-                self._appended(header)
-                return
-            try:
-                self.events.extend(events_of(action))
-            except (DecodeError, InvalidValue) as error:
-                METRICS.counter("journal_malformed_records_skipped_total").inc()
-                log.warning("skipping an Append at offset %s: %s", action.offset, error)
-                return
-            self.held_bytes += len(action.value)
-            self._appended(header)
 
-    def _appended(self, header: AppendHeader) -> None:
-        self.seq_nr = header.range.to
-        if self.first_from is None:
-            self.first_from = header.range.from_
+async def fold_head(
+    base: JournalState, actions: AsyncIterable[ActionRecord], budget_bytes: int
+) -> JournalHead:
+    """Fold the journal's actions (offset order) onto `base`, the store's state."""
+    state, purged = base, False
+    events: list[EventRecord] = []
+    spilled: list[int] = []
+    held = 0
+    async for action in actions:
+        decoded = _events_or_skip(action)
+        if decoded is None:
+            continue
+        state, verdict = state.apply(action.header, action.offset)
+        if verdict is Verdict.APPENDED:
+            if spilled or held + len(action.value) > budget_bytes:
+                spilled.append(action.offset)
+            else:
+                events.extend(decoded)
+                held += len(action.value)
+        elif verdict is Verdict.PURGED:
+            purged, events, spilled, held = True, [], [], 0
+        elif verdict.rejected:
+            count_rejected(action.key, action, verdict)
+    return JournalHead(state, purged, tuple(events), tuple(spilled))
+
+
+async def fold_whole(actions: AsyncIterable[ActionRecord], budget_bytes: int) -> JournalHead | None:
+    """The journal from Kafka alone, read from a log start past offset 0, for when the store
+    cannot answer: None unless the journal's first record there is a Purge. Nothing else
+    proves where it starts: an Append from seqNr 1 may be a rival's, rejected in a history
+    that expired, and a Delete does not say which seqNrs followed it.
+    """
+    records = aiter(actions)
+    async for action in records:
+        if isinstance(action.header, MarkHeader):
+            continue
+        if not isinstance(action.header, PurgeHeader):
+            return None
+        return await fold_head(JournalState(action.offset), records, budget_bytes)
+    return None
+
+
+def _events_or_skip(action: ActionRecord) -> list[EventRecord] | None:
+    """An action's events (none for other than Appends); None for an Append that is bad."""
+    try:
+        return events_of(action)
+    except (DecodeError, InvalidValue) as error:
+        METRICS.counter("journal_malformed_records_skipped_total").inc()
+        log.warning("skipping an Append at offset %s: %s", action.offset, error)
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,27 +122,8 @@ class KafkaReadConfig:
     timeout_s: float = 30.0
 
 
-class HeadSource(Protocol):
-    """Finds the head of a journal between the replicated pointer and a Mark.
-
-    The direct client scans Kafka (`HeadReader`); a Faust worker that owns the partition
-    answers from its tables and falls back to the scan when it is not caught up. A source may
-    continue a newer pointer than `after` and say so in `Head.after`.
-    """
-
-    async def read(
-        self, key: JournalKey, partition: int, after: int | None, until: int
-    ) -> Head: ...
-
-    async def read_whole(self, key: JournalKey, partition: int, until: int) -> Head | None: ...
-
-    async def read_at(self, key: JournalKey, partition: int, offsets: list[int]) -> Head: ...
-
-    async def close(self) -> None: ...
-
-
-class HeadReader:
-    """Reads journal heads with a bounded pool of unsubscribed consumers."""
+class KafkaRecords:
+    """Reads one journal's records from a partition, with a bounded pool of consumers."""
 
     def __init__(self, config: KafkaReadConfig) -> None:
         self._config = config
@@ -144,109 +131,112 @@ class HeadReader:
         self._slots = asyncio.Semaphore(config.pool_size)
         self._all: list[AIOKafkaConsumer] = []
 
-    async def read(self, key: JournalKey, partition: int, after: int | None, until: int) -> Head:
-        """The head of `key` in records (after, until) of `partition`; `until` is the Mark.
-
-        `after` is the replicated pointer (None: nothing replicated, scan from the log start).
-        Raises JournalTruncated when Kafka no longer holds records right after the pointer.
-        """
-        tp = TopicPartition(key.topic, partition)
-        start = 0 if after is None else after + 1
-        head = self._new_head()
-        if start >= until:
-            return head
-        async with self._consumer() as consumer:
-            consumer.assign([tp])
-            log_start = (await consumer.beginning_offsets([tp]))[tp]
-            if log_start > start:
-                METRICS.counter("journal_truncated_reads_total").inc()
-                raise JournalTruncated(
-                    f"{tp.topic}-{tp.partition}: records from offset {start} are needed but "
-                    f"Kafka keeps only offsets from {log_start}: they expired before replication "
-                    "stored them"
-                )
-            consumer.seek(tp, start)
-            await asyncio.wait_for(self._scan(consumer, tp, key, until, head), self._timeout)
-        return head
-
-    async def read_whole(self, key: JournalKey, partition: int, until: int) -> Head | None:
-        """The journal from Kafka alone (up to the Mark `until`), for when the store cannot
-        answer; None unless Kafka holds the whole journal (nothing expired yet, or the records
-        prove where the journal starts)."""
-        tp = TopicPartition(key.topic, partition)
-        async with self._consumer() as consumer:
-            consumer.assign([tp])
-            log_start = (await consumer.beginning_offsets([tp]))[tp]
-            head = self._new_head()
-            if log_start < until:
-                consumer.seek(tp, log_start)
-                await asyncio.wait_for(self._scan(consumer, tp, key, until, head), self._timeout)
-        return head if log_start == 0 or head.whole_journal else None
-
     @property
-    def _timeout(self) -> float:
-        return self._config.timeout_s
+    def config(self) -> KafkaReadConfig:
+        return self._config
 
-    def _new_head(self) -> Head:
-        return Head(budget_bytes=self._config.head_budget_bytes)
+    async def fetch(
+        self,
+        key: JournalKey,
+        partition: int,
+        runs: Sequence[OffsetRun],
+        after: int,
+        until: int,
+    ) -> AsyncIterator[ActionRecord]:
+        """`key`'s records in `runs`, in (after, until), in offset order: one seek per run.
 
-    async def read_at(self, key: JournalKey, partition: int, offsets: list[int]) -> Head:
-        """The head made of the records at `offsets` (ascending), known to be `key`'s.
-
-        For a caller that knows where the journal's unreplicated records are (a worker's head
-        cache): one seek per run of records instead of a scan of the partition.
+        Raises JournalTruncated when records of a run above `after` are gone from Kafka.
         """
         tp = TopicPartition(key.topic, partition)
-        head = Head(budget_bytes=2**62)  # never spills: the caller bounds how much it asks for
-        wanted = iter(offsets)
-        next_offset = next(wanted, None)
-        async with self._consumer() as consumer:
-            consumer.assign([tp])
-            while next_offset is not None:
-                consumer.seek(tp, next_offset)
-                batches = await asyncio.wait_for(
-                    consumer.getmany(tp, timeout_ms=200), self._timeout
-                )
-                for message in batches.get(tp, ()):
-                    if next_offset is None or message.offset < next_offset:
-                        continue
-                    if message.offset > next_offset:
-                        raise JournalTruncated(f"{tp.topic}-{tp.partition}@{next_offset} is gone")
+        raw_key = key.id.encode("utf-8")
+        yielded = after  # runs may overlap (two tables' runs): each record once
+        async with self._consumer(tp) as consumer:
+            for run in runs:
+                start = max(run.first, yielded + 1)
+                if start > run.last:
+                    continue
+                if start >= until:
+                    return
+                consumer.seek(tp, start)
+                first: int | None = None
+                async for message in self._messages(consumer, tp, min(run.last + 1, until)):
+                    if first is None:
+                        first = message.offset
+                        if first > start:  # the log starts past records we need
+                            raise _truncated(tp, start, first)
+                    if message.key == raw_key and message.offset > yielded:
+                        action = _parse_or_skip(message, key)
+                        if action is not None:
+                            yield action
+                        yielded = message.offset
+                if first is None:  # the consumer jumped to a log start past the run
+                    raise _truncated(tp, start, await consumer.position(tp))
+
+    async def scan(
+        self, key: JournalKey, partition: int, after: int | None, until: int
+    ) -> AsyncIterator[ActionRecord]:
+        """`key`'s records in (after, until) of the partition (`after` None: from the start).
+
+        The fallback when no index can tell. Raises JournalTruncated when Kafka no longer
+        holds the records right after `after`.
+        """
+        tp = TopicPartition(key.topic, partition)
+        raw_key = key.id.encode("utf-8")
+        async with self._consumer(tp) as consumer:
+            log_start = await self._log_start(consumer, tp)
+            start = log_start if after is None else after + 1
+            if start < log_start:
+                raise _truncated(tp, start, log_start)
+            if start >= until:
+                return
+            consumer.seek(tp, start)
+            async for message in self._messages(consumer, tp, until):
+                if message.key == raw_key:
                     action = _parse_or_skip(message, key)
                     if action is not None:
-                        head.add(action)
-                    next_offset = next(wanted, None)
-        return head
+                        yield action
 
-    async def _scan(
-        self,
-        consumer: AIOKafkaConsumer,
-        tp: TopicPartition,
-        key: JournalKey,
-        until: int,
-        head: Head,
-    ) -> None:
-        raw_key = key.id.encode("utf-8")
-        while True:
-            batches = await consumer.getmany(tp, timeout_ms=200)
+    async def log_start(self, topic: str, partition: int) -> int:
+        tp = TopicPartition(topic, partition)
+        async with self._consumer(tp) as consumer:
+            return await self._log_start(consumer, tp)
+
+    async def _log_start(self, consumer: AIOKafkaConsumer, tp: TopicPartition) -> int:
+        try:
+            starts = await consumer.beginning_offsets([tp])
+        except KafkaError as error:
+            raise KafkaUnavailable(f"{tp.topic}-{tp.partition}: no log start: {error!r}") from error
+        start: int = starts[tp]
+        return start
+
+    async def _messages(
+        self, consumer: AIOKafkaConsumer, tp: TopicPartition, until: int
+    ) -> AsyncIterator[ConsumerRecord[bytes, bytes]]:
+        """The partition's records from the consumer's position up to `until` (exclusive)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._config.timeout_s
+        while await consumer.position(tp) < until:
+            if loop.time() > deadline:
+                raise KafkaUnavailable(
+                    f"{tp.topic}-{tp.partition} did not deliver records up to {until} in time"
+                )
+            try:
+                batches = await consumer.getmany(tp, timeout_ms=200)
+            except KafkaError as error:
+                raise KafkaUnavailable(f"{tp.topic}-{tp.partition}: {error!r}") from error
             for message in batches.get(tp, ()):
                 if message.offset >= until:
                     return
-                if message.key != raw_key:
-                    continue
-                action = _parse_or_skip(message, key)
-                if action is not None:
-                    head.add(action)
-            if await consumer.position(tp) >= until:
-                return
+                yield message
 
     @asynccontextmanager
-    async def _consumer(self) -> AsyncIterator[AIOKafkaConsumer]:
+    async def _consumer(self, tp: TopicPartition) -> AsyncIterator[AIOKafkaConsumer]:
         async with self._slots:
             consumer = self._idle.get_nowait() if not self._idle.empty() else None
             if consumer is None:
                 consumer = await self._new_consumer()
             try:
+                consumer.assign([tp])
                 yield consumer
             except BaseException:
                 # its fetch state is unknown after a failure: do not give it to the next read
@@ -265,13 +255,24 @@ class HeadReader:
             max_partition_fetch_bytes=self._config.max_partition_fetch_bytes,
             isolation_level="read_uncommitted",
         )
-        await consumer.start()
+        try:
+            await consumer.start()
+        except KafkaError as error:
+            raise KafkaUnavailable(f"cannot start a consumer: {error!r}") from error
         self._all.append(consumer)
         return consumer
 
     async def close(self) -> None:
         consumers, self._all = self._all, []
         await asyncio.gather(*(c.stop() for c in consumers), return_exceptions=True)
+
+
+def _truncated(tp: TopicPartition, needed: int, kept_from: int) -> JournalTruncated:
+    METRICS.counter("journal_truncated_reads_total").inc()
+    return JournalTruncated(
+        f"{tp.topic}-{tp.partition}: records from offset {needed} are needed but Kafka keeps "
+        f"only offsets from {kept_from}: they expired before replication stored them"
+    )
 
 
 def _parse_or_skip(message: ConsumerRecord[bytes, bytes], key: JournalKey) -> ActionRecord | None:

@@ -1,25 +1,39 @@
 """The direct client: `Journals` (one per process) hands out `Journal`s (one per id).
 
 The reading flow (design.md), for every read and every look at a journal's state:
-1. Produce Mark(id) to the journal's partition; meanwhile read the partition's replicated
-   pointer and then the journal's metadata from the store (pointer first: the head read from
-   Kafka then covers everything the metadata may not).
-2. If the pointer has reached the Mark, Kafka holds nothing newer: the store answers alone.
-3. Otherwise read the head (the journal's records between pointer and Mark) from Kafka,
-   once, keeping only this journal's records.
-4. Apply the head's Purge and Deletes, then stream the store's events above deleteTo, then
-   the head's events above the last seqNr the store gave.
-Nothing is returned before step 3 is complete, so a Delete not yet replicated is honoured.
+1. The fence: where "now" is in the journal's partition (its high watermark by default, or a
+   Mark: `journal.fence`). Meanwhile the store's row of the journal is read.
+2. The index (a worker's tables, or this process's `TailIndex`) says where the journal's
+   actions below the fence are, without touching other journals' records. If it cannot tell,
+   the partition is scanned from the store's pointer (counted: `journal_reads_total`).
+3. The records the store does not reflect yet are fetched by offset and folded onto the
+   store's state with the one fold (`journal.head.fold_head`). Nothing there: the store
+   answers alone and Kafka is not read.
+4. Stream the store's events above deleteTo (none if the head purged the journal), then the
+   head's. Nothing is returned before step 3 is complete, so a Delete not yet replicated is
+   honoured, and a read is the same function of the log before and after replication.
+A read writes nothing (unless the Mark fence is chosen).
 """
 
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from types import TracebackType
 
-from journal.head import Head, HeadReader, HeadSource, KafkaReadConfig
+from journal.actions import events_of
+from journal.errors import StoreUnavailable
+from journal.fence import Fence, HighWatermarks, Marks
+from journal.fold import JournalState
+from journal.head import (
+    JournalHead,
+    KafkaReadConfig,
+    KafkaRecords,
+    fold_head,
+    fold_whole,
+)
+from journal.index import HeadIndex, IndexAnswer, Indexed, OffsetRun
 from journal.metrics import METRICS
 from journal.model import (
     SEQ_NR_MAX,
@@ -34,8 +48,9 @@ from journal.model import (
 )
 from journal.producer import JournalProducer
 from journal.settings import Settings
-from journal.store.base import EventualJournal, EventualStore, JournalMeta, StoreUnavailable
+from journal.store.base import EventualJournal, EventualStore, JournalMeta
 from journal.store.cassandra import CassandraStore
+from journal.tail import TailConfig, TailIndex
 from journal.topic import ensure_topic
 from journal.writer import JournalWriter
 
@@ -56,47 +71,48 @@ class Deleted:
     position: Position | None
 
 
-@dataclass(slots=True)
-class _Snapshot:
-    """The store's metadata and the Kafka head of one journal, taken at one Mark."""
+@dataclass(frozen=True, slots=True)
+class JournalView:
+    """One journal as of one fence: the store's row and what Kafka adds to it."""
 
     partition: int
-    meta: JournalMeta | None
-    head: Head
+    meta: JournalMeta | None  # None: the store has no row, or is not used (Kafka alone)
+    head: JournalHead
 
     @property
     def info(self) -> JournalInfo:
-        head, meta = self.head, self.meta
-        base_seq_nr = None if head.purged or meta is None else meta.seq_nr
-        base_delete_to = None if head.purged or meta is None else meta.delete_to
-        seq_nr = head.seq_nr or base_seq_nr
-        delete_tos = [d for d in (base_delete_to, head.delete_to) if d is not None]
-        delete_to = max(delete_tos) if delete_tos else None
-        if delete_to is not None and seq_nr is not None:
-            delete_to = min(delete_to, seq_nr)
-        return JournalInfo(seq_nr, delete_to)
+        state = self.head.state
+        return JournalInfo(state.seq_nr or None, state.delete_to or None)
 
 
 _SPILL_FETCH = 16  # Appends fetched again at a time, when a head outgrew its budget
 
 
 class Journals:
-    """Appends and reads journals of one topic, through Kafka and the eventual store."""
+    """Appends and reads journals of one topic, through Kafka and the eventual store.
+
+    Built from its parts, it closes none of them; `connect` builds them from settings and
+    closes what it built (`close`, or `async with`).
+    """
 
     def __init__(
         self,
         topic: str,
         writer: JournalWriter,
         store: EventualJournal,
-        heads: HeadSource,
+        index: HeadIndex,
+        fence: Fence,
+        kafka: KafkaRecords,
         origin: str | None = None,
     ) -> None:
         self.topic = topic
         self.writer = writer
         self.store = store
-        self.heads = heads
+        self.index = index
+        self.fence = fence
+        self.kafka = kafka
         self.origin = origin
-        self._on_close: list[Callable[[], Awaitable[None]]] = [heads.close]
+        self._owned: list[Callable[[], Awaitable[None]]] = []
         #: the store's write side when this client owns a whole store (`connect`)
         self.replicated_store: EventualStore | None = None
 
@@ -107,74 +123,150 @@ class Journals:
         origin: str | None = None,
         *,
         store: EventualStore | None = None,
-        heads: HeadSource | None = None,
+        index: HeadIndex | None = None,
     ) -> Journals:
         """Connect to Kafka and Cassandra from `settings`, creating topic and schema if needed.
 
-        `store` replaces the Cassandra store of `settings`, `heads` the Kafka scan (a worker
-        passes its tables); both are closed with the rest.
+        A `store` or `index` passed in (a worker's) stays its owner's to close.
         """
-        partitions = await ensure_topic(settings.kafka_bootstrap, settings.topic_spec())
-        producer = JournalProducer(
-            settings.kafka_bootstrap,
-            linger_ms=0,
-            max_request_size=max(settings.max_record_bytes + 1024, 1_048_576),
-        )
-        await producer.start()
+        owned: list[Callable[[], Awaitable[None]]] = []
         try:
-            store = store or await CassandraStore.connect(settings.cassandra_config())
+            partitions = await ensure_topic(settings.kafka_bootstrap, settings.topic_spec())
+            producer = JournalProducer(
+                settings.kafka_bootstrap,
+                linger_ms=0,
+                max_request_size=max(settings.max_record_bytes + 1024, 1_048_576),
+            )
+            await producer.start()
+            owned.append(producer.stop)
+            if store is None:
+                store = await CassandraStore.connect(settings.cassandra_config())
+                owned.append(store.close)
+            writer = JournalWriter(producer, partitions, settings.max_record_bytes)
+            kafka = KafkaRecords(KafkaReadConfig(bootstrap=settings.kafka_bootstrap))
+            owned.append(kafka.close)
+            if index is None:
+                tail = TailConfig(bootstrap=settings.kafka_bootstrap)
+                index = await TailIndex.start(settings.topic, partitions, store, tail)
+                owned.append(index.close)
+            fence: Fence
+            if settings.read_fence == "mark":
+                fence = Marks(writer, origin)
+            else:
+                fence = await HighWatermarks.start(settings.topic, settings.kafka_bootstrap)
+                owned.append(fence.close)
         except BaseException:
-            await producer.stop()
+            for close in reversed(owned):
+                await close()
             raise
-        journals = cls(
-            settings.topic,
-            JournalWriter(producer, partitions, settings.max_record_bytes),
-            store,
-            heads or HeadReader(KafkaReadConfig(bootstrap=settings.kafka_bootstrap)),
-            origin,
-        )
-        journals._on_close += [producer.stop, store.close]
+        journals = cls(settings.topic, writer, store, index, fence, kafka, origin)
+        journals._owned = owned
         journals.replicated_store = store
         return journals
 
     async def close(self) -> None:
-        """Close what `connect` opened."""
-        for close in self._on_close:
+        """Close what `connect` built."""
+        owned, self._owned = self._owned, []
+        for close in reversed(owned):
             await close()
+
+    async def __aenter__(self) -> Journals:
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
 
     def journal(self, journal_id: str) -> Journal:
         return Journal(self, JournalKey(self.topic, journal_id))
 
-    async def _snapshot(self, key: JournalKey) -> _Snapshot:
+    async def view(self, key: JournalKey) -> JournalView:
+        """The journal as of now: the reading flow's steps 1-3 (see the module)."""
         partition = self.writer.partition_of(key)
-        mark = asyncio.create_task(self.writer.mark(key, uuid.uuid4().hex, origin=self.origin))
+        covered = self.index.covered(partition)  # the row read next reflects at least this
+        meta_read = asyncio.ensure_future(self.store.meta(key))
         try:
-            pointer = await self.store.pointer(key.topic, partition)
-            meta = await self.store.meta(key)
-        except StoreUnavailable as error:
-            return await self._snapshot_without_store(key, partition, await mark, error)
+            fence = await self.fence.fence(key, partition)
+            found = await self.index.lookup(key, partition, fence)
         except BaseException:
-            mark.cancel()
+            meta_read.cancel()
             raise
-        position = await mark
-        if pointer is not None and pointer >= position.offset:
-            METRICS.counter("journal_reads_total", path="replicated").inc()
-            return _Snapshot(partition, meta, Head())
-        METRICS.counter("journal_reads_total", path="kafka_head").inc()
-        head = await self.heads.read(key, partition, pointer, position.offset)
-        if head.after is not None and head.after != pointer:
-            meta = await self.store.meta(key)  # the head continues a newer pointer: catch up
-        return _Snapshot(partition, meta, head)
+        try:
+            meta = await meta_read
+            if isinstance(found, Indexed) and found.needs > covered:
+                meta = await self.store.meta(key)  # the index dropped what that row may lack
+            if isinstance(found, Indexed):
+                return await self._view_indexed(key, partition, fence, found, meta)
+            return await self._view_scanned(key, partition, fence, found.reason)
+        except StoreUnavailable as error:
+            return await self._view_without_store(key, partition, fence, found, error)
 
-    async def _snapshot_without_store(
-        self, key: JournalKey, partition: int, mark: Position, error: StoreUnavailable
-    ) -> _Snapshot:
-        """Kafka alone, when it still holds the whole journal (invariant 5)."""
-        head = await self.heads.read_whole(key, partition, mark.offset)
+    async def _view_indexed(
+        self,
+        key: JournalKey,
+        partition: int,
+        fence: int,
+        found: Indexed,
+        meta: JournalMeta | None,
+    ) -> JournalView:
+        base = JournalState() if meta is None else meta.state
+        # the row reflects everything of the journal up to its offset and to `needs`
+        after = max(base.offset, found.needs)
+        runs = [r for r in found.runs if r.last > after and r.first < fence]
+        if not runs:
+            METRICS.counter("journal_reads_total", path="store").inc()
+            return JournalView(partition, meta, JournalHead.of_store(base))
+        METRICS.counter("journal_reads_total", path="index").inc()
+        actions = self.kafka.fetch(key, partition, runs, after, fence)
+        head = await fold_head(base, actions, self.kafka.config.head_budget_bytes)
+        return JournalView(partition, meta, head)
+
+    async def _view_scanned(
+        self, key: JournalKey, partition: int, fence: int, reason: str
+    ) -> JournalView:
+        METRICS.counter("journal_reads_total", path=f"scan_{reason}").inc()
+        pointer = await self.store.pointer(key.topic, partition)
+        meta = await self.store.meta(key)  # after the pointer: it reflects at least that much
+        base = JournalState() if meta is None else meta.state
+        actions = self.kafka.scan(key, partition, pointer, fence)
+        head = await fold_head(base, actions, self.kafka.config.head_budget_bytes)
+        return JournalView(partition, meta, head)
+
+    async def _view_without_store(
+        self,
+        key: JournalKey,
+        partition: int,
+        fence: int,
+        found: IndexAnswer,
+        error: StoreUnavailable,
+    ) -> JournalView:
+        """Kafka alone, when it provably holds the whole journal (invariant 5)."""
+        budget = self.kafka.config.head_budget_bytes
+        if isinstance(found, Indexed) and found.complete:
+            actions = self.kafka.fetch(key, partition, found.runs, -1, fence)
+            head: JournalHead | None = await fold_head(JournalState(), actions, budget)
+        elif await self.kafka.log_start(key.topic, partition) == 0:
+            actions = self.kafka.scan(key, partition, None, fence)
+            head = await fold_head(JournalState(), actions, budget)
+        else:
+            head = await fold_whole(self.kafka.scan(key, partition, None, fence), budget)
         if head is None:
             raise StoreUnavailable(f"{error}; Kafka alone no longer holds all of {key}") from error
         METRICS.counter("journal_reads_total", path="kafka_only").inc()
-        return _Snapshot(partition, None, head)
+        return JournalView(partition, None, head)
+
+    async def fetch_events(
+        self, key: JournalKey, partition: int, offsets: Sequence[int]
+    ) -> AsyncIterator[EventRecord]:
+        """The events of the Appends at `offsets` (known to be `key`'s), fetched again."""
+        runs = [OffsetRun(o, o, 1) for o in offsets]
+        async for action in self.kafka.fetch(key, partition, runs, offsets[0] - 1, offsets[-1] + 1):
+            for record in events_of(action):
+                yield record
 
 
 class Journal:
@@ -203,8 +295,8 @@ class Journal:
 
     async def info(self) -> JournalInfo:
         """The last seqNr and deleteTo, as a read starting now would see them."""
-        snapshot = await self._journals._snapshot(self.key)
-        return snapshot.info
+        view = await self._journals.view(self.key)
+        return view.info
 
     async def read(
         self, from_: int = 1, to: int = SEQ_NR_MAX, limit: int | None = None
@@ -214,42 +306,41 @@ class Journal:
         check_seq_nr(to, "to")
         if limit is not None and limit < 0:
             raise ValueError(f"limit must not be negative, got {limit}")
-        snapshot = await self._journals._snapshot(self.key)
+        view = await self._journals.view(self.key)
         remaining = SEQ_NR_MAX if limit is None else limit
-        async for record in self._merged(snapshot, from_, to):
+        async for record in self._events(view, from_, to):
             if remaining <= 0:
                 return
             remaining -= 1
             yield record
 
-    async def _merged(self, snapshot: _Snapshot, from_: int, to: int) -> AsyncIterator[EventRecord]:
-        head, meta = snapshot.head, snapshot.meta
-        delete_to = snapshot.info.delete_to or 0
-        last = max(delete_to, from_ - 1)
+    async def _events(self, view: JournalView, from_: int, to: int) -> AsyncIterator[EventRecord]:
+        """The store's events above deleteTo (unless the head purged them), then the head's."""
+        head, meta = view.head, view.meta
+        last = max(head.state.delete_to, from_ - 1)
         if meta is not None and not head.purged:
             store_meta = JournalMeta(
-                meta.partition, meta.offset, meta.seq_nr, delete_to, meta.segment_size
+                meta.partition, meta.offset, meta.seq_nr, last, meta.segment_size
             )
             async for record in self._journals.store.read(self.key, store_meta, last + 1, to):
-                if record.seq_nr > last:  # a replayed or concurrent row never goes back
+                if record.seq_nr > last:  # strictly increasing, whatever the store streams
                     last = record.seq_nr
                     yield record
-        async for record in self._head_events(snapshot):
+        async for record in self._head_events(view):
             if last < record.seq_nr <= to:
                 last = record.seq_nr
                 yield record
 
-    async def _head_events(self, snapshot: _Snapshot) -> AsyncIterator[EventRecord]:
+    async def _head_events(self, view: JournalView) -> AsyncIterator[EventRecord]:
         """The head's events: those it holds, then those it spilled, fetched a few at a time."""
-        for record in snapshot.head.events:
+        for record in view.head.events:
             yield record
-        spilled = snapshot.head.spilled
+        spilled = view.head.spilled
         if spilled:
             METRICS.counter("journal_reads_spilled_total").inc()
         for start in range(0, len(spilled), _SPILL_FETCH):
             offsets = spilled[start : start + _SPILL_FETCH]
-            fetched = await self._journals.heads.read_at(self.key, snapshot.partition, offsets)
-            for record in fetched.events:
+            async for record in self._journals.fetch_events(self.key, view.partition, offsets):
                 yield record
 
     async def delete(self, to: int) -> Deleted:

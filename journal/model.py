@@ -13,14 +13,13 @@ from datetime import datetime
 from enum import Enum
 from typing import TypeAlias
 
+# raised by the validation below; defined with the other errors, re-exported for callers
+from journal.errors import InvalidValue as InvalidValue
+
 SEQ_NR_MIN = 1
 SEQ_NR_MAX = 2**63 - 1
 
 Json: TypeAlias = "bool | int | float | str | list[Json] | dict[str, Json] | None"
-
-
-class InvalidValue(ValueError):
-    """A value that breaks the journal's rules (a seqNr out of range, a gap in a batch...)."""
 
 
 def check_seq_nr(seq_nr: int, name: str = "seqNr") -> int:

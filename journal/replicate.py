@@ -2,7 +2,8 @@
 
 `Replicator.apply` is the one routine every replicating process runs (the Faust agent per
 event batch, `replicate_to_now` here, the Spark rebuild per partition): parse, set malformed
-records aside, fold, apply, advance the pointer. A malformed record never stops it.
+records aside, fold onto the stored states (`journal.fold`), apply, advance the pointer. A
+malformed record never stops it.
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ from typing import Protocol
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from journal.actions import MalformedRecord, RawRecord, parse_checked, raw_record
-from journal.fold import fold
+from journal.errors import StoreUnavailable
+from journal.fold import fold_batch
 from journal.metrics import METRICS
-from journal.model import ActionRecord
+from journal.model import ActionRecord, MarkHeader
 from journal.producer import JournalProducer
-from journal.store.base import EventualJournal, EventualStore, ReplicatedJournal, StoreUnavailable
+from journal.store.base import EventualJournal, EventualStore, ReplicatedJournal
 from journal.topic import partition_count, quarantine_topic
 
 log = logging.getLogger(__name__)
@@ -89,7 +91,10 @@ class Replicator:
 
     async def store(self, actions: Sequence[ActionRecord], last: RawRecord) -> None:
         """Apply parsed actions, then move the pointer to `last`, the batch's last record."""
-        await self._store.apply(fold(actions))
+        changing = [a for a in actions if not isinstance(a.header, MarkHeader)]
+        if changing:
+            stored = await self._store.stored({a.key for a in changing})
+            await self._store.apply(fold_batch(changing, stored))
         await self._store.save_pointer(last.topic, last.partition, last.offset)
 
 

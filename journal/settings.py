@@ -31,6 +31,8 @@ class Settings:
     keyspace_replication: str = "{'class': 'SimpleStrategy', 'replication_factor': 1}"
     segment_size: int = 100_000
     max_record_bytes: int = 1_000_000
+    # how a read learns where "now" is: "high_watermark" (writes nothing) or "mark"
+    read_fence: str = "high_watermark"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> Settings:

@@ -16,6 +16,7 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
 from journal.actions import record_headers
 from journal.codec import encode_events
+from journal.errors import AppendTooLarge
 from journal.model import (
     ActionHeader,
     AppendHeader,
@@ -29,10 +30,6 @@ from journal.model import (
     check_seq_nr,
 )
 from journal.producer import JournalProducer
-
-
-class AppendTooLarge(ValueError):
-    """An append whose record would exceed what the producer and broker accept."""
 
 
 def partition_of(journal_id: str, partitions: int) -> int:

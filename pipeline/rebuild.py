@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -25,8 +25,8 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from journal.actions import RawRecord
-from journal.fold import JournalWrite
-from journal.model import ActionRecord, AppendHeader
+from journal.fold import JournalState, JournalWrite
+from journal.model import ActionRecord, AppendHeader, JournalKey
 from journal.replicate import Replicator
 from journal.settings import Settings
 from journal.store.base import ReplicatedJournal
@@ -89,6 +89,9 @@ class _CountingStore(ReplicatedJournal):
     def __init__(self, store: ReplicatedJournal, counts: RebuildCounts) -> None:
         self._store = store
         self._counts = counts
+
+    async def stored(self, keys: Collection[JournalKey]) -> dict[JournalKey, JournalState]:
+        return await self._store.stored(keys)
 
     async def apply(self, writes: Sequence[JournalWrite]) -> None:
         await self._store.apply(writes)

@@ -7,42 +7,42 @@ as many partitions as the action topic (Faust refuses a write otherwise).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import faust
 
-from journal.model import ActionRecord
-from tables.values import HeadCache, Watermark
+from journal.index import OffsetRuns
+from journal.model import ActionRecord, AppendHeader, DeleteHeader, PurgeHeader
+from tables.values import decode_runs, encode_runs
 
 
 @dataclass(frozen=True, slots=True)
 class JournalTables:
-    watermarks: Any  # faust.Table[bytes, bytes]; faust's generics do not type-check
-    heads: Any
+    heads: Any  # faust.Table[bytes, bytes]; faust's generics do not type-check
+    watermarks: Any
 
-    def watermark(self, journal_id: str) -> Watermark:
-        return Watermark.decode(self.watermarks.get(journal_id.encode("utf-8")))
-
-    def head_cache(self, journal_id: str) -> HeadCache:
-        return HeadCache.decode(self.heads.get(journal_id.encode("utf-8")))
-
-    def update(self, journal_id: str, actions: Sequence[ActionRecord], replicated: int) -> None:
-        """Fold one journal's actions of a batch into both values, one write each.
-
-        Call only while the agent iterates its stream, with the event of the last of `actions`
-        as Faust's current event: Faust writes the changelog and the local store of the
-        current event's partition.
-        """
+    def runs(self, journal_id: str) -> tuple[OffsetRuns, OffsetRuns]:
+        """The journal's Append offsets and its Delete and Purge offsets."""
         key = journal_id.encode("utf-8")
-        watermark = Watermark.decode(self.watermarks.get(key))
-        head = HeadCache.decode(self.heads.get(key))
-        for action in actions:
-            watermark = watermark.apply(action)
-            head = head.apply(action, replicated)
-        self.watermarks[key] = watermark.encode()
-        self.heads[key] = head.encode()
+        return decode_runs(self.heads.get(key)), decode_runs(self.watermarks.get(key))
+
+    def record(self, action: ActionRecord, replicated: int) -> None:
+        """Note where `action` is; prune what the store holds (up to `replicated`).
+
+        Call only while the agent iterates its stream, with the action's event as Faust's
+        current event: Faust writes the changelog of the current event's partition.
+        """
+        header = action.header
+        if isinstance(header, AppendHeader):
+            table = self.heads
+        elif isinstance(header, (DeleteHeader, PurgeHeader)):
+            table = self.watermarks
+        else:
+            return  # a Mark changes nothing
+        key = action.key.id.encode("utf-8")
+        runs = decode_runs(table.get(key)).after(replicated).add(action.offset)
+        table[key] = encode_runs(runs)
 
 
 def define_tables(app: faust.App, partitions: int) -> JournalTables:
@@ -50,6 +50,9 @@ def define_tables(app: faust.App, partitions: int) -> JournalTables:
         return app.Table(name, key_type=bytes, value_type=bytes, partitions=partitions, help=help)
 
     return JournalTables(
-        watermarks=table("watermarks", "per journal: last seqNr, deleteTo, last Purge"),
-        heads=table("heads", "per journal: its Appends in Kafka not known to be replicated"),
+        heads=table("head-cache", "per journal: offsets of its Appends not known replicated"),
+        watermarks=table(
+            "deletion-watermarks",
+            "per journal: offsets of its Deletes and Purges not known replicated",
+        ),
     )

@@ -19,8 +19,7 @@ from aiokafka import errors as kafka_errors
 from cassandra import OperationTimedOut, RequestExecutionException
 from cassandra.cluster import NoHostAvailable
 
-from journal.head import HeadTimeout, JournalTruncated
-from journal.writer import AppendTooLarge
+from journal.errors import AppendTooLarge, JournalTruncated, Unavailable
 from web.errors import ApiError, ErrorCode
 
 # Checked before the generic KafkaError: these are about the record, not the broker's health.
@@ -33,7 +32,7 @@ _UNAVAILABLE: tuple[type[BaseException], ...] = (
     NoHostAvailable,
     OperationTimedOut,
     RequestExecutionException,  # Unavailable, Read/WriteTimeout, Read/WriteFailure
-    HeadTimeout,
+    Unavailable,
     TimeoutError,
     ConnectionError,
 )

@@ -4,8 +4,8 @@ The read side serves journal reads; the write side is used only by replication. 
 in terms of one Kafka topic's partitions, because replication advances per partition.
 
 Contract (every implementation runs `tests/journal/store/contract.py`):
-- `apply` is idempotent: applying the same writes again, or an older batch after a newer one,
-  changes nothing a reader can see.
+- Replaying records is harmless: folded onto what `stored` answers, a batch applied already
+  (or an older one) yields writes that change nothing.
 - The pointer of a partition only moves forward.
 - A read returns strictly increasing seqNrs above the journal's deleteTo, streamed: an
   implementation never holds a whole journal in memory.
@@ -14,15 +14,11 @@ Contract (every implementation runs `tests/journal/store/contract.py`):
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from dataclasses import dataclass
 
-from journal.fold import JournalWrite
+from journal.fold import JournalState, JournalWrite
 from journal.model import SEQ_NR_MAX, EventRecord, JournalKey
-
-
-class StoreUnavailable(ConnectionError):
-    """The store did not answer (no host, timeout, not enough replicas): try again later."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +36,11 @@ class JournalMeta:
     seq_nr: int | None = None
     delete_to: int | None = None
     segment_size: int | None = None
+
+    @property
+    def state(self) -> JournalState:
+        """The fold's state this row records."""
+        return JournalState(self.offset, self.seq_nr or 0, self.delete_to or 0)
 
 
 class EventualJournal(ABC):
@@ -75,8 +76,14 @@ class ReplicatedJournal(ABC):
     """The write side of the eventual store, fed by replication only."""
 
     @abstractmethod
+    async def stored(self, keys: Collection[JournalKey]) -> dict[JournalKey, JournalState]:
+        """The states the store holds of `keys` (journals it does not know are left out):
+        what replication folds a batch onto."""
+
+    @abstractmethod
     async def apply(self, writes: Sequence[JournalWrite]) -> None:
-        """Apply the folded writes of one batch (any order across journals)."""
+        """Apply the folded writes of one batch (any order across journals). Each write's
+        `before` is what `stored` answered, or what an earlier `apply` wrote."""
 
     @abstractmethod
     async def save_pointer(self, topic: str, partition: int, offset: int) -> None:

@@ -1,14 +1,14 @@
 """The eventual store on Apache Cassandra (schema and write-timestamp rule: `schema.py`).
 
-Replication first reads the `journals` rows of the batch's journals (one query each, in
-parallel) to drop what is applied already and to know which segments a Delete or Purge
-touches; then writes events in single-partition unlogged batches, then the `journals` rows.
+Replication reads the `journals` rows of a batch's journals (`stored`, one query each, in
+parallel) to fold the batch onto them; `apply` then writes events in single-partition
+unlogged batches, deletes what a Purge or Delete removed, then the `journals` rows.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -20,7 +20,7 @@ from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
 from cassandra.query import BatchStatement, BatchType, PreparedStatement
 
 from journal.actions import events_of
-from journal.fold import JournalWrite
+from journal.fold import JournalState, JournalWrite
 from journal.model import (
     SEQ_NR_MAX,
     BinaryPayload,
@@ -59,6 +59,8 @@ class CassandraStore(EventualStore):
         self._session = session
         self._config = config
         self._statements = _Statements(session, config.keyspace)
+        # segment sizes of the journals `stored` read, until their write: fixed per journal
+        self._segment_sizes: dict[JournalKey, int] = {}
 
     @classmethod
     async def connect(cls, config: CassandraConfig) -> CassandraStore:
@@ -126,6 +128,15 @@ class CassandraStore(EventualStore):
 
     # The write side.
 
+    async def stored(self, keys: Collection[JournalKey]) -> dict[JournalKey, JournalState]:
+        rows = await asyncio.gather(*(self._meta_row(key) for key in keys))
+        found = {}
+        for key, row in zip(keys, rows, strict=True):
+            if row is not None:
+                self._segment_sizes[key] = row.segment_size
+                found[key] = _meta_of(row).state
+        return found
+
     async def apply(self, writes: Sequence[JournalWrite]) -> None:
         await asyncio.gather(*(self._apply(write) for write in writes if write.changes_store))
 
@@ -135,30 +146,19 @@ class CassandraStore(EventualStore):
         )
 
     async def _apply(self, write: JournalWrite) -> None:
-        row = await self._meta_row(write.key)
-        if row is not None:
-            remaining = write.after(row.offset)
-            if remaining is None:
-                return
-            write = remaining
-        meta = None if row is None else _meta_of(row)
-        size = self._config.segment_size if row is None else row.segment_size
-        key = write.key
+        key, before, after = write.key, write.before, write.after
+        size = self._segment_sizes.pop(key, None) or self._config.segment_size
         if write.purge is not None:
-            if meta is not None and meta.seq_nr is not None:
-                await self._delete_segments(key, size, 0, meta.seq_nr, None, write.purge)
-            meta = None
+            if before.seq_nr > 0:
+                await self._delete_segments(key, size, 0, before.seq_nr, None, write.purge)
             size = self._config.segment_size
-        delete_to = None if meta is None else meta.delete_to
         for append in write.appends:
             await self._insert_events(key, size, events_of(append), append.offset + 1)
-        seq_nr = write.seq_nr if write.seq_nr is not None or meta is None else meta.seq_nr
-        if write.delete is not None and write.delete.to > (delete_to or 0):
-            first = (delete_to or 0) + 1
+        if write.delete is not None:
+            first = 0 if write.purge is not None else before.delete_to + 1
             await self._delete_segments(
                 key, size, first, write.delete.to, write.delete.to, write.delete.offset
             )
-            delete_to = write.delete.to
         await cql.execute(
             self._session,
             self._statements.save_meta,
@@ -166,11 +166,11 @@ class CassandraStore(EventualStore):
                 key.topic,
                 key.id,
                 write.partition,
-                write.offset,
-                seq_nr,
-                delete_to,
+                after.offset,
+                after.seq_nr or None,
+                after.delete_to or None,
                 size,
-                write.offset + 1,
+                after.offset + 1,
             ),
         )
 

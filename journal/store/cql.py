@@ -15,7 +15,7 @@ from cassandra import OperationTimedOut, RequestExecutionException
 from cassandra.cluster import NoHostAvailable, ResponseFuture, Session
 from cassandra.query import Statement
 
-from journal.store.base import StoreUnavailable
+from journal.errors import StoreUnavailable
 
 # What the driver raises when Cassandra is down or overloaded, rather than for a bad query.
 _UNAVAILABLE = (NoHostAvailable, OperationTimedOut, RequestExecutionException)

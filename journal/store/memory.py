@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from dataclasses import dataclass, field
 
 from journal.actions import events_of
-from journal.fold import JournalWrite
+from journal.fold import JournalState, JournalWrite
 from journal.model import SEQ_NR_MAX, EventRecord, JournalKey
 from journal.store.base import EventualStore, JournalMeta
 
@@ -44,6 +44,9 @@ class MemoryStore(EventualStore):
             if event is not None:
                 yield event
 
+    async def stored(self, keys: Collection[JournalKey]) -> dict[JournalKey, JournalState]:
+        return {k: j.meta.state for k in keys if (j := self._journals.get(k)) is not None}
+
     async def apply(self, writes: Sequence[JournalWrite]) -> None:
         for write in writes:
             if write.changes_store:
@@ -51,22 +54,16 @@ class MemoryStore(EventualStore):
 
     def _apply(self, write: JournalWrite) -> None:
         journal = self._journals.get(write.key)
-        if journal is not None:
-            remaining = write.after(journal.meta.offset)
-            if remaining is None:
-                return
-            write = remaining
         if journal is None or write.purge is not None:
             journal = self._journals[write.key] = _Journal(JournalMeta(write.partition, -1))
         for append in write.appends:
             for record in events_of(append):
                 journal.events[record.seq_nr] = record
-        seq_nr = journal.meta.seq_nr if write.seq_nr is None else write.seq_nr
-        delete_to = journal.meta.delete_to
-        if write.delete is not None:
-            delete_to = max(write.delete.to, delete_to or 0)
-            journal.events = {s: e for s, e in journal.events.items() if s > delete_to}
-        journal.meta = JournalMeta(write.partition, write.offset, seq_nr, delete_to)
+        after = write.after
+        journal.events = {s: e for s, e in journal.events.items() if s > after.delete_to}
+        journal.meta = JournalMeta(
+            write.partition, after.offset, after.seq_nr or None, after.delete_to or None
+        )
 
     async def save_pointer(self, topic: str, partition: int, offset: int) -> None:
         current = self._pointers.get((topic, partition), -1)

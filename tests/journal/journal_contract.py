@@ -44,6 +44,42 @@ class JournalContract:
         assert await api.read(journal_id) == events(1, 5)
         assert await api.info(journal_id) == (5, None)
 
+    async def test_two_writers_racing_the_first_in_the_log_wins(
+        self, api: JournalApi, journal_id: str
+    ) -> None:
+        """Invariant 8: B's append does not continue the journal A left, so it never counts,
+        before or after replication (the store keeps no trace of it either)."""
+        a = [Event(n, payload=JsonPayload({"writer": "a", "n": n})) for n in (1, 2, 3)]
+        b = [Event(n, payload=JsonPayload({"writer": "b", "n": n})) for n in (1, 2)]
+        await api.append(journal_id, a)
+        await api.append(journal_id, b)
+        assert await api.read(journal_id) == a
+        assert await api.info(journal_id) == (3, None)
+        await api.settle()
+        assert await api.read(journal_id) == a
+        assert await api.info(journal_id) == (3, None)
+
+    async def test_an_append_must_continue_the_journal(
+        self, api: JournalApi, journal_id: str
+    ) -> None:
+        await api.append(journal_id, events(2, 3))  # a new journal starts at 1
+        await api.append(journal_id, events(1, 1))
+        await api.append(journal_id, events(3, 4))  # leaves a gap after 1
+        await api.append(journal_id, events(2, 2))
+        assert await api.read(journal_id) == events(1, 2)
+        await api.settle()
+        assert await api.read(journal_id) == events(1, 2)
+
+    async def test_a_retried_append_is_a_no_op(self, api: JournalApi, journal_id: str) -> None:
+        await api.append(journal_id, events(1, 2))
+        await api.append(journal_id, events(1, 2))  # a client retrying after a lost answer
+        await api.append(journal_id, events(3, 3))
+        assert await api.read(journal_id) == events(1, 3)
+        await api.settle()
+        await api.append(journal_id, events(3, 3))
+        assert await api.read(journal_id) == events(1, 3)
+        assert await api.info(journal_id) == (3, None)
+
     async def test_every_payload_kind_round_trips(self, api: JournalApi, journal_id: str) -> None:
         written = [
             Event(1, frozenset({"a", "b"}), JsonPayload({"k": [1, 2.5, None, True, "s"]})),

@@ -1,16 +1,33 @@
-"""The replication fold against a plain model: actions applied one by one, in order."""
+"""The one fold against a plain sequential model, through every way the project uses it.
+
+The workloads are what racing writers produce: Appends that continue the journal, repeat its
+last one (a retry), or start anywhere else (a rival writer), plus Deletes, Purges and Marks.
+Every user must agree with the model: replication in any batching (what the agents and the
+Spark rebuild run), a read folding the unreplicated rest onto any replicated prefix, and Kafka
+alone from offset 0.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from journal.fold import DeleteTo, fold
-from journal.model import ActionRecord, Event, JournalKey
+from journal.actions import events_of
+from journal.fold import JournalState, Verdict, fold_batch
+from journal.head import JournalHead, fold_head, fold_whole
+from journal.model import (
+    ActionRecord,
+    AppendHeader,
+    DeleteHeader,
+    Event,
+    JournalKey,
+    PurgeHeader,
+)
 from journal.store.memory import MemoryStore
 from tests.support import actions as a
 
@@ -20,47 +37,52 @@ A = KEYS[0]
 
 @dataclass
 class ModelJournal:
-    seq_nr: int | None = None
-    delete_to: int | None = None
+    seq_nr: int = 0
+    delete_to: int = 0
     events: dict[int, Event] = field(default_factory=dict)
 
+    def visible(self) -> list[Event]:
+        return [e for n, e in sorted(self.events.items()) if n > self.delete_to]
 
-def run_model(records: list[ActionRecord]) -> dict[JournalKey, ModelJournal]:
-    from journal.model import AppendHeader, DeleteHeader, PurgeHeader
 
+def run_model(records: Iterable[ActionRecord]) -> dict[JournalKey, ModelJournal]:
+    """The rules of design.md, written as plainly as possible."""
     journals: dict[JournalKey, ModelJournal] = {}
     for record in records:
         journal = journals.setdefault(record.key, ModelJournal())
         header = record.header
         if isinstance(header, AppendHeader):
-            for n in range(header.range.from_, header.range.to + 1):
-                journal.events[n] = a.event(n)
-            journal.seq_nr = header.range.to
+            if header.range.from_ == journal.seq_nr + 1:
+                for event in events_of(record):
+                    journal.events[event.seq_nr] = event.event
+                journal.seq_nr = header.range.to
         elif isinstance(header, DeleteHeader):
-            journal.delete_to = max(header.to, journal.delete_to or 0)
+            journal.delete_to = max(journal.delete_to, min(header.to, journal.seq_nr))
         elif isinstance(header, PurgeHeader):
             journals[record.key] = ModelJournal()
-    for journal in journals.values():
-        if journal.delete_to is not None:
-            journal.events = {n: e for n, e in journal.events.items() if n > journal.delete_to}
     return journals
 
 
 @st.composite
 def workloads(draw: st.DrawFn) -> list[ActionRecord]:
-    """Actions over three journals as writers produce them: consecutive seqNrs per journal."""
+    """Actions over three journals, as racing and retrying writers produce them."""
     seq_nrs: dict[JournalKey, int] = {}
     records: list[ActionRecord] = []
     for offset in range(draw(st.integers(0, 40))):
         key = draw(st.sampled_from(KEYS))
         last = seq_nrs.get(key, 0)
-        kind = draw(st.sampled_from(["append", "append", "delete", "purge", "mark"]))
+        kind = draw(st.sampled_from(["append", "append", "rival", "delete", "purge", "mark"]))
         if kind == "append":
             count = draw(st.integers(1, 4))
             records.append(a.append(key, offset, last + 1, last + count))
             seq_nrs[key] = last + count
-        elif kind == "delete" and last > 0:
-            records.append(a.delete(key, offset, draw(st.integers(1, last + 2))))
+        elif kind == "rival":  # a retry or a writer with another view of the journal
+            first = draw(st.integers(1, last + 3))
+            records.append(a.append(key, offset, first, first + draw(st.integers(0, 3))))
+            if first == last + 1:
+                seq_nrs[key] = records[-1].header.range.to  # type: ignore[union-attr]
+        elif kind == "delete":
+            records.append(a.delete(key, offset, draw(st.integers(1, last + 3))))
         elif kind == "purge":
             records.append(a.purge(key, offset))
             seq_nrs[key] = 0
@@ -69,30 +91,27 @@ def workloads(draw: st.DrawFn) -> list[ActionRecord]:
     return records
 
 
-async def store_state(store: MemoryStore) -> dict[JournalKey, ModelJournal]:
-    state = {}
+def visible(journals: dict[JournalKey, ModelJournal]) -> dict[JournalKey, tuple[object, ...]]:
+    """What a reader sees: (last seqNr, deleteTo, events), journals with nothing left out."""
+    seen = {k: (j.seq_nr, j.delete_to, j.visible()) for k, j in journals.items()}
+    return {k: v for k, v in seen.items() if v != (0, 0, [])}
+
+
+async def replicate(store: MemoryStore, batches: Iterable[list[ActionRecord]]) -> None:
+    """What the Replicator does with each batch: fold onto the stored states, apply."""
+    for batch in batches:
+        stored = await store.stored({r.key for r in batch})
+        await store.apply(fold_batch(batch, stored))
+
+
+async def store_view(store: MemoryStore) -> dict[JournalKey, ModelJournal]:
+    found = {}
     for key in KEYS:
         meta = await store.meta(key)
-        if meta is None:
-            continue
-        events = {r.seq_nr: r.event async for r in store.read(key, meta)}
-        state[key] = ModelJournal(meta.seq_nr, meta.delete_to, events)
-    return state
-
-
-def visible(state: dict[JournalKey, ModelJournal]) -> dict[JournalKey, ModelJournal]:
-    """Journals a reader can tell apart from an unknown one."""
-    return {k: j for k, j in state.items() if j.seq_nr is not None or j.delete_to is not None}
-
-
-def apply_batches(batches: list[list[ActionRecord]]) -> dict[JournalKey, ModelJournal]:
-    async def go() -> dict[JournalKey, ModelJournal]:
-        store = MemoryStore()
-        for batch in batches:
-            await store.apply(fold(batch))
-        return await store_state(store)
-
-    return asyncio.run(go())
+        if meta is not None:
+            events = {r.seq_nr: r.event async for r in store.read(key, meta)}
+            found[key] = ModelJournal(meta.seq_nr or 0, meta.delete_to or 0, events)
+    return found
 
 
 def split(records: list[ActionRecord], cuts: list[int]) -> list[list[ActionRecord]]:
@@ -100,69 +119,159 @@ def split(records: list[ActionRecord], cuts: list[int]) -> list[list[ActionRecor
     return [records[i:j] for i, j in itertools.pairwise(bounds)]
 
 
-@settings(max_examples=200, deadline=None)
-@given(workloads())
-def test_one_batch_equals_the_model(records: list[ActionRecord]) -> None:
-    assert visible(apply_batches([records])) == visible(run_model(records))
+async def records_of(records: Iterable[ActionRecord]) -> AsyncIterator[ActionRecord]:
+    for record in records:
+        yield record
 
 
-@settings(max_examples=200, deadline=None)
+def merged(store: ModelJournal | None, head: JournalHead) -> ModelJournal:
+    """A read's answer: the store's events unless purged, then the head's (journals.py)."""
+    events = {} if store is None or head.purged else dict(store.events)
+    events.update({r.seq_nr: r.event for r in head.events})
+    return ModelJournal(head.state.seq_nr, head.state.delete_to, events)
+
+
+@settings(max_examples=300, deadline=None)
 @given(workloads(), st.lists(st.integers(0, 100), max_size=6))
-def test_any_batching_equals_the_model(records: list[ActionRecord], cuts: list[int]) -> None:
-    assert visible(apply_batches(split(records, cuts))) == visible(run_model(records))
+def test_replication_in_any_batching_equals_the_model(
+    records: list[ActionRecord], cuts: list[int]
+) -> None:
+    async def go() -> dict[JournalKey, ModelJournal]:
+        store = MemoryStore()
+        await replicate(store, split(records, cuts))
+        return await store_view(store)
+
+    assert visible(asyncio.run(go())) == visible(run_model(records))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(workloads(), st.lists(st.integers(0, 100), max_size=6), st.data())
 def test_replaying_a_batch_changes_nothing(
     records: list[ActionRecord], cuts: list[int], data: st.DataObject
 ) -> None:
     batches = split(records, cuts)
     if batches:
-        again = data.draw(st.sampled_from(batches))
-        batches = [*batches, again]
-    assert visible(apply_batches(batches)) == visible(run_model(records))
+        batches.append(data.draw(st.sampled_from(batches)))
+
+    async def go() -> dict[JournalKey, ModelJournal]:
+        store = MemoryStore()
+        await replicate(store, batches)
+        return await store_view(store)
+
+    assert visible(asyncio.run(go())) == visible(run_model(records))
 
 
-def test_marks_vanish_and_leave_the_offset_alone() -> None:
-    (write,) = fold([a.mark(A, 5), a.mark(A, 6)])
-    assert not write.changes_store
-    (write,) = fold([a.append(A, 4, 1, 1), a.mark(A, 5)])
-    assert write.offset == 4  # so it is the same however the batches were cut
+@settings(max_examples=300, deadline=None)
+@given(workloads(), st.integers(0, 100))
+def test_a_read_is_the_same_whatever_was_replicated(records: list[ActionRecord], cut: int) -> None:
+    """Invariant 8: fold the unreplicated rest onto the store's state, for any prefix."""
+    cut %= len(records) + 1
+
+    async def go() -> dict[JournalKey, ModelJournal]:
+        store = MemoryStore()
+        await replicate(store, [records[:cut]])
+        stored = await store_view(store)
+        read = {}
+        for key in KEYS:
+            meta = await store.meta(key)
+            base = JournalState() if meta is None else meta.state
+            rest = [r for r in records[cut:] if r.key == key]
+            head = await fold_head(base, records_of(rest), budget_bytes=2**20)
+            read[key] = merged(stored.get(key), head)
+        return read
+
+    assert visible(asyncio.run(go())) == visible(run_model(records))
 
 
-def test_a_purge_voids_what_came_before_it() -> None:
-    (write,) = fold([a.append(A, 0, 1, 3), a.delete(A, 1, 2), a.purge(A, 2), a.append(A, 3, 1, 1)])
-    assert write.purge == 2
-    assert [r.offset for r in write.appends] == [3]
-    assert write.delete is None
+@settings(max_examples=200, deadline=None)
+@given(workloads())
+def test_kafka_alone_from_offset_zero_equals_the_model(records: list[ActionRecord]) -> None:
+    async def go() -> dict[JournalKey, ModelJournal]:
+        read = {}
+        for key in KEYS:
+            mine = [r for r in records if r.key == key]
+            head = await fold_head(JournalState(), records_of(mine), budget_bytes=2**20)
+            read[key] = merged(None, head)
+        return read
 
-
-def test_deletes_collapse_and_drop_covered_appends() -> None:
-    records = [a.append(A, 0, 1, 2), a.append(A, 1, 3, 5), a.delete(A, 2, 2), a.delete(A, 3, 4)]
-    (write,) = fold(records)
-    assert write.delete == DeleteTo(4, 3)
-    assert [r.offset for r in write.appends] == [1]  # 1..2 is wholly deleted, 3..5 is not
-
-
-def test_after_drops_what_is_applied() -> None:
-    (write,) = fold([a.append(A, 0, 1, 1), a.purge(A, 1), a.append(A, 2, 1, 2)])
-    assert write.after(2) is None
-    rest = write.after(1)
-    assert rest is not None and rest.purge is None and [r.offset for r in rest.appends] == [2]
+    assert visible(asyncio.run(go())) == visible(run_model(records))
 
 
 @settings(max_examples=200, deadline=None)
 @given(workloads(), st.lists(st.integers(0, 100), max_size=6))
-def test_the_stored_metadata_does_not_depend_on_batching(
+def test_the_stored_rows_do_not_depend_on_batching(
     records: list[ActionRecord], cuts: list[int]
 ) -> None:
     """So the agents and a Spark rebuild, batching differently, store the same rows."""
 
     async def metas(batches: list[list[ActionRecord]]) -> list[object]:
         store = MemoryStore()
-        for batch in batches:
-            await store.apply(fold(batch))
+        await replicate(store, batches)
         return [await store.meta(key) for key in KEYS]
 
     assert asyncio.run(metas(split(records, cuts))) == asyncio.run(metas([records]))
+
+
+def test_the_conflict_rule() -> None:
+    state = JournalState()
+    state, verdict = state.apply(a.append(A, 0, 2, 3).header, 0)
+    assert (state, verdict) == (JournalState(), Verdict.CONFLICT)  # a new journal starts at 1
+    state, verdict = state.apply(a.append(A, 1, 1, 3).header, 1)
+    assert (state, verdict) == (JournalState(1, 3, 0), Verdict.APPENDED)
+    assert state.apply(a.append(A, 2, 1, 3).header, 2) == (state, Verdict.DUPLICATE)
+    assert state.apply(a.append(A, 2, 2, 3).header, 2) == (state, Verdict.DUPLICATE)
+    assert state.apply(a.append(A, 2, 1, 2).header, 2) == (state, Verdict.CONFLICT)
+    assert state.apply(a.append(A, 2, 5, 5).header, 2) == (state, Verdict.CONFLICT)
+    assert state.apply(a.append(A, 1, 4, 4).header, 1) == (state, Verdict.NOTHING)  # folded
+
+
+def test_a_delete_covers_what_was_appended_before_it_only() -> None:
+    state = JournalState(4, 3, 0)
+    state, verdict = state.apply(a.delete(A, 5, 10).header, 5)
+    assert (state, verdict) == (JournalState(5, 3, 3), Verdict.DELETED)
+    assert state.apply(a.delete(A, 6, 2).header, 6) == (state, Verdict.NOTHING)
+    state, _ = state.apply(a.append(A, 7, 4, 5).header, 7)
+    assert state == JournalState(7, 5, 3)  # 4 and 5 stay visible
+
+
+def test_a_purge_starts_the_journal_again_and_marks_change_nothing() -> None:
+    state = JournalState(4, 3, 2)
+    assert state.apply(a.mark(A, 5).header, 5) == (state, Verdict.NOTHING)
+    assert state.apply(a.purge(A, 6).header, 6) == (JournalState(6), Verdict.PURGED)
+
+
+def test_a_batch_write_keeps_what_survives_its_deletes_and_purge() -> None:
+    records = [a.append(A, 0, 1, 2), a.append(A, 1, 3, 5), a.delete(A, 2, 2), a.delete(A, 3, 4)]
+    (write,) = fold_batch(records, {})
+    assert [r.offset for r in write.appends] == [1]  # 1..2 is wholly deleted, 3..5 is not
+    assert write.delete is not None and (write.delete.to, write.delete.offset) == (4, 3)
+    records = [a.append(A, 0, 1, 3), a.purge(A, 1), a.append(A, 2, 1, 1), a.append(A, 3, 1, 1)]
+    (write,) = fold_batch(records, {A: JournalState(-1, 0, 0)})
+    assert write.purge == 1 and [r.offset for r in write.appends] == [2]
+    assert write.after == JournalState(2, 1, 0)
+
+
+def test_marks_alone_change_no_journal() -> None:
+    (write,) = fold_batch([a.mark(A, 5), a.mark(A, 6)], {})
+    assert not write.changes_store
+
+
+async def test_past_the_log_start_only_a_purge_proves_a_whole_journal() -> None:
+    purged = await fold_whole(
+        records_of([a.mark(A, 0), a.purge(A, 1), a.append(A, 2, 1, 1)]), 2**20
+    )
+    assert purged is not None and purged.state == JournalState(2, 1, 0)
+    # a rival's Append from 1 proves nothing: the real history may have expired
+    assert await fold_whole(records_of([a.append(A, 0, 1, 2)]), 2**20) is None
+    assert await fold_whole(records_of([a.delete(A, 0, 3), a.append(A, 1, 4, 4)]), 2**20) is None
+    assert await fold_whole(records_of([]), 2**20) is None
+
+
+async def test_past_its_budget_a_head_keeps_only_offsets_and_a_purge_resets_it() -> None:
+    records = [a.append(A, 0, 1, 2), a.append(A, 1, 3, 3)]
+    head = await fold_head(JournalState(), records_of(records), budget_bytes=1)
+    assert head.events == () and head.spilled == (0, 1) and head.state.seq_nr == 3
+    head = await fold_head(
+        JournalState(), records_of([*records, a.purge(A, 2), a.append(A, 3, 1, 1)]), 2**20
+    )
+    assert head.purged and head.spilled == () and [e.seq_nr for e in head.events] == [1]

@@ -7,17 +7,17 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
 import pytest
+from aiokafka import AIOKafkaConsumer
 from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
 from aiokafka.structs import TopicPartition
 
-from journal.head import HeadReader, JournalTruncated, KafkaReadConfig
+from journal.errors import AppendTooLarge, JournalTruncated, StoreUnavailable
+from journal.head import KafkaReadConfig, KafkaRecords
 from journal.journals import Journals
 from journal.metrics import METRICS
 from journal.model import SEQ_NR_MAX, Event, TextPayload
 from journal.store import cql
-from journal.store.base import StoreUnavailable
 from journal.store.cassandra import CassandraStore
-from journal.writer import AppendTooLarge
 from stack import Stack
 from tests.journal.journal_contract import JournalContract, events, seq_nrs
 from tests.support.harness import Harness, harness, unique
@@ -110,19 +110,42 @@ async def test_a_purge_in_the_unreplicated_head_voids_the_store(api: Direct) -> 
     assert await api.info("j") == (1, None)
 
 
+def read_paths() -> dict[str, float]:
+    return {p: METRICS.value("journal_reads_total", path=p) for p in ("store", "index")}
+
+
 async def test_fully_replicated_reads_skip_kafka(api: Direct) -> None:
     await api.append("j", events(1, 3))
-    pointers = await api.harness.replicate()
-    store = api.journals.store
-    assert isinstance(store, CassandraStore)
-    # Move every pointer far ahead, as if replication had already passed the coming Mark.
-    for partition in range(api.journals.writer.partitions):
-        await store.save_pointer(
-            api.harness.settings.topic, partition, max(pointers.values()) + 1000
-        )
-    before = METRICS.value("journal_reads_total", path="replicated")
+    await api.append("other", events(1, 3))  # same partition or not: it changes nothing
+    await api.harness.replicate()
+    before = read_paths()
     assert seq_nrs(await api.read("j")) == [1, 2, 3]
-    assert METRICS.value("journal_reads_total", path="replicated") == before + 1
+    assert await api.info("j") == (3, None)
+    assert read_paths() == {"store": before["store"] + 2, "index": before["index"]}
+    await api.append("j", events(4, 4))  # now Kafka holds one record the store lacks
+    assert seq_nrs(await api.read("j")) == [1, 2, 3, 4]
+    assert read_paths() == {"store": before["store"] + 2, "index": before["index"] + 1}
+
+
+async def test_a_read_writes_nothing(api: Direct) -> None:
+    """The default fence is the high watermark: reads and infos produce no record."""
+    await api.append("j", events(1, 2))
+    ends = await end_offsets(api)
+    for _ in range(3):
+        assert seq_nrs(await api.read("j")) == [1, 2]
+        assert await api.info("j") == (2, None)
+    assert await end_offsets(api) == ends
+
+
+async def end_offsets(api: Direct) -> dict[int, int]:
+    consumer = AIOKafkaConsumer(bootstrap_servers=api.harness.settings.kafka_bootstrap)
+    await consumer.start()
+    try:
+        topic = api.harness.settings.topic
+        tps = [TopicPartition(topic, p) for p in range(api.journals.writer.partitions)]
+        return {tp.partition: end for tp, end in (await consumer.end_offsets(tps)).items()}
+    finally:
+        await consumer.stop()
 
 
 async def test_a_malformed_record_is_skipped_by_reads_and_quarantined(api: Direct) -> None:
@@ -204,12 +227,11 @@ async def test_an_append_too_large_for_the_broker_fails_before_it_is_sent(api: D
 
 async def test_a_head_over_its_memory_budget_is_fetched_as_it_streams(api: Direct) -> None:
     """Invariant 6 with replication stopped: the head keeps ~2 KB, the rest is re-fetched."""
-    frugal = Journals(
-        api.journals.topic,
-        api.journals.writer,
-        api.journals.store,
-        HeadReader(KafkaReadConfig(api.harness.settings.kafka_bootstrap, head_budget_bytes=2000)),
+    client = api.journals
+    kafka = KafkaRecords(
+        KafkaReadConfig(api.harness.settings.kafka_bootstrap, head_budget_bytes=2000)
     )
+    frugal = Journals(client.topic, client.writer, client.store, client.index, client.fence, kafka)
     journal = frugal.journal("long-head")
     for first in range(1, 300, 10):
         await journal.append(events(first, first + 9))  # nothing is replicated
@@ -218,4 +240,4 @@ async def test_a_head_over_its_memory_budget_is_fetched_as_it_streams(api: Direc
     assert [r.seq_nr async for r in journal.read()] == list(range(51, 301))
     assert [r.seq_nr async for r in journal.read(from_=120, to=135)] == list(range(120, 136))
     assert METRICS.value("journal_reads_spilled_total") == spilled + 2
-    await frugal.heads.close()
+    await kafka.close()

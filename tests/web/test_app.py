@@ -18,7 +18,7 @@ from aiokafka.errors import KafkaConnectionError, MessageSizeTooLargeError
 from cassandra import OperationTimedOut
 from cassandra.cluster import NoHostAvailable
 
-from journal.head import HeadTimeout, JournalTruncated
+from journal.errors import AppendTooLarge, JournalTruncated, KafkaUnavailable
 from journal.journals import Deleted, JournalInfo
 from journal.metrics import METRICS
 from journal.model import (
@@ -30,7 +30,6 @@ from journal.model import (
     Position,
     TextPayload,
 )
-from journal.writer import AppendTooLarge
 from tests.support.http_api import journal_path
 from tests.web.served import Served, serve
 from web import JournalHandle, add_routes, create_app
@@ -235,7 +234,7 @@ async def test_not_ready_is_503_with_retry_after(served: Served, backend: FakeBa
         (KafkaConnectionError("no broker"), 503, ErrorCode.UNAVAILABLE),
         (NoHostAvailable("no host", {}), 503, ErrorCode.UNAVAILABLE),
         (OperationTimedOut("slow"), 503, ErrorCode.UNAVAILABLE),
-        (HeadTimeout("partition 3 stuck"), 503, ErrorCode.UNAVAILABLE),
+        (KafkaUnavailable("partition 3 stuck"), 503, ErrorCode.UNAVAILABLE),
         (TimeoutError(), 503, ErrorCode.UNAVAILABLE),
         (AppendTooLarge("2 MB"), 413, ErrorCode.APPEND_TOO_LARGE),
         (MessageSizeTooLargeError(), 413, ErrorCode.APPEND_TOO_LARGE),

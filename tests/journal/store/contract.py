@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 from journal.actions import events_of
-from journal.fold import fold
+from journal.fold import fold_batch
 from journal.model import ActionRecord, EventRecord, JournalKey, PayloadMetadata
 from journal.store.base import EventualStore
 from tests.support import actions as a
@@ -30,7 +30,9 @@ async def read_all(
 
 
 async def apply(store: EventualStore, *records: ActionRecord) -> None:
-    await store.apply(fold(records))
+    """What replication does with a batch: fold it onto the stored states, apply."""
+    stored = await store.stored({r.key for r in records})
+    await store.apply(fold_batch(records, stored))
 
 
 def expected(*records: ActionRecord) -> list[EventRecord]:

@@ -2,11 +2,11 @@ from __future__ import annotations
 
 import asyncio
 
-from journal.progress import Progress
+from tables.partitions import OwnedPartitions
 
 
 async def test_a_waiter_wakes_when_its_offset_is_processed() -> None:
-    progress = Progress()
+    progress = OwnedPartitions()
     await progress.advance(0, 3)
     waiter = asyncio.create_task(progress.wait_for(0, 7, timeout_s=5))
     await asyncio.sleep(0.01)
@@ -16,8 +16,10 @@ async def test_a_waiter_wakes_when_its_offset_is_processed() -> None:
 
 
 async def test_waiting_is_bounded_and_fails_for_partitions_not_owned() -> None:
-    progress = Progress()
+    progress = OwnedPartitions()
     assert await progress.wait_for(1, 0, timeout_s=5) is False  # not owned: no wait
+    progress.assign(1)
+    assert progress.owns(1) and progress.processed(1) == -1
     await progress.advance(1, 0)
     assert await progress.wait_for(1, 5, timeout_s=0.05) is False
     assert progress.owns(1)
@@ -26,7 +28,19 @@ async def test_waiting_is_bounded_and_fails_for_partitions_not_owned() -> None:
 
 
 async def test_offsets_never_go_back() -> None:
-    progress = Progress()
+    progress = OwnedPartitions()
     await progress.advance(0, 9)
     await progress.advance(0, 4)
-    assert progress.offset(0) == 9
+    assert progress.processed(0) == 9
+
+
+async def test_the_replicated_pointer_only_grows_and_goes_with_the_partition() -> None:
+    owned = OwnedPartitions()
+    owned.set_replicated(0, 5)  # not owned: nothing to remember
+    assert owned.replicated(0) == -1
+    owned.assign(0)
+    owned.set_replicated(0, 5)
+    owned.set_replicated(0, 3)
+    assert owned.replicated(0) == 5
+    await owned.revoke(0)
+    assert owned.replicated(0) == -1 and owned.floor(0) == -1

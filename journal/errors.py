@@ -1,0 +1,38 @@
+"""The core's one error hierarchy. Driver errors (aiokafka, cassandra-driver) are mapped to
+these where the core calls the drivers, so no layer above `journal/` needs to know them.
+
+- `Unavailable`: a dependency did not answer; the same call can succeed later (HTTP 503).
+- `JournalTruncated`: records a read needs expired before replication stored them (HTTP 410).
+- `AppendTooLarge`: the append cannot be written as one record (HTTP 413).
+- `InvalidValue`: a value breaks the journal's rules (HTTP 400).
+"""
+
+from __future__ import annotations
+
+
+class JournalError(Exception):
+    """Anything the core raises on purpose."""
+
+
+class Unavailable(JournalError, ConnectionError):
+    """A dependency did not answer (no host, timeout, leader moving): try again later."""
+
+
+class StoreUnavailable(Unavailable):
+    """The eventual store (Cassandra) did not answer."""
+
+
+class KafkaUnavailable(Unavailable):
+    """Kafka did not answer, or did not deliver the records a read needs in time."""
+
+
+class JournalTruncated(JournalError):
+    """Records a read needs expired from Kafka before replication stored them."""
+
+
+class AppendTooLarge(JournalError, ValueError):
+    """An append whose record would exceed what the producer and broker accept."""
+
+
+class InvalidValue(JournalError, ValueError):
+    """A value that breaks the journal's rules (a seqNr out of range, a gap in a batch...)."""

@@ -1,0 +1,97 @@
+"""Where "now" is in a journal's partition: the offset below which a read must see everything.
+
+`HighWatermarks` (the default) asks the partition's leader for its high watermark
+(ListOffsets, latest). Appends are produced with acks=all, so every acknowledged append lies
+below it: a read that asks after an append was acknowledged sees it. Concurrent reads share
+requests: one request serves every read that was waiting when it was sent, and a request that
+was already on its way when a read arrived never serves that read. The fence has its own
+consumer, so it never queues behind a long poll. A read writes nothing.
+
+`Marks` produces a Mark to the journal's partition and takes its offset, as kafka-journal
+does; it costs a record per read and is there for deployments that want that behaviour.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from typing import Protocol
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import KafkaError
+
+from journal.errors import KafkaUnavailable
+from journal.model import JournalKey
+from journal.writer import JournalWriter
+
+log = logging.getLogger(__name__)
+
+
+class Fence(Protocol):
+    async def fence(self, key: JournalKey, partition: int) -> int:
+        """An offset every record acknowledged before this call lies below."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class HighWatermarks:
+    def __init__(self, topic: str, consumer: AIOKafkaConsumer) -> None:
+        self._topic = topic
+        self._consumer = consumer
+        self._waiting: dict[int, list[asyncio.Future[int]]] = {}
+        self._sender: asyncio.Task[None] | None = None
+
+    @classmethod
+    async def start(cls, topic: str, bootstrap: str) -> HighWatermarks:
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None)
+        try:
+            await consumer.start()
+        except KafkaError as error:
+            raise KafkaUnavailable(f"cannot ask Kafka for high watermarks: {error!r}") from error
+        return cls(topic, consumer)
+
+    async def fence(self, key: JournalKey, partition: int) -> int:
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._waiting.setdefault(partition, []).append(future)
+        if self._sender is None or self._sender.done():
+            self._sender = asyncio.create_task(self._send())
+        return await future
+
+    async def _send(self) -> None:
+        """Ask for every waiting partition at once, until nobody waits."""
+        while self._waiting:
+            waiting, self._waiting = self._waiting, {}
+            tps = [TopicPartition(self._topic, p) for p in waiting]
+            try:
+                ends = await self._consumer.end_offsets(tps)
+            except KafkaError as error:  # end_offsets retried what was retriable already
+                failure = KafkaUnavailable(f"no high watermark for {self._topic}: {error!r}")
+                for futures in waiting.values():
+                    for future in futures:
+                        if not future.done():
+                            future.set_exception(failure)
+                continue
+            for tp, end in ends.items():
+                for future in waiting[tp.partition]:
+                    if not future.done():
+                        future.set_result(end)
+
+    async def close(self) -> None:
+        if self._sender is not None:
+            self._sender.cancel()
+        await self._consumer.stop()
+
+
+class Marks:
+    def __init__(self, writer: JournalWriter, origin: str | None) -> None:
+        self._writer = writer
+        self._origin = origin
+
+    async def fence(self, key: JournalKey, partition: int) -> int:
+        position = await self._writer.mark(key, uuid.uuid4().hex, origin=self._origin)
+        return position.offset
+
+    async def close(self) -> None:
+        return None

@@ -1,0 +1,124 @@
+"""Where a journal's unreplicated actions are: the index a read asks before it touches Kafka.
+
+An index answers for one journal of one partition, up to a fence (an offset every action the
+read must see lies below): `Indexed` lists offset runs that hold all of the journal's actions
+above `needs`, or `NotIndexed` says why it cannot tell (not caught up, past its memory bound,
+not the owner). The reading flow decides what to do then (a scan of the partition).
+
+`needs` is the store pointer the reader's view of the store must have reached: the index has
+dropped what replication covered up to there. `covered(partition)` is a pointer the index knows
+the store reached, with no I/O, so a reader can tell whether the store state it read before
+asking the index is new enough.
+
+Two indexes implement it: a worker's changelog-backed tables (`tables/`), and the direct
+client's `TailIndex` (`journal/tail.py`). Both keep, per journal, `OffsetRuns`: bounded, so
+memory does not grow with how long replication has been offline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from journal.model import JournalKey
+
+MAX_RUNS = 32  # per journal; past it the two closest runs merge (and span others' records)
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetRun:
+    """Offsets `first..last` of a partition holding `count` of one journal's records."""
+
+    first: int
+    last: int
+    count: int
+
+    @property
+    def exact(self) -> bool:
+        """Whether every offset of the run is the journal's (nothing else is read)."""
+        return self.count == self.last - self.first + 1
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetRuns:
+    """One journal's record offsets in one partition, ascending, in at most `MAX_RUNS` runs.
+
+    `pruned_to`: runs up to this store pointer were dropped as replicated (-1: none was), so
+    a reader's view of the store must reach it.
+    """
+
+    runs: tuple[OffsetRun, ...] = ()
+    pruned_to: int = -1
+
+    def add(self, offset: int) -> OffsetRuns:
+        runs = self.runs
+        if runs and offset <= runs[-1].last:
+            return self  # seen already: a replayed record
+        if runs and offset == runs[-1].last + 1:
+            last = runs[-1]
+            grown = OffsetRun(last.first, offset, last.count + 1)
+            return OffsetRuns((*runs[:-1], grown), self.pruned_to)
+        added = (*runs, OffsetRun(offset, offset, 1))
+        return OffsetRuns(
+            added if len(added) <= MAX_RUNS else _merge_closest(added), self.pruned_to
+        )
+
+    def after(self, pointer: int) -> OffsetRuns:
+        """Without the runs wholly at or below `pointer`, a replicated store pointer."""
+        if not self.runs or self.runs[0].last > pointer:
+            return self
+        return OffsetRuns(tuple(r for r in self.runs if r.last > pointer), pointer)
+
+    def encode(self) -> list[int]:
+        return [self.pruned_to, *(n for r in self.runs for n in (r.first, r.last, r.count))]
+
+    @classmethod
+    def decode(cls, flat: list[int]) -> OffsetRuns:
+        pruned_to, *numbers = flat
+        it = iter(numbers)
+        runs = tuple(OffsetRun(f, last, c) for f, last, c in zip(it, it, it, strict=True))
+        return cls(runs, pruned_to)
+
+
+def _merge_closest(runs: tuple[OffsetRun, ...]) -> tuple[OffsetRun, ...]:
+    """Merge the two neighbouring runs with the smallest gap: bounded, and a read of the
+    merged run reads the fewest records of other journals."""
+    gaps = [runs[i + 1].first - runs[i].last for i in range(len(runs) - 1)]
+    i = gaps.index(min(gaps))
+    merged = OffsetRun(runs[i].first, runs[i + 1].last, runs[i].count + runs[i + 1].count)
+    return (*runs[:i], merged, *runs[i + 2 :])
+
+
+@dataclass(frozen=True, slots=True)
+class Indexed:
+    """The journal's records above `needs` (and below the fence) all lie in `runs`.
+
+    `complete`: nothing was ever dropped and the index saw the partition from offset 0, so
+    the runs hold the whole journal (what a read needs when the store cannot answer).
+    """
+
+    runs: tuple[OffsetRun, ...]
+    needs: int
+    complete: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class NotIndexed:
+    """The index cannot tell; `reason` is a metric label."""
+
+    reason: str
+
+
+IndexAnswer = Indexed | NotIndexed
+
+
+class HeadIndex(Protocol):
+    def covered(self, partition: int) -> int:
+        """A store pointer of `partition` known to be reached (-1: none), without I/O."""
+        ...
+
+    async def lookup(self, key: JournalKey, partition: int, fence: int) -> IndexAnswer:
+        """Where `key`'s records below `fence` are; waits (bounded) for the index to get there."""
+        ...
+
+    async def close(self) -> None: ...

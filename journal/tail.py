@@ -1,0 +1,179 @@
+"""The direct client's index: one tailing consumer per topic, keys only, bounded memory.
+
+`TailIndex` assigns every partition of the topic to one consumer (no group), starting at the
+store's pointers, and records for every record only its key and offset (`OffsetRuns` per
+journal): it never decodes a header or a value. Every `prune_interval_s` it reads the
+store's pointers and drops what replication covered, so it holds what is unreplicated.
+
+A read asks `lookup` after learning its fence: the index waits (bounded) until it has read the
+partition up to the fence, then lists the journal's runs. Past `max_journals` journals in a
+partition it stops adding new journals there, counts it, and answers `NotIndexed` for journals
+it does not know until replication has covered every record it could not index.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass, field
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import KafkaError
+
+from journal.errors import KafkaUnavailable, StoreUnavailable
+from journal.index import IndexAnswer, Indexed, NotIndexed, OffsetRuns
+from journal.metrics import METRICS
+from journal.model import JournalKey
+from journal.store.base import EventualJournal
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class TailConfig:
+    bootstrap: str = "127.0.0.1:9092"
+    max_journals: int = 200_000  # per partition
+    wait_s: float = 5.0  # how long a read waits for the index to reach its fence
+    prune_interval_s: float = 1.0
+    fetch_max_wait_ms: int = 10
+
+
+@dataclass(slots=True)
+class _Partition:
+    start: int  # the offset the index started at
+    journals: dict[bytes, OffsetRuns] = field(default_factory=dict)
+    position: int = 0  # every record below it is indexed (or counted in `dropped_to`)
+    pruned_to: int = -1  # replication covers every record up to here: the store has them
+    dropped_to: int = -1  # records up to here were not indexed (past `max_journals`)
+    moved: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class TailIndex:
+    """The `HeadIndex` of a process with no tables: see the module."""
+
+    def __init__(self, topic: str, store: EventualJournal, config: TailConfig) -> None:
+        self._topic = topic
+        self._store = store
+        self._config = config
+        self._partitions: dict[int, _Partition] = {}
+        self._consumer: AIOKafkaConsumer | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+
+    @classmethod
+    async def start(
+        cls, topic: str, partitions: int, store: EventualJournal, config: TailConfig
+    ) -> TailIndex:
+        """Start tailing from the store's pointers (the log start where there is none)."""
+        index = cls(topic, store, config)
+        try:
+            pointers = await store.pointers(topic)
+        except StoreUnavailable:
+            pointers = {}  # from the log start: the index then also serves reads without it
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=config.bootstrap,
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            fetch_max_wait_ms=config.fetch_max_wait_ms,
+        )
+        try:
+            await consumer.start()
+        except KafkaError as error:
+            raise KafkaUnavailable(f"cannot start the tail index: {error!r}") from error
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(tps)
+        starts = await consumer.beginning_offsets(tps)
+        for tp in tps:
+            pointer = pointers.get(tp.partition, -1)
+            start = max(pointer + 1, starts[tp])
+            consumer.seek(tp, start)
+            index._partitions[tp.partition] = _Partition(start, position=start, pruned_to=pointer)
+        index._consumer = consumer
+        index._tasks = [asyncio.create_task(index._tail()), asyncio.create_task(index._prune())]
+        return index
+
+    def covered(self, partition: int) -> int:
+        state = self._partitions.get(partition)
+        return -1 if state is None else state.pruned_to
+
+    async def lookup(self, key: JournalKey, partition: int, fence: int) -> IndexAnswer:
+        state = self._partitions[partition]
+        if state.position < fence and not await self._reach(state, fence):
+            METRICS.counter("journal_index_misses_total", reason="behind").inc()
+            return NotIndexed("behind")
+        runs = state.journals.get(key.id.encode("utf-8"))
+        if runs is None and state.dropped_to > state.pruned_to:
+            METRICS.counter("journal_index_misses_total", reason="overflow").inc()
+            return NotIndexed("overflow")
+        if runs is None:  # none seen, or all pruned: only the partition says how far
+            runs = OffsetRuns(pruned_to=state.pruned_to)
+        return Indexed(runs.runs, runs.pruned_to, runs.pruned_to == -1 and state.start == 0)
+
+    async def _reach(self, state: _Partition, fence: int) -> bool:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._config.wait_s
+        while state.position < fence:
+            state.moved.clear()
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(state.moved.wait(), remaining)
+        return True
+
+    async def _tail(self) -> None:
+        consumer = self._consumer
+        assert consumer is not None
+        limit = self._config.max_journals
+        while True:
+            try:
+                batches = await consumer.getmany(timeout_ms=200)
+            except KafkaError as error:  # the consumer reconnects by itself; keep asking
+                log.warning("tail index: %r", error)
+                await asyncio.sleep(0.5)
+                continue
+            for tp, messages in batches.items():
+                state = self._partitions[tp.partition]
+                journals = state.journals
+                for message in messages:
+                    raw_key = message.key or b""
+                    runs = journals.get(raw_key)
+                    if runs is not None:
+                        journals[raw_key] = runs.add(message.offset)
+                    elif len(journals) < limit:
+                        journals[raw_key] = OffsetRuns().add(message.offset)
+                    else:
+                        state.dropped_to = message.offset
+                        METRICS.counter("journal_index_dropped_records_total").inc()
+            for partition, state in self._partitions.items():
+                position = await consumer.position(TopicPartition(self._topic, partition))
+                if position > state.position:
+                    state.position = position
+                    state.moved.set()
+
+    async def _prune(self) -> None:
+        while True:
+            await asyncio.sleep(self._config.prune_interval_s)
+            try:
+                pointers = await self._store.pointers(self._topic)
+            except StoreUnavailable:
+                continue
+            for partition, pointer in pointers.items():
+                state = self._partitions.get(partition)
+                if state is None or pointer <= state.pruned_to:
+                    continue
+                kept = {}
+                for raw_key, runs in state.journals.items():
+                    left = runs.after(pointer)
+                    if left.runs:  # a journal with nothing left goes: room for others
+                        kept[raw_key] = left
+                state.journals = kept
+                state.pruned_to = pointer
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._consumer is not None:
+            await self._consumer.stop()

@@ -1,0 +1,41 @@
+"""The worker's `HeadIndex`: the owner's tables say where a journal's unreplicated actions are.
+
+Once the owner's agent has processed the partition up to the reader's fence, the two tables
+list every action of the journal above what the store holds: the reader fetches exactly those
+records. When this worker does not own the partition, or its agent is too far behind, it
+answers `NotIndexed` and the reading flow scans instead (counted).
+"""
+
+from __future__ import annotations
+
+from journal.index import IndexAnswer, Indexed, NotIndexed
+from journal.model import JournalKey
+from tables.partitions import OwnedPartitions
+from tables.tables import JournalTables
+
+
+class TableIndex:
+    def __init__(self, tables: JournalTables, owned: OwnedPartitions, wait_s: float) -> None:
+        self._tables = tables
+        self._owned = owned
+        self._wait_s = wait_s
+
+    def covered(self, partition: int) -> int:
+        return self._owned.replicated(partition)
+
+    async def lookup(self, key: JournalKey, partition: int, fence: int) -> IndexAnswer:
+        owned = self._owned
+        if not owned.owns(partition):
+            return NotIndexed("not_owner")
+        replicated = owned.replicated(partition)
+        if replicated >= fence - 1 and replicated >= owned.floor(partition):
+            return Indexed((), replicated)  # the store holds everything below the fence
+        if not await owned.wait_for(partition, fence - 1, self._wait_s):
+            return NotIndexed("behind")
+        appends, deletions = self._tables.runs(key.id)  # together, before any await
+        needs = max(appends.pruned_to, deletions.pruned_to, owned.floor(partition))
+        runs = tuple(sorted((*appends.runs, *deletions.runs), key=lambda r: r.first))
+        return Indexed(runs, needs, complete=needs == -1)
+
+    async def close(self) -> None:
+        return None

@@ -1,0 +1,42 @@
+"""OffsetRuns: where one journal's records are, bounded however many there are."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from journal.index import MAX_RUNS, OffsetRun, OffsetRuns
+
+
+def runs_of(*offsets: int) -> OffsetRuns:
+    runs = OffsetRuns()
+    for offset in offsets:
+        runs = runs.add(offset)
+    return runs
+
+
+def test_neighbouring_offsets_form_one_exact_run() -> None:
+    runs = runs_of(3, 4, 5, 9)
+    assert runs.runs == (OffsetRun(3, 5, 3), OffsetRun(9, 9, 1))
+    assert all(r.exact for r in runs.runs)
+    assert runs_of(3, 4, 4, 2).runs == (OffsetRun(3, 4, 2),)  # replays change nothing
+
+
+@given(st.lists(st.integers(0, 10_000), min_size=1, max_size=300, unique=True))
+def test_past_the_bound_runs_merge_and_still_hold_every_offset(offsets: list[int]) -> None:
+    offsets.sort()
+    runs = runs_of(*offsets)
+    assert len(runs.runs) <= MAX_RUNS
+    assert sum(r.count for r in runs.runs) == len(offsets)
+    for offset in offsets:
+        assert any(r.first <= offset <= r.last for r in runs.runs)
+    assert OffsetRuns.decode(runs.encode()) == runs
+
+
+def test_pruning_drops_whole_runs_at_or_below_the_pointer_and_remembers_it() -> None:
+    runs = runs_of(1, 2, 5, 8, 9)
+    assert runs.after(0) is runs  # nothing to drop: pruned_to stays
+    left = runs.after(5)
+    assert left.runs == (OffsetRun(8, 9, 2),) and left.pruned_to == 5
+    straddling = runs_of(4, 5, 6).after(5)
+    assert straddling.runs == (OffsetRun(4, 6, 3),)  # kept whole: readers skip what they have
