@@ -28,9 +28,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import TopicPartition
 
 from journal.actions import RawRecord
+from journal.consumers import start_consumer, stop_consumer
+from journal.errors import StoreUnavailable
 from journal.metrics import METRICS
 from journal.model import ActionRecord
 from journal.replicate import AlreadyQuarantined, Quarantine, Replicator, replicate_range
@@ -46,6 +48,7 @@ MAX_QUEUED = 10_000  # records per partition; past it, replay from Kafka instead
 @dataclass(slots=True)
 class _Partition:
     pointer: int  # the store's pointer as this worker knows it; -1 for nothing
+    pointer_read: bool  # False: the store did not answer when the partition came
     catch_up_from: int | None = None  # replay from Kafka from here, instead of the queue
     queued: list[ActionRecord] = field(default_factory=list)
     last: RawRecord | None = None  # the last record handled (the queue ends there)
@@ -111,8 +114,12 @@ class ReplicationWork:
     async def _state(self, partition: int, first_offset: int) -> _Partition:
         state = self._partitions.get(partition)
         if state is None:
-            pointer = await _retrying(lambda: self._store.pointer(self._topic, partition))
-            state = _Partition(pointer=-1 if pointer is None else pointer)
+            # never wait for the store here: the agent must keep consuming while it is down
+            try:
+                pointer = await self._store.pointer(self._topic, partition)
+                state = _Partition(-1 if pointer is None else pointer, pointer_read=True)
+            except StoreUnavailable:
+                state = _Partition(-1, pointer_read=False)  # the replicator reads it later
             self._owned.assign(partition)
             self._owned.set_replicated(partition, state.pointer)
             if state.pointer + 1 < first_offset:  # Faust committed ahead of replication
@@ -133,6 +140,8 @@ class ReplicationWork:
             if last is None or (last.offset <= state.pointer and state.catch_up_from is None):
                 continue
             try:
+                if not state.pointer_read:
+                    await self._read_pointer(partition, state)
                 if state.catch_up_from is None:
                     batch, state.queued = state.queued, []
                     await self._replicator.store(batch, last)
@@ -152,19 +161,29 @@ class ReplicationWork:
                 backoff = min(backoff * 2, self._max_backoff_s)
                 state.wake.set()
 
+    async def _read_pointer(self, partition: int, state: _Partition) -> None:
+        """Learn the store's pointer of a partition that came while the store was down: the
+        catch-up starts after it, and the tables are trusted once the store holds the gap."""
+        pointer = await self._store.pointer(self._topic, partition)
+        state.pointer_read = True
+        if pointer is not None and pointer > state.pointer:
+            state.pointer = pointer
+            self._owned.set_replicated(partition, pointer)
+            if state.catch_up_from is not None:
+                state.catch_up_from = max(state.catch_up_from, pointer + 1)
+        if state.trusted and state.last is not None:
+            await self._owned.advance(partition, state.last.offset)
+
     async def _catch_up(self, partition: int, state: _Partition, until: int) -> None:
         """Replay [catch_up_from, until] from Kafka; back to the queue once at the agent."""
         start = state.catch_up_from
         assert start is not None
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=self._bootstrap, group_id=None, fetch_max_wait_ms=20
-        )
-        await consumer.start()
+        consumer = await start_consumer(self._bootstrap, fetch_max_wait_ms=20)
         try:
             tp = TopicPartition(self._topic, partition)
             await replicate_range(consumer, self._replayer, tp, start, until + 1)
         finally:
-            await consumer.stop()
+            await stop_consumer(consumer)
         state.pointer = max(state.pointer, until)
         self._owned.set_replicated(partition, state.pointer)
         if state.trusted:

@@ -27,7 +27,7 @@ from bench.common import Row, Section, load_average
 from bench.consumer import bench_consumer
 from bench.environment import settings_for, worker
 from bench.huge import bench_huge
-from bench.read import ReadSizes, bench_read
+from bench.read import ReadSizes, bench_offline, bench_read
 from bench.replication import (
     METHOD as REPLICATION_METHOD,
 )
@@ -45,6 +45,7 @@ from bench.spark import bench_spark
 from journal.journals import Journals
 from journal.settings import Settings
 from journal.store.cassandra import CassandraStore
+from stack import Stack
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -61,7 +62,7 @@ class Sizes:
 
 FULL = Sizes(
     AppendSizes(sequential=300, concurrent=3200, repetitions=3),
-    ReadSizes(head_records=1000, stopped_records=100_000, repetitions=20),
+    ReadSizes(small_backlog=20_000, large_backlog=1_000_000, repetitions=20),
     ReplicationSizes(events=100_000, raw_rows=20_000, lag_rate=5000, lag_seconds=10),
     huge_events=200_000,
     consumer_repetitions=10,
@@ -69,7 +70,7 @@ FULL = Sizes(
 )
 QUICK = Sizes(
     AppendSizes(sequential=20, concurrent=128, repetitions=1),
-    ReadSizes(head_records=100, stopped_records=1000, repetitions=3, warmup=1),
+    ReadSizes(small_backlog=200, large_backlog=2000, repetitions=3, warmup=1),
     ReplicationSizes(events=2000, raw_rows=1000, lag_rate=1000, lag_seconds=2),
     huge_events=3000,
     consumer_repetitions=3,
@@ -151,8 +152,10 @@ async def _guarded(title: str, scenario: Awaitable[Section]) -> Section:
     return section
 
 
-async def _read_sections(base: Settings, sizes: Sizes) -> list[Section]:
-    """Reads and consumer costs, on a 1-partition topic of their own."""
+async def _read_sections(
+    base: Settings, sizes: Sizes, stack: Stack, workdir: Path
+) -> list[Section]:
+    """Reads and consumer costs, on 1-partition topics of their own."""
     settings = settings_for(base, "read", partitions=1)
     journals = await Journals.connect(settings)
     try:
@@ -165,9 +168,21 @@ async def _read_sections(base: Settings, sizes: Sizes) -> list[Section]:
             "Kafka consumer costs",
             bench_consumer(base.kafka_bootstrap, settings.topic, sizes.consumer_repetitions),
         )
-        return [read, consumer]
     finally:
         await journals.close()
+    settings = settings_for(base, "offline", partitions=1)
+    journals = await Journals.connect(settings)
+    process = worker(settings, workdir / "offline")
+    process.start()
+    try:
+        _log("reads with Cassandra down")
+        offline = await _guarded(
+            "Reads with Cassandra down", bench_offline(journals, process, stack, sizes.read)
+        )
+    finally:
+        process.stop()
+        await journals.close()
+    return [read, offline, consumer]
 
 
 async def _replication(
@@ -240,10 +255,12 @@ async def _worker_sections(
         await journals.close()
 
 
-async def _scenarios(base: Settings, sizes: Sizes, workdir: Path, profile: bool) -> list[Section]:
-    read, consumer = await _read_sections(base, sizes)
+async def _scenarios(
+    base: Settings, sizes: Sizes, stack: Stack, workdir: Path, profile: bool
+) -> list[Section]:
+    read, offline, consumer = await _read_sections(base, sizes, stack, workdir)
     append, replication, huge = await _worker_sections(base, sizes, workdir, profile)
-    sections = [append, read, replication, huge]
+    sections = [append, read, offline, replication, huge]
     if sizes.spark_events:
         _log("Spark rebuild")
         spark = await _guarded(
@@ -255,8 +272,6 @@ async def _scenarios(base: Settings, sizes: Sizes, workdir: Path, profile: bool)
 
 
 def run(quick: bool, out: Path, profile: bool | None = None) -> int:
-    from stack import Stack
-
     sizes = QUICK if quick else FULL
     stack = Stack()
     stack.up()
@@ -270,7 +285,7 @@ def run(quick: bool, out: Path, profile: bool | None = None) -> int:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kj-bench-") as workdir:
         sections = asyncio.run(
-            _scenarios(base, sizes, Path(workdir), not quick if profile is None else profile)
+            _scenarios(base, sizes, stack, Path(workdir), not quick if profile is None else profile)
         )
     seconds = time.monotonic() - started
     info = RunInfo(

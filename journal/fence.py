@@ -21,6 +21,7 @@ from typing import Protocol
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
+from journal.consumers import start_consumer, stop_consumer
 from journal.errors import KafkaUnavailable
 from journal.model import JournalKey
 from journal.writer import JournalWriter
@@ -45,12 +46,7 @@ class HighWatermarks:
 
     @classmethod
     async def start(cls, topic: str, bootstrap: str) -> HighWatermarks:
-        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None)
-        try:
-            await consumer.start()
-        except KafkaError as error:
-            raise KafkaUnavailable(f"cannot ask Kafka for high watermarks: {error!r}") from error
-        return cls(topic, consumer)
+        return cls(topic, await start_consumer(bootstrap))
 
     async def fence(self, key: JournalKey, partition: int) -> int:
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
@@ -81,7 +77,8 @@ class HighWatermarks:
     async def close(self) -> None:
         if self._sender is not None:
             self._sender.cancel()
-        await self._consumer.stop()
+            await asyncio.gather(self._sender, return_exceptions=True)
+        await stop_consumer(self._consumer)
 
 
 class Marks:

@@ -30,6 +30,7 @@ from aiokafka.structs import ConsumerRecord
 
 from journal.actions import MalformedRecord, events_of, parse, raw_record
 from journal.codec import DecodeError
+from journal.consumers import start_consumer, stop_consumer
 from journal.errors import InvalidValue, JournalTruncated, KafkaUnavailable
 from journal.fold import JournalState, Verdict, count_rejected
 from journal.index import OffsetRun
@@ -241,30 +242,23 @@ class KafkaRecords:
             except BaseException:
                 # its fetch state is unknown after a failure: do not give it to the next read
                 self._all.remove(consumer)
-                await consumer.stop()
+                await stop_consumer(consumer)
                 raise
             self._idle.put_nowait(consumer)
 
     async def _new_consumer(self) -> AIOKafkaConsumer:
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=self._config.bootstrap,
-            group_id=None,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
+        consumer = await start_consumer(
+            self._config.bootstrap,
             fetch_max_wait_ms=self._config.fetch_max_wait_ms,
             max_partition_fetch_bytes=self._config.max_partition_fetch_bytes,
-            isolation_level="read_uncommitted",
         )
-        try:
-            await consumer.start()
-        except KafkaError as error:
-            raise KafkaUnavailable(f"cannot start a consumer: {error!r}") from error
         self._all.append(consumer)
         return consumer
 
     async def close(self) -> None:
         consumers, self._all = self._all, []
-        await asyncio.gather(*(c.stop() for c in consumers), return_exceptions=True)
+        for consumer in consumers:
+            await stop_consumer(consumer)
 
 
 def _truncated(tp: TopicPartition, needed: int, kept_from: int) -> JournalTruncated:

@@ -247,16 +247,19 @@ class Journals:
         """Kafka alone, when it provably holds the whole journal (invariant 5)."""
         budget = self.kafka.config.head_budget_bytes
         if isinstance(found, Indexed) and found.complete:
+            path = "kafka_only_index"
             actions = self.kafka.fetch(key, partition, found.runs, -1, fence)
             head: JournalHead | None = await fold_head(JournalState(), actions, budget)
         elif await self.kafka.log_start(key.topic, partition) == 0:
+            path = "kafka_only_scan"
             actions = self.kafka.scan(key, partition, None, fence)
             head = await fold_head(JournalState(), actions, budget)
         else:
+            path = "kafka_only_scan"
             head = await fold_whole(self.kafka.scan(key, partition, None, fence), budget)
         if head is None:
             raise StoreUnavailable(f"{error}; Kafka alone no longer holds all of {key}") from error
-        METRICS.counter("journal_reads_total", path="kafka_only").inc()
+        METRICS.counter("journal_reads_total", path=path).inc()
         return JournalView(partition, None, head)
 
     async def fetch_events(

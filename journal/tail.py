@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
-from journal.errors import KafkaUnavailable, StoreUnavailable
+from journal.consumers import start_consumer, stop_consumer
+from journal.errors import StoreUnavailable
 from journal.index import IndexAnswer, Indexed, NotIndexed, OffsetRuns
 from journal.metrics import METRICS
 from journal.model import JournalKey
@@ -70,17 +71,9 @@ class TailIndex:
             pointers = await store.pointers(topic)
         except StoreUnavailable:
             pointers = {}  # from the log start: the index then also serves reads without it
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=config.bootstrap,
-            group_id=None,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            fetch_max_wait_ms=config.fetch_max_wait_ms,
+        consumer = await start_consumer(
+            config.bootstrap, fetch_max_wait_ms=config.fetch_max_wait_ms
         )
-        try:
-            await consumer.start()
-        except KafkaError as error:
-            raise KafkaUnavailable(f"cannot start the tail index: {error!r}") from error
         tps = [TopicPartition(topic, p) for p in range(partitions)]
         consumer.assign(tps)
         starts = await consumer.beginning_offsets(tps)
@@ -176,4 +169,4 @@ class TailIndex:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._consumer is not None:
-            await self._consumer.stop()
+            await stop_consumer(self._consumer)

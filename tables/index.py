@@ -9,6 +9,7 @@ answers `NotIndexed` and the reading flow scans instead (counted).
 from __future__ import annotations
 
 from journal.index import IndexAnswer, Indexed, NotIndexed
+from journal.metrics import METRICS
 from journal.model import JournalKey
 from tables.partitions import OwnedPartitions
 from tables.tables import JournalTables
@@ -26,12 +27,12 @@ class TableIndex:
     async def lookup(self, key: JournalKey, partition: int, fence: int) -> IndexAnswer:
         owned = self._owned
         if not owned.owns(partition):
-            return NotIndexed("not_owner")
+            return _missed("not_owner")
         replicated = owned.replicated(partition)
         if replicated >= fence - 1 and replicated >= owned.floor(partition):
             return Indexed((), replicated)  # the store holds everything below the fence
         if not await owned.wait_for(partition, fence - 1, self._wait_s):
-            return NotIndexed("behind")
+            return _missed("behind")
         appends, deletions = self._tables.runs(key.id)  # together, before any await
         needs = max(appends.pruned_to, deletions.pruned_to, owned.floor(partition))
         runs = tuple(sorted((*appends.runs, *deletions.runs), key=lambda r: r.first))
@@ -39,3 +40,8 @@ class TableIndex:
 
     async def close(self) -> None:
         return None
+
+
+def _missed(reason: str) -> NotIndexed:
+    METRICS.counter("journal_index_misses_total", reason=reason).inc()
+    return NotIndexed(reason)

@@ -1,0 +1,43 @@
+"""The core's one way to make and stop an aiokafka consumer: assigned, never in a group.
+
+Every consumer of the core (reads by offset, the tail index, high watermarks, catching up)
+is unsubscribed (`group_id=None`): no rebalances, no commits; the store's pointers say what
+is replicated. A driver failure to start is the core's `KafkaUnavailable`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer
+from aiokafka.errors import KafkaError
+
+from journal.errors import KafkaUnavailable
+
+
+async def start_consumer(bootstrap: str, **options: Any) -> AIOKafkaConsumer:
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        **options,
+    )
+    try:
+        await consumer.start()
+    except KafkaError as error:
+        await stop_consumer(consumer)
+        raise KafkaUnavailable(f"cannot start a Kafka consumer: {error!r}") from error
+    return consumer
+
+
+async def stop_consumer(consumer: AIOKafkaConsumer) -> None:
+    """Stop it; aiokafka 0.14 lets a CancelledError of its own internal task escape when a
+    consumer stops right after starting: swallow that one, never a cancellation of ours."""
+    try:
+        await consumer.stop()
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise
