@@ -1,8 +1,9 @@
 """The pipeline's jobs against the real servers, on Spark local[2].
 
-One workload (seeded, a few hundred records over two dozen journals, plus three malformed
-records) is replicated once by the core's routine into keyspace A and once by the Spark
-rebuild into keyspace B; the tests compare, audit and export them.
+One workload (seeded, a few hundred records over two dozen journals, racing and retrying
+writers among them, plus three malformed records) is replicated once by the core's routine
+into keyspace A and once by the Spark rebuild into keyspace B; the tests compare, audit and
+export them.
 """
 
 from __future__ import annotations
@@ -83,12 +84,21 @@ async def test_rebuild_writes_the_rows_the_core_replication_writes(
     replicated: Replicated, spark: SparkSession
 ) -> None:
     work, store = replicated.work, replicated.store
-    assert work.deletes > 5 and work.purges > 3 and work.events > 600  # a workload worth it
+    assert work.deletes > 5 and work.purges > 3 and work.events > 500  # a workload worth it
+    assert work.rivals > 5 and work.retries > 5  # and Appends the conflict rule rejects
     for table in TABLES:
         a = await rows(store, replicated.harness.settings.keyspace, table)
         b = await rows(store, replicated.rebuilt.keyspace, table)
         assert a, table
         assert a == b, table
+    # Both stored the race's first writer, not its last: rows of the winning Append alone.
+    race = work.race
+    assert race is not None
+    for keyspace in (replicated.harness.settings.keyspace, replicated.rebuilt.keyspace):
+        events = await rows(store, keyspace, "events")
+        stored = sorted((row[3], row[5], row[9]) for row in events.values() if row[1] == "race")
+        offset = race.winner.offset
+        assert stored == [(n, offset, f"winner {n}") for n in (1, 2, 3)], keyspace
     # From the pointers, a second rebuild finds nothing left to do.
     again = await rebuild(spark, replicated.rebuilt, "pointers", progress=lambda line: None)
     assert again.counts.records == 0
@@ -120,7 +130,7 @@ def cli_args(job: str, settings: Settings, *extra: str) -> argparse.Namespace:
     )
 
 
-async def test_audit_passes_then_finds_a_removed_and_a_changed_event(
+async def test_audit_passes_then_finds_removed_changed_and_rejected_events(
     replicated: Replicated, spark: SparkSession, capsys: pytest.CaptureFixture[str]
 ) -> None:
     own = replace(replicated.rebuilt, keyspace=unique("pipe_c"))  # an own copy to damage
@@ -130,13 +140,14 @@ async def test_audit_passes_then_finds_a_removed_and_a_changed_event(
     assert await execute(cli_args("audit", settings), spark, settings) == 0
     report = capsys.readouterr().out
     assert report.startswith("audit: OK:") and "3 malformed" in report
+    assert "0 journals checked partially" in report  # Kafka holds every journal whole
 
     store, ks = replicated.store, own.keyspace
     journals = await rows(store, ks, "journals")
     visible = [
         row
         for row in (await rows(store, ks, "events")).values()
-        if row[8] in ("json", "text") and row[3] > (journals[row[:2]][5] or 0)
+        if row[8] in ("json", "text") and row[3] > (journals[row[:2]][5] or 0) and row[1] != "race"
     ]
     removed, changed = visible[0], visible[-1]
     assert removed[:2] != changed[:2]
@@ -151,6 +162,15 @@ async def test_audit_passes_then_finds_a_removed_and_a_changed_event(
         "WHERE topic = %s AND id = %s AND segment = %s AND seq_nr = %s",
         ('"changed"', *changed[:4]),
     )
+    # Last write wins, as before the conflict rule: the race's rival over its winner's seqNr 1.
+    race = replicated.work.race
+    assert race is not None
+    await cql.execute(
+        store.session,
+        f"UPDATE {ks}.events SET offset = %s, payload_txt = %s "
+        "WHERE topic = %s AND id = %s AND segment = 0 AND seq_nr = 1",
+        (race.rival.offset, race.rival_payload, own.topic, race.journal_id),
+    )
 
     result = await audit(spark, settings, progress=lambda line: None)
     assert not result.ok
@@ -158,11 +178,14 @@ async def test_audit_passes_then_finds_a_removed_and_a_changed_event(
     assert found == {
         (f"{removed[0]}:{removed[1]}", "missing_event"),
         (f"{changed[0]}:{changed[1]}", "different_event"),
+        (f"{own.topic}:{race.journal_id}", "different_event"),
+        (f"{own.topic}:{race.journal_id}", "rejected_event_stored"),
     }
+    assert result.counts.differences == 4
     assert await execute(cli_args("audit", settings), spark, settings) == 1
     report = capsys.readouterr().out
-    assert "2 DIFFERENCES" in report and f"seqNr {removed[3]} " in report
-    assert "missing_event" in report and "different_event" in report
+    assert "4 DIFFERENCES" in report and f"seqNr {removed[3]} " in report
+    assert "missing_event" in report and "rejected_event_stored" in report
 
 
 async def test_export_holds_what_the_journal_api_reads(
