@@ -15,18 +15,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiokafka import TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
 from pyspark.sql import SparkSession
 
 from app.cli import build_parser
+from journal.model import Event
 from journal.settings import Settings
 from journal.store import cql
 from journal.store.cassandra import CassandraStore
+from journal.topic import end_offsets
 from pipeline.audit import audit
 from pipeline.cli import execute
 from pipeline.export import event_record_of, export
 from pipeline.rebuild import RebuildResult, rebuild
 from stack import Stack
 from tests.pipeline.workload import Workload, write_malformed, write_workload
+from tests.support.actions import event
 from tests.support.harness import Harness, harness, unique
 
 pytestmark = pytest.mark.integration
@@ -186,6 +191,78 @@ async def test_audit_passes_then_finds_removed_changed_and_rejected_events(
     report = capsys.readouterr().out
     assert "4 DIFFERENCES" in report and f"seqNr {removed[3]} " in report
     assert "missing_event" in report and "rejected_event_stored" in report
+
+
+async def test_after_retention_the_audit_is_exact_from_a_purge_and_partial_before_it(
+    stack: Stack, spark: SparkSession
+) -> None:
+    """Kafka loses the journals' starts (records deleted as retention would, after they were
+    replicated): one journal is purged after the cut, so its audit is exact again; the other
+    is not, so its audit takes the store's state as the base (see `pipeline.audit_check`).
+    """
+
+    def events(first: int, last: int) -> list[Event]:
+        return [event(n) for n in range(first, last + 1)]
+
+    async with harness(stack, unique("pipe_r"), "pipe_r") as h:
+        settings, kept, partial = (
+            h.settings,
+            h.journals.journal("kept"),
+            h.journals.journal("partial"),
+        )
+        await kept.append(events(1, 5))
+        await partial.append(events(1, 5))
+        cut = await end_offsets(settings.kafka_bootstrap, settings.topic, settings.partitions)
+        await kept.purge()
+        again = events(1, 2)
+        await kept.append(again)
+        await kept.append(again)  # a retry
+        deleted = await partial.delete(2)
+        assert deleted.position is not None
+        await partial.append(events(6, 7))
+        await partial.append(events(3, 4))  # a rival from a stale view
+        await h.replicate()
+        admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap)
+        await admin.start()
+        try:
+            await admin.delete_records(
+                {TopicPartition(settings.topic, p): RecordsToDelete(end) for p, end in cut.items()}
+            )
+        finally:
+            await admin.close()
+
+        result = await audit(spark, settings, progress=lambda line: None)
+        assert result.ok, result.lines()
+        assert (result.counts.journals, result.counts.journals_partial) == (2, 1)
+        assert result.counts.events_checked == 2  # the kept journal's, after its purge
+
+        store, ks = h.journals.store, settings.keyspace
+        assert isinstance(store, CassandraStore)
+        where = "WHERE topic = %s AND id = %s AND segment = 0 AND seq_nr = %s"
+        await cql.execute(
+            store.session,
+            f"UPDATE {ks}.events SET payload_txt = %s {where}",
+            ('"changed"', settings.topic, "kept", 2),
+        )
+        # A row as if the Append 6-7 was missed, and an event the Delete removed, back.
+        await cql.execute(
+            store.session,
+            f"UPDATE {ks}.journals SET seq_nr = 5, offset = %s WHERE topic = %s AND id = %s",
+            (deleted.position.offset, settings.topic, "partial"),
+        )
+        await cql.execute(
+            store.session,
+            f"INSERT INTO {ks}.events (topic, id, segment, seq_nr, partition, offset, timestamp) "
+            "VALUES (%s, %s, 0, 1, 0, 0, toTimestamp(now()))",
+            (settings.topic, "partial"),
+        )
+        result = await audit(spark, settings, progress=lambda line: None)
+        found = {(d.journal.split(":")[1], d.kind) for d in result.differences}
+        assert found == {
+            ("kept", "different_event"),
+            ("partial", "journal_differs"),
+            ("partial", "deleted_event_stored"),
+        }
 
 
 async def test_export_holds_what_the_journal_api_reads(
