@@ -22,7 +22,8 @@ What the fold proves depends on where the journal's history starts in Kafka:
   nothing (else the store missed a replicated action). Events are not compared.
 In both cases the stored rows must not contradict the state (the fold's when exact, the
 store's own when partial): no event older than a held Purge, none at or below deleteTo,
-none above the last seqNr.
+none above the last seqNr (looked for up to the highest seqNr the fold or the row reached;
+a rejected Append's own rows are looked for where its seqNrs are, when exact).
 
 The checks of an accepted or rejected Append are made as the fold reaches it, against what
 is stored now, so a later Purge voids them: differences found between two Purges are held
