@@ -1,9 +1,11 @@
 """Audit: compare what Kafka still holds with what Cassandra says was replicated.
 
 Contract: `audit` snapshots the partitions' pointers first, then reads with Spark's Kafka
-source every record Kafka still holds up to each pointer, groups them by journal (newest
-first, within the journal's partition) and runs `pipeline.audit_check.JournalAudit` on each
-group inside the executors, against the store (cassandra-driver). It checks, on the driver,
+source every record Kafka still holds up to each pointer, groups them by journal (in offset order,
+within the journal's partition) and runs `pipeline.audit_check.JournalAudit` on each group
+inside the executors, against the store (cassandra-driver): the fold of replication itself,
+exact where Kafka holds the journal from its start or from a Purge, partial (counted) where
+retention took its start (see `audit_check`). It checks, on the driver,
 that no pointer is past Kafka's end and that no records expired before being replicated.
 The result counts what was checked and keeps the first differences per journal; `ok` is
 False on any difference. Malformed records are counted, never fatal (replication set them
@@ -21,7 +23,6 @@ from itertools import groupby
 from typing import Any
 
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
 
 from journal.actions import MalformedRecord, parse_checked
 from journal.settings import Settings
@@ -42,6 +43,7 @@ class AuditCounts:
     malformed: int = 0
     journals: int = 0
     journals_skipped: int = 0  # changed by replication while the audit ran
+    journals_partial: int = 0  # history before Kafka's log start, no Purge held
     events_checked: int = 0
     differences: int = 0
 
@@ -50,6 +52,7 @@ class AuditCounts:
         self.malformed += other.malformed
         self.journals += other.journals
         self.journals_skipped += other.journals_skipped
+        self.journals_partial += other.journals_partial
         self.events_checked += other.events_checked
         self.differences += other.differences
 
@@ -78,6 +81,7 @@ class AuditResult:
             f"audit: {verdict}: {c.records} records, {c.journals} journals, "
             f"{c.events_checked} events checked, {c.malformed} malformed, "
             f"{c.journals_skipped} journals skipped (changed meanwhile), "
+            f"{c.journals_partial} journals checked partially (their start expired), "
             f"{self.unreplicated} records not replicated yet, in {self.seconds:.1f} s"
         ]
         by_journal = groupby(self.differences, key=lambda d: d.journal)
@@ -96,7 +100,7 @@ async def audit_rows(
     pointers: Mapping[int, int],
     complete: frozenset[int],
 ) -> tuple[AuditCounts, list[Difference]]:
-    """Audit rows of `read_actions` sorted by partition, key, offset descending."""
+    """Audit rows of `read_actions` sorted by partition, key, offset."""
     counts = AuditCounts()
     differences: list[Difference] = []
     for (partition, _), group in groupby(rows, key=lambda row: (row.partition, row.key)):
@@ -120,6 +124,7 @@ async def audit_rows(
         found = await journal.finish()
         counts.journals += 1
         counts.journals_skipped += journal.skipped
+        counts.journals_partial += not journal.skipped and not journal.exact
         counts.events_checked += journal.events_checked
         counts.differences += journal.difference_count
         differences += found[: max(0, MAX_DIFFERENCES - len(differences))]
@@ -192,7 +197,7 @@ async def audit(
         records = read_actions(spark, settings.kafka_bootstrap, settings.topic, ranges)
         by_journal = records.repartition(
             max(1, sum(1 for r in ranges if r.count)), "partition"
-        ).sortWithinPartitions("partition", "key", F.col("offset").desc())
+        ).sortWithinPartitions("partition", "key", "offset")
         task = partial(_audit_task, config, dict(pointers), complete)
         for counts, differences in await asyncio.to_thread(
             by_journal.rdd.mapPartitions(task).collect

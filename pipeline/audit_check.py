@@ -1,40 +1,50 @@
-"""Auditing one journal: its replicated Kafka records, newest first, against the store.
+"""Auditing one journal: its replicated Kafka records, in log order, against the store.
 
 Contract: a `JournalAudit` is fed the journal's parsed records of one partition with offsets
-at or below the partition's replicated pointer, newest first (`add`), then `finish` lists the
-differences. Newest first lets it decide with constant state per journal, streaming:
-- everything before the newest Purge is void (and must be gone from the store);
-- the highest Delete after it gives the Kafka deleteTo; the newest Append the last seqNr;
-- every event of an Append after the Purge and above deleteTo (the higher of Kafka's and the
-  store's: a Delete may predate retention) must be stored with identical content, unless a
-  newer Append rewrote its seqNr (that one is checked instead);
-- the journal's row: its partition, last seqNr and deleteTo as Kafka says, its offset at
-  least the newest replicated record that changed the store and at most the pointer;
-- no stored event older than the Purge, nor at or below deleteTo and older than the Delete.
-`complete` says Kafka still holds the partition from offset 0: then deleteTo must be equal,
-not merely covered. A journal whose row is newer than the pointer (replication moved on
-while the audit read) is skipped: its differences would be the audit's own.
+at or below the partition's replicated pointer, oldest first (`add`), then `finish` lists the
+differences. It interprets nothing itself: it folds the records with replication's own fold
+(`journal.fold.JournalState.apply`) and checks the store against the fold's verdicts, with
+constant state per journal (the fold's state, a few offsets, the first few differences) and
+at most one Append's events in hand.
+
+What the fold proves depends on where the journal's history starts in Kafka:
+- **Exact** when the fold's base is known: the partition is held from offset 0 (`complete`),
+  or from the journal's first Purge held in Kafka on (a Purge gives the same state whatever
+  came before it). Then the store's row must be the fold's final state (seqNr, deleteTo and
+  offset equal: the fold moves its offset only on a change, as the store does), every event
+  of an accepted Append above deleteTo must be stored as Kafka has it (its offset included),
+  and no event of a rejected Append (a rival's, or a retry's) may be stored.
+- **Partial** otherwise: retention removed the start of the journal and no Purge followed,
+  so the base is unknown. Which Appends took effect cannot be proven (an Append from seqNr 5
+  continues the journal only if the lost history ended at 4, and a retry looks like a rival
+  from there). The only witness of the lost history is the store's own state, so the audit
+  takes it as the base: folded onto it, the records after the row's offset must change
+  nothing (else the store missed a replicated action). Events are not compared.
+In both cases the stored rows must not contradict the state (the fold's when exact, the
+store's own when partial): no event older than a held Purge, none at or below deleteTo,
+none above the last seqNr (looked for up to the highest seqNr the fold or the row reached;
+a rejected Append's own rows are looked for where its seqNrs are, when exact).
+
+The checks of an accepted or rejected Append are made as the fold reaches it, against what
+is stored now, so a later Purge voids them: differences found between two Purges are held
+(the first few, and a count) and dropped at the next Purge, whose leftovers the final scan
+of stored rows finds instead. A journal whose row is newer than the pointer, or changes while
+the audit reads it (replication moved on), is skipped: its differences would be the audit's.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 from journal.actions import events_of
-from journal.model import (
-    SEQ_NR_MAX,
-    ActionRecord,
-    AppendHeader,
-    DeleteHeader,
-    EventRecord,
-    JournalKey,
-    MarkHeader,
-    PurgeHeader,
-)
+from journal.fold import JournalState, Verdict
+from journal.model import ActionRecord, EventRecord, JournalKey
 from journal.store.base import EventualJournal, JournalMeta
 
 MAX_DIFFERENCES_PER_JOURNAL = 3
+
+CHANGES = (Verdict.APPENDED, Verdict.DELETED, Verdict.PURGED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,14 +57,35 @@ class Difference:
 
 
 KINDS = (
-    "journal_missing",  # the store has no row for a journal Kafka has replicated records of
+    "journal_missing",  # the store has no row for a journal the replicated records changed
     "journal_differs",  # the row's partition, seqNr, deleteTo or offset disagree with Kafka
-    "missing_event",  # an event Kafka says is stored is not
+    "missing_event",  # an event of an accepted Append is not stored
     "different_event",  # an event is stored with other content than Kafka's
+    "rejected_event_stored",  # a rejected Append's event, or one above the last seqNr, stored
     "purged_event_stored",  # an event older than a replicated Purge is still stored
-    "deleted_event_stored",  # an event at or below a replicated Delete is still stored
+    "deleted_event_stored",  # an event at or below the journal's deleteTo is still stored
     "pointer",  # a partition's pointer is past Kafka's end or behind what Kafka still holds
 )
+
+
+@dataclass(slots=True)
+class Findings:
+    """Differences (the first few, and how many) and events compared."""
+
+    differences: list[Difference] = field(default_factory=list)
+    count: int = 0
+    events_checked: int = 0
+
+    def add(self, difference: Difference) -> None:
+        self.count += 1
+        if len(self.differences) < MAX_DIFFERENCES_PER_JOURNAL:
+            self.differences.append(difference)
+
+    def merge(self, other: Findings) -> None:
+        room = MAX_DIFFERENCES_PER_JOURNAL - len(self.differences)
+        self.differences += other.differences[: max(0, room)]
+        self.count += other.count
+        self.events_checked += other.events_checked
 
 
 class JournalAudit:
@@ -72,20 +103,16 @@ class JournalAudit:
         self._store = store
         self._key = key
         self._partition = partition
-        self._pointer = pointer
-        self._complete = complete
         self._meta = meta
         self.skipped = meta is not None and meta.offset > pointer
-        self.differences: list[Difference] = []
-        self.difference_count = 0
-        self.events_checked = 0
-        self._purge: int | None = None  # offset of the newest Purge
-        self._delete_to: int | None = None  # the highest Delete after it...
-        self._delete_offset = -1  # ...and its offset
-        self._seq_nr: int | None = None  # the newest Append's last seqNr after the Purge
-        self._checked_below = SEQ_NR_MAX  # seqNrs at or above this were checked already
-        self._newest_change: int | None = None  # offset of the newest non-Mark record
-        self._highest_seq_nr = 0  # over every Append seen, Purge or not
+        self._stored = JournalState() if meta is None else meta.state
+        self._state = JournalState()  # the log's fold: its verdicts count once `exact`
+        self.exact = complete
+        self._on_stored = self._stored  # partial: the records folded onto the store's state
+        self._purge: int | None = None  # offset of the last Purge
+        self._top = 0  # the highest seqNr the exact fold reached, before a Purge too
+        self._found = Findings()
+        self._pending = Findings()  # since the last Purge: void if another Purge follows
 
     @classmethod
     async def start(
@@ -99,115 +126,143 @@ class JournalAudit:
         """Begin: read the journal's row from the store."""
         return cls(store, key, partition, pointer, complete, await store.meta(key))
 
+    @property
+    def differences(self) -> list[Difference]:
+        return self._found.differences
+
+    @property
+    def difference_count(self) -> int:
+        return self._found.count
+
+    @property
+    def events_checked(self) -> int:
+        return self._found.events_checked
+
     async def add(self, record: ActionRecord) -> None:
-        """The next older replicated record of this journal."""
-        header = record.header
-        if self.skipped or isinstance(header, MarkHeader):
+        """The next replicated record of this journal, in offset order."""
+        if self.skipped:
             return
-        if self._newest_change is None:
-            self._newest_change = record.offset
-        if isinstance(header, AppendHeader):
-            self._highest_seq_nr = max(self._highest_seq_nr, header.range.to)
-        if self._purge is not None:
-            return  # void
-        if isinstance(header, PurgeHeader):
-            self._purge = record.offset
-        elif isinstance(header, DeleteHeader):
-            if self._delete_to is None or header.to > self._delete_to:
-                self._delete_to, self._delete_offset = header.to, record.offset
-        elif isinstance(header, AppendHeader):
-            if self._seq_nr is None:
-                self._seq_nr = header.range.to
-            await self._check_events(record)
+        if not self.exact:
+            self._on_stored, change = self._on_stored.apply(record.header, record.offset)
+            if change in CHANGES:
+                self._row_misses(record, change)
+        self._state, verdict = self._state.apply(record.header, record.offset)
+        if verdict is Verdict.PURGED:
+            self.exact, self._purge = True, record.offset
+            self._pending = Findings()
+        elif not self.exact:
+            return
+        self._top = max(self._top, self._state.seq_nr)
+        if verdict is Verdict.APPENDED:
+            await self._check_accepted(record)
+        elif verdict.rejected:
+            await self._check_rejected(record, verdict)
 
     async def finish(self) -> list[Difference]:
         """The differences found (the first few; `difference_count` counts all)."""
-        if self.skipped or self._newest_change is None:
-            return self.differences  # nothing that changes the store was replicated
+        if self.skipped:
+            return []
+        if await self._store.meta(self._key) != self._meta:
+            self.skipped = True  # replication wrote the journal while the audit read it
+            return []
         meta = self._meta
+        if self.exact:
+            self._check_row(meta, self._state)  # first: a wrong row explains what follows
+        self._found.merge(self._pending)
         if meta is None:
-            self._differ("journal_missing", "no journals row")
             return self.differences
-        self._check_row(meta)
-        if self._purge is not None or self._delete_to is not None:
-            await self._check_removed(meta)
+        if meta.partition != self._partition:
+            self._differ("journal_differs", f"partition {meta.partition}, Kafka {self._partition}")
+        await self._check_rows(meta, self._state if self.exact else self._stored)
         return self.differences
 
-    def _differ(self, kind: str, detail: str) -> None:
-        self.difference_count += 1
-        if len(self.differences) < MAX_DIFFERENCES_PER_JOURNAL:
-            self.differences.append(Difference(str(self._key), kind, detail))
+    def _differ(self, kind: str, detail: str, findings: Findings | None = None) -> None:
+        (findings or self._found).add(Difference(str(self._key), kind, detail))
 
-    def _effective_delete_to(self) -> int:
-        stored = None if self._meta is None else self._meta.delete_to
-        return max(self._delete_to or 0, stored or 0)
+    def _row_misses(self, record: ActionRecord, change: Verdict) -> None:
+        kind = "journal_missing" if self._meta is None else "journal_differs"
+        self._differ(
+            kind,
+            f"the action at offset {record.offset} ({change.value}) is not in the row "
+            f"(offset {self._stored.offset})",
+        )
 
-    async def _check_events(self, append: ActionRecord) -> None:
+    def _check_row(self, meta: JournalMeta | None, expected: JournalState) -> None:
+        """The row is the fold's final state (no row: the log never changed the journal)."""
+        if meta is None:
+            if expected != JournalState():
+                self._differ("journal_missing", f"no journals row; Kafka: {_state(expected)}")
+        elif meta.state != expected:
+            self._differ("journal_differs", f"{_state(meta.state)}; Kafka: {_state(expected)}")
+
+    async def _check_accepted(self, append: ActionRecord) -> None:
+        """Its events above the store's deleteTo are stored as Kafka has them.
+
+        The store's deleteTo, not the fold's yet: the fold knows its final one only at the
+        end, where the row is compared with it; when they agree, this filter was exact.
+        """
         if self._meta is None:
             return  # reported once, as journal_missing
-        low = self._effective_delete_to()
-        expected = [e for e in events_of(append) if low < e.seq_nr < self._checked_below]
-        assert isinstance(append.header, AppendHeader)
-        self._checked_below = min(self._checked_below, append.header.range.from_)
+        low = self._stored.delete_to
+        expected = [e for e in events_of(append) if e.seq_nr > low]
         if not expected:
             return
-        rows = self._stored(expected[0].seq_nr, expected[-1].seq_nr, self._meta)
+        rows = self._rows(expected[0].seq_nr, expected[-1].seq_nr)
         stored = {r.seq_nr: r async for r in rows}  # at most one Append's events
         for event in expected:
-            self.events_checked += 1
+            self._pending.events_checked += 1
             found = stored.get(event.seq_nr)
             where = f"seqNr {event.seq_nr} (offset {append.offset})"
             if found is None:
-                self._differ("missing_event", f"{where} is not stored")
+                self._differ("missing_event", f"{where} is not stored", self._pending)
             elif found != event:
-                self._differ("different_event", f"{where}: {_changed(event, found)}")
+                self._differ("different_event", f"{where}: {_changed(event, found)}", self._pending)
 
-    def _check_row(self, meta: JournalMeta) -> None:
-        if meta.partition != self._partition:
-            self._differ("journal_differs", f"partition {meta.partition}, Kafka {self._partition}")
-        seq_nr_known = self._seq_nr is not None or self._purge is not None
-        if seq_nr_known and meta.seq_nr != self._seq_nr:
-            self._differ("journal_differs", f"seqNr {meta.seq_nr}, Kafka {self._seq_nr}")
-        exact = self._complete or self._purge is not None
-        stored_to = meta.delete_to
-        if (self._delete_to is not None and (stored_to or 0) < self._delete_to) or (
-            exact and stored_to != self._delete_to
-        ):
-            self._differ("journal_differs", f"deleteTo {stored_to}, Kafka {self._delete_to}")
-        assert self._newest_change is not None
-        if not self._newest_change <= meta.offset <= self._pointer:
-            self._differ(
-                "journal_differs",
-                f"offset {meta.offset}, expected {self._newest_change}..{self._pointer}",
-            )
+    async def _check_rejected(self, append: ActionRecord, verdict: Verdict) -> None:
+        """None of a rejected Append's events is stored (a row keeps its Append's offset)."""
+        if self._meta is None:
+            return
+        events = events_of(append)
+        async for row in self._rows(events[0].seq_nr, events[-1].seq_nr):
+            if row.offset == append.offset:
+                self._differ(
+                    "rejected_event_stored",
+                    f"seqNr {row.seq_nr} of the Append at offset {append.offset}, "
+                    f"rejected ({verdict.value}), is stored",
+                    self._pending,
+                )
 
-    async def _check_removed(self, meta: JournalMeta) -> None:
-        """No stored event older than the Purge, or covered by and older than the Delete."""
-        top = max(self._highest_seq_nr, meta.seq_nr or 0, self._delete_to or 0)
+    async def _check_rows(self, meta: JournalMeta, expected: JournalState) -> None:
+        """No stored event older than the last Purge, at or below deleteTo, above seqNr."""
+        top = max(self._top, expected.seq_nr, meta.seq_nr or 0, meta.delete_to or 0)
         if top == 0:
             return
-        async for row in self._stored(1, top, meta):
+        async for row in self._rows(1, top):
+            where = f"seqNr {row.seq_nr} (offset {row.offset})"
             if self._purge is not None and row.offset < self._purge:
                 self._differ(
-                    "purged_event_stored",
-                    f"seqNr {row.seq_nr} (offset {row.offset}) outlived the purge at "
-                    f"offset {self._purge}",
+                    "purged_event_stored", f"{where} outlived the purge at offset {self._purge}"
                 )
-            elif (
-                self._delete_to is not None
-                and row.seq_nr <= self._delete_to
-                and row.offset < self._delete_offset
-            ):
+            elif row.seq_nr <= expected.delete_to:
                 self._differ(
-                    "deleted_event_stored",
-                    f"seqNr {row.seq_nr} (offset {row.offset}) outlived the delete to "
-                    f"{self._delete_to} at offset {self._delete_offset}",
+                    "deleted_event_stored", f"{where} outlived deleteTo {expected.delete_to}"
+                )
+            elif row.seq_nr > expected.seq_nr:
+                self._differ(
+                    "rejected_event_stored",
+                    f"{where} lies above the journal's last seqNr {expected.seq_nr}",
                 )
 
-    def _stored(self, first: int, last: int, meta: JournalMeta) -> AsyncIterator[EventRecord]:
+    def _rows(self, first: int, last: int) -> AsyncIterator[EventRecord]:
         """Stream every stored row of seqNrs first..last, at or below deleteTo or not."""
+        meta = self._meta
+        assert meta is not None
         everything = JournalMeta(meta.partition, meta.offset, last, None, meta.segment_size)
         return self._store.read(self._key, everything, first, last)
+
+
+def _state(state: JournalState) -> str:
+    return f"seqNr {state.seq_nr}, deleteTo {state.delete_to}, offset {state.offset}"
 
 
 def _changed(expected: EventRecord, stored: EventRecord) -> str:

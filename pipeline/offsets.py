@@ -3,8 +3,11 @@
 Contract: a job reads, per partition, the fixed range `[start, end)` that `OffsetRange` names,
 `end` being the partition's end when the job started, so its result (and the pointers it
 reaches) does not depend on what is appended meanwhile. `start` comes from the earliest
-offset Kafka still holds or from the store's pointers (`pointer + 1`); a pointer below the
-earliest offset means records expired before they were replicated: `Gap` says which.
+offset Kafka still holds or from the store's pointers (`pointer + 1`). Records below the
+earliest offset that the store's pointer has not covered (all of them, for a partition it has
+no pointer of) expired before they were replicated: `Gap` says which. Under the conflict rule
+a rebuild cannot recover the journals they changed: their later Appends do not continue what
+the store holds, so only a Purge held in Kafka starts such a journal again.
 """
 
 from __future__ import annotations
@@ -78,12 +81,10 @@ def read_ranges(
     ranges, gaps = [], []
     for partition in offsets.partitions:
         earliest, end = offsets.earliest[partition], offsets.end[partition]
-        start = earliest
-        pointer = pointers.get(partition)
-        if start_from == "pointers" and pointer is not None:
-            start = max(earliest, pointer + 1)
-            if pointer + 1 < earliest:
-                gaps.append(Gap(partition, pointer + 1, earliest - 1))
+        pointer = pointers.get(partition, -1)
+        start = max(earliest, pointer + 1) if start_from == "pointers" else earliest
+        if pointer + 1 < earliest:
+            gaps.append(Gap(partition, pointer + 1, earliest - 1))
         ranges.append(OffsetRange(partition, start, max(start, end)))
     return ranges, gaps
 

@@ -166,7 +166,8 @@ async def rebuild(
         for gap in gaps:
             progress(
                 f"partition {gap.partition}: offsets {gap.first}..{gap.last} expired from Kafka "
-                "before they were replicated"
+                "before they were replicated: journals they changed are rebuilt only from a "
+                "Purge on (see pipeline.offsets)"
             )
         counts = RebuildCounts()
         job_started = time.monotonic()

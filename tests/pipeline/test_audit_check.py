@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 
-from journal.fold import fold
+from journal.actions import events_of
+from journal.fold import fold_batch
 from journal.model import (
     SEQ_NR_MAX,
     ActionRecord,
@@ -55,8 +56,9 @@ class Damaged(EventualJournal):
 
 
 async def replicated(records: Sequence[ActionRecord]) -> Damaged:
+    """What replication stores of `records`: the fold of one batch, applied."""
     store = MemoryStore()
-    await store.apply(fold(records))
+    await store.apply(fold_batch(records, {}))
     return Damaged(store)
 
 
@@ -65,9 +67,13 @@ async def audit(
 ) -> tuple[list[Difference], JournalAudit]:
     pointer = max(r.offset for r in records)
     journal = await JournalAudit.start(store, KEY, 0, pointer, complete)
-    for record in reversed(records):
+    for record in records:
         await journal.add(record)
     return await journal.finish(), journal
+
+
+def kinds(differences: Sequence[Difference]) -> list[str]:
+    return [d.kind for d in differences]
 
 
 async def row(store: EventualJournal, seq_nr: int) -> EventRecord:
@@ -77,13 +83,18 @@ async def row(store: EventualJournal, seq_nr: int) -> EventRecord:
     return rows[0]
 
 
+def stored_as(record: ActionRecord, seq_nr: int) -> EventRecord:
+    """The row replication would store of `record`'s event `seq_nr` had it accepted it."""
+    return next(e for e in events_of(record) if e.seq_nr == seq_nr)
+
+
 RECORDS = [append(KEY, 0, 1, 3), append(KEY, 1, 4, 5), delete(KEY, 2, 2), mark(KEY, 3)]
 
 
 async def test_a_consistent_journal_has_no_differences() -> None:
     differences, journal = await audit(await replicated(RECORDS), RECORDS)
     assert differences == []
-    assert journal.events_checked == 3  # 3, 4, 5: 1 and 2 are deleted
+    assert journal.exact and journal.events_checked == 3  # 3, 4, 5: 1 and 2 are deleted
 
 
 async def test_a_removed_and_a_changed_event_are_found() -> None:
@@ -101,35 +112,107 @@ async def test_a_removed_and_a_changed_event_are_found() -> None:
 
 async def test_events_outliving_a_delete_or_a_purge_are_found() -> None:
     store = await replicated(RECORDS)
-    third = await row(store.store, 3)  # as the first Append wrote 1 before the Delete
-    store.extra[1] = replace(third, event=replace(third.event, seq_nr=1), offset=0)
+    store.extra[1] = stored_as(RECORDS[0], 1)  # as the first Append wrote it before the Delete
     differences, _ = await audit(store, RECORDS)
-    assert [d.kind for d in differences] == ["deleted_event_stored"]
+    assert kinds(differences) == ["deleted_event_stored"]
 
     purged = [append(KEY, 0, 1, 5), purge(KEY, 1), append(KEY, 2, 1, 2)]
     store = await replicated(purged)
     assert (await audit(store, purged))[0] == []
-    store.extra[4] = await row((await replicated(purged[:1])).store, 4)  # from before it
+    store.extra[4] = stored_as(purged[0], 4)  # from before it
     differences, _ = await audit(store, purged)
-    assert [d.kind for d in differences] == ["purged_event_stored"]
+    assert kinds(differences) == ["purged_event_stored"]
 
 
 async def test_the_journal_row_is_checked() -> None:
     store = await replicated(RECORDS)
     store.row_missing = True
-    assert [d.kind for d in (await audit(store, RECORDS))[0]] == ["journal_missing"]
+    assert kinds((await audit(store, RECORDS))[0]) == ["journal_missing"]
     store = await replicated(RECORDS)
-    store.meta_of = JournalMeta(0, 3, seq_nr=4, delete_to=1)
-    kinds = [(d.kind, d.detail) for d in (await audit(store, RECORDS))[0]]
-    assert ("journal_differs", "seqNr 4, Kafka 5") in kinds
-    assert ("journal_differs", "deleteTo 1, Kafka 2") in kinds
+    store.meta_of = JournalMeta(0, 2, seq_nr=4, delete_to=1)
+    row_differs, *then = (await audit(store, RECORDS))[0]
+    assert (row_differs.kind, row_differs.detail) == (
+        "journal_differs",
+        "seqNr 4, deleteTo 1, offset 2; Kafka: seqNr 5, deleteTo 2, offset 2",
+    )
+    assert kinds(then) == ["missing_event"]  # seqNr 2, above the row's wrong deleteTo
 
 
-async def test_a_rewritten_seq_nr_is_checked_against_the_newest_append() -> None:
-    records = [append(KEY, 0, 1, 3), append(KEY, 1, 3, 4)]  # a retried append repeats 3
-    differences, journal = await audit(await replicated(records), records)
-    assert differences == []
-    assert journal.events_checked == 4
+async def test_a_rejected_append_takes_no_effect_and_must_not_be_stored() -> None:
+    # A appends 1-3; B, from an older view, appends 1-2 after it: the log says A won.
+    a = append(KEY, 0, 1, 3)
+    rival = [a, append(KEY, 1, 1, 2), append(KEY, 2, 4, 4)]
+    store = await replicated(rival)
+    differences, journal = await audit(store, rival)
+    assert differences == [] and journal.events_checked == 4  # A's 1-3 and 4
+    # Last write wins (what the store did before the conflict rule): B's rows over A's.
+    store.changed[1] = stored_as(rival[1], 1)
+    store.changed[2] = stored_as(rival[1], 2)
+    differences, _ = await audit(store, rival)
+    assert kinds(differences) == ["different_event", "different_event", "rejected_event_stored"]
+    assert "offset: Kafka 0, stored 1" in differences[0].detail
+    # A rival ahead of the journal (it skips seqNrs) leaves nothing either.
+    ahead = [a, append(KEY, 1, 5, 6)]
+    store = await replicated(ahead)
+    assert (await audit(store, ahead))[0] == []
+    store.extra[5] = stored_as(ahead[1], 5)
+    assert kinds((await audit(store, ahead))[0]) == ["rejected_event_stored"]
+
+
+async def test_a_retried_append_is_a_no_op() -> None:
+    first = append(KEY, 0, 1, 3)
+    retried = [first, replace(first, offset=1), append(KEY, 2, 4, 4), replace(first, offset=3)]
+    store = await replicated(retried)
+    meta = await store.meta(KEY)
+    assert meta is not None and (meta.seq_nr, meta.offset) == (4, 2)
+    differences, journal = await audit(store, retried)
+    assert differences == [] and journal.events_checked == 4
+    # The retry's rows stored over the original's: the same events from another offset.
+    store.changed[2] = stored_as(retried[1], 2)
+    differences, _ = await audit(store, retried)
+    assert kinds(differences) == ["different_event", "rejected_event_stored"]
+    assert "duplicate" in differences[1].detail
+
+
+async def test_checks_voided_by_a_later_purge_are_dropped() -> None:
+    records = [append(KEY, 0, 1, 4), purge(KEY, 1), append(KEY, 2, 1, 2), purge(KEY, 3)]
+    records += [append(KEY, 4, 1, 1)]
+    store = await replicated(records)
+    differences, journal = await audit(store, records)
+    assert differences == [] and journal.events_checked == 1
+    store.dropped.add(1)
+    assert kinds((await audit(store, records))[0]) == ["missing_event"]
+
+
+async def test_without_the_journal_start_a_held_purge_makes_the_audit_exact() -> None:
+    # Retention took offsets below 10: the journal had events 1-7 there, then was purged.
+    records = [purge(KEY, 10), append(KEY, 11, 1, 2), delete(KEY, 12, 1)]
+    store = await replicated(records)
+    differences, journal = await audit(store, records, complete=False)
+    assert differences == [] and journal.exact and journal.events_checked == 1
+    store.dropped.add(2)
+    assert kinds((await audit(store, records, complete=False))[0]) == ["missing_event"]
+
+
+async def test_without_the_journal_start_the_store_state_is_the_base() -> None:
+    # Offsets below 10 expired: they held 1-5 (and whatever else). Kafka keeps a Delete and an
+    # Append, whose acceptance depends on the lost history: only the store's state can say.
+    history = [append(KEY, 0, 1, 5)]
+    held = [delete(KEY, 10, 2), append(KEY, 11, 6, 7), mark(KEY, 12)]
+    store = await replicated(history + held)
+    differences, journal = await audit(store, held, complete=False)
+    assert differences == [] and not journal.exact
+    # A row that missed the held Append (as of the Delete only): the held records change it.
+    store.meta_of = JournalMeta(0, 10, seq_nr=5, delete_to=2)
+    (difference,) = (await audit(store, held, complete=False))[0]
+    assert (difference.kind, difference.detail) == (
+        "journal_differs",
+        "the action at offset 11 (appended) is not in the row (offset 10)",
+    )
+    # Whatever the base, no row may lie at or below the store's deleteTo.
+    store = await replicated(history + held)
+    store.extra[2] = stored_as(history[0], 2)
+    assert kinds((await audit(store, held, complete=False))[0]) == ["deleted_event_stored"]
 
 
 async def test_a_journal_replicated_past_the_pointer_is_skipped() -> None:

@@ -1,8 +1,9 @@
 """The pipeline's jobs against the real servers, on Spark local[2].
 
-One workload (seeded, a few hundred records over two dozen journals, plus three malformed
-records) is replicated once by the core's routine into keyspace A and once by the Spark
-rebuild into keyspace B; the tests compare, audit and export them.
+One workload (seeded, a few hundred records over two dozen journals, racing and retrying
+writers among them, plus three malformed records) is replicated once by the core's routine
+into keyspace A and once by the Spark rebuild into keyspace B; the tests compare, audit and
+export them.
 """
 
 from __future__ import annotations
@@ -14,18 +15,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiokafka import TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
 from pyspark.sql import SparkSession
 
 from app.cli import build_parser
+from journal.model import Event
 from journal.settings import Settings
 from journal.store import cql
 from journal.store.cassandra import CassandraStore
+from journal.topic import end_offsets
 from pipeline.audit import audit
 from pipeline.cli import execute
 from pipeline.export import event_record_of, export
 from pipeline.rebuild import RebuildResult, rebuild
 from stack import Stack
 from tests.pipeline.workload import Workload, write_malformed, write_workload
+from tests.support.actions import event
 from tests.support.harness import Harness, harness, unique
 
 pytestmark = pytest.mark.integration
@@ -83,12 +89,21 @@ async def test_rebuild_writes_the_rows_the_core_replication_writes(
     replicated: Replicated, spark: SparkSession
 ) -> None:
     work, store = replicated.work, replicated.store
-    assert work.deletes > 5 and work.purges > 3 and work.events > 600  # a workload worth it
+    assert work.deletes > 5 and work.purges > 3 and work.events > 500  # a workload worth it
+    assert work.rivals > 5 and work.retries > 5  # and Appends the conflict rule rejects
     for table in TABLES:
         a = await rows(store, replicated.harness.settings.keyspace, table)
         b = await rows(store, replicated.rebuilt.keyspace, table)
         assert a, table
         assert a == b, table
+    # Both stored the race's first writer, not its last: rows of the winning Append alone.
+    race = work.race
+    assert race is not None
+    for keyspace in (replicated.harness.settings.keyspace, replicated.rebuilt.keyspace):
+        events = await rows(store, keyspace, "events")
+        stored = sorted((row[3], row[5], row[9]) for row in events.values() if row[1] == "race")
+        offset = race.winner.offset
+        assert stored == [(n, offset, f"winner {n}") for n in (1, 2, 3)], keyspace
     # From the pointers, a second rebuild finds nothing left to do.
     again = await rebuild(spark, replicated.rebuilt, "pointers", progress=lambda line: None)
     assert again.counts.records == 0
@@ -120,7 +135,7 @@ def cli_args(job: str, settings: Settings, *extra: str) -> argparse.Namespace:
     )
 
 
-async def test_audit_passes_then_finds_a_removed_and_a_changed_event(
+async def test_audit_passes_then_finds_removed_changed_and_rejected_events(
     replicated: Replicated, spark: SparkSession, capsys: pytest.CaptureFixture[str]
 ) -> None:
     own = replace(replicated.rebuilt, keyspace=unique("pipe_c"))  # an own copy to damage
@@ -130,13 +145,14 @@ async def test_audit_passes_then_finds_a_removed_and_a_changed_event(
     assert await execute(cli_args("audit", settings), spark, settings) == 0
     report = capsys.readouterr().out
     assert report.startswith("audit: OK:") and "3 malformed" in report
+    assert "0 journals checked partially" in report  # Kafka holds every journal whole
 
     store, ks = replicated.store, own.keyspace
     journals = await rows(store, ks, "journals")
     visible = [
         row
         for row in (await rows(store, ks, "events")).values()
-        if row[8] in ("json", "text") and row[3] > (journals[row[:2]][5] or 0)
+        if row[8] in ("json", "text") and row[3] > (journals[row[:2]][5] or 0) and row[1] != "race"
     ]
     removed, changed = visible[0], visible[-1]
     assert removed[:2] != changed[:2]
@@ -151,6 +167,15 @@ async def test_audit_passes_then_finds_a_removed_and_a_changed_event(
         "WHERE topic = %s AND id = %s AND segment = %s AND seq_nr = %s",
         ('"changed"', *changed[:4]),
     )
+    # Last write wins, as before the conflict rule: the race's rival over its winner's seqNr 1.
+    race = replicated.work.race
+    assert race is not None
+    await cql.execute(
+        store.session,
+        f"UPDATE {ks}.events SET offset = %s, payload_txt = %s "
+        "WHERE topic = %s AND id = %s AND segment = 0 AND seq_nr = 1",
+        (race.rival.offset, race.rival_payload, own.topic, race.journal_id),
+    )
 
     result = await audit(spark, settings, progress=lambda line: None)
     assert not result.ok
@@ -158,11 +183,86 @@ async def test_audit_passes_then_finds_a_removed_and_a_changed_event(
     assert found == {
         (f"{removed[0]}:{removed[1]}", "missing_event"),
         (f"{changed[0]}:{changed[1]}", "different_event"),
+        (f"{own.topic}:{race.journal_id}", "different_event"),
+        (f"{own.topic}:{race.journal_id}", "rejected_event_stored"),
     }
+    assert result.counts.differences == 4
     assert await execute(cli_args("audit", settings), spark, settings) == 1
     report = capsys.readouterr().out
-    assert "2 DIFFERENCES" in report and f"seqNr {removed[3]} " in report
-    assert "missing_event" in report and "different_event" in report
+    assert "4 DIFFERENCES" in report and f"seqNr {removed[3]} " in report
+    assert "missing_event" in report and "rejected_event_stored" in report
+
+
+async def test_after_retention_the_audit_is_exact_from_a_purge_and_partial_before_it(
+    stack: Stack, spark: SparkSession
+) -> None:
+    """Kafka loses the journals' starts (records deleted as retention would, after they were
+    replicated): one journal is purged after the cut, so its audit is exact again; the other
+    is not, so its audit takes the store's state as the base (see `pipeline.audit_check`).
+    """
+
+    def events(first: int, last: int) -> list[Event]:
+        return [event(n) for n in range(first, last + 1)]
+
+    async with harness(stack, unique("pipe_r"), "pipe_r") as h:
+        settings, kept, partial = (
+            h.settings,
+            h.journals.journal("kept"),
+            h.journals.journal("partial"),
+        )
+        await kept.append(events(1, 5))
+        await partial.append(events(1, 5))
+        cut = await end_offsets(settings.kafka_bootstrap, settings.topic, settings.partitions)
+        await kept.purge()
+        again = events(1, 2)
+        await kept.append(again)
+        await kept.append(again)  # a retry
+        deleted = await partial.delete(2)
+        assert deleted.position is not None
+        await partial.append(events(6, 7))
+        await partial.append(events(3, 4))  # a rival from a stale view
+        await h.replicate()
+        admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap)
+        await admin.start()
+        try:
+            await admin.delete_records(
+                {TopicPartition(settings.topic, p): RecordsToDelete(end) for p, end in cut.items()}
+            )
+        finally:
+            await admin.close()
+
+        result = await audit(spark, settings, progress=lambda line: None)
+        assert result.ok, result.lines()
+        assert (result.counts.journals, result.counts.journals_partial) == (2, 1)
+        assert result.counts.events_checked == 2  # the kept journal's, after its purge
+
+        store, ks = h.journals.store, settings.keyspace
+        assert isinstance(store, CassandraStore)
+        where = "WHERE topic = %s AND id = %s AND segment = 0 AND seq_nr = %s"
+        await cql.execute(
+            store.session,
+            f"UPDATE {ks}.events SET payload_txt = %s {where}",
+            ('"changed"', settings.topic, "kept", 2),
+        )
+        # A row as if the Append 6-7 was missed, and an event the Delete removed, back.
+        await cql.execute(
+            store.session,
+            f"UPDATE {ks}.journals SET seq_nr = 5, offset = %s WHERE topic = %s AND id = %s",
+            (deleted.position.offset, settings.topic, "partial"),
+        )
+        await cql.execute(
+            store.session,
+            f"INSERT INTO {ks}.events (topic, id, segment, seq_nr, partition, offset, timestamp) "
+            "VALUES (%s, %s, 0, 1, 0, 0, toTimestamp(now()))",
+            (settings.topic, "partial"),
+        )
+        result = await audit(spark, settings, progress=lambda line: None)
+        found = {(d.journal.split(":")[1], d.kind) for d in result.differences}
+        assert found == {
+            ("kept", "different_event"),
+            ("partial", "journal_differs"),
+            ("partial", "deleted_event_stored"),
+        }
 
 
 async def test_export_holds_what_the_journal_api_reads(
