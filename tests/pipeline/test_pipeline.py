@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +67,7 @@ async def replicated(stack: Stack, spark: SparkSession) -> AsyncIterator[Replica
         work = await write_workload(h.journals, seed=4)
         malformed = await write_malformed(h.producer, h.settings.topic)
         await h.replicate()
-        rebuilt = replace(h.settings, keyspace=unique("pipe_b"))
+        rebuilt = h.settings.replace(keyspace=unique("pipe_b"))
         progress: list[str] = []
         result = await rebuild(spark, rebuilt, "earliest", progress=progress.append)
         yield Replicated(h, work, malformed, rebuilt, result, progress)
@@ -123,9 +123,9 @@ def cli_args(job: str, settings: Settings, *extra: str) -> argparse.Namespace:
 async def test_audit_passes_then_finds_a_removed_and_a_changed_event(
     replicated: Replicated, spark: SparkSession, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    own = replace(replicated.rebuilt, keyspace=unique("pipe_c"))  # an own copy to damage
+    own = replicated.rebuilt.replace(keyspace=unique("pipe_c"))  # an own copy to damage
     await rebuild(spark, own, progress=lambda line: None)
-    settings = replace(own, segment_size=replicated.harness.settings.segment_size)
+    settings = own.replace(segment_size=replicated.harness.settings.segment_size)
 
     assert await execute(cli_args("audit", settings), spark, settings) == 0
     report = capsys.readouterr().out
