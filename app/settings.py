@@ -20,8 +20,9 @@ class WorkerSettings(KJSettings):
     )
     web_host: str = Field(default="127.0.0.1", description="HTTP address")
     web_port: int = Field(default=6066, gt=0, lt=65536, description="HTTP port")
-    datadir: Path = Field(
-        default=Path(".worker"), description="tables' local state (.worker/<port>)"
+    datadir: Path = Field(  # the factory only types it: _datadir_per_port sets the default
+        default_factory=lambda: Path(".worker"),
+        description="tables' local state (default .worker/<port>)",
     )
     instance_id: str | None = Field(
         default=None, description="static group membership id: a restart keeps the partitions"

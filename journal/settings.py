@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from pydantic import AliasChoices, Field, ValidationError
 from pydantic.fields import FieldInfo
@@ -24,8 +24,9 @@ from pydantic_settings import (
 )
 from pydantic_settings.sources.utils import parse_env_vars
 
-from journal.store.cassandra import CassandraConfig
-from journal.topic import TopicSpec
+if TYPE_CHECKING:  # loaded on use: the command line's --help and stack/ need no drivers
+    from journal.store.cassandra import CassandraConfig
+    from journal.topic import TopicSpec
 
 DAY_MS = 24 * 60 * 60 * 1000
 ENV_PREFIX = "KJ_"
@@ -93,6 +94,19 @@ class KJSettings(BaseSettings):
             raise SettingsError(_describe(cls, error, given)) from None
         finally:
             _ENVIRONMENT.reset(token)
+
+    @classmethod
+    def from_flags(cls, values: Mapping[str, object], env: Mapping[str, str] | None = None) -> Self:
+        """`from_env` with command-line `values` (None: not given) keyed by field name, nested
+        models' included (the flags are flat, as the variables are)."""
+        own: dict[str, object] = {}
+        for name, info in cls.model_fields.items():
+            nested = info.annotation
+            if isinstance(nested, type) and issubclass(nested, KJSettings):
+                own[name] = nested.from_flags(values, env)
+            elif name in values:
+                own[name] = values[name]
+        return cls.from_env(env, **own)
 
     def replace(self, **changes: Any) -> Self:
         """A copy with `changes`, validated (what `dataclasses.replace` did)."""
@@ -182,6 +196,8 @@ class Settings(KJSettings):
         return tuple(h.strip() for h in self.cassandra_hosts.split(",") if h.strip())
 
     def cassandra_config(self) -> CassandraConfig:
+        from journal.store.cassandra import CassandraConfig
+
         return CassandraConfig(
             hosts=self.cassandra_host_list,
             port=self.cassandra_port,
@@ -191,6 +207,8 @@ class Settings(KJSettings):
         )
 
     def topic_spec(self) -> TopicSpec:
+        from journal.topic import TopicSpec
+
         return TopicSpec(
             self.topic,
             self.partitions,

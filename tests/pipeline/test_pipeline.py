@@ -7,7 +7,6 @@ rebuild into keyspace B; the tests compare, audit and export them.
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,12 +15,11 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from app.cli import build_parser
 from journal.settings import Settings
 from journal.store import cql
 from journal.store.cassandra import CassandraStore
 from pipeline.audit import audit
-from pipeline.cli import execute
+from pipeline.cli import Audit, execute
 from pipeline.export import event_record_of, export
 from pipeline.rebuild import RebuildResult, rebuild
 from stack import Stack
@@ -109,17 +107,6 @@ async def test_rebuild_counts_and_reports_malformed_records(replicated: Replicat
     assert result.counts.events > 0
 
 
-def cli_args(job: str, settings: Settings, *extra: str) -> argparse.Namespace:
-    return build_parser().parse_args(
-        [
-            *("pipeline", job, "--topic", settings.topic, "--keyspace", settings.keyspace),
-            *("--bootstrap", settings.kafka_bootstrap),
-            *("--cassandra-hosts", settings.cassandra_hosts),
-            *("--cassandra-port", str(settings.cassandra_port), *extra),
-        ]
-    )
-
-
 async def test_audit_passes_then_finds_a_removed_and_a_changed_event(
     replicated: Replicated, spark: SparkSession, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -127,7 +114,7 @@ async def test_audit_passes_then_finds_a_removed_and_a_changed_event(
     await rebuild(spark, own, progress=lambda line: None)
     settings = own.replace(segment_size=replicated.harness.settings.segment_size)
 
-    assert await execute(cli_args("audit", settings), spark, settings) == 0
+    assert await execute(Audit(), spark, settings) == 0
     report = capsys.readouterr().out
     assert report.startswith("audit: OK:") and "3 malformed" in report
 
@@ -159,7 +146,7 @@ async def test_audit_passes_then_finds_a_removed_and_a_changed_event(
         (f"{removed[0]}:{removed[1]}", "missing_event"),
         (f"{changed[0]}:{changed[1]}", "different_event"),
     }
-    assert await execute(cli_args("audit", settings), spark, settings) == 1
+    assert await execute(Audit(), spark, settings) == 1
     report = capsys.readouterr().out
     assert "2 DIFFERENCES" in report and f"seqNr {removed[3]} " in report
     assert "missing_event" in report and "different_event" in report
