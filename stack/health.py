@@ -19,14 +19,49 @@ import asyncio
 import contextlib
 import logging
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
+
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception_type,
+    stop_after_delay,
+    wait_random_exponential,
+)
+
+T = TypeVar("T")
 
 
 class ProbeError(Exception):
     """The server did not answer its protocol (yet)."""
+
+
+def until_answered(
+    probe: Callable[[], T],
+    within_s: float,
+    *,
+    between: Callable[[], None] = lambda: None,
+    max_pause_s: float = 1.0,
+) -> T:
+    """`probe()`'s answer, calling it again after a `ProbeError` (only: anything else is a bug
+    or a verdict, raised at once) with jittered, growing pauses, for up to `within_s`; then the
+    last ProbeError. `between` runs before each pause and may raise to give up early (the JVM
+    died: no point waiting)."""
+
+    def before_pause(_state: RetryCallState) -> None:
+        between()
+
+    retrying = Retrying(
+        retry=retry_if_exception_type(ProbeError),
+        stop=stop_after_delay(within_s),
+        wait=wait_random_exponential(multiplier=0.1, max=max_pause_s),
+        before_sleep=before_pause,
+        reraise=True,
+    )
+    return retrying(probe)
 
 
 @dataclass(frozen=True)
@@ -114,7 +149,9 @@ def cassandra_release_version(hosts: list[str], port: int, timeout: float = 10.0
     if not any(port_open(host, port, min(timeout, 2.0)) for host in hosts):
         raise ProbeError(f"Cassandra at {','.join(hosts)}:{port}: native port closed")
     # Imported here: the driver is heavy, and settings/CLI help must not pay for it.
-    from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
+    from cassandra import DriverException
+    from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable
+    from cassandra.connection import ConnectionException
     from cassandra.policies import RoundRobinPolicy
 
     profile = ExecutionProfile(load_balancing_policy=RoundRobinPolicy(), request_timeout=timeout)
@@ -129,7 +166,8 @@ def cassandra_release_version(hosts: list[str], port: int, timeout: float = 10.0
         with _quiet("cassandra"):
             session = cluster.connect()
             row = session.execute("SELECT release_version FROM system.local").one()
-    except Exception as error:  # the driver raises many types; any of them means "not ready"
+    except (NoHostAvailable, DriverException, ConnectionException, OSError) as error:
+        # what a server that is down, booting or overloaded causes; anything else is a bug
         raise ProbeError(f"Cassandra at {','.join(hosts)}:{port}: {error}") from error
     finally:
         cluster.shutdown()
