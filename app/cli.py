@@ -1,191 +1,314 @@
-"""The `kafka-journal` command line: one entry point, one subcommand per concern.
+"""The `kafka-journal` command line on click: one entry point, one command per concern.
 
-Contract: `main(argv)` returns the exit code. Each subcommand is registered by a small
-`_add_<name>` function that declares its arguments and a handler; handlers import their
+Contract: `main(argv)` returns the exit code. The settings' flags are generated from the
+settings models (`settings_options`): each field's flag, `KJ_*` variable, meaning and default
+come from the model, so `--help` shows what the loader reads. Commands import their
 implementation lazily, so `kafka-journal --help` and `kafka-journal stack status` never load
-Faust, aiohttp or PySpark. Subcommands that own their whole argument syntax (like `stack`)
-take the rest of the command line verbatim and parse it themselves.
+Faust, aiohttp or PySpark. A bad setting exits 2 naming its variable or flag.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from functools import partial
+from pathlib import Path
+from typing import Any, TypeVar
 
-if TYPE_CHECKING:
-    from app.settings import WorkerSettings
+import click
+from pydantic.fields import FieldInfo
 
-Handler = Callable[[argparse.Namespace], int]
+from app.settings import WorkerSettings
+from journal.model import SEQ_NR_MAX
+from journal.settings import KJSettings, Settings, SettingsError, describe_field
+from stack.settings import StackSettings
 
+_Settings = TypeVar("_Settings", bound=KJSettings)
+_F = TypeVar("_F", bound=Callable[..., Any])
 
-def _run_stack(args: argparse.Namespace) -> int:
-    from stack.cli import run
-
-    rest: list[str] = args.rest
-    return run(rest)
-
-
-def _add_stack(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = commands.add_parser(
-        "stack",
-        help="run real Kafka and Cassandra locally: up | down | status",
-        add_help=False,  # `stack --help` is answered by stack.cli itself
-    )
-    parser.add_argument("rest", nargs=argparse.REMAINDER)
-    parser.set_defaults(handler=_run_stack, takes_rest=True)
+# Flags kept from before they were generated: `pipeline --bootstrap`.
+_FLAG_ALIASES: Mapping[str, tuple[str, ...]] = {"kafka_bootstrap": ("--bootstrap",)}
 
 
-def _add_worker_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--web-port", type=int, help="HTTP port (KJ_WEB_PORT, default 6066)")
-    parser.add_argument("--web-host", help="HTTP address (KJ_WEB_HOST, default 127.0.0.1)")
-    parser.add_argument("--datadir", help="tables' local state (KJ_DATADIR, .worker/<port>)")
-    parser.add_argument("--instance-id", help="static group membership id (KJ_INSTANCE_ID)")
-    parser.add_argument("--loglevel", default="info")
+def settings_options(model: type[KJSettings]) -> Callable[[_F], _F]:
+    """One option per setting of `model` (nested models' included), named by the field."""
+
+    def decorate(function: _F) -> _F:
+        for owner, name, info in reversed(list(model.settings_fields())):
+            variable = owner.variable_of(name)
+            option = click.option(
+                owner.flag_of(name),
+                *_FLAG_ALIASES.get(name, ()),
+                name,
+                default=None,  # not given: the variable or the default applies
+                metavar=_metavar(info),
+                help=f"{describe_field(info)} [env {variable}]",
+            )
+            function = option(function)
+        return function
+
+    return decorate
 
 
-def _worker_settings(args: argparse.Namespace) -> WorkerSettings:
-    from app.settings import WorkerSettings
-
-    return WorkerSettings.from_env(
-        web_port=args.web_port,
-        web_host=args.web_host,
-        datadir=args.datadir,
-        instance_id=args.instance_id,
-    )
+def _metavar(info: FieldInfo) -> str:
+    kinds: dict[object, str] = {int: "INT", float: "FLOAT", Path: "PATH"}
+    return kinds.get(info.annotation, "TEXT")
 
 
-def _run_worker(args: argparse.Namespace) -> int:
+def load(model: type[_Settings], values: Mapping[str, Any]) -> _Settings:
+    """`model` from flags `values` (None: not given) over variables; UsageError if bad."""
+    try:
+        return model.from_flags(values)
+    except SettingsError as error:
+        raise click.UsageError(str(error)) from None
+
+
+@click.group(context_settings={"max_content_width": 100, "help_option_names": ["-h", "--help"]})
+def cli() -> None:
+    """An event-sourcing journal on Kafka with Cassandra as the eventual store."""
+
+
+# --- stack ------------------------------------------------------------------------------------
+
+
+@cli.group()
+def stack() -> None:
+    """Run real Kafka and Cassandra locally: up | down | status."""
+
+
+@stack.command()
+@settings_options(StackSettings)
+@click.option("--timeout", type=float, default=None, help="seconds to wait per server")
+def up(timeout: float | None, **values: Any) -> int:
+    """Start Kafka and Cassandra (reusing healthy ones)."""
+    from stack.cli import run_stack
+
+    return run_stack("up", load(StackSettings, values), timeout)
+
+
+@stack.command()
+@settings_options(StackSettings)
+def down(**values: Any) -> int:
+    """Stop both servers (external ones are left alone)."""
+    from stack.cli import run_stack
+
+    return run_stack("down", load(StackSettings, values))
+
+
+@stack.command()
+@settings_options(StackSettings)
+def status(**values: Any) -> int:
+    """Show pid, ports, version, data dir and health of both servers."""
+    from stack.cli import run_stack
+
+    return run_stack("status", load(StackSettings, values))
+
+
+# --- worker and run ---------------------------------------------------------------------------
+
+
+def _worker_command(function: _F) -> _F:
+    function = click.option(
+        "--loglevel", default="info", show_default=True, help="the worker's log level"
+    )(function)
+    return settings_options(WorkerSettings)(function)
+
+
+@cli.command()
+@_worker_command
+def worker(loglevel: str, **values: Any) -> int:
+    """Run a Faust worker serving the HTTP API."""
+    settings = load(WorkerSettings, values)
     from app.worker import run_worker
 
-    return run_worker(_worker_settings(args), loglevel=args.loglevel)
+    return run_worker(settings, loglevel=loglevel)
 
 
-def _add_worker(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = commands.add_parser("worker", help="run a Faust worker serving the HTTP API")
-    _add_worker_options(parser)
-    parser.set_defaults(handler=_run_worker)
-
-
-def _run_run(args: argparse.Namespace) -> int:
-    from app.worker import run_worker
+@cli.command()
+@_worker_command
+def run(loglevel: str, **values: Any) -> int:
+    """The main job: start the stack (Kafka, Cassandra) and a worker."""
     from stack import Stack
 
-    stack = Stack()
-    stack.up()
+    settings = load(WorkerSettings, values)
+    from app.worker import run_worker
+
+    Stack().up()
     print("Kafka and Cassandra are up; `kafka-journal stack down` stops them.", flush=True)
-    return run_worker(_worker_settings(args), loglevel=args.loglevel)
+    return run_worker(settings, loglevel=loglevel)
 
 
-def _add_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = commands.add_parser(
-        "run", help="the main job: start the stack (Kafka, Cassandra) and a worker"
+# --- the direct client ------------------------------------------------------------------------
+
+
+def _client_command(function: _F) -> _F:
+    function = settings_options(Settings)(function)
+    return click.argument("journal_id", metavar="ID")(function)
+
+
+@cli.command()
+@_client_command
+@click.option("--data", help='the POST body, e.g. \'{"events": [{"seqNr": 1, "payload": 1}]}\'')
+def append(journal_id: str, data: str | None, **values: Any) -> int:
+    """Append events: the HTTP API's POST body, from --data or stdin."""
+    from app import client
+
+    return client.run_client(
+        "append", load(Settings, values), journal_id, lambda: client.append(data)
     )
-    _add_worker_options(parser)
-    parser.set_defaults(handler=_run_run)
 
 
-def _run_pipeline(args: argparse.Namespace) -> int:
+_SEQ_NR = click.IntRange(1, SEQ_NR_MAX)
+
+
+@cli.command()
+@_client_command
+@click.option("--from", "from_", type=_SEQ_NR, default=1, show_default=True)
+@click.option("--to", type=_SEQ_NR, default=SEQ_NR_MAX, help="default: the end")
+@click.option("--limit", type=click.IntRange(min=0), default=None, help="at most this many")
+def read(journal_id: str, from_: int, to: int, limit: int | None, **values: Any) -> int:
+    """Print the journal's events as NDJSON."""
+    from app import client
+
+    command = partial(client.read, from_, to, limit)
+    return client.run_client("read", load(Settings, values), journal_id, command)
+
+
+@cli.command()
+@_client_command
+def pointer(journal_id: str, **values: Any) -> int:
+    """The journal's last seqNr and deleteTo."""
+    from app import client
+
+    command = partial(client.pointer, journal_id)
+    return client.run_client("pointer", load(Settings, values), journal_id, command)
+
+
+@cli.command()
+@_client_command
+@click.option("--to", type=_SEQ_NR, required=True, help="the last seqNr to delete")
+def delete(journal_id: str, to: int, **values: Any) -> int:
+    """Delete events up to --to (at most the last seqNr)."""
+    from app import client
+
+    return client.run_client(
+        "delete", load(Settings, values), journal_id, partial(client.delete, to)
+    )
+
+
+@cli.command()
+@_client_command
+def purge(journal_id: str, **values: Any) -> int:
+    """Remove the whole journal."""
+    from app import client
+
+    return client.run_client("purge", load(Settings, values), journal_id, client.purge)
+
+
+# --- pipeline ---------------------------------------------------------------------------------
+
+
+@cli.group()
+def pipeline() -> None:
+    """Batch jobs on Spark: rebuild | audit | export."""
+
+
+def _pipeline_command(function: _F) -> _F:
+    function = settings_options(Settings)(function)
+    function = click.option(
+        "--shuffle-partitions", type=click.IntRange(min=1), default=8, show_default=True
+    )(function)
+    return click.option("--master", default="local[*]", show_default=True, help="Spark master")(
+        function
+    )
+
+
+def _run_pipeline(job: Any, master: str, shuffle_partitions: int, values: Mapping[str, Any]) -> int:
+    settings = load(Settings, values)
     from pipeline.cli import run
+    from pipeline.session import SparkOptions
 
-    return run(args)
-
-
-def _add_pipeline_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
-    parser.add_argument("--topic", help="the action topic (KJ_TOPIC, default journal)")
-    parser.add_argument("--keyspace", help="Cassandra keyspace (KJ_KEYSPACE, default journal)")
-    parser.add_argument("--bootstrap", help="Kafka (KJ_KAFKA_BOOTSTRAP, default 127.0.0.1:9092)")
-    parser.add_argument(
-        "--cassandra-hosts", help="comma-separated (KJ_CASSANDRA_HOSTS, default 127.0.0.1)"
-    )
-    parser.add_argument("--cassandra-port", type=int, help="(KJ_CASSANDRA_PORT, default 9042)")
-    parser.add_argument(
-        "--segment-size", type=int, help="events per partition of new journals (KJ_SEGMENT_SIZE)"
-    )
-    parser.add_argument("--shuffle-partitions", type=int, default=8, help="default 8")
+    return run(job, settings, SparkOptions(master=master, shuffle_partitions=shuffle_partitions))
 
 
-def _add_pipeline(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = commands.add_parser("pipeline", help="batch jobs on Spark: rebuild | audit | export")
-    jobs = parser.add_subparsers(dest="job", required=True, metavar="JOB")
-    rebuild = jobs.add_parser("rebuild", help="replicate the action topic into a keyspace")
-    rebuild.add_argument(
-        "--from",
-        dest="start_from",
-        choices=("pointers", "earliest"),
-        default="pointers",
-        help="start after the keyspace's pointers (default) or at Kafka's earliest offsets",
-    )
-    rebuild.add_argument("--batch-size", type=int, default=1000, help="records per batch")
-    audit = jobs.add_parser("audit", help="compare Kafka with Cassandra; exit 1 on a difference")
-    export = jobs.add_parser("export", help="journals from Cassandra to Parquet")
-    export.add_argument("--out", required=True, help="output directory")
-    export.add_argument("--all-topics", action="store_true", help="not only --topic")
-    export.add_argument("--overwrite", action="store_true", help="replace an existing --out")
-    for job in (rebuild, audit, export):
-        _add_pipeline_options(job)
-    parser.set_defaults(handler=_run_pipeline)
+@pipeline.command()
+@_pipeline_command
+@click.option(
+    "--from",
+    "start_from",
+    type=click.Choice(["pointers", "earliest"]),
+    default="pointers",
+    show_default=True,
+    help="start after the keyspace's pointers or at Kafka's earliest offsets",
+)
+@click.option("--batch-size", type=click.IntRange(min=1), default=1000, show_default=True)
+def rebuild(
+    master: str, shuffle_partitions: int, start_from: str, batch_size: int, **values: Any
+) -> int:
+    """Replicate the action topic into a keyspace."""
+    from pipeline.cli import Rebuild
+
+    job = Rebuild("earliest" if start_from == "earliest" else "pointers", batch_size)
+    return _run_pipeline(job, master, shuffle_partitions, values)
 
 
-def _run_bench(args: argparse.Namespace) -> int:
-    from pathlib import Path
+@pipeline.command()
+@_pipeline_command
+def audit(master: str, shuffle_partitions: int, **values: Any) -> int:
+    """Compare Kafka with Cassandra; exit 1 on a difference."""
+    from pipeline.cli import Audit
 
-    from bench.run import run
-
-    out: str | None = args.out
-    return run(args.quick, Path(out) if out else Path.cwd())
-
-
-def _add_bench(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = commands.add_parser(
-        "bench", help="measure against raw baselines and write BENCHMARKS.md (+ PNG plots)"
-    )
-    parser.add_argument("--quick", action="store_true", help="tiny sizes: prove the harness")
-    parser.add_argument("--out", help="directory for BENCHMARKS.md and docs/bench (default .)")
-    parser.set_defaults(handler=_run_bench)
+    return _run_pipeline(Audit(), master, shuffle_partitions, values)
 
 
-# Add a subcommand: write `_add_<name>(commands)` setting `handler`, and list it here.
-def _add_client(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from app.client import add_client_commands  # argparse only; the client loads on use
+@pipeline.command()
+@_pipeline_command
+@click.option("--out", required=True, help="output directory")
+@click.option("--all-topics", is_flag=True, help="not only --topic")
+@click.option("--overwrite", is_flag=True, help="replace an existing --out")
+def export(
+    master: str,
+    shuffle_partitions: int,
+    out: str,
+    all_topics: bool,
+    overwrite: bool,
+    **values: Any,
+) -> int:
+    """Journals from Cassandra to Parquet."""
+    from pipeline.cli import Export
 
-    add_client_commands(commands)
+    job = Export(out, all_topics=all_topics, overwrite=overwrite)
+    return _run_pipeline(job, master, shuffle_partitions, values)
 
 
-_SUBCOMMANDS: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = [
-    _add_stack,
-    _add_worker,
-    _add_run,
-    _add_client,
-    _add_pipeline,
-    _add_bench,
-]
+# --- bench ------------------------------------------------------------------------------------
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="kafka-journal",
-        description="An event-sourcing journal on Kafka with Cassandra as the eventual store.",
-    )
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in _SUBCOMMANDS:
-        add(commands)
-    return parser
+@cli.command()
+@click.option("--quick", is_flag=True, help="tiny sizes: prove the harness")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None)
+def bench(quick: bool, out: Path | None) -> int:
+    """Measure against raw baselines and write BENCHMARKS.md (+ PNG plots) under --out (.)."""
+    from bench.run import run as run_bench
+
+    return run_bench(quick, out or Path.cwd())
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    # parse_known_args: argparse's REMAINDER cannot start with an option (`stack --help`), so
-    # options the main parser does not know are handed to subcommands that parse their own.
-    args, unknown = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
-    if unknown:
-        if not getattr(args, "takes_rest", False):
-            parser.error(f"unrecognized arguments: {' '.join(unknown)}")
-        args.rest = unknown + args.rest
-    handler: Handler = args.handler
-    return handler(args)
+    """Run the command line on `argv` (default: the process's); the exit code."""
+    try:
+        result = cli.main(
+            args=sys.argv[1:] if argv is None else argv,
+            prog_name="kafka-journal",
+            standalone_mode=False,
+        )
+    except click.ClickException as error:
+        error.show()
+        return error.exit_code
+    except click.Abort:
+        print("Aborted!", file=sys.stderr)
+        return 1
+    return result if isinstance(result, int) else 0
 
 
 if __name__ == "__main__":

@@ -4,89 +4,117 @@ Input and output use the HTTP API's JSON forms, so a body that works with curl w
 `append` takes the POST body (from `--data` or standard input), `read` prints NDJSON lines,
 the others print the JSON object the API answers with. Bad input exits 2 with the API's
 error message; everything goes through the same validation as HTTP.
+
+`app/cli.py` declares the commands; each calls `run_client` with what it does to the journal.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import sys
-from typing import TYPE_CHECKING
-
-from journal.model import SEQ_NR_MAX, check_seq_nr
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, BinaryIO
 
 if TYPE_CHECKING:  # the command line loads the client (Kafka, Cassandra) only when it runs
     from journal.journals import Journal
-
-
-async def _run(args: argparse.Namespace) -> None:
-    from journal.journals import Journals
     from journal.settings import Settings
+    from web.validation import AppendRequest
 
-    journals = await Journals.connect(Settings.from_env(topic=args.topic))
-    try:
-        await _command(args, journals.journal(args.id))
-    finally:
-        await journals.close()
+JournalCommand = Callable[["Journal", BinaryIO], Awaitable[None]]
 
 
-async def _command(args: argparse.Namespace, journal: Journal) -> None:
-    import orjson
-
-    from web.representation import deleted_json, event_line, info_json, position_json
+def parse_append_body(data: str | None) -> AppendRequest:
+    """The append's POST body, from `--data` or else standard input, parsed as HTTP does."""
     from web.validation import parse_append
 
-    out = sys.stdout.buffer
-    if args.command == "append":
-        request = parse_append(args.data.encode() if args.data else sys.stdin.buffer.read())
+    return parse_append(data.encode() if data is not None else sys.stdin.buffer.read())
+
+
+def append(data: str | None) -> JournalCommand:
+    request = parse_append_body(data)  # before connecting: bad input costs no round trip
+
+    async def command(journal: Journal, out: BinaryIO) -> None:
+        import orjson
+
+        from web.representation import position_json
+
         position = await journal.append(
             request.events, metadata=request.metadata, headers=request.headers
         )
         out.write(orjson.dumps(position_json(position)) + b"\n")
-    elif args.command == "read":
-        async for record in journal.read(args.from_, args.to, args.limit):
+
+    return command
+
+
+def read(from_: int, to: int, limit: int | None) -> JournalCommand:
+    async def command(journal: Journal, out: BinaryIO) -> None:
+        from web.representation import event_line
+
+        async for record in journal.read(from_, to, limit):
             out.write(event_line(record))
-    elif args.command == "pointer":
-        out.write(orjson.dumps(info_json(args.id, await journal.info())) + b"\n")
-    elif args.command == "delete":
-        out.write(orjson.dumps(deleted_json(await journal.delete(args.to))) + b"\n")
-    elif args.command == "purge":
+
+    return command
+
+
+def pointer(journal_id: str) -> JournalCommand:
+    async def command(journal: Journal, out: BinaryIO) -> None:
+        import orjson
+
+        from web.representation import info_json
+
+        out.write(orjson.dumps(info_json(journal_id, await journal.info())) + b"\n")
+
+    return command
+
+
+def delete(to: int) -> JournalCommand:
+    async def command(journal: Journal, out: BinaryIO) -> None:
+        import orjson
+
+        from web.representation import deleted_json
+
+        out.write(orjson.dumps(deleted_json(await journal.delete(to))) + b"\n")
+
+    return command
+
+
+def purge() -> JournalCommand:
+    async def command(journal: Journal, out: BinaryIO) -> None:
+        import orjson
+
+        from web.representation import position_json
+
         out.write(orjson.dumps(position_json(await journal.purge())) + b"\n")
-    out.flush()
+
+    return command
 
 
-def run_client(args: argparse.Namespace) -> int:
+async def _run(settings: Settings, journal_id: str, command: JournalCommand) -> None:
+    from journal.journals import Journals
+
+    journals = await Journals.connect(settings)
+    try:
+        out = sys.stdout.buffer
+        await command(journals.journal(journal_id), out)
+        out.flush()
+    finally:
+        await journals.close()
+
+
+def run_client(
+    name: str, settings: Settings, journal_id: str, prepare: Callable[[], JournalCommand]
+) -> int:
+    """Check the input (`prepare`), then run the command it gives on the journal; 0, or 2 with
+    the API's error on stderr for bad input."""
     from web.errors import ApiError
 
     try:
-        for name in ("from_", "to"):
-            if getattr(args, name, None) is not None:
-                check_seq_nr(getattr(args, name), name.rstrip("_"))
-        asyncio.run(_run(args))
+        command = prepare()
+        asyncio.run(_run(settings, journal_id, command))
     except ApiError as error:
-        print(f"kafka-journal {args.command}: {error.code}: {error.message}", file=sys.stderr)
+        print(f"kafka-journal {name}: {error.code}: {error.message}", file=sys.stderr)
         return 2
     except ValueError as error:
-        print(f"kafka-journal {args.command}: {error}", file=sys.stderr)
+        print(f"kafka-journal {name}: {error}", file=sys.stderr)
         return 2
     return 0
-
-
-def add_client_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    def command(name: str, help: str) -> argparse.ArgumentParser:
-        parser = commands.add_parser(name, help=help)
-        parser.add_argument("id", help="the journal id")
-        parser.add_argument("--topic", help="the action topic (KJ_TOPIC, default journal)")
-        parser.set_defaults(handler=run_client)
-        return parser
-
-    append = command("append", "append events: the HTTP API's POST body, from --data or stdin")
-    append.add_argument("--data", help='e.g. \'{"events": [{"seqNr": 1, "payload": 1}]}\'')
-    read = command("read", "print the journal's events as NDJSON")
-    read.add_argument("--from", dest="from_", type=int, default=1)
-    read.add_argument("--to", type=int, default=SEQ_NR_MAX)
-    read.add_argument("--limit", type=int)
-    command("pointer", "the journal's last seqNr and deleteTo")
-    delete = command("delete", "delete events up to --to (at most the last seqNr)")
-    delete.add_argument("--to", type=int, required=True)
-    command("purge", "remove the whole journal")

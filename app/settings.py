@@ -1,48 +1,54 @@
 """A worker's settings: the journal's (`journal.settings.Settings`) plus its own place.
 
 Every value has a `KJ_*` variable (KJ_WEB_PORT, KJ_DATADIR, KJ_INSTANCE_ID, ...) and a flag
-of `kafka-journal worker`; flags win.
+of `kafka-journal worker` (see `journal.settings.KJSettings`); flags win.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from journal.settings import Settings
+from pydantic import Field, model_validator
+
+from journal.settings import KJSettings, Settings
 
 
-@dataclass(frozen=True, slots=True)
-class WorkerSettings:
-    journal: Settings
-    web_host: str = "127.0.0.1"
-    web_port: int = 6066
-    datadir: Path = Path(".worker")
-    instance_id: str | None = None  # static group membership: a restart keeps the partitions
-    app_id: str = "kafka-journal"  # Faust's app id: the consumer group and the tables' prefix
-    max_body_bytes: int = 4 * 1024 * 1024
-    read_wait_s: float = 2.0  # how long a read waits for the owner's agent to pass its Mark
+class WorkerSettings(KJSettings):
+    journal: Settings = Field(
+        default_factory=lambda: Settings(), description="the journal's settings"
+    )
+    web_host: str = Field(default="127.0.0.1", description="HTTP address")
+    web_port: int = Field(default=6066, gt=0, lt=65536, description="HTTP port")
+    datadir: Path = Field(  # the factory only types it: _datadir_per_port sets the default
+        default_factory=lambda: Path(".worker"),
+        description="tables' local state (default .worker/<port>)",
+    )
+    instance_id: str | None = Field(
+        default=None, description="static group membership id: a restart keeps the partitions"
+    )
+    app_id: str = Field(
+        default="kafka-journal",
+        min_length=1,
+        description="the consumer group and the tables' prefix",
+    )
+    max_body_bytes: int = Field(
+        default=4 * 1024 * 1024, gt=0, description="largest HTTP request body"
+    )
+    read_wait_s: float = Field(
+        default=2.0,
+        gt=0,
+        description="how long a read waits for the owner's agent to pass its Mark",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _datadir_per_port(cls, values: Any) -> Any:
+        """Workers on one machine differ by port, so by default their state does too."""
+        if isinstance(values, dict) and not values.get("datadir"):
+            return {**values, "datadir": f".worker/{values.get('web_port', 6066)}"}
+        return values
 
     @property
     def url(self) -> str:
         return f"http://{self.web_host}:{self.web_port}"
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> WorkerSettings:
-        env = os.environ if env is None else env
-        port = int(str(overrides.get("web_port") or env.get("KJ_WEB_PORT", "6066")))
-        datadir = overrides.get("datadir") or env.get("KJ_DATADIR") or f".worker/{port}"
-        return cls(
-            journal=Settings.from_env(env),
-            web_host=str(overrides.get("web_host") or env.get("KJ_WEB_HOST", "127.0.0.1")),
-            web_port=port,
-            datadir=Path(str(datadir)),
-            instance_id=_optional(overrides.get("instance_id") or env.get("KJ_INSTANCE_ID")),
-            app_id=env.get("KJ_APP_ID", "kafka-journal"),
-        )
-
-
-def _optional(value: object) -> str | None:
-    return None if value in (None, "") else str(value)

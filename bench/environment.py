@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 from app.launcher import WorkerProcess
@@ -12,8 +11,7 @@ from journal.settings import Settings
 
 def settings_for(base: Settings, prefix: str, partitions: int = 3) -> Settings:
     """`base` with a fresh topic and keyspace."""
-    return replace(
-        base,
+    return base.replace(
         topic=unique(f"bench_{prefix}"),
         keyspace=unique(f"bench_{prefix}"),
         partitions=partitions,

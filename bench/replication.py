@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from app.launcher import WorkerProcess
@@ -93,7 +93,7 @@ async def replicate_with_worker(
 
 async def replicate_in_process(settings: Settings) -> float:
     """`replicate_to_now` of the whole topic into a fresh keyspace: events/s."""
-    fresh = replace(settings, keyspace=unique("bench_core"))
+    fresh = settings.replace(keyspace=unique("bench_core"))
     store = await CassandraStore.connect(fresh.cassandra_config())
     try:
         ends = await end_offsets(settings.kafka_bootstrap, settings.topic, settings.partitions)
@@ -108,7 +108,7 @@ async def replicate_in_process(settings: Settings) -> float:
 
 async def raw_inserts(settings: Settings, rows: int) -> float:
     """Raw concurrent INSERTs of event rows like the store's: rows/s."""
-    fresh = replace(settings, keyspace=unique("bench_raw"))
+    fresh = settings.replace(keyspace=unique("bench_raw"))
     store = await CassandraStore.connect(fresh.cassandra_config())
     try:
         insert = await asyncio.to_thread(

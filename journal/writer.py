@@ -17,6 +17,7 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from journal.actions import record_headers
 from journal.codec import encode_events
 from journal.errors import AppendTooLarge
+from journal.metrics import METRICS, Metrics, ObservingChild
 from journal.model import (
     ActionHeader,
     AppendHeader,
@@ -31,6 +32,13 @@ from journal.model import (
 )
 from journal.producer import JournalProducer
 
+_ACTION_NAMES: dict[type[ActionHeader], str] = {
+    AppendHeader: "append",
+    DeleteHeader: "delete",
+    PurgeHeader: "purge",
+    MarkHeader: "mark",
+}
+
 
 def partition_of(journal_id: str, partitions: int) -> int:
     """Kafka's default partitioner for a keyed record (Java's `toPositive(murmur2) % n`)."""
@@ -42,11 +50,20 @@ class JournalWriter:
     """Produces the four actions; one instance per process, shared by all journals."""
 
     def __init__(
-        self, producer: JournalProducer, partitions: int, max_record_bytes: int = 1_000_000
+        self,
+        producer: JournalProducer,
+        partitions: int,
+        max_record_bytes: int = 1_000_000,
+        metrics: Metrics = METRICS,
     ) -> None:
         self._producer = producer
         self._partitions = partitions
         self._max_record_bytes = max_record_bytes
+        # looked up once: the append path is hot, a labelled child lookup is not free
+        self._latency: dict[type[ActionHeader], ObservingChild] = {
+            kind: metrics.histogram("journal_write_duration_seconds", action=action)
+            for kind, action in _ACTION_NAMES.items()
+        }
 
     @property
     def partitions(self) -> int:
@@ -92,6 +109,7 @@ class JournalWriter:
                 "split the events into smaller appends"
             )
         partition = self.partition_of(key)
+        started = time.perf_counter()
         metadata = await self._producer.send_and_wait(
             key.topic,
             value,
@@ -100,4 +118,6 @@ class JournalWriter:
             timestamp_ms=int(time.time() * 1000),
             headers=raw_headers,
         )
+        # acknowledged writes only: a failed send's time says nothing about the write path
+        self._latency[type(header)].observe(time.perf_counter() - started)
         return Position(metadata.partition, metadata.offset)

@@ -18,7 +18,7 @@ import argparse
 import asyncio
 import time
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
@@ -90,19 +90,19 @@ async def rebuild_throughput(
 ) -> Throughput:
     """See the module contract."""
     run = uuid.uuid4().hex[:8]
-    source = replace(settings, topic=f"{settings.topic}_bench_{run}")
+    source = settings.replace(topic=f"{settings.topic}_bench_{run}")
     progress(f"writing {events} events to {source.topic}")
     started = time.monotonic()
     records = await write_events(source, events, journals, per_append)
     progress(f"wrote {records} appends in {time.monotonic() - started:.1f} s")
     seconds = []
     for round_ in range(rounds):
-        target = replace(source, keyspace=f"bench_{run}_spark{round_}")
+        target = source.replace(keyspace=f"bench_{run}_spark{round_}")
         seconds.append((await rebuild(spark, target, "earliest", progress=progress)).seconds)
     written = records * per_append
     core_seconds = None
     if compare:
-        core = replace(source, keyspace=f"bench_{run}_core")
+        core = source.replace(keyspace=f"bench_{run}_core")
         store = await CassandraStore.connect(core.cassandra_config())
         try:
             started = time.monotonic()

@@ -1,6 +1,7 @@
 """`kafka-journal stack up | down | status`.
 
-Contract: `run(argv)` parses the arguments after `stack` and returns the exit code:
+Contract: `run_stack(command, settings)` returns the exit code (`app/cli.py` declares the
+commands, and the settings' flags from `StackSettings`):
 - `up`: start what is missing (reusing healthy servers), print the status; 0 when both are
   healthy. Servers keep running after the command ends.
 - `down`: stop both servers cleanly; 0 when done (external servers are left alone).
@@ -12,24 +13,11 @@ setting is printed as one message with exit code 2, not a traceback.
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 from stack.errors import StackError
 from stack.server import ServerStatus
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="kafka-journal stack",
-        description="Real Kafka (KRaft) and Cassandra for development and tests.",
-    )
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    up = commands.add_parser("up", help="start Kafka and Cassandra (reusing healthy ones)")
-    up.add_argument("--timeout", type=float, default=None, help="seconds to wait per server")
-    commands.add_parser("down", help="stop both servers")
-    commands.add_parser("status", help="show pid, ports, version, data dir and health")
-    return parser
+from stack.settings import StackSettings
 
 
 def format_status(status: ServerStatus) -> str:
@@ -48,20 +36,20 @@ def format_status(status: ServerStatus) -> str:
     return "\n".join(lines)
 
 
-def run(argv: list[str]) -> int:
-    args = _parser().parse_args(argv)
+def run_stack(command: str, settings: StackSettings, timeout: float | None = None) -> int:
+    """`up`, `down` or `status` on a stack of `settings`; the exit code (module contract)."""
     from stack.stack import Stack  # after parsing, so `--help` stays instant
 
     try:
-        stack = Stack()
-        if args.command == "up":
-            stack.up(args.timeout)
-        elif args.command == "down":
+        stack = Stack(settings)
+        if command == "up":
+            stack.up(timeout)
+        elif command == "down":
             stack.down()
             return 0
         statuses = stack.status()
     except (StackError, ValueError) as error:
-        print(f"kafka-journal stack {args.command}: {error}", file=sys.stderr)
+        print(f"kafka-journal stack {command}: {error}", file=sys.stderr)
         return 2
     print("\n".join(format_status(status) for status in statuses))
     return 0 if all(status.healthy for status in statuses) else 1

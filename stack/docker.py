@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import os
 import socket
-import time
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlparse
 
 from stack.errors import StackError
-from stack.health import ProbeError, cassandra_release_version, kafka_metadata
+from stack.health import ProbeError, cassandra_release_version, kafka_metadata, until_answered
 from stack.jars import pom_version
 from stack.progress import Progress, print_progress
 from stack.server import Server, ServerStatus
@@ -122,16 +121,11 @@ class ContainerServer:
         return True
 
     def _wait_ready(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                self._probe(5.0)
-                self.progress(f"{self._name}: ready at {self.address}")
-                return
-            except ProbeError as error:
-                if time.monotonic() >= deadline:
-                    raise StackError(f"{self._name} container not ready: {error}") from error
-            time.sleep(1.0)
+        try:
+            until_answered(lambda: self._probe(5.0), timeout)
+        except ProbeError as error:
+            raise StackError(f"{self._name} container not ready: {error}") from error
+        self.progress(f"{self._name}: ready at {self.address}")
 
     def stop(self, timeout: float | None = None) -> None:
         existing = self._existing()

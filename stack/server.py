@@ -27,7 +27,7 @@ from typing import ClassVar, Protocol
 
 from stack import process
 from stack.errors import StackError
-from stack.health import ProbeError
+from stack.health import ProbeError, until_answered
 from stack.jars import classpath, pom_version
 from stack.java import find_java
 from stack.progress import Progress, print_progress
@@ -206,30 +206,25 @@ class JvmServer(ABC):
         """Block until the probe answers; raise StackError if the JVM dies or time runs out."""
         limit = self.settings.start_timeout if timeout is None else timeout
         started = time.monotonic()
-        deadline = started + limit
-        last_error = "no answer yet"
-        while True:
-            try:
-                self._probe(timeout=5.0)
-                self.progress(
-                    f"{self.name}: ready at {self.address} after {time.monotonic() - started:.1f} s"
-                )
-                return
-            except ProbeError as error:
-                last_error = str(error)
-            pid = self.pid()
-            if pid is None:
+
+        def still_running() -> None:
+            if self.pid() is None:
                 raise StackError(
                     f"{self.name} exited before it was ready; end of {self.server_log}:\n"
                     f"{_tail(self.server_log, 25)}\nend of {self.console_log}:\n"
                     f"{_tail(self.console_log, 15)}"
                 )
-            if time.monotonic() >= deadline:
-                raise StackError(
-                    f"{self.name} (pid {pid}) not ready after {limit:.0f} s ({last_error}); "
-                    f"see {self.server_log}"
-                )
-            time.sleep(0.5)
+
+        try:
+            until_answered(lambda: self._probe(timeout=5.0), limit, between=still_running)
+        except ProbeError as error:
+            raise StackError(
+                f"{self.name} (pid {self.pid()}) not ready after {limit:.0f} s ({error}); "
+                f"see {self.server_log}"
+            ) from error
+        self.progress(
+            f"{self.name}: ready at {self.address} after {time.monotonic() - started:.1f} s"
+        )
 
     @contextlib.contextmanager
     def _exclusive(self) -> Iterator[None]:
@@ -365,16 +360,13 @@ class ExternalServer:
 
     def start(self, timeout: float | None = None) -> bool:
         """Nothing to start: wait (bounded) until the external server answers; False."""
-        deadline = time.monotonic() + (self._wait if timeout is None else timeout)
-        while True:
-            try:
-                self._probe(5.0)
-                self.progress(f"{self._name}: external server at {self.address} is healthy")
-                return False
-            except ProbeError as error:
-                if time.monotonic() >= deadline:
-                    raise StackError(f"external {self._name} at {self.address}: {error}") from error
-            time.sleep(1.0)
+        within = self._wait if timeout is None else timeout
+        try:
+            until_answered(lambda: self._probe(5.0), within)
+        except ProbeError as error:
+            raise StackError(f"external {self._name} at {self.address}: {error}") from error
+        self.progress(f"{self._name}: external server at {self.address} is healthy")
+        return False
 
     def stop(self, timeout: float | None = None) -> None:
         raise self._refuse("stop")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from journal.metrics import METRICS, Metrics
 from web.backend import JournalBackend
 from web.middleware import error_middleware, metrics_middleware
 from web.ops import OpsViews
@@ -29,12 +30,14 @@ def add_routes(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     retry_after_s: int = DEFAULT_RETRY_AFTER_S,
     middlewares: bool = True,
+    metrics: Metrics = METRICS,
 ) -> None:
-    """Mount the API's routes (and, with `middlewares`, its middlewares) on `app`."""
+    """Mount the API's routes (and, with `middlewares`, its middlewares) on `app`; `metrics`
+    is what the routes record and `/metrics` serves (a test passes its own)."""
     if max_body_bytes < 1 or retry_after_s < 0:
         raise ValueError("max_body_bytes must be positive and retry_after_s not negative")
-    journals = JournalViews(backend, Limits(max_body_bytes, retry_after_s))
-    ops = OpsViews(backend, retry_after_s)
+    journals = JournalViews(backend, Limits(max_body_bytes, retry_after_s), metrics)
+    ops = OpsViews(backend, retry_after_s, metrics)
     # HEAD is not offered: a HEAD of a read would run the whole reading flow for nothing
     app.router.add_routes(
         [
@@ -51,7 +54,7 @@ def add_routes(
     )
     if middlewares:
         # metrics outermost, so it counts the status the error middleware finally chose
-        app.middlewares.extend([metrics_middleware, error_middleware(retry_after_s)])
+        app.middlewares.extend([metrics_middleware(metrics), error_middleware(retry_after_s)])
 
 
 def create_app(
@@ -59,9 +62,12 @@ def create_app(
     *,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     retry_after_s: int = DEFAULT_RETRY_AFTER_S,
+    metrics: Metrics = METRICS,
 ) -> web.Application:
     """A standalone aiohttp Application serving the API over `backend`."""
     # client_max_size only backs up web.body.read_body, which enforces max_body_bytes itself
     app = web.Application(client_max_size=max_body_bytes)
-    add_routes(app, backend, max_body_bytes=max_body_bytes, retry_after_s=retry_after_s)
+    add_routes(
+        app, backend, max_body_bytes=max_body_bytes, retry_after_s=retry_after_s, metrics=metrics
+    )
     return app

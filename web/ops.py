@@ -10,19 +10,18 @@ from __future__ import annotations
 import orjson
 from aiohttp import web
 
-from journal.metrics import METRICS
+from journal.metrics import CONTENT_TYPE, Metrics
 from web.backend import JournalBackend
 from web.errors import ErrorCode
 from web.failures import unavailable
 from web.openapi import openapi_document
 from web.representation import json_response
 
-PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
-
 
 class OpsViews:
-    def __init__(self, backend: JournalBackend, retry_after_s: int) -> None:
+    def __init__(self, backend: JournalBackend, retry_after_s: int, metrics: Metrics) -> None:
         self._backend = backend
+        self._metrics = metrics
         self._retry_after_s = retry_after_s
         self._openapi = orjson.dumps(openapi_document())  # static: rendered once
 
@@ -39,9 +38,9 @@ class OpsViews:
         return json_response({"status": "ready"})
 
     async def metrics(self, request: web.Request) -> web.Response:
-        response = web.Response(body=METRICS.render().encode("utf-8"))
+        response = web.Response(body=self._metrics.render())
         # set as a header: Response(content_type=...) refuses parameters such as version
-        response.headers["Content-Type"] = PROMETHEUS_TEXT
+        response.headers["Content-Type"] = CONTENT_TYPE
         return response
 
     async def openapi(self, request: web.Request) -> web.Response:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from journal.metrics import METRICS
+from journal.metrics import METRICS, Metrics
 from journal.model import EventRecord
 from web.backend import JournalBackend, JournalHandle
 from web.body import read_body
@@ -58,9 +58,10 @@ class Limits:
 class JournalViews:
     """The five journal routes over one backend."""
 
-    def __init__(self, backend: JournalBackend, limits: Limits) -> None:
+    def __init__(self, backend: JournalBackend, limits: Limits, metrics: Metrics = METRICS) -> None:
         self._backend = backend
         self._limits = limits
+        self._metrics = metrics
 
     def _journal(self, request: web.Request) -> tuple[str, JournalHandle]:
         if not self._backend.ready():
@@ -80,7 +81,7 @@ class JournalViews:
         position = await journal.append(
             append.events, metadata=append.metadata, headers=append.headers
         )
-        METRICS.counter("http_appended_events_total").inc(len(append.events))
+        self._metrics.counter("http_appended_events_total").inc(len(append.events))
         return json_response(position_json(position))
 
     async def read(self, request: web.Request) -> web.StreamResponse:
@@ -89,12 +90,17 @@ class JournalViews:
         query = parse_read_query(request.query)
         records = journal.read(query.from_, query.to, query.limit)
         async with _closing(records):
-            # before prepare(): the reading flow's failures can still become a status
-            first = await anext(records, None)
+            # before prepare(): the reading flow's failures can still become a status. The
+            # flow does all of its work (Mark, pointer, head) before the first event, so the
+            # time to it is the core's read latency; the rest is streaming at the client's pace.
+            with self._metrics.timed("journal_read_duration_seconds"):
+                first = await anext(records, None)
             response = web.StreamResponse(headers={"Cache-Control": "no-store"})
             response.content_type = NDJSON
             await response.prepare(request)
-            if first is not None and not await _stream(request, response, first, records):
+            if first is not None and not await _stream(
+                request, response, first, records, self._metrics
+            ):
                 return response  # the client left; aiohttp closes the connection quietly
             await response.write_eof()
         return response
@@ -153,6 +159,7 @@ async def _stream(
     response: web.StreamResponse,
     first: EventRecord,
     rest: AsyncIterator[EventRecord],
+    metrics: Metrics,
 ) -> bool:
     """Write `first` and then `rest`, a line each; False if the client went away meanwhile."""
     sent = 0
@@ -165,7 +172,7 @@ async def _stream(
     except ConnectionError:
         return False
     except Exception as e:
-        METRICS.counter("http_streams_interrupted_total").inc()
+        metrics.counter("http_streams_interrupted_total").inc()
         log.warning(
             "read of %s broke after %d events, connection dropped: %s: %s",
             request.path,
@@ -175,5 +182,5 @@ async def _stream(
         )
         raise StreamInterrupted(str(e)) from e
     finally:
-        METRICS.counter("http_streamed_events_total").inc(sent)
+        metrics.counter("http_streamed_events_total").inc(sent)
     return True

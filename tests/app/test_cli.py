@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import aiohttp
 import pytest
+from click.testing import CliRunner
 
-from stack import Stack
+from app.cli import cli, main
+from app.settings import WorkerSettings
+from journal.settings import KJSettings, Settings
+from stack import Stack, StackSettings
 from tests.journal.journal_contract import events
 from tests.support.harness import settings_for, unique
 from tests.support.http_api import HttpJournals
@@ -31,11 +36,72 @@ async def test_run_starts_a_worker_that_answers_and_says_how(stack: Stack, tmp_p
         run.stop()
 
 
-def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
-    from app.cli import main
+def help_of(*command: str) -> str:
+    result = CliRunner().invoke(cli, [*command, "--help"], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    return result.output
 
-    with pytest.raises(SystemExit):
-        main(["--help"])
-    out = capsys.readouterr().out
-    for command in ("stack", "worker", "run"):
+
+def test_help_lists_every_command() -> None:
+    out = help_of()
+    for command in ("stack", "worker", "run", "append", "read", "pointer", "delete", "purge"):
+        assert f"  {command} " in out, command
+    for command in ("pipeline", "bench"):
         assert command in out
+
+
+@pytest.mark.parametrize(
+    ("command", "model"),
+    [
+        (("worker",), WorkerSettings),
+        (("run",), WorkerSettings),
+        (("append",), Settings),
+        (("read",), Settings),
+        (("pipeline", "audit"), Settings),
+        (("stack", "up"), StackSettings),
+    ],
+)
+def test_help_shows_each_setting_with_its_flag_and_variable(
+    command: tuple[str, ...], model: type[KJSettings]
+) -> None:
+    # one entry per option: from the line starting with its flags to the next such line
+    text = help_of(*command)
+    entries = [" ".join(entry.split()) for entry in re.split(r"\n  (?=-)", text)[1:]]
+    fields = list(model.settings_fields())
+    for owner, name, _info in fields:
+        flag, variable = owner.flag_of(name), owner.variable_of(name)
+        assert any(entry.startswith(flag) and f"[env {variable}]" in entry for entry in entries), (
+            flag,
+            variable,
+        )
+    assert sum("[env KJ_" in entry for entry in entries) == len(fields)
+
+
+def test_a_bad_variable_is_named_and_exits_2() -> None:
+    result = CliRunner().invoke(cli, ["worker"], env={"KJ_WEB_PORT": "http"})
+    assert result.exit_code == 2
+    assert "KJ_WEB_PORT='http'" in result.output
+
+
+def test_a_bad_flag_is_named_and_exits_2() -> None:
+    assert main(["stack", "status", "--kafka-heap", "lots"]) == 2
+
+
+def test_a_bad_append_body_is_refused_before_connecting(capsys: pytest.CaptureFixture[str]) -> None:
+    # no server is reachable at this bootstrap: the body's error must come first
+    argv = [
+        "append",
+        "j",
+        "--kafka-bootstrap",
+        "127.0.0.1:1",
+        "--data",
+        '{"events": [{"seqNr": 0}]}',
+    ]
+    assert main(argv) == 2
+    assert "invalid_seq_nr" in capsys.readouterr().err
+
+
+def test_seq_nrs_out_of_range_are_refused() -> None:
+    result = CliRunner().invoke(cli, ["read", "j", "--from", "0"])
+    assert result.exit_code == 2
+    assert "--from" in result.output

@@ -9,7 +9,6 @@ also the partition leader's change: leaderless while it is down, the same node a
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
 
@@ -45,9 +44,7 @@ async def eventually(attempt: Callable[[], Awaitable[T]], what: str, within_s: f
 async def test_reads_see_every_acknowledged_append_across_a_broker_restart(
     stack: Stack, fence: str
 ) -> None:
-    settings = dataclasses.replace(
-        settings_for(stack, unique("ryw"), unique("kj_ryw")), read_fence=fence
-    )
+    settings = settings_for(stack, unique("ryw"), unique("kj_ryw")).replace(read_fence=fence)
     checked = 0
     a_third_done = asyncio.Event()
     writer = await Journals.connect(settings)

@@ -8,9 +8,8 @@ export them.
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,14 +18,13 @@ from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
 from pyspark.sql import SparkSession
 
-from app.cli import build_parser
 from journal.model import Event
 from journal.settings import Settings
 from journal.store import cql
 from journal.store.cassandra import CassandraStore
 from journal.topic import end_offsets
 from pipeline.audit import audit
-from pipeline.cli import execute
+from pipeline.cli import Audit, execute
 from pipeline.export import event_record_of, export
 from pipeline.rebuild import RebuildResult, rebuild
 from stack import Stack
@@ -73,7 +71,7 @@ async def replicated(stack: Stack, spark: SparkSession) -> AsyncIterator[Replica
         work = await write_workload(h.journals, seed=4)
         malformed = await write_malformed(h.producer, h.settings.topic)
         await h.replicate()
-        rebuilt = replace(h.settings, keyspace=unique("pipe_b"))
+        rebuilt = h.settings.replace(keyspace=unique("pipe_b"))
         progress: list[str] = []
         result = await rebuild(spark, rebuilt, "earliest", progress=progress.append)
         yield Replicated(h, work, malformed, rebuilt, result, progress)
@@ -124,25 +122,14 @@ async def test_rebuild_counts_and_reports_malformed_records(replicated: Replicat
     assert result.counts.events > 0
 
 
-def cli_args(job: str, settings: Settings, *extra: str) -> argparse.Namespace:
-    return build_parser().parse_args(
-        [
-            *("pipeline", job, "--topic", settings.topic, "--keyspace", settings.keyspace),
-            *("--bootstrap", settings.kafka_bootstrap),
-            *("--cassandra-hosts", settings.cassandra_hosts),
-            *("--cassandra-port", str(settings.cassandra_port), *extra),
-        ]
-    )
-
-
 async def test_audit_passes_then_finds_removed_changed_and_rejected_events(
     replicated: Replicated, spark: SparkSession, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    own = replace(replicated.rebuilt, keyspace=unique("pipe_c"))  # an own copy to damage
+    own = replicated.rebuilt.replace(keyspace=unique("pipe_c"))  # an own copy to damage
     await rebuild(spark, own, progress=lambda line: None)
-    settings = replace(own, segment_size=replicated.harness.settings.segment_size)
+    settings = own.replace(segment_size=replicated.harness.settings.segment_size)
 
-    assert await execute(cli_args("audit", settings), spark, settings) == 0
+    assert await execute(Audit(), spark, settings) == 0
     report = capsys.readouterr().out
     assert report.startswith("audit: OK:") and "3 malformed" in report
     assert "0 journals checked partially" in report  # Kafka holds every journal whole
@@ -187,7 +174,7 @@ async def test_audit_passes_then_finds_removed_changed_and_rejected_events(
         (f"{own.topic}:{race.journal_id}", "rejected_event_stored"),
     }
     assert result.counts.differences == 4
-    assert await execute(cli_args("audit", settings), spark, settings) == 1
+    assert await execute(Audit(), spark, settings) == 1
     report = capsys.readouterr().out
     assert "4 DIFFERENCES" in report and f"seqNr {removed[3]} " in report
     assert "missing_event" in report and "rejected_event_stored" in report

@@ -20,7 +20,7 @@ from cassandra.cluster import NoHostAvailable
 
 from journal.errors import AppendTooLarge, JournalTruncated, KafkaUnavailable
 from journal.journals import Deleted, JournalInfo
-from journal.metrics import METRICS
+from journal.metrics import Metrics
 from journal.model import (
     BinaryPayload,
     Event,
@@ -110,8 +110,14 @@ def backend() -> FakeBackend:
 
 
 @pytest.fixture
-async def served(backend: FakeBackend) -> AsyncIterator[Served]:
-    async with serve(create_app(backend, max_body_bytes=10_000, retry_after_s=3)) as served:
+def metrics() -> Metrics:
+    return Metrics()  # the app's own: what a test reads is what it caused
+
+
+@pytest.fixture
+async def served(backend: FakeBackend, metrics: Metrics) -> AsyncIterator[Served]:
+    app = create_app(backend, max_body_bytes=10_000, retry_after_s=3, metrics=metrics)
+    async with serve(app) as served:
         yield served
 
 
@@ -253,7 +259,9 @@ async def test_core_failures_become_statuses(
     assert (await call(served, "GET", journal_path("j")))[0] == 200
 
 
-async def test_a_failure_mid_stream_breaks_the_body(served: Served, backend: FakeBackend) -> None:
+async def test_a_failure_mid_stream_breaks_the_body(
+    served: Served, backend: FakeBackend, metrics: Metrics
+) -> None:
     await call(
         served,
         "POST",
@@ -261,7 +269,6 @@ async def test_a_failure_mid_stream_breaks_the_body(served: Served, backend: Fak
         json={"events": [{"seqNr": n} for n in range(1, 6)]},
     )
     backend.break_after = 3
-    before = METRICS.value("http_streams_interrupted_total")
     lines: list[bytes] = []
     with pytest.raises(aiohttp.ClientPayloadError):
         async with served.session.get(served.at(journal_path("j", "/events"))) as response:
@@ -269,7 +276,8 @@ async def test_a_failure_mid_stream_breaks_the_body(served: Served, backend: Fak
             async for line in response.content:
                 lines.append(line)
     assert [orjson.loads(line)["seqNr"] for line in lines] == [1, 2, 3]
-    assert METRICS.value("http_streams_interrupted_total") == before + 1
+    assert metrics.value("http_streams_interrupted_total") == 1
+    assert metrics.value("http_streamed_events_total") == 3
     backend.break_after = None
     assert (await call(served, "GET", journal_path("j")))[0] == 200
 
@@ -307,20 +315,34 @@ async def test_bodies_over_the_limit_are_413_declared_or_not(served: Served) -> 
 # --- metrics, OpenAPI, mounting ---------------------------------------------------------------
 
 
-async def test_requests_are_counted_by_route_template(served: Served) -> None:
-    labels = {"method": "GET", "route": "/journals/{id}", "status": "200"}
-    before = METRICS.value("http_requests_total", **labels)
+async def test_requests_are_counted_and_timed_by_route_template(
+    served: Served, metrics: Metrics
+) -> None:
+    route = {"method": "GET", "route": "/journals/{id}"}
     for n in range(3):
         await call(served, "GET", journal_path(f"id-{n}"))
     await call(served, "GET", "/nope")
-    assert METRICS.value("http_requests_total", **labels) == before + 3
+    assert metrics.value("http_requests_total", status="200", **route) == 3
+    assert metrics.value("http_request_duration_seconds_count", **route) == 3
+    assert metrics.value("http_request_duration_seconds_sum", **route) > 0
     async with served.session.get(served.at("/metrics")) as response:
         assert response.status == 200
-        assert response.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+        assert response.headers["Content-Type"].startswith("text/plain; version=")
         text = await response.text()
-    assert 'http_requests_total{method="GET",route="/journals/{id}",status="200"}' in text
+    assert 'http_requests_total{method="GET",route="/journals/{id}",status="200"} 3.0' in text
+    assert (
+        'http_request_duration_seconds_bucket{le="+Inf",method="GET",route="/journals/{id}"} 3.0'
+        in text
+    )
     assert 'route="unmatched",status="404"' in text
     assert "id-0" not in text
+
+
+async def test_reads_are_timed_to_their_first_event(served: Served, metrics: Metrics) -> None:
+    await call(served, "POST", journal_path("j", "/events"), json=APPEND["json"])
+    for _ in range(2):
+        assert (await call(served, "GET", journal_path("j", "/events")))[0] == 200
+    assert metrics.value("journal_read_duration_seconds_count") == 2
 
 
 def routes_of(app: web.Application) -> set[tuple[str, str]]:

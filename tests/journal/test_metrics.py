@@ -1,0 +1,74 @@
+"""The metrics adapter over prometheus_client, and the write latency the writer records."""
+
+from __future__ import annotations
+
+import pytest
+
+from journal.metrics import Metrics, set_replication_lag
+from journal.model import Event, Events, JournalKey, JsonPayload
+from journal.producer import JournalProducer
+from journal.topic import TopicSpec, ensure_topic
+from journal.writer import JournalWriter
+from stack import Stack
+from tests.support.harness import unique
+
+
+def test_counters_are_labelled_and_registries_are_separate() -> None:
+    mine, other = Metrics(), Metrics()
+    mine.counter("journal_reads_total", path="replicated").inc()
+    mine.counter("journal_reads_total", path="replicated").inc(2)
+    mine.counter("journal_reads_total", path="kafka_only").inc()
+    assert mine.value("journal_reads_total", path="replicated") == 3
+    assert mine.value("journal_reads_total", path="kafka_only") == 1
+    assert other.value("journal_reads_total", path="replicated") == 0
+    assert b'journal_reads_total{path="replicated"} 3.0' in mine.render()
+    assert b"journal_reads_total" not in other.render()
+
+
+def test_a_metric_keeps_its_label_names_and_its_kind() -> None:
+    metrics = Metrics()
+    metrics.counter("journal_heads_total", source="tables").inc()
+    with pytest.raises(ValueError):
+        metrics.counter("journal_heads_total", origin="tables")
+    with pytest.raises(ValueError, match="is a Counter"):
+        metrics.gauge("journal_heads_total", source="tables")
+
+
+def test_histograms_time_blocks_also_when_they_raise() -> None:
+    metrics = Metrics()
+    with metrics.timed("journal_read_duration_seconds"):
+        pass
+    with pytest.raises(RuntimeError), metrics.timed("journal_read_duration_seconds"):
+        raise RuntimeError("the read failed")
+    assert metrics.value("journal_read_duration_seconds_count") == 2
+    assert metrics.value("journal_read_duration_seconds_bucket", le="+Inf") == 2
+
+
+def test_replication_lag_is_a_gauge_per_partition() -> None:
+    metrics = Metrics()
+    set_replication_lag(metrics, "journal", 0, 12)
+    set_replication_lag(metrics, "journal", 1, 3)
+    set_replication_lag(metrics, "journal", 0, 5)
+    lag = "journal_replication_lag_records"
+    assert metrics.value(lag, topic="journal", partition="0") == 5
+    assert metrics.value(lag, topic="journal", partition="1") == 3
+
+
+@pytest.mark.integration
+async def test_the_writer_times_acknowledged_writes_per_action(stack: Stack) -> None:
+    topic = unique("journal_metrics")
+    await ensure_topic(stack.kafka_bootstrap, TopicSpec(topic, 1))
+    producer = JournalProducer(stack.kafka_bootstrap)
+    await producer.start()
+    metrics = Metrics()
+    try:
+        writer = JournalWriter(producer, 1, metrics=metrics)
+        key = JournalKey(topic, "j")
+        await writer.append(key, Events((Event(1, payload=JsonPayload(1)),)))
+        await writer.delete(key, 1)
+    finally:
+        await producer.stop()
+    written = "journal_write_duration_seconds_count"
+    assert metrics.value(written, action="append") == 1
+    assert metrics.value(written, action="delete") == 1
+    assert metrics.value(written, action="purge") == 0
