@@ -35,6 +35,7 @@ from journal.model import (
     JournalKey,
     PurgeHeader,
 )
+from journal.poison import fetch_for_read
 
 log = logging.getLogger(__name__)
 
@@ -205,9 +206,10 @@ class HeadReader:
             while next_offset is not None:
                 consumer.seek(tp, next_offset)
                 batches = await asyncio.wait_for(
-                    consumer.getmany(tp, timeout_ms=200), self._timeout
+                    fetch_for_read(consumer, tp, timeout_ms=200, until=offsets[-1] + 1),
+                    self._timeout,
                 )
-                for message in batches.get(tp, ()):
+                for message in batches:
                     if next_offset is None or message.offset < next_offset:
                         continue
                     if message.offset > next_offset:
@@ -228,8 +230,7 @@ class HeadReader:
     ) -> None:
         raw_key = key.id.encode("utf-8")
         while True:
-            batches = await consumer.getmany(tp, timeout_ms=200)
-            for message in batches.get(tp, ()):
+            for message in await fetch_for_read(consumer, tp, timeout_ms=200, until=until):
                 if message.offset >= until:
                     return
                 if message.key != raw_key:
