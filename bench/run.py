@@ -22,7 +22,7 @@ from importlib import metadata
 from pathlib import Path
 
 from app.launcher import WorkerProcess
-from bench.append import AppendSizes, bench_append
+from bench.append import AppendSizes, bench_append, bench_compression
 from bench.common import Row, Section, load_average
 from bench.consumer import bench_consumer
 from bench.environment import settings_for, worker
@@ -243,7 +243,16 @@ async def _worker_sections(
 async def _scenarios(base: Settings, sizes: Sizes, workdir: Path, profile: bool) -> list[Section]:
     read, consumer = await _read_sections(base, sizes)
     append, replication, huge = await _worker_sections(base, sizes, workdir, profile)
-    sections = [append, read, replication, huge]
+    _log("append compression")
+    compression = await _guarded(
+        "Append compression",
+        bench_compression(
+            settings_for(base, "compression", partitions=1),
+            sizes.append.sequential,
+            sizes.append.repetitions,
+        ),
+    )
+    sections = [append, compression, read, replication, huge]
     if sizes.spark_events:
         _log("Spark rebuild")
         spark = await _guarded(

@@ -161,9 +161,10 @@ async def test_a_batch_that_cannot_be_decoded_is_skipped_not_a_stall(
     await journals.journal(victim).append([Event(1)])
     await journals.journal(bystander).append([Event(1)])
     await journals.journal(other).append([Event(1)])
-    # the victim's seqNrs 2..4 in one lz4 batch of three records, as kafka-journal writes them
+    # the victim's seqNrs 2..4 in one batch of three records, by a client that compresses
+    # with zstd (this journal's own batches are lz4)
     kafka = AIOKafkaProducer(
-        bootstrap_servers=settings.kafka_bootstrap, compression_type="lz4", linger_ms=50
+        bootstrap_servers=settings.kafka_bootstrap, compression_type="zstd", linger_ms=50
     )
     await kafka.start()
     try:
@@ -185,8 +186,8 @@ async def test_a_batch_that_cannot_be_decoded_is_skipped_not_a_stall(
     finally:
         await kafka.stop()
     await journals.journal(bystander).append([Event(2)])
-    # From here this process cannot decode lz4 batches, as before the codecs were a dependency.
-    monkeypatch.setattr(aiokafka.codec, "has_lz4", lambda: False)
+    # From here this process cannot decode zstd batches, as before the codecs were a dependency.
+    monkeypatch.setattr(aiokafka.codec, "has_zstd", lambda: False)
     counted = METRICS.value("journal_poison_batches_total", topic=settings.topic)
 
     assert [r.seq_nr async for r in journals.journal(other).read()] == [1]
