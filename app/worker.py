@@ -15,6 +15,7 @@ from typing import Any
 
 import faust
 
+from agents.poison import guarded_transport
 from agents.replication import ReplicationWork
 from agents.replicator import define_agent
 from app.backend import WorkerBackend
@@ -72,6 +73,7 @@ def create_app(settings: WorkerSettings, partitions: int) -> tuple[faust.App, Wo
         web_application_options={"client_max_size": settings.max_body_bytes},
         worker_redirect_stdouts=False,  # the welcome text is for the terminal, not the log
     )
+    app.transport = guarded_transport(app)  # past undecodable batches (agents/poison.py)
     context = WorkerContext(settings, define_tables(app, partitions))
     topic = app.topic(journal.topic, key_type=bytes, value_type=bytes, partitions=partitions)
     define_agent(app, topic, context)
