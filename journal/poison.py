@@ -6,10 +6,12 @@ its partition, and drop the good records fetched with it: retried as is, nothing
 ever read. `fetch` re-reads such a fetch one record at a time, so the records before the batch
 still arrive, and says where the batch starts. Then, without decoding it:
 - a read whose head spans it cannot know whether the journal has actions there, so it raises
-  `UndecodableBatch` (503 over HTTP) rather than answer a possibly incomplete history;
-- replication skips it: `decodable_from` finds where the next decodable batch starts, the
-  caller quarantines a marker of the skipped offsets (the records themselves cannot be
-  copied) and moves the store's pointer past them, so replication and reads go on.
+  `UndecodableBatch` (503 over HTTP) rather than answer a possibly incomplete history
+  (`fetch_for_read`);
+- replication skips it (`skip_poison`): `decodable_from` finds where the next decodable batch
+  starts, a marker of the skipped offsets is quarantined (the records themselves cannot be
+  copied) and the store's pointer moves past them, so replication and reads go on;
+- a Faust worker's consumer skips it too (agents/poison.py).
 Every batch is counted and logged once per process (`note`).
 """
 
@@ -17,19 +19,26 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass
+from typing import Protocol
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import CorruptRecordException, UnsupportedCodecError
 from aiokafka.structs import ConsumerRecord
 
+from journal.actions import RawRecord
 from journal.metrics import METRICS
 
 log = logging.getLogger(__name__)
 
+# "partition:first-last": offsets of the action topic skipped undecoded, on a quarantined marker
+QUARANTINE_SKIPPED_HEADER = "journal.quarantine.skipped"
+
 POISON_ERRORS: tuple[type[Exception], ...] = (UnsupportedCodecError, CorruptRecordException)
 
 _FETCH_ATTEMPTS = 20  # empty polls in a row before a re-read gives up (timeout_ms each)
+_REREAD_MAX = 1000  # records re-read one by one, at most, when the failed fetch had no limit
 
 
 class UndecodableBatch(RuntimeError):
@@ -94,7 +103,8 @@ async def fetch(
     records: list[ConsumerRecord[bytes, bytes]] = []
     consumer.seek(tp, await consumer.position(tp))
     empty_polls = 0
-    while await consumer.position(tp) < end:
+    # the batch lies within one fetch from here; if the error does not come back, stop early
+    while await consumer.position(tp) < end and len(records) < (max_records or _REREAD_MAX):
         try:
             got = (await consumer.getmany(tp, timeout_ms=timeout_ms, max_records=1)).get(tp, [])
         except POISON_ERRORS as error:
@@ -105,7 +115,7 @@ async def fetch(
         empty_polls = 0 if got else empty_polls + 1
         if empty_polls >= _FETCH_ATTEMPTS:
             raise TimeoutError(f"{tp.topic}-{tp.partition}: no records while re-reading")
-    return Fetched(records)  # the failure did not come back before `end`
+    return Fetched(records)  # the failure did not come back (yet)
 
 
 async def fetch_for_read(
@@ -147,3 +157,28 @@ async def decodable_from(
         await asyncio.sleep(0)
     consumer.seek(tp, end)
     return end
+
+
+class Skipper(Protocol):
+    """What replication does with skipped offsets (journal.replicate.Replicator.skip)."""
+
+    async def skip(self, marker: RawRecord, reason: str) -> None: ...
+
+
+async def skip_poison(
+    consumer: AIOKafkaConsumer, replicator: Skipper, tp: TopicPartition, poison: Poison, end: int
+) -> None:
+    """Past an undecodable batch, for replication: `consumer` seeks past it and `replicator`
+    gets a marker of the offsets skipped (the records themselves cannot be copied)."""
+    after = await decodable_from(consumer, tp, poison, end, timeout_ms=500)
+    skipped = f"{tp.partition}:{poison.start}-{after - 1}"
+    marker = RawRecord(
+        topic=tp.topic,
+        partition=tp.partition,
+        offset=after - 1,
+        timestamp_ms=int(time.time() * 1000),
+        key=None,
+        value=b"",  # Kafka needs a key or a value
+        headers=[(QUARANTINE_SKIPPED_HEADER, skipped.encode())],
+    )
+    await replicator.skip(marker, f"undecodable batch: {poison.reason}")

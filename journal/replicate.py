@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -20,7 +19,7 @@ from journal.actions import MalformedRecord, RawRecord, parse_checked, raw_recor
 from journal.fold import fold
 from journal.metrics import METRICS
 from journal.model import ActionRecord
-from journal.poison import Poison, decodable_from, fetch
+from journal.poison import fetch, skip_poison
 from journal.producer import JournalProducer
 from journal.store.base import EventualJournal, EventualStore, ReplicatedJournal, StoreUnavailable
 from journal.topic import partition_count, quarantine_topic
@@ -28,8 +27,6 @@ from journal.topic import partition_count, quarantine_topic
 log = logging.getLogger(__name__)
 
 QUARANTINE_REASON_HEADER = "journal.quarantine.reason"
-# "partition:first-last": offsets of the action topic skipped undecoded (journal.poison)
-QUARANTINE_SKIPPED_HEADER = "journal.quarantine.skipped"
 
 
 class Quarantine(Protocol):
@@ -92,7 +89,8 @@ class Replicator:
         return actions
 
     async def skip(self, marker: RawRecord, reason: str) -> None:
-        """Records up to `marker.offset` could not be read: quarantine the marker, move on."""
+        """Records up to `marker.offset` could not be decoded (journal.poison): quarantine the
+        marker, move the pointer past them."""
         await self._quarantine.put(marker, reason)
         await self.store([], marker)
 
@@ -176,22 +174,3 @@ async def replicate_range(
         await replicator.apply([raw_record(m) for m in fetched.records if m.offset < end])
         if fetched.poison is not None and fetched.poison.start < end:
             await skip_poison(consumer, replicator, tp, fetched.poison, end)
-
-
-async def skip_poison(
-    consumer: AIOKafkaConsumer, replicator: Replicator, tp: TopicPartition, poison: Poison, end: int
-) -> None:
-    """Past an undecodable batch (journal.poison): quarantine a marker of the offsets skipped
-    (the records cannot be copied), then move the pointer past them; `consumer` seeks there."""
-    after = await decodable_from(consumer, tp, poison, end, timeout_ms=500)
-    skipped = f"{tp.partition}:{poison.start}-{after - 1}"
-    marker = RawRecord(
-        topic=tp.topic,
-        partition=tp.partition,
-        offset=after - 1,
-        timestamp_ms=int(time.time() * 1000),
-        key=None,
-        value=b"",  # Kafka needs a key or a value
-        headers=[(QUARANTINE_SKIPPED_HEADER, skipped.encode())],
-    )
-    await replicator.skip(marker, f"undecodable batch: {poison.reason}")

@@ -21,9 +21,8 @@ from aiokafka.structs import ConsumerRecord
 from journal.codec import ACTION_HEADER, decode_action_header
 from journal.metrics import METRICS
 from journal.model import AppendHeader, Event, Events, JsonPayload, TextPayload
-from journal.poison import UndecodableBatch
+from journal.poison import QUARANTINE_SKIPPED_HEADER, UndecodableBatch
 from journal.producer import JournalProducer
-from journal.replicate import QUARANTINE_SKIPPED_HEADER
 from journal.topic import quarantine_topic
 from journal.version import VERSION
 from journal.writer import JournalWriter, partition_of
