@@ -7,12 +7,14 @@ meets the same batch. aiokafka also drops, with the error, the records of other 
 that the same call had drained (their positions had moved already).
 
 `guarded_transport` is Faust's aiokafka transport with one change to the consumer thread's
-fetch. Positions are noted before each fetch; when one fails, every partition goes back to
-where it was, the poisoned one is found with a probe consumer of its own (`journal.poison`),
-its records before the batch are handed over, and it moves past the batch. The agent sees a
-gap, as after compaction; the store's pointer passes it with the next record of the
-partition (a read's Mark is one). The batch is counted and logged once; its records cannot be
-decoded, so nothing of them reaches the agent.
+fetch. Positions are noted before each fetch; when one fails, it is redone partition by
+partition with a probe consumer (`journal.poison.fetch`): the records it gets, up to the
+poison batch, are handed over, and the partition moves past them and past the batch, so every
+failure moves on. The agent sees a gap, as after compaction; the store's pointer passes it
+with the next record of the partition (a read's Mark is one). The batch is counted and logged
+once; its records cannot be decoded, so nothing of them reaches the agent, and no marker is
+quarantined here (replication's catch-up, `journal.replicate`, quarantines one when it meets
+the batch).
 """
 
 from __future__ import annotations
@@ -46,8 +48,18 @@ class _GuardedThread(faust_aiokafka.AIOKafkaConsumerThread):  # type: ignore[mis
             )
         except POISON_ERRORS:
             transport = self.transport
-            bootstrap = faust_aiokafka.server_list(transport.url, transport.default_port)
-            return await _past_poison(consumer, bootstrap, before)
+            probe = AIOKafkaConsumer(
+                bootstrap_servers=faust_aiokafka.server_list(transport.url, transport.default_port),
+                group_id=None,
+                fetch_max_wait_ms=20,
+                # fetches as large as the failed one, so the batch is met again
+                max_partition_fetch_bytes=self.app.conf.consumer_max_fetch_size,
+            )
+            await probe.start()
+            try:
+                return await _past_poison(consumer, probe, before)
+            finally:
+                await probe.stop()
 
 
 def _positions(consumer: AIOKafkaConsumer) -> dict[TopicPartition, int]:
@@ -76,28 +88,24 @@ def guarded_transport(app: faust.App) -> Any:
 
 
 async def _past_poison(
-    consumer: AIOKafkaConsumer, bootstrap: list[str], before: dict[TopicPartition, int]
+    consumer: AIOKafkaConsumer, probe: AIOKafkaConsumer, before: dict[TopicPartition, int]
 ) -> dict[TopicPartition, list[Any]]:
-    """Undo the failed fetch and hand over what precedes the poison batch; seek past it."""
-    probe = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, fetch_max_wait_ms=20)
-    await probe.start()
-    try:
-        handed: dict[TopicPartition, list[Any]] = {}
-        for tp, position in before.items():
-            consumer.seek(tp, position)  # fetched again: the failed call may have dropped some
-            probe.assign([tp])
-            probe.seek(tp, position)
-            end = (await probe.end_offsets([tp]))[tp]
-            if position >= end:
-                continue
-            # the fetch that failed, once more: on the poison batch, the records before it
-            fetched = await fetch(probe, tp, timeout_ms=_PROBE_TIMEOUT_MS, end=end)
-            if fetched.poison is None:
-                continue
+    """Redo the failed fetch with `probe`: hand over the records it gets, up to a poison batch,
+    and move `consumer` past them (and past the batch). Each failure so moves a partition on."""
+    handed: dict[TopicPartition, list[Any]] = {}
+    for tp, position in before.items():
+        consumer.seek(tp, position)  # the failed call may have dropped records it had drained
+        probe.assign([tp])
+        probe.seek(tp, position)
+        end = (await probe.end_offsets([tp]))[tp]
+        if position >= end:
+            continue
+        fetched = await fetch(probe, tp, timeout_ms=_PROBE_TIMEOUT_MS, end=end)
+        if fetched.records:
+            handed[tp] = fetched.records
+            consumer.seek(tp, fetched.records[-1].offset + 1)
+        if fetched.poison is not None:
             after = await decodable_from(probe, tp, fetched.poison, end, _PROBE_TIMEOUT_MS)
             log.warning("%s: offsets %s..%s skipped undecoded", tp, fetched.poison.start, after - 1)
-            handed[tp] = fetched.records
             consumer.seek(tp, after)
-        return handed
-    finally:
-        await probe.stop()
+    return handed
