@@ -17,7 +17,6 @@ Every batch is counted and logged once per process (`note`).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from dataclasses import dataclass
@@ -101,7 +100,7 @@ async def fetch(
     except POISON_ERRORS:
         pass  # its position is still before the records the failed fetch dropped
     records: list[ConsumerRecord[bytes, bytes]] = []
-    consumer.seek(tp, await consumer.position(tp))
+    consumer.seek(tp, await consumer.position(tp))  # drops what is left of the failed fetch
     empty_polls = 0
     # the batch lies within one fetch from here; if the error does not come back, stop early
     while await consumer.position(tp) < end and len(records) < (max_records or _REREAD_MAX):
@@ -154,7 +153,6 @@ async def decodable_from(
             raise TimeoutError(f"{tp.topic}-{tp.partition}@{offset}: no records")
         except POISON_ERRORS:
             offset += 1
-        await asyncio.sleep(0)
     consumer.seek(tp, end)
     return end
 
