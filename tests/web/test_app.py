@@ -29,6 +29,7 @@ from journal.model import (
     Position,
     TextPayload,
 )
+from journal.poison import UndecodableBatch
 from journal.writer import AppendTooLarge
 from tests.support.http_api import journal_path
 from tests.web.served import Served, serve
@@ -235,6 +236,11 @@ async def test_not_ready_is_503_with_retry_after(served: Served, backend: FakeBa
         (NoHostAvailable("no host", {}), 503, ErrorCode.UNAVAILABLE),
         (OperationTimedOut("slow"), 503, ErrorCode.UNAVAILABLE),
         (HeadTimeout("partition 3 stuck"), 503, ErrorCode.UNAVAILABLE),
+        (
+            UndecodableBatch("the batch at offset 5 cannot be decoded"),
+            503,
+            ErrorCode.UNDECODABLE_RECORDS,
+        ),
         (TimeoutError(), 503, ErrorCode.UNAVAILABLE),
         (AppendTooLarge("2 MB"), 413, ErrorCode.APPEND_TOO_LARGE),
         (MessageSizeTooLargeError(), 413, ErrorCode.APPEND_TOO_LARGE),
