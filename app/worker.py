@@ -14,6 +14,7 @@ from typing import Any
 
 import faust
 
+from agents.poison import guarded_transport
 from agents.replication import ReplicationWork
 from agents.replicator import define_agent
 from app.backend import WorkerBackend
@@ -62,6 +63,7 @@ def create_app(settings: WorkerSettings, partitions: int) -> faust.App:
         web_application_options={"client_max_size": settings.max_body_bytes},
         worker_redirect_stdouts=False,  # the welcome text is for the terminal, not the log
     )
+    app.transport = guarded_transport(app)  # past undecodable batches (agents/poison.py)
     tables = define_tables(app, partitions)
     owned = OwnedPartitions()
     work: Deferred[ReplicationWork] = Deferred()

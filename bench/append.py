@@ -3,25 +3,35 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import aiohttp
 from aiokafka import AIOKafkaProducer
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
 from bench.common import Row, Section, Timed, median, percentile, spread, unique
 from bench.profile import py_spy
 from bench.workload import closed_loop, events, http_body, raw_append
+from journal.actions import record_headers
+from journal.codec import encode_events
 from journal.journals import Journals
-from journal.writer import partition_of
+from journal.model import AppendHeader, Event, Events, JournalKey, JsonPayload
+from journal.producer import COMPRESSION, JournalProducer
+from journal.settings import Settings
+from journal.topic import ensure_topic
+from journal.writer import JournalWriter, partition_of
 
 METHOD = (
     "Closed loop: `concurrency` lanes, each appending to its own journal in sequence, "
     "{appends} appends per repetition, {reps} repetitions after one warm-up; throughput is "
     "the median over repetitions (spread min..max), latency percentiles pool all repetitions. "
-    "Raw baseline: an idempotent acks=all AIOKafkaProducer (linger 0) sending the very "
-    "record bytes (value + headers) the writer produces, to the same partition, same "
-    "concurrency. HTTP: POST /journals/{{id}}/events to one real worker process (aiohttp "
-    "client, one connection per lane)."
+    "Raw baseline: an idempotent acks=all AIOKafkaProducer (linger 0, lz4 as the writer's) "
+    "sending the very record bytes (value + headers) the writer produces, to the same "
+    "partition, same concurrency. HTTP: POST /journals/{{id}}/events to one real worker "
+    "process (aiohttp client, one connection per lane)."
 )
 
 MODES = ("raw", "direct", "http")
@@ -84,7 +94,11 @@ async def bench_append(
     appends = f"{sizes.sequential} (c=1) / {sizes.concurrent} (c={sizes.concurrency})"
     section = Section("Append", METHOD.format(appends=appends, reps=sizes.repetitions))
     raw = AIOKafkaProducer(
-        bootstrap_servers=bootstrap, acks="all", enable_idempotence=True, linger_ms=0
+        bootstrap_servers=bootstrap,
+        acks="all",
+        enable_idempotence=True,
+        linger_ms=0,
+        compression_type=COMPRESSION,
     )
     await raw.start()
     connector = aiohttp.TCPConnector(limit=sizes.concurrency)
@@ -215,3 +229,102 @@ async def _profile_worker(
     while not sampling.done():
         await _measure("http", 1, concurrency, concurrency * 10, journals, raw, http, url)
     return await sampling
+
+
+COMPRESSION_METHOD = (
+    "The writer of the direct client (JournalWriter: idempotent, acks=all, linger 0) with its "
+    "producer uncompressed and with lz4 (kafka-journal's default), on one fresh topic: "
+    "{appends} appends per repetition and codec, {reps} repetitions after one warm-up, codecs "
+    "interleaved; latency percentiles pool all repetitions. Bytes: the record batch the "
+    "producer sends and the broker stores (topic compression.type=producer) for one Append, "
+    "built with aiokafka's own batch builder, for the bench's events (~300 B of JSON, half of "
+    "it one repeated character) and for events of random text (hex, the worst case for lz4)."
+)
+COMPRESSIONS = ("none", "lz4")
+
+
+def record_batch_bytes(value: bytes, headers: list[tuple[str, bytes]], codec: str) -> int:
+    """The size of a one-record batch as the producer sends it (after compression)."""
+    codec_id = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}[codec]
+    builder = DefaultRecordBatchBuilder(2, codec_id, 0, -1, -1, -1, 1_048_576 * 10)
+    builder.append(0, int(time.time() * 1000), b"journal-id", value, headers)
+    return len(builder.build())
+
+
+async def bench_compression(settings: Settings, appends: int, repetitions: int) -> Section:
+    """The append latency and record bytes of the writer, uncompressed and with lz4."""
+    section = Section(
+        "Append compression", COMPRESSION_METHOD.format(appends=appends, reps=repetitions)
+    )
+    partitions = await ensure_topic(settings.kafka_bootstrap, settings.topic_spec())
+    writers: dict[str, JournalWriter] = {}
+    producers: list[JournalProducer] = []
+    try:
+        for codec in COMPRESSIONS:
+            compression_type = None if codec == "none" else codec
+            producer = JournalProducer(
+                settings.kafka_bootstrap, linger_ms=0, compression_type=compression_type
+            )
+            await producer.start()
+            producers.append(producer)
+            writers[codec] = JournalWriter(producer, partitions)
+        for per_append in (1, 10):
+            latencies: dict[str, list[float]] = {codec: [] for codec in COMPRESSIONS}
+            for repetition in range(repetitions + 1):
+                for codec, writer in writers.items():
+                    prefix = unique(f"{codec}{per_append}")
+                    op = _writer_op(writer, settings.topic, prefix, per_append)
+                    timed = await closed_loop(op, 1, appends)
+                    if repetition > 0:  # the first is the warm-up
+                        latencies[codec] += timed.latencies_ms
+            _compression_rows(section, per_append, latencies)
+    finally:
+        for producer in producers:
+            await producer.stop()
+    return section
+
+
+def _writer_op(
+    writer: JournalWriter, topic: str, prefix: str, per_append: int
+) -> Callable[[int, int], Awaitable[object]]:
+    async def op(lane: int, round_: int) -> None:
+        batch = events(round_ * per_append + 1, per_append)
+        await writer.append(JournalKey(topic, f"{prefix}-{lane}"), Events(tuple(batch)))
+
+    return op
+
+
+def _compression_rows(section: Section, per_append: int, latencies: dict[str, list[float]]) -> None:
+    label = f"{per_append} ev/append, c=1"
+    value, headers = raw_append(1, per_append)
+    random_events = Events(
+        tuple(
+            Event(n, frozenset({"bench"}), JsonPayload({"n": n, "pad": os.urandom(130).hex()}))
+            for n in range(1, per_append + 1)
+        )
+    )
+    random_type, random_value = encode_events(random_events)
+    random_headers = record_headers(AppendHeader(random_events.range, random_type), {})
+    for codec in COMPRESSIONS:
+        baseline = codec != "none"
+        for q in (50, 99):
+            section.add(
+                Row(
+                    f"{codec} {label}: p{q}",
+                    percentile(latencies[codec], q),
+                    "ms",
+                    percentile(latencies["none"], q) if baseline else None,
+                )
+            )
+        for kind, (v, h) in {
+            "bench events": (value, headers),
+            "random text": (random_value, random_headers),
+        }.items():
+            section.add(
+                Row(
+                    f"{codec} {per_append} ev/append, {kind}: batch bytes",
+                    record_batch_bytes(v, h, codec),
+                    "B",
+                    record_batch_bytes(v, h, "none") if baseline else None,
+                )
+            )

@@ -22,7 +22,7 @@ from importlib import metadata
 from pathlib import Path
 
 from app.launcher import WorkerProcess
-from bench.append import AppendSizes, bench_append
+from bench.append import AppendSizes, bench_append, bench_compression
 from bench.common import Row, Section, load_average
 from bench.consumer import bench_consumer
 from bench.environment import settings_for, worker
@@ -260,7 +260,16 @@ async def _scenarios(
 ) -> list[Section]:
     read, offline, consumer = await _read_sections(base, sizes, stack, workdir)
     append, replication, huge = await _worker_sections(base, sizes, workdir, profile)
-    sections = [append, read, offline, replication, huge]
+    _log("append compression")
+    compression = await _guarded(
+        "Append compression",
+        bench_compression(
+            settings_for(base, "compression", partitions=1),
+            sizes.append.sequential,
+            sizes.append.repetitions,
+        ),
+    )
+    sections = [append, compression, read, offline, replication, huge]
     if sizes.spark_events:
         _log("Spark rebuild")
         spark = await _guarded(

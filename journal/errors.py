@@ -30,6 +30,11 @@ class JournalTruncated(JournalError):
     """Records a read needs expired from Kafka before replication stored them."""
 
 
+class UndecodableBatch(JournalError):
+    """A read needs records of a batch this process cannot decode (unknown codec, corrupt):
+    it cannot tell whether they hold the journal's actions (journal/poison.py)."""
+
+
 class AppendTooLarge(JournalError, ValueError):
     """An append whose record would exceed what the producer and broker accept."""
 

@@ -36,6 +36,7 @@ from journal.fold import JournalState, Verdict, count_rejected
 from journal.index import OffsetRun
 from journal.metrics import METRICS
 from journal.model import ActionRecord, EventRecord, JournalKey, MarkHeader, PurgeHeader
+from journal.poison import fetch_for_read
 
 log = logging.getLogger(__name__)
 
@@ -222,10 +223,10 @@ class KafkaRecords:
                     f"{tp.topic}-{tp.partition} did not deliver records up to {until} in time"
                 )
             try:
-                batches = await consumer.getmany(tp, timeout_ms=200)
+                messages = await fetch_for_read(consumer, tp, timeout_ms=200, until=until)
             except KafkaError as error:
                 raise KafkaUnavailable(f"{tp.topic}-{tp.partition}: {error!r}") from error
-            for message in batches.get(tp, ()):
+            for message in messages:
                 if message.offset >= until:
                     return
                 yield message

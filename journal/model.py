@@ -92,7 +92,12 @@ Payload: TypeAlias = JsonPayload | TextPayload | BinaryPayload
 
 @dataclass(frozen=True, slots=True)
 class Event:
-    """One event of a journal. `payload` is None for an event that carries only its seqNr."""
+    """One event of a journal. `payload` is None for an event that carries only its seqNr.
+
+    A JSON null payload is no payload: kafka-journal reads `"payload": null` back as none, so
+    its users never see a null payload; normalising here gives this journal's users the same
+    answer whichever way the event travels (API, direct client, JSON or binary record, store).
+    """
 
     seq_nr: int
     tags: frozenset[str] = frozenset()
@@ -100,6 +105,8 @@ class Event:
 
     def __post_init__(self) -> None:
         check_seq_nr(self.seq_nr)
+        if self.payload == JsonPayload(None):
+            object.__setattr__(self, "payload", None)  # frozen: the one normalisation
 
 
 @dataclass(frozen=True, slots=True)

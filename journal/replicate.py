@@ -21,6 +21,7 @@ from journal.errors import StoreUnavailable
 from journal.fold import fold_batch
 from journal.metrics import METRICS
 from journal.model import ActionRecord, MarkHeader
+from journal.poison import fetch, skip_poison
 from journal.producer import JournalProducer
 from journal.store.base import EventualJournal, EventualStore, ReplicatedJournal
 from journal.topic import partition_count, quarantine_topic
@@ -88,6 +89,12 @@ class Replicator:
             if action is not None:
                 actions.append(action)
         return actions
+
+    async def skip(self, marker: RawRecord, reason: str) -> None:
+        """Records up to `marker.offset` could not be decoded (journal.poison): quarantine the
+        marker, move the pointer past them."""
+        await self._quarantine.put(marker, reason)
+        await self.store([], marker)
 
     async def store(self, actions: Sequence[ActionRecord], last: RawRecord) -> None:
         """Apply parsed actions, then move the pointer to `last`, the batch's last record."""
@@ -168,5 +175,7 @@ async def replicate_range(
     consumer.assign([tp])
     consumer.seek(tp, start)
     while await consumer.position(tp) < end:
-        batch = await consumer.getmany(tp, timeout_ms=500, max_records=batch_size)
-        await replicator.apply([raw_record(m) for m in batch.get(tp, ()) if m.offset < end])
+        fetched = await fetch(consumer, tp, timeout_ms=500, max_records=batch_size, end=end)
+        await replicator.apply([raw_record(m) for m in fetched.records if m.offset < end])
+        if fetched.poison is not None and fetched.poison.start < end:
+            await skip_poison(consumer, replicator, tp, fetched.poison, end)

@@ -20,12 +20,14 @@ from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
+from aiokafka.structs import ConsumerRecord
 
 from journal.consumers import start_consumer, stop_consumer
 from journal.errors import StoreUnavailable
 from journal.index import IndexAnswer, Indexed, NotIndexed, OffsetRuns
 from journal.metrics import METRICS
 from journal.model import JournalKey
+from journal.poison import POISON_ERRORS, decodable_from, fetch
 from journal.store.base import EventualJournal
 
 log = logging.getLogger(__name__)
@@ -47,6 +49,7 @@ class _Partition:
     position: int = 0  # every record below it is indexed (or counted in `dropped_to`)
     pruned_to: int = -1  # replication covers every record up to here: the store has them
     dropped_to: int = -1  # records up to here were not indexed (past `max_journals`)
+    poisoned_to: int = -1  # an undecodable batch ends here: nobody's runs are whole
     moved: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -95,6 +98,9 @@ class TailIndex:
         if state.position < fence and not await self._reach(state, fence):
             METRICS.counter("journal_index_misses_total", reason="behind").inc()
             return NotIndexed("behind")
+        if state.poisoned_to > state.pruned_to:
+            METRICS.counter("journal_index_misses_total", reason="poison").inc()
+            return NotIndexed("poison")
         runs = state.journals.get(key.id.encode("utf-8"))
         if runs is None and state.dropped_to > state.pruned_to:
             METRICS.counter("journal_index_misses_total", reason="overflow").inc()
@@ -122,6 +128,8 @@ class TailIndex:
         while True:
             try:
                 batches = await consumer.getmany(timeout_ms=200)
+            except POISON_ERRORS:
+                batches = await self._past_poison(consumer)
             except KafkaError as error:  # the consumer reconnects by itself; keep asking
                 log.warning("tail index: %r", error)
                 await asyncio.sleep(0.5)
@@ -144,6 +152,24 @@ class TailIndex:
                 if position > state.position:
                     state.position = position
                     state.moved.set()
+
+    async def _past_poison(
+        self, consumer: AIOKafkaConsumer
+    ) -> dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]:
+        """A fetch met a batch it cannot decode: fetch partition by partition, index what
+        comes before the batch and go past it. Its records are not indexed (their keys are
+        unknown), so the partition answers `NotIndexed` until replication has gone past the
+        batch: the reader's scan meets the batch and says so (UndecodableBatch)."""
+        fetched: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]] = {}
+        for partition, state in self._partitions.items():
+            tp = TopicPartition(self._topic, partition)
+            end = consumer.highwater(tp) or state.position + 1
+            got = await fetch(consumer, tp, timeout_ms=50, end=end)
+            fetched[tp] = got.records
+            if got.poison is not None:
+                after = await decodable_from(consumer, tp, got.poison, end, timeout_ms=200)
+                state.poisoned_to = max(state.poisoned_to, after - 1)
+        return fetched
 
     async def _prune(self) -> None:
         while True:

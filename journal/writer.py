@@ -3,7 +3,8 @@
 The producer is idempotent with acks=all, so an action acknowledged here survives the loss of
 any broker that is not the last in-sync replica, and producer retries never duplicate it.
 Partitions are chosen with Kafka's default partitioner (murmur2 of the key), so Java clients,
-Faust tables and this writer agree on where a journal lives.
+Faust tables and this writer agree on where a journal lives. Every action carries this
+journal's version (`journal.version`), as kafka-journal's carry its own.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from journal.model import (
     check_seq_nr,
 )
 from journal.producer import JournalProducer
+from journal.version import VERSION
 
 _ACTION_NAMES: dict[type[ActionHeader], str] = {
     AppendHeader: "append",
@@ -84,18 +86,20 @@ class JournalWriter:
         """Append consecutive events atomically; InvalidValue or AppendTooLarge if refused."""
         seq_range = events.range
         payload_type, value = encode_events(events)
-        header = AppendHeader(seq_range, payload_type, origin=origin, metadata=metadata)
+        header = AppendHeader(
+            seq_range, payload_type, origin=origin, version=VERSION, metadata=metadata
+        )
         return await self._send(key, header, value, headers or {})
 
     async def delete(self, key: JournalKey, to: int, *, origin: str | None = None) -> Position:
         check_seq_nr(to, "to")
-        return await self._send(key, DeleteHeader(to, origin=origin), b"", {})
+        return await self._send(key, DeleteHeader(to, origin, VERSION), b"", {})
 
     async def purge(self, key: JournalKey, *, origin: str | None = None) -> Position:
-        return await self._send(key, PurgeHeader(origin=origin), b"", {})
+        return await self._send(key, PurgeHeader(origin, VERSION), b"", {})
 
     async def mark(self, key: JournalKey, mark_id: str, *, origin: str | None = None) -> Position:
-        return await self._send(key, MarkHeader(mark_id, origin=origin), b"", {})
+        return await self._send(key, MarkHeader(mark_id, origin, VERSION), b"", {})
 
     async def _send(
         self, key: JournalKey, header: ActionHeader, value: bytes, headers: Mapping[str, str]

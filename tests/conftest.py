@@ -8,11 +8,16 @@ even by SIGKILL, so an interrupted run leaves no JVM behind. When another test s
 a server this one started, teardown waits for it (bounded: pytest-timeout also covers
 teardown) before stopping. Running `kafka-journal stack up` once avoids all of that: then no
 session owns the servers and none stops them.
+
+`vectors` gives wire-format tests kafka-journal's reference vectors, read at test time from
+../shared (never copied).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -29,3 +34,19 @@ def stack() -> Iterator[Stack]:
         yield servers
     finally:
         servers.down(only_started=True, wait_for_others=_WAIT_FOR_OTHER_SESSIONS)
+
+
+def _interop_dir() -> Path:
+    if env := os.environ.get("KJ_INTEROP_DIR"):
+        return Path(env)
+    here = Path(__file__).resolve()
+    root = next((p for p in here.parents if (p / "pyproject.toml").is_file()), here.parents[1])
+    return root.parent / "shared" / "interop" / "kafka-journal"
+
+
+@pytest.fixture(scope="module")
+def vectors() -> Path:
+    directory = _interop_dir()
+    if not directory.is_dir():
+        pytest.skip(f"kafka-journal reference vectors not found at {directory} (KJ_INTEROP_DIR)")
+    return directory

@@ -35,6 +35,7 @@ class ErrorCode(StrEnum):
     APPEND_TOO_LARGE = "append_too_large"  # 413: the encoded record exceeds Kafka's limit
     NOT_READY = "not_ready"  # 503: this worker is starting or rebalancing
     UNAVAILABLE = "unavailable"  # 503: Kafka or Cassandra cannot be reached in time
+    UNDECODABLE_RECORDS = "undecodable_records"  # 503: the head spans a batch not decodable here
     INTERNAL_ERROR = "internal_error"  # 500: a bug; logged with its traceback
     HTTP_ERROR = "http_error"  # any other status aiohttp itself raises (e.g. 400 on bad HTTP)
 

@@ -8,6 +8,9 @@ answer with, or None when it is not a known failure (the caller then answers 500
   would retry forever) and not a 500 (nothing is wrong with this request or this process).
   410 says "this history is gone and retrying will not bring it back"; an operator must act.
 - `AppendTooLarge` and the broker's size refusals -> 413 `append_too_large`.
+- `UndecodableBatch` -> 503 `undecodable_records` with `Retry-After`: the journal's
+  partition holds a batch this process cannot decode (journal.poison) and the read spans it;
+  it reads again once replication has skipped it.
 - Kafka errors, Cassandra's "no host / timed out / unavailable" family, head-read timeouts and
   plain timeouts or refused connections -> 503 `unavailable` with `Retry-After`: the request
   was fine and the same request can succeed once the dependency is back.
@@ -19,7 +22,7 @@ from aiokafka import errors as kafka_errors
 from cassandra import OperationTimedOut, RequestExecutionException
 from cassandra.cluster import NoHostAvailable
 
-from journal.errors import AppendTooLarge, JournalTruncated, Unavailable
+from journal.errors import AppendTooLarge, JournalTruncated, Unavailable, UndecodableBatch
 from web.errors import ApiError, ErrorCode
 
 # Checked before the generic KafkaError: these are about the record, not the broker's health.
@@ -49,6 +52,8 @@ def api_error_of(error: BaseException, retry_after_s: int) -> ApiError | None:
             f"events of this journal were lost: {error}. Retrying will not help; an operator "
             "must repair the journal (see the journal_truncated_reads_total metric)",
         )
+    if isinstance(error, UndecodableBatch):
+        return unavailable(ErrorCode.UNDECODABLE_RECORDS, str(error), retry_after_s)
     if isinstance(error, (AppendTooLarge, *_KAFKA_TOO_LARGE)):
         return ApiError(413, ErrorCode.APPEND_TOO_LARGE, f"the append is too large: {error}")
     if isinstance(error, _UNAVAILABLE):

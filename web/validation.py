@@ -10,10 +10,11 @@ Append body (`POST /journals/{id}/events`):
     {"events": [{"seqNr": 1, "payload": <any JSON>, "tags": ["t"]}, ...],
      "metadata": <any JSON>?, "headers": {"name": "value"}?, "expireAfter": "P1D"?}
 
-An event carries at most one of `payload` (any JSON, null included), `payloadText` (a string)
-and `payloadBinary` (standard base64); with none it has no payload. seqNrs are consecutive and
-in 1..2^63-1. JSON values are kept to what the journal's codec can store unchanged: integers in
-the signed/unsigned 64-bit range, finite numbers, nesting at most `MAX_DEPTH` levels.
+An event carries at most one of `payload` (any JSON; null is no payload, as kafka-journal reads
+it), `payloadText` (a string) and `payloadBinary` (standard base64); with none it has no
+payload. seqNrs are consecutive and in 1..2^63-1. JSON values are kept to what the journal's
+codec can store unchanged: integers in the signed/unsigned 64-bit range, finite numbers,
+nesting at most `MAX_DEPTH` levels.
 """
 
 from __future__ import annotations

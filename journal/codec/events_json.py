@@ -7,7 +7,8 @@
 
 Only events without a payload or with a JSON or text payload fit; a text payload travels as a
 JSON string marked `"payloadType": "text"`. An event without `payloadType` is json, one without
-`payload` has none (a present `"payload": null` is the JSON value null). `metadata` is always
+`payload` has none, and neither has one with `"payload": null` (kafka-journal reads it so; see
+`journal.model.Event`). `metadata` is always
 written; the older v0 form has none and reads as empty metadata. Tags are written in
 kafka-journal's order (see `journal.codec.tag_order`) and read as a set. These functions check
 the shape only; seqNr order is checked by `journal.codec.events`.

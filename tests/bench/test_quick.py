@@ -15,6 +15,7 @@ pytestmark = pytest.mark.integration
 
 SECTIONS = (
     "Append",
+    "Append compression",
     "Read (recovery)",
     "Replication",
     "Huge journal over HTTP",

@@ -30,6 +30,7 @@ from pipeline.rebuild import RebuildResult, rebuild
 from stack import Stack
 from tests.pipeline.workload import Workload, write_malformed, write_workload
 from tests.support.actions import event
+from tests.support.compressed import CODECS, produce_reference
 from tests.support.harness import Harness, harness, unique
 
 pytestmark = pytest.mark.integration
@@ -273,3 +274,24 @@ async def test_export_holds_what_the_journal_api_reads(
         i: records for i, records in read.items() if records
     }
     assert exported.rows == sum(len(records) for records in read.values())
+
+
+async def test_rebuild_reads_batches_of_every_codec(
+    stack: Stack, spark: SparkSession, vectors: Path
+) -> None:
+    """Spark's Kafka source (the JVM's codecs) on kafka-journal's records, one batch per codec
+    and partition: the same rows as the core's replication."""
+    async with harness(stack, unique("pipe_codecs_a"), "pipe_codecs") as h:
+        expected: dict[str, list[Event]] = {}
+        for codec in CODECS:
+            expected |= await produce_reference(h.settings, vectors, codec, f"-{codec}")
+        await h.replicate()
+        rebuilt = h.settings.replace(keyspace=unique("pipe_codecs_b"))
+        result = await rebuild(spark, rebuilt, "earliest", progress=lambda line: None)
+        assert result.counts.malformed == 0
+        assert result.counts.events == sum(len(events) for events in expected.values())
+        store = h.journals.replicated_store
+        assert isinstance(store, CassandraStore)
+        replicated = await rows(store, h.settings.keyspace, "events")
+        assert len(replicated) == result.counts.events
+        assert await rows(store, rebuilt.keyspace, "events") == replicated

@@ -18,14 +18,18 @@ from aiokafka.errors import KafkaConnectionError, MessageSizeTooLargeError
 from cassandra import OperationTimedOut
 from cassandra.cluster import NoHostAvailable
 
-from journal.errors import AppendTooLarge, JournalTruncated, KafkaUnavailable
+from journal.errors import (
+    AppendTooLarge,
+    JournalTruncated,
+    KafkaUnavailable,
+    UndecodableBatch,
+)
 from journal.journals import Deleted, JournalInfo
 from journal.metrics import Metrics
 from journal.model import (
     BinaryPayload,
     Event,
     EventRecord,
-    JsonPayload,
     PayloadMetadata,
     Position,
     TextPayload,
@@ -169,7 +173,7 @@ async def test_an_append_reads_back_with_every_field(served: Served, backend: Fa
     )
     assert (status, body) == (200, {"partition": 0, "offset": 0})
     assert [r.event for r in backend.records["a/b c"]] == [  # '/' and ' ' survive the path
-        Event(1, frozenset({"a", "z"}), JsonPayload(None)),
+        Event(1, frozenset({"a", "z"})),  # a null payload is none (journal.model.Event)
         Event(2, frozenset(), TextPayload("t")),
         Event(3, frozenset(), BinaryPayload(b"\x00\x01")),
         Event(4),
@@ -187,7 +191,7 @@ async def test_an_append_reads_back_with_every_field(served: Served, backend: Fa
         "headers": {"h": "v"},
     }
     assert lines == [
-        {"seqNr": 1, "payload": None, "tags": ["a", "z"], **common},
+        {"seqNr": 1, "tags": ["a", "z"], **common},
         {"seqNr": 2, "payloadText": "t", "tags": [], **common},
         {"seqNr": 3, "payloadBinary": "AAE=", "tags": [], **common},
         {"seqNr": 4, "tags": [], **common},
@@ -241,6 +245,11 @@ async def test_not_ready_is_503_with_retry_after(served: Served, backend: FakeBa
         (NoHostAvailable("no host", {}), 503, ErrorCode.UNAVAILABLE),
         (OperationTimedOut("slow"), 503, ErrorCode.UNAVAILABLE),
         (KafkaUnavailable("partition 3 stuck"), 503, ErrorCode.UNAVAILABLE),
+        (
+            UndecodableBatch("the batch at offset 5 cannot be decoded"),
+            503,
+            ErrorCode.UNDECODABLE_RECORDS,
+        ),
         (TimeoutError(), 503, ErrorCode.UNAVAILABLE),
         (AppendTooLarge("2 MB"), 413, ErrorCode.APPEND_TOO_LARGE),
         (MessageSizeTooLargeError(), 413, ErrorCode.APPEND_TOO_LARGE),

@@ -289,7 +289,8 @@ def test_malformed_json_raises_decode_error(value: bytes) -> None:
 
 
 def test_json_defaults() -> None:
-    # No payloadType means json; a present null payload is the JSON value null; v0 has no metadata.
+    # No payloadType means json; a null payload is none (as kafka-journal reads it); v0 has no
+    # metadata.
     value = json_value(
         [
             {"seqNr": 5, "tags": ["t", "t"], "payload": {"a": 1}},
@@ -301,7 +302,7 @@ def test_json_defaults() -> None:
     assert decode_events(JSON, value) == Events(
         (
             Event(5, frozenset({"t"}), JsonPayload({"a": 1})),
-            Event(6, frozenset(), JsonPayload(None)),
+            Event(6),
             Event(7),
         )
     )
@@ -484,3 +485,16 @@ def test_json_field_of_any_value_decodes_or_raises_decode_error(
     target[key] = data.draw(json_values)
     with contextlib.suppress(DecodeError):
         decode_events(JSON, orjson.dumps(obj))
+
+
+def test_a_null_json_payload_is_no_payload_both_ways(vectors: Path) -> None:
+    # kafka-journal writes Payload.json(JsNull) as Payload-json.json with a null payload and
+    # reads that back as no payload; so does this journal, and its own null payload is written
+    # as kafka-journal's event without payload (Payload-empty.json).
+    written = orjson.loads((vectors / "Payload-json.json").read_bytes())
+    written["events"][0]["payload"] = None
+    assert decode_events(JSON, orjson.dumps(written)) == Events((event(1),))
+    assert decode_events(JSON, orjson.dumps(written)).events[0].payload is None
+    payload_type, encoded = encode_events(Events((event(1, JsonPayload(None)),)))
+    assert payload_type is JSON
+    assert orjson.loads(encoded) == orjson.loads((vectors / "Payload-empty.json").read_bytes())

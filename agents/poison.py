@@ -1,0 +1,111 @@
+"""Poison batches under Faust (see journal.poison): the worker's consumer goes past them.
+
+In faust-streaming 0.15.3 the aiokafka driver lets the consumer's UnsupportedCodecError or
+CorruptRecordException out of `Consumer._drain_messages`, which logs "Drain messages raised"
+and crashes the fetcher service: the worker stops consuming for good, and a restarted one
+meets the same batch. aiokafka also drops, with the error, the records of other partitions
+that the same call had drained (their positions had moved already).
+
+`guarded_transport` is Faust's aiokafka transport with one change to the consumer thread's
+fetch. Positions are noted before each fetch; when one fails, it is redone partition by
+partition with a probe consumer (`journal.poison.fetch`): the records it gets, up to the
+poison batch, are handed over, and the partition moves past them and past the batch, so every
+failure moves on. The agent sees a gap, as after compaction; the store's pointer passes it
+with the next record of the partition (a read's Mark is one). The batch is counted and logged
+once; its records cannot be decoded, so nothing of them reaches the agent, and no marker is
+quarantined here (replication's catch-up, `journal.replicate`, quarantines one when it meets
+the batch).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import faust
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from faust.transport.drivers import aiokafka as faust_aiokafka
+
+from journal.poison import POISON_ERRORS, decodable_from, fetch
+
+log = logging.getLogger(__name__)
+
+_PROBE_TIMEOUT_MS = 500
+
+
+class _GuardedThread(faust_aiokafka.AIOKafkaConsumerThread):  # type: ignore[misc]
+    async def _fetch_records(
+        self,
+        consumer: AIOKafkaConsumer,
+        active_partitions: set[TopicPartition],
+        timeout: float | None = None,  # noqa: ASYNC109 (Faust's signature)
+        max_records: int | None = None,
+    ) -> Any:
+        before = _positions(consumer)
+        try:
+            return await super()._fetch_records(
+                consumer, active_partitions, timeout=timeout, max_records=max_records
+            )
+        except POISON_ERRORS:
+            transport = self.transport
+            probe = AIOKafkaConsumer(
+                bootstrap_servers=faust_aiokafka.server_list(transport.url, transport.default_port),
+                group_id=None,
+                fetch_max_wait_ms=20,
+                # fetches as large as the failed one, so the batch is met again
+                max_partition_fetch_bytes=self.app.conf.consumer_max_fetch_size,
+            )
+            await probe.start()
+            try:
+                return await _past_poison(consumer, probe, before)
+            finally:
+                await probe.stop()
+
+
+def _positions(consumer: AIOKafkaConsumer) -> dict[TopicPartition, int]:
+    """Where each assigned partition's next fetch starts (aiokafka 0.14's subscription state:
+    `consumer.position` would await, and this runs before every fetch)."""
+    subscription = consumer._subscription.subscription
+    if subscription is None:
+        return {}
+    assignment = subscription.assignment
+    states = ((tp, assignment.state_value(tp)) for tp in assignment.tps)
+    return {tp: state.position for tp, state in states if state.has_valid_position}
+
+
+class _GuardedConsumer(faust_aiokafka.Consumer):  # type: ignore[misc]
+    def _new_consumer_thread(self) -> _GuardedThread:
+        return _GuardedThread(self, loop=self.loop, beacon=self.beacon)
+
+
+class _GuardedTransport(faust_aiokafka.Transport):  # type: ignore[misc]
+    Consumer = _GuardedConsumer
+
+
+def guarded_transport(app: faust.App) -> Any:
+    """The transport to give `app` (`app.transport = guarded_transport(app)`), before it starts."""
+    return _GuardedTransport(app.conf.broker_consumer, app)
+
+
+async def _past_poison(
+    consumer: AIOKafkaConsumer, probe: AIOKafkaConsumer, before: dict[TopicPartition, int]
+) -> dict[TopicPartition, list[Any]]:
+    """Redo the failed fetch with `probe`: hand over the records it gets, up to a poison batch,
+    and move `consumer` past them (and past the batch). Each failure so moves a partition on."""
+    handed: dict[TopicPartition, list[Any]] = {}
+    for tp, position in before.items():
+        consumer.seek(tp, position)  # the failed call may have dropped records it had drained
+        probe.assign([tp])
+        probe.seek(tp, position)
+        end = (await probe.end_offsets([tp]))[tp]
+        if position >= end:
+            continue
+        fetched = await fetch(probe, tp, timeout_ms=_PROBE_TIMEOUT_MS, end=end)
+        if fetched.records:
+            handed[tp] = fetched.records
+            consumer.seek(tp, fetched.records[-1].offset + 1)
+        if fetched.poison is not None:
+            after = await decodable_from(probe, tp, fetched.poison, end, _PROBE_TIMEOUT_MS)
+            log.warning("%s: offsets %s..%s skipped undecoded", tp, fetched.poison.start, after - 1)
+            consumer.seek(tp, after)
+    return handed

@@ -1,0 +1,103 @@
+"""Compressed batches through real worker processes: the agent's Faust consumer and the API.
+
+kafka-journal's reference records in batches of each codec read back over HTTP and replicate;
+a worker that cannot decode zstd (tests/support/zstd_unavailable) keeps consuming past a
+zstd batch instead of crashing its fetcher, and counts it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from journal.model import Event
+from stack import Stack
+from tests.support.compressed import (
+    CODECS,
+    ZSTD_UNAVAILABLE,
+    ids_in_one_partition,
+    produce_reference,
+    produce_zstd_batch,
+)
+from tests.support.harness import Harness, harness, unique
+from tests.support.http_api import HttpJournals
+from tests.support.workers import WorkerProcess, wait_replicated
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def keyspace(stack: Stack) -> str:
+    return unique("kj_worker_codecs")
+
+
+@pytest.fixture
+async def connected(stack: Stack, keyspace: str) -> AsyncIterator[Harness]:
+    async with harness(stack, keyspace, "worker_codecs") as one:
+        yield one
+
+
+@pytest.fixture
+def worker(
+    connected: Harness, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[WorkerProcess]:
+    """A worker of the topic; `@pytest.mark.parametrize("worker", [ZSTD_UNAVAILABLE],
+    indirect=True)` starts it with that folder on PYTHONPATH."""
+    process = WorkerProcess(connected.settings, unique("app"), tmp_path / "data")
+    sitecustomize: Path | None = getattr(request, "param", None)
+    with pytest.MonkeyPatch.context() as patch:
+        if sitecustomize is not None:
+            patch.setenv("PYTHONPATH", os.pathsep.join([str(sitecustomize), os.getcwd()]))
+        process.start()
+    yield process
+    process.stop()
+
+
+@pytest.fixture
+async def api(connected: Harness, worker: WorkerProcess) -> AsyncIterator[HttpJournals]:
+    await worker.wait_ready()
+
+    async def settle() -> None:
+        await wait_replicated(connected.settings, connected.journals.store)
+
+    async with aiohttp.ClientSession() as session:
+        yield HttpJournals(session, [worker.url], settle)
+
+
+async def test_batches_of_every_codec_read_back_over_http(
+    api: HttpJournals, connected: Harness, vectors: Path
+) -> None:
+    expected: dict[str, list[Event]] = {}
+    for codec in CODECS:
+        expected |= await produce_reference(connected.settings, vectors, codec, f"-{codec}")
+    assert {journal_id: await api.read(journal_id) for journal_id in expected} == expected
+    await api.settle()  # the agent consumed and replicated them
+    for journal_id, events in expected.items():
+        assert (await connected.stored(journal_id))[1] == [e.seq_nr for e in events]
+    assert {journal_id: await api.read(journal_id) for journal_id in expected} == expected
+
+
+@pytest.mark.parametrize("worker", [ZSTD_UNAVAILABLE], indirect=True)
+async def test_a_worker_consumes_past_a_batch_it_cannot_decode(
+    api: HttpJournals, connected: Harness, worker: WorkerProcess
+) -> None:
+    settings = connected.settings
+    (victim, bystander), other = ids_in_one_partition(settings.partitions, 2)
+    await api.append(victim, [Event(1)])
+    await api.append(bystander, [Event(1)])
+    await produce_zstd_batch(settings, victim, range(2, 5))
+    await api.append(bystander, [Event(2)])
+    await api.append(other, [Event(1)])
+    await api.settle()  # the store's pointers pass the batch: the agent went on
+    assert (await connected.stored(bystander))[1] == [1, 2]
+    assert [e.seq_nr for e in await api.read(bystander)] == [1, 2]
+    assert [e.seq_nr for e in await api.read(other)] == [1]
+    assert [e.seq_nr for e in await api.read(victim)] == [1]  # 2..4 could not be decoded
+    async with aiohttp.ClientSession() as session, session.get(worker.url / "metrics") as got:
+        text = await got.text()
+    assert f'journal_poison_batches_total{{topic="{settings.topic}"}} 1' in text
+    assert worker.process is not None and worker.process.poll() is None

@@ -1,0 +1,105 @@
+"""Compressed batches for tests: kafka-journal's reference records, and undecodable batches."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import orjson
+from aiokafka import AIOKafkaProducer
+
+from journal.actions import record_headers
+from journal.codec import ACTION_HEADER, decode_events, encode_events
+from journal.model import AppendHeader, Event, Events, PayloadType, SeqRange
+from journal.settings import Settings
+from journal.writer import partition_of
+
+CODECS = ["gzip", "snappy", "lz4", "zstd"]
+
+# kafka-journal's records: an Append header vector with the range of a record-value vector.
+REFERENCE = {
+    "kj-json": ("Append-origin-Json-metadata.json", "Payload-json-many.json", PayloadType.JSON),
+    "kj-binary": ("Append-None-Binary-none.json", "Payload-binary-many.bin", PayloadType.BINARY),
+    "kj-mixed": (
+        "Append-origin-Binary-metadata.json",
+        "Payload-empty-binary-text-json.bin",
+        PayloadType.BINARY,
+    ),
+}
+
+# Put on a worker's PYTHONPATH: zstd batches are undecodable in that process (its docstring).
+ZSTD_UNAVAILABLE = Path(__file__).with_name("zstd_unavailable")
+
+
+async def produce_reference(
+    settings: Settings, vectors: Path, codec: str, suffix: str = ""
+) -> dict[str, list[Event]]:
+    """kafka-journal's records, one per journal `<name><suffix>`, sent together (so one
+    batch per partition) compressed with `codec`; the events each journal then holds."""
+    expected: dict[str, list[Event]] = {}
+    kafka = AIOKafkaProducer(
+        bootstrap_servers=settings.kafka_bootstrap, compression_type=codec, linger_ms=20
+    )
+    await kafka.start()
+    try:
+        sent = []
+        for name, (header_file, value_file, payload_type) in REFERENCE.items():
+            value = (vectors / value_file).read_bytes()
+            events = list(decode_events(payload_type, value).events)
+            header = orjson.loads((vectors / header_file).read_bytes())
+            header["append"]["range"] = {"from": events[0].seq_nr, "to": events[-1].seq_nr}
+            journal_id = f"{name}{suffix}"
+            expected[journal_id] = events
+            sent.append(
+                await kafka.send(
+                    settings.topic,
+                    value,
+                    key=journal_id.encode(),
+                    partition=partition_of(journal_id, settings.partitions),
+                    headers=[(ACTION_HEADER, orjson.dumps(header))],
+                )
+            )
+        await asyncio.gather(*sent)
+    finally:
+        await kafka.stop()
+    return expected
+
+
+async def produce_zstd_batch(settings: Settings, journal_id: str, seq_nrs: range) -> list[int]:
+    """Appends of `seq_nrs` (one record each) to `journal_id` in one zstd batch; offsets."""
+    kafka = AIOKafkaProducer(
+        bootstrap_servers=settings.kafka_bootstrap, compression_type="zstd", linger_ms=50
+    )
+    await kafka.start()
+    try:
+        sent = []
+        for seq_nr in seq_nrs:
+            payload_type, value = encode_events(Events((Event(seq_nr),)))
+            header = AppendHeader(SeqRange(seq_nr, seq_nr), payload_type)
+            sent.append(
+                await kafka.send(
+                    settings.topic,
+                    value,
+                    key=journal_id.encode(),
+                    partition=partition_of(journal_id, settings.partitions),
+                    headers=record_headers(header, {}),
+                )
+            )
+        return [metadata.offset for metadata in await asyncio.gather(*sent)]
+    finally:
+        await kafka.stop()
+
+
+def ids_in_one_partition(partitions: int, count: int) -> tuple[list[str], str]:
+    """`count` journal ids of one partition, and one id of another partition."""
+    by_partition: dict[int, list[str]] = {}
+    for n in range(1000):
+        ids = by_partition.setdefault(partition_of(f"j{n}", partitions), [])
+        ids.append(f"j{n}")
+        if len(ids) == count:
+            partition = partition_of(ids[0], partitions)
+            other = next(
+                f"o{m}" for m in range(1000) if partition_of(f"o{m}", partitions) != partition
+            )
+            return ids, other
+    raise AssertionError("no partition got enough ids")
