@@ -31,9 +31,8 @@ async def _run(args: argparse.Namespace) -> None:
 
 
 async def _command(args: argparse.Namespace, journal: Journal) -> None:
-    import orjson
-
-    from web.representation import deleted_json, event_line, info_json, position_json
+    from web.representation import deleted_out, event_line, info_out, position_out
+    from web.schema import to_json
     from web.validation import parse_append
 
     out = sys.stdout.buffer
@@ -42,16 +41,16 @@ async def _command(args: argparse.Namespace, journal: Journal) -> None:
         position = await journal.append(
             request.events, metadata=request.metadata, headers=request.headers
         )
-        out.write(orjson.dumps(position_json(position)) + b"\n")
+        out.write(to_json(position_out(position)) + b"\n")
     elif args.command == "read":
         async for record in journal.read(args.from_, args.to, args.limit):
             out.write(event_line(record))
     elif args.command == "pointer":
-        out.write(orjson.dumps(info_json(args.id, await journal.info())) + b"\n")
+        out.write(to_json(info_out(args.id, await journal.info())) + b"\n")
     elif args.command == "delete":
-        out.write(orjson.dumps(deleted_json(await journal.delete(args.to))) + b"\n")
+        out.write(to_json(deleted_out(await journal.delete(args.to))) + b"\n")
     elif args.command == "purge":
-        out.write(orjson.dumps(position_json(await journal.purge())) + b"\n")
+        out.write(to_json(position_out(await journal.purge())) + b"\n")
     out.flush()
 
 
