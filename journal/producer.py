@@ -27,6 +27,12 @@ from journal.metrics import METRICS
 
 log = logging.getLogger(__name__)
 
+# aiokafka's default (16 KiB) holds five 10-event appends of ~300-byte events: with many
+# appends in flight to one partition, batches fill and wait for the previous request. 256 KiB
+# takes what 64 in-flight appends of that size send at once; a record larger than a batch still
+# goes, in a batch of its own.
+MAX_BATCH_BYTES = 256 * 1024
+
 _STUCK = (OutOfOrderSequenceNumber, InvalidProducerEpoch, InvalidProducerIdMapping, ProducerFenced)
 
 
@@ -38,6 +44,7 @@ class JournalProducer:
             "bootstrap_servers": bootstrap,
             "acks": "all",
             "enable_idempotence": True,
+            "max_batch_size": MAX_BATCH_BYTES,
             **options,
         }
         self._producer: AIOKafkaProducer | None = None

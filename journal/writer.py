@@ -8,6 +8,7 @@ Faust tables and this writer agree on where a journal lives.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Mapping
 
@@ -35,8 +36,13 @@ class AppendTooLarge(ValueError):
     """An append whose record would exceed what the producer and broker accept."""
 
 
+@functools.lru_cache(maxsize=65_536)
 def partition_of(journal_id: str, partitions: int) -> int:
-    """Kafka's default partitioner for a keyed record (Java's `toPositive(murmur2) % n`)."""
+    """Kafka's default partitioner for a keyed record (Java's `toPositive(murmur2) % n`).
+
+    Cached: aiokafka's murmur2 is pure Python (~5 us for a short id), and the journals a
+    process serves are asked for again and again (a read's Mark, its head, every append).
+    """
     hashed: int = murmur2(journal_id.encode("utf-8"))
     return (hashed & 0x7FFFFFFF) % partitions
 

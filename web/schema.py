@@ -15,16 +15,15 @@ consecutive and in 1..2^63-1. JSON values are kept to what the journal's codec c
 unchanged: integers in the signed/unsigned 64-bit range, finite numbers, valid Unicode, nesting
 at most `MAX_DEPTH` levels.
 
-Checks that a JSON parser already made are skipped when validating with `TRUSTED` context:
-`web.validation` passes it for what orjson parsed (valid UTF-8, 64-bit integers, finite
-numbers), and has already bounded the nesting.
+The models check shapes, types and each field's rules; what any JSON value must be (valid
+Unicode, 64-bit integers, finite numbers, bounded nesting) is vouched for by the parser or
+checked in one walk by `web.validation` before a model sees the value.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import math
 from collections.abc import Iterable
 from typing import Annotated, Any, Final
 
@@ -36,7 +35,6 @@ from pydantic import (
     PlainValidator,
     StrictInt,
     StrictStr,
-    ValidationInfo,
     WithJsonSchema,
     field_validator,
     model_validator,
@@ -62,9 +60,6 @@ from web.errors import ErrorCode
 # outside [-2^63, 2^64-1]; an event adds a few levels around its payload.
 MAX_DEPTH = 200
 INT_MIN, INT_MAX = -(2**63), 2**64 - 1
-
-#: validation context of a body orjson parsed: its strings, numbers and depth are known good
-TRUSTED: Final = {"trusted": True}
 
 JSON_VALUE_REF = "#/components/schemas/JsonValue"
 #: any JSON value the codec stores unchanged (nesting and Unicode are checked, not described)
@@ -102,55 +97,6 @@ def refusal(code: ErrorCode, message: str) -> PydanticCustomError:
     return PydanticCustomError(code.value, message)
 
 
-def _trusted(info: ValidationInfo) -> bool:
-    return bool(info.context and info.context.get("trusted"))
-
-
-def _text(value: str, info: ValidationInfo) -> str:
-    # JSON's \ud800 escapes give lone surrogates, which UTF-8 (Kafka, Cassandra) cannot carry
-    if not _trusted(info):
-        check_text(value)
-    return value
-
-
-def check_text(text: str) -> None:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise PydanticCustomError("text", "contains a lone UTF-16 surrogate") from None
-
-
-def _json_value(value: Any, info: ValidationInfo) -> Any:
-    if not _trusted(info):
-        check_json_value(value)
-    return value
-
-
-def check_json_value(value: object) -> None:
-    """Refuse what the codec would store differently or not at all (iterative: no recursion)."""
-    stack: list[tuple[object, int]] = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            raise PydanticCustomError("json", f"is nested deeper than {MAX_DEPTH} levels")
-        if isinstance(item, bool) or item is None:
-            continue
-        if isinstance(item, float):
-            if not math.isfinite(item):
-                raise PydanticCustomError("json", "holds a number out of range")
-        elif isinstance(item, int):
-            if not INT_MIN <= item <= INT_MAX:
-                raise PydanticCustomError("json", f"holds the integer {item}, beyond 64 bits")
-        elif isinstance(item, str):
-            check_text(item)
-        elif isinstance(item, list):
-            stack.extend((nested, depth + 1) for nested in item)
-        elif isinstance(item, dict):
-            for key, nested in item.items():
-                check_text(key)
-                stack.append((nested, depth + 1))
-
-
 def _canonical_base64(value: object) -> bytes:
     if not isinstance(value, str):
         raise PydanticCustomError(
@@ -182,10 +128,9 @@ def _header_name(name: str) -> str:
 
 
 SeqNr = Annotated[StrictInt, Field(ge=SEQ_NR_MIN, le=SEQ_NR_MAX)]
-Text = Annotated[StrictStr, AfterValidator(_text)]
 # allOf: pydantic would try to resolve a bare $ref among its own definitions
 _JSON_VALUE = WithJsonSchema({"allOf": [{"$ref": JSON_VALUE_REF}]})
-JsonAny = Annotated[Any, AfterValidator(_json_value), _JSON_VALUE]
+JsonAny = Annotated[Any, _JSON_VALUE]
 JsonOut = Annotated[Any, _JSON_VALUE]
 Base64 = Annotated[
     bytes,
@@ -205,7 +150,7 @@ ExpireAfter = Annotated[
         }
     ),
 ]
-HeaderName = Annotated[Text, AfterValidator(_header_name)]
+HeaderName = Annotated[StrictStr, AfterValidator(_header_name)]
 
 PAYLOAD_FIELDS = ("payload", "payloadText", "payloadBinary")
 
@@ -234,9 +179,9 @@ class EventIn(_Wire):
 
     seqNr: SeqNr
     payload: JsonAny = absent()
-    payloadText: Text = absent()
+    payloadText: StrictStr = absent()
     payloadBinary: Base64 = absent()
-    tags: list[Text] | None = None
+    tags: list[StrictStr] | None = None
 
     @model_validator(mode="after")
     def _one_payload(self) -> EventIn:
@@ -269,7 +214,7 @@ class AppendRequest(_Wire):
         min_length=1, description="Consecutive seqNrs, written atomically as one Kafka record."
     )
     metadata: JsonAny = Field(default=None, description="stored with the events (any JSON)")
-    headers: dict[HeaderName, Text] | None = Field(
+    headers: dict[HeaderName, StrictStr] | None = Field(
         default=None,
         description=f"Kafka record headers; `{ACTION_HEADER}` is reserved.",
         json_schema_extra={"propertyNames": {"minLength": 1, "not": {"const": ACTION_HEADER}}},

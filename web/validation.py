@@ -125,7 +125,9 @@ def _parse_json_exactly(body: bytes) -> object:
 def parse_append(body: bytes) -> AppendRequest:
     """Parse and check an append body (see `web.schema.AppendRequest`)."""
     value, trusted = parse_json(body)
-    request = validate(schema.AppendRequest, value, trusted)
+    if not trusted:
+        _check_values(value)
+    request = validate(schema.AppendRequest, value)
     return AppendRequest(
         events=request.core_events(),
         metadata=request.core_metadata(),
@@ -133,10 +135,10 @@ def parse_append(body: bytes) -> AppendRequest:
     )
 
 
-def validate(model: type[Model], value: object, trusted: bool = False) -> Model:
+def validate(model: type[Model], value: object) -> Model:
     """`value` as `model`, or ApiError 400 for the first thing wrong with it."""
     try:
-        return model.model_validate(value, context=schema.TRUSTED if trusted else None)
+        return model.model_validate(value)
     except ValidationError as e:
         raise _api_error(model, e.errors(include_url=False)) from None
 
@@ -167,6 +169,47 @@ def _only_params(query: MultiMapping[str], model: type[BaseModel]) -> dict[str, 
         if len(query.getall(name)) > 1:
             raise bad_request(ErrorCode.INVALID_QUERY, f"query parameter {name!r} is repeated")
     return dict(query)
+
+
+# --- what orjson vouches for, checked when it did not parse the body ---------------------------
+
+
+def _check_values(value: object) -> None:
+    """Refuse what the codec would store differently or not at all: lone surrogates (which
+    UTF-8, hence Kafka and Cassandra, cannot carry), integers beyond 64 bits, nesting deeper
+    than MAX_DEPTH below a field. One iterative walk (no recursion); the offence is named by
+    its place and gets the code of its field."""
+    stack: list[tuple[object, tuple[int | str, ...]]] = [(value, ())]
+    while stack:
+        item, loc = stack.pop()
+        if len(loc) > schema.MAX_DEPTH + _FIELD_DEPTH:
+            field = loc[:_FIELD_DEPTH] if loc[0] == "events" else loc[:1]
+            raise _refused(field, f"is nested deeper than {schema.MAX_DEPTH} levels")
+        if isinstance(item, str):
+            _check_text(item, loc)
+        elif isinstance(item, int) and not isinstance(item, bool):
+            if not schema.INT_MIN <= item <= schema.INT_MAX:
+                raise _refused(loc, f"holds the integer {item}, beyond 64 bits")
+        elif isinstance(item, list):
+            stack.extend((nested, (*loc, i)) for i, nested in enumerate(item))
+        elif isinstance(item, dict):
+            for key, nested in item.items():
+                _check_text(key, (*loc, key, "[key]") if loc == ("headers",) else loc)
+                stack.append((nested, (*loc, key)))
+
+
+_FIELD_DEPTH = 3  # a payload's place: events, its index, payload
+
+
+def _check_text(text: str, loc: tuple[int | str, ...]) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _refused(loc, "contains a lone UTF-16 surrogate") from None
+
+
+def _refused(loc: tuple[int | str, ...], message: str) -> ApiError:
+    return bad_request(_code_at(loc), f"{_where(loc, 'the body')} {message}")
 
 
 # --- validation errors as the API's errors ----------------------------------------------------

@@ -20,10 +20,18 @@ JsonObject = dict[str, object]
 
 
 def dumps(value: object, what: str) -> bytes:
-    _check_json(value, what)
+    """`value` as JSON, once `check_json` found it strictly JSON."""
+    check_json(value, what)
+    return dumps_checked(value, what)
+
+
+def dumps_checked(value: object, what: str) -> bytes:
+    """A document built by the codec, whose user values (payloads, metadata) have each been
+    through `check_json`: not walked again. orjson still refuses what it cannot write (an
+    integer beyond 64 bits, a lone surrogate, nesting beyond 254 levels)."""
     try:
         return orjson.dumps(value)
-    except orjson.JSONEncodeError as e:  # e.g. an integer beyond 64 bits
+    except orjson.JSONEncodeError as e:
         raise EncodeError(f"{what} cannot be written as JSON: {e}") from e
 
 
@@ -34,25 +42,30 @@ def loads(raw: bytes, what: str) -> Json:
         raise DecodeError(f"{what} is not valid JSON: {e}") from e
 
 
-def _check_json(value: object, what: str) -> None:
-    # orjson silently writes NaN as null and tuples as lists: both would decode to a different
-    # value, so only exact Json types pass. Iterative, so a deep value cannot hit RecursionError.
+_SCALARS = frozenset({str, int, bool, type(None)})
+
+
+def check_json(value: object, what: str) -> None:
+    """Refuse what orjson would write as a different value: it writes NaN as null and tuples as
+    lists, so only exact Json types pass. Iterative, so a deep value cannot hit RecursionError;
+    exact types first, as that is what nearly every value holds."""
     stack = [value]
     while stack:
         item = stack.pop()
-        if item is None or isinstance(item, (bool, int, str)):
+        kind = type(item)
+        if kind in _SCALARS:
             continue
-        if isinstance(item, float):
-            if not math.isfinite(item):
-                raise EncodeError(f"{what} contains a non-finite number {item!r}")
-        elif isinstance(item, list):
-            stack.extend(item)
-        elif isinstance(item, dict):
-            for key, nested in item.items():
+        if kind is dict or isinstance(item, dict):
+            for key, nested in cast(dict[object, object], item).items():
                 if not isinstance(key, str):
                     raise EncodeError(f"{what} contains a non-string object key {key!r}")
                 stack.append(nested)
-        else:
+        elif kind is list or isinstance(item, list):
+            stack.extend(cast(list[object], item))
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                raise EncodeError(f"{what} contains a non-finite number {item!r}")
+        elif not isinstance(item, (bool, int, str)):  # subclasses (IntEnum...) are their value
             raise EncodeError(f"{what} contains a {type(item).__name__}, which is not JSON")
 
 
