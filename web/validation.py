@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -32,9 +31,11 @@ from journal.model import SEQ_NR_MAX, SEQ_NR_MIN, Event, PayloadMetadata
 from web import schema
 from web.errors import ApiError, ErrorCode, bad_request
 
-# A number orjson may have turned into a float (beyond 64 bits), or a long string of digits:
-# either way the stdlib parser decides, exactly. -2^63 and 2^64-1 have 19 and 20 digits.
-_LONG_DIGITS = re.compile(rb"[0-9]{19}")
+# A run of 19 digits may be a number orjson turns into a float (beyond 64 bits; -2^63 and
+# 2^64-1 have 19 and 20 digits), or just digits in a string: either way the stdlib parser
+# decides, exactly. Found by mapping every digit to 0 and searching (a regex takes 10x longer).
+_DIGITS_TO_ZERO = bytes.maketrans(b"0123456789", b"0" * 10)
+_LONG_DIGITS = b"0" * 19
 _CODES = {code.value: code for code in ErrorCode}
 # the code of an error, by the first field of its location that has one of its own
 _FIELD_CODES = {
@@ -101,7 +102,7 @@ def parse_json(body: bytes) -> tuple[object, bool]:
     """
     # more brackets than MAX_DEPTH (strings' included: an overestimate) may nest too deeply
     shallow = body.count(b"[") + body.count(b"{") <= schema.MAX_DEPTH
-    if shallow and _LONG_DIGITS.search(body) is None:
+    if shallow and _LONG_DIGITS not in body.translate(_DIGITS_TO_ZERO):
         try:
             return orjson.loads(body), True
         except orjson.JSONDecodeError:
