@@ -12,16 +12,17 @@ from bench.common import Row, Section, Timed, median, percentile, spread, unique
 from bench.profile import py_spy
 from bench.workload import closed_loop, events, http_body, raw_append
 from journal.journals import Journals
+from journal.producer import MAX_BATCH_BYTES
 from journal.writer import partition_of
 
 METHOD = (
     "Closed loop: `concurrency` lanes, each appending to its own journal in sequence, "
     "{appends} appends per repetition, {reps} repetitions after one warm-up; throughput is "
     "the median over repetitions (spread min..max), latency percentiles pool all repetitions. "
-    "Raw baseline: an idempotent acks=all AIOKafkaProducer (linger 0) sending the very "
-    "record bytes (value + headers) the writer produces, to the same partition, same "
-    "concurrency. HTTP: POST /journals/{{id}}/events to one real worker process (aiohttp "
-    "client, one connection per lane)."
+    "Raw baseline: an idempotent acks=all AIOKafkaProducer (linger 0, the writer's batch "
+    "size) sending the very record bytes (value + headers) the writer produces, to the same "
+    "partition, same concurrency. HTTP: POST /journals/{{id}}/events to one real worker "
+    "process (aiohttp client, one connection per lane)."
 )
 
 MODES = ("raw", "direct", "http")
@@ -84,7 +85,11 @@ async def bench_append(
     appends = f"{sizes.sequential} (c=1) / {sizes.concurrent} (c={sizes.concurrency})"
     section = Section("Append", METHOD.format(appends=appends, reps=sizes.repetitions))
     raw = AIOKafkaProducer(
-        bootstrap_servers=bootstrap, acks="all", enable_idempotence=True, linger_ms=0
+        bootstrap_servers=bootstrap,
+        acks="all",
+        enable_idempotence=True,
+        linger_ms=0,
+        max_batch_size=MAX_BATCH_BYTES,
     )
     await raw.start()
     connector = aiohttp.TCPConnector(limit=sizes.concurrency)

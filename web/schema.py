@@ -129,9 +129,7 @@ def _header_name(name: str) -> str:
 
 SeqNr = Annotated[StrictInt, Field(ge=SEQ_NR_MIN, le=SEQ_NR_MAX)]
 # allOf: pydantic would try to resolve a bare $ref among its own definitions
-_JSON_VALUE = WithJsonSchema({"allOf": [{"$ref": JSON_VALUE_REF}]})
-JsonAny = Annotated[Any, _JSON_VALUE]
-JsonOut = Annotated[Any, _JSON_VALUE]
+JsonValue = Annotated[Any, WithJsonSchema({"allOf": [{"$ref": JSON_VALUE_REF}]})]
 Base64 = Annotated[
     bytes,
     PlainValidator(_canonical_base64),
@@ -178,7 +176,7 @@ class EventIn(_Wire):
     )
 
     seqNr: SeqNr
-    payload: JsonAny = absent()
+    payload: JsonValue = absent()
     payloadText: StrictStr = absent()
     payloadBinary: Base64 = absent()
     tags: list[StrictStr] | None = None
@@ -213,7 +211,7 @@ class AppendRequest(_Wire):
     events: list[EventIn] = Field(
         min_length=1, description="Consecutive seqNrs, written atomically as one Kafka record."
     )
-    metadata: JsonAny = Field(default=None, description="stored with the events (any JSON)")
+    metadata: JsonValue = Field(default=None, description="stored with the events (any JSON)")
     headers: dict[HeaderName, StrictStr] | None = Field(
         default=None,
         description=f"Kafka record headers; `{ACTION_HEADER}` is reserved.",
@@ -302,14 +300,14 @@ class EventOut(_Wire):
     """One line of a read; at most one of the payload fields is present."""
 
     seqNr: SeqNr
-    payload: JsonOut = absent()
+    payload: JsonValue = absent()
     payloadText: str = absent()
     payloadBinary: str = absent(json_schema_extra={"contentEncoding": "base64"})
     tags: list[str]
     timestamp: str = Field(json_schema_extra={"format": "date-time"})
     partition: int = Field(ge=0)
     offset: int = Field(ge=0)
-    metadata: JsonOut = absent(description="the append's metadata, if it had some")
+    metadata: JsonValue = absent(description="the append's metadata, if it had some")
     expireAfter: str = absent(json_schema_extra={"format": "duration"})
     headers: dict[str, str] = absent(description="when the append had some")
 

@@ -21,11 +21,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import assert_never, cast
 
+import orjson
+
 from journal.codec.errors import DecodeError, EncodeError
 from journal.codec.json_value import (
     JsonObject,
     dumps,
-    dumps_checked,
     expect_int,
     expect_object,
     expect_str,
@@ -125,7 +126,10 @@ def _origin_version(origin: str | None, version: str | None) -> bytes:
 def _string(text: str, what: str) -> bytes:
     if not isinstance(text, str):
         raise EncodeError(f"{what} must be a string, got {type(text).__name__}")
-    return dumps_checked(text, what)  # escaped; a lone surrogate is refused
+    try:
+        return orjson.dumps(text)  # quoted and escaped, as orjson writes any string
+    except orjson.JSONEncodeError as e:  # a lone surrogate
+        raise EncodeError(f"{what} cannot be written as JSON: {e}") from e
 
 
 def _decode_append(obj: JsonObject, where: str) -> AppendHeader:

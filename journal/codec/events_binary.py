@@ -23,7 +23,7 @@ import struct
 from typing import Final
 
 from journal.codec.errors import DecodeError, EncodeError
-from journal.codec.json_value import dumps, dumps_checked, loads
+from journal.codec.json_value import dumps, loads
 from journal.codec.payload_metadata import payload_metadata_from_json, payload_metadata_to_json
 from journal.codec.tag_order import scala_set_order
 from journal.model import (
@@ -50,7 +50,7 @@ def encode_events_binary(events: Events) -> bytes:
     out += _I32.pack(len(events.events))
     for event in events.events:
         _put_sized(out, _encode_event(event))
-    out += dumps_checked(payload_metadata_to_json(events.metadata), "events metadata")
+    out += dumps(payload_metadata_to_json(events.metadata), "events metadata")
     return bytes(out)
 
 

@@ -20,19 +20,22 @@ JsonObject = dict[str, object]
 
 
 def dumps(value: object, what: str) -> bytes:
-    """`value` as JSON, once `check_json` found it strictly JSON."""
-    check_json(value, what)
-    return dumps_checked(value, what)
+    """`value` as JSON; EncodeError unless it is strictly a `Json` value.
 
-
-def dumps_checked(value: object, what: str) -> bytes:
-    """A document built by the codec, whose user values (payloads, metadata) have each been
-    through `check_json`: not walked again. orjson still refuses what it cannot write (an
-    integer beyond 64 bits, a lone surrogate, nesting beyond 254 levels)."""
+    orjson refuses much (integers beyond 64 bits, lone surrogates, non-string keys, most
+    foreign types) but writes NaN as null, tuples as lists, and dates, UUIDs or enums as their
+    text: each would read back as a different value. So the bytes are read back and compared,
+    all in C, which costs less than walking the value in Python; only a value that fails is
+    walked, to name what in it is not JSON.
+    """
     try:
-        return orjson.dumps(value)
+        encoded = orjson.dumps(value)
     except orjson.JSONEncodeError as e:
         raise EncodeError(f"{what} cannot be written as JSON: {e}") from e
+    if orjson.loads(encoded) != value:
+        _check_json(value, what)
+        raise EncodeError(f"{what} would not read back as the same value")
+    return encoded
 
 
 def loads(raw: bytes, what: str) -> Json:
@@ -45,10 +48,9 @@ def loads(raw: bytes, what: str) -> Json:
 _SCALARS = frozenset({str, int, bool, type(None)})
 
 
-def check_json(value: object, what: str) -> None:
-    """Refuse what orjson would write as a different value: it writes NaN as null and tuples as
-    lists, so only exact Json types pass. Iterative, so a deep value cannot hit RecursionError;
-    exact types first, as that is what nearly every value holds."""
+def _check_json(value: object, what: str) -> None:
+    """Name what in `value` is not strictly Json. Iterative, so a deep value cannot hit
+    RecursionError."""
     stack = [value]
     while stack:
         item = stack.pop()

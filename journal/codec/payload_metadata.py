@@ -12,14 +12,13 @@ from typing import cast
 
 from journal.codec import duration
 from journal.codec.errors import DecodeError, EncodeError
-from journal.codec.json_value import JsonObject, check_json, expect_object, type_name
+from journal.codec.json_value import JsonObject, expect_object, type_name
 from journal.model import InvalidValue, Json, PayloadMetadata
 
 _LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
 
 
 def payload_metadata_to_json(metadata: PayloadMetadata) -> dict[str, Json]:
-    """The metadata's JSON object, its data checked (see `json_value.dumps_checked`)."""
     obj: dict[str, Json] = {}
     if metadata.expire_after is not None:
         try:
@@ -27,7 +26,6 @@ def payload_metadata_to_json(metadata: PayloadMetadata) -> dict[str, Json]:
         except InvalidValue as e:
             raise EncodeError(f"metadata.expireAfter: {e}") from e
     if metadata.data is not None:
-        check_json(metadata.data, "metadata.data")
         obj["data"] = metadata.data
     return obj
 
