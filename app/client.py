@@ -34,14 +34,13 @@ def append(data: str | None) -> JournalCommand:
     request = parse_append_body(data)  # before connecting: bad input costs no round trip
 
     async def command(journal: Journal, out: BinaryIO) -> None:
-        import orjson
-
-        from web.representation import position_json
+        from web.representation import position_out
+        from web.schema import to_json
 
         position = await journal.append(
             request.events, metadata=request.metadata, headers=request.headers
         )
-        out.write(orjson.dumps(position_json(position)) + b"\n")
+        out.write(to_json(position_out(position)) + b"\n")
 
     return command
 
@@ -58,33 +57,30 @@ def read(from_: int, to: int, limit: int | None) -> JournalCommand:
 
 def pointer(journal_id: str) -> JournalCommand:
     async def command(journal: Journal, out: BinaryIO) -> None:
-        import orjson
+        from web.representation import info_out
+        from web.schema import to_json
 
-        from web.representation import info_json
-
-        out.write(orjson.dumps(info_json(journal_id, await journal.info())) + b"\n")
+        out.write(to_json(info_out(journal_id, await journal.info())) + b"\n")
 
     return command
 
 
 def delete(to: int) -> JournalCommand:
     async def command(journal: Journal, out: BinaryIO) -> None:
-        import orjson
+        from web.representation import deleted_out
+        from web.schema import to_json
 
-        from web.representation import deleted_json
-
-        out.write(orjson.dumps(deleted_json(await journal.delete(to))) + b"\n")
+        out.write(to_json(deleted_out(await journal.delete(to))) + b"\n")
 
     return command
 
 
 def purge() -> JournalCommand:
     async def command(journal: Journal, out: BinaryIO) -> None:
-        import orjson
+        from web.representation import position_out
+        from web.schema import to_json
 
-        from web.representation import position_json
-
-        out.write(orjson.dumps(position_json(await journal.purge())) + b"\n")
+        out.write(to_json(position_out(await journal.purge())) + b"\n")
 
     return command
 

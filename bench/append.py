@@ -19,7 +19,7 @@ from journal.actions import record_headers
 from journal.codec import encode_events
 from journal.journals import Journals
 from journal.model import AppendHeader, Event, Events, JournalKey, JsonPayload
-from journal.producer import COMPRESSION, JournalProducer
+from journal.producer import COMPRESSION, MAX_BATCH_BYTES, JournalProducer
 from journal.settings import Settings
 from journal.topic import ensure_topic
 from journal.writer import JournalWriter, partition_of
@@ -28,9 +28,9 @@ METHOD = (
     "Closed loop: `concurrency` lanes, each appending to its own journal in sequence, "
     "{appends} appends per repetition, {reps} repetitions after one warm-up; throughput is "
     "the median over repetitions (spread min..max), latency percentiles pool all repetitions. "
-    "Raw baseline: an idempotent acks=all AIOKafkaProducer (linger 0, lz4 as the writer's) "
-    "sending the very record bytes (value + headers) the writer produces, to the same "
-    "partition, same concurrency. HTTP: POST /journals/{{id}}/events to one real worker "
+    "Raw baseline: an idempotent acks=all AIOKafkaProducer (linger 0, lz4 and the batch size "
+    "of the writer's) sending the very record bytes (value + headers) the writer produces, to "
+    "the same partition, same concurrency. HTTP: POST /journals/{{id}}/events to one real worker "
     "process (aiohttp client, one connection per lane)."
 )
 
@@ -99,6 +99,7 @@ async def bench_append(
         enable_idempotence=True,
         linger_ms=0,
         compression_type=COMPRESSION,
+        max_batch_size=MAX_BATCH_BYTES,
     )
     await raw.start()
     connector = aiohttp.TCPConnector(limit=sizes.concurrency)

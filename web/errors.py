@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from enum import StrEnum
 
-import orjson
 from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class ErrorCode(StrEnum):
@@ -64,8 +64,24 @@ def bad_request(code: ErrorCode, message: str) -> ApiError:
     return ApiError(400, code, message)
 
 
+class ErrorDetail(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    code: ErrorCode
+    message: str = Field(description="what went wrong and why")
+
+
+class Error(BaseModel):
+    """Every error answer: clients branch on `error.code`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    error: ErrorDetail
+
+
 def error_body(code: ErrorCode, message: str) -> bytes:
-    return orjson.dumps({"error": {"code": code.value, "message": message}})
+    answer = Error(error=ErrorDetail(code=code, message=message))
+    return answer.__pydantic_serializer__.to_json(answer)
 
 
 def error_response(

@@ -1,16 +1,20 @@
 """The OpenAPI 3.1 document of the HTTP API (served at /openapi.json).
 
-Written out rather than generated from the routes, so it is a second statement of the contract
-that the tests hold against the router (every route must be described here). Error codes are
-taken from `ErrorCode`, the one list the code uses.
+The schemas of bodies, answers and query parameters are generated from the models of
+`web.schema` (and `web.errors.Error`), the same that validate requests and write answers. What
+is written here is what models cannot say: the routes, their statuses and descriptions; the
+tests hold the routes against the router (every route must be described here).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from journal.model import SEQ_NR_MAX
-from web.errors import ErrorCode
+from pydantic import BaseModel
+from pydantic.json_schema import models_json_schema
+
+from web import schema
+from web.errors import Error
 
 JsonDoc = dict[str, Any]
 
@@ -29,8 +33,57 @@ neither a 503 (retry) nor a 500 (a bug); an operator must repair the journal.
 Unknown query parameters and unknown body fields are refused (400), so typos do not pass
 silently."""
 
-_SEQ_NR: JsonDoc = {"type": "integer", "minimum": 1, "maximum": SEQ_NR_MAX}
-_JSON_ANY: JsonDoc = {"description": "any JSON value"}
+_REF = "#/components/schemas/{model}"
+_REQUESTS: tuple[type[BaseModel], ...] = (schema.AppendRequest,)
+_ANSWERS: tuple[type[BaseModel], ...] = (
+    Error,
+    schema.Position,
+    schema.EventOut,
+    schema.JournalInfo,
+    schema.Deleted,
+    schema.Status,
+)
+
+
+def _schemas() -> JsonDoc:
+    """The components' schemas: requests as they are validated, answers as they are written."""
+    _, document = models_json_schema(
+        [(model, "validation") for model in _REQUESTS]
+        + [(model, "serialization") for model in _ANSWERS],
+        ref_template=_REF,
+    )
+    schemas: JsonDoc = document["$defs"]
+    for model in schemas.values():
+        for field in model.get("properties", {}).values():
+            _drop_null_default(field)
+    schemas["JsonValue"] = schema.JSON_VALUE_SCHEMA
+    return schemas
+
+
+def _drop_null_default(field: JsonDoc) -> None:
+    """An optional field's default null says nothing (absent is absent) and, where null is
+    refused, would contradict the field's type."""
+    if "default" in field and field["default"] is None:
+        del field["default"]
+
+
+def _parameters(query: type[BaseModel]) -> list[JsonDoc]:
+    """A query model's fields as OpenAPI query parameters."""
+    properties = query.model_json_schema(ref_template=_REF)["properties"]
+    return [
+        {
+            "name": name,
+            "in": "query",
+            "required": field.is_required(),
+            "description": field.description or "",
+            "schema": {
+                key: value
+                for key, value in properties[name].items()
+                if key not in ("title", "description") and not (key == "default" and value is None)
+            },
+        }
+        for name, field in ((f.alias or n, f) for n, f in query.model_fields.items())
+    ]
 
 
 def _ref(kind: str, name: str) -> JsonDoc:
@@ -70,131 +123,6 @@ def _error_response(description: str, headers: JsonDoc | None = None) -> JsonDoc
         response["headers"] = headers
     return response
 
-
-def _query(name: str, description: str, schema: JsonDoc, required: bool = False) -> JsonDoc:
-    return {
-        "name": name,
-        "in": "query",
-        "required": required,
-        "description": description,
-        "schema": schema,
-    }
-
-
-_SCHEMAS: JsonDoc = {
-    "Error": {
-        "type": "object",
-        "required": ["error"],
-        "additionalProperties": False,
-        "properties": {
-            "error": {
-                "type": "object",
-                "required": ["code", "message"],
-                "additionalProperties": False,
-                "properties": {
-                    "code": {"type": "string", "enum": [code.value for code in ErrorCode]},
-                    "message": {"type": "string", "description": "what went wrong and why"},
-                },
-            }
-        },
-    },
-    "SeqNr": _SEQ_NR,
-    "EventIn": {
-        "type": "object",
-        "required": ["seqNr"],
-        "additionalProperties": False,
-        "description": "An event to append: at most one of payload, payloadText, payloadBinary.",
-        "properties": {
-            "seqNr": _ref("schemas", "SeqNr"),
-            "payload": _JSON_ANY,
-            "payloadText": {"type": "string"},
-            "payloadBinary": {"type": "string", "contentEncoding": "base64"},
-            "tags": {"type": "array", "items": {"type": "string"}, "default": []},
-        },
-        "not": {
-            "anyOf": [
-                {"required": ["payload", "payloadText"]},
-                {"required": ["payload", "payloadBinary"]},
-                {"required": ["payloadText", "payloadBinary"]},
-            ]
-        },
-    },
-    "AppendRequest": {
-        "type": "object",
-        "required": ["events"],
-        "additionalProperties": False,
-        "properties": {
-            "events": {
-                "type": "array",
-                "minItems": 1,
-                "items": _ref("schemas", "EventIn"),
-                "description": "Consecutive seqNrs, written atomically as one Kafka record.",
-            },
-            "metadata": {**_JSON_ANY, "description": "stored with the events (any JSON)"},
-            "headers": {
-                "type": "object",
-                "additionalProperties": {"type": "string"},
-                "description": "Kafka record headers; `journal.action` is reserved.",
-            },
-            "expireAfter": {
-                "type": "string",
-                "format": "duration",
-                "description": "ISO 8601, positive, no years or months: P1D, PT1H, PT0.5S.",
-                "examples": ["P1D"],
-            },
-        },
-    },
-    "Position": {
-        "type": "object",
-        "required": ["partition", "offset"],
-        "properties": {
-            "partition": {"type": "integer", "minimum": 0},
-            "offset": {"type": "integer", "minimum": 0},
-        },
-    },
-    "EventOut": {
-        "type": "object",
-        "required": ["seqNr", "tags", "timestamp", "partition", "offset"],
-        "description": "One line of a read; at most one of the payload fields is present.",
-        "properties": {
-            "seqNr": _ref("schemas", "SeqNr"),
-            "payload": _JSON_ANY,
-            "payloadText": {"type": "string"},
-            "payloadBinary": {"type": "string", "contentEncoding": "base64"},
-            "tags": {"type": "array", "items": {"type": "string"}},
-            "timestamp": {"type": "string", "format": "date-time"},
-            "partition": {"type": "integer", "minimum": 0},
-            "offset": {"type": "integer", "minimum": 0},
-            "metadata": _JSON_ANY,
-            "expireAfter": {"type": "string", "format": "duration"},
-            "headers": {"type": "object", "additionalProperties": {"type": "string"}},
-        },
-    },
-    "JournalInfo": {
-        "type": "object",
-        "required": ["id", "seqNr", "deleteTo"],
-        "properties": {
-            "id": {"type": "string"},
-            "seqNr": {"oneOf": [_ref("schemas", "SeqNr"), {"type": "null"}]},
-            "deleteTo": {"oneOf": [_ref("schemas", "SeqNr"), {"type": "null"}]},
-        },
-    },
-    "Deleted": {
-        "type": "object",
-        "required": ["deleteTo"],
-        "description": "partition/offset are present when a Delete was written.",
-        "properties": {
-            "deleteTo": {"oneOf": [_ref("schemas", "SeqNr"), {"type": "null"}]},
-            "partition": {"type": "integer", "minimum": 0},
-            "offset": {"type": "integer", "minimum": 0},
-        },
-    },
-    "Status": {
-        "type": "object",
-        "required": ["status"],
-        "properties": {"status": {"type": "string"}},
-    },
-}
 
 _RESPONSES: JsonDoc = {
     "BadRequest": _error_response("Malformed input: the message names the offending field."),
@@ -255,13 +183,7 @@ def openapi_document() -> JsonDoc:
                     "summary": "Stream events in seqNr order, one JSON object per line.",
                     "description": "Events in [from, to], at most `limit`; `from` above `to` "
                     "is an empty range, not an error.",
-                    "parameters": [
-                        _query("from", "first seqNr", {**_SEQ_NR, "default": 1}),
-                        _query("to", "last seqNr", {**_SEQ_NR, "default": SEQ_NR_MAX}),
-                        _query(
-                            "limit", "at most this many events", {"type": "integer", "minimum": 0}
-                        ),
-                    ],
+                    "parameters": _parameters(schema.ReadQuery),
                     "responses": {
                         "200": {
                             "description": "NDJSON, streamed; empty for an unknown journal. A "
@@ -277,7 +199,7 @@ def openapi_document() -> JsonDoc:
                 "delete": {
                     "operationId": "delete",
                     "summary": "Delete events up to min(to, last seqNr).",
-                    "parameters": [_query("to", "delete up to this seqNr", _SEQ_NR, True)],
+                    "parameters": _parameters(schema.DeleteQuery),
                     "responses": {
                         "200": _ok("deleteTo null: nothing to delete.", _ref("schemas", "Deleted")),
                         **_errors(*_READ_ERRORS),
@@ -322,7 +244,7 @@ def openapi_document() -> JsonDoc:
             ),
         },
         "components": {
-            "schemas": _SCHEMAS,
+            "schemas": _schemas(),
             "responses": _RESPONSES,
             "parameters": {"JournalId": _JOURNAL_ID},
         },

@@ -16,6 +16,7 @@ from web.errors import ErrorCode
 from web.failures import unavailable
 from web.openapi import openapi_document
 from web.representation import json_response
+from web.schema import Status
 
 
 class OpsViews:
@@ -26,7 +27,7 @@ class OpsViews:
         self._openapi = orjson.dumps(openapi_document())  # static: rendered once
 
     async def healthz(self, request: web.Request) -> web.Response:
-        return json_response({"status": "ok"})
+        return json_response(Status(status="ok"))
 
     async def readyz(self, request: web.Request) -> web.Response:
         if not self._backend.ready():
@@ -35,7 +36,7 @@ class OpsViews:
                 "not ready to serve journals (starting or rebalancing)",
                 self._retry_after_s,
             )
-        return json_response({"status": "ready"})
+        return json_response(Status(status="ready"))
 
     async def metrics(self, request: web.Request) -> web.Response:
         response = web.Response(body=self._metrics.render())

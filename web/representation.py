@@ -1,4 +1,4 @@
-"""The core's answers as the API's JSON: events (one NDJSON line each), info, positions.
+"""The core's answers as the API's models (`web.schema`): events, info, positions.
 
 An event line: `{"seqNr", "payload" | "payloadText" | "payloadBinary" (base64) | none, "tags"
 (sorted), "timestamp" (ISO 8601 UTC, milliseconds: Kafka's precision), "partition", "offset",
@@ -10,28 +10,19 @@ null payload reads back as none, as in kafka-journal (see `journal.model.Event`)
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping
 from datetime import UTC, datetime
+from typing import Any
 
-import orjson
 from aiohttp import web
+from pydantic import BaseModel
 
-from journal.journals import Deleted, JournalInfo
-from journal.model import (
-    BinaryPayload,
-    EventRecord,
-    Json,
-    JsonPayload,
-    Payload,
-    Position,
-    TextPayload,
-)
+from journal import journals, model
+from journal.model import BinaryPayload, EventRecord, JsonPayload, Payload, TextPayload
+from web import schema
 from web.duration import expire_after_to_iso
 
-JsonObject = dict[str, Json]
 
-
-def payload_fields(payload: Payload | None) -> JsonObject:
+def payload_fields(payload: Payload | None) -> dict[str, Any]:
     """An event's payload as the API writes it: one of payload, payloadText, payloadBinary."""
     match payload:
         case JsonPayload(value):
@@ -44,42 +35,48 @@ def payload_fields(payload: Payload | None) -> JsonObject:
             return {}
 
 
-def event_json(record: EventRecord) -> JsonObject:
+def event_out(record: EventRecord) -> schema.EventOut:
     event = record.event
-    obj: JsonObject = {"seqNr": event.seq_nr, **payload_fields(event.payload)}
-    obj["tags"] = list[Json](sorted(event.tags))
-    obj["timestamp"] = iso_timestamp(record.timestamp)
-    obj["partition"] = record.partition
-    obj["offset"] = record.offset
+    optional: dict[str, Any] = payload_fields(event.payload)
     if record.metadata.data is not None:
-        obj["metadata"] = record.metadata.data
+        optional["metadata"] = record.metadata.data
     expire_after = record.metadata.expire_after
     iso_expire_after = None if expire_after is None else expire_after_to_iso(expire_after)
     if iso_expire_after is not None:
-        obj["expireAfter"] = iso_expire_after
+        optional["expireAfter"] = iso_expire_after
     if record.headers:
-        obj["headers"] = dict[str, Json](record.headers)
-    return obj
+        optional["headers"] = dict(record.headers)
+    return schema.EventOut(
+        seqNr=event.seq_nr,
+        tags=sorted(event.tags),
+        timestamp=iso_timestamp(record.timestamp),
+        partition=record.partition,
+        offset=record.offset,
+        **optional,
+    )
 
 
 def event_line(record: EventRecord) -> bytes:
     """One NDJSON line (newline included)."""
-    return orjson.dumps(event_json(record), option=orjson.OPT_APPEND_NEWLINE)
+    return schema.to_json(event_out(record)) + b"\n"
 
 
-def info_json(journal_id: str, info: JournalInfo) -> JsonObject:
-    return {"id": journal_id, "seqNr": info.seq_nr, "deleteTo": info.delete_to}
+def info_out(journal_id: str, info: journals.JournalInfo) -> schema.JournalInfo:
+    return schema.JournalInfo(id=journal_id, seqNr=info.seq_nr, deleteTo=info.delete_to)
 
 
-def position_json(position: Position) -> JsonObject:
-    return {"partition": position.partition, "offset": position.offset}
+def position_out(position: model.Position) -> schema.Position:
+    return schema.Position(partition=position.partition, offset=position.offset)
 
 
-def deleted_json(deleted: Deleted) -> JsonObject:
-    obj: JsonObject = {"deleteTo": deleted.delete_to}
-    if deleted.position is not None:
-        obj.update(position_json(deleted.position))
-    return obj
+def deleted_out(deleted: journals.Deleted) -> schema.Deleted:
+    if deleted.position is None:
+        return schema.Deleted(deleteTo=deleted.delete_to)
+    return schema.Deleted(
+        deleteTo=deleted.delete_to,
+        partition=deleted.position.partition,
+        offset=deleted.position.offset,
+    )
 
 
 def iso_timestamp(timestamp: datetime) -> str:
@@ -89,5 +86,5 @@ def iso_timestamp(timestamp: datetime) -> str:
     return text.removesuffix("+00:00") + "Z"
 
 
-def json_response(obj: Mapping[str, Json], status: int = 200) -> web.Response:
-    return web.Response(status=status, body=orjson.dumps(obj), content_type="application/json")
+def json_response(answer: BaseModel, status: int = 200) -> web.Response:
+    return web.Response(status=status, body=schema.to_json(answer), content_type="application/json")

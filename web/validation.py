@@ -1,60 +1,62 @@
 """Request parsing: untrusted bytes and query strings in, the core's typed values out.
 
-Every function here raises `ApiError` (400, with a code from `ErrorCode` and a message naming
-the offending field) and nothing else, so bad input can never become a 500. Parsing is strict:
-unknown fields and query parameters are refused (a misspelt `expire_after` must not be silently
-ignored), numbers must be exact integers, strings must be valid Unicode.
+The schema is `web.schema`'s models; this module feeds them and turns their complaints into
+`ApiError`s (400, with a code from `ErrorCode` and a message naming the offending field), and
+raises nothing else, so bad input can never become a 500. Parsing is strict: unknown fields and
+query parameters are refused (a misspelt `expire_after` must not be silently ignored), numbers
+must be exact integers, strings must be valid Unicode.
 
-Append body (`POST /journals/{id}/events`):
-
-    {"events": [{"seqNr": 1, "payload": <any JSON>, "tags": ["t"]}, ...],
-     "metadata": <any JSON>?, "headers": {"name": "value"}?, "expireAfter": "P1D"?}
-
-An event carries at most one of `payload` (any JSON; null is no payload, as kafka-journal reads
-it), `payloadText` (a string) and `payloadBinary` (standard base64); with none it has no
-payload. seqNrs are consecutive and in 1..2^63-1. JSON values are kept to what the journal's
-codec can store unchanged: integers in the signed/unsigned 64-bit range, finite numbers,
-nesting at most `MAX_DEPTH` levels.
+A body is parsed with orjson, whose result is then trusted (valid UTF-8, finite numbers,
+integers within 64 bits): nothing walks the payload again here. orjson silently turns integers
+beyond 64 bits into floats, so a body with a run of 19 or more digits, or one orjson refuses, is
+parsed again with the stdlib parser, which keeps integers exact and lets the checks name the
+offending field.
+An event's JSON `null` payload is no payload, as kafka-journal reads it.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Any, TypeVar
 from urllib.parse import unquote_to_bytes
 
+import orjson
 from multidict import MultiMapping
+from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
-from journal.codec import ACTION_HEADER
-from journal.model import (
-    SEQ_NR_MAX,
-    SEQ_NR_MIN,
-    BinaryPayload,
-    Event,
-    InvalidValue,
-    Json,
-    JsonPayload,
-    Payload,
-    PayloadMetadata,
-    TextPayload,
-)
-from web.duration import iso_to_duration
-from web.errors import ErrorCode, bad_request
+from journal.model import SEQ_NR_MAX, SEQ_NR_MIN, Event, PayloadMetadata
+from web import schema
+from web.errors import ApiError, ErrorCode, bad_request
 
-# The codec writes payloads with orjson, which refuses nesting beyond 254 levels and integers
-# outside [-2^63, 2^64-1]; an event adds a few levels around its payload.
-MAX_DEPTH = 200
-_INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
+# A run of 19 digits may be a number orjson turns into a float (beyond 64 bits; -2^63 and
+# 2^64-1 have 19 and 20 digits), or just digits in a string: either way the stdlib parser
+# decides, exactly. Found by mapping every digit to 0 and searching (a regex takes 10x longer).
+_DIGITS_TO_ZERO = bytes.maketrans(b"0123456789", b"0" * 10)
+_LONG_DIGITS = b"0" * 19
+_CODES = {code.value: code for code in ErrorCode}
+# the code of an error, by the first field of its location that has one of its own
+_FIELD_CODES = {
+    "seqNr": ErrorCode.INVALID_SEQ_NR,
+    "payload": ErrorCode.INVALID_PAYLOAD,
+    "payloadText": ErrorCode.INVALID_PAYLOAD,
+    "payloadBinary": ErrorCode.INVALID_PAYLOAD,
+    "expireAfter": ErrorCode.INVALID_EXPIRE_AFTER,
+    "headers": ErrorCode.INVALID_HEADERS,
+}
+_EXPECTED = {
+    "int_type": "an integer",
+    "string_type": "a string",
+    "list_type": "an array",
+    "dict_type": "a JSON object",
+    "model_type": "a JSON object",
+    "model_attributes_type": "a JSON object",
+}
 
-_APPEND_FIELDS = frozenset({"events", "metadata", "headers", "expireAfter"})
-_PAYLOAD_FIELDS = ("payload", "payloadText", "payloadBinary")
-_EVENT_FIELDS = frozenset({"seqNr", "tags", *_PAYLOAD_FIELDS})
-_ASCII_DIGITS = frozenset("0123456789")
+Model = TypeVar("Model", bound=BaseModel)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,15 +96,27 @@ def parse_journal_id(raw_segment: str) -> str:
     return journal_id
 
 
-def parse_json(body: bytes) -> object:
-    """Strict JSON: UTF-8 only (no UTF-16 guessing), no NaN/Infinity, no out-of-range floats."""
+def parse_json(body: bytes) -> tuple[object, bool]:
+    """The body's JSON value, and whether it is trusted (see the module docstring).
+
+    Strict: UTF-8 only (no UTF-16 guessing), no NaN/Infinity, no out-of-range floats.
+    """
+    # more brackets than MAX_DEPTH (strings' included: an overestimate) may nest too deeply
+    shallow = body.count(b"[") + body.count(b"{") <= schema.MAX_DEPTH
+    if shallow and _LONG_DIGITS not in body.translate(_DIGITS_TO_ZERO):
+        try:
+            return orjson.loads(body), True
+        except orjson.JSONDecodeError:
+            pass  # the stdlib parser says why, or parses what orjson refuses to (surrogates)
+    return _parse_json_exactly(body), False
+
+
+def _parse_json_exactly(body: bytes) -> object:
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as e:
         raise bad_request(ErrorCode.MALFORMED_JSON, f"the body is not UTF-8: {e}") from None
     try:
-        # the stdlib parser, not orjson: orjson turns integers beyond 64 bits into floats,
-        # which would store a different number than the client sent without a word
         return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
     except RecursionError:
         raise bad_request(ErrorCode.MALFORMED_JSON, "the body is nested too deeply") from None
@@ -111,202 +125,43 @@ def parse_json(body: bytes) -> object:
 
 
 def parse_append(body: bytes) -> AppendRequest:
-    """Parse and check an append body (see the module docstring)."""
-    obj = _object(parse_json(body), "the body", ErrorCode.INVALID_BODY)
-    _no_unknown_fields(obj, _APPEND_FIELDS, "the body")
-    if obj.get("events") is None:
-        raise bad_request(ErrorCode.INVALID_BODY, "the body needs an `events` array")
-    raw_events = obj["events"]
-    if not isinstance(raw_events, list):
-        raise bad_request(
-            ErrorCode.INVALID_BODY, f"`events` must be an array, got {_type_name(raw_events)}"
-        )
-    if not raw_events:
-        raise bad_request(ErrorCode.INVALID_BODY, "`events` must hold at least one event")
-    events = tuple(_event(raw, f"events[{i}]") for i, raw in enumerate(raw_events))
-    _check_consecutive(events)
-    metadata = obj.get("metadata")
-    _check_value(metadata, "metadata", ErrorCode.INVALID_BODY)
+    """Parse and check an append body (see `web.schema.AppendRequest`)."""
+    value, trusted = parse_json(body)
+    if not trusted:
+        _check_values(value)
+    request = validate(schema.AppendRequest, value)
     return AppendRequest(
-        events=events,
-        metadata=PayloadMetadata(
-            expire_after=_expire_after(obj.get("expireAfter")), data=cast(Json, metadata)
-        ),
-        headers=_headers(obj.get("headers")),
+        events=request.core_events(),
+        metadata=request.core_metadata(),
+        headers=request.headers or {},
     )
+
+
+def validate(model: type[Model], value: object) -> Model:
+    """`value` as `model`, or ApiError 400 for the first thing wrong with it."""
+    try:
+        return model.model_validate(value)
+    except ValidationError as e:
+        raise _api_error(model, e.errors(include_url=False)) from None
 
 
 def parse_read_query(query: MultiMapping[str]) -> ReadQuery:
     """`from` (default 1), `to` (default 2^63-1): seqNrs; `limit` (default none): >= 0."""
-    _only_params(query, ("from", "to", "limit"))
-    from_ = _seq_nr_param(query, "from")
-    to = _seq_nr_param(query, "to")
-    limit = _int_param(query, "limit")
-    return ReadQuery(
-        from_=SEQ_NR_MIN if from_ is None else from_,
-        to=SEQ_NR_MAX if to is None else to,
-        limit=limit,
-    )
+    parsed = validate(schema.ReadQuery, _only_params(query, schema.ReadQuery))
+    return ReadQuery(parsed.from_, parsed.to, parsed.limit)
 
 
 def parse_delete_query(query: MultiMapping[str]) -> int:
     """The required `to` of a delete: a seqNr."""
-    _only_params(query, ("to",))
-    to = _seq_nr_param(query, "to")
-    if to is None:
-        raise bad_request(ErrorCode.INVALID_QUERY, "`to` is required: delete up to which seqNr?")
-    return to
+    return validate(schema.DeleteQuery, _only_params(query, schema.DeleteQuery)).to
 
 
 def check_no_params(query: MultiMapping[str]) -> None:
-    _only_params(query, ())
+    _only_params(query, schema.NoQuery)
 
 
-# --- events ---------------------------------------------------------------------------------
-
-
-def _event(raw: object, where: str) -> Event:
-    obj = _object(raw, where, ErrorCode.INVALID_BODY)
-    _no_unknown_fields(obj, _EVENT_FIELDS, where)
-    if "seqNr" not in obj:
-        raise bad_request(ErrorCode.INVALID_SEQ_NR, f"{where}.seqNr is missing")
-    return Event(
-        seq_nr=_seq_nr(obj["seqNr"], f"{where}.seqNr"),
-        tags=_tags(obj.get("tags"), f"{where}.tags"),
-        payload=_payload(obj, where),
-    )
-
-
-def _seq_nr(value: object, where: str) -> int:
-    if isinstance(value, float) and value.is_integer():
-        # only a literal beyond 64 bits or with a fraction/exponent parses to a float
-        raise bad_request(
-            ErrorCode.INVALID_SEQ_NR,
-            f"{where} must be a plain integer in {SEQ_NR_MIN}..{SEQ_NR_MAX}, got {value!r}",
-        )
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise bad_request(
-            ErrorCode.INVALID_SEQ_NR, f"{where} must be an integer, got {_type_name(value)}"
-        )
-    if not SEQ_NR_MIN <= value <= SEQ_NR_MAX:
-        raise bad_request(
-            ErrorCode.INVALID_SEQ_NR, f"{where} must be in {SEQ_NR_MIN}..{SEQ_NR_MAX}, got {value}"
-        )
-    return value
-
-
-def _check_consecutive(events: Sequence[Event]) -> None:
-    for i in range(1, len(events)):
-        previous, current = events[i - 1].seq_nr, events[i].seq_nr
-        if current != previous + 1:
-            raise bad_request(
-                ErrorCode.INVALID_SEQ_NR,
-                f"seqNrs in one append must be consecutive: events[{i}].seqNr is {current}, "
-                f"expected {previous + 1}" + (" (beyond 2^63-1)" if previous == SEQ_NR_MAX else ""),
-            )
-
-
-def _tags(value: object, where: str) -> frozenset[str]:
-    if value is None:
-        return frozenset()
-    if not isinstance(value, list):
-        raise bad_request(
-            ErrorCode.INVALID_BODY, f"{where} must be an array of strings, got {_type_name(value)}"
-        )
-    tags: set[str] = set()
-    for i, tag in enumerate(value):
-        if not isinstance(tag, str):
-            raise bad_request(
-                ErrorCode.INVALID_BODY, f"{where}[{i}] must be a string, got {_type_name(tag)}"
-            )
-        tags.add(_check_text(tag, ErrorCode.INVALID_BODY, f"{where}[{i}]"))
-    return frozenset(tags)
-
-
-def _payload(obj: dict[str, object], where: str) -> Payload | None:
-    given = [name for name in _PAYLOAD_FIELDS if name in obj]
-    if len(given) > 1:
-        raise bad_request(
-            ErrorCode.INVALID_PAYLOAD,
-            f"{where} has {' and '.join(given)}: an event carries at most one payload",
-        )
-    if not given:
-        return None
-    name, value = given[0], obj[given[0]]
-    if name == "payload":
-        _check_value(value, f"{where}.payload", ErrorCode.INVALID_PAYLOAD)
-        return JsonPayload(cast(Json, value))
-    if not isinstance(value, str):
-        raise bad_request(
-            ErrorCode.INVALID_PAYLOAD,
-            f"{where}.{name} must be a string, got {_type_name(value)}",
-        )
-    if name == "payloadText":
-        return TextPayload(_check_text(value, ErrorCode.INVALID_PAYLOAD, f"{where}.payloadText"))
-    try:
-        raw = base64.b64decode(value, validate=True)
-    except (binascii.Error, ValueError) as e:
-        raise bad_request(
-            ErrorCode.INVALID_PAYLOAD, f"{where}.payloadBinary is not standard base64: {e}"
-        ) from None
-    # b64decode tolerates surplus padding and stray low bits; only the canonical form is
-    # accepted, so a client's encoding bug cannot pass as a slightly different payload
-    if base64.b64encode(raw).decode("ascii") != value:
-        raise bad_request(
-            ErrorCode.INVALID_PAYLOAD,
-            f"{where}.payloadBinary is not canonical base64 (padding or trailing bits)",
-        )
-    return BinaryPayload(raw)
-
-
-# --- metadata and headers -------------------------------------------------------------------
-
-
-def _expire_after(value: object) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise bad_request(
-            ErrorCode.INVALID_EXPIRE_AFTER,
-            f"expireAfter must be an ISO 8601 duration string, got {_type_name(value)}",
-        )
-    try:
-        return str(iso_to_duration(value))
-    except InvalidValue as e:
-        raise bad_request(ErrorCode.INVALID_EXPIRE_AFTER, f"expireAfter: {e}") from None
-
-
-def _headers(value: object) -> dict[str, str]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise bad_request(
-            ErrorCode.INVALID_HEADERS,
-            f"headers must be an object of strings, got {_type_name(value)}",
-        )
-    headers: dict[str, str] = {}
-    for name, header_value in cast(dict[str, object], value).items():
-        where = f"headers[{name!r}]"
-        if not name:
-            raise bad_request(ErrorCode.INVALID_HEADERS, "a header name must not be empty")
-        if name == ACTION_HEADER:
-            raise bad_request(
-                ErrorCode.INVALID_HEADERS, f"the header name {ACTION_HEADER!r} is the journal's own"
-            )
-        if not isinstance(header_value, str):
-            raise bad_request(
-                ErrorCode.INVALID_HEADERS,
-                f"{where} must be a string, got {_type_name(header_value)}",
-            )
-        _check_text(name, ErrorCode.INVALID_HEADERS, "a header name")
-        headers[name] = _check_text(header_value, ErrorCode.INVALID_HEADERS, where)
-    return headers
-
-
-# --- query parameters -----------------------------------------------------------------------
-
-
-def _only_params(query: MultiMapping[str], allowed: Sequence[str]) -> None:
+def _only_params(query: MultiMapping[str], model: type[BaseModel]) -> dict[str, str]:
+    allowed = tuple(schema.wire_names(model))
     for name in query:
         if name not in allowed:
             expected = ", ".join(allowed) if allowed else "none"
@@ -315,91 +170,129 @@ def _only_params(query: MultiMapping[str], allowed: Sequence[str]) -> None:
             )
         if len(query.getall(name)) > 1:
             raise bad_request(ErrorCode.INVALID_QUERY, f"query parameter {name!r} is repeated")
+    return dict(query)
 
 
-def _int_param(query: MultiMapping[str], name: str) -> int | None:
-    text = query.get(name)
-    if text is None:
-        return None
-    # ASCII digits only: int() would also take "+1", " 1", "1_000" and other scripts' digits
-    if not text or not set(text) <= _ASCII_DIGITS or len(text) > 19:
-        raise bad_request(
-            ErrorCode.INVALID_QUERY,
-            f"{name} must be a non-negative integer below 2^63, got {text!r}",
-        )
-    value = int(text)
-    if value > SEQ_NR_MAX:
-        raise bad_request(ErrorCode.INVALID_QUERY, f"{name} must be below 2^63, got {text}")
-    return value
+# --- what orjson vouches for, checked when it did not parse the body ---------------------------
 
 
-def _seq_nr_param(query: MultiMapping[str], name: str) -> int | None:
-    value = _int_param(query, name)
-    if value is not None and value < SEQ_NR_MIN:
-        raise bad_request(ErrorCode.INVALID_QUERY, f"{name} is a seqNr, so at least 1; got 0")
-    return value
-
-
-# --- JSON values ----------------------------------------------------------------------------
-
-
-def _check_value(value: object, where: str, code: ErrorCode) -> None:
-    """Refuse what the codec would store differently or not at all (iterative: no recursion)."""
-    stack: list[tuple[object, int]] = [(value, 0)]
+def _check_values(value: object) -> None:
+    """Refuse what the codec would store differently or not at all: lone surrogates (which
+    UTF-8, hence Kafka and Cassandra, cannot carry), integers beyond 64 bits, nesting deeper
+    than MAX_DEPTH below a field. One iterative walk (no recursion); the offence is named by
+    its place and gets the code of its field."""
+    stack: list[tuple[object, tuple[int | str, ...]]] = [(value, ())]
     while stack:
-        item, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            raise bad_request(code, f"{where} is nested deeper than {MAX_DEPTH} levels")
-        if isinstance(item, bool) or item is None or isinstance(item, float):
-            continue  # floats are finite: parse_json refused the others
-        if isinstance(item, int):
-            if not _INT_MIN <= item <= _INT_MAX:
-                raise bad_request(code, f"{where} holds the integer {item}, beyond 64 bits")
-        elif isinstance(item, str):
-            _check_text(item, code, where)
+        item, loc = stack.pop()
+        if len(loc) > schema.MAX_DEPTH + _FIELD_DEPTH:
+            field = loc[:_FIELD_DEPTH] if loc[0] == "events" else loc[:1]
+            raise _refused(field, f"is nested deeper than {schema.MAX_DEPTH} levels")
+        if isinstance(item, str):
+            _check_text(item, loc)
+        elif isinstance(item, int) and not isinstance(item, bool):
+            if not schema.INT_MIN <= item <= schema.INT_MAX:
+                raise _refused(loc, f"holds the integer {item}, beyond 64 bits")
         elif isinstance(item, list):
-            stack.extend((nested, depth + 1) for nested in item)
+            stack.extend((nested, (*loc, i)) for i, nested in enumerate(item))
         elif isinstance(item, dict):
-            for key, nested in cast(dict[str, object], item).items():
-                _check_text(key, code, where)
-                stack.append((nested, depth + 1))
+            for key, nested in item.items():
+                _check_text(key, (*loc, key, "[key]") if loc == ("headers",) else loc)
+                stack.append((nested, (*loc, key)))
 
 
-def _check_text(text: str, code: ErrorCode, where: str) -> str:
-    # JSON's \ud800 escapes give lone surrogates, which UTF-8 (Kafka, Cassandra) cannot carry
+_FIELD_DEPTH = 3  # a payload's place: events, its index, payload
+
+
+def _check_text(text: str, loc: tuple[int | str, ...]) -> None:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        raise bad_request(code, f"{where} contains a lone UTF-16 surrogate") from None
-    return text
+        raise _refused(loc, "contains a lone UTF-16 surrogate") from None
 
 
-def _object(value: object, where: str, code: ErrorCode) -> dict[str, object]:
-    if not isinstance(value, dict):
-        raise bad_request(code, f"{where} must be a JSON object, got {_type_name(value)}")
-    return cast(dict[str, object], value)
+def _refused(loc: tuple[int | str, ...], message: str) -> ApiError:
+    return bad_request(_code_at(loc), f"{_where(loc, 'the body')} {message}")
 
 
-def _no_unknown_fields(obj: dict[str, object], known: frozenset[str], where: str) -> None:
-    unknown = sorted(set(obj) - known)
-    if unknown:
-        raise bad_request(
+# --- validation errors as the API's errors ----------------------------------------------------
+
+
+def _api_error(model: type[BaseModel], errors: Sequence[ErrorDetails]) -> ApiError:
+    query = not issubclass(model, schema.AppendRequest)
+    first = errors[0]
+    loc = first["loc"]
+    if first["type"] == "extra_forbidden":
+        where = _where(loc[:-1], "the body")
+        unknown = [
+            e["loc"][-1]
+            for e in errors
+            if e["type"] == "extra_forbidden" and e["loc"][:-1] == loc[:-1]
+        ]
+        known = ", ".join(sorted(schema.wire_names(_model_at(model, loc[:-1]))))
+        return bad_request(
             ErrorCode.INVALID_BODY,
-            f"{where} has unknown field(s) {', '.join(map(repr, unknown))}; "
-            f"known: {', '.join(sorted(known))}",
+            f"{where} has unknown field(s) {', '.join(map(repr, unknown))}; known: {known}",
         )
+    code = _CODES.get(first["type"])
+    if code is None:
+        code = ErrorCode.INVALID_QUERY if query else _code_at(loc)
+    return bad_request(code, f"{_where(loc, 'the body')} {_message(first)}")
 
 
-def _type_name(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, list) else "object"
+def _code_at(loc: tuple[int | str, ...]) -> ErrorCode:
+    for part in loc:
+        code = _FIELD_CODES.get(str(part))
+        if code is not None:
+            return code
+    return ErrorCode.INVALID_BODY
+
+
+def _message(error: ErrorDetails) -> str:
+    kind, value = error["type"], error["input"]
+    context: Mapping[str, Any] = error.get("ctx", {})
+    if kind == "missing":
+        return "is missing"
+    if kind in _EXPECTED:
+        shown = f" {value!r}" if isinstance(value, float) else ""
+        return f"must be {_EXPECTED[kind]}, got {schema.json_type(value)}{shown}"
+    if kind == "too_short":
+        return "must not be empty"
+    if kind == "greater_than_equal":
+        return f"must be at least {context['ge']}, got {value}"
+    if kind == "less_than_equal":
+        return f"must be at most {context['le']}, got {value}"
+    return error["msg"]  # our own refusals: written for this place
+
+
+def _where(loc: tuple[int | str, ...], root: str) -> str:
+    """A location as the client wrote it: events[0].seqNr, headers['h']."""
+    text = ""
+    in_map = False
+    for part in loc:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        elif part == "[key]":
+            return f"the header name {loc[-2]!r}"
+        elif in_map:
+            text += f"[{part!r}]"
+        else:
+            text += f".{part}" if text else part
+            in_map = part == "headers"
+    return text or root
+
+
+def _model_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> type[BaseModel]:
+    """The model the fields at `loc` belong to (for the list of known fields)."""
+    for part in loc:
+        if isinstance(part, str):
+            annotation = model.model_fields[part].annotation
+            nested = [
+                arg
+                for arg in getattr(annotation, "__args__", ())
+                if isinstance(arg, type) and issubclass(arg, BaseModel)
+            ]
+            model = nested[0] if nested else model
+    return model
 
 
 def _refuse_constant(name: str) -> object:

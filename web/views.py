@@ -28,11 +28,11 @@ from web.body import read_body
 from web.errors import ErrorCode, StreamInterrupted
 from web.failures import unavailable
 from web.representation import (
-    deleted_json,
+    deleted_out,
     event_line,
-    info_json,
+    info_out,
     json_response,
-    position_json,
+    position_out,
 )
 from web.validation import (
     check_no_params,
@@ -82,7 +82,7 @@ class JournalViews:
             append.events, metadata=append.metadata, headers=append.headers
         )
         self._metrics.counter("http_appended_events_total").inc(len(append.events))
-        return json_response(position_json(position))
+        return json_response(position_out(position))
 
     async def read(self, request: web.Request) -> web.StreamResponse:
         """GET /journals/{id}/events?from&to&limit -> 200 NDJSON, streamed; empty if unknown."""
@@ -109,19 +109,19 @@ class JournalViews:
         """GET /journals/{id} -> 200 {"id", "seqNr", "deleteTo"} (nulls for an unknown one)."""
         journal_id, journal = self._journal(request)
         check_no_params(request.query)
-        return json_response(info_json(journal_id, await journal.info()))
+        return json_response(info_out(journal_id, await journal.info()))
 
     async def delete(self, request: web.Request) -> web.Response:
         """DELETE /journals/{id}/events?to=N -> 200 {"deleteTo", "partition"?, "offset"?}."""
         _, journal = self._journal(request)
         to = parse_delete_query(request.query)
-        return json_response(deleted_json(await journal.delete(to)))
+        return json_response(deleted_out(await journal.delete(to)))
 
     async def purge(self, request: web.Request) -> web.Response:
         """DELETE /journals/{id} -> 200 {"partition", "offset"}."""
         _, journal = self._journal(request)
         check_no_params(request.query)
-        return json_response(position_json(await journal.purge()))
+        return json_response(position_out(await journal.purge()))
 
 
 def journal_id_of(request: web.Request) -> str:

@@ -21,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import assert_never, cast
 
+import orjson
+
 from journal.codec.errors import DecodeError, EncodeError
 from journal.codec.json_value import (
     JsonObject,
@@ -49,37 +51,51 @@ from journal.model import (
 ACTION_HEADER = "journal.action"
 
 _APPEND_PAYLOAD_TYPES = {"binary": PayloadType.BINARY, "json": PayloadType.JSON}
+_APPEND_PAYLOAD_TYPE_NAMES = {
+    kind: b'"%s"' % name.encode() for name, kind in _APPEND_PAYLOAD_TYPES.items()
+}
 
 
 def encode_action_header(header: ActionHeader) -> bytes:
-    """The header value kafka-journal writes for `header`; EncodeError if it has none."""
-    body: dict[str, Json]
+    """The header value kafka-journal writes for `header`; EncodeError if it has none.
+
+    Written out byte by byte rather than through a generic JSON walk: the header is ours, its
+    integers are checked seqNrs, and only its strings and the metadata's data need orjson (the
+    same compact form, so the bytes are those `orjson.dumps` of the object would give).
+    """
     match header:
         case AppendHeader():
-            if header.payload_type.value not in _APPEND_PAYLOAD_TYPES:
+            payload_type = _APPEND_PAYLOAD_TYPE_NAMES.get(header.payload_type)
+            if payload_type is None:
                 raise EncodeError(
                     f"an append's payloadType is binary or json, not {header.payload_type.value}"
                 )
-            metadata: dict[str, Json] = {}
-            if header.metadata.data is not None:
-                metadata["data"] = header.metadata.data
-            body = {"range": {"from": header.range.from_, "to": header.range.to}}
-            body.update(_origin_version(header.origin, header.version))
-            body["payloadType"] = header.payload_type.value
-            body["metadata"] = metadata
-            name = "append"
+            data = header.metadata.data
+            metadata = b"" if data is None else b'"data":' + dumps(data, "append header metadata")
+            return (
+                b'{"append":{"range":{"from":%d,"to":%d}%s,"payloadType":%s,"metadata":{%s}}}'
+                % (
+                    header.range.from_,
+                    header.range.to,
+                    _origin_version(header.origin, header.version),
+                    payload_type,
+                    metadata,
+                )
+            )
         case DeleteHeader():
-            body = {"to": header.to, **_origin_version(header.origin, header.version)}
-            name = "delete"
+            return b'{"delete":{"to":%d%s}}' % (
+                header.to,
+                _origin_version(header.origin, header.version),
+            )
         case PurgeHeader():
-            body = _origin_version(header.origin, header.version)
-            name = "purge"
+            return b'{"purge":{%s}}' % _origin_version(header.origin, header.version).lstrip(b",")
         case MarkHeader():
-            body = {"id": header.id, **_origin_version(header.origin, header.version)}
-            name = "mark"
+            return b'{"mark":{"id":%s%s}}' % (
+                _string(header.id, "mark id"),
+                _origin_version(header.origin, header.version),
+            )
         case _:
             assert_never(header)
-    return dumps({name: body}, f"{name} header")
 
 
 def decode_action_header(raw: bytes) -> ActionHeader | None:
@@ -97,13 +113,23 @@ def decode_action_header(raw: bytes) -> ActionHeader | None:
         raise DecodeError(f"{name} header: {e}") from e
 
 
-def _origin_version(origin: str | None, version: str | None) -> dict[str, Json]:
-    fields: dict[str, Json] = {}
+def _origin_version(origin: str | None, version: str | None) -> bytes:
+    """`,"origin":...,"version":...`, each only when present."""
+    fields = b""
     if origin is not None:
-        fields["origin"] = origin
+        fields += b',"origin":' + _string(origin, "origin")
     if version is not None:
-        fields["version"] = version
+        fields += b',"version":' + _string(version, "version")
     return fields
+
+
+def _string(text: str, what: str) -> bytes:
+    if not isinstance(text, str):
+        raise EncodeError(f"{what} must be a string, got {type(text).__name__}")
+    try:
+        return orjson.dumps(text)  # quoted and escaped, as orjson writes any string
+    except orjson.JSONEncodeError as e:  # a lone surrogate
+        raise EncodeError(f"{what} cannot be written as JSON: {e}") from e
 
 
 def _decode_append(obj: JsonObject, where: str) -> AppendHeader:

@@ -20,11 +20,22 @@ JsonObject = dict[str, object]
 
 
 def dumps(value: object, what: str) -> bytes:
-    _check_json(value, what)
+    """`value` as JSON; EncodeError unless it is strictly a `Json` value.
+
+    orjson refuses much (integers beyond 64 bits, lone surrogates, non-string keys, most
+    foreign types) but writes NaN as null, tuples as lists, and dates, UUIDs or enums as their
+    text: each would read back as a different value. So the bytes are read back and compared,
+    all in C, which costs less than walking the value in Python; only a value that fails is
+    walked, to name what in it is not JSON.
+    """
     try:
-        return orjson.dumps(value)
-    except orjson.JSONEncodeError as e:  # e.g. an integer beyond 64 bits
+        encoded = orjson.dumps(value)
+    except orjson.JSONEncodeError as e:
         raise EncodeError(f"{what} cannot be written as JSON: {e}") from e
+    if orjson.loads(encoded) != value:
+        _check_json(value, what)
+        raise EncodeError(f"{what} would not read back as the same value")
+    return encoded
 
 
 def loads(raw: bytes, what: str) -> Json:
@@ -34,25 +45,29 @@ def loads(raw: bytes, what: str) -> Json:
         raise DecodeError(f"{what} is not valid JSON: {e}") from e
 
 
+_SCALARS = frozenset({str, int, bool, type(None)})
+
+
 def _check_json(value: object, what: str) -> None:
-    # orjson silently writes NaN as null and tuples as lists: both would decode to a different
-    # value, so only exact Json types pass. Iterative, so a deep value cannot hit RecursionError.
+    """Name what in `value` is not strictly Json. Iterative, so a deep value cannot hit
+    RecursionError."""
     stack = [value]
     while stack:
         item = stack.pop()
-        if item is None or isinstance(item, (bool, int, str)):
+        kind = type(item)
+        if kind in _SCALARS:
             continue
-        if isinstance(item, float):
-            if not math.isfinite(item):
-                raise EncodeError(f"{what} contains a non-finite number {item!r}")
-        elif isinstance(item, list):
-            stack.extend(item)
-        elif isinstance(item, dict):
-            for key, nested in item.items():
+        if kind is dict or isinstance(item, dict):
+            for key, nested in cast(dict[object, object], item).items():
                 if not isinstance(key, str):
                     raise EncodeError(f"{what} contains a non-string object key {key!r}")
                 stack.append(nested)
-        else:
+        elif kind is list or isinstance(item, list):
+            stack.extend(cast(list[object], item))
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                raise EncodeError(f"{what} contains a non-finite number {item!r}")
+        elif not isinstance(item, (bool, int, str)):  # subclasses (IntEnum...) are their value
             raise EncodeError(f"{what} contains a {type(item).__name__}, which is not JSON")
 
 

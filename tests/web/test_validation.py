@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 
+import orjson
 import pytest
 from multidict import MultiDict, MultiDictProxy
 
@@ -18,13 +19,14 @@ from journal.model import (
 )
 from web.duration import duration_to_iso, expire_after_to_iso, iso_to_duration
 from web.errors import ApiError, ErrorCode
+from web.schema import MAX_DEPTH
 from web.validation import (
-    MAX_DEPTH,
     AppendRequest,
     ReadQuery,
     parse_append,
     parse_delete_query,
     parse_journal_id,
+    parse_json,
     parse_read_query,
 )
 
@@ -52,23 +54,30 @@ def fails(code: ErrorCode, call: object, *args: object) -> ApiError:
 # --- appends that parse ----------------------------------------------------------------------
 
 
+FULL_APPEND = body(
+    {
+        "events": [
+            {"seqNr": 7, "payload": {"a": [1, 2.5, None, True]}, "tags": ["x", "y"]},
+            {"seqNr": 8, "payloadText": "text ✓"},
+            {"seqNr": 9, "payloadBinary": base64.b64encode(b"\x00\xff").decode()},
+            {"seqNr": 10},
+            {"seqNr": 11, "payload": None},
+        ],
+        "metadata": {"m": 1},
+        "headers": {"h": "v"},
+        "expireAfter": "P1D",
+    }
+)
+NULLS_APPEND = body({"events": [{"seqNr": 1, "tags": None}], "metadata": None, "headers": None})
+LIMITS_APPEND = (
+    f'{{"events":[{{"seqNr":{SEQ_NR_MAX},"payload":[{2**64 - 1},{-(2**63)}]}}]}}'.encode()
+)
+#: every append body the tests here hold valid
+VALID_APPENDS = [FULL_APPEND, NULLS_APPEND, LIMITS_APPEND]
+
+
 def test_a_full_append_parses() -> None:
-    parsed = parse_append(
-        body(
-            {
-                "events": [
-                    {"seqNr": 7, "payload": {"a": [1, 2.5, None, True]}, "tags": ["x", "y"]},
-                    {"seqNr": 8, "payloadText": "text ✓"},
-                    {"seqNr": 9, "payloadBinary": base64.b64encode(b"\x00\xff").decode()},
-                    {"seqNr": 10},
-                    {"seqNr": 11, "payload": None},
-                ],
-                "metadata": {"m": 1},
-                "headers": {"h": "v"},
-                "expireAfter": "P1D",
-            }
-        )
-    )
+    parsed = parse_append(FULL_APPEND)
     assert parsed == AppendRequest(
         events=(
             Event(7, frozenset({"x", "y"}), JsonPayload({"a": [1, 2.5, None, True]})),
@@ -83,77 +92,107 @@ def test_a_full_append_parses() -> None:
 
 
 def test_optional_fields_may_be_null_or_absent() -> None:
-    parsed = parse_append(
-        body({"events": [{"seqNr": 1, "tags": None}], "metadata": None, "headers": None})
-    )
+    parsed = parse_append(NULLS_APPEND)
     assert parsed == AppendRequest((Event(1),))
 
 
 def test_the_largest_seq_nr_and_64_bit_payload_numbers_are_accepted() -> None:
-    parsed = parse_append(
-        f'{{"events":[{{"seqNr":{SEQ_NR_MAX},"payload":[{2**64 - 1},{-(2**63)}]}}]}}'.encode()
-    )
+    parsed = parse_append(LIMITS_APPEND)
     assert parsed.events == (Event(SEQ_NR_MAX, payload=JsonPayload([2**64 - 1, -(2**63)])),)
+
+
+def test_integers_beyond_64_bits_stay_exact() -> None:
+    """orjson would read them as floats: such bodies go to the stdlib parser instead."""
+    beyond = 2**64
+    assert orjson.loads(str(beyond)) == float(beyond)  # what the fallback is for
+    assert parse_json(f"[{beyond}, {-(2**63) - 1}]".encode()) == ([beyond, -(2**63) - 1], False)
+    error = fails(
+        ErrorCode.INVALID_BODY, parse_append, body({"events": [{"seqNr": 1}], "metadata": beyond})
+    )
+    assert f"the integer {beyond}, beyond 64 bits" in error.message
+    # a long run of digits in a string takes the same path and means the same
+    digits = "1" * 30
+    parsed = parse_append(body({"events": [{"seqNr": 1, "payloadText": digits}]}))
+    assert parsed.events == (Event(1, payload=TextPayload(digits)),)
+
+
+def test_what_orjson_parsed_is_trusted_and_the_rest_is_not() -> None:
+    assert parse_json(b'{"n": [999999999999999999, -1, 1.5, "t"]}') == (
+        {"n": [10**18 - 1, -1, 1.5, "t"]},
+        True,
+    )
+    assert parse_json(json.dumps("\ud800").encode()) == ("\ud800", False)  # orjson refuses
+    deep = b"[" * (MAX_DEPTH + 1) + b"]" * (MAX_DEPTH + 1)
+    assert parse_json(deep)[1] is False  # too many brackets to rule out deep nesting
 
 
 # --- appends that do not ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "raw",
-    [b"", b"{", b"nope", b'{"events": [}', b"\xff\xfe{}", b'{"events": NaN}', b'{"a": 1e999}'],
-)
+MALFORMED = [
+    b"",
+    b"{",
+    b"nope",
+    b'{"events": [}',
+    b"\xff\xfe{}",
+    b'{"events": NaN}',
+    b'{"a": 1e999}',
+]
+TOO_DEEP = b"[" * 100_000 + b"]" * 100_000
+_NESTED = "[" * (MAX_DEPTH + 5) + "]" * (MAX_DEPTH + 5)
+DEEP_PAYLOAD = f'{{"events":[{{"seqNr":1,"payload":{_NESTED}}}]}}'.encode()
+
+
+@pytest.mark.parametrize("raw", MALFORMED)
 def test_malformed_json(raw: bytes) -> None:
     fails(ErrorCode.MALFORMED_JSON, parse_append, raw)
 
 
 def test_deep_nesting_is_refused_not_crashed() -> None:
-    fails(ErrorCode.MALFORMED_JSON, parse_append, b"[" * 100_000 + b"]" * 100_000)
-    nested = "[" * (MAX_DEPTH + 5) + "]" * (MAX_DEPTH + 5)
-    raw = f'{{"events":[{{"seqNr":1,"payload":{nested}}}]}}'.encode()
-    fails(ErrorCode.INVALID_PAYLOAD, parse_append, raw)
+    fails(ErrorCode.MALFORMED_JSON, parse_append, TOO_DEEP)
+    fails(ErrorCode.INVALID_PAYLOAD, parse_append, DEEP_PAYLOAD)
 
 
-@pytest.mark.parametrize(
-    "obj",
-    [
-        [],
-        "events",
-        {},
-        {"events": None},
-        {"events": {}},
-        {"events": []},
-        {"events": [1]},
-        {"events": [{"seqNr": 1, "tags": "t"}]},
-        {"events": [{"seqNr": 1, "tags": [1]}]},
-        {"events": [{"seqNr": 1, "extra": 1}]},
-        {"events": [{"seqNr": 1}], "expire_after": "P1D"},
-        {"events": [{"seqNr": 1}], "metadata": {"deep": "\ud800"}},
-    ],
-)
+WRONG_SHAPES: list[object] = [
+    [],
+    "events",
+    {},
+    {"events": None},
+    {"events": {}},
+    {"events": []},
+    {"events": [1]},
+    {"events": [{"seqNr": 1, "tags": "t"}]},
+    {"events": [{"seqNr": 1, "tags": [1]}]},
+    {"events": [{"seqNr": 1, "extra": 1}]},
+    {"events": [{"seqNr": 1}], "expire_after": "P1D"},
+    {"events": [{"seqNr": 1}], "metadata": {"deep": "\ud800"}},
+]
+
+
+@pytest.mark.parametrize("obj", WRONG_SHAPES)
 def test_wrong_shapes_and_types(obj: object) -> None:
     fails(ErrorCode.INVALID_BODY, parse_append, body(obj))
 
 
-@pytest.mark.parametrize(
-    "raw",
-    [
-        b'{"events":[{"payload":1}]}',
-        b'{"events":[{"seqNr":0}]}',
-        b'{"events":[{"seqNr":-1}]}',
-        b'{"events":[{"seqNr":"1"}]}',
-        b'{"events":[{"seqNr":true}]}',
-        b'{"events":[{"seqNr":1.5}]}',
-        b'{"events":[{"seqNr":1.0}]}',
-        b'{"events":[{"seqNr":1e3}]}',
-        b'{"events":[{"seqNr":null}]}',
-        b'{"events":[{"seqNr":9223372036854775808}]}',
-        b'{"events":[{"seqNr":100000000000000000000000000}]}',
-        b'{"events":[{"seqNr":1},{"seqNr":3}]}',
-        b'{"events":[{"seqNr":2},{"seqNr":1}]}',
-        b'{"events":[{"seqNr":1},{"seqNr":1}]}',
-    ],
-)
+BAD_SEQ_NRS = [
+    b'{"events":[{"payload":1}]}',
+    b'{"events":[{"seqNr":0}]}',
+    b'{"events":[{"seqNr":-1}]}',
+    b'{"events":[{"seqNr":"1"}]}',
+    b'{"events":[{"seqNr":true}]}',
+    b'{"events":[{"seqNr":1.5}]}',
+    b'{"events":[{"seqNr":1.0}]}',
+    b'{"events":[{"seqNr":1e3}]}',
+    b'{"events":[{"seqNr":null}]}',
+    b'{"events":[{"seqNr":9223372036854775808}]}',
+    b'{"events":[{"seqNr":100000000000000000000000000}]}',
+    b'{"events":[{"seqNr":1},{"seqNr":3}]}',
+    b'{"events":[{"seqNr":2},{"seqNr":1}]}',
+    b'{"events":[{"seqNr":1},{"seqNr":1}]}',
+]
+
+
+@pytest.mark.parametrize("raw", BAD_SEQ_NRS)
 def test_bad_seq_nrs(raw: bytes) -> None:
     fails(ErrorCode.INVALID_SEQ_NR, parse_append, raw)
 
@@ -163,36 +202,40 @@ def test_a_gap_is_named_in_the_message() -> None:
     assert "events[1].seqNr is 3, expected 2" in error.message
 
 
-@pytest.mark.parametrize(
-    "event",
-    [
-        {"seqNr": 1, "payload": 1, "payloadText": "t"},
-        {"seqNr": 1, "payload": None, "payloadBinary": ""},
-        {"seqNr": 1, "payloadText": "t", "payloadBinary": ""},
-        {"seqNr": 1, "payloadText": 1},
-        {"seqNr": 1, "payloadText": None},
-        {"seqNr": 1, "payloadBinary": "not base64!"},
-        {"seqNr": 1, "payloadBinary": "QUJD="},  # surplus padding
-        {"seqNr": 1, "payloadBinary": "QUK="},  # stray low bits ("QUI=" is canonical)
-        {"seqNr": 1, "payloadBinary": "QUJD-_"},  # the URL-safe alphabet
-        {"seqNr": 1, "payloadBinary": 12},
-        {"seqNr": 1, "payload": [2**64]},
-        {"seqNr": 1, "payload": {"n": -(2**63) - 1}},
-    ],
-)
+BAD_PAYLOAD_EVENTS: list[dict[str, object]] = [
+    {"seqNr": 1, "payload": 1, "payloadText": "t"},
+    {"seqNr": 1, "payload": None, "payloadBinary": ""},
+    {"seqNr": 1, "payloadText": "t", "payloadBinary": ""},
+    {"seqNr": 1, "payloadText": 1},
+    {"seqNr": 1, "payloadText": None},
+    {"seqNr": 1, "payloadBinary": "not base64!"},
+    {"seqNr": 1, "payloadBinary": "QUJD="},  # surplus padding
+    {"seqNr": 1, "payloadBinary": "QUK="},  # stray low bits ("QUI=" is canonical)
+    {"seqNr": 1, "payloadBinary": "QUJD-_"},  # the URL-safe alphabet
+    {"seqNr": 1, "payloadBinary": 12},
+    {"seqNr": 1, "payload": [2**64]},
+    {"seqNr": 1, "payload": {"n": -(2**63) - 1}},
+]
+SURROGATE_EVENTS: list[dict[str, object]] = [
+    {"seqNr": 1, "payloadText": "\udc00"},
+    {"seqNr": 1, "payload": {"\udc00": 1}},
+]
+
+
+@pytest.mark.parametrize("event", BAD_PAYLOAD_EVENTS)
 def test_bad_payloads(event: dict[str, object]) -> None:
     fails(ErrorCode.INVALID_PAYLOAD, parse_append, body({"events": [event]}))
 
 
 def test_a_lone_surrogate_in_a_payload_is_refused() -> None:
-    for event in ({"seqNr": 1, "payloadText": "\udc00"}, {"seqNr": 1, "payload": {"\udc00": 1}}):
+    for event in SURROGATE_EVENTS:
         fails(ErrorCode.INVALID_PAYLOAD, parse_append, body({"events": [event]}))
 
 
-@pytest.mark.parametrize(
-    "headers",
-    [[], "h", {"h": 1}, {"h": None}, {"": "v"}, {"journal.action": "{}"}],
-)
+BAD_HEADERS: list[object] = [[], "h", {"h": 1}, {"h": None}, {"": "v"}, {"journal.action": "{}"}]
+
+
+@pytest.mark.parametrize("headers", BAD_HEADERS)
 def test_bad_headers(headers: object) -> None:
     fails(
         ErrorCode.INVALID_HEADERS,
@@ -201,27 +244,27 @@ def test_bad_headers(headers: object) -> None:
     )
 
 
-@pytest.mark.parametrize(
-    "expire_after",
-    [
-        1,
-        "1 day",
-        "P",
-        "PT",
-        "P1DT",
-        "P1Y",
-        "P1M",
-        "P0D",
-        "PT0S",
-        "-P1D",
-        "p1d",
-        "P1.5DT1H",
-        "PT0.0000000001S",
-        "PT1.0000000000000000000000000001S",  # finer than 1 ns beyond 28 significant digits
-        "P" + "1" * 80 + "D",
-        "P99999999999D",  # beyond Scala's Long nanoseconds
-    ],
-)
+BAD_EXPIRE_AFTERS: list[object] = [
+    1,
+    "1 day",
+    "P",
+    "PT",
+    "P1DT",
+    "P1Y",
+    "P1M",
+    "P0D",
+    "PT0S",
+    "-P1D",
+    "p1d",
+    "P1.5DT1H",
+    "PT0.0000000001S",
+    "PT1.0000000000000000000000000001S",  # finer than 1 ns beyond 28 significant digits
+    "P" + "1" * 80 + "D",
+    "P99999999999D",  # beyond Scala's Long nanoseconds
+]
+
+
+@pytest.mark.parametrize("expire_after", BAD_EXPIRE_AFTERS)
 def test_bad_expire_after(expire_after: object) -> None:
     raw = body({"events": [{"seqNr": 1}], "expireAfter": expire_after})
     fails(ErrorCode.INVALID_EXPIRE_AFTER, parse_append, raw)
@@ -275,33 +318,37 @@ def test_an_unreadable_stored_duration_is_not_an_error() -> None:
 # --- query parameters and ids ----------------------------------------------------------------
 
 
+VALID_READ_QUERIES = [[], [("from", "3"), ("to", "9"), ("limit", "0")], [("to", str(SEQ_NR_MAX))]]
+
+
 def test_read_query_defaults_and_values() -> None:
-    assert parse_read_query(query()) == ReadQuery(1, SEQ_NR_MAX, None)
-    assert parse_read_query(query(("from", "3"), ("to", "9"), ("limit", "0"))) == ReadQuery(3, 9, 0)
-    assert parse_read_query(query(("to", str(SEQ_NR_MAX)))).to == SEQ_NR_MAX
+    defaults, values, largest = VALID_READ_QUERIES
+    assert parse_read_query(query(*defaults)) == ReadQuery(1, SEQ_NR_MAX, None)
+    assert parse_read_query(query(*values)) == ReadQuery(3, 9, 0)
+    assert parse_read_query(query(*largest)).to == SEQ_NR_MAX
 
 
-@pytest.mark.parametrize(
-    "pairs",
-    [
-        [("from", "abc")],
-        [("from", "0")],
-        [("from", "")],
-        [("from", "-1")],
-        [("from", "+1")],
-        [("from", " 1")],
-        [("from", "1_000")],
-        [("from", "1.0")],
-        [("from", "\u0661")],  # an Arabic-Indic digit: int() would take it
-        [("to", str(SEQ_NR_MAX + 1))],
-        [("to", "0")],
-        [("limit", "-1")],
-        [("limit", "x")],
-        [("limit", "99999999999999999999999")],
-        [("from", "1"), ("from", "2")],
-        [("form", "1")],
-    ],
-)
+BAD_READ_QUERIES: list[list[tuple[str, str]]] = [
+    [("from", "abc")],
+    [("from", "0")],
+    [("from", "")],
+    [("from", "-1")],
+    [("from", "+1")],
+    [("from", " 1")],
+    [("from", "1_000")],
+    [("from", "1.0")],
+    [("from", "\u0661")],  # an Arabic-Indic digit: int() would take it
+    [("to", str(SEQ_NR_MAX + 1))],
+    [("to", "0")],
+    [("limit", "-1")],
+    [("limit", "x")],
+    [("limit", "99999999999999999999999")],
+    [("from", "1"), ("from", "2")],
+    [("form", "1")],
+]
+
+
+@pytest.mark.parametrize("pairs", BAD_READ_QUERIES)
 def test_bad_read_queries(pairs: list[tuple[str, str]]) -> None:
     fails(ErrorCode.INVALID_QUERY, parse_read_query, query(*pairs))
 

@@ -21,6 +21,7 @@ from journal.model import (
     AppendHeader,
     DeleteHeader,
     HeaderMetadata,
+    Json,
     MarkHeader,
     PayloadType,
     PurgeHeader,
@@ -149,6 +150,16 @@ def test_append_of_text_payload_type_cannot_be_encoded() -> None:
         encode(AppendHeader(SeqRange(1, 1), PayloadType.TEXT))
 
 
+def test_a_lone_surrogate_in_a_string_field_cannot_be_encoded() -> None:
+    for header in (
+        PurgeHeader(origin="\ud800"),
+        MarkHeader("\udfff"),
+        DeleteHeader(1, None, "\ud800"),
+    ):
+        with pytest.raises(EncodeError):
+            encode(header)
+
+
 def test_non_finite_metadata_cannot_be_encoded() -> None:
     with pytest.raises(EncodeError):
         encode(AppendHeader(SeqRange(1, 1), PayloadType.JSON, metadata=HeaderMetadata([1e999])))
@@ -192,6 +203,34 @@ def test_absent_optional_fields_are_omitted(header: ActionHeader) -> None:
     assert None not in body.values()
     assert ("origin" in body) == (header.origin is not None)
     assert ("version" in body) == (header.version is not None)
+
+
+def json_object(header: ActionHeader) -> dict[str, Json]:
+    """The header as the JSON object the module docstring describes, fields in writing order."""
+    body: dict[str, Json] = {}
+    match header:
+        case AppendHeader():
+            body["range"] = {"from": header.range.from_, "to": header.range.to}
+        case DeleteHeader():
+            body["to"] = header.to
+        case MarkHeader():
+            body["id"] = header.id
+    if header.origin is not None:
+        body["origin"] = header.origin
+    if header.version is not None:
+        body["version"] = header.version
+    if isinstance(header, AppendHeader):
+        body["payloadType"] = header.payload_type.value
+        data = header.metadata.data
+        body["metadata"] = {} if data is None else {"data": data}
+    name = type(header).__name__.removesuffix("Header").lower()
+    return {name: body}
+
+
+@given(headers)
+def test_the_bytes_are_the_compact_json_of_the_header_object(header: ActionHeader) -> None:
+    """Written directly, the bytes are still exactly what a JSON writer gives for the object."""
+    assert encode(header) == orjson.dumps(json_object(header))
 
 
 @given(st.binary())

@@ -1,0 +1,355 @@
+"""The API's requests and answers as pydantic models: the one statement of its schema.
+
+Validation (`web.validation`), the answers' JSON (`to_json`) and `/openapi.json`
+(`web.openapi`) all come from these models. Field names are the wire's (camelCase), so an
+error's location reads as the client wrote it.
+
+Append body (`POST /journals/{id}/events`):
+
+    {"events": [{"seqNr": 1, "payload": <any JSON>, "tags": ["t"]}, ...],
+     "metadata": <any JSON>?, "headers": {"name": "value"}?, "expireAfter": "P1D"?}
+
+An event carries at most one of `payload` (any JSON, null included), `payloadText` (a string)
+and `payloadBinary` (canonical standard base64); with none it has no payload. seqNrs are
+consecutive and in 1..2^63-1. JSON values are kept to what the journal's codec can store
+unchanged: integers in the signed/unsigned 64-bit range, finite numbers, valid Unicode, nesting
+at most `MAX_DEPTH` levels.
+
+The models check shapes, types and each field's rules; what any JSON value must be (valid
+Unicode, 64-bit integers, finite numbers, bounded nesting) is vouched for by the parser or
+checked in one walk by `web.validation` before a model sees the value.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Iterable
+from typing import Annotated, Any, Final
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    StrictInt,
+    StrictStr,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from journal.codec import ACTION_HEADER
+from journal.model import (
+    SEQ_NR_MAX,
+    SEQ_NR_MIN,
+    BinaryPayload,
+    Event,
+    InvalidValue,
+    JsonPayload,
+    Payload,
+    PayloadMetadata,
+    TextPayload,
+)
+from web.duration import iso_to_duration
+from web.errors import ErrorCode
+
+# The codec writes payloads with orjson, which refuses nesting beyond 254 levels and integers
+# outside [-2^63, 2^64-1]; an event adds a few levels around its payload.
+MAX_DEPTH = 200
+INT_MIN, INT_MAX = -(2**63), 2**64 - 1
+
+JSON_VALUE_REF = "#/components/schemas/JsonValue"
+#: any JSON value the codec stores unchanged (nesting and Unicode are checked, not described)
+JSON_VALUE_SCHEMA: Final[dict[str, Any]] = {
+    "description": "any JSON value; integers in -2^63..2^64-1",
+    "anyOf": [
+        {"type": ["null", "boolean", "string"]},
+        {"type": "integer", "minimum": INT_MIN, "maximum": INT_MAX},
+        {"type": "number", "not": {"type": "integer"}},
+        # unevaluatedItems (every item, as nothing else evaluates them) rather than items:
+        # openapi-spec-validator 0.9 recurses into a self-referencing `items` without end
+        {"type": "array", "unevaluatedItems": {"$ref": JSON_VALUE_REF}},
+        {"type": "object", "additionalProperties": {"$ref": JSON_VALUE_REF}},
+    ],
+}
+# The canonical encoding only: b64decode would also take surplus padding and stray low bits
+_BASE64 = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/][AQgw]==|[A-Za-z0-9+/]{2}[AEIMQUYcgkosw048]=)?$"
+# The syntax iso_to_duration takes (no years or months; a fraction on the last component
+# only); it also checks the value (positive, whole nanoseconds, within Scala's range)
+_NUMBER = r"[0-9]+(?:[.,][0-9]+(?=[WDHMS]$))?"
+_ISO_DURATION = (
+    rf"^P(?!$)(?:{_NUMBER}W)?(?:{_NUMBER}D)?"
+    rf"(?:T(?!$)(?:{_NUMBER}H)?(?:{_NUMBER}M)?(?:{_NUMBER}S)?)?$"
+)
+
+
+def absent(**field: Any) -> Any:
+    """A field that may be left out but is not nullable (pydantic does not validate defaults).
+    For `payload` a null is the JSON value null: `model_fields_set` tells it from absent."""
+    return Field(default=None, **field)
+
+
+def refusal(code: ErrorCode, message: str) -> PydanticCustomError:
+    """A validation error with the API's own code; the message follows the field's location."""
+    return PydanticCustomError(code.value, message)
+
+
+def _canonical_base64(value: object) -> bytes:
+    if not isinstance(value, str):
+        raise PydanticCustomError(
+            "base64", "must be a string, got {type}", {"type": json_type(value)}
+        )
+    try:
+        raw = base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError) as e:
+        raise PydanticCustomError("base64", f"is not standard base64: {e}") from None
+    # only the canonical form: a client's encoding bug must not pass as a different payload
+    if base64.b64encode(raw).decode("ascii") != value:
+        raise PydanticCustomError("base64", "is not canonical base64 (padding or trailing bits)")
+    return raw
+
+
+def _expire_after(value: str) -> str:
+    try:
+        return str(iso_to_duration(value))
+    except InvalidValue as e:
+        raise PydanticCustomError("duration", f"{e}") from None
+
+
+def _header_name(name: str) -> str:
+    if not name:
+        raise refusal(ErrorCode.INVALID_HEADERS, "must not be empty")
+    if name == ACTION_HEADER:
+        raise refusal(ErrorCode.INVALID_HEADERS, "is the journal's own")
+    return name
+
+
+SeqNr = Annotated[StrictInt, Field(ge=SEQ_NR_MIN, le=SEQ_NR_MAX)]
+# allOf: pydantic would try to resolve a bare $ref among its own definitions
+JsonValue = Annotated[Any, WithJsonSchema({"allOf": [{"$ref": JSON_VALUE_REF}]})]
+Base64 = Annotated[
+    bytes,
+    PlainValidator(_canonical_base64),
+    WithJsonSchema({"type": "string", "contentEncoding": "base64", "pattern": _BASE64}),
+]
+ExpireAfter = Annotated[
+    StrictStr,
+    AfterValidator(_expire_after),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "format": "duration",
+            "pattern": _ISO_DURATION,
+            "description": "ISO 8601, positive, no years or months: P1D, PT1H, PT0.5S.",
+            "examples": ["P1D"],
+        }
+    ),
+]
+HeaderName = Annotated[StrictStr, AfterValidator(_header_name)]
+
+PAYLOAD_FIELDS = ("payload", "payloadText", "payloadBinary")
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, serialize_by_alias=True)
+
+
+# --- requests -------------------------------------------------------------------------------
+
+
+class EventIn(_Wire):
+    """An event to append: at most one of payload, payloadText, payloadBinary."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "not": {
+                "anyOf": [
+                    {"required": [a, b]}
+                    for i, a in enumerate(PAYLOAD_FIELDS)
+                    for b in PAYLOAD_FIELDS[i + 1 :]
+                ]
+            }
+        }
+    )
+
+    seqNr: SeqNr
+    payload: JsonValue = absent()
+    payloadText: StrictStr = absent()
+    payloadBinary: Base64 = absent()
+    tags: list[StrictStr] | None = None
+
+    @model_validator(mode="after")
+    def _one_payload(self) -> EventIn:
+        given = [name for name in PAYLOAD_FIELDS if name in self.model_fields_set]
+        if len(given) > 1:
+            raise refusal(
+                ErrorCode.INVALID_PAYLOAD,
+                f"has {' and '.join(given)}: an event carries at most one payload",
+            )
+        return self
+
+    def event(self) -> Event:
+        return Event(self.seqNr, frozenset(self.tags or ()), self._payload())
+
+    def _payload(self) -> Payload | None:
+        given = self.model_fields_set
+        if "payload" in given:
+            return JsonPayload(self.payload)
+        if "payloadText" in given:
+            return TextPayload(self.payloadText)
+        if "payloadBinary" in given:
+            return BinaryPayload(self.payloadBinary)
+        return None
+
+
+class AppendRequest(_Wire):
+    """The body of an append; its events are written atomically as one Kafka record."""
+
+    events: list[EventIn] = Field(
+        min_length=1, description="Consecutive seqNrs, written atomically as one Kafka record."
+    )
+    metadata: JsonValue = Field(default=None, description="stored with the events (any JSON)")
+    headers: dict[HeaderName, StrictStr] | None = Field(
+        default=None,
+        description=f"Kafka record headers; `{ACTION_HEADER}` is reserved.",
+        json_schema_extra={"propertyNames": {"minLength": 1, "not": {"const": ACTION_HEADER}}},
+    )
+    expireAfter: ExpireAfter | None = None
+
+    @field_validator("events")
+    @classmethod
+    def _consecutive(cls, events: list[EventIn]) -> list[EventIn]:
+        for i in range(1, len(events)):
+            previous, current = events[i - 1].seqNr, events[i].seqNr
+            if current != previous + 1:
+                beyond = " (beyond 2^63-1)" if previous == SEQ_NR_MAX else ""
+                raise refusal(
+                    ErrorCode.INVALID_SEQ_NR,
+                    f"must have consecutive seqNrs: events[{i}].seqNr is {current}, "
+                    f"expected {previous + 1}{beyond}",
+                )
+        return events
+
+    def core_events(self) -> tuple[Event, ...]:
+        return tuple(event.event() for event in self.events)
+
+    def core_metadata(self) -> PayloadMetadata:
+        return PayloadMetadata(expire_after=self.expireAfter, data=self.metadata)
+
+
+def _query_number(value: object) -> int:
+    """A query parameter's text as an int: ASCII digits only (int() would also take "+1",
+    " 1", "1_000" and other scripts' digits), at most 19 of them."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value  # a caller that already has the number
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 19:
+        return int(value)
+    raise refusal(
+        ErrorCode.INVALID_QUERY, f"must be a non-negative integer below 2^63, got {value!r}"
+    )
+
+
+# the schema says what Field's bounds check: next to a plain validator, pydantic would write
+# them under their own names
+QuerySeqNr = Annotated[
+    int,
+    PlainValidator(_query_number),
+    Field(ge=SEQ_NR_MIN, le=SEQ_NR_MAX),
+    WithJsonSchema({"type": "integer", "minimum": SEQ_NR_MIN, "maximum": SEQ_NR_MAX}),
+]
+QueryCount = Annotated[
+    int,
+    PlainValidator(_query_number),
+    Field(ge=0, le=SEQ_NR_MAX),
+    WithJsonSchema({"type": "integer", "minimum": 0, "maximum": SEQ_NR_MAX}),
+]
+
+
+class ReadQuery(_Wire):
+    """`GET /journals/{id}/events`: events in [from, to], at most `limit`."""
+
+    from_: QuerySeqNr = Field(default=SEQ_NR_MIN, alias="from", description="first seqNr")
+    to: QuerySeqNr = Field(default=SEQ_NR_MAX, description="last seqNr")
+    limit: QueryCount = absent(description="at most this many events (default: no limit)")
+
+
+class DeleteQuery(_Wire):
+    """`DELETE /journals/{id}/events`: delete up to `to`."""
+
+    to: QuerySeqNr = Field(description="delete up to this seqNr (at most the last one)")
+
+
+class NoQuery(_Wire):
+    """Routes without query parameters refuse any."""
+
+
+# --- answers --------------------------------------------------------------------------------
+
+
+class Position(_Wire):
+    """Where an action landed in Kafka."""
+
+    partition: int = Field(ge=0)
+    offset: int = Field(ge=0)
+
+
+class EventOut(_Wire):
+    """One line of a read; at most one of the payload fields is present."""
+
+    seqNr: SeqNr
+    payload: JsonValue = absent()
+    payloadText: str = absent()
+    payloadBinary: str = absent(json_schema_extra={"contentEncoding": "base64"})
+    tags: list[str]
+    timestamp: str = Field(json_schema_extra={"format": "date-time"})
+    partition: int = Field(ge=0)
+    offset: int = Field(ge=0)
+    metadata: JsonValue = absent(description="the append's metadata, if it had some")
+    expireAfter: str = absent(json_schema_extra={"format": "duration"})
+    headers: dict[str, str] = absent(description="when the append had some")
+
+
+class JournalInfo(_Wire):
+    """A journal's last seqNr and deleteTo; null when it has none."""
+
+    id: str
+    seqNr: SeqNr | None
+    deleteTo: SeqNr | None
+
+
+class Deleted(_Wire):
+    """partition/offset are present when a Delete was written."""
+
+    deleteTo: SeqNr | None
+    partition: int = absent(ge=0)
+    offset: int = absent(ge=0)
+
+
+class Status(_Wire):
+    status: str
+
+
+def to_json(answer: BaseModel) -> bytes:
+    """An answer's JSON: the fields it was given, by their wire names (unset optionals omitted,
+    so a present `"payload": null` keeps meaning the JSON value null)."""
+    return answer.__pydantic_serializer__.to_json(answer, exclude_unset=True, by_alias=True)
+
+
+def json_type(value: object) -> str:
+    """The JSON name of a parsed value's type, for messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+def wire_names(model: type[BaseModel]) -> Iterable[str]:
+    return (field.alias or name for name, field in model.model_fields.items())
