@@ -48,7 +48,7 @@ from journal.model import (
 )
 from journal.producer import JournalProducer
 from journal.settings import Settings
-from journal.store.base import EventualJournal, EventualStore, JournalMeta
+from journal.store.base import EventualJournal, EventualStore, FirstPage, JournalMeta
 from journal.store.cassandra import CassandraStore
 from journal.tail import TailConfig, TailIndex
 from journal.topic import ensure_topic
@@ -86,6 +86,11 @@ class JournalView:
 
 
 _SPILL_FETCH = 16  # Appends fetched again at a time, when a head outgrew its budget
+
+
+def _retrieve(task: asyncio.Future[FirstPage]) -> None:
+    if not task.cancelled():
+        task.exception()
 
 
 class Journals:
@@ -309,26 +314,49 @@ class Journal:
         check_seq_nr(to, "to")
         if limit is not None and limit < 0:
             raise ValueError(f"limit must not be negative, got {limit}")
-        view = await self._journals.view(self.key)
+        store = self._journals.store
+        # the first page of stored events is asked with the fence and the row, not after them
+        page = asyncio.ensure_future(store.first_page(self.key, from_, to))
+        page.add_done_callback(_retrieve)  # a page nobody needs may fail unseen
+        try:
+            view = await self._journals.view(self.key)
+        except BaseException:
+            page.cancel()
+            raise
         remaining = SEQ_NR_MAX if limit is None else limit
-        async for record in self._events(view, from_, to):
-            if remaining <= 0:
-                return
-            remaining -= 1
-            yield record
+        try:
+            async for record in self._events(view, from_, to, page):
+                if remaining <= 0:
+                    return
+                remaining -= 1
+                yield record
+        finally:
+            page.cancel()  # not needed (a purged or unknown journal), or the reader left early
 
-    async def _events(self, view: JournalView, from_: int, to: int) -> AsyncIterator[EventRecord]:
+    async def _events(
+        self, view: JournalView, from_: int, to: int, page: Awaitable[FirstPage]
+    ) -> AsyncIterator[EventRecord]:
         """The store's events above deleteTo (unless the head purged them), then the head's."""
         head, meta = view.head, view.meta
         last = max(head.state.delete_to, from_ - 1)
         if meta is not None and not head.purged:
-            store_meta = JournalMeta(
-                meta.partition, meta.offset, meta.seq_nr, last, meta.segment_size
-            )
-            async for record in self._journals.store.read(self.key, store_meta, last + 1, to):
-                if record.seq_nr > last:  # strictly increasing, whatever the store streams
-                    last = record.seq_nr
-                    yield record
+            stop = min(to, meta.seq_nr or 0)
+            first = await page
+            resume = last
+            if first.fits(meta):
+                for record in first.events:
+                    if last < record.seq_nr <= stop:
+                        last = record.seq_nr
+                        yield record
+                resume = max(last, min(first.covered_to, stop))
+            if resume < stop:
+                rest = JournalMeta(
+                    meta.partition, meta.offset, meta.seq_nr, resume, meta.segment_size
+                )
+                async for record in self._journals.store.read(self.key, rest, resume + 1, to):
+                    if record.seq_nr > last:  # strictly increasing, whatever the store streams
+                        last = record.seq_nr
+                        yield record
         async for record in self._head_events(view):
             if last < record.seq_nr <= to:
                 last = record.seq_nr

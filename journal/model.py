@@ -105,7 +105,7 @@ class Event:
 
     def __post_init__(self) -> None:
         check_seq_nr(self.seq_nr)
-        if self.payload == JsonPayload(None):
+        if isinstance(self.payload, JsonPayload) and self.payload.value is None:
             object.__setattr__(self, "payload", None)  # frozen: the one normalisation
 
 

@@ -43,6 +43,24 @@ class JournalMeta:
         return JournalState(self.offset, self.seq_nr or 0, self.delete_to or 0)
 
 
+@dataclass(frozen=True, slots=True)
+class FirstPage:
+    """Stored events from `from_` on, read before the journal's metadata was known.
+
+    They come from the segment a journal of `segment_size` keeps `from_` in, so they count only
+    for a journal of that segment size. Every stored event in [from_, `covered_to`] is among
+    them; rows at or below a deleteTo, or above the journal's last seqNr, may be too: the
+    reader drops those.
+    """
+
+    segment_size: int
+    events: tuple[EventRecord, ...]
+    covered_to: int
+
+    def fits(self, meta: JournalMeta) -> bool:
+        return meta.segment_size in (None, self.segment_size)
+
+
 class EventualJournal(ABC):
     """The read side of the eventual store."""
 
@@ -70,6 +88,12 @@ class EventualJournal(ABC):
 
         `meta` comes from a preceding `meta()` call: the caller decides how fresh it must be.
         """
+
+    async def first_page(self, key: JournalKey, from_: int, to: int) -> FirstPage:
+        """The first page of the journal's stored events from `from_`, asked before its
+        metadata is known (so a read needs one round trip, not two): the caller keeps what
+        its metadata allows and reads the rest with `read`. The default reads nothing ahead."""
+        return FirstPage(0, (), from_ - 1)
 
 
 class ReplicatedJournal(ABC):

@@ -33,7 +33,7 @@ from journal.model import (
     TextPayload,
 )
 from journal.store import cql
-from journal.store.base import EventualStore, JournalMeta
+from journal.store.base import EventualStore, FirstPage, JournalMeta
 from journal.store.schema import ensure_schema
 
 _BATCH_LIMIT = 64  # statements per unlogged batch: bounded, single-partition
@@ -125,6 +125,19 @@ class CassandraStore(EventualStore):
             )
             async for event_row in rows:
                 yield _event_record_of(event_row)
+
+    async def first_page(self, key: JournalKey, from_: int, to: int) -> FirstPage:
+        size = self._config.segment_size
+        segment_end = (from_ // size + 1) * size - 1
+        rows = await cql.execute(
+            self._session,
+            self._statements.read,
+            (key.topic, key.id, from_ // size, from_, min(to, segment_end)),
+        )
+        events = tuple(_event_record_of(row) for row in rows)
+        whole = len(rows) < _PAGE_SIZE  # else the segment may hold more than one page
+        covered_to = segment_end if whole else events[-1].seq_nr
+        return FirstPage(size, events, covered_to)
 
     # The write side.
 
@@ -312,19 +325,28 @@ def _event_row(key: JournalKey, size: int, record: EventRecord, stamp: int) -> t
     )
 
 
+_NO_METADATA = PayloadMetadata()
+_NO_TAGS: frozenset[str] = frozenset()
+
+
 def _event_record_of(row: Any) -> EventRecord:
     timestamp: datetime = row.timestamp
+    metadata = (
+        _NO_METADATA
+        if row.expire_after is None and row.metadata is None
+        else PayloadMetadata(
+            row.expire_after, None if row.metadata is None else orjson.loads(row.metadata)
+        )
+    )
     return EventRecord(
         event=Event(
             row.seq_nr,
-            frozenset(row.tags or ()),
+            frozenset(row.tags) if row.tags else _NO_TAGS,
             _payload_of(row.payload_type, row.payload_txt, row.payload_bin),
         ),
         timestamp=timestamp.replace(tzinfo=UTC),
         partition=row.partition,
         offset=row.offset,
-        metadata=PayloadMetadata(
-            row.expire_after, None if row.metadata is None else orjson.loads(row.metadata)
-        ),
-        headers=dict(row.headers or {}),
+        metadata=metadata,
+        headers=dict(row.headers) if row.headers else {},
     )

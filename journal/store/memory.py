@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from journal.actions import events_of
 from journal.fold import JournalState, JournalWrite
 from journal.model import SEQ_NR_MAX, EventRecord, JournalKey
-from journal.store.base import EventualStore, JournalMeta
+from journal.store.base import EventualStore, FirstPage, JournalMeta
 
 
 @dataclass(slots=True)
@@ -18,6 +18,9 @@ class _Journal:
 
 
 class MemoryStore(EventualStore):
+    SEGMENT_SIZE = 0  # it does not segment: its metas carry no segment size, so pages fit
+    PAGE_SIZE = 1000
+
     def __init__(self) -> None:
         self._journals: dict[JournalKey, _Journal] = {}
         self._pointers: dict[tuple[str, int], int] = {}
@@ -43,6 +46,14 @@ class MemoryStore(EventualStore):
             event = journal.events.get(seq_nr)  # may vanish while the caller awaits
             if event is not None:
                 yield event
+
+    async def first_page(self, key: JournalKey, from_: int, to: int) -> FirstPage:
+        meta = await self.meta(key)
+        if meta is None:
+            return FirstPage(self.SEGMENT_SIZE, (), to)
+        events = tuple([r async for r in self.read(key, meta, from_, to)][: self.PAGE_SIZE])
+        whole = len(events) < self.PAGE_SIZE
+        return FirstPage(self.SEGMENT_SIZE, events, to if whole else events[-1].seq_nr)
 
     async def stored(self, keys: Collection[JournalKey]) -> dict[JournalKey, JournalState]:
         return {k: j.meta.state for k in keys if (j := self._journals.get(k)) is not None}

@@ -121,6 +121,20 @@ class EventualStoreContract:
         assert await store.pointer("topic", 0) == 10
         assert await store.pointers("topic") == {0: 10, 1: 7}
 
+    async def test_the_first_page_holds_every_stored_event_it_says_it_covers(
+        self, store: EventualStore
+    ) -> None:
+        await apply(store, a.append(KEY, 0, 1, 23), a.delete(KEY, 1, 2))
+        meta = await store.meta(KEY)
+        assert meta is not None
+        page = await store.first_page(KEY, 2, 20)
+        assert page.fits(meta)
+        stored = [r async for r in store.read(KEY, meta, 2, 20)]
+        kept = [r for r in page.events if 2 <= r.seq_nr <= min(20, page.covered_to)]
+        assert kept == [r for r in stored if r.seq_nr <= page.covered_to]
+        assert page.covered_to >= 2  # it read something: one round trip saved
+        assert (await store.first_page(OTHER, 1, 5)).events == ()
+
     async def test_marks_alone_change_no_journal(self, store: EventualStore) -> None:
         await apply(store, a.mark(KEY, 0))
         assert await store.meta(KEY) is None
