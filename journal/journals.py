@@ -342,18 +342,19 @@ class Journal:
         if meta is not None and not head.purged:
             stop = min(to, meta.seq_nr or 0)
             first = await page
-            resume = last
             if first.fits(meta):
                 for record in first.events:
-                    if last < record.seq_nr <= stop:
-                        last = record.seq_nr
-                        yield record
-                resume = max(last, min(first.covered_to, stop))
-            if resume < stop:
+                    if record.seq_nr <= last:
+                        continue  # deleted, or before `from_`
+                    if record.seq_nr != last + 1 or record.seq_nr > stop:
+                        break  # replicated after the page was read: `read` gets the rest
+                    last = record.seq_nr
+                    yield record
+            if last < stop:
                 rest = JournalMeta(
-                    meta.partition, meta.offset, meta.seq_nr, resume, meta.segment_size
+                    meta.partition, meta.offset, meta.seq_nr, last, meta.segment_size
                 )
-                async for record in self._journals.store.read(self.key, rest, resume + 1, to):
+                async for record in self._journals.store.read(self.key, rest, last + 1, to):
                     if record.seq_nr > last:  # strictly increasing, whatever the store streams
                         last = record.seq_nr
                         yield record

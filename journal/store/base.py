@@ -45,17 +45,17 @@ class JournalMeta:
 
 @dataclass(frozen=True, slots=True)
 class FirstPage:
-    """Stored events from `from_` on, read before the journal's metadata was known.
+    """Stored events from `from_` on, in order, read before the journal's metadata was known.
 
     They come from the segment a journal of `segment_size` keeps `from_` in, so they count only
-    for a journal of that segment size. Every stored event in [from_, `covered_to`] is among
-    them; rows at or below a deleteTo, or above the journal's last seqNr, may be too: the
-    reader drops those.
+    for a journal of that segment size. Being older than the metadata, they may lack events
+    replicated since, and hold rows at or below a deleteTo or above the last seqNr: a reader
+    keeps the run that continues what it has (a journal's stored events have no holes) and
+    reads the rest with `read`.
     """
 
     segment_size: int
     events: tuple[EventRecord, ...]
-    covered_to: int
 
     def fits(self, meta: JournalMeta) -> bool:
         return meta.segment_size in (None, self.segment_size)
@@ -93,7 +93,7 @@ class EventualJournal(ABC):
         """The first page of the journal's stored events from `from_`, asked before its
         metadata is known (so a read needs one round trip, not two): the caller keeps what
         its metadata allows and reads the rest with `read`. The default reads nothing ahead."""
-        return FirstPage(0, (), from_ - 1)
+        return FirstPage(0, ())
 
 
 class ReplicatedJournal(ABC):

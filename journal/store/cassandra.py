@@ -134,10 +134,7 @@ class CassandraStore(EventualStore):
             self._statements.read,
             (key.topic, key.id, from_ // size, from_, min(to, segment_end)),
         )
-        events = tuple(_event_record_of(row) for row in rows)
-        whole = len(rows) < _PAGE_SIZE  # else the segment may hold more than one page
-        covered_to = segment_end if whole else events[-1].seq_nr
-        return FirstPage(size, events, covered_to)
+        return FirstPage(size, tuple(_event_record_of(row) for row in rows))
 
     # The write side.
 

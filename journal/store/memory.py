@@ -50,10 +50,9 @@ class MemoryStore(EventualStore):
     async def first_page(self, key: JournalKey, from_: int, to: int) -> FirstPage:
         meta = await self.meta(key)
         if meta is None:
-            return FirstPage(self.SEGMENT_SIZE, (), to)
-        events = tuple([r async for r in self.read(key, meta, from_, to)][: self.PAGE_SIZE])
-        whole = len(events) < self.PAGE_SIZE
-        return FirstPage(self.SEGMENT_SIZE, events, to if whole else events[-1].seq_nr)
+            return FirstPage(self.SEGMENT_SIZE, ())
+        events = [r async for r in self.read(key, meta, from_, to)]
+        return FirstPage(self.SEGMENT_SIZE, tuple(events[: self.PAGE_SIZE]))
 
     async def stored(self, keys: Collection[JournalKey]) -> dict[JournalKey, JournalState]:
         return {k: j.meta.state for k in keys if (j := self._journals.get(k)) is not None}

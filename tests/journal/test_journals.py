@@ -15,8 +15,9 @@ from journal.errors import AppendTooLarge, JournalTruncated, StoreUnavailable
 from journal.head import KafkaReadConfig, KafkaRecords
 from journal.journals import Journals
 from journal.metrics import METRICS
-from journal.model import SEQ_NR_MAX, Event, TextPayload
+from journal.model import SEQ_NR_MAX, Event, EventRecord, JournalKey, TextPayload
 from journal.store import cql
+from journal.store.base import EventualJournal, FirstPage, JournalMeta
 from journal.store.cassandra import CassandraStore
 from stack import Stack
 from tests.journal.journal_contract import JournalContract, events, seq_nrs
@@ -246,3 +247,42 @@ async def test_a_head_over_its_memory_budget_is_fetched_as_it_streams(api: Direc
     assert [r.seq_nr async for r in journal.read(from_=120, to=135)] == list(range(120, 136))
     assert METRICS.value("journal_reads_spilled_total") == spilled + 2
     await kafka.close()
+
+
+class StalePage(EventualJournal):
+    """The store, except that its first page is one read before replication moved on."""
+
+    def __init__(self, store: EventualJournal, page: FirstPage) -> None:
+        self._store, self._page = store, page
+
+    async def pointer(self, topic: str, partition: int) -> int | None:
+        return await self._store.pointer(topic, partition)
+
+    async def pointers(self, topic: str) -> dict[int, int]:
+        return await self._store.pointers(topic)
+
+    async def meta(self, key: JournalKey) -> JournalMeta | None:
+        return await self._store.meta(key)
+
+    def read(
+        self, key: JournalKey, meta: JournalMeta, from_: int = 1, to: int = SEQ_NR_MAX
+    ) -> AsyncIterator[EventRecord]:
+        return self._store.read(key, meta, from_, to)
+
+    async def first_page(self, key: JournalKey, from_: int, to: int) -> FirstPage:
+        return self._page
+
+
+async def test_a_first_page_older_than_the_row_loses_nothing(api: Direct) -> None:
+    """The page is asked before the row: events replicated in between come from `read`."""
+    client = api.journals
+    key = client.journal("j").key
+    await api.append("j", events(1, 3))
+    await api.harness.replicate()
+    page = await client.store.first_page(key, 1, SEQ_NR_MAX)
+    assert [r.seq_nr for r in page.events] == [1, 2, 3]
+    await api.append("j", events(4, 6))
+    await api.harness.replicate()
+    stale = StalePage(client.store, page)
+    reader = Journals(client.topic, client.writer, stale, client.index, client.fence, client.kafka)
+    assert [r.seq_nr async for r in reader.journal("j").read()] == [1, 2, 3, 4, 5, 6]
