@@ -49,8 +49,20 @@ class Tally:
     """What the clients saw: every answer by kind, and everything that was wrong."""
 
     answers: Counter[str] = field(default_factory=Counter)
-    wrong: list[str] = field(default_factory=list)
+    wrong: list[tuple[str, str]] = field(default_factory=list)  # (what, details)
     slowest_resolution_s: float = 0.0
+    phase: str = "during the chaos"
+    kills: list[str] = field(default_factory=list)  # when which worker (its port) was killed
+
+    def report(self) -> str:
+        """How many of each wrong thing, and the first few of each."""
+        kinds = Counter(what for what, _ in self.wrong)
+        examples = [
+            f"{what}: {detail}"
+            for kind in kinds
+            for what, detail in [w for w in self.wrong if w[0] == kind][:3]
+        ]
+        return f"wrong: {dict(kinds)}; kills: {self.kills}\n" + "\n".join(examples)
 
 
 @dataclass
@@ -89,13 +101,15 @@ class Client:
                     if answer.status == 503:
                         pause = float(answer.headers["Retry-After"])
                     else:  # a 500 or a 4xx: wrong; retried so that the journal is known again
-                        self.tally.wrong.append(f"{method} {path}: {answer.status} {content!r}")
+                        self.tally.wrong.append(
+                            (f"{answer.status} {code}", f"{method} {path}: {content!r}")
+                        )
             except aiohttp.ClientError as error:  # the worker it was sent to was killed
                 self.tally.answers[f"client {type(error).__name__}"] += 1
                 self.history.append(f"{url.port}:{type(error).__name__}")
             if time.monotonic() - started > RESOLVE_WITHIN_S:
-                self.tally.wrong.append(f"{method} {path}: unresolved in {RESOLVE_WITHIN_S} s")
-                raise AssertionError(self.tally.wrong[-1])
+                self.tally.wrong.append(("unresolved", f"{method} {path} {self.history}"))
+                raise AssertionError(self.tally.report())
             await asyncio.sleep(pause)
 
 
@@ -120,7 +134,10 @@ class Writer:
         if got != expected:
             recent = "\n  ".join(self.done[-12:])
             self.client.tally.wrong.append(
-                f"{what} of {self.journal_id}: {got!r}, expected {expected!r}; after:\n  {recent}"
+                (
+                    f"{what} {self.client.tally.phase}",
+                    f"{self.journal_id}: {got!r}, expected {expected!r}; after:\n  {recent}",
+                )
             )
 
     async def append(self) -> None:
@@ -195,16 +212,16 @@ def workers(
         worker.stop()
 
 
-async def kill_one_every(workers: list[WorkerProcess], every_s: float, until: float) -> int:
-    """Kill -9 the workers in turn, each restarted at once; the number of kills."""
-    kills = 0
+async def kill_one_every(
+    workers: list[WorkerProcess], every_s: float, until: float, tally: Tally
+) -> None:
+    """Kill -9 the workers in turn, each restarted at once."""
     while time.monotonic() + every_s < until:
         await asyncio.sleep(every_s)  # the chaos' own cadence, not a wait for a condition
-        victim = workers[kills % len(workers)]
+        victim = workers[len(tally.kills) % len(workers)]
         victim.kill9()
         victim.start()
-        kills += 1
-    return kills
+        tally.kills.append(f"{time.strftime('%H:%M:%S')} {victim.port}")
 
 
 @pytest.mark.timeout(CHAOS_S + 2 * RESOLVE_WITHIN_S + 180)
@@ -222,10 +239,11 @@ async def test_killing_owners_loses_nothing_and_answers_no_500(
         ]
         until = time.monotonic() + CHAOS_S
         async with asyncio.TaskGroup() as group:
-            kills = group.create_task(kill_one_every(workers, KILL_EVERY_S, until))
+            group.create_task(kill_one_every(workers, KILL_EVERY_S, until, tally))
             for writer in writers:
                 group.create_task(writer.run(until))
         during = Counter(tally.answers)
+        tally.phase = "at the end"
 
         # Nothing acknowledged is lost: every journal reads back whole from either worker...
         for worker in workers:
@@ -243,9 +261,9 @@ async def test_killing_owners_loses_nothing_and_answers_no_500(
         writer.check("Cassandra's seqNr", meta.seq_nr if meta else None, writer.last or None)
 
     print(
-        f"\n{kills.result()} kills in {CHAOS_S:g} s; answers during the chaos: {dict(during)}; "
+        f"\n{len(tally.kills)} kills in {CHAOS_S:g} s; answers during the chaos: {dict(during)}; "
         f"slowest resolution {tally.slowest_resolution_s:.1f} s; "
         f"journals at {[w.last for w in writers]}"
     )
     assert during["200"] > 0
-    assert not tally.wrong, f"{len(tally.wrong)} wrong answers, the first: {tally.wrong[:20]}"
+    assert not tally.wrong, tally.report()
