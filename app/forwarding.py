@@ -5,24 +5,47 @@ tables after its agent passes the Mark; any other worker must scan the partition
 
 Faust's `table_route` is not used: it drops request bodies and buffers answers. This proxy
 streams both ways (an append's body, a read's NDJSON) and marks what it forwarded, so a
-request is forwarded at most once; when the owner is unknown (a rebalance) or unreachable,
-the request is served here.
+request is forwarded at most once. When the owner is unknown (a rebalance), the request is
+served here.
+
+When the owner fails (killed, restarting), what the client gets depends on how far the
+request went, never a 500:
+- it never reached the owner (the connection could not be made: refused, timed out): nothing
+  of it was written, so it can go elsewhere. A read is served here at once (any worker reads
+  correctly); a change waits, bounded by `owner_wait_s`, for the owner to come back or for a
+  new one (this worker included) and goes there; past the bound, 503 `not_ready`.
+- it may have reached the owner (the connection broke after it was sent, before the whole
+  answer came back): a read is served here; a change answers 503 `outcome_unknown`, since it
+  may have been applied. The client repeats it: the same append, delete or purge is safe to
+  repeat (an Append that does not continue the journal is ignored by every fold).
+- a read's stream breaks after its first bytes went to the client: the client's connection is
+  dropped (`StreamInterrupted`), never ended as if the journal ended there.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from types import SimpleNamespace
+from typing import Any, Protocol
 
 import aiohttp
 from aiohttp import web
+from multidict import CIMultiDict, CIMultiDictProxy
+from tenacity import (
+    AsyncRetrying,
+    retry_if_exception_type,
+    stop_before_delay,
+    wait_random_exponential,
+)
 from yarl import URL
 
 from journal.metrics import METRICS
 from journal.writer import partition_of
 from tables.partitions import OwnedPartitions
-from web.errors import ApiError
+from web.app import DEFAULT_RETRY_AFTER_S
+from web.errors import ApiError, ErrorCode, StreamInterrupted
+from web.failures import unavailable
 from web.views import journal_id_of
 
 log = logging.getLogger(__name__)
@@ -44,7 +67,20 @@ _HOP_BY_HOP = frozenset(
     )
 )
 
+# How long a change that never reached a failed owner waits for it to come back or for a new
+# owner: a restarted worker (static membership) listens again within seconds; a reassignment
+# after a worker vanished waits for its group session to expire, far longer than a client should
+# wait for one answer, so that ends in a 503 the client retries.
+OWNER_WAIT_S = 5.0
+# Workers are on one network: a connection that takes longer is to a host that is gone.
+OWNER_CONNECT_TIMEOUT_S = 2.0
+
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class OwnerLookup(Protocol):
+    def owner_of(self, journal_id: str) -> URL | None:
+        """The owner's base URL, or None when it is this worker or not known."""
 
 
 class Owners:
@@ -79,9 +115,67 @@ def _same(a: URL, b: URL) -> bool:
     return (a.host, a.port) == (b.host, b.port)
 
 
+class _OwnerFailed(Exception):
+    kind = ""  # the label of journal_forward_failures_total
+
+    def __init__(self, owner: URL, error: aiohttp.ClientError) -> None:
+        super().__init__(f"{owner}: {type(error).__name__}: {error or 'no detail'}")
+        self.owner = owner
+
+
+class _NeverReached(_OwnerFailed):
+    """Nothing of the request was sent: it can go to another owner, or be served here."""
+
+    kind = "never_reached"
+
+
+class _OutcomeUnknown(_OwnerFailed):
+    """The request was (perhaps partly) sent and no complete answer came back."""
+
+    kind = "outcome_unknown"
+
+
+class _Sending:
+    """Whether any of a forwarded request was handed to a connection yet.
+
+    Set by aiohttp's trace signal just before the request's head is written (so an error
+    after it may, or may not, have reached the owner), and never reset: aiohttp resends a
+    GET or DELETE once on a new connection when the first one broke, and if that second
+    connection is refused, the first attempt may still have been applied.
+    """
+
+    __slots__ = ("started",)
+
+    def __init__(self) -> None:
+        self.started = False
+
+
+async def _on_headers_sent(
+    session: aiohttp.ClientSession,
+    context: SimpleNamespace,
+    params: aiohttp.TraceRequestHeadersSentParams,
+) -> None:
+    context.trace_request_ctx.started = True
+
+
+def _failed(kind: type[_OwnerFailed], owner: URL, error: aiohttp.ClientError) -> _OwnerFailed:
+    METRICS.counter("journal_forward_failures_total", kind=kind.kind).inc()
+    return kind(owner, error)
+
+
 class Forwarder:
-    def __init__(self, owners: Owners) -> None:
+    """The middleware that sends journal requests to their partition's owner."""
+
+    def __init__(
+        self,
+        owners: OwnerLookup,
+        *,
+        owner_wait_s: float = OWNER_WAIT_S,
+        retry_after_s: int = DEFAULT_RETRY_AFTER_S,
+    ) -> None:
         self._owners = owners
+        self._owner_wait_s = owner_wait_s
+        self._retry_after_s = retry_after_s
         self._session: aiohttp.ClientSession | None = None
 
     async def close(self) -> None:
@@ -96,36 +190,131 @@ class Forwarder:
             journal_id = journal_id_of(request)
         except ApiError:
             return await handler(request)  # it answers the 400
+        if request.method == "GET":
+            return await self._read(request, handler, journal_id)
+        return await self._change(request, handler, journal_id)
+
+    async def _read(
+        self, request: web.Request, handler: Handler, journal_id: str
+    ) -> web.StreamResponse:
+        """A read is correct on any worker: if the owner fails before answering, serve it here."""
         owner = self._owners.owner_of(journal_id)
-        if owner is None:
-            return await handler(request)
+        if owner is not None:
+            try:
+                return await self._forward(request, owner)
+            except _OwnerFailed as failure:
+                log.warning("owner failed (%s): serving %s here", failure, request.path)
+        return await handler(request)
+
+    async def _change(
+        self, request: web.Request, handler: Handler, journal_id: str
+    ) -> web.StreamResponse:
+        """An append, delete or purge goes to the owner, once: see the module's doc."""
+        retrying = AsyncRetrying(
+            retry=retry_if_exception_type(_NeverReached),
+            stop=stop_before_delay(self._owner_wait_s),
+            wait=wait_random_exponential(multiplier=0.05, max=0.5),
+            reraise=True,
+        )
         try:
-            return await self._forward(request, owner)
-        except aiohttp.ClientConnectionError as error:
-            if request.method != "GET":
-                raise  # the owner may have applied it: never risk doing it twice
-            log.warning("owner %s unreachable (%r): serving %s here", owner, error, request.path)
-            return await handler(request)
+            async for attempt in retrying:
+                with attempt:
+                    # asked again each time: the partition may have moved, here included
+                    owner = self._owners.owner_of(journal_id)
+                    if owner is not None:
+                        return await self._forward(request, owner)
+        except _NeverReached as failure:
+            raise unavailable(
+                ErrorCode.NOT_READY,
+                f"the owner of this journal's partition cannot be reached ({failure}) and no "
+                f"other owner took over within {self._owner_wait_s:g} s; nothing was sent to it",
+                self._retry_after_s,
+            ) from failure
+        except _OutcomeUnknown as failure:
+            raise unavailable(
+                ErrorCode.OUTCOME_UNKNOWN,
+                f"the owner of this journal's partition failed after the request was sent "
+                f"({failure}): it may or may not have been applied; repeat the same request",
+                self._retry_after_s,
+            ) from failure
+        return await handler(request)  # this worker owns the partition, or nobody is known to
 
     async def _forward(self, request: web.Request, owner: URL) -> web.StreamResponse:
+        """The owner's answer; `_NeverReached` or `_OutcomeUnknown` when it failed.
+
+        An answer with a length (every JSON answer: small) is read whole before anything is
+        answered, so its loss can still be reported; a streamed one (a read's NDJSON) is relayed
+        as it comes.
+        """
         if self._session is None:
-            self._session = aiohttp.ClientSession(auto_decompress=False)
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP}
+            tracing = aiohttp.TraceConfig()
+            tracing.on_request_headers_sent.append(_on_headers_sent)
+            self._session = aiohttp.ClientSession(
+                auto_decompress=False,
+                # total=None: a read's stream lasts as long as its journal
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=OWNER_CONNECT_TIMEOUT_S),
+                trace_configs=[tracing],
+            )
+        headers = _end_to_end(request.headers)
         headers[FORWARDED_HEADER] = "1"
         target = owner.with_path(request.raw_path.split("?")[0], encoded=True).with_query(
             request.query_string
         )
         METRICS.counter("journal_forwarded_requests_total").inc()
         body = request.content if request.can_read_body else None
-        async with self._session.request(
-            request.method, target, headers=headers, data=body, allow_redirects=False
-        ) as answer:
-            response = web.StreamResponse(status=answer.status, reason=answer.reason)
-            for name, value in answer.headers.items():
-                if name.lower() not in _HOP_BY_HOP:
-                    response.headers.add(name, value)
-            await response.prepare(request)
-            async for chunk in answer.content.iter_any():
-                await response.write(chunk)
-            await response.write_eof()
-            return response
+        sending = _Sending()
+        try:
+            answer = await self._session.request(
+                request.method,
+                target,
+                headers=headers,
+                data=body,
+                allow_redirects=False,
+                trace_request_ctx=sending,
+            )
+        except aiohttp.ClientError as error:
+            kind = _OutcomeUnknown if sending.started else _NeverReached
+            raise _failed(kind, owner, error) from error
+        async with answer:
+            if answer.content_length is None:
+                return await _relay(request, answer, owner)
+            try:
+                content = await answer.read()
+            except aiohttp.ClientError as error:
+                raise _failed(_OutcomeUnknown, owner, error) from error
+            return web.Response(
+                status=answer.status,
+                reason=answer.reason,
+                body=content,
+                headers=_end_to_end(answer.headers),
+            )
+
+
+async def _relay(
+    request: web.Request, answer: aiohttp.ClientResponse, owner: URL
+) -> web.StreamResponse:
+    response = web.StreamResponse(
+        status=answer.status, reason=answer.reason, headers=_end_to_end(answer.headers)
+    )
+    await response.prepare(request)
+    try:
+        async for chunk in _chunks(answer, owner):
+            await response.write(chunk)
+    except ConnectionError:
+        return response  # our client left; aiohttp closes the connection quietly
+    await response.write_eof()
+    return response
+
+
+async def _chunks(answer: aiohttp.ClientResponse, owner: URL) -> AsyncIterator[bytes]:
+    try:
+        async for chunk in answer.content.iter_any():
+            yield chunk
+    except aiohttp.ClientError as error:
+        METRICS.counter("journal_forward_failures_total", kind="stream_broken").inc()
+        log.warning("the owner %s broke a streamed answer: %r", owner, error)
+        raise StreamInterrupted(f"the owner {owner} broke its answer: {error!r}") from error
+
+
+def _end_to_end(headers: CIMultiDictProxy[str]) -> CIMultiDict[str]:
+    return CIMultiDict((k, v) for k, v in headers.items() if k.lower() not in _HOP_BY_HOP)

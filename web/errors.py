@@ -33,9 +33,10 @@ class ErrorCode(StrEnum):
     JOURNAL_TRUNCATED = "journal_truncated"  # 410: events expired from Kafka unreplicated
     BODY_TOO_LARGE = "body_too_large"  # 413: the request body exceeds the configured limit
     APPEND_TOO_LARGE = "append_too_large"  # 413: the encoded record exceeds Kafka's limit
-    NOT_READY = "not_ready"  # 503: this worker is starting or rebalancing
+    NOT_READY = "not_ready"  # 503: this worker, or the owner of the journal, is (re)starting
     UNAVAILABLE = "unavailable"  # 503: Kafka or Cassandra cannot be reached in time
     UNDECODABLE_RECORDS = "undecodable_records"  # 503: the head spans a batch not decodable here
+    OUTCOME_UNKNOWN = "outcome_unknown"  # 503: the owner died with the request; repeat it
     INTERNAL_ERROR = "internal_error"  # 500: a bug; logged with its traceback
     HTTP_ERROR = "http_error"  # any other status aiohttp itself raises (e.g. 400 on bad HTTP)
 

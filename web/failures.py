@@ -11,6 +11,10 @@ answer with, or None when it is not a known failure (the caller then answers 500
 - `UndecodableBatch` -> 503 `undecodable_records` with `Retry-After`: the journal's
   partition holds a batch this process cannot decode (journal.poison) and the read spans it;
   it reads again once replication has skipped it.
+- aiohttp's client errors -> 503 `outcome_unknown` with `Retry-After`. Only a call to another
+  worker raises them, and the forwarder (app/forwarding.py) answers each failure it can classify
+  itself; one that still gets here may have been sent, so whether it took effect is unknown, and
+  the client must repeat it (appends of the same seqNrs, deletes and purges are safe to repeat).
 - Kafka errors, Cassandra's "no host / timed out / unavailable" family, head-read timeouts and
   plain timeouts or refused connections -> 503 `unavailable` with `Retry-After`: the request
   was fine and the same request can succeed once the dependency is back.
@@ -18,6 +22,7 @@ answer with, or None when it is not a known failure (the caller then answers 500
 
 from __future__ import annotations
 
+import aiohttp
 from aiokafka import errors as kafka_errors
 from cassandra import OperationTimedOut, RequestExecutionException
 from cassandra.cluster import NoHostAvailable
@@ -56,6 +61,13 @@ def api_error_of(error: BaseException, retry_after_s: int) -> ApiError | None:
         return unavailable(ErrorCode.UNDECODABLE_RECORDS, str(error), retry_after_s)
     if isinstance(error, (AppendTooLarge, *_KAFKA_TOO_LARGE)):
         return ApiError(413, ErrorCode.APPEND_TOO_LARGE, f"the append is too large: {error}")
+    if isinstance(error, aiohttp.ClientError):  # before _UNAVAILABLE: some are OSErrors
+        return unavailable(
+            ErrorCode.OUTCOME_UNKNOWN,
+            f"a call to the worker owning this journal failed: {type(error).__name__}: "
+            f"{error or 'no detail'}; whether it took effect is unknown, repeat the request",
+            retry_after_s,
+        )
     if isinstance(error, _UNAVAILABLE):
         return unavailable(
             ErrorCode.UNAVAILABLE,

@@ -24,7 +24,8 @@ An event-sourcing journal on Kafka with Cassandra as the eventual store.
 Every error is `{"error": {"code", "message"}}`; clients branch on `code`:
 400 malformed input (never a 500), 404 unknown route, 405 wrong method, 413 body or append too
 large, 410 `journal_truncated`, 503 + `Retry-After` while this worker is not ready (starting,
-rebalancing) or Kafka/Cassandra are unreachable, 500 only for bugs.
+rebalancing) or Kafka/Cassandra are unreachable, or `outcome_unknown` when the worker owning
+the journal died with the request (repeat it), 500 only for bugs.
 
 `journal_truncated` (410 Gone): events the request needs expired from Kafka before replication
 stored them in Cassandra. That history is lost; retrying will not bring it back, so it is
@@ -138,7 +139,9 @@ _RESPONSES: JsonDoc = {
         "Kafka record would exceed the record limit)."
     ),
     "Unavailable": _error_response(
-        "`not_ready` (starting, rebalancing) or `unavailable` (Kafka/Cassandra unreachable).",
+        "`not_ready` (this worker or the journal's owner starting, rebalancing), `unavailable` "
+        "(Kafka/Cassandra unreachable) or `outcome_unknown` (the owner died with the request: it "
+        "may have been applied; repeat it, an append of the same seqNrs or a delete is safe).",
         {"Retry-After": {"schema": {"type": "integer"}, "description": "seconds"}},
     ),
     "InternalError": _error_response("`internal_error`: a bug, logged with its traceback."),

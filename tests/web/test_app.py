@@ -253,6 +253,12 @@ async def test_not_ready_is_503_with_retry_after(served: Served, backend: FakeBa
         (TimeoutError(), 503, ErrorCode.UNAVAILABLE),
         (AppendTooLarge("2 MB"), 413, ErrorCode.APPEND_TOO_LARGE),
         (MessageSizeTooLargeError(), 413, ErrorCode.APPEND_TOO_LARGE),
+        # aiohttp's client errors reach here only from a call to another worker that nothing
+        # classified (the forwarder does, see tests/app/test_forwarding.py): outcome unknown
+        (aiohttp.ServerDisconnectedError(), 503, ErrorCode.OUTCOME_UNKNOWN),
+        (aiohttp.ClientOSError(104, "Connection reset by peer"), 503, ErrorCode.OUTCOME_UNKNOWN),
+        (aiohttp.ClientPayloadError("cut short"), 503, ErrorCode.OUTCOME_UNKNOWN),
+        (aiohttp.ConnectionTimeoutError(), 503, ErrorCode.OUTCOME_UNKNOWN),
         (RuntimeError("a bug"), 500, ErrorCode.INTERNAL_ERROR),
     ],
 )
