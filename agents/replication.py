@@ -91,15 +91,18 @@ class ReplicationWork:
         actions = await _retrying(lambda: self._replicator.parse([record]))
         for action in actions:
             self._tables.record(action, state.pointer)
+        # `last` and the queue move together, with no await between: the replicator takes
+        # both at once, and a pointer saved past a record whose actions are not in its batch
+        # would tell readers the store holds what it does not (the chaos test found this)
         state.last = record
-        if state.trusted:
-            await self._owned.advance(record.partition, record.offset)
         if state.catch_up_from is None:
             state.queued.extend(actions)
             if len(state.queued) > MAX_QUEUED:
                 log.warning("partition %s: queue full, replaying from Kafka", record.partition)
                 state.catch_up_from, state.queued = state.pointer + 1, []
         state.wake.set()
+        if state.trusted:
+            await self._owned.advance(record.partition, record.offset)
 
     async def revoke(self, partition: int) -> None:
         state = self._partitions.pop(partition, None)
@@ -136,13 +139,19 @@ class ReplicationWork:
         while True:
             await state.wake.wait()
             state.wake.clear()
+            if not state.pointer_read:
+                try:
+                    await self._read_pointer(partition, state)
+                except StoreUnavailable:
+                    await asyncio.sleep(1)
+                    state.wake.set()
+                    continue
             last = state.last
             if last is None or (last.offset <= state.pointer and state.catch_up_from is None):
                 continue
             try:
-                if not state.pointer_read:
-                    await self._read_pointer(partition, state)
                 if state.catch_up_from is None:
+                    # with `last`, no await between: the batch holds exactly what is up to it
                     batch, state.queued = state.queued, []
                     await self._replicator.store(batch, last)
                     state.pointer = last.offset
