@@ -4,6 +4,7 @@ not grow with other journals' records (replication stopped, then Cassandra down)
 from __future__ import annotations
 
 import asyncio
+import resource
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -259,14 +260,36 @@ async def bench_offline(
                 await _caught_up(journals, journal_id)
                 samples[("worker", backlog)] = await _sample(over_http, sizes)
                 samples[("direct", backlog)] = await _sample(_reader(journals, journal_id), sizes)
+        memory = worker.memory_kib()
     finally:
         await producer.stop()
         await asyncio.to_thread(stack.cassandra.start)
     for who in ("worker", "direct"):
         small, large = samples[(who, sizes.small_backlog)], samples[(who, sizes.large_backlog)]
         _backlog_rows(section, f"{who}, Cassandra down", sizes, small, large)
-    section.notes.append(f"worker memory after: {worker.memory_kib()}")
+    section.add(
+        Row("worker VmHWM (peak RSS) with the pile unreplicated", memory["VmHWM"] / 1024, "MB")
+    )
+    section.add(Row("direct client peak RSS", _own_peak_rss_mb(), "MB"))
+    # the simulated outage ends: how fast the worker replicates the pile once Cassandra is back
+    started = time.monotonic()
+    ends = await end_offsets(bootstrap, topic, 1)
+    await wait_replicated(store, topic, ends, timeout_s=1800)
+    seconds = time.monotonic() - started
+    section.add(
+        Row(
+            "catch-up after Cassandra is back",
+            ends[0] / seconds,
+            "records/s",
+            note=f"{ends[0]:,} records in {seconds:.0f} s, driver reconnection included",
+        )
+    )
     return section
+
+
+def _own_peak_rss_mb() -> float:
+    """This process's peak RSS (the direct client and its tail index live here)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 async def _worker_at(worker: WorkerProcess, http: aiohttp.ClientSession, journal_id: str) -> None:
