@@ -22,7 +22,9 @@ from yarl import URL
 from journal.metrics import METRICS
 from journal.writer import partition_of
 from tables.partitions import OwnedPartitions
-from web.errors import ApiError
+from web.app import DEFAULT_RETRY_AFTER_S
+from web.errors import ApiError, ErrorCode
+from web.failures import unavailable
 from web.views import journal_id_of
 
 log = logging.getLogger(__name__)
@@ -101,9 +103,18 @@ class Forwarder:
             return await handler(request)
         try:
             return await self._forward(request, owner)
-        except aiohttp.ClientConnectionError as error:
+        except aiohttp.ClientError as error:
+            if request.method == "GET" and not isinstance(error, aiohttp.ClientConnectionError):
+                raise
             if request.method != "GET":
-                raise  # the owner may have applied it: never risk doing it twice
+                # the owner may have applied it: never risk doing it twice; the client learns
+                # the outcome by retrying (with its Idempotency-Key) or reading
+                raise unavailable(
+                    ErrorCode.OUTCOME_UNKNOWN,
+                    f"the owner {owner} did not answer ({type(error).__name__}): the request "
+                    "may or may not have taken effect",
+                    DEFAULT_RETRY_AFTER_S,
+                ) from error
             log.warning("owner %s unreachable (%r): serving %s here", owner, error, request.path)
             return await handler(request)
 
