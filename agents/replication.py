@@ -91,15 +91,18 @@ class ReplicationWork:
         actions = await _retrying(lambda: self._replicator.parse([record]))
         for action in actions:
             self._tables.record(action, state.pointer)
-        state.last = record
-        if state.trusted:
-            await self._owned.advance(record.partition, record.offset)
+        # `last` and the queue change together, before any await: the replicator, which may
+        # run at any await, stores the queue and moves the pointer to `last`; a `last` ahead of
+        # the queue would move the pointer past an action not stored yet
         if state.catch_up_from is None:
             state.queued.extend(actions)
             if len(state.queued) > MAX_QUEUED:
                 log.warning("partition %s: queue full, replaying from Kafka", record.partition)
                 state.catch_up_from, state.queued = state.pointer + 1, []
+        state.last = record
         state.wake.set()
+        if state.trusted:
+            await self._owned.advance(record.partition, record.offset)
 
     async def revoke(self, partition: int) -> None:
         state = self._partitions.pop(partition, None)
