@@ -18,6 +18,15 @@ could only disagree with the range.
 A zombie (an old owner, or any other process) may produce a doomed record, but its verdict,
 taken from the log, rejects it: a rival's record that made it impossible is earlier in the log.
 
+**What it costs.** A verdict read would cost a fetch from Kafka (and the look before producing
+another read). So the process remembers, per journal (bounded, least recently used), the state
+the last verdict found and the offset it is as of. The look before producing is skipped when
+that state already meets the expectation (a stale memory costs a doomed record at worst, never a
+wrong answer: only the verdict answers). The verdict is taken without reading Kafka when the
+index (which first waits until it has seen our record) lists exactly one record of the journal
+after the remembered offset: ours, folded onto the remembered state with the same `apply`.
+Anything else (a rival's record, a Delete, a dropped run) takes the full reading flow.
+
 **Idempotency keys** travel in the record too, in two headers of ours (the key and a digest of
 the request), which kafka-journal readers keep as plain user headers. A retry finds the first
 attempt where it can only be: the journal's event at the request's first seqNr (one event
@@ -30,7 +39,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -45,7 +55,10 @@ from journal.errors import (
     SeqNrConflict,
     Unavailable,
 )
-from journal.model import EventRecord, HeaderMetadata, JournalKey, Position
+from journal.fold import JournalState
+from journal.index import Indexed, OffsetRun
+from journal.metrics import METRICS
+from journal.model import AppendHeader, EventRecord, HeaderMetadata, JournalKey, Position
 
 if TYPE_CHECKING:
     from journal.journals import Journals
@@ -130,24 +143,71 @@ class JournalLocks:
 Produce = Callable[[Mapping[str, str]], Awaitable[Position]]
 
 
+def records_between(runs: Iterable[OffsetRun], after: int, upto: int) -> int | None:
+    """How many of a journal's records lie in (after, upto], or None if the runs cannot tell
+    (a run that spans other journals' records and the range's edge)."""
+    total = 0
+    for run in runs:
+        low, high = max(run.first, after + 1), min(run.last, upto)
+        if low > high:
+            continue
+        if run.exact:
+            total += high - low + 1
+        elif (low, high) == (run.first, run.last):
+            total += run.count
+        else:
+            return None
+    return total
+
+
+@dataclass(frozen=True, slots=True)
+class KnownState:
+    """A journal's state as of offset `as_of` (every record up to it folded), from a verdict."""
+
+    state: JournalState
+    as_of: int
+
+
+class KnownStates:
+    """The last verdict's state per journal, least recently used first out."""
+
+    def __init__(self, capacity: int) -> None:
+        self._capacity = capacity
+        self._known: OrderedDict[JournalKey, KnownState] = OrderedDict()
+
+    def get(self, key: JournalKey) -> KnownState | None:
+        known = self._known.get(key)
+        if known is not None:
+            self._known.move_to_end(key)
+        return known
+
+    def put(self, key: JournalKey, known: KnownState) -> None:
+        self._known[key] = known
+        self._known.move_to_end(key)
+        if len(self._known) > self._capacity:
+            self._known.popitem(last=False)
+
+
 class ConditionalAppends:
     """The protocol of the module, over one process's `Journals`."""
 
-    def __init__(self, journals: Journals) -> None:
+    def __init__(self, journals: Journals, remembered: int = 10_000) -> None:
         self._journals = journals
         self._locks = JournalLocks()
+        self._known = KnownStates(remembered)
 
     async def append(
         self,
         key: JournalKey,
-        first: int,
+        header: AppendHeader,
         expected_seq_nr: int | None,
         idempotency: Idempotency | None,
         produce: Produce,
     ) -> Position:
         """Append through `produce` (given the extra record headers) if the journal is at
         `expected_seq_nr` (None: unconditional, produced whatever the journal's state);
-        `first` is the append's first seqNr."""
+        `header` is the Append's, as produced."""
+        first = header.range.from_
         if expected_seq_nr is not None and expected_seq_nr != first - 1:
             raise InvalidValue(
                 f"expectedSeqNr {expected_seq_nr} cannot be met by events from seqNr {first}: "
@@ -155,8 +215,11 @@ class ConditionalAppends:
             )
         extra = idempotency.headers() if idempotency is not None else {}
         async with self._locks.hold(key):
-            if expected_seq_nr is not None or idempotency is not None:
-                last = (await self._journals.view(key)).head.state.seq_nr
+            known = self._known.get(key)
+            # as far as this process knows it continues the journal: no look, the verdict tells
+            looks = known is None or known.state.seq_nr != first - 1
+            if looks and (expected_seq_nr is not None or idempotency is not None):
+                last = (await self._look(key)).seq_nr
                 if last != first - 1:
                     earlier = await self._earlier(key, first, last, idempotency)
                     if earlier is not None:
@@ -171,7 +234,7 @@ class ConditionalAppends:
                 raise OutcomeUnknown(
                     f"{key}: the append may or may not be written: {error!r}"
                 ) from error
-            rejected_at = await self._verdict(key, position, first)
+            rejected_at = await self._verdict(key, header, position)
             if rejected_at is None:
                 return position
             earlier = await self._earlier(key, first, rejected_at, idempotency)
@@ -179,23 +242,57 @@ class ConditionalAppends:
                 return earlier  # a zombie's copy of our own first attempt won: that one holds
             raise SeqNrConflict(rejected_at, expected_seq_nr)
 
-    async def _verdict(self, key: JournalKey, position: Position, first: int) -> int | None:
+    async def _look(self, key: JournalKey) -> JournalState:
+        """The journal as of now, remembered with the fence it was read at."""
+        journals = self._journals
+        fence = await journals.fence.fence(key, journals.writer.partition_of(key))
+        state = (await journals.view(key, until=fence)).head.state
+        if state.offset < fence:  # else the store's row is past the fence: as of what, unsure
+            self._known.put(key, KnownState(state, fence - 1))
+        return state
+
+    async def _verdict(
+        self, key: JournalKey, header: AppendHeader, position: Position
+    ) -> int | None:
         """None if the Append at `position` was accepted; else the last seqNr as of it."""
+        offset, first = position.offset, header.range.from_
         try:
-            view = await self._journals.view(key, until=position.offset + 1)
-            state = view.head.state
-            if state.offset <= position.offset:
+            state = await self._folded_in_memory(key, header, position)
+            METRICS.counter(
+                "journal_conditional_verdicts_total", path="read" if state is None else "memory"
+            ).inc()
+            if state is None:
+                view = await self._journals.view(key, until=offset + 1)
+                state = view.head.state
+            if state.offset <= offset:
                 # the fold saw every record up to ours: ours changed the journal or nothing
-                return None if state.offset == position.offset else state.seq_nr
+                self._known.put(key, KnownState(state, offset))
+                return None if state.offset == offset else state.seq_nr
             # the store's row is past our record already: its event at `first` tells
             found = await self._event(key, first)
         except _VERDICT_UNKNOWN as error:
             raise OutcomeUnknown(f"{key}: the append's verdict is unknown: {error!r}") from error
-        if found is not None and found.offset == position.offset:
+        if found is not None and found.offset == offset:
             return None
         if found is None:
             raise OutcomeUnknown(f"{key}: seqNr {first} was deleted before its verdict was read")
         return state.seq_nr
+
+    async def _folded_in_memory(
+        self, key: JournalKey, header: AppendHeader, position: Position
+    ) -> JournalState | None:
+        """The journal's state as of our record without reading it, when the index shows it
+        is the journal's only record since the last verdict; None when it cannot tell."""
+        known = self._known.get(key)
+        if known is None or known.as_of >= position.offset:
+            return None
+        found = await self._journals.index.lookup(key, position.partition, position.offset + 1)
+        if not isinstance(found, Indexed) or found.needs > known.as_of:
+            return None
+        if records_between(found.runs, known.as_of, position.offset) != 1:
+            return None
+        state, _ = known.state.apply(header, position.offset)
+        return state
 
     async def _earlier(
         self, key: JournalKey, first: int, last: int, idempotency: Idempotency | None

@@ -38,6 +38,7 @@ from journal.index import HeadIndex, IndexAnswer, Indexed, OffsetRun
 from journal.metrics import METRICS
 from journal.model import (
     SEQ_NR_MAX,
+    AppendHeader,
     Event,
     EventRecord,
     Events,
@@ -324,8 +325,9 @@ class Journal:
                 origin=journals.origin,
             )
 
+        header = AppendHeader(encoded.range, encoded.payload_type)  # as the fold sees it
         return await journals.conditional.append(
-            self.key, encoded.range.from_, expected_seq_nr, idempotency, produce
+            self.key, header, expected_seq_nr, idempotency, produce
         )
 
     async def info(self) -> JournalInfo:

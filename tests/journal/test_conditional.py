@@ -13,9 +13,12 @@ from journal.conditional import (
     Idempotency,
     JournalLocks,
     check_idempotency_key,
+    records_between,
 )
 from journal.errors import IdempotencyKeyReused, InvalidValue, SeqNrConflict
+from journal.index import OffsetRun
 from journal.journals import Journal, Journals
+from journal.metrics import METRICS
 from journal.model import HeaderMetadata, JournalKey, Position
 from stack import Stack
 from tests.journal.journal_contract import events
@@ -142,3 +145,43 @@ async def test_an_idempotent_retry_answers_the_first_append_and_adds_nothing(
     records = [r async for r in journal.read()]
     assert [r.seq_nr for r in records] == [1, 2]
     assert {r.headers[IDEMPOTENCY_KEY_HEADER] for r in records} == {"k1"}
+
+
+def test_records_between_counts_a_journals_records_in_a_range_or_says_it_cannot() -> None:
+    exact, spanning = OffsetRun(10, 12, 3), OffsetRun(20, 30, 2)  # the latter: others' too
+    assert records_between([exact, spanning], 9, 12) == 3
+    assert records_between([exact, spanning], 10, 11) == 1  # an exact run splits
+    assert records_between([exact, spanning], 12, 19) == 0
+    assert records_between([exact, spanning], 12, 30) == 2
+    assert records_between([exact, spanning], 12, 25) is None  # which of the two lie below?
+
+
+def verdict_paths() -> dict[str, float]:
+    return {
+        path: METRICS.value("journal_conditional_verdicts_total", path=path)
+        for path in ("memory", "read")
+    }
+
+
+@pytest.mark.integration
+async def test_a_writer_that_knows_the_journal_skips_reads_until_a_rival_writes(
+    direct: Harness,
+) -> None:
+    journal_id = unique("known")
+    journal = direct.journals.journal(journal_id)
+    await journal.append(events(1, 1), expected_seq_nr=0)
+    before = verdict_paths()
+    await journal.append(events(2, 2), expected_seq_nr=1)
+    assert verdict_paths() == {"memory": before["memory"] + 1, "read": before["read"]}
+    rival = await Journals.connect(direct.settings)
+    try:
+        await rival.journal(journal_id).append(events(3, 3))  # this process does not know
+    finally:
+        await rival.close()
+    with pytest.raises(SeqNrConflict) as conflict:  # produced on stale knowledge, then refused
+        await journal.append(events(3, 4), expected_seq_nr=2)
+    assert conflict.value.seq_nr == 3
+    assert verdict_paths()["read"] == before["read"] + 1
+    assert await read_seq_nrs(journal) == [1, 2, 3]
+    await journal.append(events(4, 4), expected_seq_nr=3)
+    assert await read_seq_nrs(journal) == [1, 2, 3, 4]
