@@ -22,10 +22,11 @@ taken from the log, rejects it: a rival's record that made it impossible is earl
 another read). So the process remembers, per journal (bounded, least recently used), the state
 the last verdict found and the offset it is as of. The look before producing is skipped when
 that state already meets the expectation (a stale memory costs a doomed record at worst, never a
-wrong answer: only the verdict answers). The verdict is taken without reading Kafka when the
-index (which first waits until it has seen our record) lists exactly one record of the journal
-after the remembered offset: ours, folded onto the remembered state with the same `apply`.
-Anything else (a rival's record, a Delete, a dropped run) takes the full reading flow.
+wrong answer: only the verdict answers). The verdict is taken without fetching from Kafka when
+the index (which first waits until it has seen our record) lists exactly one record of the
+journal after the remembered offset, or else after what the store's row reflects: ours, folded
+onto that state with the same `apply`. Anything else (a rival's record, a Delete, runs that
+span other journals) takes the full reading flow.
 
 **Idempotency keys** travel in the record too, in two headers of ours (the key and a digest of
 the request), which kafka-journal readers keep as plain user headers. A retry finds the first
@@ -53,6 +54,7 @@ from journal.errors import (
     JournalTruncated,
     OutcomeUnknown,
     SeqNrConflict,
+    StoreUnavailable,
     Unavailable,
 )
 from journal.fold import JournalState
@@ -215,10 +217,11 @@ class ConditionalAppends:
             )
         extra = idempotency.headers() if idempotency is not None else {}
         async with self._locks.hold(key):
-            known = self._known.get(key)
             # as far as this process knows it continues the journal: no look, the verdict tells
-            looks = known is None or known.state.seq_nr != first - 1
-            if looks and (expected_seq_nr is not None or idempotency is not None):
+            # (an unconditional append gets no verdict: with a key, it always looks)
+            known = self._known.get(key) if expected_seq_nr is not None else None
+            continues = known is not None and known.state.seq_nr == first - 1
+            if not continues and (expected_seq_nr is not None or idempotency is not None):
                 last = (await self._look(key)).seq_nr
                 if last != first - 1:
                     earlier = await self._earlier(key, first, last, idempotency)
@@ -281,17 +284,28 @@ class ConditionalAppends:
     async def _folded_in_memory(
         self, key: JournalKey, header: AppendHeader, position: Position
     ) -> JournalState | None:
-        """The journal's state as of our record without reading it, when the index shows it
-        is the journal's only record since the last verdict; None when it cannot tell."""
+        """The journal's state as of our record without fetching it, when the index shows it
+        is the journal's only record after a state known otherwise: the last verdict's, or
+        else the store's row; None when it cannot tell."""
+        offset = position.offset
+        found = await self._journals.index.lookup(key, position.partition, offset + 1)
+        if not isinstance(found, Indexed):
+            return None
         known = self._known.get(key)
-        if known is None or known.as_of >= position.offset:
+        if known is not None and found.needs <= known.as_of < offset:
+            base, after = known.state, known.as_of
+        else:
+            try:  # read after the lookup: the row reflects every record up to `needs`
+                meta = await self._journals.store.meta(key)
+            except StoreUnavailable:
+                return None  # the reading flow knows how to do without the store
+            base = JournalState() if meta is None else meta.state
+            after = max(base.offset, found.needs)
+            if after >= offset:
+                return None  # the store has our record already: the reading flow tells
+        if records_between(found.runs, after, offset) != 1:
             return None
-        found = await self._journals.index.lookup(key, position.partition, position.offset + 1)
-        if not isinstance(found, Indexed) or found.needs > known.as_of:
-            return None
-        if records_between(found.runs, known.as_of, position.offset) != 1:
-            return None
-        state, _ = known.state.apply(header, position.offset)
+        state, _ = base.apply(header, offset)
         return state
 
     async def _earlier(
