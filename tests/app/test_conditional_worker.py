@@ -10,7 +10,9 @@ import orjson
 import pytest
 from yarl import URL
 
+from journal.errors import SeqNrConflict
 from stack import Stack
+from tests.journal.journal_contract import events
 from tests.support.harness import Harness, harness, unique
 from tests.support.http_api import journal_path
 from tests.support.workers import WorkerProcess, wait_replicated
@@ -113,3 +115,19 @@ async def test_an_idempotent_retry_gets_the_first_answer_and_adds_nothing(
     # unconditional appends are as they were: acknowledged once Kafka has them
     assert (await post(session, worker.url, journal_id, body(3, 3, "c")))[0] == 200
     assert [seq_nr for seq_nr, _, _ in await read(session, worker.url, journal_id)] == [1, 2, 3]
+
+
+async def test_the_direct_client_and_a_worker_take_the_same_verdicts(
+    session: aiohttp.ClientSession, worker: WorkerProcess, connected: Harness
+) -> None:
+    """Two processes, each with its own lock and memory: the log still has one winner."""
+    journal_id = unique("mixed")
+    journal = connected.journals.journal(journal_id)
+    await journal.append(events(1, 1), expected_seq_nr=0)
+    status, lost = await post(session, worker.url, journal_id, body(1, 1, "http", 0))
+    assert (status, lost["error"]["seqNr"]) == (409, 1)  # type: ignore[index]
+    assert (await post(session, worker.url, journal_id, body(2, 2, "http", 1)))[0] == 200
+    with pytest.raises(SeqNrConflict) as conflict:  # the client still believes it is at 1
+        await journal.append(events(2, 3), expected_seq_nr=1)
+    assert conflict.value.seq_nr == 2
+    assert [r.seq_nr async for r in journal.read()] == [1, 2]
