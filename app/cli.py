@@ -149,12 +149,29 @@ def _client_command(function: _F) -> _F:
 @cli.command()
 @_client_command
 @click.option("--data", help='the POST body, e.g. \'{"events": [{"seqNr": 1, "payload": 1}]}\'')
-def append(journal_id: str, data: str | None, **values: Any) -> int:
-    """Append events: the HTTP API's POST body, from --data or stdin."""
+@click.option(
+    "--expected-seq-nr",
+    type=click.IntRange(0, SEQ_NR_MAX - 1),
+    default=None,
+    help="append only if this is the journal's last seqNr (0: none); overrides the body's",
+)
+@click.option("--idempotency-key", default=None, help="makes a retry of this append safe")
+def append(
+    journal_id: str,
+    data: str | None,
+    expected_seq_nr: int | None,
+    idempotency_key: str | None,
+    **values: Any,
+) -> int:
+    """Append events: the HTTP API's POST body, from --data or stdin. Exits 3 on a seqNr
+    conflict (the journal's last seqNr on stderr), 75 when the outcome is unknown."""
     from app import client
 
     return client.run_client(
-        "append", load(Settings, values), journal_id, lambda: client.append(data)
+        "append",
+        load(Settings, values),
+        journal_id,
+        lambda: client.append(data, expected_seq_nr, idempotency_key),
     )
 
 

@@ -1,7 +1,8 @@
 """`kafka-journal append|read|pointer|delete|purge`: the direct client on the command line.
 
 Input and output use the HTTP API's JSON forms, so a body that works with curl works here:
-`append` takes the POST body (from `--data` or standard input), `read` prints NDJSON lines,
+`append` takes the POST body (from `--data` or standard input; `--expected-seq-nr` and
+`--idempotency-key` as the API's `expectedSeqNr` and `Idempotency-Key`), `read` prints NDJSON lines,
 the others print the JSON object the API answers with. Bad input exits 2 with the API's
 error message; everything goes through the same validation as HTTP.
 
@@ -21,6 +22,8 @@ if TYPE_CHECKING:  # the command line loads the client (Kafka, Cassandra) only w
     from web.validation import AppendRequest
 
 JournalCommand = Callable[["Journal", BinaryIO], Awaitable[None]]
+SEQ_NR_CONFLICT_EXIT = 3  # a conditional append found the journal elsewhere
+OUTCOME_UNKNOWN_EXIT = 75  # EX_TEMPFAIL: retry with the same --idempotency-key to learn it
 
 
 def parse_append_body(data: str | None) -> AppendRequest:
@@ -30,15 +33,27 @@ def parse_append_body(data: str | None) -> AppendRequest:
     return parse_append(data.encode() if data is not None else sys.stdin.buffer.read())
 
 
-def append(data: str | None) -> JournalCommand:
+def append(
+    data: str | None, expected_seq_nr: int | None = None, idempotency_key: str | None = None
+) -> JournalCommand:
+    """`expected_seq_nr` (when given) stands for the body's `expectedSeqNr`."""
+    from journal.conditional import check_idempotency_key
+
     request = parse_append_body(data)  # before connecting: bad input costs no round trip
+    if idempotency_key is not None:
+        check_idempotency_key(idempotency_key)
+    expected = request.expected_seq_nr if expected_seq_nr is None else expected_seq_nr
 
     async def command(journal: Journal, out: BinaryIO) -> None:
         from web.representation import position_out
         from web.schema import to_json
 
         position = await journal.append(
-            request.events, metadata=request.metadata, headers=request.headers
+            request.events,
+            metadata=request.metadata,
+            headers=request.headers,
+            expected_seq_nr=expected,
+            idempotency_key=idempotency_key,
         )
         out.write(to_json(position_out(position)) + b"\n")
 
@@ -102,6 +117,7 @@ def run_client(
 ) -> int:
     """Check the input (`prepare`), then run the command it gives on the journal; 0, or 2 with
     the API's error on stderr for bad input."""
+    from journal.errors import OutcomeUnknown, SeqNrConflict
     from web.errors import ApiError
 
     try:
@@ -110,6 +126,12 @@ def run_client(
     except ApiError as error:
         print(f"kafka-journal {name}: {error.code}: {error.message}", file=sys.stderr)
         return 2
+    except SeqNrConflict as conflict:
+        print(f"kafka-journal {name}: seq_nr_conflict: {conflict}", file=sys.stderr)
+        return SEQ_NR_CONFLICT_EXIT
+    except OutcomeUnknown as error:
+        print(f"kafka-journal {name}: outcome_unknown: {error}", file=sys.stderr)
+        return OUTCOME_UNKNOWN_EXIT
     except ValueError as error:
         print(f"kafka-journal {name}: {error}", file=sys.stderr)
         return 2

@@ -31,10 +31,14 @@ METHOD = (
     "Raw baseline: an idempotent acks=all AIOKafkaProducer (linger 0, lz4 and the batch size "
     "of the writer's) sending the very record bytes (value + headers) the writer produces, to "
     "the same partition, same concurrency. HTTP: POST /journals/{{id}}/events to one real worker "
-    "process (aiohttp client, one connection per lane)."
+    "process (aiohttp client, one connection per lane). HTTP conditional: the same with "
+    "`expectedSeqNr` (each lane's journal is its own, so every append is accepted), compared "
+    "with HTTP. Contended: {writers} HTTP writers on one journal, each reading the journal's "
+    "seqNr and appending 1 event with `expectedSeqNr` until {contended} appends are accepted."
 )
 
-MODES = ("raw", "direct", "http")
+MODES = ("raw", "direct", "http", "http_conditional")
+CONTENDED_WRITERS = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,12 +77,19 @@ async def _measure(
 
     async def http_op(lane: int, round_: int) -> None:
         body = http_body(round_ * per_append + 1, per_append)
+        if mode == "http_conditional":
+            body["expectedSeqNr"] = round_ * per_append
         async with http.post(f"{url}/journals/{prefix}-{lane}/events", json=body) as response:
             if response.status != 200:
                 raise RuntimeError(f"HTTP append: {response.status} {await response.text()}")
             await response.read()
 
-    operation = {"direct": direct_op, "raw": raw_op, "http": http_op}[mode]
+    operation = {
+        "direct": direct_op,
+        "raw": raw_op,
+        "http": http_op,
+        "http_conditional": http_op,
+    }[mode]
     return await closed_loop(operation, concurrency, total)
 
 
@@ -92,7 +103,11 @@ async def bench_append(
 ) -> Section:
     """The append section; `journals` writes to the topic the worker at `worker_url` serves."""
     appends = f"{sizes.sequential} (c=1) / {sizes.concurrent} (c={sizes.concurrency})"
-    section = Section("Append", METHOD.format(appends=appends, reps=sizes.repetitions))
+    contended = sizes.sequential
+    method = METHOD.format(
+        appends=appends, reps=sizes.repetitions, writers=CONTENDED_WRITERS, contended=contended
+    )
+    section = Section("Append", method)
     raw = AIOKafkaProducer(
         bootstrap_servers=bootstrap,
         acks="all",
@@ -134,6 +149,7 @@ async def bench_append(
                             )
                             results.setdefault(mode, []).append(timed)
                     _rows(section, per_append, concurrency, results)
+            await _contended(section, http, worker_url, contended)
             if profile:
                 section.profile = await _profile(
                     journals, raw, http, worker_url, sizes.concurrency, sizes.concurrent
@@ -165,11 +181,16 @@ def _rows(
         )
         section.samples[f"{mode}, {label}"] = latencies
         section.throughputs[f"{mode}, {label}"] = median(rates)
-    raw_rate, raw_p50, raw_p99, raw_p999, _ = stats["raw"]
     for mode in MODES:
+        # the baseline: raw Kafka, and for conditional appends the unconditional ones
+        base = "http" if mode == "http_conditional" else "raw"
+        raw_rate, raw_p50, raw_p99, raw_p999, _ = stats[base]
         rate, p50, p99, p999, rate_spread = stats[mode]
         baseline = mode != "raw"
         rate_goal, rate_met, p99_goal, p99_met = "", None, "", None
+        if mode == "http_conditional" and concurrency > 1:
+            rate_goal, rate_met = ">= 0.7x http", rate >= 0.7 * raw_rate
+            p99_goal, p99_met = "<= 2x http", p99 <= 2 * raw_p99
         if mode == "direct" and concurrency > 1:
             rate_goal, rate_met = ">= 0.7x raw", rate >= 0.7 * raw_rate
             p99_goal, p99_met = "<= 1.5x raw", p99 <= 1.5 * raw_p99
@@ -192,6 +213,42 @@ def _rows(
             Row(f"{mode} {label}: p99", p99, "ms", raw_p99 if baseline else None, p99_goal, p99_met)
         )
         section.add(Row(f"{mode} {label}: p99.9", p999, "ms", raw_p999 if baseline else None))
+
+
+async def _contended(
+    section: Section, http: aiohttp.ClientSession, url: str, accepted_goal: int
+) -> None:
+    """`CONTENDED_WRITERS` writers on one journal: read its seqNr, append with expectedSeqNr."""
+    journal_url = f"{url}/journals/{unique('contended')}"
+    accepted = rejected = 0
+
+    async def writer() -> None:
+        nonlocal accepted, rejected
+        while accepted < accepted_goal:
+            async with http.get(journal_url) as info:
+                seq_nr = (await info.json())["seqNr"] or 0
+            body = http_body(seq_nr + 1, 1)
+            body["expectedSeqNr"] = seq_nr
+            async with http.post(f"{journal_url}/events", json=body) as response:
+                await response.read()
+                if response.status == 200:
+                    accepted += 1
+                elif response.status == 409:
+                    rejected += 1
+                else:
+                    raise RuntimeError(f"contended append: {response.status}")
+
+    started = time.perf_counter()
+    await asyncio.gather(*(writer() for _ in range(CONTENDED_WRITERS)))
+    elapsed = time.perf_counter() - started
+    section.add(
+        Row(
+            f"http_conditional contended, {CONTENDED_WRITERS} writers on one journal: accepted",
+            accepted / elapsed,
+            "appends/s",
+            note=f"{rejected} of {accepted + rejected} attempts were 409",
+        )
+    )
 
 
 async def _profile(

@@ -5,6 +5,11 @@ these where the core calls the drivers, so no layer above `journal/` needs to kn
 - `JournalTruncated`: records a read needs expired before replication stored them (HTTP 410).
 - `AppendTooLarge`: the append cannot be written as one record (HTTP 413).
 - `InvalidValue`: a value breaks the journal's rules (HTTP 400).
+- `SeqNrConflict`: a conditional append found the journal elsewhere (HTTP 409).
+- `IdempotencyKeyReused`: an idempotency key came back with a different request (HTTP 422).
+- `OutcomeUnknown`: a conditional append was produced but its verdict could not be learnt
+  (HTTP 503): it is wholly in the journal or wholly absent; a retry with the same idempotency
+  key tells which.
 """
 
 from __future__ import annotations
@@ -41,3 +46,24 @@ class AppendTooLarge(JournalError, ValueError):
 
 class InvalidValue(JournalError, ValueError):
     """A value that breaks the journal's rules (a seqNr out of range, a gap in a batch...)."""
+
+
+class SeqNrConflict(JournalError):
+    """A conditional append the log rejected: the journal's last seqNr was not the expected one.
+
+    `seq_nr` is the journal's last seqNr when the verdict was taken (0 for none).
+    """
+
+    def __init__(self, seq_nr: int, expected: int) -> None:
+        super().__init__(f"the journal's last seqNr is {seq_nr}, not the expected {expected}")
+        self.seq_nr = seq_nr
+        self.expected = expected
+
+
+class IdempotencyKeyReused(JournalError, ValueError):
+    """An idempotency key that took effect with another request than the one repeating it."""
+
+
+class OutcomeUnknown(Unavailable):
+    """A conditional append whose verdict could not be learnt (Kafka or the store failed
+    between producing it and reading it back): it is wholly visible or wholly absent."""

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from types import TracebackType
 
 from journal.actions import events_of
+from journal.conditional import ConditionalAppends, Idempotency
 from journal.errors import StoreUnavailable
 from journal.fence import Fence, HighWatermarks, Marks
 from journal.fold import JournalState
@@ -37,6 +38,7 @@ from journal.index import HeadIndex, IndexAnswer, Indexed, OffsetRun
 from journal.metrics import METRICS
 from journal.model import (
     SEQ_NR_MAX,
+    AppendHeader,
     Event,
     EventRecord,
     Events,
@@ -52,7 +54,7 @@ from journal.store.base import EventualJournal, EventualStore, FirstPage, Journa
 from journal.store.cassandra import CassandraStore
 from journal.tail import TailConfig, TailIndex
 from journal.topic import ensure_topic
-from journal.writer import JournalWriter
+from journal.writer import JournalWriter, encode_append
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +120,7 @@ class Journals:
         self.kafka = kafka
         self.origin = origin
         self._owned: list[Callable[[], Awaitable[None]]] = []
+        self.conditional = ConditionalAppends(self)
         #: the store's write side when this client owns a whole store (`connect`)
         self.replicated_store: EventualStore | None = None
 
@@ -189,13 +192,14 @@ class Journals:
     def journal(self, journal_id: str) -> Journal:
         return Journal(self, JournalKey(self.topic, journal_id))
 
-    async def view(self, key: JournalKey) -> JournalView:
-        """The journal as of now: the reading flow's steps 1-3 (see the module)."""
+    async def view(self, key: JournalKey, until: int | None = None) -> JournalView:
+        """The journal as of now: the reading flow's steps 1-3 (see the module); or as of
+        `until`, an offset of its partition (the fence: the records below it)."""
         partition = self.writer.partition_of(key)
         covered = self.index.covered(partition)  # the row read next reflects at least this
         meta_read = asyncio.ensure_future(self.store.meta(key))
         try:
-            fence = await self.fence.fence(key, partition)
+            fence = await self.fence.fence(key, partition) if until is None else until
             found = await self.index.lookup(key, partition, fence)
         except BaseException:
             meta_read.cancel()
@@ -291,14 +295,44 @@ class Journal:
         metadata: PayloadMetadata = PayloadMetadata(),
         header_metadata: HeaderMetadata = HeaderMetadata(),
         headers: Mapping[str, str] | None = None,
+        expected_seq_nr: int | None = None,
+        idempotency_key: str | None = None,
     ) -> Position:
-        """Append consecutive events atomically; returns once Kafka acknowledged (acks=all)."""
-        return await self._journals.writer.append(
-            self.key,
-            Events(tuple(events), metadata),
-            metadata=header_metadata,
-            headers=headers,
-            origin=self._journals.origin,
+        """Append consecutive events atomically; returns once Kafka acknowledged (acks=all).
+
+        With `expected_seq_nr` (the journal's last seqNr as the caller knows it, 0 for none),
+        returns only once the log accepted the append, else raises SeqNrConflict; with
+        `idempotency_key`, a repeated request answers the first one's position
+        (journal/conditional.py). OutcomeUnknown when the verdict could not be learnt.
+        """
+        journals = self._journals
+        batch = Events(tuple(events), metadata)
+        if expected_seq_nr is None and idempotency_key is None:
+            return await journals.writer.append(
+                self.key, batch, metadata=header_metadata, headers=headers, origin=journals.origin
+            )
+        encoded = encode_append(batch)
+        user_headers = dict(headers or {})
+        idempotency = (
+            None
+            if idempotency_key is None
+            else Idempotency.of_request(
+                idempotency_key, encoded.value, header_metadata, user_headers
+            )
+        )
+
+        async def produce(extra: Mapping[str, str]) -> Position:
+            return await journals.writer.append_encoded(
+                self.key,
+                encoded,
+                metadata=header_metadata,
+                headers={**user_headers, **extra},
+                origin=journals.origin,
+            )
+
+        header = AppendHeader(encoded.range, encoded.payload_type)  # as the fold sees it
+        return await journals.conditional.append(
+            self.key, header, expected_seq_nr, idempotency, produce
         )
 
     async def info(self) -> JournalInfo:

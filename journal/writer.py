@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from aiokafka.partitioner import murmur2
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
@@ -28,8 +29,10 @@ from journal.model import (
     HeaderMetadata,
     JournalKey,
     MarkHeader,
+    PayloadType,
     Position,
     PurgeHeader,
+    SeqRange,
     check_seq_nr,
 )
 from journal.producer import JournalProducer
@@ -41,6 +44,22 @@ _ACTION_NAMES: dict[type[ActionHeader], str] = {
     PurgeHeader: "purge",
     MarkHeader: "mark",
 }
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedAppend:
+    """An append's events as its record value: what is produced, and what a digest covers."""
+
+    range: SeqRange
+    payload_type: PayloadType
+    value: bytes
+
+
+def encode_append(events: Events) -> EncodedAppend:
+    """Check that the events are consecutive and encode them; InvalidValue if not."""
+    seq_range = events.range
+    payload_type, value = encode_events(events)
+    return EncodedAppend(seq_range, payload_type, value)
 
 
 @functools.lru_cache(maxsize=65_536)
@@ -90,12 +109,24 @@ class JournalWriter:
         origin: str | None = None,
     ) -> Position:
         """Append consecutive events atomically; InvalidValue or AppendTooLarge if refused."""
-        seq_range = events.range
-        payload_type, value = encode_events(events)
-        header = AppendHeader(
-            seq_range, payload_type, origin=origin, version=VERSION, metadata=metadata
+        return await self.append_encoded(
+            key, encode_append(events), metadata=metadata, headers=headers, origin=origin
         )
-        return await self._send(key, header, value, headers or {})
+
+    async def append_encoded(
+        self,
+        key: JournalKey,
+        encoded: EncodedAppend,
+        *,
+        metadata: HeaderMetadata = HeaderMetadata(),
+        headers: Mapping[str, str] | None = None,
+        origin: str | None = None,
+    ) -> Position:
+        """`append` of events encoded already (`encode_append`)."""
+        header = AppendHeader(
+            encoded.range, encoded.payload_type, origin=origin, version=VERSION, metadata=metadata
+        )
+        return await self._send(key, header, encoded.value, headers or {})
 
     async def delete(self, key: JournalKey, to: int, *, origin: str | None = None) -> Position:
         check_seq_nr(to, "to")

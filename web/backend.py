@@ -24,8 +24,11 @@ class JournalHandle(Protocol):
         *,
         metadata: PayloadMetadata = ...,
         headers: Mapping[str, str] | None = ...,
+        expected_seq_nr: int | None = ...,
+        idempotency_key: str | None = ...,
     ) -> Position:
-        """Append consecutive events atomically; returns once Kafka acknowledged them."""
+        """Append consecutive events atomically; returns once Kafka acknowledged them (with
+        `expected_seq_nr`: once the log accepted them; SeqNrConflict if it did not)."""
         ...
 
     def read(

@@ -30,13 +30,18 @@ class ErrorCode(StrEnum):
     INCOMPLETE_BODY = "incomplete_body"  # 400: the client stopped sending mid-body
     NOT_FOUND = "not_found"  # 404: no such route
     METHOD_NOT_ALLOWED = "method_not_allowed"  # 405: the route exists, not with this method
+    INVALID_IDEMPOTENCY_KEY = "invalid_idempotency_key"  # 400: empty, too long, not ASCII
+    SEQ_NR_CONFLICT = "seq_nr_conflict"  # 409: the journal is not at the expectedSeqNr
     JOURNAL_TRUNCATED = "journal_truncated"  # 410: events expired from Kafka unreplicated
     BODY_TOO_LARGE = "body_too_large"  # 413: the request body exceeds the configured limit
     APPEND_TOO_LARGE = "append_too_large"  # 413: the encoded record exceeds Kafka's limit
+    IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"  # 422: the key took another request
     NOT_READY = "not_ready"  # 503: this worker, or the owner of the journal, is (re)starting
     UNAVAILABLE = "unavailable"  # 503: Kafka or Cassandra cannot be reached in time
     UNDECODABLE_RECORDS = "undecodable_records"  # 503: the head spans a batch not decodable here
-    OUTCOME_UNKNOWN = "outcome_unknown"  # 503: the owner died with the request; repeat it
+    # 503: it may or may not have taken effect (the owner died with it, or a conditional
+    # append could not learn its verdict): repeat it
+    OUTCOME_UNKNOWN = "outcome_unknown"
     INTERNAL_ERROR = "internal_error"  # 500: a bug; logged with its traceback
     HTTP_ERROR = "http_error"  # any other status aiohttp itself raises (e.g. 400 on bad HTTP)
 
@@ -50,15 +55,17 @@ class ApiError(Exception):
         code: ErrorCode,
         message: str,
         headers: Mapping[str, str] | None = None,
+        seq_nr: int | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
         self.headers = dict(headers or {})
+        self.seq_nr = seq_nr  # `seq_nr_conflict` only: the journal's last seqNr
 
     def response(self) -> web.Response:
-        return error_response(self.status, self.code, self.message, self.headers)
+        return error_response(self.status, self.code, self.message, self.headers, self.seq_nr)
 
 
 def bad_request(code: ErrorCode, message: str) -> ApiError:
@@ -70,6 +77,12 @@ class ErrorDetail(BaseModel):
 
     code: ErrorCode
     message: str = Field(description="what went wrong and why")
+    seqNr: int = Field(
+        default=0,
+        ge=0,
+        description="`seq_nr_conflict` only: the journal's last seqNr (0 for none) when the "
+        "append was rejected",
+    )
 
 
 class Error(BaseModel):
@@ -80,19 +93,28 @@ class Error(BaseModel):
     error: ErrorDetail
 
 
-def error_body(code: ErrorCode, message: str) -> bytes:
-    answer = Error(error=ErrorDetail(code=code, message=message))
-    return answer.__pydantic_serializer__.to_json(answer)
+def error_body(code: ErrorCode, message: str, seq_nr: int | None = None) -> bytes:
+    detail = (
+        ErrorDetail(code=code, message=message)
+        if seq_nr is None
+        else ErrorDetail(code=code, message=message, seqNr=seq_nr)
+    )
+    answer = Error(error=detail)
+    return answer.__pydantic_serializer__.to_json(answer, exclude_unset=True)
 
 
 def error_response(
-    status: int, code: ErrorCode, message: str, headers: Mapping[str, str] | None = None
+    status: int,
+    code: ErrorCode,
+    message: str,
+    headers: Mapping[str, str] | None = None,
+    seq_nr: int | None = None,
 ) -> web.Response:
     # no-store: an error (a 410 especially) describes this moment, no cache should keep it
     all_headers = {"Cache-Control": "no-store", **(headers or {})}
     return web.Response(
         status=status,
-        body=error_body(code, message),
+        body=error_body(code, message, seq_nr),
         content_type="application/json",
         headers=all_headers,
     )

@@ -8,6 +8,10 @@ answer with, or None when it is not a known failure (the caller then answers 500
   would retry forever) and not a 500 (nothing is wrong with this request or this process).
   410 says "this history is gone and retrying will not bring it back"; an operator must act.
 - `AppendTooLarge` and the broker's size refusals -> 413 `append_too_large`.
+- `SeqNrConflict` -> 409 `seq_nr_conflict` with the journal's last seqNr: reread, decide again.
+- `IdempotencyKeyReused` -> 422 `idempotency_key_reused`: a client bug, retrying cannot help.
+- `OutcomeUnknown` -> 503 `outcome_unknown` with `Retry-After`: a conditional append was produced
+  but its verdict could not be read; retry with the same Idempotency-Key to learn it.
 - `UndecodableBatch` -> 503 `undecodable_records` with `Retry-After`: the journal's
   partition holds a batch this process cannot decode (journal.poison) and the read spans it;
   it reads again once replication has skipped it.
@@ -27,7 +31,15 @@ from aiokafka import errors as kafka_errors
 from cassandra import OperationTimedOut, RequestExecutionException
 from cassandra.cluster import NoHostAvailable
 
-from journal.errors import AppendTooLarge, JournalTruncated, Unavailable, UndecodableBatch
+from journal.errors import (
+    AppendTooLarge,
+    IdempotencyKeyReused,
+    JournalTruncated,
+    OutcomeUnknown,
+    SeqNrConflict,
+    Unavailable,
+    UndecodableBatch,
+)
 from web.errors import ApiError, ErrorCode
 
 # Checked before the generic KafkaError: these are about the record, not the broker's health.
@@ -56,6 +68,22 @@ def api_error_of(error: BaseException, retry_after_s: int) -> ApiError | None:
             ErrorCode.JOURNAL_TRUNCATED,
             f"events of this journal were lost: {error}. Retrying will not help; an operator "
             "must repair the journal (see the journal_truncated_reads_total metric)",
+        )
+    if isinstance(error, SeqNrConflict):
+        return ApiError(
+            409,
+            ErrorCode.SEQ_NR_CONFLICT,
+            f"{error}: nothing was appended; read the journal and decide again",
+            seq_nr=error.seq_nr,
+        )
+    if isinstance(error, IdempotencyKeyReused):
+        return ApiError(422, ErrorCode.IDEMPOTENCY_KEY_REUSED, str(error))
+    if isinstance(error, OutcomeUnknown):
+        return unavailable(
+            ErrorCode.OUTCOME_UNKNOWN,
+            f"{error}. The append is wholly in the journal or wholly absent: retry with the "
+            "same Idempotency-Key (or read the journal) to learn which",
+            retry_after_s,
         )
     if isinstance(error, UndecodableBatch):
         return unavailable(ErrorCode.UNDECODABLE_RECORDS, str(error), retry_after_s)

@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
+from journal.conditional import MAX_IDEMPOTENCY_KEY
 from web import schema
 from web.errors import Error
 
@@ -23,9 +24,16 @@ An event-sourcing journal on Kafka with Cassandra as the eventual store.
 
 Every error is `{"error": {"code", "message"}}`; clients branch on `code`:
 400 malformed input (never a 500), 404 unknown route, 405 wrong method, 413 body or append too
-large, 410 `journal_truncated`, 503 + `Retry-After` while this worker is not ready (starting,
-rebalancing) or Kafka/Cassandra are unreachable, or `outcome_unknown` when the worker owning
-the journal died with the request (repeat it), 500 only for bugs.
+large, 410 `journal_truncated`, 409 `seq_nr_conflict` (a conditional append, `expectedSeqNr`,
+found the journal elsewhere), 422 `idempotency_key_reused`, 503 + `Retry-After` while this
+worker is not ready (starting, rebalancing), Kafka/Cassandra are unreachable, or the outcome
+is unknown (`outcome_unknown`: the journal's owner died with the request, or a conditional
+append could not learn its verdict), 500 only for bugs.
+
+Conditional appends: on 409, read the journal and decide again (`error.seqNr` is its last
+seqNr). On 503 `outcome_unknown` the append is wholly in the journal or wholly absent: retry
+with the same `Idempotency-Key` (the first attempt's 200 if it took effect, else it is
+attempted again) or read the journal.
 
 `journal_truncated` (410 Gone): events the request needs expired from Kafka before replication
 stored them in Cassandra. That history is lost; retrying will not bring it back, so it is
@@ -104,7 +112,9 @@ def _errors(*statuses: str) -> JsonDoc:
         "400": "BadRequest",
         "405": "MethodNotAllowed",
         "410": "JournalTruncated",
+        "409": "SeqNrConflict",
         "413": "TooLarge",
+        "422": "IdempotencyKeyReused",
         "500": "InternalError",
         "503": "Unavailable",
     }
@@ -144,6 +154,13 @@ _RESPONSES: JsonDoc = {
         "may have been applied; repeat it, an append of the same seqNrs or a delete is safe).",
         {"Retry-After": {"schema": {"type": "integer"}, "description": "seconds"}},
     ),
+    "SeqNrConflict": _error_response(
+        "`seq_nr_conflict`: the journal's last seqNr (`error.seqNr`) is not `expectedSeqNr`; "
+        "nothing of the append is or will be visible."
+    ),
+    "IdempotencyKeyReused": _error_response(
+        "`idempotency_key_reused`: the `Idempotency-Key` took effect with another request."
+    ),
     "InternalError": _error_response("`internal_error`: a bug, logged with its traceback."),
     "NotFound": _error_response("`not_found`: no such route (any path not listed here)."),
 }
@@ -154,6 +171,17 @@ _JOURNAL_ID: JsonDoc = {
     "required": True,
     "description": "The journal id (the Kafka record key), percent-encoded.",
     "schema": {"type": "string", "minLength": 1},
+}
+
+
+_IDEMPOTENCY_KEY: JsonDoc = {
+    "name": "Idempotency-Key",
+    "in": "header",
+    "required": False,
+    "description": "Makes a retry safe: the same key with the same body, once the first "
+    "attempt took effect, answers that attempt's 200 and adds nothing; with another body, 422. "
+    "Remembered as long as the append's first event is (the key travels in its record).",
+    "schema": {"type": "string", "minLength": 1, "maxLength": MAX_IDEMPOTENCY_KEY},
 }
 
 
@@ -172,13 +200,14 @@ def openapi_document() -> JsonDoc:
                 "post": {
                     "operationId": "append",
                     "summary": "Append consecutive events atomically.",
+                    "parameters": [_IDEMPOTENCY_KEY],
                     "requestBody": {
                         "required": True,
                         "content": _json_content(_ref("schemas", "AppendRequest")),
                     },
                     "responses": {
                         "200": _ok("Kafka acknowledged (acks=all).", _ref("schemas", "Position")),
-                        **_errors("400", "413", "503"),
+                        **_errors("400", "409", "413", "422", "503"),
                     },
                 },
                 "get": {

@@ -42,6 +42,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from journal.codec import ACTION_HEADER
+from journal.conditional import CONDITIONAL_HEADERS
 from journal.model import (
     SEQ_NR_MAX,
     SEQ_NR_MIN,
@@ -119,10 +120,14 @@ def _expire_after(value: str) -> str:
         raise PydanticCustomError("duration", f"{e}") from None
 
 
+RESERVED_HEADERS = frozenset({ACTION_HEADER, *CONDITIONAL_HEADERS})
+_RESERVED_NAMES: list[Any] = sorted(RESERVED_HEADERS)  # Any: pydantic types schema extras as JSON
+
+
 def _header_name(name: str) -> str:
     if not name:
         raise refusal(ErrorCode.INVALID_HEADERS, "must not be empty")
-    if name == ACTION_HEADER:
+    if name in RESERVED_HEADERS:
         raise refusal(ErrorCode.INVALID_HEADERS, "is the journal's own")
     return name
 
@@ -214,10 +219,19 @@ class AppendRequest(_Wire):
     metadata: JsonValue = Field(default=None, description="stored with the events (any JSON)")
     headers: dict[HeaderName, StrictStr] | None = Field(
         default=None,
-        description=f"Kafka record headers; `{ACTION_HEADER}` is reserved.",
-        json_schema_extra={"propertyNames": {"minLength": 1, "not": {"const": ACTION_HEADER}}},
+        description=f"Kafka record headers; {', '.join(sorted(RESERVED_HEADERS))} are reserved.",
+        json_schema_extra={"propertyNames": {"minLength": 1, "not": {"enum": _RESERVED_NAMES}}},
     )
     expireAfter: ExpireAfter | None = None
+    expectedSeqNr: StrictInt | None = Field(
+        default=None,
+        ge=0,
+        le=SEQ_NR_MAX - 1,
+        description="Append only if this is the journal's last seqNr (0: no events), i.e. the "
+        "first event's seqNr - 1: the answer is then 200 only once the log accepted the append, "
+        "409 `seq_nr_conflict` (with the journal's `seqNr`) if it is elsewhere, and 503 "
+        "`outcome_unknown` if the verdict could not be learnt.",
+    )
 
     @field_validator("events")
     @classmethod
@@ -232,6 +246,17 @@ class AppendRequest(_Wire):
                     f"expected {previous + 1}{beyond}",
                 )
         return events
+
+    @model_validator(mode="after")
+    def _expectation_meets_the_events(self) -> AppendRequest:
+        expected, first = self.expectedSeqNr, self.events[0].seqNr
+        if expected is not None and expected != first - 1:
+            raise refusal(
+                ErrorCode.INVALID_SEQ_NR,
+                f"expectedSeqNr {expected} cannot be met by events from seqNr {first}: "
+                f"it must be {first - 1}",
+            )
+        return self
 
     def core_events(self) -> tuple[Event, ...]:
         return tuple(event.event() for event in self.events)

@@ -28,7 +28,8 @@ from multidict import MultiMapping
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from journal.model import SEQ_NR_MAX, SEQ_NR_MIN, Event, PayloadMetadata
+from journal.conditional import check_idempotency_key
+from journal.model import SEQ_NR_MAX, SEQ_NR_MIN, Event, InvalidValue, PayloadMetadata
 from web import schema
 from web.errors import ApiError, ErrorCode, bad_request
 
@@ -46,6 +47,7 @@ _FIELD_CODES = {
     "payloadBinary": ErrorCode.INVALID_PAYLOAD,
     "expireAfter": ErrorCode.INVALID_EXPIRE_AFTER,
     "headers": ErrorCode.INVALID_HEADERS,
+    "expectedSeqNr": ErrorCode.INVALID_SEQ_NR,
 }
 _EXPECTED = {
     "int_type": "an integer",
@@ -66,6 +68,7 @@ class AppendRequest:
     events: tuple[Event, ...]
     metadata: PayloadMetadata = PayloadMetadata()
     headers: dict[str, str] = field(default_factory=dict)
+    expected_seq_nr: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +137,24 @@ def parse_append(body: bytes) -> AppendRequest:
         events=request.core_events(),
         metadata=request.core_metadata(),
         headers=request.headers or {},
+        expected_seq_nr=request.expectedSeqNr,
     )
+
+
+IDEMPOTENCY_KEY = "Idempotency-Key"
+
+
+def parse_idempotency_key(headers: MultiMapping[str]) -> str | None:
+    """The request's `Idempotency-Key` header, if any (at most one)."""
+    keys = headers.getall(IDEMPOTENCY_KEY, [])
+    if not keys:
+        return None
+    try:
+        if len(keys) > 1:
+            raise InvalidValue("given more than once")
+        return check_idempotency_key(keys[0])
+    except InvalidValue as e:
+        raise bad_request(ErrorCode.INVALID_IDEMPOTENCY_KEY, f"{IDEMPOTENCY_KEY}: {e}") from None
 
 
 def validate(model: type[Model], value: object) -> Model:

@@ -38,6 +38,7 @@ from web.validation import (
     check_no_params,
     parse_append,
     parse_delete_query,
+    parse_idempotency_key,
     parse_journal_id,
     parse_read_query,
 )
@@ -74,12 +75,18 @@ class JournalViews:
         return journal_id, self._backend.journal(journal_id)
 
     async def append(self, request: web.Request) -> web.Response:
-        """POST /journals/{id}/events -> 200 {"partition", "offset"} once Kafka acknowledged."""
+        """POST /journals/{id}/events -> 200 {"partition", "offset"} once Kafka acknowledged
+        (with `expectedSeqNr`: once the log accepted it; 409 if it rejected it)."""
         _, journal = self._journal(request)
         check_no_params(request.query)
+        idempotency_key = parse_idempotency_key(request.headers)
         append = parse_append(await read_body(request, self._limits.max_body_bytes))
         position = await journal.append(
-            append.events, metadata=append.metadata, headers=append.headers
+            append.events,
+            metadata=append.metadata,
+            headers=append.headers,
+            expected_seq_nr=append.expected_seq_nr,
+            idempotency_key=idempotency_key,
         )
         self._metrics.counter("http_appended_events_total").inc(len(append.events))
         return json_response(position_out(position))

@@ -49,3 +49,12 @@ def test_the_client_commands_round_trip(stack: Stack) -> None:
     assert cli(env, "read", "order-1").stdout == b""
     refused = cli(env, "append", "order-1", "--data", '{"events": [{"seqNr": 0}]}')
     assert refused.returncode == 2 and b"invalid_seq_nr" in refused.stderr
+    one = '{"events": [{"seqNr": 1, "payload": "c"}]}'
+    conditional = ("--expected-seq-nr", "0", "--idempotency-key", "try-1")
+    first = cli(env, "append", "order-1", "--data", one, *conditional)
+    assert first.returncode == 0, first.stderr
+    retried = cli(env, "append", "order-1", "--data", one, *conditional)
+    assert (retried.returncode, retried.stdout) == (0, first.stdout)  # the first answer
+    lost = cli(env, "append", "order-1", "--data", one, "--expected-seq-nr", "0")
+    assert lost.returncode == 3 and b"seq_nr_conflict" in lost.stderr
+    assert orjson.loads(cli(env, "pointer", "order-1").stdout)["seqNr"] == 1

@@ -20,8 +20,11 @@ from cassandra.cluster import NoHostAvailable
 
 from journal.errors import (
     AppendTooLarge,
+    IdempotencyKeyReused,
     JournalTruncated,
     KafkaUnavailable,
+    OutcomeUnknown,
+    SeqNrConflict,
     UndecodableBatch,
 )
 from journal.journals import Deleted, JournalInfo
@@ -74,9 +77,14 @@ class FakeJournal:
         *,
         metadata: PayloadMetadata = PayloadMetadata(),
         headers: Mapping[str, str] | None = None,
+        expected_seq_nr: int | None = None,
+        idempotency_key: str | None = None,
     ) -> Position:
         self._check()
         records = self.backend.records.setdefault(self.id, [])
+        last = records[-1].seq_nr if records else 0
+        if expected_seq_nr is not None and expected_seq_nr != last:
+            raise SeqNrConflict(last, expected_seq_nr)
         offset = len(records)
         records += [EventRecord(e, T0, 0, offset, metadata, dict(headers or {})) for e in events]
         return Position(0, offset)
@@ -251,6 +259,8 @@ async def test_not_ready_is_503_with_retry_after(served: Served, backend: FakeBa
             ErrorCode.UNDECODABLE_RECORDS,
         ),
         (TimeoutError(), 503, ErrorCode.UNAVAILABLE),
+        (OutcomeUnknown("the verdict was not read"), 503, ErrorCode.OUTCOME_UNKNOWN),
+        (IdempotencyKeyReused("k"), 422, ErrorCode.IDEMPOTENCY_KEY_REUSED),
         (AppendTooLarge("2 MB"), 413, ErrorCode.APPEND_TOO_LARGE),
         (MessageSizeTooLargeError(), 413, ErrorCode.APPEND_TOO_LARGE),
         # aiohttp's client errors reach here only from a call to another worker that nothing
@@ -272,6 +282,33 @@ async def test_core_failures_become_statuses(
         assert ("Retry-After" in headers) == (status == 503)
     backend.failure = None
     assert (await call(served, "GET", journal_path("j")))[0] == 200
+
+
+async def test_a_conditional_append_on_another_seq_nr_is_409_with_it(served: Served) -> None:
+    def body(first: int, expected: int) -> dict[str, object]:
+        return {"json": {"events": [{"seqNr": first}], "expectedSeqNr": expected}}
+
+    path = journal_path("c", "/events")
+    assert (await call(served, "POST", path, **body(1, 0)))[:2] == (
+        200,
+        {"partition": 0, "offset": 0},
+    )
+    status, answer, headers = await call(served, "POST", path, **body(1, 0))
+    assert status == 409 and "Retry-After" not in headers
+    error = answer["error"]
+    assert isinstance(error, dict) and error.pop("message")
+    assert error == {"code": ErrorCode.SEQ_NR_CONFLICT, "seqNr": 1}
+    # an expectation the events cannot meet, a bad key, a reserved header: 400, nothing written
+    assert await error_of(served, "POST", path, **body(3, 1)) == (400, ErrorCode.INVALID_SEQ_NR)
+    assert await error_of(served, "POST", path, **body(1, -1)) == (400, ErrorCode.INVALID_SEQ_NR)
+    for key in ("", "x" * 256):
+        refused = await error_of(
+            served, "POST", path, headers={"Idempotency-Key": key}, **body(2, 1)
+        )
+        assert refused == (400, ErrorCode.INVALID_IDEMPOTENCY_KEY)
+    reserved = {"events": [{"seqNr": 2}], "headers": {"journal.idempotency-key": "k"}}
+    assert await error_of(served, "POST", path, json=reserved) == (400, ErrorCode.INVALID_HEADERS)
+    assert (await call(served, "GET", journal_path("c")))[1]["seqNr"] == 1
 
 
 async def test_a_failure_mid_stream_breaks_the_body(

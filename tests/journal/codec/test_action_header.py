@@ -12,9 +12,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from journal.actions import RawRecord, parse
 from journal.codec import ACTION_HEADER, DecodeError, EncodeError
 from journal.codec import decode_action_header as decode
 from journal.codec import encode_action_header as encode
+from journal.conditional import CONDITIONAL_HEADERS, Idempotency
 from journal.model import (
     SEQ_NR_MAX,
     ActionHeader,
@@ -252,3 +254,27 @@ def test_a_field_of_any_json_value_decodes_or_raises_decode_error(
     except DecodeError:
         return
     assert isinstance(result, (AppendHeader, DeleteHeader, PurgeHeader, MarkHeader))
+
+
+@pytest.mark.parametrize("name", sorted(n for n in EXPECTED if n.startswith("Append-")))
+def test_a_record_with_our_headers_reads_as_the_vector(vectors: Path, name: str) -> None:
+    """Our headers (journal/conditional.py) ride beside the vector's `journal.action`: the
+    action is the vector's, and they are plain user headers, as kafka-journal keeps them."""
+    ours = Idempotency("retry-1", "0" * 64).headers()
+    record = RawRecord(
+        topic="t",
+        partition=0,
+        offset=7,
+        timestamp_ms=0,
+        key=b"j",
+        value=b"",
+        headers=[
+            (ACTION_HEADER, (vectors / name).read_bytes()),
+            *((k, v.encode()) for k, v in ours.items()),
+        ],
+    )
+    action = parse(record)
+    assert action is not None
+    assert action.header == EXPECTED[name][0]
+    assert action.headers == ours
+    assert set(ours) == CONDITIONAL_HEADERS

@@ -1,0 +1,332 @@
+"""Conditional appends and idempotent retries: the writer asks, the log decides.
+
+**The condition is the record's range.** An append expecting the journal's last seqNr to be
+`n` must start at `n + 1` (anything else is refused before producing: it could never be
+accepted). The fold's conflict rule accepts an Append only if it starts at last + 1, so the
+expectation is already in the record, in kafka-journal's own `journal.action` header, and every
+fold (reads, replication, Spark, audit) applies it. A second statement of it (a header of ours)
+could only disagree with the range.
+
+**The protocol** (`ConditionalAppends.append`), per journal, serialised in this process:
+1. look at the journal (the reading flow): not at `n` -> a retry of ours? (below) else conflict,
+   nothing produced;
+2. produce the record (at offset `o`);
+3. read the journal up to and including `o` (the worker's index waits until its own agent has
+   folded `o`) and take the fold's verdict: the state changed at `o` -> accepted (200); it did
+   not -> rejected (409 with the last seqNr as of `o`). A failure between 2 and the verdict is
+   `OutcomeUnknown` (503): the record is wholly accepted or wholly rejected, never half.
+A zombie (an old owner, or any other process) may produce a doomed record, but its verdict,
+taken from the log, rejects it: a rival's record that made it impossible is earlier in the log.
+
+**What it costs.** A verdict read would cost a fetch from Kafka (and the look before producing
+another read). So the process remembers, per journal (bounded, least recently used), the state
+the last verdict found and the offset it is as of. The look before producing is skipped when
+that state already meets the expectation (a stale memory costs a doomed record at worst, never a
+wrong answer: only the verdict answers). The verdict is taken without fetching from Kafka when
+the index (which first waits until it has seen our record) lists exactly one record of the
+journal after the remembered offset, or else after what the store's row reflects: ours, folded
+onto that state with the same `apply`. Anything else (a rival's record, a Delete, runs that
+span other journals) takes the full reading flow.
+
+**Idempotency keys** travel in the record too, in two headers of ours (the key and a digest of
+the request), which kafka-journal readers keep as plain user headers. A retry finds the first
+attempt where it can only be: the journal's event at the request's first seqNr (one event
+read, store or head, on any worker, after any failover). Same key and digest -> the first
+attempt's position, nothing produced; same key, other digest -> `IdempotencyKeyReused`. So no
+table of keys is kept anywhere: a key is remembered as long as its event is (until deleted).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from aiokafka.errors import KafkaError
+
+from journal.errors import (
+    IdempotencyKeyReused,
+    InvalidValue,
+    JournalTruncated,
+    OutcomeUnknown,
+    SeqNrConflict,
+    StoreUnavailable,
+    Unavailable,
+)
+from journal.fold import JournalState
+from journal.index import Indexed, OffsetRun
+from journal.metrics import METRICS
+from journal.model import AppendHeader, EventRecord, HeaderMetadata, JournalKey, Position
+
+if TYPE_CHECKING:
+    from journal.journals import Journals
+
+IDEMPOTENCY_KEY_HEADER = "journal.idempotency-key"
+REQUEST_DIGEST_HEADER = "journal.request-digest"
+#: record headers a user may not set: they would pass for another request's key
+CONDITIONAL_HEADERS = frozenset({IDEMPOTENCY_KEY_HEADER, REQUEST_DIGEST_HEADER})
+MAX_IDEMPOTENCY_KEY = 255  # characters; printable ASCII
+
+# Failures after which a produced record's fate is not known here
+_UNSURE: tuple[type[BaseException], ...] = (KafkaError, Unavailable, TimeoutError, ConnectionError)
+_VERDICT_UNKNOWN: tuple[type[BaseException], ...] = (*_UNSURE, JournalTruncated)
+
+
+def check_idempotency_key(key: str) -> str:
+    if not 0 < len(key) <= MAX_IDEMPOTENCY_KEY or not (key.isascii() and key.isprintable()):
+        raise InvalidValue(
+            f"an idempotency key is 1..{MAX_IDEMPOTENCY_KEY} printable ASCII characters"
+        )
+    return key
+
+
+@dataclass(frozen=True, slots=True)
+class Idempotency:
+    """A request's idempotency key and the digest of what it asks."""
+
+    key: str
+    digest: str
+
+    @classmethod
+    def of_request(
+        cls,
+        key: str,
+        value: bytes,
+        header_metadata: HeaderMetadata,
+        headers: Mapping[str, str],
+    ) -> Idempotency:
+        """The digest covers the encoded events with their metadata (`value`, deterministic)
+        and the user's headers and header metadata: everything a read would return."""
+        digest = hashlib.sha256(value)
+        digest.update(repr((header_metadata.data, sorted(headers.items()))).encode())
+        return cls(check_idempotency_key(key), digest.hexdigest())
+
+    @classmethod
+    def of_record(cls, record: EventRecord) -> Idempotency | None:
+        key = record.headers.get(IDEMPOTENCY_KEY_HEADER)
+        digest = record.headers.get(REQUEST_DIGEST_HEADER)
+        return None if key is None or digest is None else cls(key, digest)
+
+    def headers(self) -> dict[str, str]:
+        return {IDEMPOTENCY_KEY_HEADER: self.key, REQUEST_DIGEST_HEADER: self.digest}
+
+
+class JournalLocks:
+    """One asyncio lock per journal, held only while some request holds or awaits it, so the
+    map is bounded by the requests in flight."""
+
+    def __init__(self) -> None:
+        self._locks: dict[JournalKey, tuple[asyncio.Lock, int]] = {}
+
+    def __len__(self) -> int:
+        return len(self._locks)
+
+    @asynccontextmanager
+    async def hold(self, key: JournalKey) -> AsyncIterator[None]:
+        lock, users = self._locks.get(key, (None, 0))
+        if lock is None:
+            lock = asyncio.Lock()
+        self._locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[key]
+            if users == 1:
+                del self._locks[key]
+            else:
+                self._locks[key] = (lock, users - 1)
+
+
+Produce = Callable[[Mapping[str, str]], Awaitable[Position]]
+
+
+def records_between(runs: Iterable[OffsetRun], after: int, upto: int) -> int | None:
+    """How many of a journal's records lie in (after, upto], or None if the runs cannot tell
+    (a run that spans other journals' records and the range's edge)."""
+    total = 0
+    for run in runs:
+        low, high = max(run.first, after + 1), min(run.last, upto)
+        if low > high:
+            continue
+        if run.exact:
+            total += high - low + 1
+        elif (low, high) == (run.first, run.last):
+            total += run.count
+        else:
+            return None
+    return total
+
+
+@dataclass(frozen=True, slots=True)
+class KnownState:
+    """A journal's state as of offset `as_of` (every record up to it folded), from a verdict."""
+
+    state: JournalState
+    as_of: int
+
+
+class KnownStates:
+    """The last verdict's state per journal, least recently used first out."""
+
+    def __init__(self, capacity: int) -> None:
+        self._capacity = capacity
+        self._known: OrderedDict[JournalKey, KnownState] = OrderedDict()
+
+    def get(self, key: JournalKey) -> KnownState | None:
+        known = self._known.get(key)
+        if known is not None:
+            self._known.move_to_end(key)
+        return known
+
+    def put(self, key: JournalKey, known: KnownState) -> None:
+        self._known[key] = known
+        self._known.move_to_end(key)
+        if len(self._known) > self._capacity:
+            self._known.popitem(last=False)
+
+
+class ConditionalAppends:
+    """The protocol of the module, over one process's `Journals`."""
+
+    def __init__(self, journals: Journals, remembered: int = 10_000) -> None:
+        self._journals = journals
+        self._locks = JournalLocks()
+        self._known = KnownStates(remembered)
+
+    async def append(
+        self,
+        key: JournalKey,
+        header: AppendHeader,
+        expected_seq_nr: int | None,
+        idempotency: Idempotency | None,
+        produce: Produce,
+    ) -> Position:
+        """Append through `produce` (given the extra record headers) if the journal is at
+        `expected_seq_nr` (None: unconditional, produced whatever the journal's state);
+        `header` is the Append's, as produced."""
+        first = header.range.from_
+        if expected_seq_nr is not None and expected_seq_nr != first - 1:
+            raise InvalidValue(
+                f"expectedSeqNr {expected_seq_nr} cannot be met by events from seqNr {first}: "
+                f"it must be {first - 1}"
+            )
+        extra = idempotency.headers() if idempotency is not None else {}
+        async with self._locks.hold(key):
+            # as far as this process knows it continues the journal: no look, the verdict tells
+            # (an unconditional append gets no verdict: with a key, it always looks)
+            known = self._known.get(key) if expected_seq_nr is not None else None
+            continues = known is not None and known.state.seq_nr == first - 1
+            if not continues and (expected_seq_nr is not None or idempotency is not None):
+                last = (await self._look(key)).seq_nr
+                if last != first - 1:
+                    earlier = await self._earlier(key, first, last, idempotency)
+                    if earlier is not None:
+                        return earlier
+                    if expected_seq_nr is not None:
+                        raise SeqNrConflict(last, expected_seq_nr)
+            if expected_seq_nr is None:
+                return await produce(extra)
+            try:
+                position = await produce(extra)
+            except _UNSURE as error:
+                raise OutcomeUnknown(
+                    f"{key}: the append may or may not be written: {error!r}"
+                ) from error
+            rejected_at = await self._verdict(key, header, position)
+            if rejected_at is None:
+                return position
+            earlier = await self._earlier(key, first, rejected_at, idempotency)
+            if earlier is not None:
+                return earlier  # a zombie's copy of our own first attempt won: that one holds
+            raise SeqNrConflict(rejected_at, expected_seq_nr)
+
+    async def _look(self, key: JournalKey) -> JournalState:
+        """The journal as of now, remembered with the fence it was read at."""
+        journals = self._journals
+        fence = await journals.fence.fence(key, journals.writer.partition_of(key))
+        state = (await journals.view(key, until=fence)).head.state
+        if state.offset < fence:  # else the store's row is past the fence: as of what, unsure
+            self._known.put(key, KnownState(state, fence - 1))
+        return state
+
+    async def _verdict(
+        self, key: JournalKey, header: AppendHeader, position: Position
+    ) -> int | None:
+        """None if the Append at `position` was accepted; else the last seqNr as of it."""
+        offset, first = position.offset, header.range.from_
+        try:
+            state = await self._folded_in_memory(key, header, position)
+            METRICS.counter(
+                "journal_conditional_verdicts_total", path="read" if state is None else "memory"
+            ).inc()
+            if state is None:
+                view = await self._journals.view(key, until=offset + 1)
+                state = view.head.state
+            if state.offset <= offset:
+                # the fold saw every record up to ours: ours changed the journal or nothing
+                self._known.put(key, KnownState(state, offset))
+                return None if state.offset == offset else state.seq_nr
+            # the store's row is past our record already: its event at `first` tells
+            found = await self._event(key, first)
+        except _VERDICT_UNKNOWN as error:
+            raise OutcomeUnknown(f"{key}: the append's verdict is unknown: {error!r}") from error
+        if found is not None and found.offset == offset:
+            return None
+        if found is None:
+            raise OutcomeUnknown(f"{key}: seqNr {first} was deleted before its verdict was read")
+        return state.seq_nr
+
+    async def _folded_in_memory(
+        self, key: JournalKey, header: AppendHeader, position: Position
+    ) -> JournalState | None:
+        """The journal's state as of our record without fetching it, when the index shows it
+        is the journal's only record after a state known otherwise: the last verdict's, or
+        else the store's row; None when it cannot tell."""
+        offset = position.offset
+        found = await self._journals.index.lookup(key, position.partition, offset + 1)
+        if not isinstance(found, Indexed):
+            return None
+        known = self._known.get(key)
+        if known is not None and found.needs <= known.as_of < offset:
+            base, after = known.state, known.as_of
+        else:
+            try:  # read after the lookup: the row reflects every record up to `needs`
+                meta = await self._journals.store.meta(key)
+            except StoreUnavailable:
+                return None  # the reading flow knows how to do without the store
+            base = JournalState() if meta is None else meta.state
+            after = max(base.offset, found.needs)
+            if after >= offset:
+                return None  # the store has our record already: the reading flow tells
+        if records_between(found.runs, after, offset) != 1:
+            return None
+        state, _ = base.apply(header, offset)
+        return state
+
+    async def _earlier(
+        self, key: JournalKey, first: int, last: int, idempotency: Idempotency | None
+    ) -> Position | None:
+        """The position of this request's own earlier attempt, if one took effect."""
+        if idempotency is None or last < first:
+            return None
+        found = await self._event(key, first)
+        stored = None if found is None else Idempotency.of_record(found)
+        if found is None or stored is None or stored.key != idempotency.key:
+            return None
+        if stored.digest != idempotency.digest:
+            raise IdempotencyKeyReused(
+                f"idempotency key {idempotency.key!r} was used for another request "
+                f"(the events from seqNr {first} at offset {found.offset})"
+            )
+        return Position(found.partition, found.offset)
+
+    async def _event(self, key: JournalKey, seq_nr: int) -> EventRecord | None:
+        journal = self._journals.journal(key.id)
+        async for record in journal.read(seq_nr, seq_nr, 1):
+            return record
+        return None

@@ -1,0 +1,187 @@
+"""Conditional appends and idempotent retries with the direct client: produce, then the log's
+verdict (journal/conditional.py), against the real servers."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from journal.conditional import (
+    IDEMPOTENCY_KEY_HEADER,
+    Idempotency,
+    JournalLocks,
+    check_idempotency_key,
+    records_between,
+)
+from journal.errors import IdempotencyKeyReused, InvalidValue, SeqNrConflict
+from journal.index import OffsetRun
+from journal.journals import Journal, Journals
+from journal.metrics import METRICS
+from journal.model import HeaderMetadata, JournalKey, Position
+from stack import Stack
+from tests.journal.journal_contract import events
+from tests.support.harness import Harness, harness, unique
+
+
+async def read_seq_nrs(journal: Journal) -> list[int]:
+    return [r.seq_nr async for r in journal.read()]
+
+
+async def try_append(journal: Journal, first: int, last: int) -> Position | SeqNrConflict:
+    try:
+        return await journal.append(events(first, last), expected_seq_nr=first - 1)
+    except SeqNrConflict as conflict:
+        return conflict
+
+
+# --- without servers --------------------------------------------------------------------------
+
+
+async def test_journal_locks_serialise_per_journal_and_forget_idle_journals() -> None:
+    locks = JournalLocks()
+    a, b = JournalKey("t", "a"), JournalKey("t", "b")
+    inside: list[str] = []
+
+    async def hold(key: JournalKey, name: str) -> None:
+        async with locks.hold(key):
+            inside.append(f"+{name}")
+            await asyncio.sleep(0)  # give the others a chance to enter, if the lock allowed it
+            inside.append(f"-{name}")
+
+    await asyncio.gather(hold(a, "a1"), hold(a, "a2"), hold(b, "b1"))
+    assert inside.index("-a1") < inside.index("+a2")  # a2 entered only after a1 left
+    assert inside.index("+b1") < inside.index("-a1")  # another journal did not wait
+    assert len(locks) == 0
+
+
+def test_an_idempotency_digest_covers_the_request() -> None:
+    def digest(value: bytes, data: str | None, headers: dict[str, str]) -> str:
+        return Idempotency.of_request("k", value, HeaderMetadata(data), headers).digest
+
+    base = digest(b"v", None, {"h": "1"})
+    assert digest(b"v", None, {"h": "1"}) == base
+    assert len({base, digest(b"w", None, {"h": "1"}), digest(b"v", "m", {"h": "1"})}) == 3
+    assert digest(b"v", None, {"h": "2"}) != base
+
+
+@pytest.mark.parametrize("key", ["", "x" * 256, "tab\there", "é"])
+def test_idempotency_keys_are_short_printable_ascii(key: str) -> None:
+    with pytest.raises(InvalidValue):
+        check_idempotency_key(key)
+
+
+# --- against the servers ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def keyspace(stack: Stack) -> str:
+    return unique("kj_cond")
+
+
+@pytest.fixture
+async def direct(stack: Stack, keyspace: str) -> AsyncIterator[Harness]:
+    async with harness(stack, keyspace, "cond") as connected:
+        yield connected
+
+
+@pytest.mark.integration
+async def test_a_conditional_append_is_accepted_only_where_the_journal_is(
+    direct: Harness,
+) -> None:
+    journal = direct.journals.journal(unique("j"))
+    first = await journal.append(events(1, 2), expected_seq_nr=0)
+    with pytest.raises(SeqNrConflict) as conflict:
+        await journal.append(events(1, 1), expected_seq_nr=0)
+    assert conflict.value.seq_nr == 2
+    with pytest.raises(InvalidValue):  # the expectation contradicts the events' seqNrs
+        await journal.append(events(3, 3), expected_seq_nr=1)
+    await direct.replicate()
+    third = await journal.append(events(3, 3), expected_seq_nr=2)
+    assert (third.partition, third.offset > first.offset) == (first.partition, True)
+    assert await read_seq_nrs(journal) == [1, 2, 3]
+
+
+@pytest.mark.integration
+async def test_two_clients_racing_on_one_journal_have_one_winner(
+    direct: Harness,
+) -> None:
+    """Two processes' worth of writers, no lock shared: the log alone picks the winner."""
+    rival = await Journals.connect(direct.settings)
+    try:
+        journal_id = unique("race")
+        clients = [direct.journals.journal(journal_id), rival.journal(journal_id)]
+        answers = await asyncio.gather(*(try_append(clients[n % 2], 1, 2) for n in range(10)))
+    finally:
+        await rival.close()
+    won = [a for a in answers if isinstance(a, Position)]
+    lost = [a for a in answers if isinstance(a, SeqNrConflict)]
+    assert (len(won), len(lost)) == (1, 9)
+    assert {c.seq_nr for c in lost} == {2}
+    journal = direct.journals.journal(journal_id)
+    winner_offsets = {r.offset async for r in journal.read()}
+    assert winner_offsets == {won[0].offset}
+    await direct.replicate()
+    assert {r.offset async for r in journal.read()} == {won[0].offset}
+    assert await read_seq_nrs(journal) == [1, 2]
+
+
+@pytest.mark.integration
+async def test_an_idempotent_retry_answers_the_first_append_and_adds_nothing(
+    direct: Harness,
+) -> None:
+    journal = direct.journals.journal(unique("idem"))
+    first = await journal.append(events(1, 2), expected_seq_nr=0, idempotency_key="k1")
+    assert await journal.append(events(1, 2), expected_seq_nr=0, idempotency_key="k1") == first
+    await direct.replicate()  # the key is found in the store as well as in Kafka
+    assert await journal.append(events(1, 2), expected_seq_nr=0, idempotency_key="k1") == first
+    # without an expectation too: the key alone makes the retry safe
+    assert await journal.append(events(1, 2), idempotency_key="k1") == first
+    with pytest.raises(IdempotencyKeyReused):
+        await journal.append(events(1, 1), expected_seq_nr=0, idempotency_key="k1")
+    with pytest.raises(SeqNrConflict):  # another key: a conflict like any other
+        await journal.append(events(1, 2), expected_seq_nr=0, idempotency_key="k2")
+    records = [r async for r in journal.read()]
+    assert [r.seq_nr for r in records] == [1, 2]
+    assert {r.headers[IDEMPOTENCY_KEY_HEADER] for r in records} == {"k1"}
+
+
+def test_records_between_counts_a_journals_records_in_a_range_or_says_it_cannot() -> None:
+    exact, spanning = OffsetRun(10, 12, 3), OffsetRun(20, 30, 2)  # the latter: others' too
+    assert records_between([exact, spanning], 9, 12) == 3
+    assert records_between([exact, spanning], 10, 11) == 1  # an exact run splits
+    assert records_between([exact, spanning], 12, 19) == 0
+    assert records_between([exact, spanning], 12, 30) == 2
+    assert records_between([exact, spanning], 12, 25) is None  # which of the two lie below?
+
+
+def verdict_paths() -> dict[str, float]:
+    return {
+        path: METRICS.value("journal_conditional_verdicts_total", path=path)
+        for path in ("memory", "read")
+    }
+
+
+@pytest.mark.integration
+async def test_a_writer_that_knows_the_journal_skips_reads_until_a_rival_writes(
+    direct: Harness,
+) -> None:
+    journal_id = unique("known")
+    journal = direct.journals.journal(journal_id)
+    await journal.append(events(1, 1), expected_seq_nr=0)
+    before = verdict_paths()
+    await journal.append(events(2, 2), expected_seq_nr=1)
+    assert verdict_paths() == {"memory": before["memory"] + 1, "read": before["read"]}
+    rival = await Journals.connect(direct.settings)
+    try:
+        await rival.journal(journal_id).append(events(3, 3))  # this process does not know
+    finally:
+        await rival.close()
+    with pytest.raises(SeqNrConflict) as conflict:  # produced on stale knowledge, then refused
+        await journal.append(events(3, 4), expected_seq_nr=2)
+    assert conflict.value.seq_nr == 3
+    assert verdict_paths()["read"] == before["read"] + 1
+    assert await read_seq_nrs(journal) == [1, 2, 3]
+    await journal.append(events(4, 4), expected_seq_nr=3)
+    assert await read_seq_nrs(journal) == [1, 2, 3, 4]
