@@ -248,7 +248,7 @@ async def bench_offline(
                 piled = backlog
                 journal_id = unique("offline")
                 await _write(journals, journal_id)
-                await _worker_at(worker, http, journal_id)
+                await _worker_at(worker, http, (await end_offsets(bootstrap, topic, 1))[0])
                 url = f"{worker.url}/journals/{journal_id}/events"
 
                 async def over_http(url: str = url) -> None:
@@ -292,26 +292,19 @@ def _own_peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-async def _worker_at(worker: WorkerProcess, http: aiohttp.ClientSession, journal_id: str) -> None:
-    """Until the worker answers a read of `journal_id` through its tables: its agent has
-    handled the pile (until then its reads fall back to a scan, which its /metrics count)."""
-    deadline = time.monotonic() + 900
-    url = f"{worker.url}/journals/{journal_id}/events"
+async def _worker_at(worker: WorkerProcess, http: aiohttp.ClientSession, end: int) -> None:
+    """Until the worker's agent has handled the partition up to `end` (its /metrics say):
+    asked with reads instead, each would scan the pile while the agent is behind."""
+    deadline = time.monotonic() + 1800
     while time.monotonic() < deadline:
-        misses = await _misses(worker, http)
-        async with http.get(url) as answer:
-            await answer.read()
-        if await _misses(worker, http) == misses:
+        async with http.get(f"{worker.url}/metrics") as answer:
+            text = await answer.text()
+        offsets = [
+            float(line.split()[-1])
+            for line in text.splitlines()
+            if line.startswith("journal_agent_offset{")
+        ]
+        if offsets and max(offsets) >= end - 1:
             return
         await asyncio.sleep(1)
-    raise TimeoutError("the worker's agent did not catch up")
-
-
-async def _misses(worker: WorkerProcess, http: aiohttp.ClientSession) -> float:
-    async with http.get(f"{worker.url}/metrics") as answer:
-        text = await answer.text()
-    return sum(
-        float(line.split()[-1])
-        for line in text.splitlines()
-        if line.startswith("journal_index_misses_total")
-    )
+    raise TimeoutError(f"the worker's agent did not reach offset {end - 1}")

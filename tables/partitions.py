@@ -15,6 +15,8 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
+from journal.metrics import METRICS
+
 
 @dataclass(slots=True)
 class _Owned:
@@ -67,6 +69,7 @@ class OwnedPartitions:
             owned = self._owned.setdefault(partition, _Owned())
             if offset > owned.processed:
                 owned.processed = offset
+                METRICS.gauge("journal_agent_offset", partition=str(partition)).set(offset)
                 self._changed.notify_all()
 
     async def wait_for(self, partition: int, offset: int, timeout_s: float) -> bool:
