@@ -35,7 +35,13 @@ from journal.consumers import start_consumer, stop_consumer
 from journal.errors import StoreUnavailable
 from journal.metrics import METRICS
 from journal.model import ActionRecord
-from journal.replicate import AlreadyQuarantined, Quarantine, Replicator, replicate_range
+from journal.replicate import (
+    AlreadyQuarantined,
+    Quarantine,
+    Replicator,
+    StoredRows,
+    replicate_range,
+)
 from journal.store.base import EventualStore
 from tables.partitions import OwnedPartitions
 from tables.tables import JournalTables
@@ -80,9 +86,10 @@ class ReplicationWork:
         self._owned = owned
         self._bootstrap = bootstrap
         self._max_backoff_s = max_backoff_s
-        self._replicator = Replicator(store, quarantine)
+        rows = StoredRows()  # both replicators write the same partitions
+        self._replicator = Replicator(store, quarantine, rows)
         # catching up replays records the agent has seen: quarantined once is enough
-        self._replayer = Replicator(store, AlreadyQuarantined())
+        self._replayer = Replicator(store, AlreadyQuarantined(quarantine), rows)
         self._partitions: dict[int, _Partition] = {}
 
     async def handle(self, record: RawRecord) -> None:
@@ -105,6 +112,7 @@ class ReplicationWork:
         state = self._partitions.pop(partition, None)
         if state is not None and state.task is not None:
             state.task.cancel()
+        self._replicator.forget(partition)
         await self._owned.revoke(partition)
 
     async def close(self) -> None:

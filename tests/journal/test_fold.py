@@ -28,6 +28,7 @@ from journal.model import (
     JournalKey,
     PurgeHeader,
 )
+from journal.store.base import states
 from journal.store.memory import MemoryStore
 from tests.support import actions as a
 
@@ -101,7 +102,7 @@ async def replicate(store: MemoryStore, batches: Iterable[list[ActionRecord]]) -
     """What the Replicator does with each batch: fold onto the stored states, apply."""
     for batch in batches:
         stored = await store.stored({r.key for r in batch})
-        await store.apply(fold_batch(batch, stored))
+        await store.apply(fold_batch(batch, states(stored)), stored)
 
 
 async def store_view(store: MemoryStore) -> dict[JournalKey, ModelJournal]:
