@@ -99,7 +99,8 @@ class KafkaQuarantine:
 
 
 class _QuarantineSummary:
-    """One WARNING per interval for the records quarantined in it: counts and a sample."""
+    """One WARNING for the records quarantined since the last, counts and a sample: at the
+    first flush after `interval_s`."""
 
     def __init__(self, interval_s: float) -> None:
         self._interval_s = interval_s
@@ -111,7 +112,6 @@ class _QuarantineSummary:
         if self._sample is None:
             self._sample = f"{_where(record)}: {reason}"
         self._reasons[reason.split(":", 1)[0]] += 1
-        self.log_due()
 
     def log_due(self) -> None:
         now = time.monotonic()
