@@ -96,6 +96,26 @@ async def test_a_malformed_record_is_quarantined_and_replication_goes_on(
     assert f'journal_quarantined_records_total{{topic="{settings.topic}"}} 1' in text
 
 
+async def _wait_for_lag(
+    worker: WorkerProcess, connected: Harness, partition: int, wanted: Callable[[float], bool]
+) -> tuple[float, float]:
+    """The worker's lag gauges of `partition` (records, seconds) once `wanted(records)`."""
+    labels = f'partition="{partition}",topic="{connected.settings.topic}"'
+    found: dict[str, float] = {}
+    for _ in range(300):
+        async with aiohttp.ClientSession() as session, session.get(worker.url / "metrics") as got:
+            text = await got.text()
+        for line in text.splitlines():
+            name, _, value = line.partition(f"{{{labels}}} ")
+            if value and name.startswith("journal_replication_lag_"):
+                found[name] = float(value)
+        records = found.get("journal_replication_lag_records")
+        if records is not None and wanted(records):
+            return records, found["journal_replication_lag_seconds"]
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"lag of partition {partition} never as wanted: {found}")
+
+
 async def _count_quarantined(connected: Harness) -> int:
     from tests.support.workers import end_offsets
 
@@ -170,6 +190,16 @@ async def test_with_cassandra_down_the_worker_serves_and_then_catches_up(
     assert meta is not None and (meta.seq_nr, meta.delete_to) == (23, 5)
     assert seq_nrs == list(range(6, 24))
     assert [e.seq_nr for e in await api.read("outage")] == list(range(6, 24))
+
+
+async def test_the_replication_lag_of_each_partition_is_in_the_metrics(
+    api: HttpJournals, connected: Harness, worker: WorkerProcess
+) -> None:
+    await api.append("lagging", events(1, 3))
+    await api.settle()
+    partition = connected.journals.writer.partition_of(connected.journals.journal("lagging").key)
+    _, seconds = await _wait_for_lag(worker, connected, partition, lambda r: r == 0)
+    assert seconds == 0
 
 
 @pytest.mark.parametrize(
