@@ -3,9 +3,10 @@
 Replication folds a batch onto the `journals` rows of its journals, read (`stored`, one query
 each, in parallel) only for journals it has not written lately (`journal.replicate`). `apply`
 writes each journal's events in one unlogged batch per segment (a single Cassandra partition),
-with what a Purge or Delete removed, then its `journals` row once; journals in a bounded
-window at once. Every cell is stamped with its action's offset + 1 (`schema.py`), so the
-requests of one journal need no order among them, and a replay cannot overwrite newer cells.
+with what a Purge or Delete removed, journals in a bounded window at once; then the rows of
+the `journals` table, once per journal, a few per request. Every cell is stamped with its
+action's offset + 1 (`schema.py`), so the requests of one journal need no order among them,
+and a replay cannot overwrite newer cells.
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ from journal.store.schema import ensure_schema
 # an unlogged batch holds one segment of one journal (one Cassandra partition); split past
 # this many payload bytes to keep each mutation far below Cassandra's limit
 _BATCH_BYTES = 1_000_000
+# journals' rows per request: below Cassandra's warning for unlogged batches across partitions
+_ROWS_PER_BATCH = 10
 _PAGE_SIZE = 1000
 
 
@@ -147,20 +150,31 @@ class CassandraStore(EventualStore):
 
         async def bounded(write: JournalWrite) -> JournalMeta:
             async with window:
-                return await self._apply(write, stored.get(write.key))
+                return await self._write_events(write, stored.get(write.key))
 
         changed = [write for write in writes if write.changes_store]
-        rows = await asyncio.gather(*(bounded(write) for write in changed))
-        return {write.key: row for write, row in zip(changed, rows, strict=True)}
+        rows = dict(
+            zip(
+                (write.key for write in changed),
+                await asyncio.gather(*(bounded(write) for write in changed)),
+                strict=True,
+            )
+        )
+        # the rows once every journal's events are durable (a reader trusts a row's seqNr),
+        # a few journals per request: a request costs the client more than a row does
+        items = list(rows.items())
+        chunks = [items[i : i + _ROWS_PER_BATCH] for i in range(0, len(items), _ROWS_PER_BATCH)]
+        await asyncio.gather(*(self._save_rows(chunk) for chunk in chunks))
+        return rows
 
     async def save_pointer(self, topic: str, partition: int, offset: int) -> None:
         await cql.execute(
             self._session, self._statements.save_pointer, (topic, partition, offset, offset + 1)
         )
 
-    async def _apply(self, write: JournalWrite, stored: JournalMeta | None) -> JournalMeta:
-        """One journal's write: its event and deletion requests at once (their `USING
-        TIMESTAMP`s, from offsets, order them), then its row, once they are all durable."""
+    async def _write_events(self, write: JournalWrite, stored: JournalMeta | None) -> JournalMeta:
+        """One journal's event and deletion requests, at once (their `USING TIMESTAMP`s, from
+        offsets, order them); the row to save once they are durable."""
         key, before, after = write.key, write.before, write.after
         size = (stored.segment_size if stored is not None else None) or self._config.segment_size
         requests: list[tuple[Statement, Params]] = []
@@ -174,24 +188,16 @@ class CassandraStore(EventualStore):
             delete = write.delete
             requests += self._segment_deletes(key, size, first, delete.to, delete.to, delete.offset)
         await asyncio.gather(*(cql.execute(self._session, s, p) for s, p in requests))
-        row = JournalMeta(
+        return JournalMeta(
             write.partition, after.offset, after.seq_nr or None, after.delete_to or None, size
         )
-        await cql.execute(
-            self._session,
-            self._statements.save_meta,
-            (
-                key.topic,
-                key.id,
-                row.partition,
-                row.offset,
-                row.seq_nr,
-                row.delete_to,
-                size,
-                after.offset + 1,
-            ),
-        )
-        return row
+
+    async def _save_rows(self, rows: Sequence[tuple[JournalKey, JournalMeta]]) -> None:
+        batch = BatchStatement(batch_type=BatchType.UNLOGGED)
+        for key, row in rows:
+            values = (key.topic, key.id, row.partition, row.offset, row.seq_nr, row.delete_to)
+            batch.add(self._statements.save_meta, (*values, row.segment_size, row.offset + 1))
+        await cql.execute(self._session, batch)
 
     def _event_batches(
         self, key: JournalKey, size: int, appends: Sequence[ActionRecord]
