@@ -145,21 +145,16 @@ class CassandraStore(EventualStore):
         self, writes: Sequence[JournalWrite], stored: Mapping[JournalKey, JournalMeta]
     ) -> dict[JournalKey, JournalMeta]:
         # a bounded window of journals in flight: enough to keep Cassandra busy, few enough
-        # not to time out requests queued behind one another on the driver's connections
-        window = asyncio.Semaphore(self._config.window)
+        # not to time out requests queued behind one another on the driver's connections.
+        # Lanes taking the next journal, not a Semaphore: its acquire scans all its waiters.
+        changed = iter([write for write in writes if write.changes_store])
+        rows: dict[JournalKey, JournalMeta] = {}
 
-        async def bounded(write: JournalWrite) -> JournalMeta:
-            async with window:
-                return await self._write_events(write, stored.get(write.key))
+        async def lane() -> None:
+            for write in changed:  # shared: each journal goes to the first free lane
+                rows[write.key] = await self._write_events(write, stored.get(write.key))
 
-        changed = [write for write in writes if write.changes_store]
-        rows = dict(
-            zip(
-                (write.key for write in changed),
-                await asyncio.gather(*(bounded(write) for write in changed)),
-                strict=True,
-            )
-        )
+        await asyncio.gather(*(lane() for _ in range(min(self._config.window, len(writes)))))
         # the rows once every journal's events are durable (a reader trusts a row's seqNr),
         # a few journals per request: a request costs the client more than a row does
         items = list(rows.items())
