@@ -190,7 +190,7 @@ class Settings(KJSettings):
         default=100_000, gt=0, description="events per segment of new journals"
     )
     replication_window: int = Field(
-        default=32, gt=0, description="journals of one replication batch written at once"
+        default=64, gt=0, description="Cassandra requests of a replication batch in flight"
     )
     max_record_bytes: int = Field(default=1_000_000, gt=0, description="largest action record")
     read_fence: Literal["high_watermark", "mark"] = Field(

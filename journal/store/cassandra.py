@@ -3,7 +3,7 @@
 Replication folds a batch onto the `journals` rows of its journals, read (`stored`, one query
 each, in parallel) only for journals it has not written lately (`journal.replicate`). `apply`
 writes each journal's events in one unlogged batch per segment (a single Cassandra partition),
-with what a Purge or Delete removed, journals in a bounded window at once; then the rows of
+with what a Purge or Delete removed, a bounded window of requests in flight; then the rows of
 the `journals` table, once per journal, a few per request. Every cell is stamped with its
 action's offset + 1 (`schema.py`), so the requests of one journal need no order among them,
 and a replay cannot overwrite newer cells.
@@ -12,7 +12,7 @@ and a replay cannot overwrite newer cells.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -59,7 +59,7 @@ class CassandraConfig:
     segment_size: int = 100_000
     consistency: str = "LOCAL_QUORUM"
     request_timeout_s: float = 10.0
-    window: int = 32  # journals of one replication batch written at once
+    window: int = 64  # requests of one replication batch in flight
 
 
 class CassandraStore(EventualStore):
@@ -144,22 +144,18 @@ class CassandraStore(EventualStore):
     async def apply(
         self, writes: Sequence[JournalWrite], stored: Mapping[JournalKey, JournalMeta]
     ) -> dict[JournalKey, JournalMeta]:
-        # a bounded window of journals in flight: enough to keep Cassandra busy, few enough
-        # not to time out requests queued behind one another on the driver's connections.
-        # Lanes taking the next journal, not a Semaphore: its acquire scans all its waiters.
-        changed = iter([write for write in writes if write.changes_store])
-        rows: dict[JournalKey, JournalMeta] = {}
-
-        async def lane() -> None:
-            for write in changed:  # shared: each journal goes to the first free lane
-                rows[write.key] = await self._write_events(write, stored.get(write.key))
-
-        await asyncio.gather(*(lane() for _ in range(min(self._config.window, len(writes)))))
+        changed = [write for write in writes if write.changes_store]
+        rows = {write.key: self._row_after(write, stored.get(write.key)) for write in changed}
+        await self._in_window(
+            request for write in changed for request in self._requests(write, stored.get(write.key))
+        )
         # the rows once every journal's events are durable (a reader trusts a row's seqNr),
         # a few journals per request: a request costs the client more than a row does
         items = list(rows.items())
-        chunks = [items[i : i + _ROWS_PER_BATCH] for i in range(0, len(items), _ROWS_PER_BATCH)]
-        await asyncio.gather(*(self._save_rows(chunk) for chunk in chunks))
+        await self._in_window(
+            self._rows_request(items[i : i + _ROWS_PER_BATCH])
+            for i in range(0, len(items), _ROWS_PER_BATCH)
+        )
         return rows
 
     async def save_pointer(self, topic: str, partition: int, offset: int) -> None:
@@ -167,32 +163,56 @@ class CassandraStore(EventualStore):
             self._session, self._statements.save_pointer, (topic, partition, offset, offset + 1)
         )
 
-    async def _write_events(self, write: JournalWrite, stored: JournalMeta | None) -> JournalMeta:
-        """One journal's event and deletion requests, at once (their `USING TIMESTAMP`s, from
-        offsets, order them); the row to save once they are durable."""
-        key, before, after = write.key, write.before, write.after
-        size = (stored.segment_size if stored is not None else None) or self._config.segment_size
-        requests: list[tuple[Statement, Params]] = []
-        if write.purge is not None:
-            if before.seq_nr > 0:
-                requests += self._segment_deletes(key, size, 0, before.seq_nr, None, write.purge)
-            size = self._config.segment_size
-        requests += self._event_batches(key, size, write.appends)
+    async def _in_window(self, requests: Iterable[tuple[Statement, Params]]) -> None:
+        """Run `requests` (built as they are taken), `window` at a time: enough to keep
+        Cassandra busy, few enough not to overload the driver's connections. Lanes taking
+        the next request, not a Semaphore: its acquire scans all its waiters."""
+        pending = iter(requests)
+
+        async def lane() -> None:
+            for statement, params in pending:  # shared: each goes to the first free lane
+                await cql.execute(self._session, statement, params)
+
+        await asyncio.gather(*(lane() for _ in range(self._config.window)))
+
+    def _sizes(self, write: JournalWrite, stored: JournalMeta | None) -> tuple[int, int]:
+        """The journal's segment size before the batch, and after it (a Purge starts anew)."""
+        before = (stored.segment_size if stored is not None else None) or self._config.segment_size
+        return before, self._config.segment_size if write.purge is not None else before
+
+    def _row_after(self, write: JournalWrite, stored: JournalMeta | None) -> JournalMeta:
+        after = write.after
+        return JournalMeta(
+            write.partition,
+            after.offset,
+            after.seq_nr or None,
+            after.delete_to or None,
+            self._sizes(write, stored)[1],
+        )
+
+    def _requests(
+        self, write: JournalWrite, stored: JournalMeta | None
+    ) -> Iterator[tuple[Statement, Params]]:
+        """One journal's event and deletion requests, in no particular order: their `USING
+        TIMESTAMP`s, from offsets, order their effects."""
+        key, before = write.key, write.before
+        size_before, size = self._sizes(write, stored)
+        if write.purge is not None and before.seq_nr > 0:
+            yield from self._segment_deletes(key, size_before, 0, before.seq_nr, None, write.purge)
+        yield from self._event_batches(key, size, write.appends)
         if write.delete is not None:
             first = 0 if write.purge is not None else before.delete_to + 1
             delete = write.delete
-            requests += self._segment_deletes(key, size, first, delete.to, delete.to, delete.offset)
-        await asyncio.gather(*(cql.execute(self._session, s, p) for s, p in requests))
-        return JournalMeta(
-            write.partition, after.offset, after.seq_nr or None, after.delete_to or None, size
-        )
+            yield from self._segment_deletes(key, size, first, delete.to, delete.to, delete.offset)
 
-    async def _save_rows(self, rows: Sequence[tuple[JournalKey, JournalMeta]]) -> None:
+    def _rows_request(
+        self, rows: Sequence[tuple[JournalKey, JournalMeta]]
+    ) -> tuple[Statement, Params]:
         batch = BatchStatement(batch_type=BatchType.UNLOGGED)
         for key, row in rows:
             values = (key.topic, key.id, row.partition, row.offset, row.seq_nr, row.delete_to)
             batch.add(self._statements.save_meta, (*values, row.segment_size, row.offset + 1))
-        await cql.execute(self._session, batch)
+        return batch, None
 
     def _event_batches(
         self, key: JournalKey, size: int, appends: Sequence[ActionRecord]
