@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -33,9 +34,15 @@ from aiokafka import TopicPartition
 from journal.actions import RawRecord
 from journal.consumers import start_consumer, stop_consumer
 from journal.errors import StoreUnavailable
-from journal.metrics import METRICS
+from journal.metrics import METRICS, set_replication_lag
 from journal.model import ActionRecord
-from journal.replicate import AlreadyQuarantined, Quarantine, Replicator, replicate_range
+from journal.replicate import (
+    AlreadyQuarantined,
+    Quarantine,
+    Replicator,
+    StoredRows,
+    replicate_range,
+)
 from journal.store.base import EventualStore
 from tables.partitions import OwnedPartitions
 from tables.tables import JournalTables
@@ -53,6 +60,9 @@ class _Partition:
     queued: list[ActionRecord] = field(default_factory=list)
     last: RawRecord | None = None  # the last record handled (the queue ends there)
     gap_end: int = -1  # the records up to here were not handled by this process
+    end: int = 0  # the partition's end offset (high watermark) as last seen
+    # when the oldest record not replicated yet was written (ms), None if there is none
+    unreplicated_since_ms: int | None = None
 
     @property
     def trusted(self) -> bool:
@@ -80,14 +90,19 @@ class ReplicationWork:
         self._owned = owned
         self._bootstrap = bootstrap
         self._max_backoff_s = max_backoff_s
-        self._replicator = Replicator(store, quarantine)
+        rows = StoredRows()  # both replicators write the same partitions
+        self._replicator = Replicator(store, quarantine, rows)
         # catching up replays records the agent has seen: quarantined once is enough
-        self._replayer = Replicator(store, AlreadyQuarantined())
+        self._replayer = Replicator(store, AlreadyQuarantined(quarantine), rows)
         self._partitions: dict[int, _Partition] = {}
 
-    async def handle(self, record: RawRecord) -> None:
-        """One record; call while its event is Faust's current event (tables need that)."""
+    async def handle(self, record: RawRecord, end: int | None = None) -> None:
+        """One record; call while its event is Faust's current event (tables need that).
+        `end`: the partition's end offset, if the consumer knows it (for the lag)."""
         state = await self._state(record.partition, record.offset)
+        state.end = max(state.end, record.offset + 1, end or 0)
+        if state.unreplicated_since_ms is None:
+            state.unreplicated_since_ms = record.timestamp_ms
         actions = await _retrying(lambda: self._replicator.parse([record]))
         for action in actions:
             self._tables.record(action, state.pointer)
@@ -108,6 +123,7 @@ class ReplicationWork:
         state = self._partitions.pop(partition, None)
         if state is not None and state.task is not None:
             state.task.cancel()
+        self._replicator.forget(partition)
         await self._owned.revoke(partition)
 
     async def close(self) -> None:
@@ -158,8 +174,15 @@ class ReplicationWork:
                     self._owned.set_replicated(partition, last.offset)
                 else:
                     await self._catch_up(partition, state, last.offset)
+                if state.pointer >= last.offset:  # the oldest left is the first queued since
+                    first = state.queued[0] if state.queued else None
+                    state.unreplicated_since_ms = (
+                        None if first is None else int(first.timestamp.timestamp() * 1000)
+                    )
+                self._publish_lag(partition, state)
                 backoff = 0.2
             except Exception as error:  # the store or Kafka failed: replay from Kafka later
+                self._publish_lag(partition, state)
                 METRICS.counter("journal_replication_failures_total").inc()
                 log.warning(
                     "replicating partition %s failed, again in %.1fs: %r", partition, backoff, error
@@ -169,6 +192,16 @@ class ReplicationWork:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, self._max_backoff_s)
                 state.wake.set()
+
+    def _publish_lag(self, partition: int, state: _Partition) -> None:
+        since = state.unreplicated_since_ms
+        set_replication_lag(
+            METRICS,
+            self._topic,
+            partition,
+            max(state.end - state.pointer - 1, 0),
+            0.0 if since is None else max(time.time() - since / 1000, 0.0),
+        )
 
     async def _read_pointer(self, partition: int, state: _Partition) -> None:
         """Learn the store's pointer of a partition that came while the store was down: the

@@ -30,7 +30,8 @@ def define_agent(app: faust.App, topic: Any, work: Deferred[ReplicationWork]) ->
         handler = await work.wait()
         async for event in stream.events():
             try:
-                await handler.handle(_raw(event.message))
+                message = event.message
+                await handler.handle(_raw(message), app.consumer.highwater(message.tp))
             except Exception:
                 # handle() retries what can fail; this is a bug. Log it loudly: the event
                 # is acked, but the store's pointer still lets the next owner catch up.

@@ -138,6 +138,28 @@ def run(loglevel: str, **values: Any) -> int:
     return run_worker(settings, loglevel=loglevel)
 
 
+@cli.command()
+@settings_options(Settings)
+def lag(**values: Any) -> int:
+    """Replication lag per partition: end offset - pointer - 1, and the oldest record's age."""
+    settings = load(Settings, values)
+    import asyncio
+
+    from journal.lag import format_lag, replication_lag
+    from journal.store.cassandra import CassandraStore
+
+    async def measure() -> str:
+        store = await CassandraStore.connect(settings.cassandra_config())
+        try:
+            lags = await replication_lag(settings.kafka_bootstrap, store, settings.topic)
+        finally:
+            await store.close()
+        return format_lag(settings.topic, lags)
+
+    print(asyncio.run(measure()))
+    return 0
+
+
 # --- the direct client ------------------------------------------------------------------------
 
 

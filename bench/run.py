@@ -34,8 +34,10 @@ from bench.replication import (
 from bench.replication import (
     ReplicationSizes,
     lag,
+    quarantine_rate,
     raw_inserts,
     replicate_in_process,
+    replicate_one_event_appends,
     replicate_with_worker,
     replication_rows,
     write_backlog,
@@ -63,7 +65,9 @@ class Sizes:
 FULL = Sizes(
     AppendSizes(sequential=300, concurrent=3200, repetitions=3),
     ReadSizes(small_backlog=20_000, large_backlog=1_000_000, repetitions=20),
-    ReplicationSizes(events=100_000, raw_rows=20_000, lag_rate=5000, lag_seconds=10),
+    ReplicationSizes(
+        events=100_000, raw_rows=20_000, lag_rate=5000, lag_seconds=10, malformed=100_000
+    ),
     huge_events=200_000,
     consumer_repetitions=10,
     spark_events=20_000,
@@ -71,7 +75,7 @@ FULL = Sizes(
 QUICK = Sizes(
     AppendSizes(sequential=20, concurrent=128, repetitions=1),
     ReadSizes(small_backlog=200, large_backlog=2000, repetitions=3, warmup=1),
-    ReplicationSizes(events=2000, raw_rows=1000, lag_rate=1000, lag_seconds=2),
+    ReplicationSizes(events=2000, raw_rows=1000, lag_rate=1000, lag_seconds=2, malformed=500),
     huge_events=3000,
     consumer_repetitions=3,
     spark_events=0,
@@ -210,9 +214,22 @@ async def _replication(
     _log("replication: in-process and raw inserts")
     core_rate = await replicate_in_process(settings)
     raw_rate = await raw_inserts(settings, sizes.raw_rows)
+    _log("replication: 1-event appends, quarantine")
+    one_event_rate = await replicate_one_event_appends(settings, sizes.events // 10)
+    quarantine = await quarantine_rate(settings, sizes.malformed)
     _log("replication: lag")
     lags, offered = await lag(journals, store, sizes.lag_rate, sizes.lag_seconds)
-    replication_rows(replication, worker_rate, core_rate, raw_rate, lags, offered, sizes.lag_rate)
+    replication_rows(
+        replication,
+        worker_rate,
+        core_rate,
+        raw_rate,
+        lags,
+        offered,
+        sizes.lag_rate,
+        one_event_rate,
+        quarantine,
+    )
     return replication
 
 

@@ -7,7 +7,7 @@ encoded events of an Append (empty otherwise); every other header is the user's.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from aiokafka.structs import ConsumerRecord
@@ -108,7 +108,10 @@ def parse(record: RawRecord) -> ActionRecord | None:
 
 
 def events_of(record: ActionRecord) -> list[EventRecord]:
-    """Decode an Append's events; raises DecodeError if the value contradicts its header."""
+    """An Append's events: decoded already by `parse_checked`, or decoded now; raises
+    DecodeError if the value contradicts its header."""
+    if record.events is not None:
+        return list(record.events)
     header = record.header
     if not isinstance(header, AppendHeader):
         return []
@@ -131,16 +134,18 @@ def events_of(record: ActionRecord) -> list[EventRecord]:
 
 
 def parse_checked(record: RawRecord) -> ActionRecord | None:
-    """`parse`, and for an Append also decode its events once to prove them sound.
+    """`parse`, and for an Append also decode its events to prove them sound; the action
+    carries them, so the store does not decode them again.
 
     Replication uses this, so a bad payload is quarantined instead of failing a store write.
     """
     action = parse(record)
     if action is not None and isinstance(action.header, AppendHeader):
         try:
-            events_of(action)
+            events = tuple(events_of(action))
         except (DecodeError, InvalidValue) as error:
             raise MalformedRecord(record, f"bad events: {error}") from None
+        return replace(action, events=events)
     return action
 
 

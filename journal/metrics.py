@@ -133,12 +133,15 @@ class Metrics:
         return family
 
 
-def set_replication_lag(metrics: Metrics, topic: str, partition: int, records: int) -> None:
-    """How many records of `topic`'s `partition` the replicator has still to apply (end offset
-    minus the next offset to replicate); set by the replicating agent as it goes."""
-    metrics.gauge("journal_replication_lag_records", topic=topic, partition=str(partition)).set(
-        records
-    )
+def set_replication_lag(
+    metrics: Metrics, topic: str, partition: int, records: int, seconds: float
+) -> None:
+    """How far replication is behind on `topic`'s `partition`: the records it has still to
+    apply (end offset minus the next offset to replicate), and how long ago the oldest of
+    them was written (0 when none); set by the replicating agent as it goes."""
+    labels = {"topic": topic, "partition": str(partition)}
+    metrics.gauge("journal_replication_lag_records", **labels).set(records)
+    metrics.gauge("journal_replication_lag_seconds", **labels).set(seconds)
 
 
 METRICS = Metrics()

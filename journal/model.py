@@ -201,6 +201,9 @@ class ActionRecord:
     header: ActionHeader
     value: bytes = b""
     headers: Mapping[str, str] = field(default_factory=dict)
+    # An Append's events once replication has decoded them to check them
+    # (`journal.actions.parse_checked`), so they are decoded once; not part of its identity.
+    events: tuple[EventRecord, ...] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -77,6 +77,14 @@ class JournalProducer:
             assert self._producer is not None
             return await self._producer.send_and_wait(topic, value, **kwargs)
 
+    async def send(self, topic: str, value: bytes | None, **kwargs: Any) -> asyncio.Future[Any]:
+        """Queue a record (waits only while the producer's buffer is full); the future of its
+        delivery. For many records at once: `send_and_wait` recovers a stuck producer."""
+        producer = self._producer
+        assert producer is not None, "start() first"
+        delivery: asyncio.Future[Any] = await producer.send(topic, value, **kwargs)
+        return delivery
+
     async def _replace(self, stuck: AIOKafkaProducer) -> None:
         async with self._replacing:
             replaced_already = self._producer is not stuck  # by a concurrent send

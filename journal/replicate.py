@@ -11,8 +11,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
-from typing import Protocol
+import time
+from collections import Counter, OrderedDict
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any, Protocol
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
@@ -20,57 +22,180 @@ from journal.actions import MalformedRecord, RawRecord, parse_checked, raw_recor
 from journal.errors import StoreUnavailable
 from journal.fold import fold_batch
 from journal.metrics import METRICS
-from journal.model import ActionRecord, MarkHeader
+from journal.model import ActionRecord, JournalKey, MarkHeader
 from journal.poison import fetch, skip_poison
 from journal.producer import JournalProducer
-from journal.store.base import EventualJournal, EventualStore, ReplicatedJournal
+from journal.store.base import (
+    EventualJournal,
+    EventualStore,
+    JournalMeta,
+    ReplicatedJournal,
+    states,
+)
 from journal.topic import partition_count, quarantine_topic
 
 log = logging.getLogger(__name__)
 
 QUARANTINE_REASON_HEADER = "journal.quarantine.reason"
+QUARANTINE_LOG_INTERVAL_S = 10.0
+CACHED_JOURNALS = 10_000  # per partition: the rows replication keeps instead of reading them
 
 
 class Quarantine(Protocol):
-    """Where malformed records go; it must not lose them and must not raise for bad input."""
+    """Where malformed records go; it must not lose them and must not raise for bad input.
+
+    `put` may only queue a record: `flush` returns once every record put is durable.
+    Replication flushes before its pointer passes the records.
+    """
 
     async def put(self, record: RawRecord, reason: str) -> None: ...
 
+    async def flush(self) -> None: ...
+
 
 class KafkaQuarantine:
-    """Copies malformed records unchanged to `<topic>.quarantine`, adding the reason."""
+    """Copies malformed records unchanged to `<topic>.quarantine`, adding the reason.
 
-    def __init__(self, producer: JournalProducer) -> None:
+    Records are produced without waiting for each (a flood of malformed records must not
+    stall the partition); the log gets a summary per interval, the topic the detail.
+    """
+
+    def __init__(
+        self, producer: JournalProducer, log_interval_s: float = QUARANTINE_LOG_INTERVAL_S
+    ):
         self._producer = producer
+        self._pending: list[tuple[RawRecord, str, asyncio.Future[Any]]] = []
+        self._summary = _QuarantineSummary(log_interval_s)
 
     async def put(self, record: RawRecord, reason: str) -> None:
-        log.warning(
-            "quarantining %s-%s@%s: %s", record.topic, record.partition, record.offset, reason
-        )
-        headers = [*record.headers, (QUARANTINE_REASON_HEADER, reason.encode("utf-8"))]
-        await self._producer.send_and_wait(
-            quarantine_topic(record.topic),
-            record.value,
-            key=record.key,
-            timestamp_ms=record.timestamp_ms,
-            headers=headers,
-        )
+        self._pending.append((record, reason, await self._send(record, reason)))
+        self._summary.add(record, reason)
         METRICS.counter("journal_quarantined_records_total", topic=record.topic).inc()
+
+    async def flush(self) -> None:
+        # a record leaves `_pending` only once delivered: a failed flush loses nothing
+        while self._pending:
+            record, reason, delivery = self._pending[0]
+            try:
+                await delivery
+            except Exception as error:  # once more, waiting: send_and_wait recovers the producer
+                log.warning("quarantining %s again: %r", _where(record), error)
+                await self._producer.send_and_wait(**self._message(record, reason))
+            self._pending.pop(0)
+        self._summary.log_due()
+
+    async def _send(self, record: RawRecord, reason: str) -> asyncio.Future[Any]:
+        return await self._producer.send(**self._message(record, reason))
+
+    @staticmethod
+    def _message(record: RawRecord, reason: str) -> dict[str, Any]:
+        return {
+            "topic": quarantine_topic(record.topic),
+            "value": record.value,
+            "key": record.key,
+            "timestamp_ms": record.timestamp_ms,
+            "headers": [*record.headers, (QUARANTINE_REASON_HEADER, reason.encode("utf-8"))],
+        }
+
+
+class _QuarantineSummary:
+    """One WARNING for the records quarantined since the last, counts and a sample: at the
+    first flush after `interval_s`."""
+
+    def __init__(self, interval_s: float) -> None:
+        self._interval_s = interval_s
+        self._since = time.monotonic()
+        self._reasons: Counter[str] = Counter()
+        self._sample: str | None = None
+
+    def add(self, record: RawRecord, reason: str) -> None:
+        if self._sample is None:
+            self._sample = f"{_where(record)}: {reason}"
+        self._reasons[reason.split(":", 1)[0]] += 1
+
+    def log_due(self) -> None:
+        now = time.monotonic()
+        if not self._reasons or now - self._since < self._interval_s:
+            return
+        log.warning(
+            "quarantined %s records in %.0fs (%s); e.g. %s",
+            sum(self._reasons.values()),
+            now - self._since,
+            ", ".join(f"{reason}: {n}" for reason, n in self._reasons.most_common()),
+            self._sample,
+        )
+        self._since, self._reasons, self._sample = now, Counter(), None
+
+
+def _where(record: RawRecord) -> str:
+    return f"{record.topic}-{record.partition}@{record.offset}"
 
 
 class AlreadyQuarantined:
-    """For replays of records a first pass has set aside already: skip them silently."""
+    """For replays of records a first pass has set aside already: skip them silently.
+
+    `first`: the first pass's quarantine, if it may still be delivering (it is flushed).
+    """
+
+    def __init__(self, first: Quarantine | None = None) -> None:
+        self._first = first
 
     async def put(self, record: RawRecord, reason: str) -> None:
         return None
+
+    async def flush(self) -> None:
+        if self._first is not None:
+            await self._first.flush()
+
+
+class StoredRows:
+    """The journals' rows as replication last read or wrote them, per partition: folding a
+    batch onto them needs no read of the store, except for journals not seen lately.
+
+    Only right while this process is the partition's only writer: `forget` a partition when
+    it goes, and after a failed write (its rows are then uncertain).
+    """
+
+    def __init__(self, per_partition: int = CACHED_JOURNALS) -> None:
+        self._per_partition = per_partition
+        self._rows: dict[int, OrderedDict[JournalKey, JournalMeta]] = {}
+
+    async def of(
+        self, store: ReplicatedJournal, partition: int, keys: Collection[JournalKey]
+    ) -> dict[JournalKey, JournalMeta]:
+        cached = self._rows.setdefault(partition, OrderedDict())
+        found = {key: row for key in keys if (row := cached.get(key)) is not None}
+        missing = [key for key in keys if key not in found]
+        if missing:
+            METRICS.counter("journal_replication_row_reads_total").inc(len(missing))
+            found |= await store.stored(missing)
+        return found
+
+    def keep(self, partition: int, rows: Mapping[JournalKey, JournalMeta]) -> None:
+        cached = self._rows.setdefault(partition, OrderedDict())
+        for key, row in rows.items():
+            cached[key] = row
+            cached.move_to_end(key)
+        while len(cached) > self._per_partition:
+            cached.popitem(last=False)
+
+    def forget(self, partition: int) -> None:
+        self._rows.pop(partition, None)
 
 
 class Replicator:
     """Applies batches of one topic's partitions to a store's write side."""
 
-    def __init__(self, store: ReplicatedJournal, quarantine: Quarantine) -> None:
+    def __init__(
+        self,
+        store: ReplicatedJournal,
+        quarantine: Quarantine,
+        rows: StoredRows | None = None,
+    ) -> None:
         self._store = store
         self._quarantine = quarantine
+        # share `rows` between the replicators of the same partitions
+        self._rows = StoredRows() if rows is None else rows
 
     async def apply(self, records: Sequence[RawRecord]) -> None:
         """Replicate records of one partition, in offset order; then advance its pointer."""
@@ -78,7 +203,8 @@ class Replicator:
             await self.store(await self.parse(records), records[-1])
 
     async def parse(self, records: Sequence[RawRecord]) -> list[ActionRecord]:
-        """The actions of `records`; malformed records go to the quarantine."""
+        """The actions of `records` (an Append's carry its events, decoded once); malformed
+        records go to the quarantine."""
         actions: list[ActionRecord] = []
         for record in records:
             try:
@@ -100,9 +226,20 @@ class Replicator:
         """Apply parsed actions, then move the pointer to `last`, the batch's last record."""
         changing = [a for a in actions if not isinstance(a.header, MarkHeader)]
         if changing:
-            stored = await self._store.stored({a.key for a in changing})
-            await self._store.apply(fold_batch(changing, stored))
+            partition = last.partition
+            try:
+                stored = await self._rows.of(self._store, partition, {a.key for a in changing})
+                written = await self._store.apply(fold_batch(changing, states(stored)), stored)
+            except BaseException:
+                self._rows.forget(partition)
+                raise
+            self._rows.keep(partition, written)
+        await self._quarantine.flush()
         await self._store.save_pointer(last.topic, last.partition, last.offset)
+
+    def forget(self, partition: int) -> None:
+        """The partition went to another worker, or its writes failed: read its rows again."""
+        self._rows.forget(partition)
 
 
 async def replicate_to_now(

@@ -189,6 +189,9 @@ class Settings(KJSettings):
     segment_size: int = Field(
         default=100_000, gt=0, description="events per segment of new journals"
     )
+    replication_window: int = Field(
+        default=64, gt=0, description="Cassandra requests of a replication batch in flight"
+    )
     max_record_bytes: int = Field(default=1_000_000, gt=0, description="largest action record")
     read_fence: Literal["high_watermark", "mark"] = Field(
         default="high_watermark",
@@ -209,6 +212,7 @@ class Settings(KJSettings):
             keyspace=self.keyspace,
             replication=self.keyspace_replication,
             segment_size=self.segment_size,
+            window=self.replication_window,
         )
 
     def topic_spec(self) -> TopicSpec:

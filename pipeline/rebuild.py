@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -25,11 +25,11 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from journal.actions import RawRecord
-from journal.fold import JournalState, JournalWrite
+from journal.fold import JournalWrite
 from journal.model import ActionRecord, AppendHeader, JournalKey
 from journal.replicate import Replicator
 from journal.settings import Settings
-from journal.store.base import ReplicatedJournal
+from journal.store.base import JournalMeta, ReplicatedJournal
 from journal.store.cassandra import CassandraConfig, CassandraStore
 from pipeline.offsets import Gap, StartFrom, read_ranges, topic_offsets
 from pipeline.report import Progress, per_second, print_progress
@@ -82,6 +82,9 @@ class _CountingQuarantine:
             where = f"{record.topic}-{record.partition}@{record.offset}"
             self._counts.malformed_samples.append(f"{where}: {reason}")
 
+    async def flush(self) -> None:
+        return None  # nothing is sent
+
 
 class _CountingStore(ReplicatedJournal):
     """The store's write side, counting the journals and events each batch writes."""
@@ -90,15 +93,18 @@ class _CountingStore(ReplicatedJournal):
         self._store = store
         self._counts = counts
 
-    async def stored(self, keys: Collection[JournalKey]) -> dict[JournalKey, JournalState]:
+    async def stored(self, keys: Collection[JournalKey]) -> dict[JournalKey, JournalMeta]:
         return await self._store.stored(keys)
 
-    async def apply(self, writes: Sequence[JournalWrite]) -> None:
-        await self._store.apply(writes)
+    async def apply(
+        self, writes: Sequence[JournalWrite], stored: Mapping[JournalKey, JournalMeta]
+    ) -> dict[JournalKey, JournalMeta]:
+        written = await self._store.apply(writes, stored)
         for write in writes:
             if write.changes_store:
                 self._counts.journal_writes += 1
                 self._counts.events += sum(_event_count(a) for a in write.appends)
+        return written
 
     async def save_pointer(self, topic: str, partition: int, offset: int) -> None:
         await self._store.save_pointer(topic, partition, offset)

@@ -14,7 +14,7 @@ Contract (every implementation runs `tests/journal/store/contract.py`):
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Collection, Sequence
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from journal.fold import JournalState, JournalWrite
@@ -100,18 +100,27 @@ class ReplicatedJournal(ABC):
     """The write side of the eventual store, fed by replication only."""
 
     @abstractmethod
-    async def stored(self, keys: Collection[JournalKey]) -> dict[JournalKey, JournalState]:
-        """The states the store holds of `keys` (journals it does not know are left out):
-        what replication folds a batch onto."""
+    async def stored(self, keys: Collection[JournalKey]) -> dict[JournalKey, JournalMeta]:
+        """The rows the store holds of `keys` (journals it does not know are left out): what
+        replication folds a batch onto, and keeps (`journal.replicate.StoredRows`) so that
+        the next batch needs no read."""
 
     @abstractmethod
-    async def apply(self, writes: Sequence[JournalWrite]) -> None:
-        """Apply the folded writes of one batch (any order across journals). Each write's
-        `before` is what `stored` answered, or what an earlier `apply` wrote."""
+    async def apply(
+        self, writes: Sequence[JournalWrite], stored: Mapping[JournalKey, JournalMeta]
+    ) -> dict[JournalKey, JournalMeta]:
+        """Apply the folded writes of one batch (any order across journals); the rows they
+        leave, for the journals they change. `stored` holds the rows the writes were folded
+        onto (from `stored` or an earlier `apply`; a new journal has none)."""
 
     @abstractmethod
     async def save_pointer(self, topic: str, partition: int, offset: int) -> None:
         """Record that every record of `partition` up to `offset` is applied."""
+
+
+def states(stored: Mapping[JournalKey, JournalMeta]) -> dict[JournalKey, JournalState]:
+    """The fold's states of stored rows (`journal.fold.fold_batch` takes these)."""
+    return {key: meta.state for key, meta in stored.items()}
 
 
 class EventualStore(EventualJournal, ReplicatedJournal, ABC):

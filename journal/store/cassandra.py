@@ -1,14 +1,18 @@
 """The eventual store on Apache Cassandra (schema and write-timestamp rule: `schema.py`).
 
-Replication reads the `journals` rows of a batch's journals (`stored`, one query each, in
-parallel) to fold the batch onto them; `apply` then writes events in single-partition
-unlogged batches, deletes what a Purge or Delete removed, then the `journals` rows.
+Replication folds a batch onto the `journals` rows of its journals, read (`stored`, one query
+each, in parallel) only for journals it has not written lately (`journal.replicate`). `apply`
+writes each journal's events in one unlogged batch per segment (a single Cassandra partition),
+with what a Purge or Delete removed, a bounded window of requests in flight; then the rows of
+the `journals` table, once per journal, a few per request. Every cell is stamped with its
+action's offset + 1 (`schema.py`), so the requests of one journal need no order among them,
+and a replay cannot overwrite newer cells.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Collection, Iterable, Sequence
+from collections.abc import AsyncIterator, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -17,12 +21,13 @@ import orjson
 from cassandra import ConsistencyLevel
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, Session
 from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
-from cassandra.query import BatchStatement, BatchType, PreparedStatement
+from cassandra.query import BatchStatement, BatchType, PreparedStatement, Statement
 
 from journal.actions import events_of
-from journal.fold import JournalState, JournalWrite
+from journal.fold import JournalWrite
 from journal.model import (
     SEQ_NR_MAX,
+    ActionRecord,
     BinaryPayload,
     Event,
     EventRecord,
@@ -34,9 +39,14 @@ from journal.model import (
 )
 from journal.store import cql
 from journal.store.base import EventualStore, FirstPage, JournalMeta
+from journal.store.cql import Params
 from journal.store.schema import ensure_schema
 
-_BATCH_LIMIT = 64  # statements per unlogged batch: bounded, single-partition
+# an unlogged batch holds one segment of one journal (one Cassandra partition); split past
+# this many payload bytes to keep each mutation far below Cassandra's limit
+_BATCH_BYTES = 1_000_000
+# journals' rows per request: below Cassandra's warning for unlogged batches across partitions
+_ROWS_PER_BATCH = 10
 _PAGE_SIZE = 1000
 
 
@@ -49,6 +59,7 @@ class CassandraConfig:
     segment_size: int = 100_000
     consistency: str = "LOCAL_QUORUM"
     request_timeout_s: float = 10.0
+    window: int = 64  # requests of one replication batch in flight
 
 
 class CassandraStore(EventualStore):
@@ -59,8 +70,6 @@ class CassandraStore(EventualStore):
         self._session = session
         self._config = config
         self._statements = _Statements(session, config.keyspace)
-        # segment sizes of the journals `stored` read, until their write: fixed per journal
-        self._segment_sizes: dict[JournalKey, int] = {}
 
     @classmethod
     async def connect(cls, config: CassandraConfig) -> CassandraStore:
@@ -138,77 +147,121 @@ class CassandraStore(EventualStore):
 
     # The write side.
 
-    async def stored(self, keys: Collection[JournalKey]) -> dict[JournalKey, JournalState]:
+    async def stored(self, keys: Collection[JournalKey]) -> dict[JournalKey, JournalMeta]:
         rows = await asyncio.gather(*(self._meta_row(key) for key in keys))
-        found = {}
-        for key, row in zip(keys, rows, strict=True):
-            if row is not None:
-                self._segment_sizes[key] = row.segment_size
-                found[key] = _meta_of(row).state
-        return found
+        return {key: _meta_of(row) for key, row in zip(keys, rows, strict=True) if row is not None}
 
-    async def apply(self, writes: Sequence[JournalWrite]) -> None:
-        await asyncio.gather(*(self._apply(write) for write in writes if write.changes_store))
+    async def apply(
+        self, writes: Sequence[JournalWrite], stored: Mapping[JournalKey, JournalMeta]
+    ) -> dict[JournalKey, JournalMeta]:
+        changed = [write for write in writes if write.changes_store]
+        rows = {write.key: self._row_after(write, stored.get(write.key)) for write in changed}
+        await self._in_window(
+            request for write in changed for request in self._requests(write, stored.get(write.key))
+        )
+        # the rows once every journal's events are durable (a reader trusts a row's seqNr),
+        # a few journals per request: a request costs the client more than a row does
+        items = list(rows.items())
+        await self._in_window(
+            self._rows_request(items[i : i + _ROWS_PER_BATCH])
+            for i in range(0, len(items), _ROWS_PER_BATCH)
+        )
+        return rows
 
     async def save_pointer(self, topic: str, partition: int, offset: int) -> None:
         await cql.execute(
             self._session, self._statements.save_pointer, (topic, partition, offset, offset + 1)
         )
 
-    async def _apply(self, write: JournalWrite) -> None:
-        key, before, after = write.key, write.before, write.after
-        size = self._segment_sizes.pop(key, None) or self._config.segment_size
-        if write.purge is not None:
-            if before.seq_nr > 0:
-                await self._delete_segments(key, size, 0, before.seq_nr, None, write.purge)
-            size = self._config.segment_size
-        for append in write.appends:
-            await self._insert_events(key, size, events_of(append), append.offset + 1)
-        if write.delete is not None:
-            first = 0 if write.purge is not None else before.delete_to + 1
-            await self._delete_segments(
-                key, size, first, write.delete.to, write.delete.to, write.delete.offset
-            )
-        await cql.execute(
-            self._session,
-            self._statements.save_meta,
-            (
-                key.topic,
-                key.id,
-                write.partition,
-                after.offset,
-                after.seq_nr or None,
-                after.delete_to or None,
-                size,
-                after.offset + 1,
-            ),
+    async def _in_window(self, requests: Iterable[tuple[Statement, Params]]) -> None:
+        """Run `requests` (built as they are taken), `window` at a time: enough to keep
+        Cassandra busy, few enough not to overload the driver's connections. Lanes taking
+        the next request, not a Semaphore: its acquire scans all its waiters."""
+        pending = iter(requests)
+
+        async def lane() -> None:
+            for statement, params in pending:  # shared: each goes to the first free lane
+                await cql.execute(self._session, statement, params)
+
+        await asyncio.gather(*(lane() for _ in range(self._config.window)))
+
+    def _sizes(self, write: JournalWrite, stored: JournalMeta | None) -> tuple[int, int]:
+        """The journal's segment size before the batch, and after it (a Purge starts anew)."""
+        before = (stored.segment_size if stored is not None else None) or self._config.segment_size
+        return before, self._config.segment_size if write.purge is not None else before
+
+    def _row_after(self, write: JournalWrite, stored: JournalMeta | None) -> JournalMeta:
+        after = write.after
+        return JournalMeta(
+            write.partition,
+            after.offset,
+            after.seq_nr or None,
+            after.delete_to or None,
+            self._sizes(write, stored)[1],
         )
 
-    async def _insert_events(
-        self, key: JournalKey, size: int, records: Sequence[EventRecord], stamp: int
-    ) -> None:
-        batches: list[BatchStatement] = []
-        for chunk in _chunks_by_segment(records, size):
-            batch = BatchStatement(batch_type=BatchType.UNLOGGED)
-            for record in chunk:
-                batch.add(self._statements.insert_event, _event_row(key, size, record, stamp))
-            batches.append(batch)
-        await asyncio.gather(*(cql.execute(self._session, b) for b in batches))
+    def _requests(
+        self, write: JournalWrite, stored: JournalMeta | None
+    ) -> Iterator[tuple[Statement, Params]]:
+        """One journal's event and deletion requests, in no particular order: their `USING
+        TIMESTAMP`s, from offsets, order their effects."""
+        key, before = write.key, write.before
+        size_before, size = self._sizes(write, stored)
+        if write.purge is not None and before.seq_nr > 0:
+            yield from self._segment_deletes(key, size_before, 0, before.seq_nr, None, write.purge)
+        yield from self._event_batches(key, size, write.appends)
+        if write.delete is not None:
+            first = 0 if write.purge is not None else before.delete_to + 1
+            delete = write.delete
+            yield from self._segment_deletes(key, size, first, delete.to, delete.to, delete.offset)
 
-    async def _delete_segments(
+    def _rows_request(
+        self, rows: Sequence[tuple[JournalKey, JournalMeta]]
+    ) -> tuple[Statement, Params]:
+        batch = BatchStatement(batch_type=BatchType.UNLOGGED)
+        for key, row in rows:
+            values = (key.topic, key.id, row.partition, row.offset, row.seq_nr, row.delete_to)
+            batch.add(self._statements.save_meta, (*values, row.segment_size, row.offset + 1))
+        return batch, None
+
+    def _event_batches(
+        self, key: JournalKey, size: int, appends: Sequence[ActionRecord]
+    ) -> list[tuple[Statement, Params]]:
+        """The events of `appends`, one unlogged batch per segment (one Cassandra partition),
+        split only past `_BATCH_BYTES`; each row stamped with its Append's offset + 1."""
+        batches: list[tuple[Statement, Params]] = []
+        batch, segment, weight = BatchStatement(batch_type=BatchType.UNLOGGED), -1, 0
+        for append in appends:
+            records = events_of(append)
+            per_event = len(append.value) // max(len(records), 1)
+            for record in records:
+                if len(batch) and (record.seq_nr // size != segment or weight > _BATCH_BYTES):
+                    batches.append((batch, None))
+                    batch, weight = BatchStatement(batch_type=BatchType.UNLOGGED), 0
+                segment = record.seq_nr // size
+                weight += per_event
+                row = _event_row(key, size, record, append.offset + 1)
+                batch.add(self._statements.insert_event, row)
+        if len(batch):
+            batches.append((batch, None))
+        return batches
+
+    def _segment_deletes(
         self, key: JournalKey, size: int, first: int, last: int, to: int | None, offset: int
-    ) -> None:
+    ) -> list[tuple[Statement, Params]]:
         """Delete the segments holding seqNrs first..last: whole ones, or rows up to `to`."""
         stamp = offset + 1
-        statements = []
+        requests: list[tuple[Statement, Params]] = []
         for segment in range(first // size, last // size + 1):
             if to is None:
-                params: tuple[Any, ...] = (stamp, key.topic, key.id, segment)
-                statements.append((self._statements.delete_segment, params))
+                requests.append(
+                    (self._statements.delete_segment, (stamp, key.topic, key.id, segment))
+                )
             else:
-                params = (stamp, key.topic, key.id, segment, to)
-                statements.append((self._statements.delete_rows, params))
-        await asyncio.gather(*(cql.execute(self._session, s, p) for s, p in statements))
+                requests.append(
+                    (self._statements.delete_rows, (stamp, key.topic, key.id, segment, to))
+                )
+        return requests
 
     async def _meta_row(self, key: JournalKey) -> Any:
         rows = await cql.execute(self._session, self._statements.meta, (key.topic, key.id))
@@ -259,21 +312,6 @@ class _Statements:
 
 def _meta_of(row: Any) -> JournalMeta:
     return JournalMeta(row.partition, row.offset, row.seq_nr, row.delete_to, row.segment_size)
-
-
-def _chunks_by_segment(
-    records: Sequence[EventRecord], size: int
-) -> Iterable[Sequence[EventRecord]]:
-    chunk: list[EventRecord] = []
-    for record in records:
-        if chunk and (
-            record.seq_nr // size != chunk[0].seq_nr // size or len(chunk) == _BATCH_LIMIT
-        ):
-            yield chunk
-            chunk = []
-        chunk.append(record)
-    if chunk:
-        yield chunk
 
 
 def _payload_columns(payload: Payload | None) -> tuple[str | None, str | None, bytes | None]:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Collection, Sequence
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from journal.actions import events_of
-from journal.fold import JournalState, JournalWrite
+from journal.fold import JournalWrite
 from journal.model import SEQ_NR_MAX, EventRecord, JournalKey
 from journal.store.base import EventualStore, FirstPage, JournalMeta
 
@@ -54,15 +54,15 @@ class MemoryStore(EventualStore):
         events = [r async for r in self.read(key, meta, from_, to)]
         return FirstPage(self.SEGMENT_SIZE, tuple(events[: self.PAGE_SIZE]))
 
-    async def stored(self, keys: Collection[JournalKey]) -> dict[JournalKey, JournalState]:
-        return {k: j.meta.state for k in keys if (j := self._journals.get(k)) is not None}
+    async def stored(self, keys: Collection[JournalKey]) -> dict[JournalKey, JournalMeta]:
+        return {k: j.meta for k in keys if (j := self._journals.get(k)) is not None}
 
-    async def apply(self, writes: Sequence[JournalWrite]) -> None:
-        for write in writes:
-            if write.changes_store:
-                self._apply(write)
+    async def apply(
+        self, writes: Sequence[JournalWrite], stored: Mapping[JournalKey, JournalMeta]
+    ) -> dict[JournalKey, JournalMeta]:
+        return {w.key: self._apply(w) for w in writes if w.changes_store}
 
-    def _apply(self, write: JournalWrite) -> None:
+    def _apply(self, write: JournalWrite) -> JournalMeta:
         journal = self._journals.get(write.key)
         if journal is None or write.purge is not None:
             journal = self._journals[write.key] = _Journal(JournalMeta(write.partition, -1))
@@ -74,6 +74,7 @@ class MemoryStore(EventualStore):
         journal.meta = JournalMeta(
             write.partition, after.offset, after.seq_nr or None, after.delete_to or None
         )
+        return journal.meta
 
     async def save_pointer(self, topic: str, partition: int, offset: int) -> None:
         current = self._pointers.get((topic, partition), -1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from app.settings import WorkerSettings
 from journal.settings import KJSettings, Settings
 from stack import Stack, StackSettings
 from tests.journal.journal_contract import events
-from tests.support.harness import settings_for, unique
+from tests.support.harness import harness, settings_for, unique
 from tests.support.http_api import HttpJournals
 from tests.support.workers import WorkerProcess
 
@@ -105,3 +106,35 @@ def test_seq_nrs_out_of_range_are_refused() -> None:
     result = CliRunner().invoke(cli, ["read", "j", "--from", "0"])
     assert result.exit_code == 2
     assert "--from" in result.output
+
+
+@pytest.mark.integration
+async def test_lag_prints_each_partitions_unreplicated_records(
+    stack: Stack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async with harness(stack, unique("kj_lag"), "journal_lag") as connected:
+        settings = connected.settings
+        journal = connected.journals.journal("behind")
+        for n in range(1, 4):
+            await journal.append(events(n, n))
+        partition = connected.journals.writer.partition_of(journal.key)
+        flags = [
+            "lag",
+            f"--kafka-bootstrap={settings.kafka_bootstrap}",
+            f"--cassandra-hosts={settings.cassandra_hosts}",
+            f"--cassandra-port={settings.cassandra_port}",
+            f"--topic={settings.topic}",
+            f"--keyspace={settings.keyspace}",
+        ]
+
+        def rows() -> dict[int, list[str]]:
+            assert main(flags) == 0
+            lines = capsys.readouterr().out.splitlines()
+            return {int(c[0]): c for line in lines if (c := line.split())[0].isdigit()}
+
+        behind = await asyncio.to_thread(rows)
+        assert behind[partition][1:4] == ["3", "-1", "3"]  # end, pointer, lag
+        assert behind[partition][5:] == ["s", "ago"]
+        await connected.replicate()
+        caught_up = await asyncio.to_thread(rows)
+        assert caught_up[partition][1:5] == ["3", "2", "0", "-"]

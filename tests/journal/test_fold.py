@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from journal.actions import events_of
+from journal.actions import RawRecord, events_of
 from journal.fold import JournalState, Verdict, fold_batch
 from journal.head import JournalHead, fold_head, fold_whole
 from journal.model import (
@@ -28,6 +28,7 @@ from journal.model import (
     JournalKey,
     PurgeHeader,
 )
+from journal.replicate import AlreadyQuarantined, Replicator
 from journal.store.memory import MemoryStore
 from tests.support import actions as a
 
@@ -98,10 +99,13 @@ def visible(journals: dict[JournalKey, ModelJournal]) -> dict[JournalKey, tuple[
 
 
 async def replicate(store: MemoryStore, batches: Iterable[list[ActionRecord]]) -> None:
-    """What the Replicator does with each batch: fold onto the stored states, apply."""
+    """What the agents do with each batch: one Replicator, which keeps the rows it wrote."""
+    replicator = Replicator(store, AlreadyQuarantined())
     for batch in batches:
-        stored = await store.stored({r.key for r in batch})
-        await store.apply(fold_batch(batch, stored))
+        if batch:
+            last = batch[-1]
+            raw = RawRecord(last.key.topic, last.partition, last.offset, 0, None, None, [])
+            await replicator.store(batch, raw)
 
 
 async def store_view(store: MemoryStore) -> dict[JournalKey, ModelJournal]:

@@ -46,12 +46,15 @@ def test_histograms_time_blocks_also_when_they_raise() -> None:
 
 def test_replication_lag_is_a_gauge_per_partition() -> None:
     metrics = Metrics()
-    set_replication_lag(metrics, "journal", 0, 12)
-    set_replication_lag(metrics, "journal", 1, 3)
-    set_replication_lag(metrics, "journal", 0, 5)
+    set_replication_lag(metrics, "journal", 0, 12, 1.5)
+    set_replication_lag(metrics, "journal", 1, 3, 0.25)
+    set_replication_lag(metrics, "journal", 0, 5, 0.5)
     lag = "journal_replication_lag_records"
     assert metrics.value(lag, topic="journal", partition="0") == 5
     assert metrics.value(lag, topic="journal", partition="1") == 3
+    seconds = "journal_replication_lag_seconds"
+    assert metrics.value(seconds, topic="journal", partition="0") == 0.5
+    assert metrics.value(seconds, topic="journal", partition="1") == 0.25
 
 
 @pytest.mark.integration

@@ -58,7 +58,7 @@ class Damaged(EventualJournal):
 async def replicated(records: Sequence[ActionRecord]) -> Damaged:
     """What replication stores of `records`: the fold of one batch, applied."""
     store = MemoryStore()
-    await store.apply(fold_batch(records, {}))
+    await store.apply(fold_batch(records, {}), {})
     return Damaged(store)
 
 

@@ -13,7 +13,7 @@ import pytest
 from journal.actions import events_of
 from journal.fold import fold_batch
 from journal.model import ActionRecord, EventRecord, JournalKey, PayloadMetadata
-from journal.store.base import EventualStore
+from journal.store.base import EventualStore, states
 from tests.support import actions as a
 
 SEGMENT = 5
@@ -32,7 +32,7 @@ async def read_all(
 async def apply(store: EventualStore, *records: ActionRecord) -> None:
     """What replication does with a batch: fold it onto the stored states, apply."""
     stored = await store.stored({r.key for r in records})
-    await store.apply(fold_batch(records, stored))
+    await store.apply(fold_batch(records, states(stored)), stored)
 
 
 def expected(*records: ActionRecord) -> list[EventRecord]:

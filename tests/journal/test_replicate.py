@@ -1,0 +1,115 @@
+"""The Replicator's write path: rows kept instead of read, malformed records in bulk."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
+
+import pytest
+
+from journal.actions import RawRecord
+from journal.fold import JournalWrite
+from journal.model import ActionRecord, JournalKey
+from journal.replicate import AlreadyQuarantined, KafkaQuarantine, Replicator, replicate_to_now
+from journal.store.base import JournalMeta
+from journal.store.memory import MemoryStore
+from journal.topic import end_offsets, quarantine_topic
+from stack import Stack
+from tests.support import actions as a
+from tests.support.harness import Harness, harness, unique
+
+A, B, C = (JournalKey("t", name) for name in "abc")
+
+
+class CountingStore(MemoryStore):
+    """Remembers which rows replication read; fails the writes while `failing`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: list[set[JournalKey]] = []
+        self.failing = False
+
+    async def stored(self, keys: Collection[JournalKey]) -> dict[JournalKey, JournalMeta]:
+        self.reads.append(set(keys))
+        return await super().stored(keys)
+
+    async def apply(
+        self, writes: Sequence[JournalWrite], stored: Mapping[JournalKey, JournalMeta]
+    ) -> dict[JournalKey, JournalMeta]:
+        if self.failing:
+            raise ConnectionError("the store is down")
+        return await super().apply(writes, stored)
+
+
+async def store(replicator: Replicator, batch: list[ActionRecord]) -> None:
+    last = batch[-1]
+    await replicator.store(batch, RawRecord("t", 0, last.offset, 0, None, None, []))
+
+
+async def test_a_journal_written_lately_is_not_read_again() -> None:
+    counting = CountingStore()
+    replicator = Replicator(counting, AlreadyQuarantined())
+    await store(replicator, [a.append(A, 0, 1, 2), a.append(B, 1, 1, 1)])
+    await store(replicator, [a.append(A, 2, 3, 3), a.append(C, 3, 1, 1), a.delete(B, 4, 1)])
+    assert counting.reads == [{A, B}, {C}]
+    meta = await counting.meta(A)
+    assert meta is not None and meta.seq_nr == 3
+
+
+async def test_rows_are_read_again_after_a_failed_write_or_a_revoke() -> None:
+    counting = CountingStore()
+    replicator = Replicator(counting, AlreadyQuarantined())
+    await store(replicator, [a.append(A, 0, 1, 2)])
+    counting.failing = True
+    with pytest.raises(ConnectionError):
+        await store(replicator, [a.append(A, 1, 3, 3)])
+    counting.failing = False
+    await store(replicator, [a.append(A, 1, 3, 3)])
+    replicator.forget(0)
+    await store(replicator, [a.append(A, 2, 4, 4)])
+    assert counting.reads == [{A}, {A}, {A}]
+    meta = await counting.meta(A)
+    assert meta is not None and meta.seq_nr == 4
+
+
+@pytest.fixture
+async def connected(stack: Stack) -> AsyncIterator[Harness]:
+    async with harness(stack, unique("kj_replicate"), "journal_replicate") as one:
+        yield one
+
+
+@pytest.mark.integration
+async def test_a_flood_of_malformed_records_is_quarantined_in_bulk_with_summaries(
+    connected: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings, producer = connected.settings, connected.producer
+    journal = connected.journals.journal("flooded")
+    partition = connected.journals.writer.partition_of(journal.key)
+    await journal.append([a.event(1)])
+    flood = 300
+    deliveries = [
+        await producer.send(settings.topic, b"no header", key=b"flooded", partition=partition)
+        for _ in range(flood)
+    ]
+    await asyncio.gather(*deliveries)
+    await journal.append([a.event(2)])
+    store = connected.journals.replicated_store
+    assert store is not None
+    with caplog.at_level(logging.WARNING, logger="journal.replicate"):
+        await replicate_to_now(
+            settings.kafka_bootstrap,
+            store,
+            settings.topic,
+            KafkaQuarantine(producer, log_interval_s=0),
+        )
+    _, seq_nrs = await connected.stored("flooded")
+    assert seq_nrs == [1, 2]
+    topic = quarantine_topic(settings.topic)
+    assert (await end_offsets(settings.kafka_bootstrap, topic, 1))[0] == flood
+    summaries = [r.getMessage() for r in caplog.records if "quarantined" in r.getMessage()]
+    counted = [int(m.group(1)) for s in summaries if (m := re.search(r"quarantined (\d+)", s))]
+    assert sum(counted) == flood
+    assert len(summaries) < flood // 10, summaries  # one per flushed batch, not per record
+    assert all("e.g." in s and "no journal.action header" in s for s in summaries)
