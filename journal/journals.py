@@ -241,7 +241,9 @@ class Journals:
         pointer = await self.store.pointer(key.topic, partition)
         meta = await self.store.meta(key)  # after the pointer: it reflects at least that much
         base = JournalState() if meta is None else meta.state
-        actions = self.kafka.scan(key, partition, pointer, fence)
+        # nothing replicated: the journal's records are needed from offset 0, whatever the
+        # log start is (`None` would start at the log start and miss an expiry)
+        actions = self.kafka.scan(key, partition, -1 if pointer is None else pointer, fence)
         head = await fold_head(base, actions, self.kafka.config.head_budget_bytes)
         return JournalView(partition, meta, head)
 

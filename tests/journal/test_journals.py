@@ -13,6 +13,7 @@ from aiokafka.structs import TopicPartition
 
 from journal.errors import AppendTooLarge, JournalTruncated, StoreUnavailable
 from journal.head import KafkaReadConfig, KafkaRecords
+from journal.index import IndexAnswer, NotIndexed
 from journal.journals import Journals
 from journal.metrics import METRICS
 from journal.model import SEQ_NR_MAX, Event, EventRecord, JournalKey, TextPayload
@@ -186,6 +187,25 @@ async def test_records_expired_before_replication_fail_the_read_clearly(api: Dir
         await admin.close()
     with pytest.raises(JournalTruncated, match="expired before replication"):
         await api.read("j")
+    client = api.journals  # the same through the fallback scan, with nothing replicated
+    scanning = Journals(
+        client.topic, client.writer, client.store, NoIndex(), client.fence, client.kafka
+    )
+    with pytest.raises(JournalTruncated, match="expired before replication"):
+        [r async for r in scanning.journal("j").read()]
+
+
+class NoIndex:
+    """An index that can never tell: every read scans."""
+
+    def covered(self, partition: int) -> int:
+        return -1
+
+    async def lookup(self, key: JournalKey, partition: int, fence: int) -> IndexAnswer:
+        return NotIndexed("test")
+
+    async def close(self) -> None:
+        return None
 
 
 async def test_the_keyspace_is_created_with_the_schema(api: Direct) -> None:
