@@ -245,6 +245,9 @@ class KafkaRecords:
                 self._all.remove(consumer)
                 await stop_consumer(consumer)
                 raise
+            # unassigned, an idle consumer sends no long polls, so the next read's seek does not
+            # wait for one (aiokafka keeps one request in flight per broker): ~10 ms a read
+            consumer.assign([])
             self._idle.put_nowait(consumer)
 
     async def _new_consumer(self) -> AIOKafkaConsumer:
