@@ -50,6 +50,7 @@ class _Partition:
     pruned_to: int = -1  # replication covers every record up to here: the store has them
     dropped_to: int = -1  # records up to here were not indexed (past `max_journals`)
     poisoned_to: int = -1  # an undecodable batch ends here: nobody's runs are whole
+    expired_to: int = -1  # records up to here left Kafka before they were indexed: ditto
     moved: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -84,7 +85,9 @@ class TailIndex:
             pointer = pointers.get(tp.partition, -1)
             start = max(pointer + 1, starts[tp])
             consumer.seek(tp, start)
-            index._partitions[tp.partition] = _Partition(start, position=start, pruned_to=pointer)
+            index._partitions[tp.partition] = _Partition(
+                start, position=start, pruned_to=pointer, expired_to=start - 1
+            )
         index._consumer = consumer
         index._tasks = [asyncio.create_task(index._tail()), asyncio.create_task(index._prune())]
         return index
@@ -101,6 +104,9 @@ class TailIndex:
         if state.poisoned_to > state.pruned_to:
             METRICS.counter("journal_index_misses_total", reason="poison").inc()
             return NotIndexed("poison")
+        if state.expired_to > state.pruned_to:
+            METRICS.counter("journal_index_misses_total", reason="expired").inc()
+            return NotIndexed("expired")
         runs = state.journals.get(key.id.encode("utf-8"))
         if runs is None and state.dropped_to > state.pruned_to:
             METRICS.counter("journal_index_misses_total", reason="overflow").inc()
@@ -136,6 +142,8 @@ class TailIndex:
                 continue
             for tp, messages in batches.items():
                 state = self._partitions[tp.partition]
+                if messages and messages[0].offset > state.position:
+                    await self._check_gap(consumer, tp, state, messages[0].offset)
                 journals = state.journals
                 for message in messages:
                     raw_key = message.key or b""
@@ -148,10 +156,31 @@ class TailIndex:
                         state.dropped_to = message.offset
                         METRICS.counter("journal_index_dropped_records_total").inc()
             for partition, state in self._partitions.items():
-                position = await consumer.position(TopicPartition(self._topic, partition))
+                tp = TopicPartition(self._topic, partition)
+                position = await consumer.position(tp)
                 if position > state.position:
+                    if tp not in batches:  # it moved with no record: maybe reset past expired
+                        await self._check_gap(consumer, tp, state, position)
                     state.position = position
                     state.moved.set()
+
+    async def _check_gap(
+        self, consumer: AIOKafkaConsumer, tp: TopicPartition, state: _Partition, to: int
+    ) -> None:
+        """Offsets in [state.position, to) came with no record. Transaction markers do that
+        harmlessly; retention does it when the consumer fell below the log start and reset
+        (auto_offset_reset): those records were never indexed, so no journal's runs are
+        whole until replication has gone past them (the reader's scan then says
+        JournalTruncated where the journal needed them)."""
+        try:
+            log_start = (await consumer.beginning_offsets([tp]))[tp]
+        except KafkaError:
+            log_start = to  # cannot tell: assume the worst, a scan still answers right
+        if log_start > state.position:
+            state.expired_to = max(state.expired_to, min(log_start, to) - 1)
+            METRICS.counter("journal_index_expired_records_total").inc(
+                min(log_start, to) - state.position
+            )
 
     async def _past_poison(
         self, consumer: AIOKafkaConsumer

@@ -195,6 +195,38 @@ async def test_records_expired_before_replication_fail_the_read_clearly(api: Dir
         [r async for r in scanning.journal("j").read()]
 
 
+async def test_a_client_started_after_records_expired_unreplicated_fails_the_read_clearly(
+    api: Direct,
+) -> None:
+    """The tail index starts at the log start, above the store's pointer: it cannot know
+    what it never saw, so it answers NotIndexed and the read says JournalTruncated."""
+    position = await api.journals.journal("j").append(events(1, 2))
+    topic = api.harness.settings.topic
+    neighbour = next(
+        f"k{i}"
+        for i in range(1000)
+        if api.journals.writer.partition_of(JournalKey(topic, f"k{i}")) == position.partition
+    )
+    await api.journals.journal(neighbour).append(events(1, 1))
+    admin = AIOKafkaAdminClient(bootstrap_servers=api.harness.settings.kafka_bootstrap)
+    await admin.start()
+    try:
+        tp = TopicPartition(topic, position.partition)
+        await admin.delete_records({tp: RecordsToDelete(position.offset + 1)})
+    finally:
+        await admin.close()
+    fresh = await Journals.connect(api.harness.settings)
+    try:
+        with pytest.raises(JournalTruncated, match="expired before replication"):
+            [r async for r in fresh.journal("j").read()]
+        with pytest.raises(JournalTruncated):  # the index cannot tell it had none there
+            [r async for r in fresh.journal(neighbour).read()]
+        await api.harness.replicate()  # what Kafka still holds: the pointer passes the gap
+        assert [r.event.seq_nr async for r in fresh.journal(neighbour).read()] == [1]
+    finally:
+        await fresh.close()
+
+
 class NoIndex:
     """An index that can never tell: every read scans."""
 
