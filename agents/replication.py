@@ -18,6 +18,9 @@ pointer and the first record the agent sees (the gap) is caught up from Kafka to
 any point loses nothing. The tables may lack the gap's records too (their changelog writes
 may not have reached Kafka before the crash), so the partition's progress is published to
 readers only once the store holds the gap, and readers are told to read at least that far.
+The catch-up starts at the assignment (`assigned`), up to the partition's end as of then:
+waiting for the agent's first record would leave the gap unreplicated for as long as no one
+appends to the partition.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ from tables.tables import JournalTables
 log = logging.getLogger(__name__)
 
 MAX_QUEUED = 10_000  # records per partition; past it, replay from Kafka instead
+GAP_UNKNOWN = 2**63 - 1  # the gap's end until the first catch-up learns the partition's end
 
 
 @dataclass(slots=True)
@@ -110,7 +114,7 @@ class ReplicationWork:
         # both at once, and a pointer saved past a record whose actions are not in its batch
         # would tell readers the store holds what it does not (the chaos test found this)
         state.last = record
-        if state.catch_up_from is None:
+        if state.catch_up_from is None and record.offset > state.pointer:
             state.queued.extend(actions)
             if len(state.queued) > MAX_QUEUED:
                 log.warning("partition %s: queue full, replaying from Kafka", record.partition)
@@ -118,6 +122,21 @@ class ReplicationWork:
         state.wake.set()
         if state.trusted:
             await self._owned.advance(record.partition, record.offset)
+
+    def assigned(self, partition: int) -> None:
+        """The partition came to this worker: catch up from the store's pointer to its end now,
+        whether or not a record follows (no await: the agent's `_state` may race this)."""
+        if partition in self._partitions or not self._owned.owns(partition):
+            return
+        state = _Partition(-1, pointer_read=False, catch_up_from=0, gap_end=GAP_UNKNOWN)
+        self._start(partition, state)
+        state.wake.set()
+
+    def _start(self, partition: int, state: _Partition) -> None:
+        self._owned.assign(partition)
+        self._owned.set_replicated(partition, state.pointer)
+        state.task = asyncio.create_task(self._replicate(partition, state))
+        self._partitions[partition] = state
 
     async def revoke(self, partition: int) -> None:
         state = self._partitions.pop(partition, None)
@@ -139,14 +158,14 @@ class ReplicationWork:
                 state = _Partition(-1 if pointer is None else pointer, pointer_read=True)
             except StoreUnavailable:
                 state = _Partition(-1, pointer_read=False)  # the replicator reads it later
-            self._owned.assign(partition)
-            self._owned.set_replicated(partition, state.pointer)
+            assigned = self._partitions.get(partition)
+            if assigned is not None:  # `assigned` came while the pointer was read
+                return assigned
             if state.pointer + 1 < first_offset:  # Faust committed ahead of replication
                 state.catch_up_from = state.pointer + 1
                 state.gap_end = first_offset - 1
                 self._owned.set_floor(partition, state.gap_end)
-            state.task = asyncio.create_task(self._replicate(partition, state))
-            self._partitions[partition] = state
+            self._start(partition, state)
         return state
 
     async def _replicate(self, partition: int, state: _Partition) -> None:
@@ -163,18 +182,18 @@ class ReplicationWork:
                     state.wake.set()
                     continue
             last = state.last
-            if last is None or (last.offset <= state.pointer and state.catch_up_from is None):
+            if state.catch_up_from is None and (last is None or last.offset <= state.pointer):
                 continue
             try:
-                if state.catch_up_from is None:
+                if last is not None and state.catch_up_from is None:
                     # with `last`, no await between: the batch holds exactly what is up to it
                     batch, state.queued = state.queued, []
                     await self._replicator.store(batch, last)
                     state.pointer = last.offset
                     self._owned.set_replicated(partition, last.offset)
                 else:
-                    await self._catch_up(partition, state, last.offset)
-                if state.pointer >= last.offset:  # the oldest left is the first queued since
+                    await self._catch_up(partition, state)
+                if last is None or state.pointer >= last.offset:  # the oldest left: queued since
                     first = state.queued[0] if state.queued else None
                     state.unreplicated_since_ms = (
                         None if first is None else int(first.timestamp.timestamp() * 1000)
@@ -216,22 +235,30 @@ class ReplicationWork:
         if state.trusted and state.last is not None:
             await self._owned.advance(partition, state.last.offset)
 
-    async def _catch_up(self, partition: int, state: _Partition, until: int) -> None:
-        """Replay [catch_up_from, until] from Kafka; back to the queue once at the agent."""
+    async def _catch_up(self, partition: int, state: _Partition) -> None:
+        """Replay from `catch_up_from` to the agent's last record (at the assignment: to the
+        partition's end, if further) from Kafka; back to the queue once at the agent."""
         start = state.catch_up_from
         assert start is not None
+        tp = TopicPartition(self._topic, partition)
         consumer = await start_consumer(self._bootstrap, fetch_max_wait_ms=20)
         try:
-            tp = TopicPartition(self._topic, partition)
+            until = -1 if state.last is None else state.last.offset
+            if state.gap_end == GAP_UNKNOWN:
+                until = max(until, (await consumer.end_offsets([tp]))[tp] - 1)
             await replicate_range(consumer, self._replayer, tp, start, until + 1)
         finally:
             await stop_consumer(consumer)
+        if state.gap_end == GAP_UNKNOWN:  # the agent's first record is at most `until` + 1
+            state.gap_end = until
+            self._owned.set_floor(partition, until)
         state.pointer = max(state.pointer, until)
         self._owned.set_replicated(partition, state.pointer)
         if state.trusted:
-            await self._owned.advance(partition, until)
-        if state.last is not None and state.last.offset == until:
-            state.catch_up_from, state.queued = None, []  # no await since: the agent is here
+            await self._owned.advance(partition, max(until, state.pointer))
+        if state.last is None or state.last.offset <= until:
+            # no await since the check: every record the agent handles from here is queued
+            state.catch_up_from, state.queued = None, []
             log.info("partition %s caught up at %s", partition, until)
         else:
             state.catch_up_from = until + 1

@@ -82,6 +82,8 @@ def create_app(settings: WorkerSettings, partitions: int) -> faust.App:
         for tp in assigned:
             if tp.topic == journal.topic:
                 owned.assign(tp.partition)
+                if work.done():  # else `_connect` starts it, with the others owned by then
+                    work.value().assigned(tp.partition)
 
     @app.on_partitions_revoked.connect
     async def on_revoked(sender: Any, revoked: set[Any], **kwargs: Any) -> None:
@@ -132,6 +134,8 @@ async def _connect(
     )
     closers.append(replication.close)
     work.set(replication)
+    for partition in owned.partitions():  # assigned before the core was there
+        replication.assigned(partition)
     journals.set(client)
     log.info("worker ready at %s", settings.url)
     print(_welcome(settings.url), flush=True)

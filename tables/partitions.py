@@ -38,6 +38,9 @@ class OwnedPartitions:
             self._owned.pop(partition, None)
             self._changed.notify_all()
 
+    def partitions(self) -> list[int]:
+        return sorted(self._owned)
+
     def owns(self, partition: int) -> bool:
         return partition in self._owned
 
