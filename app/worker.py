@@ -19,6 +19,7 @@ from agents.replication import ReplicationWork
 from agents.replicator import define_agent
 from app.backend import WorkerBackend
 from app.forwarding import Forwarder, Owners
+from app.security import guard_of
 from app.settings import WorkerSettings
 from journal.deferred import Deferred
 from journal.journals import Journals
@@ -156,10 +157,17 @@ def _mount_web(
     closers: list[Callable[[], Awaitable[None]]],
 ) -> None:
     web_app = app.web.web_app
-    add_routes(web_app, WorkerBackend(app, journals), max_body_bytes=settings.max_body_bytes)
+    add_routes(
+        web_app,
+        WorkerBackend(app, journals),
+        max_body_bytes=settings.max_body_bytes,
+        guard=guard_of(settings.journal),
+    )
     owners = Owners(app, owned, "head-cache", partitions, settings.url)
     forwarder = Forwarder(owners)
-    web_app.middlewares.append(forwarder.middleware)  # inside the API's error middleware
+    # inside the API's error middleware and token check: a forwarded request was checked here
+    # and carries its Authorization header on, for the owner to check it again
+    web_app.middlewares.append(forwarder.middleware)
     closers.append(forwarder.close)
 
 
