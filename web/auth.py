@@ -31,7 +31,6 @@ from web.errors import ApiError, ErrorCode
 from web.views import journal_id_of
 
 REALM = "kafka-journal"
-GRANT_KEY = "journal.grant"  # request[GRANT_KEY]: the caller's Grant, for routes that filter
 
 
 class Scope(StrEnum):
@@ -77,6 +76,10 @@ class Grant:
 
     def covers(self, journal_id: str) -> bool:
         return self.prefix is None or journal_id.startswith(self.prefix)
+
+
+# request[GRANT_KEY]: the caller's Grant, for routes that filter what they answer by its prefix
+GRANT_KEY = web.RequestKey("journal.grant", Grant)
 
 
 class InvalidToken(Exception):
