@@ -165,6 +165,7 @@ def describe_field(info: FieldInfo) -> str:
 
 
 Switch = Literal["off", "on"]
+JwtAlgorithm = Literal["HS256", "RS256", "ES256"]
 
 
 class HttpAuthSettings(KJSettings):
@@ -180,7 +181,7 @@ class HttpAuthSettings(KJSettings):
     http_security: Switch | None = Field(
         default=None, description="HTTP bearer tokens on or off (default: KJ_SECURITY)"
     )
-    jwt_algorithm: Literal["HS256", "RS256", "ES256"] = Field(
+    jwt_algorithm: JwtAlgorithm = Field(
         default="HS256", description="the one algorithm tokens are signed with"
     )
     jwt_key: SecretStr | None = Field(
