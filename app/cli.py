@@ -13,15 +13,21 @@ import sys
 from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar, get_args
+from typing import Any, TypeVar
 
 import click
-from pydantic import SecretStr
 from pydantic.fields import FieldInfo
 
 from app.settings import WorkerSettings
 from journal.model import SEQ_NR_MAX
-from journal.settings import HttpAuthSettings, KJSettings, Settings, SettingsError, describe_field
+from journal.settings import (
+    HttpAuthSettings,
+    KJSettings,
+    Settings,
+    SettingsError,
+    describe_field,
+    is_secret,
+)
 from stack.settings import StackSettings
 
 _Settings = TypeVar("_Settings", bound=KJSettings)
@@ -36,7 +42,7 @@ def settings_options(model: type[KJSettings]) -> Callable[[_F], _F]:
 
     def decorate(function: _F) -> _F:
         for owner, name, info in reversed(list(model.settings_fields())):
-            if _is_secret(info):
+            if is_secret(info):
                 continue  # secrets come from variables or files: argv shows in `ps`
             variable = owner.variable_of(name)
             option = click.option(
@@ -51,10 +57,6 @@ def settings_options(model: type[KJSettings]) -> Callable[[_F], _F]:
         return function
 
     return decorate
-
-
-def _is_secret(info: FieldInfo) -> bool:
-    return SecretStr in (info.annotation, *get_args(info.annotation))
 
 
 def _metavar(info: FieldInfo) -> str:

@@ -13,7 +13,7 @@ import os
 from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Self
+from typing import TYPE_CHECKING, Any, Literal, Self, get_args
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, model_validator
 from pydantic.fields import FieldInfo
@@ -154,6 +154,11 @@ def _describe(cls: type[KJSettings], error: ValidationError, given: Mapping[str,
             where = f"{model.variable_of(name)}={raw!r}"
         problems.append(f"{where}: {item['msg']}")
     return "; ".join(problems)
+
+
+def is_secret(info: FieldInfo) -> bool:
+    """A secret's field: it has a variable but no flag (argv shows in `ps`) and never prints."""
+    return SecretStr in (info.annotation, *get_args(info.annotation))
 
 
 def describe_field(info: FieldInfo) -> str:
