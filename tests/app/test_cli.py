@@ -6,7 +6,6 @@ import asyncio
 import re
 from pathlib import Path
 
-import aiohttp
 import pytest
 from click.testing import CliRunner
 
@@ -16,7 +15,7 @@ from journal.settings import KJSettings, Settings, is_secret
 from stack import Stack, StackSettings
 from tests.journal.journal_contract import events
 from tests.support.harness import harness, settings_for, unique
-from tests.support.http_api import HttpJournals
+from tests.support.http_api import HttpJournals, client_session
 from tests.support.workers import WorkerProcess
 
 
@@ -27,7 +26,7 @@ async def test_run_starts_a_worker_that_answers_and_says_how(stack: Stack, tmp_p
     run.start()
     try:
         await run.wait_ready()
-        async with aiohttp.ClientSession() as session:
+        async with client_session(settings) as session:
             api = HttpJournals(session, [run.url])
             await api.append("hello", events(1, 2))
             assert await api.read("hello") == events(1, 2)
