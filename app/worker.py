@@ -135,16 +135,22 @@ async def _connect(
     work.set(replication)
     journals.set(client)
     log.info("worker ready at %s", settings.url)
-    print(_welcome(settings.url), flush=True)
+    print(_welcome(settings.url, settings.journal.http_security_on), flush=True)
 
 
-def _welcome(url: str) -> str:
+def _welcome(url: str, secured: bool) -> str:
+    if not secured:
+        token, auth = "", ""
+    else:
+        token = "  T=$(kafka-journal token --scope journal:read --scope journal:write | tail -1)\n"
+        auth = ' -H "Authorization: Bearer $T"'
     return (
         f"\nKafka Journal is serving {url}  (API: {url}/openapi.json)\n"
         "Try:\n"
-        f"  curl -s -XPOST {url}/journals/demo/events -H 'content-type: application/json' "
+        f"{token}"
+        f"  curl -s -XPOST {url}/journals/demo/events{auth} -H 'content-type: application/json' "
         """-d '{"events": [{"seqNr": 1, "payload": {"hello": "world"}}]}'\n"""
-        f"  curl -s {url}/journals/demo/events\n"
+        f"  curl -s {url}/journals/demo/events{auth}\n"
     )
 
 

@@ -259,6 +259,7 @@ async def test_no_secret_in_any_log_line_or_answer(
     for worker in workers:
         text = worker.log.read_text(errors="replace")
         assert "worker ready" in text, "not the log of a running worker"
+        assert "kafka-journal token --scope" in text  # its welcome says how to get a token
         for secret in (*tokens.minted, tokens.key):
             assert secret not in text, f"a secret is in {worker.log}"
         # a JWT's signature alone is a secret's fingerprint too
