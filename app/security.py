@@ -25,7 +25,7 @@ CLIENT_TOKEN_TTL_S = 3600
 
 
 class KeyUnusable(ValueError):
-    """The configured key cannot do what is asked (no key for RS256, a public key to mint)."""
+    """The configured key cannot do what is asked: mint with a public key or a JWKS."""
 
 
 def local_key_file() -> Path:
@@ -68,12 +68,7 @@ def _key_material(auth: HttpAuthSettings) -> bytes:
         return auth.jwt_key.get_secret_value().encode()
     if auth.jwt_key_file is not None:
         return auth.jwt_key_file.read_bytes().strip()
-    if auth.jwt_algorithm != "HS256":
-        raise KeyUnusable(
-            f"KJ_JWT_ALGORITHM={auth.jwt_algorithm} needs KJ_JWT_KEY_FILE (a PEM key) or "
-            "KJ_JWT_JWKS_FILE; only HS256 has a generated local default"
-        )
-    return _ensure_local_key(local_key_file())
+    return _ensure_local_key(local_key_file())  # HS256: the settings refuse others keyless
 
 
 def _is_private_pem(material: bytes) -> bool:

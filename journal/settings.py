@@ -12,10 +12,16 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Self, get_args
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, model_validator
+from pydantic import (
+    AliasChoices,
+    Field,
+    FilePath,
+    SecretStr,
+    ValidationError,
+    model_validator,
+)
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
@@ -192,10 +198,10 @@ class HttpAuthSettings(KJSettings):
     jwt_key: SecretStr | None = Field(
         default=None, description="HS256 secret or PEM key (prefer jwt_key_file)"
     )
-    jwt_key_file: Path | None = Field(
+    jwt_key_file: FilePath | None = Field(
         default=None, description="file holding the HS256 secret or the PEM key"
     )
-    jwt_jwks_file: Path | None = Field(
+    jwt_jwks_file: FilePath | None = Field(
         default=None, description="JWKS file of public keys (tokens name theirs by kid)"
     )
     jwt_issuer: str | None = Field(default=None, description="required iss claim, if set")
@@ -217,6 +223,11 @@ class HttpAuthSettings(KJSettings):
         given = [self.jwt_key, self.jwt_key_file, self.jwt_jwks_file]
         if sum(source is not None for source in given) > 1:
             raise ValueError("give at most one of KJ_JWT_KEY, KJ_JWT_KEY_FILE, KJ_JWT_JWKS_FILE")
+        if self.jwt_algorithm != "HS256" and all(source is None for source in given):
+            raise ValueError(
+                f"KJ_JWT_ALGORITHM={self.jwt_algorithm} needs KJ_JWT_KEY_FILE (a PEM key) or "
+                "KJ_JWT_JWKS_FILE: only HS256 has a generated local default"
+            )
         return self
 
 

@@ -83,8 +83,8 @@ def test_pem_keys_sign_with_the_private_and_check_with_either(
         assert verifier_of(auth).verify(minted).prefix == "a-"
     with pytest.raises(KeyUnusable, match="public"):
         minter_of(checking)
-    with pytest.raises(KeyUnusable, match="needs KJ_JWT_KEY_FILE"):
-        verifier_of(HttpAuthSettings(jwt_algorithm=algorithm))  # no generated default for it
+    with pytest.raises(SettingsError, match="needs KJ_JWT_KEY_FILE"):
+        HttpAuthSettings.from_env({"KJ_JWT_ALGORITHM": algorithm})  # no generated default
     # an HS256 server whose "secret" is the public PEM must not accept an RS/ES token
     with pytest.raises(InvalidToken):
         verifier_of(HttpAuthSettings(jwt_key_file=public_file)).verify(minted)
@@ -107,9 +107,12 @@ def test_a_jwks_file_checks_tokens_by_kid(tmp_path: Path) -> None:
 
 
 def test_one_key_source_at_most_and_secrets_never_in_a_repr(tmp_path: Path) -> None:
+    (tmp_path / "k").write_text("s3cr3t-file")
     env = {"KJ_JWT_KEY": "s3cr3t-value", "KJ_JWT_KEY_FILE": str(tmp_path / "k")}
     with pytest.raises(SettingsError, match="at most one"):
         HttpAuthSettings.from_env(env)
+    with pytest.raises(SettingsError, match="KJ_JWT_KEY_FILE="):  # named, before any use
+        HttpAuthSettings.from_env({"KJ_JWT_KEY_FILE": str(tmp_path / "missing")})
     settings = Settings.from_env({"KJ_JWT_KEY": "s3cr3t-value", "KJ_TOKEN": "t0k3n-value"})
     assert "s3cr3t-value" not in repr(settings) and "t0k3n-value" not in repr(settings)
     assert "s3cr3t-value" not in str(settings.model_dump())
