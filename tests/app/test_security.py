@@ -28,8 +28,9 @@ from web.auth import InvalidToken, Scope
 @pytest.fixture(autouse=True)
 def stack_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A stack dir of the test's own, and none of the caller's security variables."""
-    for name in ("KJ_SECURITY", "KJ_HTTP_SECURITY", "KJ_TOKEN", "KJ_JWT_KEY", "KJ_JWT_KEY_FILE"):
-        monkeypatch.delenv(name, raising=False)
+    for model, name, _info in Settings.settings_fields():
+        if model in (Settings, HttpAuthSettings):
+            monkeypatch.delenv(model.variable_of(name), raising=False)
     monkeypatch.setenv("KJ_STACK_DIR", str(tmp_path / "stack"))
     return tmp_path / "stack"
 
