@@ -20,7 +20,14 @@ from pydantic.fields import FieldInfo
 
 from app.settings import WorkerSettings
 from journal.model import SEQ_NR_MAX
-from journal.settings import KJSettings, Settings, SettingsError, describe_field
+from journal.settings import (
+    HttpAuthSettings,
+    KJSettings,
+    Settings,
+    SettingsError,
+    describe_field,
+    is_secret,
+)
 from stack.settings import StackSettings
 
 _Settings = TypeVar("_Settings", bound=KJSettings)
@@ -35,6 +42,8 @@ def settings_options(model: type[KJSettings]) -> Callable[[_F], _F]:
 
     def decorate(function: _F) -> _F:
         for owner, name, info in reversed(list(model.settings_fields())):
+            if is_secret(info):
+                continue  # secrets come from variables or files: argv shows in `ps`
             variable = owner.variable_of(name)
             option = click.option(
                 owner.flag_of(name),
@@ -157,6 +166,39 @@ def lag(**values: Any) -> int:
         return format_lag(settings.topic, lags)
 
     print(asyncio.run(measure()))
+    return 0
+
+
+# --- tokens -----------------------------------------------------------------------------------
+
+_SCOPES = ("journal:read", "journal:write", "journal:delete", "journal:admin")  # web.auth.Scope
+
+
+@cli.command()
+@settings_options(HttpAuthSettings)
+@click.option(
+    "--scope",
+    "scopes",
+    multiple=True,
+    required=True,
+    type=click.Choice(_SCOPES),
+    help="a right the token grants (repeat for more)",
+)
+@click.option("--prefix", default=None, help="limit the token to journal ids starting with this")
+@click.option(
+    "--ttl", type=click.IntRange(min=1), default=3600, show_default=True, help="seconds it lasts"
+)
+def token(scopes: tuple[str, ...], prefix: str | None, ttl: int, **values: Any) -> int:
+    """Print (as the last line) a bearer token the configured key signs: the local stack's
+    unless KJ_JWT_KEY or KJ_JWT_KEY_FILE says otherwise."""
+    auth = load(HttpAuthSettings, values)
+    from app.security import KeyUnusable, minter_of
+
+    try:
+        minted = minter_of(auth).mint(scopes, prefix=prefix, ttl_s=ttl)
+    except (KeyUnusable, OSError) as error:
+        raise click.UsageError(f"cannot mint a token: {error}") from None
+    print(minted)
     return 0
 
 

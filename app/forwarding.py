@@ -51,6 +51,8 @@ from web.views import journal_id_of
 log = logging.getLogger(__name__)
 
 FORWARDED_HEADER = "X-Journal-Forwarded"
+# Authorization is end to end, so it goes on: the owner checks the caller's token again (the
+# forwarded marker proves nothing, anyone can send it).
 _HOP_BY_HOP = frozenset(
     h.lower()
     for h in (

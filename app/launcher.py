@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from os import environ
 from pathlib import Path
@@ -39,6 +40,7 @@ class WorkerProcess:
     instance_id: str | None = None
     command: str = "worker"  # or "run": the stack (reused when up) and a worker
     loglevel: str = "info"
+    env: Mapping[str, str] = field(default_factory=dict)  # more KJ_* variables (security's)
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -66,6 +68,7 @@ class WorkerProcess:
             "KJ_PARTITIONS": str(s.partitions),
             "KJ_SEGMENT_SIZE": str(s.segment_size),
             "KJ_APP_ID": self.app_id,
+            **self.env,
         }
         command = [sys.executable, "-m", "app.cli", self.command, "--web-port", str(self.port)]
         command += ["--datadir", str(self.datadir), "--loglevel", self.loglevel]

@@ -19,6 +19,7 @@ from agents.replication import ReplicationWork
 from agents.replicator import define_agent
 from app.backend import WorkerBackend
 from app.forwarding import Forwarder, Owners
+from app.security import guard_of
 from app.settings import WorkerSettings
 from journal.deferred import Deferred
 from journal.journals import Journals
@@ -138,16 +139,22 @@ async def _connect(
         replication.assigned(partition)
     journals.set(client)
     log.info("worker ready at %s", settings.url)
-    print(_welcome(settings.url), flush=True)
+    print(_welcome(settings.url, settings.journal.http_security_on), flush=True)
 
 
-def _welcome(url: str) -> str:
+def _welcome(url: str, secured: bool) -> str:
+    if not secured:
+        token, auth = "", ""
+    else:
+        token = "  T=$(kafka-journal token --scope journal:read --scope journal:write | tail -1)\n"
+        auth = ' -H "Authorization: Bearer $T"'
     return (
         f"\nKafka Journal is serving {url}  (API: {url}/openapi.json)\n"
         "Try:\n"
-        f"  curl -s -XPOST {url}/journals/demo/events -H 'content-type: application/json' "
+        f"{token}"
+        f"  curl -s -XPOST {url}/journals/demo/events{auth} -H 'content-type: application/json' "
         """-d '{"events": [{"seqNr": 1, "payload": {"hello": "world"}}]}'\n"""
-        f"  curl -s {url}/journals/demo/events\n"
+        f"  curl -s {url}/journals/demo/events{auth}\n"
     )
 
 
@@ -160,10 +167,17 @@ def _mount_web(
     closers: list[Callable[[], Awaitable[None]]],
 ) -> None:
     web_app = app.web.web_app
-    add_routes(web_app, WorkerBackend(app, journals), max_body_bytes=settings.max_body_bytes)
+    add_routes(
+        web_app,
+        WorkerBackend(app, journals),
+        max_body_bytes=settings.max_body_bytes,
+        guard=guard_of(settings.journal),
+    )
     owners = Owners(app, owned, "head-cache", partitions, settings.url)
     forwarder = Forwarder(owners)
-    web_app.middlewares.append(forwarder.middleware)  # inside the API's error middleware
+    # inside the API's error middleware and token check: a forwarded request was checked here
+    # and carries its Authorization header on, for the owner to check it again
+    web_app.middlewares.append(forwarder.middleware)
     closers.append(forwarder.close)
 
 

@@ -12,6 +12,7 @@ import aiohttp
 from aiokafka import AIOKafkaProducer
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
+from app.security import client_headers
 from bench.common import Row, Section, Timed, median, percentile, spread, unique
 from bench.profile import py_spy
 from bench.workload import closed_loop, events, http_body, raw_append
@@ -119,7 +120,9 @@ async def bench_append(
     await raw.start()
     connector = aiohttp.TCPConnector(limit=sizes.concurrency)
     try:
-        async with aiohttp.ClientSession(connector=connector) as http:
+        # the worker's token when security is on (bench workers take the environment's settings)
+        headers = client_headers(Settings.from_env())
+        async with aiohttp.ClientSession(connector=connector, headers=headers) as http:
             for per_append in (1, 10):
                 for concurrency in (1, sizes.concurrency):
                     total = sizes.sequential if concurrency == 1 else sizes.concurrent

@@ -8,6 +8,7 @@ import time
 import aiohttp
 
 from app.launcher import WorkerProcess
+from app.security import client_headers
 from bench.common import Row, Section, unique
 from bench.workload import events
 from journal.journals import Journals
@@ -58,7 +59,7 @@ async def bench_huge(
     stream_started = time.monotonic()
     try:
         async with (
-            aiohttp.ClientSession(timeout=timeout) as http,
+            aiohttp.ClientSession(timeout=timeout, headers=client_headers(worker.settings)) as http,
             http.get(f"{worker.url}/journals/{journal_id}/events") as response,
         ):
             response.raise_for_status()

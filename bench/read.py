@@ -13,6 +13,7 @@ import aiohttp
 from aiokafka import AIOKafkaProducer
 
 from app.launcher import WorkerProcess
+from app.security import client_headers
 from bench.common import Row, Section, percentile, timed, unique
 from bench.workload import events, raw_append
 from journal.journals import Journals
@@ -241,7 +242,8 @@ async def bench_offline(
     samples: dict[tuple[str, int], list[float]] = {}
     await asyncio.to_thread(stack.cassandra.stop)
     try:
-        async with aiohttp.ClientSession(timeout=timeout) as http:
+        headers = client_headers(worker.settings)
+        async with aiohttp.ClientSession(timeout=timeout, headers=headers) as http:
             piled = 0
             for backlog in (sizes.small_backlog, sizes.large_backlog):
                 await _fill(producer, topic, backlog - piled)

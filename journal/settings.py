@@ -12,9 +12,16 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, Literal, Self
+from typing import TYPE_CHECKING, Any, Literal, Self, get_args
 
-from pydantic import AliasChoices, Field, ValidationError
+from pydantic import (
+    AliasChoices,
+    Field,
+    FilePath,
+    SecretStr,
+    ValidationError,
+    model_validator,
+)
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
@@ -155,6 +162,11 @@ def _describe(cls: type[KJSettings], error: ValidationError, given: Mapping[str,
     return "; ".join(problems)
 
 
+def is_secret(info: FieldInfo) -> bool:
+    """A secret's field: it has a variable but no flag (argv shows in `ps`) and never prints."""
+    return SecretStr in (info.annotation, *get_args(info.annotation))
+
+
 def describe_field(info: FieldInfo) -> str:
     """A field's description for --help: what it is and its default."""
     text = info.description or ""
@@ -163,8 +175,73 @@ def describe_field(info: FieldInfo) -> str:
     return text.strip()
 
 
+Switch = Literal["off", "on"]
+JwtAlgorithm = Literal["HS256", "RS256", "ES256"]
+
+
+class HttpAuthSettings(KJSettings):
+    """Bearer tokens (JWT) of the HTTP API: how workers check them and clients get them.
+
+    Checking uses one algorithm (a token must say that one: no algorithm confusion) and one
+    source of keys: `jwt_key` or `jwt_key_file` (an HS256 secret, or a PEM key for RS256 or
+    ES256; a private PEM also lets `kafka-journal token` mint), or `jwt_jwks_file` (public keys
+    by `kid`). None of them with HTTP security on: the local stack's key, an HS256 secret
+    generated on first use (`app.security.local_key_file`), so it works with zero config locally.
+    """
+
+    http_security: Switch | None = Field(
+        default=None, description="HTTP bearer tokens on or off (default: KJ_SECURITY)"
+    )
+    jwt_algorithm: JwtAlgorithm = Field(
+        default="HS256", description="the one algorithm tokens are signed with"
+    )
+    jwt_key: SecretStr | None = Field(
+        default=None, description="HS256 secret or PEM key (prefer jwt_key_file)"
+    )
+    jwt_key_file: FilePath | None = Field(
+        default=None, description="file holding the HS256 secret or the PEM key"
+    )
+    jwt_jwks_file: FilePath | None = Field(
+        default=None, description="JWKS file of public keys (tokens name theirs by kid)"
+    )
+    jwt_issuer: str | None = Field(default=None, description="required iss claim, if set")
+    jwt_audience: str | None = Field(default=None, description="required aud claim, if set")
+    jwt_prefix_claim: str = Field(
+        default="journal_prefix",
+        min_length=1,
+        description="claim limiting a token to journal ids starting with its value",
+    )
+    metrics_open: bool = Field(
+        default=False, description="serve /metrics without a token (scrapers inside the network)"
+    )
+    token: SecretStr | None = Field(
+        default=None, description="the bearer token the project's HTTP clients send"
+    )
+
+    @model_validator(mode="after")
+    def _one_key_source(self) -> Self:
+        given = [self.jwt_key, self.jwt_key_file, self.jwt_jwks_file]
+        if sum(source is not None for source in given) > 1:
+            raise ValueError("give at most one of KJ_JWT_KEY, KJ_JWT_KEY_FILE, KJ_JWT_JWKS_FILE")
+        if self.jwt_algorithm != "HS256" and all(source is None for source in given):
+            raise ValueError(
+                f"KJ_JWT_ALGORITHM={self.jwt_algorithm} needs KJ_JWT_KEY_FILE (a PEM key) or "
+                "KJ_JWT_JWKS_FILE: only HS256 has a generated local default"
+            )
+        return self
+
+
 class Settings(KJSettings):
     """The journal's servers, topic and keyspace; what the direct client and workers share."""
+
+    security: Switch = Field(
+        default="off",
+        description="on: every part authenticates (HTTP bearer tokens, Kafka SASL, Cassandra "
+        "credentials); off: the open local demo",
+    )
+    http_auth: HttpAuthSettings = Field(
+        default_factory=lambda: HttpAuthSettings(), description="the HTTP API's bearer tokens"
+    )
 
     kafka_bootstrap: str = Field(
         default="127.0.0.1:9092", description="Kafka servers, host:port,..."
@@ -198,6 +275,11 @@ class Settings(KJSettings):
         description="how a read learns where now is: the high watermark (a read writes "
         "nothing) or a Mark it produces (kafka-journal's way)",
     )
+
+    @property
+    def http_security_on(self) -> bool:
+        """Whether the HTTP API demands tokens: KJ_HTTP_SECURITY, else KJ_SECURITY."""
+        return (self.http_auth.http_security or self.security) == "on"
 
     @property
     def cassandra_host_list(self) -> tuple[str, ...]:

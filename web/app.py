@@ -14,6 +14,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from journal.metrics import METRICS, Metrics
+from web.auth import Guard
 from web.backend import JournalBackend
 from web.middleware import error_middleware, metrics_middleware
 from web.ops import OpsViews
@@ -31,9 +32,11 @@ def add_routes(
     retry_after_s: int = DEFAULT_RETRY_AFTER_S,
     middlewares: bool = True,
     metrics: Metrics = METRICS,
+    guard: Guard | None = None,
 ) -> None:
     """Mount the API's routes (and, with `middlewares`, its middlewares) on `app`; `metrics`
-    is what the routes record and `/metrics` serves (a test passes its own)."""
+    is what the routes record and `/metrics` serves (a test passes its own); `guard` checks
+    bearer tokens (None: HTTP security off, every route open)."""
     if max_body_bytes < 1 or retry_after_s < 0:
         raise ValueError("max_body_bytes must be positive and retry_after_s not negative")
     journals = JournalViews(backend, Limits(max_body_bytes, retry_after_s), metrics)
@@ -55,6 +58,10 @@ def add_routes(
     if middlewares:
         # metrics outermost, so it counts the status the error middleware finally chose
         app.middlewares.extend([metrics_middleware(metrics), error_middleware(retry_after_s)])
+    if guard is not None:
+        # inside the error middleware (its 401/403 get the API's body), before any middleware
+        # added later, such as forwarding: a request is checked before it goes anywhere
+        app.middlewares.append(guard.middleware)
 
 
 def create_app(
@@ -63,11 +70,17 @@ def create_app(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     retry_after_s: int = DEFAULT_RETRY_AFTER_S,
     metrics: Metrics = METRICS,
+    guard: Guard | None = None,
 ) -> web.Application:
     """A standalone aiohttp Application serving the API over `backend`."""
     # client_max_size only backs up web.body.read_body, which enforces max_body_bytes itself
     app = web.Application(client_max_size=max_body_bytes)
     add_routes(
-        app, backend, max_body_bytes=max_body_bytes, retry_after_s=retry_after_s, metrics=metrics
+        app,
+        backend,
+        max_body_bytes=max_body_bytes,
+        retry_after_s=retry_after_s,
+        metrics=metrics,
+        guard=guard,
     )
     return app

@@ -28,6 +28,8 @@ class ErrorCode(StrEnum):
     INVALID_QUERY = "invalid_query"  # 400: a bad, repeated, missing or unknown query parameter
     INVALID_JOURNAL_ID = "invalid_journal_id"  # 400: an id Kafka/Cassandra cannot key on
     INCOMPLETE_BODY = "incomplete_body"  # 400: the client stopped sending mid-body
+    UNAUTHORIZED = "unauthorized"  # 401: no bearer token, or a bad or expired one
+    FORBIDDEN = "forbidden"  # 403: the token lacks the route's scope or the journal id's prefix
     NOT_FOUND = "not_found"  # 404: no such route
     METHOD_NOT_ALLOWED = "method_not_allowed"  # 405: the route exists, not with this method
     INVALID_IDEMPOTENCY_KEY = "invalid_idempotency_key"  # 400: empty, too long, not ASCII

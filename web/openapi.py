@@ -40,7 +40,13 @@ stored them in Cassandra. That history is lost; retrying will not bring it back,
 neither a 503 (retry) nor a 500 (a bug); an operator must repair the journal.
 
 Unknown query parameters and unknown body fields are refused (400), so typos do not pass
-silently."""
+silently.
+
+With security on (`KJ_SECURITY=on`), every route but `/healthz`, `/readyz` and this document
+needs `Authorization: Bearer <JWT>` whose `scope` grants it: `journal:read` (GET a journal or
+its events), `journal:write` (append), `journal:delete` (delete, purge), `journal:admin`
+(`/metrics`). 401 `unauthorized` (with `WWW-Authenticate`) without a valid token, 403
+`forbidden` without the scope or for a journal id outside the token's prefix claim."""
 
 _REF = "#/components/schemas/{model}"
 _REQUESTS: tuple[type[BaseModel], ...] = (schema.AppendRequest,)
@@ -117,8 +123,11 @@ def _errors(*statuses: str) -> JsonDoc:
         "422": "IdempotencyKeyReused",
         "500": "InternalError",
         "503": "Unavailable",
+        "401": "Unauthorized",
+        "403": "Forbidden",
     }
-    return {status: _ref("responses", names[status]) for status in (*statuses, "405", "500")}
+    always = ("401", "403", "405", "500")
+    return {status: _ref("responses", names[status]) for status in (*statuses, *always)}
 
 
 _JOURNAL_ERRORS = ("400", "503")
@@ -162,6 +171,14 @@ _RESPONSES: JsonDoc = {
         "`idempotency_key_reused`: the `Idempotency-Key` took effect with another request."
     ),
     "InternalError": _error_response("`internal_error`: a bug, logged with its traceback."),
+    "Unauthorized": _error_response(
+        "`unauthorized` (security on): no bearer token, or a bad, expired or foreign one.",
+        {"WWW-Authenticate": {"schema": {"type": "string"}, "description": "RFC 6750"}},
+    ),
+    "Forbidden": _error_response(
+        "`forbidden` (security on): the token lacks the route's scope, or the journal id is "
+        "outside the token's prefix."
+    ),
     "NotFound": _error_response("`not_found`: no such route (any path not listed here)."),
 }
 
@@ -269,6 +286,10 @@ def openapi_document() -> JsonDoc:
                     "description": "metrics",
                     "content": {"text/plain": {"schema": {"type": "string"}}},
                 },
+                {
+                    "401": _ref("responses", "Unauthorized"),
+                    "403": _ref("responses", "Forbidden"),
+                },
             ),
             "/openapi.json": _ops_get(
                 "This document.",
@@ -279,5 +300,8 @@ def openapi_document() -> JsonDoc:
             "schemas": _schemas(),
             "responses": _RESPONSES,
             "parameters": {"JournalId": _JOURNAL_ID},
+            "securitySchemes": {
+                "bearer": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"}
+            },
         },
     }

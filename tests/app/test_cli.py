@@ -6,17 +6,16 @@ import asyncio
 import re
 from pathlib import Path
 
-import aiohttp
 import pytest
 from click.testing import CliRunner
 
 from app.cli import cli, main
 from app.settings import WorkerSettings
-from journal.settings import KJSettings, Settings
+from journal.settings import KJSettings, Settings, is_secret
 from stack import Stack, StackSettings
 from tests.journal.journal_contract import events
 from tests.support.harness import harness, settings_for, unique
-from tests.support.http_api import HttpJournals
+from tests.support.http_api import HttpJournals, client_session
 from tests.support.workers import WorkerProcess
 
 
@@ -27,7 +26,7 @@ async def test_run_starts_a_worker_that_answers_and_says_how(stack: Stack, tmp_p
     run.start()
     try:
         await run.wait_ready()
-        async with aiohttp.ClientSession() as session:
+        async with client_session(settings) as session:
             api = HttpJournals(session, [run.url])
             await api.append("hello", events(1, 2))
             assert await api.read("hello") == events(1, 2)
@@ -68,7 +67,7 @@ def test_help_shows_each_setting_with_its_flag_and_variable(
     # one entry per option: from the line starting with its flags to the next such line
     text = help_of(*command)
     entries = [" ".join(entry.split()) for entry in re.split(r"\n  (?=-)", text)[1:]]
-    fields = list(model.settings_fields())
+    fields = [field for field in model.settings_fields() if not is_secret(field[2])]
     for owner, name, _info in fields:
         flag, variable = owner.flag_of(name), owner.variable_of(name)
         assert any(entry.startswith(flag) and f"[env {variable}]" in entry for entry in entries), (

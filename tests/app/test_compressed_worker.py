@@ -11,7 +11,6 @@ import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
-import aiohttp
 import pytest
 
 from journal.model import Event
@@ -24,7 +23,7 @@ from tests.support.compressed import (
     produce_zstd_batch,
 )
 from tests.support.harness import Harness, harness, unique
-from tests.support.http_api import HttpJournals
+from tests.support.http_api import HttpJournals, client_session
 from tests.support.workers import WorkerProcess, wait_replicated
 
 pytestmark = pytest.mark.integration
@@ -64,7 +63,7 @@ async def api(connected: Harness, worker: WorkerProcess) -> AsyncIterator[HttpJo
     async def settle() -> None:
         await wait_replicated(connected.settings, connected.journals.store)
 
-    async with aiohttp.ClientSession() as session:
+    async with client_session(connected.settings) as session:
         yield HttpJournals(session, [worker.url], settle)
 
 
@@ -97,7 +96,7 @@ async def test_a_worker_consumes_past_a_batch_it_cannot_decode(
     assert [e.seq_nr for e in await api.read(bystander)] == [1, 2]
     assert [e.seq_nr for e in await api.read(other)] == [1]
     assert [e.seq_nr for e in await api.read(victim)] == [1]  # 2..4 could not be decoded
-    async with aiohttp.ClientSession() as session, session.get(worker.url / "metrics") as got:
+    async with client_session(settings) as session, session.get(worker.url / "metrics") as got:
         text = await got.text()
     assert f'journal_poison_batches_total{{topic="{settings.topic}"}} 1' in text
     assert worker.process is not None and worker.process.poll() is None

@@ -20,7 +20,7 @@ import pytest
 
 from stack import Stack
 from tests.support.harness import Harness, harness, unique
-from tests.support.http_api import journal_path
+from tests.support.http_api import client_session, journal_path
 from tests.support.workers import WorkerProcess, wait_replicated
 
 pytestmark = pytest.mark.integration
@@ -75,7 +75,8 @@ async def race(workers: list[WorkerProcess]) -> Outcomes:
     journal_ids = [unique("raced") for _ in range(JOURNALS)]
     outcomes = Outcomes(journal_ids)
     stop = asyncio.Event()
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session:
+    timeout = aiohttp.ClientTimeout(total=30)
+    async with client_session(workers[0].settings, timeout=timeout) as session:
 
         async def call(method: str, path: str, **kwargs: object) -> tuple[int, dict[str, object]]:
             url = random.choice(workers).url.with_path(path, encoded=True)

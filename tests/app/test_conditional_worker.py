@@ -14,7 +14,7 @@ from journal.errors import SeqNrConflict
 from stack import Stack
 from tests.journal.journal_contract import events
 from tests.support.harness import Harness, harness, unique
-from tests.support.http_api import journal_path
+from tests.support.http_api import client_session, journal_path
 from tests.support.workers import WorkerProcess, wait_replicated
 
 pytestmark = pytest.mark.integration
@@ -41,7 +41,7 @@ def worker(connected: Harness, tmp_path_factory: pytest.TempPathFactory) -> Iter
 @pytest.fixture(scope="module")
 async def session(worker: WorkerProcess) -> AsyncIterator[aiohttp.ClientSession]:
     await worker.wait_ready()
-    async with aiohttp.ClientSession() as one:
+    async with client_session(worker.settings) as one:
         yield one
 
 

@@ -23,7 +23,7 @@ from journal.model import AppendHeader, Event, Events, SeqRange
 from stack import Stack
 from tests.journal.journal_contract import events
 from tests.support.harness import Harness, harness, unique
-from tests.support.http_api import HttpJournals
+from tests.support.http_api import HttpJournals, client_session
 from tests.support.workers import WorkerProcess, wait_replicated
 
 pytestmark = pytest.mark.integration
@@ -79,7 +79,7 @@ async def test_reads_stay_exact_and_indexed_with_cassandra_down_under_a_pile(
 ) -> None:
     settings, direct = connected.settings, connected.journals
     await worker.wait_ready()
-    async with aiohttp.ClientSession() as session:
+    async with client_session(settings) as session:
         http = HttpJournals(session, [worker.url], connected.settle)
         await http.append("old", events(1, 5))
         await wait_replicated(settings, direct.store)

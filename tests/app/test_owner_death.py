@@ -30,7 +30,7 @@ from yarl import URL
 
 from stack import Stack
 from tests.support.harness import Harness, harness, unique
-from tests.support.http_api import journal_path
+from tests.support.http_api import client_session, journal_path
 from tests.support.workers import WorkerProcess, wait_replicated
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
@@ -231,7 +231,7 @@ async def test_killing_owners_loses_nothing_and_answers_no_500(
     for worker in workers:
         await worker.wait_ready()
     tally = Tally()
-    async with aiohttp.ClientSession() as session:
+    async with client_session(connected.settings) as session:
         urls = [w.url for w in workers]
         writers = [
             Writer(Client(session, urls, tally, random.Random(n)), unique("chaos"))

@@ -18,7 +18,7 @@ from journal.topic import TopicSpec, end_offsets, ensure_topic
 from stack import Stack
 from tests.journal.journal_contract import JournalContract, events
 from tests.support.harness import Harness, harness, unique
-from tests.support.http_api import HttpError, HttpJournals
+from tests.support.http_api import HttpError, HttpJournals, client_session
 from tests.support.workers import WorkerProcess, wait_replicated
 
 pytestmark = pytest.mark.integration
@@ -58,7 +58,7 @@ async def api(connected: Harness, worker: WorkerProcess) -> AsyncIterator[HttpJo
     async def settle() -> None:
         await wait_replicated(connected.settings, store)
 
-    async with aiohttp.ClientSession() as session:
+    async with client_session(connected.settings) as session:
         yield HttpJournals(session, [worker.url], settle)
 
 
@@ -93,7 +93,7 @@ async def test_a_malformed_record_is_quarantined_and_replication_goes_on(
     assert seq_nrs == [1, 2, 3, 4]
     quarantined = await _count_quarantined(connected)
     assert quarantined == 1
-    async with aiohttp.ClientSession() as session, session.get(worker.url / "metrics") as got:
+    async with client_session(settings) as session, session.get(worker.url / "metrics") as got:
         text = await got.text()
     assert f'journal_quarantined_records_total{{topic="{settings.topic}"}} 1' in text
 
@@ -105,7 +105,10 @@ async def _wait_for_lag(
     labels = f'partition="{partition}",topic="{connected.settings.topic}"'
     found: dict[str, float] = {}
     for _ in range(300):
-        async with aiohttp.ClientSession() as session, session.get(worker.url / "metrics") as got:
+        async with (
+            client_session(worker.settings) as session,
+            session.get(worker.url / "metrics") as got,
+        ):
             text = await got.text()
         for line in text.splitlines():
             name, _, value = line.partition(f"{{{labels}}} ")

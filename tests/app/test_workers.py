@@ -11,7 +11,7 @@ import pytest
 from stack import Stack
 from tests.journal.journal_contract import JournalContract, events
 from tests.support.harness import Harness, harness, unique
-from tests.support.http_api import HttpError, HttpJournals
+from tests.support.http_api import HttpError, HttpJournals, client_session
 from tests.support.workers import WorkerProcess, wait_replicated
 
 pytestmark = pytest.mark.integration
@@ -40,7 +40,10 @@ def workers(
 
 
 async def metric(worker: WorkerProcess, line_start: str) -> float:
-    async with aiohttp.ClientSession() as session, session.get(worker.url / "metrics") as got:
+    async with (
+        client_session(worker.settings) as session,
+        session.get(worker.url / "metrics") as got,
+    ):
         text = await got.text()
     return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(line_start))
 
@@ -57,7 +60,7 @@ async def api(connected: Harness, workers: list[WorkerProcess]) -> AsyncIterator
     async def settle() -> None:
         await wait_replicated(connected.settings, store)
 
-    async with aiohttp.ClientSession() as session:
+    async with client_session(connected.settings) as session:
         yield HttpJournals(session, [w.url for w in workers], settle)
 
 

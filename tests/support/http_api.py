@@ -11,8 +11,16 @@ import aiohttp
 import orjson
 from yarl import URL
 
+from app.security import client_headers
 from journal.model import BinaryPayload, Event, JsonPayload, Payload, TextPayload
+from journal.settings import Settings
 from web.representation import payload_fields
+
+
+def client_session(settings: Settings, **options: object) -> aiohttp.ClientSession:
+    """A session that sends the token `settings` give (KJ_TOKEN, or minted when security is
+    on), so HTTP tests run as they are under KJ_SECURITY=on."""
+    return aiohttp.ClientSession(headers=client_headers(settings), **options)  # type: ignore[arg-type]
 
 
 class HttpError(AssertionError):

@@ -1,0 +1,254 @@
+"""Bearer tokens over a fake backend (no servers): the token logic, the route table, the answers."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Mapping
+
+import jwt
+import pytest
+from aiohttp import web
+
+from journal.metrics import Metrics
+from tests.support.http_api import journal_path
+from tests.web.served import Served, serve
+from tests.web.test_app import APPEND, ROUTES, FakeBackend
+from web.app import add_routes, create_app
+from web.auth import (
+    ROUTE_SCOPES,
+    Guard,
+    InvalidToken,
+    Scope,
+    TokenMinter,
+    TokenRules,
+    TokenVerifier,
+    required_scope,
+)
+from web.errors import ErrorCode
+
+SECRET = b"a-test-secret-of-48-bytes-or-more-for-hs384-too!!"
+RULES = TokenRules("HS256")
+MINTER = TokenMinter(RULES, SECRET)
+VERIFIER = TokenVerifier(RULES, key=SECRET)
+
+
+def token(*scopes: Scope, prefix: str | None = None, ttl_s: int = 60) -> str:
+    return MINTER.mint(scopes, prefix=prefix, ttl_s=ttl_s)
+
+
+def bearer(value: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {value}"}
+
+
+# --- the token logic --------------------------------------------------------------------------
+
+
+def test_a_minted_token_grants_its_scopes_and_prefix() -> None:
+    grant = VERIFIER.verify(token(Scope.READ, Scope.WRITE, prefix="a-"))
+    assert grant.scopes == {"journal:read", "journal:write"} and grant.prefix == "a-"
+    assert grant.covers("a-1") and not grant.covers("b-1")
+    assert VERIFIER.verify(token(Scope.READ)).covers("anything")
+
+
+@pytest.mark.parametrize(
+    ("forged", "reason"),
+    [
+        (TokenMinter(RULES, b"another-secret-of-32-bytes-or-more").mint(["journal:read"]), "sig"),
+        (MINTER.mint(["journal:read"], now=time.time() - 120, ttl_s=60), "expired"),
+        (jwt.encode({"scope": "journal:read"}, SECRET, algorithm="HS256"), "exp"),  # no exp
+        (jwt.encode({"scope": "journal:admin", "exp": 2**40}, "", algorithm="none"), "algo"),
+        (jwt.encode({"scope": "journal:read", "exp": 2**40}, SECRET, "HS384"), "algo"),
+        ("not.a.jwt", "well-formed"),
+    ],
+)
+def test_tokens_not_signed_by_our_key_as_we_sign_them_are_refused(forged: str, reason: str) -> None:
+    with pytest.raises(InvalidToken, match=reason) as refused:
+        VERIFIER.verify(forged)
+    assert forged not in str(refused.value)
+
+
+def test_issuer_and_audience_are_checked_when_configured() -> None:
+    rules = TokenRules("HS256", issuer="https://issuer", audience="journal")
+    ours = TokenMinter(rules, SECRET).mint(["journal:read"])
+    assert TokenVerifier(rules, key=SECRET).verify(ours).scopes == {"journal:read"}
+    for other in (
+        TokenRules("HS256", issuer="https://other", audience="journal"),
+        TokenRules("HS256", issuer="https://issuer", audience="other"),
+    ):
+        with pytest.raises(InvalidToken):
+            TokenVerifier(rules, key=SECRET).verify(
+                TokenMinter(other, SECRET).mint(["journal:read"])
+            )
+
+
+def test_a_custom_prefix_claim_is_the_one_read() -> None:
+    rules = TokenRules("HS256", prefix_claim="tenant")
+    minted = TokenMinter(rules, SECRET).mint(["journal:read"], prefix="t1/")
+    assert jwt.decode(minted, SECRET, algorithms=["HS256"])["tenant"] == "t1/"
+    assert TokenVerifier(rules, key=SECRET).verify(minted).prefix == "t1/"
+    assert VERIFIER.verify(minted).prefix is None  # journal_prefix: not given
+
+
+def test_a_malformed_scope_or_prefix_claim_is_refused() -> None:
+    for claims in ({"scope": ["journal:read"]}, {"scope": "journal:read", "journal_prefix": 1}):
+        forged = jwt.encode({**claims, "exp": int(time.time()) + 60}, SECRET, "HS256")
+        with pytest.raises(InvalidToken, match="claim"):
+            VERIFIER.verify(forged)
+
+
+def test_every_route_of_the_api_is_in_the_table_and_unlisted_ones_need_admin() -> None:
+    app = web.Application()
+    add_routes(app, FakeBackend(), middlewares=False)
+    routes = {
+        (route.method, route.resource.canonical)
+        for route in app.router.routes()
+        if route.resource is not None
+    }
+    assert routes == set(ROUTE_SCOPES)
+    assert required_scope(("GET", "/operator/something")) == Scope.ADMIN
+    assert {required_scope(r) for r in ROUTE_SCOPES if r[1].startswith("/journals")} == {
+        Scope.READ,
+        Scope.WRITE,
+        Scope.DELETE,
+    }
+
+
+# --- the answers ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def served() -> AsyncIterator[Served]:
+    guard = Guard(VERIFIER)
+    async with serve(create_app(FakeBackend(), metrics=Metrics(), guard=guard)) as served:
+        yield served
+
+
+async def status_of(
+    served: Served,
+    method: str,
+    path: str,
+    headers: Mapping[str, str] | None = None,
+    json: object = None,
+) -> int:
+    async with served.session.request(
+        method,
+        served.at(path),
+        headers=headers,
+        json=json,
+    ) as response:
+        await response.read()
+        return response.status
+
+
+async def error_of(
+    served: Served,
+    method: str,
+    path: str,
+    headers: Mapping[str, str] | None = None,
+    json: object = None,
+) -> tuple[int, str, str, str]:
+    """(status, error.code, error.message, WWW-Authenticate) of an error answer."""
+    async with served.session.request(
+        method,
+        served.at(path),
+        headers=headers,
+        json=json,
+    ) as response:
+        body = await response.json()
+        error = body["error"]
+        assert set(error) == {"code", "message"}, body
+        return (
+            response.status,
+            error["code"],
+            error["message"],
+            response.headers.get("WWW-Authenticate", ""),
+        )
+
+
+async def test_without_a_token_every_journal_route_is_401_with_a_bare_challenge(
+    served: Served,
+) -> None:
+    for method, path, kwargs in [*ROUTES, ("GET", "/metrics", {})]:
+        status, code, _, challenge = await error_of(served, method, path, json=kwargs.get("json"))
+        assert (status, code) == (401, ErrorCode.UNAUTHORIZED), (method, path)
+        assert challenge == 'Bearer realm="kafka-journal"'  # RFC 6750 3.1: no error code
+
+
+async def test_a_bad_or_expired_token_is_401_invalid_token(served: Served) -> None:
+    expired = MINTER.mint(list(Scope), now=time.time() - 120, ttl_s=60)
+    foreign = TokenMinter(RULES, b"another-secret-of-32-bytes-or-more").mint(list(Scope))
+    for headers in (bearer(expired), bearer(foreign), {"Authorization": "Basic dXNlcjpwdw=="}):
+        status, code, message, challenge = await error_of(
+            served, "GET", journal_path("j", "/events"), headers
+        )
+        assert (status, code) == (401, ErrorCode.UNAUTHORIZED)
+        assert challenge.startswith('Bearer realm="kafka-journal", error="invalid_')
+        assert expired not in message and foreign not in message and expired not in challenge
+
+
+async def test_each_route_needs_its_scope(served: Served) -> None:
+    needed = {
+        ("POST", journal_path("j", "/events")): Scope.WRITE,
+        ("GET", journal_path("j", "/events")): Scope.READ,
+        ("GET", journal_path("j")): Scope.READ,
+        ("DELETE", journal_path("j", "/events?to=1")): Scope.DELETE,
+        ("DELETE", journal_path("j")): Scope.DELETE,
+    }
+    for method, path, kwargs in ROUTES:
+        scope = needed[(method, path)]
+        others = [s for s in Scope if s != scope]  # every other right, admin included
+        status, code, message, challenge = await error_of(
+            served, method, path, bearer(token(*others)), json=kwargs.get("json")
+        )
+        assert (status, code) == (403, ErrorCode.FORBIDDEN), (method, path)
+        assert scope in message and f'error="insufficient_scope", scope="{scope}"' in challenge
+        assert (
+            await status_of(served, method, path, bearer(token(scope)), json=kwargs.get("json"))
+            == 200
+        )
+
+
+async def test_a_prefix_limits_the_token_to_its_journal_ids(served: Served) -> None:
+    limited = bearer(token(Scope.READ, Scope.WRITE, prefix="a-"))
+    assert (
+        await status_of(
+            served, "POST", journal_path("a-1", "/events"), limited, json=APPEND["json"]
+        )
+        == 200
+    )
+    assert await status_of(served, "GET", journal_path("a-1", "/events"), limited) == 200
+    for method, path in (("GET", journal_path("b-1")), ("POST", journal_path("b-1", "/events"))):
+        status, code, message, _ = await error_of(
+            served, method, path, limited, json=APPEND["json"]
+        )
+        assert (status, code) == (403, ErrorCode.FORBIDDEN) and "'a-'" in message
+    # a route that spans every journal refuses a limited token, even with the right scope
+    status, _, _, _ = await error_of(
+        served, "GET", "/metrics", bearer(token(Scope.ADMIN, prefix="a-"))
+    )
+    assert status == 403
+
+
+async def test_metrics_needs_admin_and_ops_routes_stay_open(served: Served) -> None:
+    assert await status_of(served, "GET", "/metrics", bearer(token(Scope.READ))) == 403
+    assert await status_of(served, "GET", "/metrics", bearer(token(Scope.ADMIN))) == 200
+    for path in ("/healthz", "/readyz", "/openapi.json"):
+        assert await status_of(served, "GET", path) == 200, path
+    # no route: the 404 says nothing about journals, so it needs no token
+    assert (await error_of(served, "GET", "/nope"))[:2] == (404, ErrorCode.NOT_FOUND)
+
+
+async def test_metrics_can_be_configured_open() -> None:
+    app = create_app(FakeBackend(), metrics=Metrics(), guard=Guard(VERIFIER, metrics_open=True))
+    async with serve(app) as served:
+        assert await status_of(served, "GET", "/metrics") == 200
+        assert await status_of(served, "GET", journal_path("j")) == 401
+
+
+async def test_without_a_guard_everything_is_open_as_before() -> None:
+    async with serve(create_app(FakeBackend(), metrics=Metrics())) as served:
+        for method, path, kwargs in [*ROUTES, ("GET", "/metrics", {})]:
+            assert await status_of(served, method, path, json=kwargs.get("json")) == 200, (
+                method,
+                path,
+            )
