@@ -1,0 +1,326 @@
+"""The library's recorders on Kafka Journal. Each call runs on the factory's event loop."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.persistence import (
+    AggregateRecorder,
+    ApplicationRecorder,
+    IntegrityError,
+    ListenNotifySubscription,
+    Notification,
+    ProcessRecorder,
+    StoredEvent,
+    Subscription,
+    Tracking,
+    TrackingRecorder,
+)
+
+from eventsourcing_kafka_journal.connection import Connection
+from eventsourcing_kafka_journal.wire import (
+    decode_event,
+    encode_event,
+    journal_id_of,
+    tracking_event,
+    tracking_headers,
+    tracking_journal_id,
+)
+from journal.errors import SeqNrConflict
+from journal.model import Position
+
+
+class _Batch:
+    """One aggregate's events of an insert: one Append, so all or none of them."""
+
+    def __init__(self, journal_id: str, events: list[StoredEvent]) -> None:
+        for previous, current in itertools.pairwise(events):
+            if current.originator_version != previous.originator_version + 1:
+                raise IntegrityError(
+                    f"versions of {journal_id} must be consecutive in a batch: "
+                    f"{current.originator_version} follows {previous.originator_version}"
+                )
+        self.journal_id = journal_id
+        self.events = events
+
+    @property
+    def first_version(self) -> int:
+        return self.events[0].originator_version
+
+
+def _batches(stored_events: Sequence[StoredEvent]) -> list[_Batch]:
+    grouped: dict[str, list[StoredEvent]] = {}
+    for stored in stored_events:
+        grouped.setdefault(journal_id_of(stored.originator_id), []).append(stored)
+    return [_Batch(journal_id, events) for journal_id, events in grouped.items()]
+
+
+class _Recording:
+    """Inserts and selects of stored events, on the connection's loop (async)."""
+
+    def __init__(self, connection: Connection) -> None:
+        self._connection = connection
+
+    async def base(self, journal_id: str, first_version: int) -> int:
+        """The version at the journal's seqNr 1: its first event's, or, for a journal
+        without events, `first_version` (the batch that would start it)."""
+        bases = self._connection.bases
+        known = bases.get(journal_id)
+        if known is not None:
+            return known
+        journal = self._connection.journals.journal(journal_id)
+        async for record in journal.read(1, 1, 1):
+            decoded = decode_event(journal_id, record)
+            if decoded is None:
+                raise IntegrityError(f"journal {journal_id} was not written by this module")
+            bases.put(journal_id, decoded.base)
+            return decoded.base
+        return first_version
+
+    async def insert(
+        self, stored_events: Sequence[StoredEvent], tracking: Tracking | None
+    ) -> list[Position]:
+        """Append each aggregate's events conditionally; returns their records' positions.
+
+        A clash found before producing refuses the whole insert. With several aggregates,
+        every one is looked at first; only a rival writing between that look and our own
+        record makes a later part fail after earlier parts were accepted (module docstring).
+        """
+        batches = _batches(stored_events)
+        if tracking is not None:
+            await self._check_tracking(tracking)
+        if not batches:
+            return [] if tracking is None else [await self._insert_tracking(tracking)]
+        planned: list[tuple[_Batch, int]] = []
+        for batch in batches:
+            base = await self.base(batch.journal_id, batch.first_version)
+            first = batch.first_version - base + 1
+            if first < 1:
+                raise IntegrityError(
+                    f"{batch.journal_id}: version {batch.first_version} is before the "
+                    f"aggregate's first, {base}"
+                )
+            planned.append((batch, first))
+        if len(planned) > 1:  # look at every aggregate before writing any
+            for batch, first in planned:
+                info = await self._connection.journals.journal(batch.journal_id).info()
+                if (info.seq_nr or 0) != first - 1:
+                    raise IntegrityError(_clash(batch, info.seq_nr or 0, first))
+        headers = tracking_headers(tracking)
+        positions = []
+        for done, (batch, first) in enumerate(planned):
+            journal = self._connection.journals.journal(batch.journal_id)
+            events = [encode_event(s, first + i) for i, s in enumerate(batch.events)]
+            try:
+                positions.append(
+                    await journal.append(events, expected_seq_nr=first - 1, headers=headers)
+                )
+            except SeqNrConflict as error:
+                message = _clash(batch, error.seq_nr, first)
+                if done:
+                    message += f" (the events of {done} other aggregate(s) were recorded)"
+                raise IntegrityError(message) from error
+            if first == 1:
+                self._connection.bases.put(batch.journal_id, batch.first_version)
+        return positions
+
+    async def _check_tracking(self, tracking: Tracking) -> None:
+        log = self._connection.log
+        await log.caught_up()
+        recorded = log.tracking(tracking.application_name)
+        if recorded is not None and tracking.notification_id <= recorded:
+            raise IntegrityError(
+                f"tracking {tracking.application_name} {tracking.notification_id}: "
+                f"position {recorded} is recorded already"
+            )
+
+    async def _insert_tracking(self, tracking: Tracking) -> Position:
+        """A position recorded without events: an Append to the tracking journal."""
+        journal = self._connection.journals.journal(tracking_journal_id(tracking.application_name))
+        last = (await journal.info()).seq_nr or 0
+        try:
+            return await journal.append(
+                [tracking_event(tracking, last + 1)],
+                expected_seq_nr=last,
+                headers=tracking_headers(tracking),
+            )
+        except SeqNrConflict as error:
+            raise IntegrityError(
+                f"tracking {tracking.application_name}: a rival recorded a position first"
+            ) from error
+
+    async def select(
+        self,
+        originator_id: UUID | str,
+        gt: int | None,
+        lte: int | None,
+        desc: bool,
+        limit: int | None,
+    ) -> list[StoredEvent]:
+        journal_id = journal_id_of(originator_id)
+        bases = self._connection.bases
+        base = bases.get(journal_id)
+        # with the base known, only the seqNrs asked for are read
+        from_ = 1 if base is None or gt is None else max(1, gt + 1 - base + 1)
+        to = None if base is None or lte is None else lte - base + 1
+        if to is not None and to < from_:
+            return []
+        journal = self._connection.journals.journal(journal_id)
+        found: list[StoredEvent] = []
+        reading = journal.read(from_) if to is None else journal.read(from_, to)
+        async for record in reading:
+            decoded = decode_event(journal_id, record)
+            if decoded is None:
+                continue
+            bases.put(journal_id, decoded.base)
+            version = decoded.stored.originator_version
+            if (gt is None or version > gt) and (lte is None or version <= lte):
+                found.append(decoded.stored)
+        if desc:
+            found.reverse()
+        return found if limit is None else found[:limit]
+
+    async def notification_ids(self, positions: Sequence[Position]) -> list[int]:
+        """The ids the log's fold gave the records at `positions` (ours, acknowledged)."""
+        log = self._connection.log
+        if positions:
+            await log.folded(max(p.offset for p in positions))
+        return [i for p in positions for i in log.ids_at(p.offset)]
+
+
+def _clash(batch: _Batch, last: int, first: int) -> str:
+    return (
+        f"{batch.journal_id}: version {batch.first_version} is taken or out of turn "
+        f"(the aggregate has {last} event(s); the insert would be event {first})"
+    )
+
+
+class KafkaAggregateRecorder(AggregateRecorder):
+    """An aggregate's events are a journal; a taken version is the library's IntegrityError."""
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+        self._recording = _Recording(connection)
+
+    def insert_events(
+        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        recording = self._recording
+        self.connection.run(lambda: recording.insert(stored_events, None))
+        return None
+
+    def select_events(
+        self,
+        originator_id: UUID | str,
+        *,
+        gt: int | None = None,
+        lte: int | None = None,
+        desc: bool = False,
+        limit: int | None = None,
+    ) -> Sequence[StoredEvent]:
+        recording = self._recording
+        return self.connection.run(lambda: recording.select(originator_id, gt, lte, desc, limit))
+
+
+class KafkaSnapshotRecorder(AggregateRecorder):
+    """Snapshots in the keyspace (snapshots.py); any version, the newest first when asked."""
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+
+    def insert_events(
+        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        snapshots = self.connection.snapshots
+        self.connection.run(lambda: snapshots.insert(stored_events))
+        return None
+
+    def select_events(
+        self,
+        originator_id: UUID | str,
+        *,
+        gt: int | None = None,
+        lte: int | None = None,
+        desc: bool = False,
+        limit: int | None = None,
+    ) -> Sequence[StoredEvent]:
+        snapshots = self.connection.snapshots
+        return self.connection.run(lambda: snapshots.select(originator_id, gt, lte, desc, limit))
+
+
+class KafkaApplicationRecorder(KafkaAggregateRecorder, ApplicationRecorder):
+    """The notification log is the fold of the application's one-partition topic (log.py)."""
+
+    def insert_events(
+        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        recording = self._recording
+        tracking: Tracking | None = kwargs.get("tracking")
+
+        async def insert() -> list[int]:
+            positions = await recording.insert(stored_events, tracking)
+            return await recording.notification_ids(positions)
+
+        return self.connection.run(insert)
+
+    def select_notifications(
+        self,
+        start: int | None,
+        limit: int,
+        stop: int | None = None,
+        topics: Sequence[str] = (),
+        *,
+        inclusive_of_start: bool = True,
+    ) -> Sequence[Notification]:
+        first = 1 if start is None else start + (0 if inclusive_of_start else 1)
+        return self.connection.log.select(first, stop, limit, topics)
+
+    def max_notification_id(self) -> int | None:
+        log = self.connection.log
+        self.connection.run(log.caught_up)
+        return log.max_id()
+
+    def subscribe(
+        self, gt: int | None = None, topics: Sequence[str] = ()
+    ) -> Subscription[ApplicationRecorder]:
+        return KafkaSubscription(self, gt, topics)
+
+
+class KafkaSubscription(ListenNotifySubscription[KafkaApplicationRecorder]):
+    """The library's pull loop, woken by the notification log's fold."""
+
+    def __init__(
+        self, recorder: KafkaApplicationRecorder, gt: int | None, topics: Sequence[str]
+    ) -> None:
+        super().__init__(recorder=recorder, gt=gt, topics=topics)
+        recorder.connection.log.listen(self._has_been_notified)
+
+    def stop(self) -> None:
+        super().stop()
+        self._recorder.connection.log.unlisten(self._has_been_notified)
+
+
+class KafkaTrackingRecorder(TrackingRecorder):
+    """Positions ride in their events' records, or in the tracking journal without events;
+    the notification log's fold keeps each upstream application's highest (wire.py)."""
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+        self._recording = _Recording(connection)
+
+    def insert_tracking(self, tracking: Tracking) -> None:
+        recording = self._recording
+        self.connection.run(lambda: recording.insert((), tracking))
+
+    def max_tracking_id(self, application_name: str) -> int | None:
+        log = self.connection.log
+        self.connection.run(log.caught_up)
+        return log.tracking(application_name)
+
+
+class KafkaProcessRecorder(KafkaTrackingRecorder, KafkaApplicationRecorder, ProcessRecorder):
+    def __init__(self, connection: Connection) -> None:
+        KafkaTrackingRecorder.__init__(self, connection)

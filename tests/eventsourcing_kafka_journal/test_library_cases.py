@@ -1,0 +1,150 @@
+"""The eventsourcing library's own recorder, factory and application test cases, unmodified,
+against the real Kafka and Cassandra. Each recorder gets a fresh topic (its notification log
+starts at id 1, as the cases expect); the module shares one keyspace."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from eventsourcing.persistence import (
+    AggregateRecorder,
+    ApplicationRecorder,
+    InfrastructureFactory,
+    ProcessRecorder,
+    TrackingRecorder,
+)
+from eventsourcing.tests import application as library_application
+from eventsourcing.tests import persistence as library  # modules: pytest collects no base case
+from eventsourcing.utils import Environment
+
+from eventsourcing_kafka_journal import Factory
+from eventsourcing_kafka_journal.recorders import (
+    KafkaAggregateRecorder,
+    KafkaApplicationRecorder,
+    KafkaProcessRecorder,
+    KafkaTrackingRecorder,
+)
+from stack import Stack
+from tests.support.harness import unique
+
+pytestmark = pytest.mark.integration
+
+KEYSPACE = unique("es")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def stack_environment(stack: Stack) -> Iterator[None]:
+    """The stack's servers and the module's keyspace, as an application would be given them."""
+    variables = {
+        "PERSISTENCE_MODULE": "eventsourcing_kafka_journal",
+        "KJ_KAFKA_BOOTSTRAP": stack.kafka_bootstrap,
+        "KJ_CASSANDRA_HOSTS": ",".join(stack.cassandra_hosts),
+        "KJ_CASSANDRA_PORT": str(stack.cassandra_port),
+        "KJ_KEYSPACE": KEYSPACE,
+    }
+    saved = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
+    yield
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
+class FreshTopic:
+    """A factory on a fresh topic per recorder, closed after the test."""
+
+    def factory(self: Any) -> Factory:
+        env = Environment(env={**os.environ, "KJ_TOPIC": unique("es")})
+        factory = InfrastructureFactory.construct(env)
+        assert isinstance(factory, Factory)
+        self.addCleanup(factory.close)
+        return factory
+
+
+class TestAggregateRecorder(FreshTopic, library.AggregateRecorderTestCase):
+    def create_recorder(self) -> AggregateRecorder:
+        return self.factory().aggregate_recorder()
+
+
+class TestApplicationRecorder(FreshTopic, library.ApplicationRecorderTestCase[ApplicationRecorder]):
+    def create_recorder(self) -> ApplicationRecorder:
+        return self.factory().application_recorder()
+
+    def test_insert_subscribe(self) -> None:
+        self.optional_test_insert_subscribe()
+
+
+class TestNonInterleavingNotificationIDs(
+    FreshTopic, library.NonInterleavingNotificationIDsBaseCase
+):
+    def create_recorder(self) -> ApplicationRecorder:
+        return self.factory().application_recorder()
+
+
+class TestTrackingRecorder(FreshTopic, library.TrackingRecorderTestCase):
+    def create_recorder(self) -> TrackingRecorder:
+        return self.factory().tracking_recorder()
+
+
+class TestProcessRecorder(FreshTopic, library.ProcessRecorderTestCase):
+    def create_recorder(self) -> ProcessRecorder:
+        return self.factory().process_recorder()
+
+
+class TrackingRecorderSubclass(KafkaTrackingRecorder):
+    pass
+
+
+class TestInfrastructureFactory(library.InfrastructureFactoryTestCase[Factory]):
+    def setUp(self) -> None:
+        self.env = Environment("TestCase", {**os.environ, "KJ_TOPIC": unique("es")})
+        super().setUp()
+
+    def expected_factory_class(self) -> type[Factory]:
+        return Factory
+
+    def expected_aggregate_recorder_class(self) -> type[AggregateRecorder]:
+        return KafkaAggregateRecorder
+
+    def expected_application_recorder_class(self) -> type[ApplicationRecorder]:
+        return KafkaApplicationRecorder
+
+    def expected_tracking_recorder_class(self) -> type[TrackingRecorder]:
+        return KafkaTrackingRecorder
+
+    def tracking_recorder_subclass(self) -> type[TrackingRecorder]:
+        return TrackingRecorderSubclass
+
+    def expected_process_recorder_class(self) -> type[ProcessRecorder]:
+        return KafkaProcessRecorder
+
+
+class TestExampleApplication(library_application.ExampleApplicationTestCase):
+    expected_factory_topic = "eventsourcing_kafka_journal.factory:Factory"
+
+    def setUp(self) -> None:
+        # the application is named BankAccounts: its prefixed variable picks its topic
+        os.environ["BANKACCOUNTS_KJ_TOPIC"] = unique("bank_accounts")
+        self.addCleanup(os.environ.pop, "BANKACCOUNTS_KJ_TOPIC", None)
+        super().setUp()
+
+
+def test_a_closed_factory_leaves_no_threads() -> None:
+    env = Environment(env={**os.environ, "KJ_TOPIC": unique("es")})
+    factory = Factory(env)
+    factory.application_recorder()  # opens the connection
+    factory.close()  # the driver's shared reactor thread may stay: it serves every session
+    before = {t for t in threading.enumerate() if t.name != "event_loop"}
+    factory = Factory(env)
+    recorder = factory.application_recorder()
+    assert any(t.name.startswith("kafka-journal") for t in threading.enumerate())
+    assert recorder.max_notification_id() is None
+    factory.close()
+    after = {t for t in threading.enumerate() if t.name != "event_loop"}
+    assert after <= before, f"threads left: {after - before}"
