@@ -94,38 +94,61 @@ class _Recording:
             await self._check_tracking(tracking)
         if not batches:
             return [] if tracking is None else [await self._insert_tracking(tracking)]
-        planned: list[tuple[_Batch, int]] = []
-        for batch in batches:
-            base = await self.base(batch.journal_id, batch.first_version)
-            first = batch.first_version - base + 1
-            if first < 1:
-                raise IntegrityError(
-                    f"{batch.journal_id}: version {batch.first_version} is before the "
-                    f"aggregate's first, {base}"
-                )
-            planned.append((batch, first))
-        if len(planned) > 1:  # look at every aggregate before writing any
-            for batch, first in planned:
-                info = await self._connection.journals.journal(batch.journal_id).info()
-                if (info.seq_nr or 0) != first - 1:
-                    raise IntegrityError(_clash(batch, info.seq_nr or 0, first))
+        bases = self._connection.bases
+        several = len(batches) > 1
+        planned = [(batch, await self._first_seq_nr(batch, look=several)) for batch in batches]
         headers = tracking_headers(tracking)
         positions = []
         for done, (batch, first) in enumerate(planned):
-            journal = self._connection.journals.journal(batch.journal_id)
-            events = [encode_event(s, first + i) for i, s in enumerate(batch.events)]
             try:
-                positions.append(
-                    await journal.append(events, expected_seq_nr=first - 1, headers=headers)
-                )
+                positions.append(await self._append(batch, first, headers))
             except SeqNrConflict as error:
+                if not several and error.seq_nr > 0 and bases.get(batch.journal_id) is None:
+                    # the aggregate was not new after all: learn its first version, once
+                    first = await self._first_seq_nr(batch, look=True)
+                    try:
+                        positions.append(await self._append(batch, first, headers))
+                        continue
+                    except SeqNrConflict as again:
+                        error = again
                 message = _clash(batch, error.seq_nr, first)
                 if done:
                     message += f" (the events of {done} other aggregate(s) were recorded)"
                 raise IntegrityError(message) from error
-            if first == 1:
-                self._connection.bases.put(batch.journal_id, batch.first_version)
         return positions
+
+    async def _first_seq_nr(self, batch: _Batch, *, look: bool) -> int:
+        """The seqNr `batch` would start at. Without `look`, an aggregate of unknown first
+        version is taken for a new one (the insert's conditional append finds out); with it,
+        the journal is read first and a clash refuses the insert before anything is written.
+        """
+        journal_id = batch.journal_id
+        base = self._connection.bases.get(journal_id)
+        if base is None and look:
+            info = await self._connection.journals.journal(journal_id).info()
+            if info.seq_nr:
+                base = await self.base(journal_id, batch.first_version)
+        if base is None:
+            return 1
+        first = batch.first_version - base + 1
+        if first < 1:
+            raise IntegrityError(
+                f"{journal_id}: version {batch.first_version} is before the aggregate's "
+                f"first, {base}"
+            )
+        if look:
+            info = await self._connection.journals.journal(journal_id).info()
+            if (info.seq_nr or 0) != first - 1:
+                raise IntegrityError(_clash(batch, info.seq_nr or 0, first))
+        return first
+
+    async def _append(self, batch: _Batch, first: int, headers: dict[str, str]) -> Position:
+        journal = self._connection.journals.journal(batch.journal_id)
+        events = [encode_event(s, first + i) for i, s in enumerate(batch.events)]
+        position = await journal.append(events, expected_seq_nr=first - 1, headers=headers)
+        if first == 1:
+            self._connection.bases.put(batch.journal_id, batch.first_version)
+        return position
 
     async def _check_tracking(self, tracking: Tracking) -> None:
         log = self._connection.log
