@@ -8,13 +8,16 @@ import os
 import threading
 from collections.abc import Iterator
 from typing import Any
+from uuid import uuid4
 
 import pytest
 from eventsourcing.persistence import (
     AggregateRecorder,
     ApplicationRecorder,
     InfrastructureFactory,
+    IntegrityError,
     ProcessRecorder,
+    StoredEvent,
     TrackingRecorder,
 )
 from eventsourcing.tests import application as library_application
@@ -28,6 +31,7 @@ from eventsourcing_kafka_journal.recorders import (
     KafkaProcessRecorder,
     KafkaTrackingRecorder,
 )
+from eventsourcing_kafka_journal.wire import encode_event
 from stack import Stack
 from tests.support.harness import unique
 
@@ -148,3 +152,42 @@ def test_a_closed_factory_leaves_no_threads() -> None:
     factory.close()
     after = {t for t in threading.enumerate() if t.name != "event_loop"}
     assert after <= before, f"threads left: {after - before}"
+
+
+def test_a_rejected_append_takes_no_notification_id() -> None:
+    """A rival's Append that does not continue the journal (here an unconditional duplicate of
+    event 1, produced straight to the topic) is rejected by the fold: no notification, no id,
+    and the ids stay contiguous."""
+    factory = Factory(Environment(env={**os.environ, "KJ_TOPIC": unique("es")}))
+    try:
+        recorder = factory.application_recorder()
+        first, second = uuid4(), uuid4()
+        assert recorder.insert_events([StoredEvent(first, 1, "opened", b"a")]) == [1]
+        journals = factory.connection.journals
+        rival = [encode_event(StoredEvent(first, 1, "rival", b"r"), 1)]
+        factory.connection.run(lambda: journals.journal(str(first)).append(rival))
+        assert recorder.insert_events([StoredEvent(second, 1, "opened", b"b")]) == [2]
+        notifications = recorder.select_notifications(None, 10)
+        assert [(n.id, n.originator_id, n.topic) for n in notifications] == [
+            (1, first, "opened"),
+            (2, second, "opened"),
+        ]
+        assert recorder.select_events(first) == [StoredEvent(first, 1, "opened", b"a")]
+    finally:
+        factory.close()
+
+
+def test_an_insert_with_a_clash_in_any_aggregate_records_nothing() -> None:
+    factory = Factory(Environment(env={**os.environ, "KJ_TOPIC": unique("es")}))
+    try:
+        recorder = factory.application_recorder()
+        first, second = uuid4(), uuid4()
+        recorder.insert_events([StoredEvent(second, 1, "opened", b"b")])
+        with pytest.raises(IntegrityError):
+            recorder.insert_events(
+                [StoredEvent(first, 1, "opened", b"a"), StoredEvent(second, 1, "again", b"c")]
+            )
+        assert recorder.select_events(first) == []
+        assert [n.originator_id for n in recorder.select_notifications(None, 10)] == [second]
+    finally:
+        factory.close()
