@@ -9,11 +9,13 @@ from collections import OrderedDict
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
+from eventsourcing.persistence import OperationalError
 from eventsourcing.utils import Environment
 
 from eventsourcing_kafka_journal.bridge import LoopThread
 from eventsourcing_kafka_journal.log import NotificationLog
 from eventsourcing_kafka_journal.snapshots import CassandraSnapshots
+from journal.errors import JournalTruncated, Unavailable
 from journal.journals import Journals
 from journal.settings import Settings
 from journal.store.cassandra import CassandraStore
@@ -101,7 +103,11 @@ class Connection:
             async with asyncio.timeout(self.timeout):
                 return await make()
 
-        return self.loop.run(bounded())
+        try:
+            return self.loop.run(bounded())
+        except (Unavailable, JournalTruncated, TimeoutError) as error:
+            # the library's word for a datastore that failed: its callers may retry
+            raise OperationalError(str(error) or repr(error)) from error
 
     def close(self) -> None:
         try:

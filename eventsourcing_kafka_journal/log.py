@@ -195,6 +195,8 @@ class NotificationLog:
     def select(
         self, first: int, stop: int | None, limit: int, topics: Sequence[str]
     ) -> list[Notification]:
+        if self._failure is not None:
+            raise self._failure
         with self._lock:
             end = len(self._notifications) if stop is None else min(stop, len(self._notifications))
             found: list[Notification] = []
@@ -207,6 +209,8 @@ class NotificationLog:
             return found
 
     def max_id(self) -> int | None:
+        if self._failure is not None:
+            raise self._failure
         with self._lock:
             return len(self._notifications) or None
 

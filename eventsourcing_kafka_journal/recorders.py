@@ -13,6 +13,7 @@ from eventsourcing.persistence import (
     IntegrityError,
     ListenNotifySubscription,
     Notification,
+    OperationalError,
     ProcessRecorder,
     StoredEvent,
     Subscription,
@@ -29,7 +30,7 @@ from eventsourcing_kafka_journal.wire import (
     tracking_headers,
     tracking_journal_id,
 )
-from journal.errors import SeqNrConflict
+from journal.errors import SeqNrConflict, Unavailable
 from journal.model import Position
 
 
@@ -299,12 +300,19 @@ class KafkaApplicationRecorder(KafkaAggregateRecorder, ApplicationRecorder):
         inclusive_of_start: bool = True,
     ) -> Sequence[Notification]:
         first = 1 if start is None else start + (0 if inclusive_of_start else 1)
-        return self.connection.log.select(first, stop, limit, topics)
+        try:  # from memory: not worth a trip to the loop
+            return self.connection.log.select(first, stop, limit, topics)
+        except Unavailable as error:
+            raise OperationalError(str(error)) from error
 
     def max_notification_id(self) -> int | None:
         log = self.connection.log
-        self.connection.run(log.caught_up)
-        return log.max_id()
+
+        async def current() -> int | None:
+            await log.caught_up()
+            return log.max_id()
+
+        return self.connection.run(current)
 
     def subscribe(
         self, gt: int | None = None, topics: Sequence[str] = ()
@@ -340,8 +348,12 @@ class KafkaTrackingRecorder(TrackingRecorder):
 
     def max_tracking_id(self, application_name: str) -> int | None:
         log = self.connection.log
-        self.connection.run(log.caught_up)
-        return log.tracking(application_name)
+
+        async def current() -> int | None:
+            await log.caught_up()
+            return log.tracking(application_name)
+
+        return self.connection.run(current)
 
 
 class KafkaProcessRecorder(KafkaTrackingRecorder, KafkaApplicationRecorder, ProcessRecorder):
