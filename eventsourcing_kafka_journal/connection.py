@@ -13,8 +13,8 @@ from eventsourcing.persistence import OperationalError
 from eventsourcing.utils import Environment
 
 from eventsourcing_kafka_journal.bridge import LoopThread
-from eventsourcing_kafka_journal.log import NotificationLog
-from eventsourcing_kafka_journal.snapshots import CassandraSnapshots
+from eventsourcing_kafka_journal.log import NotificationLog, NotificationSource
+from eventsourcing_kafka_journal.snapshots import CassandraSnapshots, SnapshotStore
 from journal.errors import JournalTruncated, Unavailable
 from journal.journals import Journals
 from journal.settings import Settings
@@ -74,8 +74,8 @@ class Connection:
         settings: Settings,
         loop: LoopThread,
         journals: Journals,
-        log: NotificationLog,
-        snapshots: CassandraSnapshots,
+        log: NotificationSource,
+        snapshots: SnapshotStore,
         timeout: float,
     ) -> None:
         self.settings = settings
@@ -142,7 +142,7 @@ async def _open(settings: Settings) -> tuple[Journals, NotificationLog, Cassandr
     return journals, log, snapshots
 
 
-async def _close(journals: Journals, log: NotificationLog | None) -> None:
+async def _close(journals: Journals, log: NotificationSource | None) -> None:
     """Close what `_open` opened; the store is not the client's (passed in) but ours."""
     try:
         if log is not None:

@@ -67,6 +67,8 @@ class NotificationSource(Protocol):
 
     def unlisten(self, event: threading.Event) -> None: ...
 
+    async def close(self) -> None: ...
+
 
 class NotificationLog:
     """The fold of partition 0 of one topic, kept current by a task on the bridge's loop."""

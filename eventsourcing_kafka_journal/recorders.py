@@ -207,12 +207,23 @@ class _Recording:
             found.reverse()
         return found if limit is None else found[:limit]
 
-    async def notification_ids(self, positions: Sequence[Position]) -> list[int]:
-        """The ids the log's fold gave the records at `positions` (ours, acknowledged)."""
+    async def notification_ids(
+        self, stored_events: Sequence[StoredEvent], positions: Sequence[Position]
+    ) -> list[int]:
+        """The ids the log's fold gave our records at `positions` (one per aggregate, in
+        `_batches` order), in the order of `stored_events`: the library pairs them up."""
         log = self._connection.log
-        if positions:
-            await log.folded(max(p.offset for p in positions))
-        return [i for p in positions for i in log.ids_at(p.offset)]
+        if not stored_events:
+            return []  # a tracking position alone (its record has no notification)
+        await log.folded(max(p.offset for p in positions))
+        ids: dict[tuple[str, int], int] = {}
+        for batch, position in zip(_batches(stored_events), positions, strict=True):
+            given = log.ids_at(position.offset)
+            if len(given) != len(batch.events):  # the same fold accepted it for the append
+                raise OperationalError(f"{batch.journal_id}: no notification ids at {position}")
+            for stored, notification_id in zip(batch.events, given, strict=True):
+                ids[batch.journal_id, stored.originator_version] = notification_id
+        return [ids[journal_id_of(s.originator_id), s.originator_version] for s in stored_events]
 
 
 def _clash(batch: _Batch, last: int, first: int) -> str:
@@ -286,7 +297,7 @@ class KafkaApplicationRecorder(KafkaAggregateRecorder, ApplicationRecorder):
 
         async def insert() -> list[int]:
             positions = await recording.insert(stored_events, tracking)
-            return await recording.notification_ids(positions)
+            return await recording.notification_ids(stored_events, positions)
 
         return self.connection.run(insert)
 

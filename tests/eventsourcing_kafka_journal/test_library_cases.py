@@ -191,3 +191,23 @@ def test_an_insert_with_a_clash_in_any_aggregate_records_nothing() -> None:
         assert [n.originator_id for n in recorder.select_notifications(None, 10)] == [second]
     finally:
         factory.close()
+
+
+def test_ids_come_back_in_the_order_of_the_events_given() -> None:
+    """One record per aggregate, so interleaved events are numbered aggregate by aggregate;
+    the ids returned still pair with the events in the order given (the library zips them)."""
+    factory = Factory(Environment(env={**os.environ, "KJ_TOPIC": unique("es")}))
+    try:
+        recorder = factory.application_recorder()
+        first, second = uuid4(), uuid4()
+        given = [
+            StoredEvent(first, 1, "a1", b""),
+            StoredEvent(second, 1, "b1", b""),
+            StoredEvent(first, 2, "a2", b""),
+        ]
+        ids = recorder.insert_events(given)
+        notifications = {n.id: n.topic for n in recorder.select_notifications(None, 10)}
+        assert ids is not None
+        assert [notifications[i] for i in ids] == ["a1", "b1", "a2"]
+    finally:
+        factory.close()
