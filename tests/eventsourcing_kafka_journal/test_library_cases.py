@@ -211,3 +211,42 @@ def test_ids_come_back_in_the_order_of_the_events_given() -> None:
         assert [notifications[i] for i in ids] == ["a1", "b1", "a2"]
     finally:
         factory.close()
+
+
+def test_two_processes_racing_for_a_version_one_wins_and_both_logs_agree() -> None:
+    """Two factories (as two processes would) on one topic insert the same aggregate's next
+    version at once: exactly one insert succeeds, and both notification logs hold exactly the
+    winner's event, with the same id."""
+    env = Environment(env={**os.environ, "KJ_TOPIC": unique("es")})
+    factories = [Factory(env), Factory(env)]
+    try:
+        recorders = [f.application_recorder() for f in factories]
+        aggregate = uuid4()
+        recorders[0].insert_events([StoredEvent(aggregate, 1, "opened", b"")])
+        assert recorders[1].select_events(aggregate)  # both know the aggregate
+        start = threading.Barrier(2)
+        outcomes: list[str] = []
+
+        def insert(index: int) -> None:
+            start.wait()
+            try:
+                recorders[index].insert_events([StoredEvent(aggregate, 2, f"by {index}", b"")])
+                outcomes.append(f"by {index}")
+            except IntegrityError:
+                outcomes.append("refused")
+
+        threads = [threading.Thread(target=insert, args=(i,)) for i in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert sorted(outcomes)[1] == "refused", outcomes
+        winner = sorted(outcomes)[0]
+        for recorder in recorders:
+            assert recorder.max_notification_id() == 2
+            notifications = recorder.select_notifications(None, 10)
+            assert [(n.id, n.topic) for n in notifications] == [(1, "opened"), (2, winner)]
+            assert [e.topic for e in recorder.select_events(aggregate)] == ["opened", winner]
+    finally:
+        for factory in factories:
+            factory.close()
