@@ -43,7 +43,13 @@ APPLICATION_PARTITION = 0
 
 
 class NotificationSource(Protocol):
-    """What the recorders need of a notification log (the seam for issue 13's subscription)."""
+    """What the recorders need of a notification log: the seam for issue 13's subscription.
+
+    An implementation on that subscription keeps the same contract: the accepted events of the
+    application's partition in offset order, numbered 1, 2, 3, ...; the ids a record got; the
+    highest tracking position carried by accepted records; a way to wait until an offset (or
+    the high watermark) is folded; listeners woken when notifications are added.
+    """
 
     async def caught_up(self) -> None:
         """Return once everything acknowledged before the call is folded."""
