@@ -16,7 +16,7 @@ install: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,spark,bench]'
+	$(BIN)/pip install --quiet -e '.[dev,spark,bench,eventsourcing]'
 	touch $@
 
 lint: install

@@ -1,0 +1,48 @@
+"""Kafka Journal as a persistence module of the `eventsourcing` library.
+
+`PERSISTENCE_MODULE=eventsourcing_kafka_journal` selects `Factory`, the module's one
+InfrastructureFactory. Settings are the project's (`KJ_KAFKA_BOOTSTRAP`, `KJ_CASSANDRA_HOSTS`,
+`KJ_TOPIC`, `KJ_KEYSPACE`, ... as in journal/settings.py, plus `KJ_RECORDER_TIMEOUT`), looked up
+through the library's Environment, so an application's prefixed variables win; topic and
+keyspace default from the application's name.
+
+Decisions:
+
+- **One topic per application, one partition.** Its offsets are a total order of everything the
+  application recorded. An aggregate is a journal (id `str(originator_id)`, wire.py); its events
+  are one Append per insert, so an aggregate's part of an insert is all or nothing.
+- **Notification ids** come from the one fold (`JournalState.apply`) over that partition, in
+  offset order (log.py): each event of an accepted Append takes the next id, 1, 2, 3, ...;
+  a rejected Append takes none. So ids are contiguous and strictly increasing, known once Kafka
+  acknowledged the record and the fold passed it; the library's contiguity expectation holds.
+  `select_notifications` and `subscribe` deliver what the fold accepted, never another reading.
+- **A taken version is refused before producing**: the conditional append (journal/
+  conditional.py) looks at the journal through the reading flow, produces only if the insert
+  continues it, and takes the fold's verdict of its own record; `SeqNrConflict` becomes the
+  library's IntegrityError. An insert spanning several aggregates first looks at every one of
+  them and produces nothing if any clashes. Atomic under concurrent writers: each aggregate's
+  part. Not atomic: several aggregates together when a rival writes one of them between the
+  look and our record; the earlier parts stay recorded and the insert raises IntegrityError
+  saying so. Kafka transactions would not help here: each record's acceptance is still its own
+  journal's fold, and the project's readers read uncommitted records.
+- **Tracking** (tracking and process recorders): the position travels in the headers of the
+  records of the events it was recorded with, so events and position are accepted or rejected
+  together as one record by the one fold (atomic for an aggregate's events; with several
+  aggregates each record carries it). A position without events is an Append to the journal
+  `eventsourcing.tracking:<application>`. `max_tracking_id` is the fold's running maximum per
+  upstream application, current up to the high watermark when asked: no scan per call.
+  A lower or equal position is refused before producing (IntegrityError); two writers racing
+  with the same position and different aggregates may both be accepted.
+- **Snapshots** are not events (any version, gaps): a Cassandra table of the keyspace,
+  lightweight transactions for taken versions (snapshots.py).
+- **Sync to async**: a factory runs one event loop on one thread (bridge.py); every recorder
+  call runs a coroutine there and waits. `Factory.close` stops the fold, the clients, the
+  loop and its thread.
+
+Seams for issue 13 (subscriptions, snapshot store): `log.NotificationSource` and
+`snapshots.SnapshotStore`.
+"""
+
+from eventsourcing_kafka_journal.factory import Factory
+
+__all__ = ["Factory"]

@@ -1,0 +1,154 @@
+"""One factory's connection to the stack: the bridge's loop, the direct client, the
+notification log and the snapshot store, opened together and closed together."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections import OrderedDict
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+from eventsourcing.persistence import OperationalError
+from eventsourcing.utils import Environment
+
+from eventsourcing_kafka_journal.bridge import LoopThread
+from eventsourcing_kafka_journal.log import NotificationLog, NotificationSource
+from eventsourcing_kafka_journal.snapshots import CassandraSnapshots, SnapshotStore
+from journal.errors import JournalTruncated, Unavailable
+from journal.journals import Journals
+from journal.settings import Settings
+from journal.store.cassandra import CassandraStore
+from journal.topic import TopicSpec, ensure_topic
+
+T = TypeVar("T")
+
+_NO_RETENTION = -1  # the notification log folds the topic from offset 0
+DEFAULT_NAME = "eventsourcing"
+
+
+def settings_of(env: Environment) -> Settings:
+    """The project's settings (`KJ_*`) looked up through the library's Environment, so an
+    application's prefixed variables (`BANKACCOUNTS_KJ_TOPIC`) win; topic and keyspace
+    default from the application's name."""
+    given: dict[str, str] = {}
+    for _model, name, _info in Settings.settings_fields():
+        variable = Settings.variable_of(name)
+        value = env.get(variable)
+        if value is not None:
+            given[variable] = value
+    name = env.name or DEFAULT_NAME
+    defaults = {
+        Settings.variable_of("topic"): re.sub(r"[^A-Za-z0-9._-]", "_", name)[:200],
+        Settings.variable_of("keyspace"): re.sub(r"\W", "_", name.lower())[:48],
+    }
+    return Settings.from_env({**defaults, **given})
+
+
+class Bases:
+    """Each aggregate's version at seqNr 1, least recently used first out (fixed once the
+    journal's first Append is accepted: an aggregate is never purged by this module)."""
+
+    def __init__(self, capacity: int = 100_000) -> None:
+        self._capacity = capacity
+        self._known: OrderedDict[str, int] = OrderedDict()
+
+    def get(self, journal_id: str) -> int | None:
+        base = self._known.get(journal_id)
+        if base is not None:
+            self._known.move_to_end(journal_id)
+        return base
+
+    def put(self, journal_id: str, base: int) -> None:
+        self._known[journal_id] = base
+        self._known.move_to_end(journal_id)
+        if len(self._known) > self._capacity:
+            self._known.popitem(last=False)
+
+
+class Connection:
+    """Everything a factory's recorders share. Built on first use, closed with the factory."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        loop: LoopThread,
+        journals: Journals,
+        log: NotificationSource,
+        snapshots: SnapshotStore,
+        timeout: float,
+    ) -> None:
+        self.settings = settings
+        self.loop = loop
+        self.journals = journals
+        self.log = log
+        self.snapshots = snapshots
+        self.timeout = timeout
+        self.bases = Bases()  # touched on the loop's thread only
+
+    @classmethod
+    def open(cls, settings: Settings, timeout: float) -> Connection:
+        loop = LoopThread(f"kafka-journal {settings.topic}")
+        try:
+            parts = loop.run(_open(settings), timeout)
+        except BaseException:
+            loop.close()
+            raise
+        return cls(settings, loop, *parts, timeout)
+
+    def run(self, make: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        """Run a coroutine on the loop, bounded by the factory's timeout."""
+
+        async def bounded() -> T:
+            async with asyncio.timeout(self.timeout):
+                return await make()
+
+        try:
+            return self.loop.run(bounded())
+        except (Unavailable, JournalTruncated, TimeoutError) as error:
+            # the library's word for a datastore that failed: its callers may retry
+            raise OperationalError(str(error) or repr(error)) from error
+
+    def close(self) -> None:
+        try:
+            self.loop.run(_close(self.journals, self.log))
+        finally:
+            self.loop.close()
+
+
+async def _open(settings: Settings) -> tuple[Journals, NotificationLog, CassandraSnapshots]:
+    spec = TopicSpec(
+        settings.topic, 1, settings.replication_factor, settings.min_insync_replicas, _NO_RETENTION
+    )
+    partitions = await ensure_topic(settings.kafka_bootstrap, spec)
+    if partitions != 1:
+        raise OSError(
+            f"topic {settings.topic} has {partitions} partitions: an application's topic needs "
+            "exactly one (its offsets are the notification order)"
+        )
+    store = await CassandraStore.connect(settings.cassandra_config())
+    try:
+        snapshots = await CassandraSnapshots.connect(store.session, settings.keyspace)
+        journals = await Journals.connect(settings, store=store)
+    except BaseException:
+        await store.close()
+        raise
+    try:
+        log = NotificationLog(settings.topic, settings.kafka_bootstrap, journals.fence)
+        await log.start()
+    except BaseException:
+        await _close(journals, None)
+        raise
+    return journals, log, snapshots
+
+
+async def _close(journals: Journals, log: NotificationSource | None) -> None:
+    """Close what `_open` opened; the store is not the client's (passed in) but ours."""
+    try:
+        if log is not None:
+            await log.close()
+        await journals.close()
+    finally:
+        store = journals.replicated_store
+        if store is not None:
+            await store.close()

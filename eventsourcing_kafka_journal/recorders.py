@@ -1,0 +1,372 @@
+"""The library's recorders on Kafka Journal. Each call runs on the factory's event loop."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.persistence import (
+    AggregateRecorder,
+    ApplicationRecorder,
+    IntegrityError,
+    ListenNotifySubscription,
+    Notification,
+    OperationalError,
+    ProcessRecorder,
+    StoredEvent,
+    Subscription,
+    Tracking,
+    TrackingRecorder,
+)
+
+from eventsourcing_kafka_journal.connection import Connection
+from eventsourcing_kafka_journal.wire import (
+    decode_event,
+    encode_event,
+    journal_id_of,
+    tracking_event,
+    tracking_headers,
+    tracking_journal_id,
+)
+from journal.errors import SeqNrConflict, Unavailable
+from journal.model import Position
+
+
+class _Batch:
+    """One aggregate's events of an insert: one Append, so all or none of them."""
+
+    def __init__(self, journal_id: str, events: list[StoredEvent]) -> None:
+        for previous, current in itertools.pairwise(events):
+            if current.originator_version != previous.originator_version + 1:
+                raise IntegrityError(
+                    f"versions of {journal_id} must be consecutive in a batch: "
+                    f"{current.originator_version} follows {previous.originator_version}"
+                )
+        self.journal_id = journal_id
+        self.events = events
+
+    @property
+    def first_version(self) -> int:
+        return self.events[0].originator_version
+
+
+def _batches(stored_events: Sequence[StoredEvent]) -> list[_Batch]:
+    grouped: dict[str, list[StoredEvent]] = {}
+    for stored in stored_events:
+        grouped.setdefault(journal_id_of(stored.originator_id), []).append(stored)
+    return [_Batch(journal_id, events) for journal_id, events in grouped.items()]
+
+
+class _Recording:
+    """Inserts and selects of stored events, on the connection's loop (async)."""
+
+    def __init__(self, connection: Connection) -> None:
+        self._connection = connection
+
+    async def base(self, journal_id: str, first_version: int) -> int:
+        """The version at the journal's seqNr 1: its first event's, or, for a journal
+        without events, `first_version` (the batch that would start it)."""
+        bases = self._connection.bases
+        known = bases.get(journal_id)
+        if known is not None:
+            return known
+        journal = self._connection.journals.journal(journal_id)
+        async for record in journal.read(1, 1, 1):
+            decoded = decode_event(journal_id, record)
+            if decoded is None:
+                raise IntegrityError(f"journal {journal_id} was not written by this module")
+            bases.put(journal_id, decoded.base)
+            return decoded.base
+        return first_version
+
+    async def insert(
+        self, stored_events: Sequence[StoredEvent], tracking: Tracking | None
+    ) -> list[Position]:
+        """Append each aggregate's events conditionally; returns their records' positions.
+
+        A clash found before producing refuses the whole insert. With several aggregates,
+        every one is looked at first; only a rival writing between that look and our own
+        record makes a later part fail after earlier parts were accepted (module docstring).
+        """
+        batches = _batches(stored_events)
+        if tracking is not None:
+            await self._check_tracking(tracking)
+        if not batches:
+            return [] if tracking is None else [await self._insert_tracking(tracking)]
+        bases = self._connection.bases
+        several = len(batches) > 1
+        planned = [(batch, await self._first_seq_nr(batch, look=several)) for batch in batches]
+        headers = tracking_headers(tracking)
+        positions = []
+        for done, (batch, first) in enumerate(planned):
+            try:
+                positions.append(await self._append(batch, first, headers))
+            except SeqNrConflict as error:
+                if not several and error.seq_nr > 0 and bases.get(batch.journal_id) is None:
+                    # the aggregate was not new after all: learn its first version, once
+                    first = await self._first_seq_nr(batch, look=True)
+                    try:
+                        positions.append(await self._append(batch, first, headers))
+                        continue
+                    except SeqNrConflict as again:
+                        error = again
+                message = _clash(batch, error.seq_nr, first)
+                if done:
+                    message += f" (the events of {done} other aggregate(s) were recorded)"
+                raise IntegrityError(message) from error
+        return positions
+
+    async def _first_seq_nr(self, batch: _Batch, *, look: bool) -> int:
+        """The seqNr `batch` would start at. Without `look`, an aggregate of unknown first
+        version is taken for a new one (the insert's conditional append finds out); with it,
+        the journal is read first and a clash refuses the insert before anything is written.
+        """
+        journal_id = batch.journal_id
+        base = self._connection.bases.get(journal_id)
+        if base is None and look:
+            info = await self._connection.journals.journal(journal_id).info()
+            if info.seq_nr:
+                base = await self.base(journal_id, batch.first_version)
+        if base is None:
+            return 1
+        first = batch.first_version - base + 1
+        if first < 1:
+            raise IntegrityError(
+                f"{journal_id}: version {batch.first_version} is before the aggregate's "
+                f"first, {base}"
+            )
+        if look:
+            info = await self._connection.journals.journal(journal_id).info()
+            if (info.seq_nr or 0) != first - 1:
+                raise IntegrityError(_clash(batch, info.seq_nr or 0, first))
+        return first
+
+    async def _append(self, batch: _Batch, first: int, headers: dict[str, str]) -> Position:
+        journal = self._connection.journals.journal(batch.journal_id)
+        events = [encode_event(s, first + i) for i, s in enumerate(batch.events)]
+        position = await journal.append(events, expected_seq_nr=first - 1, headers=headers)
+        if first == 1:
+            self._connection.bases.put(batch.journal_id, batch.first_version)
+        return position
+
+    async def _check_tracking(self, tracking: Tracking) -> None:
+        log = self._connection.log
+        await log.caught_up()
+        recorded = log.tracking(tracking.application_name)
+        if recorded is not None and tracking.notification_id <= recorded:
+            raise IntegrityError(
+                f"tracking {tracking.application_name} {tracking.notification_id}: "
+                f"position {recorded} is recorded already"
+            )
+
+    async def _insert_tracking(self, tracking: Tracking) -> Position:
+        """A position recorded without events: an Append to the tracking journal."""
+        journal = self._connection.journals.journal(tracking_journal_id(tracking.application_name))
+        last = (await journal.info()).seq_nr or 0
+        try:
+            return await journal.append(
+                [tracking_event(tracking, last + 1)],
+                expected_seq_nr=last,
+                headers=tracking_headers(tracking),
+            )
+        except SeqNrConflict as error:
+            raise IntegrityError(
+                f"tracking {tracking.application_name}: a rival recorded a position first"
+            ) from error
+
+    async def select(
+        self,
+        originator_id: UUID | str,
+        gt: int | None,
+        lte: int | None,
+        desc: bool,
+        limit: int | None,
+    ) -> list[StoredEvent]:
+        journal_id = journal_id_of(originator_id)
+        bases = self._connection.bases
+        base = bases.get(journal_id)
+        # with the base known, only the seqNrs asked for are read
+        from_ = 1 if base is None or gt is None else max(1, gt + 1 - base + 1)
+        to = None if base is None or lte is None else lte - base + 1
+        if to is not None and to < from_:
+            return []
+        journal = self._connection.journals.journal(journal_id)
+        found: list[StoredEvent] = []
+        reading = journal.read(from_) if to is None else journal.read(from_, to)
+        async for record in reading:
+            decoded = decode_event(journal_id, record)
+            if decoded is None:
+                continue
+            bases.put(journal_id, decoded.base)
+            version = decoded.stored.originator_version
+            if (gt is None or version > gt) and (lte is None or version <= lte):
+                found.append(decoded.stored)
+        if desc:
+            found.reverse()
+        return found if limit is None else found[:limit]
+
+    async def notification_ids(
+        self, stored_events: Sequence[StoredEvent], positions: Sequence[Position]
+    ) -> list[int]:
+        """The ids the log's fold gave our records at `positions` (one per aggregate, in
+        `_batches` order), in the order of `stored_events`: the library pairs them up."""
+        log = self._connection.log
+        if not stored_events:
+            return []  # a tracking position alone (its record has no notification)
+        await log.folded(max(p.offset for p in positions))
+        ids: dict[tuple[str, int], int] = {}
+        for batch, position in zip(_batches(stored_events), positions, strict=True):
+            given = log.ids_at(position.offset)
+            if len(given) != len(batch.events):  # the same fold accepted it for the append
+                raise OperationalError(f"{batch.journal_id}: no notification ids at {position}")
+            for stored, notification_id in zip(batch.events, given, strict=True):
+                ids[batch.journal_id, stored.originator_version] = notification_id
+        return [ids[journal_id_of(s.originator_id), s.originator_version] for s in stored_events]
+
+
+def _clash(batch: _Batch, last: int, first: int) -> str:
+    return (
+        f"{batch.journal_id}: version {batch.first_version} is taken or out of turn "
+        f"(the aggregate has {last} event(s); the insert would be event {first})"
+    )
+
+
+class KafkaAggregateRecorder(AggregateRecorder):
+    """An aggregate's events are a journal; a taken version is the library's IntegrityError."""
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+        self._recording = _Recording(connection)
+
+    def insert_events(
+        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        recording = self._recording
+        self.connection.run(lambda: recording.insert(stored_events, None))
+        return None
+
+    def select_events(
+        self,
+        originator_id: UUID | str,
+        *,
+        gt: int | None = None,
+        lte: int | None = None,
+        desc: bool = False,
+        limit: int | None = None,
+    ) -> Sequence[StoredEvent]:
+        recording = self._recording
+        return self.connection.run(lambda: recording.select(originator_id, gt, lte, desc, limit))
+
+
+class KafkaSnapshotRecorder(AggregateRecorder):
+    """Snapshots in the keyspace (snapshots.py); any version, the newest first when asked."""
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+
+    def insert_events(
+        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        snapshots = self.connection.snapshots
+        self.connection.run(lambda: snapshots.insert(stored_events))
+        return None
+
+    def select_events(
+        self,
+        originator_id: UUID | str,
+        *,
+        gt: int | None = None,
+        lte: int | None = None,
+        desc: bool = False,
+        limit: int | None = None,
+    ) -> Sequence[StoredEvent]:
+        snapshots = self.connection.snapshots
+        return self.connection.run(lambda: snapshots.select(originator_id, gt, lte, desc, limit))
+
+
+class KafkaApplicationRecorder(KafkaAggregateRecorder, ApplicationRecorder):
+    """The notification log is the fold of the application's one-partition topic (log.py)."""
+
+    def insert_events(
+        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        recording = self._recording
+        tracking: Tracking | None = kwargs.get("tracking")
+
+        async def insert() -> list[int]:
+            positions = await recording.insert(stored_events, tracking)
+            return await recording.notification_ids(stored_events, positions)
+
+        return self.connection.run(insert)
+
+    def select_notifications(
+        self,
+        start: int | None,
+        limit: int,
+        stop: int | None = None,
+        topics: Sequence[str] = (),
+        *,
+        inclusive_of_start: bool = True,
+    ) -> Sequence[Notification]:
+        first = 1 if start is None else start + (0 if inclusive_of_start else 1)
+        try:  # from memory: not worth a trip to the loop
+            return self.connection.log.select(first, stop, limit, topics)
+        except Unavailable as error:
+            raise OperationalError(str(error)) from error
+
+    def max_notification_id(self) -> int | None:
+        log = self.connection.log
+
+        async def current() -> int | None:
+            await log.caught_up()
+            return log.max_id()
+
+        return self.connection.run(current)
+
+    def subscribe(
+        self, gt: int | None = None, topics: Sequence[str] = ()
+    ) -> Subscription[ApplicationRecorder]:
+        return KafkaSubscription(self, gt, topics)
+
+
+class KafkaSubscription(ListenNotifySubscription[KafkaApplicationRecorder]):
+    """The library's pull loop, woken by the notification log's fold."""
+
+    def __init__(
+        self, recorder: KafkaApplicationRecorder, gt: int | None, topics: Sequence[str]
+    ) -> None:
+        super().__init__(recorder=recorder, gt=gt, topics=topics)
+        recorder.connection.log.listen(self._has_been_notified)
+
+    def stop(self) -> None:
+        super().stop()
+        self._recorder.connection.log.unlisten(self._has_been_notified)
+
+
+class KafkaTrackingRecorder(TrackingRecorder):
+    """Positions ride in their events' records, or in the tracking journal without events;
+    the notification log's fold keeps each upstream application's highest (wire.py)."""
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+        self._recording = _Recording(connection)
+
+    def insert_tracking(self, tracking: Tracking) -> None:
+        recording = self._recording
+        self.connection.run(lambda: recording.insert((), tracking))
+
+    def max_tracking_id(self, application_name: str) -> int | None:
+        log = self.connection.log
+
+        async def current() -> int | None:
+            await log.caught_up()
+            return log.tracking(application_name)
+
+        return self.connection.run(current)
+
+
+class KafkaProcessRecorder(KafkaTrackingRecorder, KafkaApplicationRecorder, ProcessRecorder):
+    def __init__(self, connection: Connection) -> None:
+        KafkaTrackingRecorder.__init__(self, connection)
