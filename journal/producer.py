@@ -11,6 +11,9 @@ Batches are compressed with lz4, as kafka-journal's producer does: measured here
 "Append compression"), it halves a one-event Append of JSON (548 -> 267 bytes) and shrinks a
 ten-event one tenfold, for ~5 us of CPU per batch and no append latency that stands out of
 the noise (p50 0.26 -> 0.28 ms); Kafka stores and replicates the batch as sent.
+
+The driver's errors stop here: a record the broker refuses for its size is `AppendTooLarge`,
+any other Kafka failure `KafkaUnavailable` (the core's hierarchy, journal/errors.py).
 """
 
 from __future__ import annotations
@@ -23,11 +26,15 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import (
     InvalidProducerEpoch,
     InvalidProducerIdMapping,
+    KafkaError,
+    MessageSizeTooLargeError,
     OutOfOrderSequenceNumber,
     ProducerFenced,
+    RecordTooLargeError,
 )
 from aiokafka.structs import RecordMetadata
 
+from journal.errors import AppendTooLarge, KafkaUnavailable
 from journal.metrics import METRICS
 
 log = logging.getLogger(__name__)
@@ -40,6 +47,7 @@ COMPRESSION = "lz4"  # as kafka-journal's producer: about a tenth of the bytes f
 MAX_BATCH_BYTES = 256 * 1024
 
 _STUCK = (OutOfOrderSequenceNumber, InvalidProducerEpoch, InvalidProducerIdMapping, ProducerFenced)
+_TOO_LARGE = (MessageSizeTooLargeError, RecordTooLargeError)
 
 
 class JournalProducer:
@@ -69,13 +77,18 @@ class JournalProducer:
         producer = self._producer
         assert producer is not None, "start() first"
         try:
-            return await producer.send_and_wait(topic, value, **kwargs)
-        except _STUCK as error:
-            log.warning("the Kafka producer is stuck (%r): replacing it", error)
-            METRICS.counter("journal_producer_replaced_total").inc()
-            await self._replace(producer)
-            assert self._producer is not None
-            return await self._producer.send_and_wait(topic, value, **kwargs)
+            try:
+                return await producer.send_and_wait(topic, value, **kwargs)
+            except _STUCK as error:
+                log.warning("the Kafka producer is stuck (%r): replacing it", error)
+                METRICS.counter("journal_producer_replaced_total").inc()
+                await self._replace(producer)
+                assert self._producer is not None
+                return await self._producer.send_and_wait(topic, value, **kwargs)
+        except _TOO_LARGE as error:
+            raise AppendTooLarge(f"Kafka refused the record: {error!r}") from error
+        except KafkaError as error:
+            raise KafkaUnavailable(f"Kafka did not take the record: {error!r}") from error
 
     async def send(self, topic: str, value: bytes | None, **kwargs: Any) -> asyncio.Future[Any]:
         """Queue a record (waits only while the producer's buffer is full); the future of its

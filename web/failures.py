@@ -7,7 +7,7 @@ answer with, or None when it is not a known failure (the caller then answers 500
   replication stored them: a data-loss signal, not a transient condition, so not a 503 (a client
   would retry forever) and not a 500 (nothing is wrong with this request or this process).
   410 says "this history is gone and retrying will not bring it back"; an operator must act.
-- `AppendTooLarge` and the broker's size refusals -> 413 `append_too_large`.
+- `AppendTooLarge` (the core's, including the broker's size refusals) -> 413 `append_too_large`.
 - `SeqNrConflict` -> 409 `seq_nr_conflict` with the journal's last seqNr: reread, decide again.
 - `IdempotencyKeyReused` -> 422 `idempotency_key_reused`: a client bug, retrying cannot help.
 - `OutcomeUnknown` -> 503 `outcome_unknown` with `Retry-After`: a conditional append was produced
@@ -19,17 +19,15 @@ answer with, or None when it is not a known failure (the caller then answers 500
   worker raises them, and the forwarder (app/forwarding.py) answers each failure it can classify
   itself; one that still gets here may have been sent, so whether it took effect is unknown, and
   the client must repeat it (appends of the same seqNrs, deletes and purges are safe to repeat).
-- Kafka errors, Cassandra's "no host / timed out / unavailable" family, head-read timeouts and
-  plain timeouts or refused connections -> 503 `unavailable` with `Retry-After`: the request
-  was fine and the same request can succeed once the dependency is back.
+- `Unavailable` (the core maps the drivers' errors to it where it calls them: Kafka's,
+  Cassandra's "no host / timed out / unavailable / schema missing" family) and plain timeouts
+  or refused connections -> 503 `unavailable` with `Retry-After`: the request was fine and the
+  same request can succeed once the dependency is back.
 """
 
 from __future__ import annotations
 
 import aiohttp
-from aiokafka import errors as kafka_errors
-from cassandra import OperationTimedOut, RequestExecutionException
-from cassandra.cluster import NoHostAvailable
 
 from journal.errors import (
     AppendTooLarge,
@@ -42,20 +40,7 @@ from journal.errors import (
 )
 from web.errors import ApiError, ErrorCode
 
-# Checked before the generic KafkaError: these are about the record, not the broker's health.
-_KAFKA_TOO_LARGE: tuple[type[BaseException], ...] = (
-    kafka_errors.MessageSizeTooLargeError,
-    kafka_errors.RecordTooLargeError,
-)
-_UNAVAILABLE: tuple[type[BaseException], ...] = (
-    kafka_errors.KafkaError,
-    NoHostAvailable,
-    OperationTimedOut,
-    RequestExecutionException,  # Unavailable, Read/WriteTimeout, Read/WriteFailure
-    Unavailable,
-    TimeoutError,
-    ConnectionError,
-)
+_UNAVAILABLE: tuple[type[BaseException], ...] = (Unavailable, TimeoutError, ConnectionError)
 
 
 def api_error_of(error: BaseException, retry_after_s: int) -> ApiError | None:
@@ -87,7 +72,7 @@ def api_error_of(error: BaseException, retry_after_s: int) -> ApiError | None:
         )
     if isinstance(error, UndecodableBatch):
         return unavailable(ErrorCode.UNDECODABLE_RECORDS, str(error), retry_after_s)
-    if isinstance(error, (AppendTooLarge, *_KAFKA_TOO_LARGE)):
+    if isinstance(error, AppendTooLarge):
         return ApiError(413, ErrorCode.APPEND_TOO_LARGE, f"the append is too large: {error}")
     if isinstance(error, aiohttp.ClientError):  # before _UNAVAILABLE: some are OSErrors
         return unavailable(

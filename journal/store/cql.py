@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from cassandra import OperationTimedOut, RequestExecutionException
+from cassandra import InvalidRequest, OperationTimedOut, RequestExecutionException
 from cassandra.cluster import NoHostAvailable, ResponseFuture, Session
 from cassandra.query import Statement
 
@@ -47,8 +47,17 @@ def _resolve(future: asyncio.Future[list[Any]], rows: list[Any] | None) -> None:
         future.set_result([] if rows is None else list(rows))  # None: a statement with no rows
 
 
+def _schema_missing(error: BaseException) -> bool:
+    """The keyspace or a table is gone (Cassandra lost or was given other data): the store is
+    not usable, as when it is down; any other InvalidRequest is a bug of ours, left as it is."""
+    text = str(error)
+    return isinstance(error, InvalidRequest) and (
+        "does not exist" in text or "unconfigured table" in text
+    )
+
+
 def _reject(future: asyncio.Future[list[Any]], error: BaseException) -> None:
-    if isinstance(error, _UNAVAILABLE):
+    if isinstance(error, _UNAVAILABLE) or _schema_missing(error):
         unavailable = StoreUnavailable(f"Cassandra: {type(error).__name__}: {error}")
         unavailable.__cause__ = error
         error = unavailable

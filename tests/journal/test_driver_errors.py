@@ -1,0 +1,59 @@
+"""The drivers' errors stop at the core's boundary: callers see journal/errors.py only."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from aiokafka.errors import KafkaConnectionError, MessageSizeTooLargeError
+from cassandra import InvalidRequest, OperationTimedOut
+
+from journal.errors import AppendTooLarge, KafkaUnavailable, StoreUnavailable
+from journal.producer import JournalProducer
+from journal.store import cql
+
+
+class Refusing:
+    """An aiokafka producer's `send_and_wait` that fails as the driver does."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    async def send_and_wait(self, *args: Any, **kwargs: Any) -> Any:
+        raise self.error
+
+
+@pytest.mark.parametrize(
+    ("driver", "core"),
+    [
+        (MessageSizeTooLargeError(), AppendTooLarge),
+        (KafkaConnectionError("no broker"), KafkaUnavailable),
+    ],
+)
+async def test_the_producer_raises_the_cores_errors(
+    driver: Exception, core: type[Exception]
+) -> None:
+    producer = JournalProducer("127.0.0.1:1")
+    producer._producer = Refusing(driver)  # the driver seam (aiokafka is untyped)
+    with pytest.raises(core) as raised:
+        await producer.send_and_wait("topic", b"value")
+    assert raised.value.__cause__ is driver
+
+
+@pytest.mark.parametrize(
+    ("driver", "mapped"),
+    [
+        (OperationTimedOut("slow"), True),
+        (InvalidRequest("keyspace kj does not exist"), True),
+        (InvalidRequest("unconfigured table journals"), True),
+        (InvalidRequest("line 1:7 no viable alternative"), False),  # our bug: stays a bug
+    ],
+)
+async def test_cassandra_failures_become_store_unavailable(driver: Exception, mapped: bool) -> None:
+    future: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
+    cql._reject(future, driver)
+    error = future.exception()
+    assert error is not None
+    assert isinstance(error, StoreUnavailable) is mapped
+    assert (error.__cause__ if mapped else error) is driver
