@@ -151,7 +151,7 @@ def lag(**values: Any) -> int:
     async def measure() -> str:
         store = await CassandraStore.connect(settings.cassandra_config())
         try:
-            lags = await replication_lag(settings.kafka_bootstrap, store, settings.topic)
+            lags = await replication_lag(settings.kafka_access(), store, settings.topic)
         finally:
             await store.close()
         return format_lag(settings.topic, lags)

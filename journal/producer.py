@@ -29,6 +29,7 @@ from aiokafka.errors import (
 from aiokafka.structs import RecordMetadata
 
 from journal.metrics import METRICS
+from journal.security import KafkaAccess, authorization_errors, kafka_denied
 
 log = logging.getLogger(__name__)
 
@@ -39,15 +40,17 @@ COMPRESSION = "lz4"  # as kafka-journal's producer: about a tenth of the bytes f
 # goes, in a batch of its own.
 MAX_BATCH_BYTES = 256 * 1024
 
+_DENIED = authorization_errors()
 _STUCK = (OutOfOrderSequenceNumber, InvalidProducerEpoch, InvalidProducerIdMapping, ProducerFenced)
 
 
 class JournalProducer:
     """`send_and_wait` with acks=all and idempotence, surviving a stuck producer."""
 
-    def __init__(self, bootstrap: str, **options: Any) -> None:
+    def __init__(self, kafka: KafkaAccess, **options: Any) -> None:
+        self._kafka = kafka
         self._options = {
-            "bootstrap_servers": bootstrap,
+            **kafka.client_options(),
             "acks": "all",
             "enable_idempotence": True,
             "compression_type": COMPRESSION,
@@ -70,6 +73,8 @@ class JournalProducer:
         assert producer is not None, "start() first"
         try:
             return await producer.send_and_wait(topic, value, **kwargs)
+        except _DENIED as error:
+            raise kafka_denied(self._kafka, f"Write on topic {topic}", error) from error
         except _STUCK as error:
             log.warning("the Kafka producer is stuck (%r): replacing it", error)
             METRICS.counter("journal_producer_replaced_total").inc()
@@ -82,7 +87,10 @@ class JournalProducer:
         delivery. For many records at once: `send_and_wait` recovers a stuck producer."""
         producer = self._producer
         assert producer is not None, "start() first"
-        delivery: asyncio.Future[Any] = await producer.send(topic, value, **kwargs)
+        try:
+            delivery: asyncio.Future[Any] = await producer.send(topic, value, **kwargs)
+        except _DENIED as error:
+            raise kafka_denied(self._kafka, f"Write on topic {topic}", error) from error
         return delivery
 
     async def _replace(self, stuck: AIOKafkaProducer) -> None:

@@ -11,11 +11,11 @@ import asyncio
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from cassandra import OperationTimedOut, RequestExecutionException
+from cassandra import OperationTimedOut, RequestExecutionException, Unauthorized
 from cassandra.cluster import NoHostAvailable, ResponseFuture, Session
 from cassandra.query import Statement
 
-from journal.errors import StoreUnavailable
+from journal.errors import StoreAccessDenied, StoreUnavailable
 
 # What the driver raises when Cassandra is down or overloaded, rather than for a bad query.
 _UNAVAILABLE = (NoHostAvailable, OperationTimedOut, RequestExecutionException)
@@ -48,7 +48,11 @@ def _resolve(future: asyncio.Future[list[Any]], rows: list[Any] | None) -> None:
 
 
 def _reject(future: asyncio.Future[list[Any]], error: BaseException) -> None:
-    if isinstance(error, _UNAVAILABLE):
+    if isinstance(error, Unauthorized):  # its message names the role and the permission
+        denied = StoreAccessDenied(f"Cassandra refused: {error}")
+        denied.__cause__ = error
+        error = denied
+    elif isinstance(error, _UNAVAILABLE):
         unavailable = StoreUnavailable(f"Cassandra: {type(error).__name__}: {error}")
         unavailable.__cause__ = error
         error = unavailable

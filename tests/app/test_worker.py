@@ -120,8 +120,8 @@ async def _count_quarantined(connected: Harness) -> int:
     from tests.support.workers import end_offsets
 
     topic = f"{connected.settings.topic}.quarantine"
-    await ensure_topic(connected.settings.kafka_bootstrap, TopicSpec(topic, 1))
-    ends = await end_offsets(connected.settings.kafka_bootstrap, topic, 1)
+    await ensure_topic(connected.settings.kafka_access(), TopicSpec(topic, 1))
+    ends = await end_offsets(connected.settings.kafka_access(), topic, 1)
     return ends[0]
 
 
@@ -190,7 +190,7 @@ async def test_kill_9_amid_a_backlog_then_every_acknowledged_event_is_stored_onc
                 positions[(journal_id, seq_nr)] = position.offset
 
     await asyncio.gather(*(lane(f"backlog-{j}") for j in range(journals)))
-    ends = await end_offsets(settings.kafka_bootstrap, settings.topic, settings.partitions)
+    ends = await end_offsets(settings.kafka_access(), settings.topic, settings.partitions)
     for _ in range(1000):  # until the worker is replicating the backlog
         pointers = await store.pointers(settings.topic)
         if any(pointers.get(p, -1) > before.get(p, -1) for p in ends):
