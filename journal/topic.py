@@ -97,7 +97,9 @@ async def _partitions_with_leaders(
         (described,) = await admin.describe_topics([topic])
         partitions = described["partitions"]
         if described["error_code"] in _NOT_AUTHORIZED:
-            raise kafka_denied(kafka, f"Describe on topic {topic}")
+            # Kafka does not tell a principal without Describe whether the topic exists
+            unknown = "" if may_create else " (if it exists: an administrator creates topics)"
+            raise kafka_denied(kafka, f"Describe on topic {topic}{unknown}")
         if described["error_code"] == _UNKNOWN_TOPIC and not may_create:
             raise kafka_denied(kafka, f"Create on topic {topic} (it does not exist)")
         if (
