@@ -217,6 +217,20 @@ class StackSettings(KJSettings):
             return list(self.external_cassandra_hosts)
         return [self.host]
 
+    def secured_twin(self) -> StackSettings:
+        """A local stack with security on beside this one: data dir `<dir>-secured`, every
+        port + 100, so a plain stack and a secured one run at once (the `secured` tests)."""
+        return self.replace(
+            security="on",
+            data_dir=self.data_dir.with_name(f"{self.data_dir.name}-secured"),
+            kafka_port=self.kafka_port + 100,
+            kafka_controller_port=self.kafka_controller_port + 100,
+            cassandra_native_port=self.cassandra_native_port + 100,
+            cassandra_storage_port=self.cassandra_storage_port + 100,
+            external_kafka_bootstrap=None,
+            external_cassandra=None,
+        )
+
     @property
     def kafka_access(self) -> KafkaAccess:
         """How the stack itself reaches Kafka: as the admin when secured."""

@@ -64,19 +64,7 @@ def secured_stack(request: pytest.FixtureRequest) -> Iterator[Stack]:
     if _security_on():
         yield request.getfixturevalue("stack")
         return
-    plain = StackSettings.from_env()
-    yield from _run(
-        plain.replace(
-            security="on",
-            data_dir=plain.data_dir.with_name(f"{plain.data_dir.name}-secured"),
-            kafka_port=plain.kafka_port + 100,
-            kafka_controller_port=plain.kafka_controller_port + 100,
-            cassandra_native_port=plain.cassandra_native_port + 100,
-            cassandra_storage_port=plain.cassandra_storage_port + 100,
-            external_kafka_bootstrap=None,
-            external_cassandra=None,
-        )
-    )
+    yield from _run(StackSettings.from_env().secured_twin())
 
 
 def _interop_dir() -> Path:
