@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
@@ -28,12 +27,11 @@ from journal.security import (
     KAFKA_USERS,
     dev_password,
 )
-from journal.settings import Settings
 from journal.store.cassandra import CassandraStore
 from stack import Stack
 from stack.cli import format_status
-from stack.security import grant_journal
 from tests.support.harness import unique
+from tests.support.secured import Granted, granted_journal
 from tests.support.workers import wait_replicated
 from web.failures import api_error_of
 
@@ -69,39 +67,9 @@ def logged() -> Iterator[_Collected]:
         root.setLevel(level)
 
 
-@dataclass(frozen=True)
-class Granted:
-    settings: Settings  # the client principal's
-    app_id: str
-
-    def as_role(self, role: str) -> Settings:
-        return self.settings.replace(role=role)
-
-
 @pytest.fixture
 async def granted(secured_stack: Stack, logged: _Collected) -> Granted:
-    s = secured_stack.settings
-    settings = Settings(
-        security="on",
-        kafka_bootstrap=s.kafka_bootstrap,
-        cassandra_hosts=",".join(s.cassandra_hosts),
-        cassandra_port=s.cassandra_port,
-        topic=unique("journal_sec"),
-        keyspace=unique("sec"),
-        partitions=2,
-        segment_size=50,
-    )
-    app_id = unique("kafka-journal-sec")
-    await grant_journal(
-        s.kafka_bootstrap,
-        s.cassandra_hosts,
-        s.cassandra_port,
-        settings.topic_spec(),
-        settings.keyspace,
-        settings.keyspace_replication,
-        app_id,
-    )
-    return Granted(settings, app_id)
+    return await granted_journal(secured_stack)
 
 
 @pytest.fixture
