@@ -158,7 +158,7 @@ async def rebuild(
     """Replicate `settings.topic` into `settings.keyspace` (see the module contract)."""
     started = time.monotonic()
     config = settings.cassandra_config()
-    store = await CassandraStore.connect(config)  # creates the keyspace and schema
+    store = await CassandraStore.connect(config)  # creates them (security on: the admin did)
     try:
         pointers = await store.pointers(settings.topic)
         offsets = await topic_offsets(settings.kafka_access(), settings.topic)
