@@ -80,6 +80,8 @@ class Stack:
         self.progress = progress
         self._started: set[str] = set()
         s = self.settings
+        if s.security == "on" and s.mode == "docker":
+            raise StackError("KJ_SECURITY=on runs local servers (stack/security.py), not docker")
         docker: tuple[Server, Server] | None = None
         if s.mode == "docker" and not (s.kafka_external and s.cassandra_external):
             from stack.docker import docker_servers  # testcontainers only when asked for
@@ -119,6 +121,10 @@ class Stack:
         return self.settings.cassandra_port
 
     @property
+    def _local(self) -> bool:
+        return all(isinstance(server, JvmServer) for server in self.servers)
+
+    @property
     def started(self) -> frozenset[str]:
         """Names of the servers this object started (and has not stopped since)."""
         return frozenset(self._started)
@@ -148,9 +154,11 @@ class Stack:
             if server not in launched:
                 self._untie(server)
         self._started.update(server.name for server in launched)
-        if self.settings.security == "on":
+        if self.settings.security == "on" and self._local:
             self.progress("security on: Cassandra roles, the journal's topic, schema and rights")
             provision(self.settings)  # idempotent: also for servers reused
+        elif self.settings.security == "on":  # someone else's servers: their admin grants
+            self.progress("security on with external servers: their administrator grants rights")
         return [server.name for server in launched]
 
     @staticmethod
