@@ -9,8 +9,8 @@ Contract:
 - `CassandraLogin` is a role and its password for cassandra-driver's PlainTextAuthProvider.
 - Passwords are `SecretStr`s: their repr and str are masked, so a logged settings object or
   an exception that carries one shows `**********`. Only the option builders unwrap them.
-- The principals (`Principal`) and their local-stack dev credentials are declared here, where
-  clients and `stack/` both read them: the local secured stack creates exactly these users.
+- The principals (`KAFKA_USERS`, `CASSANDRA_ROLES`) and their local-stack dev credentials
+  live here, where clients and `stack/` both read them: the secured stack creates these.
 """
 
 from __future__ import annotations

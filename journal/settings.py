@@ -15,7 +15,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Self
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError
+from pydantic import AliasChoices, Field, FilePath, SecretStr, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
@@ -236,10 +236,10 @@ class Settings(KJSettings):
     kafka_password: SecretStr | None = Field(
         default=None, description="Kafka SCRAM password (default with security on: the dev one)"
     )
-    kafka_password_file: Path | None = Field(
+    kafka_password_file: FilePath | None = Field(
         default=None, description="a file holding the Kafka password (instead of the variable)"
     )
-    kafka_ssl_cafile: Path | None = Field(
+    kafka_ssl_cafile: FilePath | None = Field(
         default=None, description="PEM CA file for SASL_SSL (default: the system's CAs)"
     )
     cassandra_username: str | None = Field(
@@ -250,7 +250,7 @@ class Settings(KJSettings):
     cassandra_password: SecretStr | None = Field(
         default=None, description="Cassandra password (default with security on: the dev one)"
     )
-    cassandra_password_file: Path | None = Field(
+    cassandra_password_file: FilePath | None = Field(
         default=None, description="a file holding the Cassandra password"
     )
 

@@ -9,7 +9,7 @@ from pydantic import SecretStr
 
 from app.settings import WorkerSettings
 from journal.security import KafkaAccess, ScramLogin
-from journal.settings import Settings
+from journal.settings import Settings, SettingsError
 
 
 def test_security_off_means_plaintext_and_no_logins() -> None:
@@ -69,12 +69,20 @@ def test_explicit_credentials_win_and_a_password_file_is_read(tmp_path: Path) ->
 
 
 def test_a_ca_file_makes_it_sasl_ssl(tmp_path: Path) -> None:
-    settings = Settings.from_env({"KJ_SECURITY": "on", "KJ_KAFKA_SSL_CAFILE": str(tmp_path)})
+    ca = tmp_path / "ca.pem"
+    ca.write_text("not read until a connection is made")
+    settings = Settings.from_env({"KJ_SECURITY": "on", "KJ_KAFKA_SSL_CAFILE": str(ca)})
     access = settings.kafka_access()
     assert access.protocol == "SASL_SSL"
-    assert access.spark_options()["kafka.ssl.truststore.location"] == str(tmp_path)
+    assert access.spark_options()["kafka.ssl.truststore.location"] == str(ca)
     with pytest.raises(ValueError, match="TLS without a SASL login"):
         KafkaAccess("k:9092", tls=True)
+
+
+def test_a_missing_password_file_is_named_when_the_settings_load(tmp_path: Path) -> None:
+    absent = tmp_path / "absent"
+    with pytest.raises(SettingsError, match=f"^KJ_KAFKA_PASSWORD_FILE='{absent}'"):
+        Settings.from_env({"KJ_SECURITY": "on", "KJ_KAFKA_PASSWORD_FILE": str(absent)})
 
 
 def test_secrets_never_show_in_the_settings_repr() -> None:
