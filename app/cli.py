@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+from pydantic import SecretStr
 from pydantic.fields import FieldInfo
 
 from app.settings import WorkerSettings
@@ -31,10 +32,13 @@ _FLAG_ALIASES: Mapping[str, tuple[str, ...]] = {"kafka_bootstrap": ("--bootstrap
 
 
 def settings_options(model: type[KJSettings]) -> Callable[[_F], _F]:
-    """One option per setting of `model` (nested models' included), named by the field."""
+    """One option per setting of `model` (nested models' included), named by the field;
+    passwords have none (their variable or file only)."""
 
     def decorate(function: _F) -> _F:
         for owner, name, info in reversed(list(model.settings_fields())):
+            if info.annotation == SecretStr | None:  # a flag would show it in `ps`: env or file
+                continue
             variable = owner.variable_of(name)
             option = click.option(
                 owner.flag_of(name),
