@@ -16,12 +16,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
-from pydantic import SecretStr
 from pydantic.fields import FieldInfo
 
 from app.settings import WorkerSettings
 from journal.model import SEQ_NR_MAX
-from journal.settings import KJSettings, Settings, SettingsError, describe_field
+from journal.settings import KJSettings, Settings, SettingsError, describe_field, has_flag
 from stack.settings import StackSettings
 
 _Settings = TypeVar("_Settings", bound=KJSettings)
@@ -37,7 +36,7 @@ def settings_options(model: type[KJSettings]) -> Callable[[_F], _F]:
 
     def decorate(function: _F) -> _F:
         for owner, name, info in reversed(list(model.settings_fields())):
-            if info.annotation == SecretStr | None:  # a flag would show it in `ps`: env or file
+            if not has_flag(info):
                 continue
             variable = owner.variable_of(name)
             option = click.option(

@@ -168,6 +168,12 @@ def _describe(cls: type[KJSettings], error: ValidationError, given: Mapping[str,
     return "; ".join(problems)
 
 
+def has_flag(info: FieldInfo) -> bool:
+    """Whether a setting gets a command-line flag: not a secret (`ps` shows flags; a secret
+    comes from its variable or its file)."""
+    return info.annotation != SecretStr | None
+
+
 def describe_field(info: FieldInfo) -> str:
     """A field's description for --help: what it is and its default."""
     text = info.description or ""

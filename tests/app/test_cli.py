@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from app.cli import cli, main
 from app.settings import WorkerSettings
-from journal.settings import KJSettings, Settings
+from journal.settings import KJSettings, Settings, has_flag
 from stack import Stack, StackSettings
 from tests.journal.journal_contract import events
 from tests.support.harness import harness, settings_for, unique
@@ -68,7 +68,9 @@ def test_help_shows_each_setting_with_its_flag_and_variable(
     # one entry per option: from the line starting with its flags to the next such line
     text = help_of(*command)
     entries = [" ".join(entry.split()) for entry in re.split(r"\n  (?=-)", text)[1:]]
-    fields = list(model.settings_fields())
+    fields = [field for field in model.settings_fields() if has_flag(field[2])]
+    secrets = {o.flag_of(n) for o, n, info in model.settings_fields() if not has_flag(info)}
+    assert not [entry for entry in entries if entry.split()[0].rstrip(",") in secrets]
     for owner, name, _info in fields:
         flag, variable = owner.flag_of(name), owner.variable_of(name)
         assert any(entry.startswith(flag) and f"[env {variable}]" in entry for entry in entries), (
