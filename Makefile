@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 run: install  ## real Kafka + Cassandra started locally, a worker serving the HTTP API
 	$(BIN)/kafka-journal run
 
-test: install lint typecheck  ## ruff, mypy and the whole pytest suite (starts the stack)
+test: install lint typecheck  ## ruff, mypy, pytest (starts the stack); KJ_SECURITY=on: unit + secured tests
 	$(BIN)/pytest
 
 install: $(VENV)/.installed

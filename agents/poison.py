@@ -48,8 +48,13 @@ class _GuardedThread(faust_aiokafka.AIOKafkaConsumerThread):  # type: ignore[mis
             )
         except POISON_ERRORS:
             transport = self.transport
+            conf = self.app.conf
             probe = AIOKafkaConsumer(
                 bootstrap_servers=faust_aiokafka.server_list(transport.url, transport.default_port),
+                # the login of Faust's own consumers (SASL with security on)
+                **faust_aiokafka.credentials_to_aiokafka_auth(
+                    conf.broker_credentials, conf.ssl_context
+                ),
                 group_id=None,
                 fetch_max_wait_ms=20,
                 # fetches as large as the failed one, so the batch is met again

@@ -46,6 +46,7 @@ from journal.replicate import (
     StoredRows,
     replicate_range,
 )
+from journal.security import KafkaAccess
 from journal.store.base import EventualStore
 from tables.partitions import OwnedPartitions
 from tables.tables import JournalTables
@@ -85,14 +86,14 @@ class ReplicationWork:
         quarantine: Quarantine,
         tables: JournalTables,
         owned: OwnedPartitions,
-        bootstrap: str,
+        kafka: KafkaAccess,
         max_backoff_s: float = 10.0,
     ) -> None:
         self._topic = topic
         self._store = store
         self._tables = tables
         self._owned = owned
-        self._bootstrap = bootstrap
+        self._kafka = kafka
         self._max_backoff_s = max_backoff_s
         rows = StoredRows()  # both replicators write the same partitions
         self._replicator = Replicator(store, quarantine, rows)
@@ -241,7 +242,7 @@ class ReplicationWork:
         start = state.catch_up_from
         assert start is not None
         tp = TopicPartition(self._topic, partition)
-        consumer = await start_consumer(self._bootstrap, fetch_max_wait_ms=20)
+        consumer = await start_consumer(self._kafka, fetch_max_wait_ms=20)
         try:
             until = -1 if state.last is None else state.last.offset
             if state.gap_end == GAP_UNKNOWN:

@@ -38,7 +38,8 @@ _FLAG_ALIASES: Mapping[str, tuple[str, ...]] = {"kafka_bootstrap": ("--bootstrap
 
 
 def settings_options(model: type[KJSettings]) -> Callable[[_F], _F]:
-    """One option per setting of `model` (nested models' included), named by the field."""
+    """One option per setting of `model` (nested models' included), named by the field;
+    passwords have none (their variable or file only)."""
 
     def decorate(function: _F) -> _F:
         for owner, name, info in reversed(list(model.settings_fields())):
@@ -160,7 +161,7 @@ def lag(**values: Any) -> int:
     async def measure() -> str:
         store = await CassandraStore.connect(settings.cassandra_config())
         try:
-            lags = await replication_lag(settings.kafka_bootstrap, store, settings.topic)
+            lags = await replication_lag(settings.kafka_access(), store, settings.topic)
         finally:
             await store.close()
         return format_lag(settings.topic, lags)

@@ -68,6 +68,7 @@ class WorkerProcess:
             "KJ_PARTITIONS": str(s.partitions),
             "KJ_SEGMENT_SIZE": str(s.segment_size),
             "KJ_APP_ID": self.app_id,
+            "KJ_SECURITY": s.security,  # the worker's login then defaults as the settings' do
             **self.env,
         }
         command = [sys.executable, "-m", "app.cli", self.command, "--web-port", str(self.port)]

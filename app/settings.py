@@ -11,12 +11,13 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
+from journal.security import DEFAULT_APP_ID
 from journal.settings import KJSettings, Settings
 
 
 class WorkerSettings(KJSettings):
     journal: Settings = Field(
-        default_factory=lambda: Settings(), description="the journal's settings"
+        default_factory=lambda: Settings(role="worker"), description="the journal's settings"
     )
     web_host: str = Field(default="127.0.0.1", description="HTTP address")
     web_port: int = Field(default=6066, gt=0, lt=65536, description="HTTP port")
@@ -28,7 +29,7 @@ class WorkerSettings(KJSettings):
         default=None, description="static group membership id: a restart keeps the partitions"
     )
     app_id: str = Field(
-        default="kafka-journal",
+        default=DEFAULT_APP_ID,
         min_length=1,
         description="the consumer group and the tables' prefix",
     )
@@ -40,6 +41,15 @@ class WorkerSettings(KJSettings):
         gt=0,
         description="how long a read waits for the owner's agent to pass its Mark",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _worker_principal(cls, values: Any) -> Any:
+        """A worker appends and replicates: it is the worker principal (journal.security),
+        whatever KJ_ROLE says; explicit usernames still win."""
+        if isinstance(values, dict) and isinstance(values.get("journal"), Settings):
+            return {**values, "journal": values["journal"].replace(role="worker")}
+        return values
 
     @model_validator(mode="before")
     @classmethod

@@ -25,6 +25,7 @@ from journal.deferred import Deferred
 from journal.journals import Journals
 from journal.producer import JournalProducer
 from journal.replicate import KafkaQuarantine
+from journal.security import KafkaAccess
 from journal.store.cassandra import CassandraStore
 from journal.topic import TopicSpec, ensure_topic, quarantine_topic
 from tables.index import TableIndex
@@ -42,9 +43,12 @@ def create_app(settings: WorkerSettings, partitions: int) -> faust.App:
     starts): until then the agent waits and the API answers 503 not_ready.
     """
     journal = settings.journal
+    kafka = journal.kafka_access()
     app = faust.App(
         settings.app_id,
-        broker=f"kafka://{journal.kafka_bootstrap}",
+        broker=f"kafka://{kafka.bootstrap}",
+        # Faust's consumers, producer and table changelogs all log in with these
+        broker_credentials=_broker_credentials(kafka),
         store="rocksdb://",
         datadir=str(settings.datadir),
         topic_partitions=partitions,
@@ -113,16 +117,16 @@ async def _connect(
 ) -> None:
     """Build the core; the agent and the API wait for this."""
     journal = settings.journal
+    kafka = journal.kafka_access()
     store = await CassandraStore.connect(journal.cassandra_config())
     closers.append(store.close)
     index = TableIndex(tables, owned, settings.read_wait_s)
     client = await Journals.connect(journal, store=store, index=index)
     closers.append(client.close)
     await ensure_topic(
-        journal.kafka_bootstrap,
-        TopicSpec(quarantine_topic(journal.topic), 1, journal.replication_factor),
+        kafka, TopicSpec(quarantine_topic(journal.topic), 1, journal.replication_factor)
     )
-    producer = JournalProducer(journal.kafka_bootstrap)
+    producer = JournalProducer(kafka)
     await producer.start()
     closers.append(producer.stop)
     replication = ReplicationWork(
@@ -131,7 +135,7 @@ async def _connect(
         KafkaQuarantine(producer),
         tables,
         owned,
-        journal.kafka_bootstrap,
+        kafka,
     )
     closers.append(replication.close)
     work.set(replication)
@@ -140,6 +144,17 @@ async def _connect(
     journals.set(client)
     log.info("worker ready at %s", settings.url)
     print(_welcome(settings.url, settings.journal.http_security_on), flush=True)
+
+
+def _broker_credentials(kafka: KafkaAccess) -> faust.SASLCredentials | None:
+    if kafka.login is None:
+        return None
+    return faust.SASLCredentials(
+        username=kafka.login.username,
+        password=kafka.login.password.get_secret_value(),
+        mechanism=kafka.login.mechanism,
+        ssl_context=kafka.ssl_context(),
+    )
 
 
 def _welcome(url: str, secured: bool) -> str:
@@ -184,7 +199,7 @@ def _mount_web(
 def prepare_topic(settings: WorkerSettings) -> int:
     """Create the action topic if needed and return its partition count (before Faust runs)."""
     journal = settings.journal
-    return asyncio.run(ensure_topic(journal.kafka_bootstrap, journal.topic_spec()))
+    return asyncio.run(ensure_topic(journal.kafka_access(), journal.topic_spec()))
 
 
 def run_worker(settings: WorkerSettings, loglevel: str = "info") -> int:

@@ -21,6 +21,7 @@ from journal.codec import encode_events
 from journal.journals import Journals
 from journal.model import AppendHeader, Event, Events, JournalKey, JsonPayload
 from journal.producer import COMPRESSION, MAX_BATCH_BYTES, JournalProducer
+from journal.security import KafkaAccess
 from journal.settings import Settings
 from journal.topic import ensure_topic
 from journal.writer import JournalWriter, partition_of
@@ -96,7 +97,7 @@ async def _measure(
 
 async def bench_append(
     journals: Journals,
-    bootstrap: str,
+    kafka: KafkaAccess,
     worker_url: str,
     sizes: AppendSizes,
     profile: bool = False,
@@ -110,7 +111,7 @@ async def bench_append(
     )
     section = Section("Append", method)
     raw = AIOKafkaProducer(
-        bootstrap_servers=bootstrap,
+        **kafka.client_options(),
         acks="all",
         enable_idempotence=True,
         linger_ms=0,
@@ -317,14 +318,14 @@ async def bench_compression(settings: Settings, appends: int, repetitions: int) 
     section = Section(
         "Append compression", COMPRESSION_METHOD.format(appends=appends, reps=repetitions)
     )
-    partitions = await ensure_topic(settings.kafka_bootstrap, settings.topic_spec())
+    partitions = await ensure_topic(settings.kafka_access(), settings.topic_spec())
     writers: dict[str, JournalWriter] = {}
     producers: list[JournalProducer] = []
     try:
         for codec in COMPRESSIONS:
             compression_type = None if codec == "none" else codec
             producer = JournalProducer(
-                settings.kafka_bootstrap, linger_ms=0, compression_type=compression_type
+                settings.kafka_access(), linger_ms=0, compression_type=compression_type
             )
             await producer.start()
             producers.append(producer)

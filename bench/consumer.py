@@ -7,6 +7,7 @@ import time
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from bench.common import Row, Section, median, percentile, spread
+from journal.security import KafkaAccess
 
 METHOD = (
     "On a partition holding at least a few thousand records: create and start an "
@@ -17,7 +18,7 @@ METHOD = (
 )
 
 
-async def bench_consumer(bootstrap: str, topic: str, repetitions: int) -> Section:
+async def bench_consumer(kafka: KafkaAccess, topic: str, repetitions: int) -> Section:
     section = Section("Kafka consumer costs", METHOD.format(reps=repetitions))
     create: list[float] = []
     seek: list[float] = []
@@ -26,7 +27,7 @@ async def bench_consumer(bootstrap: str, topic: str, repetitions: int) -> Sectio
     for _ in range(repetitions + 1):  # the first is a warm-up
         started = time.perf_counter()
         consumer = AIOKafkaConsumer(
-            bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False
+            **kafka.client_options(), group_id=None, enable_auto_commit=False
         )
         await consumer.start()
         created = time.perf_counter()

@@ -36,7 +36,7 @@ async def bench_huge(
         await journal.append(events(first, min(1000, count - first + 1)))
     written = time.monotonic()
     s = journals.writer.partitions
-    ends = await end_offsets(worker.settings.kafka_bootstrap, journals.topic, s)
+    ends = await end_offsets(worker.settings.kafka_access(), journals.topic, s)
     await wait_replicated(store, journals.topic, ends, timeout_s=900)
     replicated = time.monotonic()
     section.notes.append(

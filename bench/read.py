@@ -19,6 +19,7 @@ from bench.workload import events, raw_append
 from journal.journals import Journals
 from journal.metrics import METRICS
 from journal.replicate import AlreadyQuarantined, replicate_to_now, wait_replicated
+from journal.security import KafkaAccess
 from journal.store import cql
 from journal.store.cassandra import CassandraStore
 from journal.topic import end_offsets
@@ -68,9 +69,9 @@ async def _fill(producer: AIOKafkaProducer, topic: str, count: int) -> None:
         await asyncio.gather(*sends)
 
 
-def _producer(bootstrap: str) -> AIOKafkaProducer:
+def _producer(kafka: KafkaAccess) -> AIOKafkaProducer:
     return AIOKafkaProducer(
-        bootstrap_servers=bootstrap, acks="all", linger_ms=5, max_batch_size=512 * 1024
+        **kafka.client_options(), acks="all", linger_ms=5, max_batch_size=512 * 1024
     )
 
 
@@ -110,7 +111,7 @@ def _indexed_reads() -> float:
     return sum(METRICS.value("journal_reads_total", path=path) for path in paths)
 
 
-async def bench_read(journals: Journals, bootstrap: str, sizes: ReadSizes) -> Section:
+async def bench_read(journals: Journals, kafka: KafkaAccess, sizes: ReadSizes) -> Section:
     """`journals` must be on a fresh topic of one partition."""
     section = Section(
         "Read (recovery)",
@@ -124,13 +125,13 @@ async def bench_read(journals: Journals, bootstrap: str, sizes: ReadSizes) -> Se
     store = journals.store
     assert isinstance(store, CassandraStore)
     topic = journals.topic
-    producer = _producer(bootstrap)
+    producer = _producer(kafka)
     await producer.start()
     try:
         replicated, stopped = unique("replicated"), unique("stopped")
         await _write(journals, replicated)
         await _write(journals, stopped, last_first=81)
-        await replicate_to_now(bootstrap, store, topic, AlreadyQuarantined())
+        await replicate_to_now(kafka, store, topic, AlreadyQuarantined())
 
         rows_query = await asyncio.to_thread(
             store.session.prepare,
@@ -145,9 +146,9 @@ async def bench_read(journals: Journals, bootstrap: str, sizes: ReadSizes) -> Se
             assert len(rows) == 100, len(rows)
 
         base = await _sample(baseline, sizes)
-        end_before = (await end_offsets(bootstrap, topic, 1))[0]
+        end_before = (await end_offsets(kafka, topic, 1))[0]
         replicated_reads = await _sample(_reader(journals, replicated), sizes)
-        written = (await end_offsets(bootstrap, topic, 1))[0] - end_before
+        written = (await end_offsets(kafka, topic, 1))[0] - end_before
         reads_done = sizes.warmup + sizes.repetitions
 
         await _fill(producer, topic, sizes.small_backlog)
@@ -230,13 +231,13 @@ async def bench_offline(
             warm=sizes.warmup,
         ),
     )
-    bootstrap, topic = worker.settings.kafka_bootstrap, journals.topic
+    kafka, topic = worker.settings.kafka_access(), journals.topic
     store = journals.store
     assert isinstance(store, CassandraStore)
     await worker.wait_ready()
     await _write(journals, unique("before"))
-    await wait_replicated(store, topic, await end_offsets(bootstrap, topic, 1), timeout_s=300)
-    producer = _producer(bootstrap)
+    await wait_replicated(store, topic, await end_offsets(kafka, topic, 1), timeout_s=300)
+    producer = _producer(kafka)
     await producer.start()
     timeout = aiohttp.ClientTimeout(total=120)
     samples: dict[tuple[str, int], list[float]] = {}
@@ -250,7 +251,7 @@ async def bench_offline(
                 piled = backlog
                 journal_id = unique("offline")
                 await _write(journals, journal_id)
-                await _worker_at(worker, http, (await end_offsets(bootstrap, topic, 1))[0])
+                await _worker_at(worker, http, (await end_offsets(kafka, topic, 1))[0])
                 url = f"{worker.url}/journals/{journal_id}/events"
 
                 async def over_http(url: str = url) -> None:
@@ -275,7 +276,7 @@ async def bench_offline(
     section.add(Row("direct client peak RSS", _own_peak_rss_mb(), "MB"))
     # the simulated outage ends: how fast the worker replicates the pile once Cassandra is back
     started = time.monotonic()
-    ends = await end_offsets(bootstrap, topic, 1)
+    ends = await end_offsets(kafka, topic, 1)
     await wait_replicated(store, topic, ends, timeout_s=1800)
     seconds = time.monotonic() - started
     section.add(

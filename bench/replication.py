@@ -70,7 +70,7 @@ async def replicate_with_worker(
     per_append: int = 10,
 ) -> float:
     """Starts `worker` on a topic holding a backlog; the events/s it replicates them at."""
-    ends = await end_offsets(settings.kafka_bootstrap, settings.topic, settings.partitions)
+    ends = await end_offsets(settings.kafka_access(), settings.topic, settings.partitions)
     started = time.monotonic()
     worker.start()
     await worker.wait_ready()
@@ -105,11 +105,9 @@ async def replicate_in_process(settings: Settings, per_append: int = 10) -> floa
     fresh = settings.replace(keyspace=unique("bench_core"))
     store = await CassandraStore.connect(fresh.cassandra_config())
     try:
-        ends = await end_offsets(settings.kafka_bootstrap, settings.topic, settings.partitions)
+        ends = await end_offsets(settings.kafka_access(), settings.topic, settings.partitions)
         started = time.monotonic()
-        await replicate_to_now(
-            settings.kafka_bootstrap, store, settings.topic, AlreadyQuarantined()
-        )
+        await replicate_to_now(settings.kafka_access(), store, settings.topic, AlreadyQuarantined())
         return sum(ends.values()) * per_append / (time.monotonic() - started)
     finally:
         await store.close()
@@ -126,8 +124,8 @@ async def quarantine_rate(settings: Settings, records: int) -> tuple[float, floa
     malformed = settings.replace(topic=unique("bench_malformed"), partitions=1)
     valid = settings.replace(topic=unique("bench_valid"), partitions=1)
     for topic in (malformed.topic, quarantine_topic(malformed.topic), valid.topic):
-        await ensure_topic(settings.kafka_bootstrap, TopicSpec(topic, 1))
-    producer = JournalProducer(settings.kafka_bootstrap)
+        await ensure_topic(settings.kafka_access(), TopicSpec(topic, 1))
+    producer = JournalProducer(settings.kafka_access())
     await producer.start()
     journals = await Journals.connect(valid)
     store = await CassandraStore.connect(
@@ -146,9 +144,7 @@ async def quarantine_rate(settings: Settings, records: int) -> tuple[float, floa
         rates = []
         for topic in (malformed.topic, valid.topic):
             started = time.monotonic()
-            await replicate_to_now(
-                settings.kafka_bootstrap, store, topic, KafkaQuarantine(producer)
-            )
+            await replicate_to_now(settings.kafka_access(), store, topic, KafkaQuarantine(producer))
             rates.append(records / (time.monotonic() - started))
         return rates[0], rates[1]
     finally:

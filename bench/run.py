@@ -165,12 +165,12 @@ async def _read_sections(
     try:
         _log("read (recovery)")
         read = await _guarded(
-            "Read (recovery)", bench_read(journals, base.kafka_bootstrap, sizes.read)
+            "Read (recovery)", bench_read(journals, base.kafka_access(), sizes.read)
         )
         _log("Kafka consumer costs")
         consumer = await _guarded(
             "Kafka consumer costs",
-            bench_consumer(base.kafka_bootstrap, settings.topic, sizes.consumer_repetitions),
+            bench_consumer(base.kafka_access(), settings.topic, sizes.consumer_repetitions),
         )
     finally:
         await journals.close()
@@ -255,7 +255,7 @@ async def _worker_sections(
             "Append",
             bench_append(
                 journals,
-                base.kafka_bootstrap,
+                base.kafka_access(),
                 str(process.url),
                 sizes.append,
                 profile=profile,

@@ -32,8 +32,8 @@ def settings_of(env: Environment) -> Settings:
     application's prefixed variables (`BANKACCOUNTS_KJ_TOPIC`) win; topic and keyspace
     default from the application's name."""
     given: dict[str, str] = {}
-    for _model, name, _info in Settings.settings_fields():
-        variable = Settings.variable_of(name)
+    for model, name, _info in Settings.settings_fields():
+        variable = model.variable_of(name)
         value = env.get(variable)
         if value is not None:
             given[variable] = value
@@ -120,7 +120,7 @@ async def _open(settings: Settings) -> tuple[Journals, NotificationLog, Cassandr
     spec = TopicSpec(
         settings.topic, 1, settings.replication_factor, settings.min_insync_replicas, _NO_RETENTION
     )
-    partitions = await ensure_topic(settings.kafka_bootstrap, spec)
+    partitions = await ensure_topic(settings.kafka_access(), spec)
     if partitions != 1:
         raise OSError(
             f"topic {settings.topic} has {partitions} partitions: an application's topic needs "
@@ -134,7 +134,7 @@ async def _open(settings: Settings) -> tuple[Journals, NotificationLog, Cassandr
         await store.close()
         raise
     try:
-        log = NotificationLog(settings.topic, settings.kafka_bootstrap, journals.fence)
+        log = NotificationLog(settings.topic, settings.kafka_access(), journals.fence)
         await log.start()
     except BaseException:
         await _close(journals, None)

@@ -36,6 +36,7 @@ from journal.errors import InvalidValue, JournalTruncated, KafkaUnavailable
 from journal.fence import Fence
 from journal.fold import JournalState, Verdict
 from journal.model import JournalKey
+from journal.security import KafkaAccess
 
 log = logging.getLogger(__name__)
 
@@ -79,9 +80,9 @@ class NotificationSource(Protocol):
 class NotificationLog:
     """The fold of partition 0 of one topic, kept current by a task on the bridge's loop."""
 
-    def __init__(self, topic: str, bootstrap: str, fence: Fence) -> None:
+    def __init__(self, topic: str, kafka: KafkaAccess, fence: Fence) -> None:
         self._topic = topic
-        self._bootstrap = bootstrap
+        self._kafka = kafka
         self._fence = fence
         self._tp = TopicPartition(topic, APPLICATION_PARTITION)
         self._states: dict[JournalKey, JournalState] = {}
@@ -96,7 +97,7 @@ class NotificationLog:
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        consumer = await start_consumer(self._bootstrap, fetch_max_wait_ms=50)
+        consumer = await start_consumer(self._kafka, fetch_max_wait_ms=50)
         consumer.assign([self._tp])
         beginning = (await consumer.beginning_offsets([self._tp]))[self._tp]
         if beginning > 0:

@@ -14,11 +14,12 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
 
 from journal.errors import KafkaUnavailable
+from journal.security import KafkaAccess
 
 
-async def start_consumer(bootstrap: str, **options: Any) -> AIOKafkaConsumer:
+async def start_consumer(kafka: KafkaAccess, **options: Any) -> AIOKafkaConsumer:
     consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap,
+        **kafka.client_options(),
         group_id=None,
         enable_auto_commit=False,
         auto_offset_reset="earliest",

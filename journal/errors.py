@@ -2,6 +2,8 @@
 these where the core calls the drivers, so no layer above `journal/` needs to know them.
 
 - `Unavailable`: a dependency did not answer; the same call can succeed later (HTTP 503).
+- `AccessDenied` (an `Unavailable`): Kafka or Cassandra refused this process's principal a
+  right; the message names the right, so an operator can grant it (HTTP 503 with it).
 - `JournalTruncated`: records a read needs expired before replication stored them (HTTP 410).
 - `AppendTooLarge`: the append cannot be written as one record (HTTP 413).
 - `InvalidValue`: a value breaks the journal's rules (HTTP 400).
@@ -29,6 +31,19 @@ class StoreUnavailable(Unavailable):
 
 class KafkaUnavailable(Unavailable):
     """Kafka did not answer, or did not deliver the records a read needs in time."""
+
+
+class AccessDenied(Unavailable):
+    """A server refused this process's principal a right it needs (an ACL, a grant); the
+    message names the principal's missing right. It lasts until an operator grants it."""
+
+
+class KafkaAccessDenied(AccessDenied, KafkaUnavailable):
+    """Kafka's authorizer refused an operation (a topic's Write or Read, a group's Read...)."""
+
+
+class StoreAccessDenied(AccessDenied, StoreUnavailable):
+    """Cassandra's authorizer refused a statement (SELECT, MODIFY on the keyspace...)."""
 
 
 class JournalTruncated(JournalError):

@@ -24,6 +24,7 @@ from aiokafka.errors import KafkaError
 from journal.consumers import start_consumer, stop_consumer
 from journal.errors import KafkaUnavailable
 from journal.model import JournalKey
+from journal.security import KafkaAccess
 from journal.writer import JournalWriter
 
 log = logging.getLogger(__name__)
@@ -45,8 +46,8 @@ class HighWatermarks:
         self._sender: asyncio.Task[None] | None = None
 
     @classmethod
-    async def start(cls, topic: str, bootstrap: str) -> HighWatermarks:
-        return cls(topic, await start_consumer(bootstrap))
+    async def start(cls, topic: str, kafka: KafkaAccess) -> HighWatermarks:
+        return cls(topic, await start_consumer(kafka))
 
     async def fence(self, key: JournalKey, partition: int) -> int:
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()

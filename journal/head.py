@@ -37,6 +37,7 @@ from journal.index import OffsetRun
 from journal.metrics import METRICS
 from journal.model import ActionRecord, EventRecord, JournalKey, MarkHeader, PurgeHeader
 from journal.poison import fetch_for_read
+from journal.security import KafkaAccess, authorization_errors, kafka_denied
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +117,7 @@ def _events_or_skip(action: ActionRecord) -> list[EventRecord] | None:
 
 @dataclass(frozen=True, slots=True)
 class KafkaReadConfig:
-    bootstrap: str = "127.0.0.1:9092"
+    kafka: KafkaAccess
     pool_size: int = 4
     fetch_max_wait_ms: int = 20  # short: a seek waits for the outstanding long poll
     max_partition_fetch_bytes: int = 4 * 1024 * 1024
@@ -224,6 +225,10 @@ class KafkaRecords:
                 )
             try:
                 messages = await fetch_for_read(consumer, tp, timeout_ms=200, until=until)
+            except authorization_errors() as error:
+                raise kafka_denied(
+                    self._config.kafka, f"Read on topic {tp.topic}", error
+                ) from error
             except KafkaError as error:
                 raise KafkaUnavailable(f"{tp.topic}-{tp.partition}: {error!r}") from error
             for message in messages:
@@ -252,7 +257,7 @@ class KafkaRecords:
 
     async def _new_consumer(self) -> AIOKafkaConsumer:
         consumer = await start_consumer(
-            self._config.bootstrap,
+            self._config.kafka,
             fetch_max_wait_ms=self._config.fetch_max_wait_ms,
             max_partition_fetch_bytes=self._config.max_partition_fetch_bytes,
         )

@@ -139,9 +139,10 @@ class Journals:
         """
         owned: list[Callable[[], Awaitable[None]]] = []
         try:
-            partitions = await ensure_topic(settings.kafka_bootstrap, settings.topic_spec())
+            kafka_access = settings.kafka_access()
+            partitions = await ensure_topic(kafka_access, settings.topic_spec())
             producer = JournalProducer(
-                settings.kafka_bootstrap,
+                kafka_access,
                 linger_ms=0,
                 max_request_size=max(settings.max_record_bytes + 1024, 1_048_576),
             )
@@ -151,17 +152,17 @@ class Journals:
                 store = await CassandraStore.connect(settings.cassandra_config())
                 owned.append(store.close)
             writer = JournalWriter(producer, partitions, settings.max_record_bytes)
-            kafka = KafkaRecords(KafkaReadConfig(bootstrap=settings.kafka_bootstrap))
+            kafka = KafkaRecords(KafkaReadConfig(kafka=kafka_access))
             owned.append(kafka.close)
             if index is None:
-                tail = TailConfig(bootstrap=settings.kafka_bootstrap)
+                tail = TailConfig(kafka=kafka_access)
                 index = await TailIndex.start(settings.topic, partitions, store, tail)
                 owned.append(index.close)
             fence: Fence
             if settings.read_fence == "mark":
                 fence = Marks(writer, origin)
             else:
-                fence = await HighWatermarks.start(settings.topic, settings.kafka_bootstrap)
+                fence = await HighWatermarks.start(settings.topic, kafka_access)
                 owned.append(fence.close)
         except BaseException:
             for close in reversed(owned):

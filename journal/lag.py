@@ -10,6 +10,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from journal.consumers import start_consumer, stop_consumer
 from journal.poison import POISON_ERRORS
+from journal.security import KafkaAccess
 from journal.store.base import EventualJournal
 from journal.topic import end_offsets, partition_count
 
@@ -28,10 +29,12 @@ class PartitionLag:
     oldest_s: float | None
 
 
-async def replication_lag(bootstrap: str, store: EventualJournal, topic: str) -> list[PartitionLag]:
-    ends = await end_offsets(bootstrap, topic, await partition_count(bootstrap, topic))
+async def replication_lag(
+    kafka: KafkaAccess, store: EventualJournal, topic: str
+) -> list[PartitionLag]:
+    ends = await end_offsets(kafka, topic, await partition_count(kafka, topic))
     pointers = await store.pointers(topic)
-    consumer = await start_consumer(bootstrap, fetch_max_wait_ms=20)
+    consumer = await start_consumer(kafka, fetch_max_wait_ms=20)
     try:
         lags = []
         for partition, end in sorted(ends.items()):

@@ -36,6 +36,7 @@ from aiokafka.structs import RecordMetadata
 
 from journal.errors import AppendTooLarge, KafkaUnavailable
 from journal.metrics import METRICS
+from journal.security import KafkaAccess, authorization_errors, kafka_denied
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,7 @@ COMPRESSION = "lz4"  # as kafka-journal's producer: about a tenth of the bytes f
 # goes, in a batch of its own.
 MAX_BATCH_BYTES = 256 * 1024
 
+_DENIED = authorization_errors()
 _STUCK = (OutOfOrderSequenceNumber, InvalidProducerEpoch, InvalidProducerIdMapping, ProducerFenced)
 _TOO_LARGE = (MessageSizeTooLargeError, RecordTooLargeError)
 
@@ -53,9 +55,10 @@ _TOO_LARGE = (MessageSizeTooLargeError, RecordTooLargeError)
 class JournalProducer:
     """`send_and_wait` with acks=all and idempotence, surviving a stuck producer."""
 
-    def __init__(self, bootstrap: str, **options: Any) -> None:
+    def __init__(self, kafka: KafkaAccess, **options: Any) -> None:
+        self._kafka = kafka
         self._options = {
-            "bootstrap_servers": bootstrap,
+            **kafka.client_options(),
             "acks": "all",
             "enable_idempotence": True,
             "compression_type": COMPRESSION,
@@ -85,6 +88,8 @@ class JournalProducer:
                 await self._replace(producer)
                 assert self._producer is not None
                 return await self._producer.send_and_wait(topic, value, **kwargs)
+        except _DENIED as error:
+            raise kafka_denied(self._kafka, f"Write on topic {topic}", error) from error
         except _TOO_LARGE as error:
             raise AppendTooLarge(f"Kafka refused the record: {error!r}") from error
         except KafkaError as error:
@@ -95,7 +100,10 @@ class JournalProducer:
         delivery. For many records at once: `send_and_wait` recovers a stuck producer."""
         producer = self._producer
         assert producer is not None, "start() first"
-        delivery: asyncio.Future[Any] = await producer.send(topic, value, **kwargs)
+        try:
+            delivery: asyncio.Future[Any] = await producer.send(topic, value, **kwargs)
+        except _DENIED as error:
+            raise kafka_denied(self._kafka, f"Write on topic {topic}", error) from error
         return delivery
 
     async def _replace(self, stuck: AIOKafkaProducer) -> None:

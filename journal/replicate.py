@@ -25,6 +25,7 @@ from journal.metrics import METRICS
 from journal.model import ActionRecord, JournalKey, MarkHeader
 from journal.poison import fetch, skip_poison
 from journal.producer import JournalProducer
+from journal.security import KafkaAccess
 from journal.store.base import (
     EventualJournal,
     EventualStore,
@@ -243,7 +244,7 @@ class Replicator:
 
 
 async def replicate_to_now(
-    bootstrap: str,
+    kafka: KafkaAccess,
     store: EventualStore,
     topic: str,
     quarantine: Quarantine,
@@ -254,7 +255,7 @@ async def replicate_to_now(
     Returns the pointers reached. For tests, tools and catching up; a worker uses the agents.
     """
     consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap,
+        **kafka.client_options(),
         group_id=None,
         enable_auto_commit=False,
         auto_offset_reset="earliest",
@@ -262,7 +263,7 @@ async def replicate_to_now(
     )
     await consumer.start()
     try:
-        tps = [TopicPartition(topic, p) for p in range(await partition_count(bootstrap, topic))]
+        tps = [TopicPartition(topic, p) for p in range(await partition_count(kafka, topic))]
         ends = await consumer.end_offsets(tps)
         pointers = await store.pointers(topic)
         replicator = Replicator(store, quarantine)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Self, get_args
 
 from pydantic import (
@@ -30,6 +31,18 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 from pydantic_settings.sources.utils import parse_env_vars
+
+from journal.security import (
+    CASSANDRA_ROLES,
+    KAFKA_USERS,
+    CassandraLogin,
+    KafkaAccess,
+    KafkaProtocol,
+    Role,
+    ScramLogin,
+    ScramMechanism,
+    dev_password,
+)
 
 if TYPE_CHECKING:  # loaded on use: the command line's --help and stack/ need no drivers
     from journal.store.cassandra import CassandraConfig
@@ -236,8 +249,9 @@ class Settings(KJSettings):
 
     security: Switch = Field(
         default="off",
-        description="on: every part authenticates (HTTP bearer tokens, Kafka SASL, Cassandra "
-        "credentials); off: the open local demo",
+        description="on: every part authenticates (HTTP bearer tokens; Kafka SASL/SCRAM and "
+        "Cassandra logins, with nothing else set as this process's role on the local secured "
+        "stack's dev credentials); off: the open local demo",
     )
     http_auth: HttpAuthSettings = Field(
         default_factory=lambda: HttpAuthSettings(), description="the HTTP API's bearer tokens"
@@ -276,6 +290,69 @@ class Settings(KJSettings):
         "nothing) or a Mark it produces (kafka-journal's way)",
     )
 
+    role: Role = Field(
+        default="client",
+        description="which principal this process is (client | replicator | worker): the "
+        "default Kafka user and Cassandra role with security on",
+    )
+    kafka_security_protocol: KafkaProtocol | None = Field(
+        default=None,
+        description="PLAINTEXT | SASL_PLAINTEXT | SASL_SSL (default: SASL_PLAINTEXT with "
+        "security on, SASL_SSL if a CA is set; PLAINTEXT otherwise)",
+    )
+    kafka_sasl_mechanism: ScramMechanism = Field(
+        default="SCRAM-SHA-512", description="the SCRAM mechanism of the Kafka login"
+    )
+    kafka_username: str | None = Field(
+        default=None, description="Kafka SCRAM user (default with security on: journal-<role>)"
+    )
+    kafka_password: SecretStr | None = Field(
+        default=None, description="Kafka SCRAM password (default with security on: the dev one)"
+    )
+    kafka_password_file: FilePath | None = Field(
+        default=None, description="a file holding the Kafka password (instead of the variable)"
+    )
+    kafka_ssl_cafile: FilePath | None = Field(
+        default=None, description="PEM CA file for SASL_SSL (default: the system's CAs)"
+    )
+    cassandra_username: str | None = Field(
+        default=None,
+        description="Cassandra role (default with security on: journal_reader for a client, "
+        "journal_writer for a replicator or worker)",
+    )
+    cassandra_password: SecretStr | None = Field(
+        default=None, description="Cassandra password (default with security on: the dev one)"
+    )
+    cassandra_password_file: FilePath | None = Field(
+        default=None, description="a file holding the Cassandra password"
+    )
+
+    def kafka_access(self) -> KafkaAccess:
+        """How this process reaches Kafka: the servers and its login (journal.security)."""
+        protocol = self.kafka_security_protocol or (
+            "PLAINTEXT"
+            if self.security == "off"
+            else "SASL_SSL"
+            if self.kafka_ssl_cafile is not None
+            else "SASL_PLAINTEXT"
+        )
+        if protocol == "PLAINTEXT":
+            return KafkaAccess(self.kafka_bootstrap)
+        user = self.kafka_username or KAFKA_USERS[self.role]
+        password = _secret(self.kafka_password, self.kafka_password_file) or dev_password(user)
+        login = ScramLogin(user, password, self.kafka_sasl_mechanism)
+        tls = protocol == "SASL_SSL"
+        return KafkaAccess(self.kafka_bootstrap, login, tls, self.kafka_ssl_cafile if tls else None)
+
+    def cassandra_login(self) -> CassandraLogin | None:
+        """This process's Cassandra role, or None (no authentication) with security off and
+        no role set."""
+        if self.security == "off" and self.cassandra_username is None:
+            return None
+        role = self.cassandra_username or CASSANDRA_ROLES[self.role]
+        password = _secret(self.cassandra_password, self.cassandra_password_file)
+        return CassandraLogin(role, password or dev_password(role))
+
     @property
     def http_security_on(self) -> bool:
         """Whether the HTTP API demands tokens: KJ_HTTP_SECURITY, else KJ_SECURITY."""
@@ -295,6 +372,8 @@ class Settings(KJSettings):
             replication=self.keyspace_replication,
             segment_size=self.segment_size,
             window=self.replication_window,
+            login=self.cassandra_login(),
+            create_schema=self.security == "off",
         )
 
     def topic_spec(self) -> TopicSpec:
@@ -307,3 +386,12 @@ class Settings(KJSettings):
             self.min_insync_replicas,
             self.retention_ms,
         )
+
+
+def _secret(value: SecretStr | None, file: Path | None) -> SecretStr | None:
+    """A password from its variable, or else from its file (trailing newline dropped)."""
+    if value is not None:
+        return value
+    if file is not None:
+        return SecretStr(file.read_text(encoding="utf-8").rstrip("\r\n"))
+    return None

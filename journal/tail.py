@@ -28,6 +28,7 @@ from journal.index import IndexAnswer, Indexed, NotIndexed, OffsetRuns
 from journal.metrics import METRICS
 from journal.model import JournalKey
 from journal.poison import POISON_ERRORS, decodable_from, fetch
+from journal.security import KafkaAccess
 from journal.store.base import EventualJournal
 
 log = logging.getLogger(__name__)
@@ -35,7 +36,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class TailConfig:
-    bootstrap: str = "127.0.0.1:9092"
+    kafka: KafkaAccess
     max_journals: int = 200_000  # per partition
     wait_s: float = 5.0  # how long a read waits for the index to reach its fence
     prune_interval_s: float = 1.0
@@ -75,9 +76,7 @@ class TailIndex:
             pointers = await store.pointers(topic)
         except StoreUnavailable:
             pointers = {}  # from the log start: the index then also serves reads without it
-        consumer = await start_consumer(
-            config.bootstrap, fetch_max_wait_ms=config.fetch_max_wait_ms
-        )
+        consumer = await start_consumer(config.kafka, fetch_max_wait_ms=config.fetch_max_wait_ms)
         tps = [TopicPartition(topic, p) for p in range(partitions)]
         consumer.assign(tps)
         starts = await consumer.beginning_offsets(tps)

@@ -8,7 +8,11 @@ from dataclasses import dataclass
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
+from journal.security import KafkaAccess, kafka_denied
+
 _TOPIC_ALREADY_EXISTS = 36
+_UNKNOWN_TOPIC = 3
+_NOT_AUTHORIZED = (29, 31)  # topic, cluster authorization failed
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,12 +29,14 @@ def quarantine_topic(topic: str) -> str:
     return f"{topic}.quarantine"
 
 
-async def ensure_topic(bootstrap: str, spec: TopicSpec, timeout_s: float = 30.0) -> int:
+async def ensure_topic(kafka: KafkaAccess, spec: TopicSpec, timeout_s: float = 30.0) -> int:
     """Create the topic unless it exists; return its partition count once all have leaders.
 
-    An existing topic keeps its own settings: its partition count is what counts.
+    An existing topic keeps its own settings: its partition count is what counts. A principal
+    without the Create right (security on: an administrator creates the topics) uses the
+    topic if it exists, and gets `KafkaAccessDenied` naming the right if it does not.
     """
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    admin = AIOKafkaAdminClient(**kafka.client_options())
     await admin.start()
     try:
         response = await admin.create_topics(
@@ -46,18 +52,23 @@ async def ensure_topic(bootstrap: str, spec: TopicSpec, timeout_s: float = 30.0)
                 )
             ]
         )
+        may_create = True
         for name, code, *rest in response.topic_errors:
-            if code not in (0, _TOPIC_ALREADY_EXISTS):
+            if code in _NOT_AUTHORIZED:
+                may_create = False
+            elif code not in (0, _TOPIC_ALREADY_EXISTS):
                 message = rest[0] if rest else ""
                 raise RuntimeError(f"cannot create topic {name}: error {code} {message}")
-        return await asyncio.wait_for(_partitions_with_leaders(admin, spec.name), timeout_s)
+        return await asyncio.wait_for(
+            _partitions_with_leaders(admin, kafka, spec.name, may_create), timeout_s
+        )
     finally:
         await admin.close()
 
 
-async def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
+async def end_offsets(kafka: KafkaAccess, topic: str, partitions: int) -> dict[int, int]:
     """The offset the next record of each partition will get."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None)
+    consumer = AIOKafkaConsumer(**kafka.client_options(), group_id=None)
     await consumer.start()
     try:
         tps = [TopicPartition(topic, p) for p in range(partitions)]
@@ -67,20 +78,30 @@ async def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, 
         await consumer.stop()
 
 
-async def partition_count(bootstrap: str, topic: str, timeout_s: float = 30.0) -> int:
+async def partition_count(kafka: KafkaAccess, topic: str, timeout_s: float = 30.0) -> int:
     """The partition count of an existing topic, once all its partitions have leaders."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    admin = AIOKafkaAdminClient(**kafka.client_options())
     await admin.start()
     try:
-        return await asyncio.wait_for(_partitions_with_leaders(admin, topic), timeout_s)
+        return await asyncio.wait_for(
+            _partitions_with_leaders(admin, kafka, topic, may_create=False), timeout_s
+        )
     finally:
         await admin.close()
 
 
-async def _partitions_with_leaders(admin: AIOKafkaAdminClient, topic: str) -> int:
+async def _partitions_with_leaders(
+    admin: AIOKafkaAdminClient, kafka: KafkaAccess, topic: str, may_create: bool
+) -> int:
     while True:
         (described,) = await admin.describe_topics([topic])
         partitions = described["partitions"]
+        if described["error_code"] in _NOT_AUTHORIZED:
+            # Kafka does not tell a principal without Describe whether the topic exists
+            unknown = "" if may_create else " (if it exists: an administrator creates topics)"
+            raise kafka_denied(kafka, f"Describe on topic {topic}{unknown}")
+        if described["error_code"] == _UNKNOWN_TOPIC and not may_create:
+            raise kafka_denied(kafka, f"Create on topic {topic} (it does not exist)")
         if (
             described["error_code"] == 0
             and partitions

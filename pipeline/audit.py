@@ -179,7 +179,7 @@ async def audit(
         pointers = await store.pointers(settings.topic)  # first: the records come after
     finally:
         await store.close()
-    offsets = await topic_offsets(settings.kafka_bootstrap, settings.topic)
+    offsets = await topic_offsets(settings.kafka_access(), settings.topic)
     ranges = replicated_ranges(offsets, pointers)
     total = sum(r.count for r in ranges)
     result.unreplicated = sum(
@@ -194,7 +194,7 @@ async def audit(
     result.add(AuditCounts(differences=len(pointer_found)), pointer_found)
     if total:
         complete = frozenset(p for p, earliest in offsets.earliest.items() if earliest == 0)
-        records = read_actions(spark, settings.kafka_bootstrap, settings.topic, ranges)
+        records = read_actions(spark, settings.kafka_access(), settings.topic, ranges)
         by_journal = records.repartition(
             max(1, sum(1 for r in ranges if r.count)), "partition"
         ).sortWithinPartitions("partition", "key", "offset")

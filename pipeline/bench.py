@@ -106,7 +106,7 @@ async def rebuild_throughput(
         store = await CassandraStore.connect(core.cassandra_config())
         try:
             started = time.monotonic()
-            await replicate_to_now(core.kafka_bootstrap, store, core.topic, AlreadyQuarantined())
+            await replicate_to_now(core.kafka_access(), store, core.topic, AlreadyQuarantined())
             core_seconds = time.monotonic() - started
         finally:
             await store.close()

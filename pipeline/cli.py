@@ -46,10 +46,11 @@ PipelineJob = Rebuild | Audit | Export
 
 
 def run(job: PipelineJob, settings: Settings, options: SparkOptions) -> int:
-    """Run `job` on a session of its own, stopped at the end."""
+    """Run `job` on a session of its own, stopped at the end, as the replicator principal
+    (it reads the topic and writes the store, as replication does)."""
     spark = spark_session(options, print_progress)
     try:
-        return asyncio.run(execute(job, spark, settings))
+        return asyncio.run(execute(job, spark, settings.replace(role="replicator")))
     finally:
         spark.stop()
 

@@ -19,6 +19,7 @@ from typing import Literal
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from journal.security import KafkaAccess
 from journal.topic import partition_count
 
 StartFrom = Literal["pointers", "earliest"]
@@ -58,10 +59,10 @@ class Gap:
     last: int
 
 
-async def topic_offsets(bootstrap: str, topic: str) -> TopicOffsets:
+async def topic_offsets(kafka: KafkaAccess, topic: str) -> TopicOffsets:
     """Ask Kafka for the earliest and end offsets of every partition of `topic`."""
-    partitions = await partition_count(bootstrap, topic)
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None)
+    partitions = await partition_count(kafka, topic)
+    consumer = AIOKafkaConsumer(**kafka.client_options(), group_id=None)
     await consumer.start()
     try:
         tps = [TopicPartition(topic, p) for p in range(partitions)]

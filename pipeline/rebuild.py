@@ -158,10 +158,10 @@ async def rebuild(
     """Replicate `settings.topic` into `settings.keyspace` (see the module contract)."""
     started = time.monotonic()
     config = settings.cassandra_config()
-    store = await CassandraStore.connect(config)  # creates the keyspace and schema
+    store = await CassandraStore.connect(config)  # creates them (security on: the admin did)
     try:
         pointers = await store.pointers(settings.topic)
-        offsets = await topic_offsets(settings.kafka_bootstrap, settings.topic)
+        offsets = await topic_offsets(settings.kafka_access(), settings.topic)
         ranges, gaps = read_ranges(offsets, pointers, start_from)
         total = sum(r.count for r in ranges)
         spans = ", ".join(f"{r.partition}:{r.start}..{r.end - 1}" for r in ranges if r.count)
@@ -178,7 +178,7 @@ async def rebuild(
         counts = RebuildCounts()
         job_started = time.monotonic()
         if total:
-            records = read_actions(spark, settings.kafka_bootstrap, settings.topic, ranges)
+            records = read_actions(spark, settings.kafka_access(), settings.topic, ranges)
             ordered = in_offset_order(records, sum(1 for r in ranges if r.count))
             task = partial(_rebuild_task, config, batch_size)
             results = await asyncio.to_thread(ordered.rdd.mapPartitions(task).collect)

@@ -15,21 +15,18 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from journal.actions import RawRecord
+from journal.security import KafkaAccess
 from pipeline.offsets import OffsetRange, spark_kafka_options
 
 COLUMNS = ("topic", "partition", "offset", "timestamp_ms", "key", "value", "headers")
 
 
 def read_actions(
-    spark: SparkSession, bootstrap: str, topic: str, ranges: Sequence[OffsetRange]
+    spark: SparkSession, kafka: KafkaAccess, topic: str, ranges: Sequence[OffsetRange]
 ) -> DataFrame:
     """The records of `ranges` of `topic` (a batch read of Spark's Kafka source)."""
-    reader = (
-        spark.read.format("kafka")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("includeHeaders", "true")
-    )
-    for name, value in spark_kafka_options(topic, ranges).items():
+    reader = spark.read.format("kafka").option("includeHeaders", "true")
+    for name, value in (kafka.spark_options() | spark_kafka_options(topic, ranges)).items():
         reader = reader.option(name, value)
     return reader.load().select(
         "topic",

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from stack.health import cassandra_release_version
 from stack.jars import classpath_arg
+from stack.security import CASSANDRA_YAML
 from stack.server import JvmServer
 
 # From apache/cassandra conf/jvm17-server.options: its "JPMS" and "Netty" sections (the GC
@@ -132,7 +133,7 @@ commitlog_segment_size: 8MiB
 memtable_heap_space: 64MiB
 memtable_offheap_space: 64MiB
 auto_snapshot: false
-"""
+""" + (CASSANDRA_YAML if self.settings.security == "on" else "")
 
     def _configure(self) -> None:
         self.config_file.write_text(self.cassandra_yaml(), encoding="utf-8")
@@ -164,11 +165,16 @@ auto_snapshot: false
             f"-Dlogback.configurationFile={self.home / 'logback.xml'}",
             "-Dcassandra.skip_wait_for_gossip_to_settle=0",
             "-Dcassandra.initial_token=0",
+            # with PasswordAuthenticator: the default superuser at once, not after 10 s
+            "-Dcassandra.superuser_setup_delay_ms=0",
             *jmx,
             "-cp", classpath_arg(jars), "org.apache.cassandra.service.CassandraDaemon",
         ]  # fmt: skip
 
     def _probe(self, timeout: float) -> str | None:
         return cassandra_release_version(
-            [self.settings.host], self.settings.cassandra_port, timeout
+            [self.settings.host],
+            self.settings.cassandra_port,
+            timeout,
+            self.settings.cassandra_login,
         )

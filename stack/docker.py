@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlparse
 
+from journal.security import KafkaAccess
 from stack.errors import StackError
 from stack.health import ProbeError, cassandra_release_version, kafka_metadata, until_answered
 from stack.jars import pom_version
@@ -215,7 +216,7 @@ def docker_servers(
     bootstrap = f"{settings.host}:{settings.kafka_port}"
 
     def kafka_probe(timeout: float) -> str | None:
-        kafka_metadata(bootstrap, timeout)
+        kafka_metadata(KafkaAccess(bootstrap), timeout)
         return None
 
     def cassandra_probe(timeout: float) -> str | None:

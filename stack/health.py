@@ -22,7 +22,7 @@ import socket
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tenacity import (
     RetryCallState,
@@ -33,6 +33,9 @@ from tenacity import (
 )
 
 T = TypeVar("T")
+
+if TYPE_CHECKING:
+    from journal.security import CassandraLogin, KafkaAccess
 
 
 class ProbeError(Exception):
@@ -78,12 +81,12 @@ class KafkaMetadata:
     brokers: tuple[KafkaBroker, ...]
 
 
-async def _describe_cluster(bootstrap: str, within_s: float) -> dict[str, Any]:
+async def _describe_cluster(kafka: KafkaAccess, within_s: float) -> dict[str, Any]:
     # Imported here, as the Cassandra driver below: settings and CLI help must not pay for it.
     from aiokafka.admin import AIOKafkaAdminClient
 
     admin = AIOKafkaAdminClient(
-        bootstrap_servers=bootstrap,
+        **kafka.client_options(),
         client_id="kafka-journal-stack",
         request_timeout_ms=max(1, int(within_s * 1000)),
     )
@@ -96,23 +99,24 @@ async def _describe_cluster(bootstrap: str, within_s: float) -> dict[str, Any]:
         await admin.close()
 
 
-def _run_blocking(bootstrap: str, timeout: float) -> dict[str, Any]:
+def _run_blocking(kafka: KafkaAccess, timeout: float) -> dict[str, Any]:
     try:
         asyncio.get_running_loop()
     except RuntimeError:  # no loop in this thread: run one here
-        return asyncio.run(_describe_cluster(bootstrap, timeout))
+        return asyncio.run(_describe_cluster(kafka, timeout))
     # a running loop cannot be blocked into: give the probe its own loop in a thread
     with ThreadPoolExecutor(1, thread_name_prefix="kafka-probe") as pool:
-        return pool.submit(asyncio.run, _describe_cluster(bootstrap, timeout)).result()
+        return pool.submit(asyncio.run, _describe_cluster(kafka, timeout)).result()
 
 
-def kafka_metadata(bootstrap: str, timeout: float = 5.0) -> KafkaMetadata:
+def kafka_metadata(kafka: KafkaAccess, timeout: float = 5.0) -> KafkaMetadata:
     """Ask the bootstrap servers for cluster metadata (see the module contract)."""
     from aiokafka.errors import KafkaError
 
+    bootstrap = kafka.bootstrap
     try:
         with _quiet("aiokafka"):
-            cluster = _run_blocking(bootstrap, timeout)
+            cluster = _run_blocking(kafka, timeout)
     except TimeoutError as error:
         raise ProbeError(f"Kafka at {bootstrap}: no answer within {timeout:g} s") from error
     except (KafkaError, OSError) as error:
@@ -144,12 +148,15 @@ def _quiet(logger_name: str) -> Iterator[None]:
         logger.setLevel(previous)
 
 
-def cassandra_release_version(hosts: list[str], port: int, timeout: float = 10.0) -> str:
-    """Connect with cassandra-driver and read the server's release_version."""
+def cassandra_release_version(
+    hosts: list[str], port: int, timeout: float = 10.0, login: CassandraLogin | None = None
+) -> str | None:
+    """Connect with cassandra-driver and read the server's release_version. With a `login`
+    that the server refuses, None: it answers CQL, but its roles are not made yet."""
     if not any(port_open(host, port, min(timeout, 2.0)) for host in hosts):
         raise ProbeError(f"Cassandra at {','.join(hosts)}:{port}: native port closed")
     # Imported here: the driver is heavy, and settings/CLI help must not pay for it.
-    from cassandra import DriverException
+    from cassandra import AuthenticationFailed, DriverException
     from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable
     from cassandra.connection import ConnectionException
     from cassandra.policies import RoundRobinPolicy
@@ -161,12 +168,20 @@ def cassandra_release_version(hosts: list[str], port: int, timeout: float = 10.0
         execution_profiles={EXEC_PROFILE_DEFAULT: profile},
         connect_timeout=timeout,
         control_connection_timeout=timeout,
+        auth_provider=None if login is None else login.auth_provider(),
     )
     try:
         with _quiet("cassandra"):
             session = cluster.connect()
             row = session.execute("SELECT release_version FROM system.local").one()
-    except (NoHostAvailable, DriverException, ConnectionException, OSError) as error:
+    except NoHostAvailable as error:
+        refused = error.errors and all(
+            isinstance(e, AuthenticationFailed) for e in error.errors.values()
+        )
+        if login is not None and refused:
+            return None
+        raise ProbeError(f"Cassandra at {','.join(hosts)}:{port}: {error}") from error
+    except (DriverException, ConnectionException, OSError) as error:
         # what a server that is down, booting or overloaded causes; anything else is a bug
         raise ProbeError(f"Cassandra at {','.join(hosts)}:{port}: {error}") from error
     finally:

@@ -28,6 +28,7 @@ from pathlib import Path
 from stack.errors import StackError
 from stack.health import ProbeError, kafka_metadata
 from stack.jars import classpath_arg
+from stack.security import kafka_properties, scram_format_arguments
 from stack.server import JvmServer
 
 _LOG4J2 = """<?xml version="1.0" encoding="UTF-8"?>
@@ -115,26 +116,50 @@ class KafkaServer(JvmServer):
             "share.coordinator.state.topic.min.isr": "1",
             "group.initial.rebalance.delay.ms": "0",
             "auto.create.topics.enable": "true",
-        }
+        } | (kafka_properties(host, port, controller) if self.settings.security == "on" else {})
+
+    @property
+    def _security_marker(self) -> Path:
+        return self.home / "security"
 
     def _configure(self) -> None:
         lines = ["# Written by stack/kafka.py on every start; edits are overwritten."]
         lines += [f"{key}={value}" for key, value in self.server_properties().items()]
+        self.properties_file.touch(mode=0o600)  # it holds the admin's password when secured
+        self.properties_file.chmod(0o600)
         self.properties_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
         (self.home / "log4j2.xml").write_text(_LOG4J2.format(log=self.server_log), encoding="utf-8")
 
     def _prepare_storage(self, java: str, jars: list[Path]) -> None:
+        security = self.settings.security
         if (self.log_dir / "meta.properties").is_file():
+            formatted = (
+                self._security_marker.read_text().strip()
+                if self._security_marker.is_file()
+                else "off"
+            )
+            if formatted != security:
+                # SCRAM users exist only if created at format time: a mismatch cannot work
+                raise StackError(
+                    f"kafka: {self.log_dir} was formatted with security {formatted}, and this "
+                    f"stack runs with security {security}: use another KJ_STACK_DIR or wipe it"
+                )
             return
         self.progress(f"kafka: formatting KRaft storage in {self.log_dir} (once)")
+        scram = scram_format_arguments() if security == "on" else []
         command = [
             java, f"-Dlog4j2.configurationFile={self.home / 'log4j2.xml'}",
             "-cp", classpath_arg(jars), "kafka.tools.StorageTool",
             "format", "-t", new_cluster_id(), "-c", str(self.properties_file), "--ignore-formatted",
+            *scram,
         ]  # fmt: skip
         done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
         if done.returncode != 0:
-            raise StackError(f"kafka storage format failed:\n{(done.stdout + done.stderr)[-3000:]}")
+            output = (done.stdout + done.stderr)[-3000:]
+            for argument in scram:  # the passwords are in the arguments it may echo
+                output = output.replace(argument, "--add-scram ***")
+            raise StackError(f"kafka storage format failed:\n{output}")
+        self._security_marker.write_text(security + "\n", encoding="utf-8")
 
     def _command(self, java: str, jars: list[Path]) -> list[str]:
         del java
@@ -151,7 +176,7 @@ class KafkaServer(JvmServer):
         ]  # fmt: skip
 
     def _probe(self, timeout: float) -> str | None:
-        metadata = kafka_metadata(self.bootstrap, timeout)
+        metadata = kafka_metadata(self.settings.kafka_access, timeout)
         if not any(b.port == self.settings.kafka_port for b in metadata.brokers):
             raise ProbeError(f"the broker at {self.bootstrap} advertises {metadata.brokers}")
         return None

@@ -17,6 +17,7 @@ Variables:
   KJ_CASSANDRA_PORT, KJ_CASSANDRA_STORAGE_PORT, KJ_CASSANDRA_JMX_PORT (0 or empty: no JMX port)
   KJ_CASSANDRA_HEAP_MIN, KJ_CASSANDRA_HEAP_MAX
   KJ_STACK_TIMEOUT          seconds a server may take to become ready (default 180)
+  KJ_SECURITY               off (default) | on: SASL/SCRAM + ACLs, Cassandra roles
   KJ_KAFKA_BOOTSTRAP        external Kafka ("host:port,..."): start none, only check health
   KJ_CASSANDRA_HOSTS        external Cassandra ("host[:port],..."): start none, only check health
 """
@@ -29,6 +30,7 @@ from typing import Annotated, Literal
 
 from pydantic import AliasChoices, BeforeValidator, Field, field_validator
 
+from journal.security import CassandraLogin, KafkaAccess
 from journal.settings import KJSettings, current_environment
 
 StackMode = Literal["local", "docker"]
@@ -150,6 +152,11 @@ class StackSettings(KJSettings):
         validation_alias=AliasChoices("KJ_STACK_TIMEOUT", "start_timeout"),
         description="seconds a server may take to become ready",
     )
+    security: Literal["off", "on"] = Field(
+        default="off",
+        description="on: Kafka with SASL/SCRAM and ACLs, Cassandra with passwords and roles "
+        "(stack/security.py)",
+    )
     external_kafka_bootstrap: str | None = Field(
         default=None,
         validation_alias=AliasChoices("KJ_KAFKA_BOOTSTRAP", "external_kafka_bootstrap"),
@@ -209,6 +216,38 @@ class StackSettings(KJSettings):
         if self.external_cassandra_hosts is not None:
             return list(self.external_cassandra_hosts)
         return [self.host]
+
+    def secured_twin(self) -> StackSettings:
+        """A local stack with security on beside this one: data dir `<dir>-secured`, every
+        port + 100, so a plain stack and a secured one run at once (the `secured` tests)."""
+        return self.replace(
+            security="on",
+            data_dir=self.data_dir.with_name(f"{self.data_dir.name}-secured"),
+            kafka_port=self.kafka_port + 100,
+            kafka_controller_port=self.kafka_controller_port + 100,
+            cassandra_native_port=self.cassandra_native_port + 100,
+            cassandra_storage_port=self.cassandra_storage_port + 100,
+            external_kafka_bootstrap=None,
+            external_cassandra=None,
+        )
+
+    @property
+    def kafka_access(self) -> KafkaAccess:
+        """How the stack itself reaches Kafka: as the admin when secured."""
+        if self.security == "on":
+            from stack.security import kafka_admin
+
+            return kafka_admin(self.kafka_bootstrap)
+        return KafkaAccess(self.kafka_bootstrap)
+
+    @property
+    def cassandra_login(self) -> CassandraLogin | None:
+        """How the stack itself logs in to Cassandra: as the admin when secured."""
+        if self.security == "on":
+            from stack.security import cassandra_admin
+
+            return cassandra_admin()
+        return None
 
     @property
     def kafka_dir(self) -> Path:

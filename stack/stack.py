@@ -22,27 +22,31 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 
+from journal.security import CassandraLogin, KafkaAccess
 from stack import leases
 from stack.cassandra import CassandraServer
 from stack.errors import StackError
 from stack.health import cassandra_release_version, kafka_metadata
 from stack.kafka import KafkaServer
 from stack.progress import Progress, print_progress
+from stack.security import provision
 from stack.server import ExternalServer, JvmServer, Server, ServerStatus
 from stack.settings import StackSettings
 
 
-def _external_kafka(bootstrap: str, progress: Progress) -> ExternalServer:
+def _external_kafka(kafka: KafkaAccess, progress: Progress) -> ExternalServer:
     def probe(timeout: float) -> str | None:
-        kafka_metadata(bootstrap, timeout)
+        kafka_metadata(kafka, timeout)
         return None
 
-    return ExternalServer("kafka", bootstrap, probe, progress=progress)
+    return ExternalServer("kafka", kafka.bootstrap, probe, progress=progress)
 
 
-def _external_cassandra(hosts: list[str], port: int, progress: Progress) -> ExternalServer:
+def _external_cassandra(
+    hosts: list[str], port: int, login: CassandraLogin | None, progress: Progress
+) -> ExternalServer:
     def probe(timeout: float) -> str | None:
-        return cassandra_release_version(hosts, port, timeout)
+        return cassandra_release_version(hosts, port, timeout, login)
 
     address = ",".join(f"{host}:{port}" for host in hosts)
     return ExternalServer("cassandra", address, probe, progress=progress)
@@ -76,6 +80,8 @@ class Stack:
         self.progress = progress
         self._started: set[str] = set()
         s = self.settings
+        if s.security == "on" and s.mode == "docker":
+            raise StackError("KJ_SECURITY=on runs local servers (stack/security.py), not docker")
         docker: tuple[Server, Server] | None = None
         if s.mode == "docker" and not (s.kafka_external and s.cassandra_external):
             from stack.docker import docker_servers  # testcontainers only when asked for
@@ -84,13 +90,15 @@ class Stack:
         self.kafka: Server
         self.cassandra: Server
         if s.external_kafka_bootstrap is not None:
-            self.kafka = _external_kafka(s.external_kafka_bootstrap, progress)
+            self.kafka = _external_kafka(s.kafka_access, progress)
         elif docker is not None:
             self.kafka = docker[0]
         else:
             self.kafka = KafkaServer(s, progress=progress, tie_to_parent=tie_to_parent)
         if s.external_cassandra_hosts is not None:
-            self.cassandra = _external_cassandra(s.cassandra_hosts, s.cassandra_port, progress)
+            self.cassandra = _external_cassandra(
+                s.cassandra_hosts, s.cassandra_port, s.cassandra_login, progress
+            )
         elif docker is not None:
             self.cassandra = docker[1]
         else:
@@ -111,6 +119,10 @@ class Stack:
     @property
     def cassandra_port(self) -> int:
         return self.settings.cassandra_port
+
+    @property
+    def _local(self) -> bool:
+        return all(isinstance(server, JvmServer) for server in self.servers)
 
     @property
     def started(self) -> frozenset[str]:
@@ -142,6 +154,11 @@ class Stack:
             if server not in launched:
                 self._untie(server)
         self._started.update(server.name for server in launched)
+        if self.settings.security == "on" and self._local:
+            self.progress("security on: Cassandra roles, the journal's topic, schema and rights")
+            provision(self.settings)  # idempotent: also for servers reused
+        elif self.settings.security == "on":  # someone else's servers: their admin grants
+            self.progress("security on with external servers: their administrator grants rights")
         return [server.name for server in launched]
 
     @staticmethod

@@ -9,6 +9,12 @@ a server this one started, teardown waits for it (bounded: pytest-timeout also c
 teardown) before stopping. Running `kafka-journal stack up` once avoids all of that: then no
 session owns the servers and none stops them.
 
+`secured_stack` gives tests marked `secured` a stack with security on (stack/security.py):
+the `stack` itself when KJ_SECURITY=on, otherwise a second stack beside it (data dir
+`<dir>-secured`, every port + 100), so a plain run also proves the secured paths. With
+KJ_SECURITY=on, integration tests not marked `secured` are deselected: they talk to the
+servers without logins by design (`KJ_SECURITY=on make test` = unit + secured tests).
+
 `vectors` gives wire-format tests kafka-journal's reference vectors, read at test time from
 ../shared (never copied).
 """
@@ -26,14 +32,39 @@ from stack import Stack, StackSettings
 _WAIT_FOR_OTHER_SESSIONS = 200.0  # seconds; below the 300 s per-test timeout in pyproject
 
 
-@pytest.fixture(scope="session")
-def stack() -> Iterator[Stack]:
-    servers = Stack(StackSettings.from_env(), tie_to_parent=True)
+def _security_on() -> bool:
+    return StackSettings.from_env().security == "on"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not _security_on():
+        return
+    plain = [i for i in items if "integration" in i.keywords and "secured" not in i.keywords]
+    if plain:
+        config.hook.pytest_deselected(items=plain)
+        items[:] = [item for item in items if item not in plain]
+
+
+def _run(settings: StackSettings) -> Iterator[Stack]:
+    servers = Stack(settings, tie_to_parent=True)
     servers.up()
     try:
         yield servers
     finally:
         servers.down(only_started=True, wait_for_others=_WAIT_FOR_OTHER_SESSIONS)
+
+
+@pytest.fixture(scope="session")
+def stack() -> Iterator[Stack]:
+    yield from _run(StackSettings.from_env())
+
+
+@pytest.fixture(scope="session")
+def secured_stack(request: pytest.FixtureRequest) -> Iterator[Stack]:
+    if _security_on():
+        yield request.getfixturevalue("stack")
+        return
+    yield from _run(StackSettings.from_env().secured_twin())
 
 
 def _interop_dir() -> Path:

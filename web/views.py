@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
+from journal.errors import JournalError
 from journal.metrics import METRICS, Metrics
 from journal.model import EventRecord
 from web.backend import JournalBackend, JournalHandle
@@ -176,9 +177,10 @@ async def _stream(
         async for record in rest:
             await response.write(event_line(record))
             sent += 1
-    except ConnectionError:
-        return False
     except Exception as e:
+        # a failed write: the client went away; the core's Unavailable is a ConnectionError too
+        if isinstance(e, ConnectionError) and not isinstance(e, JournalError):
+            return False
         metrics.counter("http_streams_interrupted_total").inc()
         log.warning(
             "read of %s broke after %d events, connection dropped: %s: %s",

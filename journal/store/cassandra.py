@@ -37,10 +37,11 @@ from journal.model import (
     PayloadMetadata,
     TextPayload,
 )
+from journal.security import CassandraLogin
 from journal.store import cql
 from journal.store.base import EventualStore, FirstPage, JournalMeta
 from journal.store.cql import Params
-from journal.store.schema import ensure_schema
+from journal.store.schema import check_schema, ensure_schema
 
 # an unlogged batch holds one segment of one journal (one Cassandra partition); split past
 # this many payload bytes to keep each mutation far below Cassandra's limit
@@ -60,6 +61,9 @@ class CassandraConfig:
     consistency: str = "LOCAL_QUORUM"
     request_timeout_s: float = 10.0
     window: int = 64  # requests of one replication batch in flight
+    login: CassandraLogin | None = None  # None: no authentication
+    # False with security on: the project's roles may not create schema; the admin does
+    create_schema: bool = True
 
 
 class CassandraStore(EventualStore):
@@ -84,10 +88,14 @@ class CassandraStore(EventualStore):
             port=config.port,
             execution_profiles={EXEC_PROFILE_DEFAULT: profile},
             protocol_version=5,
+            auth_provider=None if config.login is None else config.login.auth_provider(),
         )
         session = await asyncio.to_thread(cluster.connect)  # connect blocks: not on the loop
         try:
-            await ensure_schema(session, config.keyspace, config.replication)
+            if config.create_schema:
+                await ensure_schema(session, config.keyspace, config.replication)
+            else:
+                await check_schema(session, config.keyspace)
             return await asyncio.to_thread(cls, cluster, session, config)  # prepare blocks too
         except BaseException:
             await asyncio.to_thread(cluster.shutdown)

@@ -11,11 +11,11 @@ import asyncio
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from cassandra import InvalidRequest, OperationTimedOut, RequestExecutionException
+from cassandra import InvalidRequest, OperationTimedOut, RequestExecutionException, Unauthorized
 from cassandra.cluster import NoHostAvailable, ResponseFuture, Session
 from cassandra.query import Statement
 
-from journal.errors import StoreUnavailable
+from journal.errors import StoreAccessDenied, StoreUnavailable
 
 # What the driver raises when Cassandra is down or overloaded, rather than for a bad query.
 _UNAVAILABLE = (NoHostAvailable, OperationTimedOut, RequestExecutionException)
@@ -57,7 +57,11 @@ def _schema_missing(error: BaseException) -> bool:
 
 
 def _reject(future: asyncio.Future[list[Any]], error: BaseException) -> None:
-    if isinstance(error, _UNAVAILABLE) or _schema_missing(error):
+    if isinstance(error, Unauthorized):  # its message names the role and the permission
+        denied = StoreAccessDenied(f"Cassandra refused: {error}")
+        denied.__cause__ = error
+        error = denied
+    elif isinstance(error, _UNAVAILABLE) or _schema_missing(error):
         unavailable = StoreUnavailable(f"Cassandra: {type(error).__name__}: {error}")
         unavailable.__cause__ = error
         error = unavailable

@@ -16,6 +16,7 @@ and a rebuild from Kafka produces the very same cells.
 
 from __future__ import annotations
 
+from cassandra import InvalidRequest
 from cassandra.cluster import Session
 
 from journal.store import cql
@@ -45,6 +46,10 @@ class SchemaTooNew(RuntimeError):
     """The keyspace was created by a newer version of this project."""
 
 
+class SchemaMissing(RuntimeError):
+    """The keyspace or its tables do not exist, and this process may not create them."""
+
+
 async def ensure_schema(session: Session, keyspace: str, replication: str) -> None:
     """Create the keyspace and tables if missing; refuse a schema newer than this code's."""
     await cql.execute(
@@ -53,6 +58,30 @@ async def ensure_schema(session: Session, keyspace: str, replication: str) -> No
     )
     for table in _TABLES:
         await cql.execute(session, table.format(ks=keyspace))
+    if await _version(session, keyspace) is None:
+        await cql.execute(
+            session,
+            f"INSERT INTO {keyspace}.schema_version (name, version) VALUES ('journal', %s)",
+            (SCHEMA_VERSION,),
+        )
+
+
+async def check_schema(session: Session, keyspace: str) -> None:
+    """Refuse a keyspace without this schema (an administrator creates it: `ensure_schema`
+    with a role that may) or with a newer one."""
+    try:
+        version = await _version(session, keyspace)
+    except InvalidRequest as error:  # no such keyspace or table
+        raise SchemaMissing(f"keyspace {keyspace}: {error}") from error
+    if version is None:
+        raise SchemaMissing(
+            f"keyspace {keyspace} has no journal schema; an administrator creates it "
+            "(kafka-journal stack up does for the local stack)"
+        )
+
+
+async def _version(session: Session, keyspace: str) -> int | None:
+    """The schema's version (None: none written yet); SchemaTooNew past this code's."""
     rows = await cql.execute(
         session, f"SELECT version FROM {keyspace}.schema_version WHERE name = 'journal'"
     )
@@ -61,9 +90,4 @@ async def ensure_schema(session: Session, keyspace: str, replication: str) -> No
             f"keyspace {keyspace} has schema version {rows[0].version}; "
             f"this code knows up to {SCHEMA_VERSION}"
         )
-    if not rows:
-        await cql.execute(
-            session,
-            f"INSERT INTO {keyspace}.schema_version (name, version) VALUES ('journal', %s)",
-            (SCHEMA_VERSION,),
-        )
+    return rows[0].version if rows else None

@@ -68,6 +68,8 @@ def test_help_shows_each_setting_with_its_flag_and_variable(
     text = help_of(*command)
     entries = [" ".join(entry.split()) for entry in re.split(r"\n  (?=-)", text)[1:]]
     fields = [field for field in model.settings_fields() if not is_secret(field[2])]
+    secrets = {o.flag_of(n) for o, n, info in model.settings_fields() if is_secret(info)}
+    assert not [entry for entry in entries if entry.split()[0].rstrip(",") in secrets]
     for owner, name, _info in fields:
         flag, variable = owner.flag_of(name), owner.variable_of(name)
         assert any(entry.startswith(flag) and f"[env {variable}]" in entry for entry in entries), (

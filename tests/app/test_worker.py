@@ -14,6 +14,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import OffsetAndMetadata, TopicPartition
 
+from journal.security import KafkaAccess
 from journal.topic import TopicSpec, end_offsets, ensure_topic
 from stack import Stack
 from tests.journal.journal_contract import JournalContract, events
@@ -125,8 +126,8 @@ async def _count_quarantined(connected: Harness) -> int:
     from tests.support.workers import end_offsets
 
     topic = f"{connected.settings.topic}.quarantine"
-    await ensure_topic(connected.settings.kafka_bootstrap, TopicSpec(topic, 1))
-    ends = await end_offsets(connected.settings.kafka_bootstrap, topic, 1)
+    await ensure_topic(connected.settings.kafka_access(), TopicSpec(topic, 1))
+    ends = await end_offsets(connected.settings.kafka_access(), topic, 1)
     return ends[0]
 
 
@@ -195,7 +196,7 @@ async def test_kill_9_amid_a_backlog_then_every_acknowledged_event_is_stored_onc
                 positions[(journal_id, seq_nr)] = position.offset
 
     await asyncio.gather(*(lane(f"backlog-{j}") for j in range(journals)))
-    ends = await end_offsets(settings.kafka_bootstrap, settings.topic, settings.partitions)
+    ends = await end_offsets(settings.kafka_access(), settings.topic, settings.partitions)
     for _ in range(1000):  # until the worker is replicating the backlog
         pointers = await store.pointers(settings.topic)
         if any(pointers.get(p, -1) > before.get(p, -1) for p in ends):
@@ -290,9 +291,9 @@ async def test_a_partition_committed_ahead_of_the_store_is_caught_up_on_assignme
             journal = connected.journals.journal(f"gap-{j}")
             await journal.append(events(1, 2))
             keys.append(journal.key)
-        ends = await end_offsets(settings.kafka_bootstrap, settings.topic, settings.partitions)
+        ends = await end_offsets(settings.kafka_access(), settings.topic, settings.partitions)
         app_id = unique("app")
-        await commit_group(settings.kafka_bootstrap, app_id, settings.topic, ends)
+        await commit_group(settings.kafka_access(), app_id, settings.topic, ends)
         worker = WorkerProcess(settings, app_id, tmp_path_factory.mktemp("gap") / "data")
         worker.start()
         try:
@@ -305,9 +306,9 @@ async def test_a_partition_committed_ahead_of_the_store_is_caught_up_on_assignme
             assert meta is not None and meta.seq_nr == 2
 
 
-async def commit_group(bootstrap: str, group: str, topic: str, ends: dict[int, int]) -> None:
+async def commit_group(kafka: KafkaAccess, group: str, topic: str, ends: dict[int, int]) -> None:
     """Commit `ends` for the consumer group, as a worker that handled every record would."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group)
+    consumer = AIOKafkaConsumer(group_id=group, **kafka.client_options())
     await consumer.start()
     try:
         tps = {TopicPartition(topic, p): OffsetAndMetadata(end, "") for p, end in ends.items()}

@@ -11,6 +11,7 @@ from cassandra import InvalidRequest, OperationTimedOut
 
 from journal.errors import AppendTooLarge, KafkaUnavailable, StoreUnavailable
 from journal.producer import JournalProducer
+from journal.security import KafkaAccess
 from journal.store import cql
 
 
@@ -34,7 +35,7 @@ class Refusing:
 async def test_the_producer_raises_the_cores_errors(
     driver: Exception, core: type[Exception]
 ) -> None:
-    producer = JournalProducer("127.0.0.1:1")
+    producer = JournalProducer(KafkaAccess("127.0.0.1:1"))
     producer._producer = Refusing(driver)  # the driver seam (aiokafka is untyped)
     with pytest.raises(core) as raised:
         await producer.send_and_wait("topic", b"value")

@@ -287,7 +287,7 @@ async def test_a_head_over_its_memory_budget_is_fetched_as_it_streams(api: Direc
     """Invariant 6 with replication stopped: the head keeps ~2 KB, the rest is re-fetched."""
     client = api.journals
     kafka = KafkaRecords(
-        KafkaReadConfig(api.harness.settings.kafka_bootstrap, head_budget_bytes=2000)
+        KafkaReadConfig(api.harness.settings.kafka_access(), head_budget_bytes=2000)
     )
     frugal = Journals(client.topic, client.writer, client.store, client.index, client.fence, kafka)
     journal = frugal.journal("long-head")

@@ -7,6 +7,7 @@ import pytest
 from journal.metrics import Metrics, set_replication_lag
 from journal.model import Event, Events, JournalKey, JsonPayload
 from journal.producer import JournalProducer
+from journal.security import KafkaAccess
 from journal.topic import TopicSpec, ensure_topic
 from journal.writer import JournalWriter
 from stack import Stack
@@ -60,8 +61,8 @@ def test_replication_lag_is_a_gauge_per_partition() -> None:
 @pytest.mark.integration
 async def test_the_writer_times_acknowledged_writes_per_action(stack: Stack) -> None:
     topic = unique("journal_metrics")
-    await ensure_topic(stack.kafka_bootstrap, TopicSpec(topic, 1))
-    producer = JournalProducer(stack.kafka_bootstrap)
+    await ensure_topic(KafkaAccess(stack.kafka_bootstrap), TopicSpec(topic, 1))
+    producer = JournalProducer(KafkaAccess(stack.kafka_bootstrap))
     await producer.start()
     metrics = Metrics()
     try:

@@ -99,7 +99,7 @@ async def test_a_flood_of_malformed_records_is_quarantined_in_bulk_with_summarie
     assert store is not None
     with caplog.at_level(logging.WARNING, logger="journal.replicate"):
         await replicate_to_now(
-            settings.kafka_bootstrap,
+            settings.kafka_access(),
             store,
             settings.topic,
             KafkaQuarantine(producer, log_interval_s=0),
@@ -107,7 +107,7 @@ async def test_a_flood_of_malformed_records_is_quarantined_in_bulk_with_summarie
     _, seq_nrs = await connected.stored("flooded")
     assert seq_nrs == [1, 2]
     topic = quarantine_topic(settings.topic)
-    assert (await end_offsets(settings.kafka_bootstrap, topic, 1))[0] == flood
+    assert (await end_offsets(settings.kafka_access(), topic, 1))[0] == flood
     summaries = [r.getMessage() for r in caplog.records if "quarantined" in r.getMessage()]
     counted = [int(m.group(1)) for s in summaries if (m := re.search(r"quarantined (\d+)", s))]
     assert sum(counted) == flood

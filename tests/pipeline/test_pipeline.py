@@ -200,7 +200,7 @@ async def test_after_retention_the_audit_is_exact_from_a_purge_and_partial_befor
         )
         await kept.append(events(1, 5))
         await partial.append(events(1, 5))
-        cut = await end_offsets(settings.kafka_bootstrap, settings.topic, settings.partitions)
+        cut = await end_offsets(settings.kafka_access(), settings.topic, settings.partitions)
         await kept.purge()
         again = events(1, 2)
         await kept.append(again)

@@ -8,13 +8,14 @@ from collections.abc import Iterator
 
 import pytest
 
+from journal.security import KafkaAccess
 from stack import Stack
 from stack.health import ProbeError, cassandra_release_version, kafka_metadata, until_answered
 
 
 @pytest.mark.integration
 def test_kafka_answers_with_its_cluster_and_brokers(stack: Stack) -> None:
-    metadata = kafka_metadata(stack.kafka_bootstrap)
+    metadata = kafka_metadata(stack.settings.kafka_access)
     assert metadata.cluster_id
     ports = {broker.port for broker in metadata.brokers}
     assert int(stack.kafka_bootstrap.rsplit(":", 1)[1]) in ports
@@ -23,13 +24,13 @@ def test_kafka_answers_with_its_cluster_and_brokers(stack: Stack) -> None:
 
 @pytest.mark.integration
 async def test_kafka_probe_works_inside_a_running_loop(stack: Stack) -> None:
-    assert kafka_metadata(stack.kafka_bootstrap).brokers
+    assert kafka_metadata(stack.settings.kafka_access).brokers
 
 
 @pytest.mark.integration
 def test_cassandra_answers_with_its_release_version(stack: Stack) -> None:
     version = cassandra_release_version(stack.cassandra_hosts, stack.cassandra_port)
-    assert version.split(".")[0].isdigit()
+    assert version is not None and version.split(".")[0].isdigit()
 
 
 def test_a_port_that_accepts_but_never_answers_is_not_kafka() -> None:
@@ -38,7 +39,7 @@ def test_a_port_that_accepts_but_never_answers_is_not_kafka() -> None:
         silent.listen()
         port = silent.getsockname()[1]
         with pytest.raises(ProbeError, match=re.escape("no answer within 0.5 s")):
-            kafka_metadata(f"127.0.0.1:{port}", timeout=0.5)
+            kafka_metadata(KafkaAccess(f"127.0.0.1:{port}"), timeout=0.5)
 
 
 def test_a_closed_port_is_not_kafka() -> None:
@@ -46,7 +47,7 @@ def test_a_closed_port_is_not_kafka() -> None:
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]  # bound, never listening: connections are refused
         with pytest.raises(ProbeError, match=re.escape(f"127.0.0.1:{port}")):
-            kafka_metadata(f"127.0.0.1:{port}", timeout=2.0)
+            kafka_metadata(KafkaAccess(f"127.0.0.1:{port}"), timeout=2.0)
 
 
 def test_until_answered_retries_only_probe_errors() -> None:

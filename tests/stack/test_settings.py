@@ -144,3 +144,15 @@ def test_a_stack_of_external_servers_starts_and_stops_nothing(tmp_path: Path) ->
 def test_a_requested_java_that_does_not_run_is_refused() -> None:
     with pytest.raises(StackError, match="KJ_JAVA"):
         find_java("/nonexistent/bin/java")
+
+
+def test_the_secured_twin_runs_beside_the_plain_stack(tmp_path: Path) -> None:
+    plain = StackSettings.from_env({"KJ_STACK_DIR": str(tmp_path / "s"), "KJ_KAFKA_PORT": "9092"})
+    twin = plain.secured_twin()
+    assert (twin.security, twin.data_dir) == ("on", tmp_path / "s-secured")
+    assert (twin.kafka_port, twin.kafka_controller_port) == (9192, 9193)
+    assert (twin.cassandra_port, twin.cassandra_storage_port) == (9142, 17100)
+    assert (
+        twin.kafka_access.login is not None and twin.kafka_access.login.username == "journal-admin"
+    )
+    assert plain.kafka_access.login is None and plain.cassandra_login is None

@@ -55,7 +55,7 @@ class Harness:
         store = self.journals.replicated_store
         assert store is not None
         return await replicate_to_now(
-            self.settings.kafka_bootstrap,
+            self.settings.kafka_access(),
             store,
             self.settings.topic,
             KafkaQuarantine(self.producer),
@@ -66,8 +66,8 @@ class Harness:
 async def harness(stack: Stack, keyspace: str, topic_prefix: str) -> AsyncIterator[Harness]:
     settings = settings_for(stack, unique(topic_prefix), keyspace)
     journals = await Journals.connect(settings)
-    await ensure_topic(settings.kafka_bootstrap, TopicSpec(quarantine_topic(settings.topic), 1))
-    producer = JournalProducer(settings.kafka_bootstrap)
+    await ensure_topic(settings.kafka_access(), TopicSpec(quarantine_topic(settings.topic), 1))
+    producer = JournalProducer(settings.kafka_access())
     await producer.start()
     try:
         yield Harness(journals, producer, settings)

@@ -15,5 +15,5 @@ async def wait_replicated(
     settings: Settings, store: EventualJournal, timeout_s: float = 90.0
 ) -> None:
     """Until the store's pointers reach the topic's current end: the agents replicated it."""
-    ends = await end_offsets(settings.kafka_bootstrap, settings.topic, settings.partitions)
+    ends = await end_offsets(settings.kafka_access(), settings.topic, settings.partitions)
     await wait_pointers(store, settings.topic, ends, timeout_s)

@@ -1,0 +1,157 @@
+"""Who the project is to Kafka and Cassandra: the one place client options are built.
+
+Contract:
+- `KafkaAccess` is how to reach Kafka: the bootstrap servers and, when secured, a SCRAM login
+  and optionally a TLS CA. `client_options()` gives the keyword arguments every aiokafka
+  client of the project takes (producer, consumers, admin); `spark_options()` the same for
+  Spark's Kafka source; the Faust app builds its credentials from `login` and
+  `ssl_context()`. No module builds these options itself, so no client forgets the login.
+- `CassandraLogin` is a role and its password for cassandra-driver's PlainTextAuthProvider.
+- Passwords are `SecretStr`s: their repr and str are masked, so a logged settings object or
+  an exception that carries one shows `**********`. Only the option builders unwrap them.
+- The principals (`KAFKA_USERS`, `CASSANDRA_ROLES`) and their local-stack dev credentials
+  live here, where clients and `stack/` both read them: the secured stack creates these.
+"""
+
+from __future__ import annotations
+
+import ssl
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import SecretStr
+
+from journal.errors import KafkaAccessDenied
+
+KafkaProtocol = Literal["PLAINTEXT", "SASL_PLAINTEXT", "SASL_SSL"]
+ScramMechanism = Literal["SCRAM-SHA-512", "SCRAM-SHA-256"]
+Role = Literal["client", "replicator", "worker"]
+
+DEFAULT_APP_ID = "kafka-journal"  # the worker's consumer group and its topics' prefix
+
+# Kafka principals (SCRAM users). The admin is the only super user: it creates topics and ACLs.
+KAFKA_ADMIN = "journal-admin"
+KAFKA_USERS: dict[Role, str] = {
+    "client": "journal-client",
+    "replicator": "journal-replicator",
+    "worker": "journal-worker",
+}
+# Cassandra roles: reading (clients), writing (replication, the Spark rebuild), schema (admin).
+CASSANDRA_ADMIN = "journal_admin"
+CASSANDRA_READER = "journal_reader"
+CASSANDRA_WRITER = "journal_writer"
+CASSANDRA_ROLES: dict[Role, str] = {
+    "client": CASSANDRA_READER,
+    "replicator": CASSANDRA_WRITER,
+    "worker": CASSANDRA_WRITER,
+}
+
+
+def dev_password(user: str) -> SecretStr:
+    """The local secured stack's password of `user`. Fixed and public on purpose: the stack
+    listens on 127.0.0.1 only, and a fixed value lets a worker, the pipeline and the tests find
+    it without reading the stack's directory. Never use it anywhere else: set the
+    `KJ_*_PASSWORD` (or `_PASSWORD_FILE`) settings."""
+    return SecretStr(f"{user}-dev-only")
+
+
+@dataclass(frozen=True, slots=True)
+class ScramLogin:
+    username: str
+    password: SecretStr
+    mechanism: ScramMechanism = "SCRAM-SHA-512"
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaAccess:
+    """Kafka's servers and how to log in to them (see the module contract)."""
+
+    bootstrap: str
+    login: ScramLogin | None = None
+    tls: bool = False  # SASL_SSL; only with a login (PLAINTEXT and SASL_* are the protocols)
+    tls_ca: Path | None = None  # PEM CAs to trust; None: the system's
+
+    def __post_init__(self) -> None:
+        if self.tls and self.login is None:
+            raise ValueError("TLS without a SASL login (SSL) is not a protocol this project uses")
+
+    @property
+    def protocol(self) -> KafkaProtocol:
+        if self.login is None:
+            return "PLAINTEXT"
+        return "SASL_SSL" if self.tls else "SASL_PLAINTEXT"
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """The TLS context of SASL_SSL, None otherwise."""
+        if not self.tls:
+            return None
+        return ssl.create_default_context(cafile=None if self.tls_ca is None else str(self.tls_ca))
+
+    def client_options(self) -> dict[str, Any]:
+        """aiokafka's keyword arguments: `bootstrap_servers` and the security ones."""
+        options: dict[str, Any] = {"bootstrap_servers": self.bootstrap}
+        if self.login is not None:
+            options |= {
+                "security_protocol": self.protocol,
+                "sasl_mechanism": self.login.mechanism,
+                "sasl_plain_username": self.login.username,
+                "sasl_plain_password": self.login.password.get_secret_value(),
+            }
+            context = self.ssl_context()
+            if context is not None:
+                options["ssl_context"] = context
+        return options
+
+    def spark_options(self) -> dict[str, str]:
+        """Spark's Kafka source options (`kafka.`-prefixed consumer configs)."""
+        options = {"kafka.bootstrap.servers": self.bootstrap}
+        if self.login is not None:
+            # JAAS quoting: the password goes between double quotes, so escape those and "\".
+            password = self.login.password.get_secret_value()
+            quoted = password.replace("\\", "\\\\").replace('"', '\\"')
+            options |= {
+                "kafka.security.protocol": self.protocol,
+                "kafka.sasl.mechanism": self.login.mechanism,
+                "kafka.sasl.jaas.config": (
+                    "org.apache.kafka.common.security.scram.ScramLoginModule required "
+                    f'username="{self.login.username}" password="{quoted}";'
+                ),
+            }
+            if self.tls and self.tls_ca is not None:
+                options["kafka.ssl.truststore.type"] = "PEM"
+                options["kafka.ssl.truststore.location"] = str(self.tls_ca)
+        return options
+
+
+@dataclass(frozen=True, slots=True)
+class CassandraLogin:
+    role: str
+    password: SecretStr
+
+    def auth_provider(self) -> Any:
+        """cassandra-driver's PlainTextAuthProvider for this role."""
+        from cassandra.auth import PlainTextAuthProvider
+
+        return PlainTextAuthProvider(self.role, self.password.get_secret_value())
+
+
+# aiokafka's refusals by the authorizer (a missing ACL), mapped by the core to `kafka_denied`
+def authorization_errors() -> tuple[type[Exception], ...]:
+    from aiokafka import errors
+
+    return (
+        errors.TopicAuthorizationFailedError,
+        errors.GroupAuthorizationFailedError,
+        errors.ClusterAuthorizationFailedError,
+        errors.TransactionalIdAuthorizationFailed,
+    )
+
+
+def kafka_denied(
+    kafka: KafkaAccess, right: str, cause: BaseException | None = None
+) -> KafkaAccessDenied:
+    """The core's error for Kafka refusing `kafka`'s principal `right` ("Write on topic t")."""
+    who = "an anonymous client" if kafka.login is None else f"User:{kafka.login.username}"
+    detail = "" if cause is None else f" ({type(cause).__name__})"
+    return KafkaAccessDenied(f"Kafka denied {who} {right}{detail}: an ACL must grant it")

@@ -1,0 +1,91 @@
+"""Two workers on the secured stack: the semantic suite over HTTP, half of it forwarded.
+
+Every path of the journal (append, read, delete, purge, replication by the agents, forwarding
+to the owner) runs with each process logged in as its own principal: the workers as
+`journal-worker`, the test's client (it waits for replication) as `journal-client` with the
+`journal_reader` role.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+
+from journal.journals import Journals
+from stack import Stack
+from tests.journal.journal_contract import JournalContract, events
+from tests.support.http_api import HttpJournals, client_session
+from tests.support.secured import Granted, granted_journal
+from tests.support.workers import WorkerProcess, wait_replicated
+
+pytestmark = [pytest.mark.integration, pytest.mark.secured]
+
+
+@pytest.fixture(scope="module")
+async def granted(secured_stack: Stack) -> Granted:
+    return await granted_journal(secured_stack, partitions=4)
+
+
+@pytest.fixture(scope="module")
+async def client(granted: Granted) -> AsyncIterator[Journals]:
+    async with await Journals.connect(granted.settings) as journals:
+        yield journals
+
+
+@pytest.fixture(scope="module")
+def workers(
+    granted: Granted, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[list[WorkerProcess]]:
+    both = [
+        WorkerProcess(granted.settings, granted.app_id, tmp_path_factory.mktemp(f"w{n}") / "data")
+        for n in range(2)
+    ]
+    for worker in both:
+        worker.start()
+    yield both
+    for worker in both:
+        worker.stop()
+
+
+@pytest.fixture(scope="module")
+async def api(
+    granted: Granted, client: Journals, workers: list[WorkerProcess]
+) -> AsyncIterator[HttpJournals]:
+    for worker in workers:
+        await worker.wait_ready()
+
+    async def settle() -> None:
+        await wait_replicated(granted.settings, client.store)
+
+    async with client_session(granted.settings) as session:
+        yield HttpJournals(session, [w.url for w in workers], settle)
+
+
+class TestTwoSecuredWorkers(JournalContract):
+    """Each request goes to the other worker than the last: half are forwarded."""
+
+
+async def test_both_workers_own_partitions_and_forward_to_each_other(
+    api: HttpJournals, workers: list[WorkerProcess], granted: Granted
+) -> None:
+    async def forwarded() -> float:
+        total = 0.0
+        async with client_session(granted.settings) as session:
+            for worker in workers:
+                async with session.get(worker.url / "metrics") as got:
+                    text = await got.text()
+                total += sum(
+                    float(line.split()[-1])
+                    for line in text.splitlines()
+                    if line.startswith("journal_forwarded_requests_total")
+                )
+        return total
+
+    before = await forwarded()
+    for n in range(1, 9):
+        await asyncio.gather(*(api.append(f"spread-{k}", events(n, n)) for k in range(4)))
+    for k in range(4):
+        assert [e.seq_nr for e in await api.read(f"spread-{k}")] == list(range(1, 9))
+    assert await forwarded() > before
