@@ -107,17 +107,17 @@ class EventualJournal(ABC):
         `meta` comes from a preceding `meta()` call: the caller decides how fresh it must be.
         """
 
-    @abstractmethod
     def appends(
         self, topic: str, partition: int, after: int, to: int
     ) -> AsyncIterator[StoredAppend]:
         """The stored Appends of `partition` at offsets in (after, to], in offset order,
-        streamed."""
+        streamed. Subscriptions need it; a store without it serves only journal reads."""
+        raise NotImplementedError(f"{type(self).__name__} lists no stored Appends")
 
-    @abstractmethod
     def append_events(self, append: StoredAppend) -> AsyncIterator[EventRecord]:
         """The events of `append` the store still holds (none once deleted or purged), in
         seqNr order."""
+        raise NotImplementedError(f"{type(self).__name__} lists no stored Appends")
 
     async def first_page(self, key: JournalKey, from_: int, to: int) -> FirstPage:
         """The first page of the journal's stored events from `from_`, asked before its
