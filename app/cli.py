@@ -244,6 +244,19 @@ def purge(journal_id: str, **values: Any) -> int:
     return client.run_client("purge", load(Settings, values), journal_id, client.purge)
 
 
+@cli.command()
+@settings_options(Settings)
+@click.option("--after", default=None, help="a position printed earlier: resume after it")
+@click.option("--tags", default=None, help="comma-separated: only events with any of them")
+@click.option("--live/--no-live", default=False, show_default=True, help="forever, heartbeats")
+def subscribe(after: str | None, tags: str | None, live: bool, **values: Any) -> int:
+    """Every journal's accepted events as NDJSON, as GET /events: each line has its journal's
+    id and the position to resume after it (--after)."""
+    from app import client
+
+    return client.subscribe(load(Settings, values), after, tags, live)
+
+
 # --- pipeline ---------------------------------------------------------------------------------
 
 

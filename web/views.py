@@ -22,6 +22,7 @@ from typing import TypeVar
 
 from aiohttp import web
 
+from journal.errors import JournalError
 from journal.metrics import METRICS, Metrics
 from journal.model import EventRecord
 from journal.subscription import SubscriptionItem
@@ -237,8 +238,12 @@ async def _stream_items(
         async for item in rest:
             await response.write(subscription_line(item))
             sent += 1
-    except ConnectionError:
-        return False
+    except ConnectionError as e:
+        if not isinstance(e, JournalError):  # the client left (Unavailable is one too)
+            return False
+        metrics.counter("http_streams_interrupted_total").inc()
+        log.warning("subscription broke after %d lines: %s: %s", sent, type(e).__name__, e)
+        raise StreamInterrupted(str(e)) from e
     except Exception as e:
         metrics.counter("http_streams_interrupted_total").inc()
         log.warning("subscription broke after %d lines: %s: %s", sent, type(e).__name__, e)

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import TypeVar
 
 import aiohttp
+import orjson
 import pytest
 
 from journal.topic import TopicSpec, end_offsets, ensure_topic
@@ -273,3 +274,36 @@ async def test_bad_input_gets_a_clear_4xx_from_the_worker(
     await api.append("still-serving", events(1, 1))
     assert await api.read("still-serving") == events(1, 1)
     await api.purge("still-serving")
+
+
+async def test_a_subscription_over_http_resumes_and_shows_no_rejected_append(
+    api: HttpJournals, worker: WorkerProcess, connected: Harness
+) -> None:
+    """The agent's replication writes what subscriptions read: half replicated, half in the
+    tail; a conflicting append (from seqNr 1 again) never shows; resuming from a position."""
+    ids = [unique("sub") for _ in range(4)]
+    for journal_id in ids:
+        await api.append(journal_id, events(1, 2))
+    await api.settle()
+    for journal_id in ids:
+        await api.append(journal_id, events(1, 1))  # rejected: does not continue the journal
+        await api.append(journal_id, events(3, 3))
+
+    async def lines(query: str) -> list[dict[str, object]]:
+        async with api.session.get(f"{worker.url}/events?{query}") as response:
+            assert response.status == 200, await response.text()
+            return [orjson.loads(line) for line in (await response.read()).splitlines()]
+
+    first = await lines("live=false")
+    assert first[-1]["heartbeat"] is True
+    got = [(line["id"], line["seqNr"]) for line in first if line.get("id") in ids]
+    assert sorted(got) == sorted((j, n) for j in ids for n in (1, 2, 3))
+    mine = [line for line in first if line.get("id") in ids]
+    # the last event of its Append (1..2 or 3): resuming after it does not repeat it
+    middle = next(line for line in mine[len(mine) // 2 :] if line["seqNr"] != 1)
+    rest = await lines(f"live=false&after={middle['position']}")
+    resumed = {(line["id"], line["seqNr"]) for line in rest if line.get("id") in ids}
+    later = {(line["id"], line["seqNr"]) for line in mine[mine.index(middle) + 1 :]}
+    assert later <= resumed and (middle["id"], middle["seqNr"]) not in resumed
+    async with api.session.get(f"{worker.url}/events?after=nope") as response:
+        assert response.status == 400
