@@ -339,10 +339,20 @@ def export(
 @cli.command()
 @click.option("--quick", is_flag=True, help="tiny sizes: prove the harness")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None)
-def bench(quick: bool, out: Path | None) -> int:
+@click.option(
+    "--subscription-only",
+    type=click.IntRange(min=100),
+    default=None,
+    metavar="EVENTS",
+    help="only the subscription scenario, at this many events: print its numbers",
+)
+def bench(quick: bool, out: Path | None, subscription_only: int | None) -> int:
     """Measure against raw baselines and write BENCHMARKS.md (+ PNG plots) under --out (.)."""
     from bench.run import run as run_bench
+    from bench.run import run_subscription
 
+    if subscription_only is not None:
+        return run_subscription(subscription_only, out or Path.cwd())
     return run_bench(quick, out or Path.cwd())
 
 

@@ -431,15 +431,19 @@ class Subscription:
         self, reader: _Partition, key: JournalKey, events: Sequence[EventRecord], offset: int
     ) -> Iterable[SubscribedEvent]:
         """An Append's events; all but the last at the offset before it (see the module)."""
+        if not events:  # deleted from the store meanwhile
+            reader.cursor = offset
+            return
         reader.cursor = offset - 1
-        last = len(events) - 1
-        for i, record in enumerate(events):
-            if i == last:
-                reader.cursor = offset
-            if self._tags and not self._tags & record.event.tags:
-                continue
-            yield SubscribedEvent(key, record, self.position())
+        *before, last = events
+        inside = self.position() if before else None  # one position for all but the last
+        for record in before:
+            if not self._tags or self._tags & record.event.tags:
+                assert inside is not None
+                yield SubscribedEvent(key, record, inside)
         reader.cursor = offset
+        if not self._tags or self._tags & last.event.tags:
+            yield SubscribedEvent(key, last, self.position())
 
 
 def _actions(messages: Iterable[ConsumerRecord[bytes, bytes]]) -> list[ActionRecord]:
