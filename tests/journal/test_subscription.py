@@ -15,6 +15,7 @@ from aiokafka.structs import TopicPartition
 
 from journal.errors import InvalidValue
 from journal.journals import Journals
+from journal.metrics import METRICS
 from journal.model import Event, JournalKey, JsonPayload
 from journal.subscription import (
     Heartbeat,
@@ -127,11 +128,13 @@ def check_order(session: Sequence[SubscribedEvent]) -> None:
 
 
 async def resumed(
-    journals: Journals, rng: random.Random, between: object = None
+    journals: Journals,
+    rng: random.Random,
+    between: object = None,
+    after: SubscriptionPosition | None = None,
 ) -> list[SubscribedEvent]:
     """A finite subscription dropped after a few events and resumed from the last position
     received, until it ends; `between` (a coroutine function) runs after the first session."""
-    after: SubscriptionPosition | None = None
     delivered: list[SubscribedEvent] = []
     sessions = 0
     while True:
@@ -227,3 +230,23 @@ async def test_tags_filter_and_a_live_subscriber_sees_appends_and_heartbeats(
             pytest.fail("the live subscriber never got the append")
     finally:
         await items.aclose()  # type: ignore[attr-defined]
+
+
+@pytest.mark.integration
+async def test_with_the_store_down_a_resumed_subscriber_folds_from_offset_0(
+    h: Harness, stack: Stack
+) -> None:
+    """Kafka holds the whole topic (it still starts at offset 0): the fold needs no store."""
+    written = Written()
+    await write(h, written, rounds=5, seed=7)
+    await h.replicate()
+    await write(h, written, rounds=5, seed=8)
+    before, _ = await take(h.journals, None, 10)
+    folds = METRICS.value("journal_subscription_whole_folds_total")
+    stack.cassandra.stop()
+    try:
+        delivered = await resumed(h.journals, random.Random(9), after=before[-1].position)
+    finally:
+        stack.cassandra.start()
+    check(written, before + delivered)
+    assert METRICS.value("journal_subscription_whole_folds_total") > folds
