@@ -168,6 +168,12 @@ class _Partition:
     def seek(self, offset: int) -> None:
         self.next = self.read_from = offset
 
+    def pending(
+        self, fetched: Sequence[ConsumerRecord[bytes, bytes]], end: int | None
+    ) -> list[ConsumerRecord[bytes, bytes]]:
+        """The fetched records not handled yet, below `end` (None: no end)."""
+        return [m for m in fetched if m.offset >= self.next and (end is None or m.offset < end)]
+
     async def read_pointer(self) -> int:
         pointer = await self.store.pointer(self.topic, self.partition)
         self.pointer = max(self.pointer, -1 if pointer is None else pointer)
@@ -338,10 +344,26 @@ class Subscription:
             wait_s = max(0.0, quiet_since + self._config.heartbeat_s - loop.time())
             batches = await self._fetch(consumer, min(wait_s, 1.0))
             delivered = False
-            for tp, messages in batches.items():
+            for tp, fetched in batches.items():
                 reader = self._readers[tp.partition]
                 end = None if stop_at is None else stop_at[tp.partition]
-                async for item in self._handle(consumer, reader, messages, end):
+                messages = [
+                    m
+                    for m in fetched
+                    if m.offset >= reader.next and (end is None or m.offset < end)
+                ]
+                if not messages:
+                    continue
+                first = messages[0].offset
+                if not reader.whole and first > reader.next:
+                    # Kafka moved its log start past the reader (retention): the gap from
+                    # the store
+                    async for item in self._from_store(reader, first - 1):
+                        delivered = True
+                        yield item
+                    reader.restart_after_gap(first)
+                # one batch's events at once: a generator per event costs more than them
+                for item in await self._handle(consumer, reader, messages):
                     delivered = True
                     yield item
             if delivered:
@@ -374,26 +396,15 @@ class Subscription:
         consumer: AIOKafkaConsumer,
         reader: _Partition,
         messages: Sequence[ConsumerRecord[bytes, bytes]],
-        end: int | None,
-    ) -> AsyncIterator[SubscriptionItem]:
+    ) -> list[SubscribedEvent]:
+        """The events to deliver from `messages`, the partition's next records in order."""
         tp = self._tps[reader.partition]
-        messages = [
-            m for m in messages if m.offset >= reader.next and (end is None or m.offset < end)
-        ]
-        if not messages:
-            return
-        first = messages[0].offset
-        if not reader.whole and first > reader.next:
-            # Kafka moved its log start past the reader (retention): the gap from the store
-            async for item in self._from_store(reader, first - 1):
-                yield item
-            reader.restart_after_gap(first)
         try:
             accepted = await reader.accepted(_actions(messages))
         except _Rewind as rewind:
             consumer.seek(tp, rewind.offset)
             reader.seek(rewind.offset)
-            return
+            return []
         except StoreUnavailable:
             if reader.whole or await _log_start(consumer, tp) != 0:
                 raise
@@ -403,12 +414,15 @@ class Subscription:
             reader.go_whole()
             consumer.seek(tp, 0)
             reader.seek(0)
-            return
-        for action in accepted:
-            for item in self._deliver(reader, action.key, events_of(action), action.offset):
-                yield item
+            return []
+        delivered = [
+            item
+            for action in accepted
+            for item in self._deliver(reader, action.key, events_of(action), action.offset)
+        ]
         reader.next = messages[-1].offset + 1
         reader.cursor = max(reader.cursor, messages[-1].offset)
+        return delivered
 
     async def _from_store(self, reader: _Partition, to: int) -> AsyncIterator[SubscriptionItem]:
         """The stored Appends in (cursor, to], from the store: the records are gone from
