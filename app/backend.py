@@ -6,10 +6,12 @@ own fall back to a scan of the partition (see journal/journals.py).
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Collection
 from typing import Any
 
 from journal.deferred import Deferred
 from journal.journals import Journals
+from journal.subscription import SubscriptionItem, SubscriptionPosition
 from web.backend import JournalHandle
 
 
@@ -23,3 +25,8 @@ class WorkerBackend:
 
     def ready(self) -> bool:
         return self._journals.done() and not self._app.rebalancing
+
+    def subscribe(
+        self, after: SubscriptionPosition | None, tags: Collection[str], live: bool
+    ) -> AsyncIterator[SubscriptionItem]:
+        return self._journals.value().subscribe(after, tags, live)  # ready() said yes

@@ -287,6 +287,19 @@ def purge(journal_id: str, **values: Any) -> int:
     return client.run_client("purge", load(Settings, values), journal_id, client.purge)
 
 
+@cli.command()
+@settings_options(Settings)
+@click.option("--after", default=None, help="a position printed earlier: resume after it")
+@click.option("--tags", default=None, help="comma-separated: only events with any of them")
+@click.option("--live/--no-live", default=False, show_default=True, help="forever, heartbeats")
+def subscribe(after: str | None, tags: str | None, live: bool, **values: Any) -> int:
+    """Every journal's accepted events as NDJSON, as GET /events: each line has its journal's
+    id and the position to resume after it (--after)."""
+    from app import client
+
+    return client.subscribe(load(Settings, values), after, tags, live)
+
+
 # --- pipeline ---------------------------------------------------------------------------------
 
 
@@ -369,10 +382,20 @@ def export(
 @cli.command()
 @click.option("--quick", is_flag=True, help="tiny sizes: prove the harness")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None)
-def bench(quick: bool, out: Path | None) -> int:
+@click.option(
+    "--subscription-only",
+    type=click.IntRange(min=100),
+    default=None,
+    metavar="EVENTS",
+    help="only the subscription scenario, at this many events: print its numbers",
+)
+def bench(quick: bool, out: Path | None, subscription_only: int | None) -> int:
     """Measure against raw baselines and write BENCHMARKS.md (+ PNG plots) under --out (.)."""
     from bench.run import run as run_bench
+    from bench.run import run_subscription
 
+    if subscription_only is not None:
+        return run_subscription(subscription_only, out or Path.cwd())
     return run_bench(quick, out or Path.cwd())
 
 

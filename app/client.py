@@ -1,4 +1,5 @@
-"""`kafka-journal append|read|pointer|delete|purge`: the direct client on the command line.
+"""`kafka-journal append|read|pointer|delete|purge|subscribe`: the direct client on the command
+line.
 
 Input and output use the HTTP API's JSON forms, so a body that works with curl works here:
 `append` takes the POST body (from `--data` or standard input; `--expected-seq-nr` and
@@ -98,6 +99,47 @@ def purge() -> JournalCommand:
         out.write(to_json(position_out(await journal.purge())) + b"\n")
 
     return command
+
+
+def subscribe(settings: Settings, after: str | None, tags: str | None, live: bool) -> int:
+    """`kafka-journal subscribe`: the lines of `GET /events`, flushed one by one; 2 for a
+    bad position. Ctrl-C ends a live one quietly."""
+    from journal.errors import InvalidValue
+    from journal.subscription import SubscriptionPosition
+
+    try:
+        position = None if after is None else SubscriptionPosition.parse(after)
+    except InvalidValue as error:
+        print(f"kafka-journal subscribe: invalid_query: --after: {error}", file=sys.stderr)
+        return 2
+    wanted = [tag for tag in (tags or "").split(",") if tag]
+
+    async def run() -> None:
+        from journal.journals import Journals
+        from web.representation import subscription_line
+
+        journals = await Journals.connect(settings)
+        try:
+            out = sys.stdout.buffer
+            async for item in journals.subscribe(position, wanted, live):
+                out.write(subscription_line(item))
+                out.flush()
+        finally:
+            await journals.close()
+
+    from journal.errors import JournalTruncated, Unavailable
+
+    try:
+        asyncio.run(run())
+    except KeyboardInterrupt:
+        return 0
+    except Unavailable as error:  # resume later with --after the last position printed
+        print(f"kafka-journal subscribe: unavailable: {error}", file=sys.stderr)
+        return OUTCOME_UNKNOWN_EXIT
+    except JournalTruncated as error:
+        print(f"kafka-journal subscribe: journal_truncated: {error}", file=sys.stderr)
+        return 1
+    return 0
 
 
 async def _run(settings: Settings, journal_id: str, command: JournalCommand) -> None:

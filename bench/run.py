@@ -44,6 +44,7 @@ from bench.replication import (
 )
 from bench.report import RunInfo, write
 from bench.spark import bench_spark
+from bench.subscription import SubscriptionSizes, bench_subscription
 from journal.journals import Journals
 from journal.settings import Settings
 from journal.store.cassandra import CassandraStore
@@ -60,6 +61,7 @@ class Sizes:
     huge_events: int
     consumer_repetitions: int
     spark_events: int  # 0: skip
+    subscription: SubscriptionSizes
 
 
 FULL = Sizes(
@@ -71,6 +73,7 @@ FULL = Sizes(
     huge_events=200_000,
     consumer_repetitions=10,
     spark_events=20_000,
+    subscription=SubscriptionSizes(events=100_000),
 )
 QUICK = Sizes(
     AppendSizes(sequential=20, concurrent=128, repetitions=1),
@@ -79,6 +82,7 @@ QUICK = Sizes(
     huge_events=3000,
     consumer_repetitions=3,
     spark_events=0,
+    subscription=SubscriptionSizes(events=2000, journals=20, repetitions=1, live=20),
 )
 SCALING = [
     "the huge journal has {huge:,} events, not 1,000,000: writing and replicating 1,000,000 "
@@ -86,6 +90,7 @@ SCALING = [
     "it tests and a streaming read's memory does not grow with the journal's length",
     "replication throughput is measured on a {repl:,}-event backlog; raw INSERTs on {raw:,} rows",
     "Spark rebuild on {spark:,} events",
+    "subscription throughput on {subscription:,} events over 8 partitions",
 ]
 
 
@@ -286,7 +291,9 @@ async def _scenarios(
             sizes.append.repetitions,
         ),
     )
-    sections = [append, compression, read, offline, replication, huge]
+    _log("subscription")
+    subscription = await _guarded("Subscription", bench_subscription(base, sizes.subscription))
+    sections = [append, compression, read, offline, replication, huge, subscription]
     if sizes.spark_events:
         _log("Spark rebuild")
         spark = await _guarded(
@@ -330,6 +337,7 @@ def run(quick: bool, out: Path, profile: bool | None = None) -> int:
                 repl=sizes.replication.events,
                 raw=sizes.replication.raw_rows,
                 spark=sizes.spark_events,
+                subscription=sizes.subscription.events,
             )
             for line in SCALING
         ],
@@ -341,11 +349,38 @@ def run(quick: bool, out: Path, profile: bool | None = None) -> int:
     return 0
 
 
+def run_subscription(events: int, out: Path | None = None) -> int:
+    """Only the subscription scenario (`--only subscription`), at `events` events; prints its
+    rows (BENCHMARKS.md is left as the last full run wrote it)."""
+    stack = Stack()
+    stack.up()
+    base = Settings.from_env(
+        kafka_bootstrap=stack.kafka_bootstrap,
+        cassandra_hosts=",".join(stack.cassandra_hosts),
+        cassandra_port=stack.cassandra_port,
+    )
+    sizes = SubscriptionSizes(events=events, journals=max(2, min(100, events // 100)))
+    section = asyncio.run(bench_subscription(base, sizes))
+    for row in section.rows:
+        ratio = "" if row.ratio is None else f" ({row.ratio:.2f}x of {row.baseline:,.0f})"
+        print(f"{row.name}: {row.value:,.1f} {row.unit}{ratio} {row.goal} {row.note}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kafka-journal bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="tiny sizes: prove the harness")
     parser.add_argument("--out", type=Path, default=REPO, help="where BENCHMARKS.md goes")
+    parser.add_argument(
+        "--subscription-only",
+        type=int,
+        metavar="EVENTS",
+        default=None,
+        help="run only the subscription scenario at this many events; print its numbers",
+    )
     args = parser.parse_args(argv)
+    if args.subscription_only is not None:
+        return run_subscription(args.subscription_only, args.out)
     return run(args.quick, args.out)
 
 

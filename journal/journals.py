@@ -18,7 +18,7 @@ A read writes nothing (unless the Mark fence is chosen).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -52,6 +52,13 @@ from journal.producer import JournalProducer
 from journal.settings import Settings
 from journal.store.base import EventualJournal, EventualStore, FirstPage, JournalMeta
 from journal.store.cassandra import CassandraStore
+from journal.subscription import (
+    HEARTBEAT_S,
+    SubscriptionConfig,
+    SubscriptionItem,
+    SubscriptionPosition,
+    subscribe,
+)
 from journal.tail import TailConfig, TailIndex
 from journal.topic import ensure_topic
 from journal.writer import JournalWriter, encode_append
@@ -273,6 +280,20 @@ class Journals:
             raise StoreUnavailable(f"{error}; Kafka alone no longer holds all of {key}") from error
         METRICS.counter("journal_reads_total", path=path).inc()
         return JournalView(partition, None, head)
+
+    def subscribe(
+        self,
+        after: SubscriptionPosition | None = None,
+        tags: Collection[str] = (),
+        live: bool = False,
+        heartbeat_s: float = HEARTBEAT_S,
+    ) -> AsyncIterator[SubscriptionItem]:
+        """Every accepted event of the topic after `after` (None: from the start), each
+        partition in log order; with `tags`, those with any of them; `live`: forever, with
+        heartbeats while idle, else up to the high watermarks as of now
+        (`journal.subscription`)."""
+        config = SubscriptionConfig(self.kafka.config.kafka, heartbeat_s)
+        return subscribe(self.topic, self.writer.partitions, self.store, config, after, tags, live)
 
     async def fetch_events(
         self, key: JournalKey, partition: int, offsets: Sequence[int]

@@ -49,6 +49,7 @@ def add_routes(
             web.delete("/journals/{id}/events", journals.delete),
             web.get("/journals/{id}", journals.info, allow_head=False),
             web.delete("/journals/{id}", journals.purge),
+            web.get("/events", journals.subscribe, allow_head=False),
             web.get("/healthz", ops.healthz, allow_head=False),
             web.get("/readyz", ops.readyz, allow_head=False),
             web.get("/metrics", ops.metrics, allow_head=False),

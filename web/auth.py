@@ -52,6 +52,7 @@ ROUTE_SCOPES: Mapping[Route, Scope | None] = {
     ("DELETE", "/journals/{id}/events"): Scope.DELETE,
     ("GET", "/journals/{id}"): Scope.READ,
     ("DELETE", "/journals/{id}"): Scope.DELETE,
+    ("GET", "/events"): Scope.READ,  # every journal's events: a prefix-limited token is refused
     ("GET", "/metrics"): Scope.ADMIN,
     ("GET", "/healthz"): None,
     ("GET", "/readyz"): None,

@@ -8,11 +8,12 @@ The views never look behind it.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from typing import Protocol
 
 from journal.journals import Deleted, JournalInfo, Journals
 from journal.model import Event, EventRecord, PayloadMetadata, Position
+from journal.subscription import SubscriptionItem, SubscriptionPosition
 
 
 class JournalHandle(Protocol):
@@ -57,6 +58,13 @@ class JournalBackend(Protocol):
         """Whether journal requests can be served now; False -> 503 with Retry-After."""
         ...
 
+    def subscribe(
+        self, after: SubscriptionPosition | None, tags: Collection[str], live: bool
+    ) -> AsyncIterator[SubscriptionItem]:
+        """Every accepted event after `after` (`journal.journals.Journals.subscribe`); any
+        process serves it, nothing is forwarded."""
+        ...
+
 
 class DirectBackend:
     """The direct client as a backend: every request is served by this process, always ready."""
@@ -69,3 +77,8 @@ class DirectBackend:
 
     def ready(self) -> bool:
         return True
+
+    def subscribe(
+        self, after: SubscriptionPosition | None, tags: Collection[str], live: bool
+    ) -> AsyncIterator[SubscriptionItem]:
+        return self._journals.subscribe(after, tags, live)

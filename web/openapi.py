@@ -48,6 +48,22 @@ its events), `journal:write` (append), `journal:delete` (delete, purge), `journa
 (`/metrics`). 401 `unauthorized` (with `WWW-Authenticate`) without a valid token, 403
 `forbidden` without the scope or for a journal id outside the token's prefix claim."""
 
+_SUBSCRIBE = """\
+Every event the journals' logs accepted (never an Append the conflict rule rejected), one JSON
+line each: the event as `GET /journals/{id}/events` writes it, plus its journal's `id` and a
+`position`. Pass the last `position` you processed as `after` to resume: delivery is at least
+once (a resumed stream may repeat the events of the last Append), in the log's order within
+each Kafka partition, hence within each journal. **Partitions, and so journals in different
+partitions, have no common order**: lines of different partitions interleave as they are read,
+and a `tags` filter does not change that; the position covers every partition, so resuming is
+exact anyway. Events older than Kafka's retention come from Cassandra, in the same order.
+Events a Delete or Purge removed before the subscription reached them may be absent; events
+it delivered stay delivered. `live=true` never ends and writes `{"heartbeat": true,
+"position"}` after 5 s without events; `live=false` ends at the high watermarks as of its
+start, with a last heartbeat line. Any worker serves it (no forwarding). 503 while Cassandra
+is down, unless Kafka still holds the partitions from offset 0; 410 when records expired from
+Kafka before replication stored them."""
+
 _REF = "#/components/schemas/{model}"
 _REQUESTS: tuple[type[BaseModel], ...] = (schema.AppendRequest,)
 _ANSWERS: tuple[type[BaseModel], ...] = (
@@ -57,6 +73,8 @@ _ANSWERS: tuple[type[BaseModel], ...] = (
     schema.JournalInfo,
     schema.Deleted,
     schema.Status,
+    schema.SubscribedEventOut,
+    schema.HeartbeatOut,
 )
 
 
@@ -271,6 +289,32 @@ def openapi_document() -> JsonDoc:
                     "responses": {
                         "200": _ok("Where the Purge landed.", _ref("schemas", "Position")),
                         **_errors(*_JOURNAL_ERRORS),
+                    },
+                },
+            },
+            "/events": {
+                "get": {
+                    "operationId": "subscribe",
+                    "summary": "Stream every journal's accepted events, resumably.",
+                    "description": _SUBSCRIBE,
+                    "parameters": _parameters(schema.SubscribeQuery),
+                    "responses": {
+                        "200": {
+                            "description": "NDJSON, streamed: events and heartbeats. A failure "
+                            "after the first line drops the connection; resume after the last "
+                            "position received.",
+                            "content": {
+                                "application/x-ndjson": {
+                                    "schema": {
+                                        "oneOf": [
+                                            _ref("schemas", "SubscribedEventOut"),
+                                            _ref("schemas", "HeartbeatOut"),
+                                        ]
+                                    }
+                                }
+                            },
+                        },
+                        **_errors(*_READ_ERRORS),
                     },
                 },
             },

@@ -18,6 +18,7 @@ from pydantic import BaseModel
 
 from journal import journals, model
 from journal.model import BinaryPayload, EventRecord, JsonPayload, Payload, TextPayload
+from journal.subscription import Heartbeat, SubscriptionItem
 from web import schema
 from web.duration import expire_after_to_iso
 
@@ -36,6 +37,10 @@ def payload_fields(payload: Payload | None) -> dict[str, Any]:
 
 
 def event_out(record: EventRecord) -> schema.EventOut:
+    return schema.EventOut(**_event_fields(record))
+
+
+def _event_fields(record: EventRecord) -> dict[str, Any]:
     event = record.event
     optional: dict[str, Any] = payload_fields(event.payload)
     if record.metadata.data is not None:
@@ -46,19 +51,30 @@ def event_out(record: EventRecord) -> schema.EventOut:
         optional["expireAfter"] = iso_expire_after
     if record.headers:
         optional["headers"] = dict(record.headers)
-    return schema.EventOut(
-        seqNr=event.seq_nr,
-        tags=sorted(event.tags),
-        timestamp=iso_timestamp(record.timestamp),
-        partition=record.partition,
-        offset=record.offset,
+    return {
+        "seqNr": event.seq_nr,
+        "tags": sorted(event.tags),
+        "timestamp": iso_timestamp(record.timestamp),
+        "partition": record.partition,
+        "offset": record.offset,
         **optional,
-    )
+    }
 
 
 def event_line(record: EventRecord) -> bytes:
     """One NDJSON line (newline included)."""
     return schema.to_json(event_out(record)) + b"\n"
+
+
+def subscription_line(item: SubscriptionItem) -> bytes:
+    """One NDJSON line of a subscription: an event with its journal id and position, or a
+    heartbeat."""
+    if isinstance(item, Heartbeat):
+        heartbeat = schema.HeartbeatOut(heartbeat=True, position=item.position.encode())
+        return schema.to_json(heartbeat) + b"\n"
+    fields = _event_fields(item.record)
+    line = schema.SubscribedEventOut(id=item.key.id, position=item.position.encode(), **fields)
+    return schema.to_json(line) + b"\n"
 
 
 def info_out(journal_id: str, info: journals.JournalInfo) -> schema.JournalInfo:

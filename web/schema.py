@@ -25,7 +25,7 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Iterable
-from typing import Annotated, Any, Final
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
     AfterValidator,
@@ -307,6 +307,24 @@ class DeleteQuery(_Wire):
     to: QuerySeqNr = Field(description="delete up to this seqNr (at most the last one)")
 
 
+class SubscribeQuery(_Wire):
+    """`GET /events`: the accepted events of every journal after a position."""
+
+    after: str = absent(
+        min_length=1,
+        max_length=100_000,
+        description="a `position` this endpoint wrote: resume after it (default: from the start)",
+    )
+    tags: str = absent(
+        max_length=100_000, description="comma-separated tags: only events with any of them"
+    )
+    live: Literal["true", "false"] = Field(
+        default="false",
+        description="true: stream forever, heartbeats while idle; false: end at the high "
+        "watermarks as of the start",
+    )
+
+
 class NoQuery(_Wire):
     """Routes without query parameters refuse any."""
 
@@ -335,6 +353,21 @@ class EventOut(_Wire):
     metadata: JsonValue = absent(description="the append's metadata, if it had some")
     expireAfter: str = absent(json_schema_extra={"format": "duration"})
     headers: dict[str, str] = absent(description="when the append had some")
+
+
+class SubscribedEventOut(EventOut):
+    """One line of a subscription: an event as a read writes it, its journal's id, and the
+    position to resume after it."""
+
+    id: str
+    position: str
+
+
+class HeartbeatOut(_Wire):
+    """A subscription's line while nothing is delivered, and its last line when it ends."""
+
+    heartbeat: Literal[True]
+    position: str
 
 
 class JournalInfo(_Wire):

@@ -30,6 +30,7 @@ from pydantic_core import ErrorDetails
 
 from journal.conditional import check_idempotency_key
 from journal.model import SEQ_NR_MAX, SEQ_NR_MIN, Event, InvalidValue, PayloadMetadata
+from journal.subscription import SubscriptionPosition
 from web import schema
 from web.errors import ApiError, ErrorCode, bad_request
 
@@ -169,6 +170,27 @@ def parse_read_query(query: MultiMapping[str]) -> ReadQuery:
     """`from` (default 1), `to` (default 2^63-1): seqNrs; `limit` (default none): >= 0."""
     parsed = validate(schema.ReadQuery, _only_params(query, schema.ReadQuery))
     return ReadQuery(parsed.from_, parsed.to, parsed.limit)
+
+
+@dataclass(frozen=True, slots=True)
+class SubscribeQuery:
+    """Where a subscription starts (None: from the start), its tags (none: every event), and
+    whether it goes on forever."""
+
+    after: SubscriptionPosition | None = None
+    tags: frozenset[str] = frozenset()
+    live: bool = False
+
+
+def parse_subscribe_query(query: MultiMapping[str]) -> SubscribeQuery:
+    """`after` (a position this API wrote), `tags` (comma-separated), `live` (true|false)."""
+    parsed = validate(schema.SubscribeQuery, _only_params(query, schema.SubscribeQuery))
+    try:
+        after = None if parsed.after is None else SubscriptionPosition.parse(parsed.after)
+    except InvalidValue as e:
+        raise bad_request(ErrorCode.INVALID_QUERY, f"after: {e}") from None
+    tags = frozenset(t for t in (parsed.tags or "").split(",") if t)
+    return SubscribeQuery(after, tags, parsed.live == "true")
 
 
 def parse_delete_query(query: MultiMapping[str]) -> int:

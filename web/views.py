@@ -18,12 +18,14 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import TypeVar
 
 from aiohttp import web
 
 from journal.errors import JournalError
 from journal.metrics import METRICS, Metrics
 from journal.model import EventRecord
+from journal.subscription import SubscriptionItem
 from web.backend import JournalBackend, JournalHandle
 from web.body import read_body
 from web.errors import ErrorCode, StreamInterrupted
@@ -34,6 +36,7 @@ from web.representation import (
     info_out,
     json_response,
     position_out,
+    subscription_line,
 )
 from web.validation import (
     check_no_params,
@@ -42,9 +45,12 @@ from web.validation import (
     parse_idempotency_key,
     parse_journal_id,
     parse_read_query,
+    parse_subscribe_query,
 )
 
 log = logging.getLogger(__name__)
+
+_Item = TypeVar("_Item")
 
 NDJSON = "application/x-ndjson"
 
@@ -113,6 +119,30 @@ class JournalViews:
             await response.write_eof()
         return response
 
+    async def subscribe(self, request: web.Request) -> web.StreamResponse:
+        """GET /events?after&tags&live -> 200 NDJSON, streamed: accepted events of every
+        journal, each with its id and position, and heartbeats. As a read, the first line is
+        awaited before the response starts, so a failure to start is a status."""
+        if not self._backend.ready():
+            raise unavailable(
+                ErrorCode.NOT_READY,
+                "this worker is not ready to serve subscriptions (starting or rebalancing)",
+                self._limits.retry_after_s,
+            )
+        query = parse_subscribe_query(request.query)
+        items = self._backend.subscribe(query.after, query.tags, query.live)
+        async with _closing(items):
+            first = await anext(items, None)
+            response = web.StreamResponse(headers={"Cache-Control": "no-store"})
+            response.content_type = NDJSON
+            await response.prepare(request)
+            if first is not None and not await _stream_items(
+                request, response, first, items, self._metrics
+            ):
+                return response
+            await response.write_eof()
+        return response
+
     async def info(self, request: web.Request) -> web.Response:
         """GET /journals/{id} -> 200 {"id", "seqNr", "deleteTo"} (nulls for an unknown one)."""
         journal_id, journal = self._journal(request)
@@ -149,9 +179,7 @@ def _raw_id(request: web.Request) -> str:
 
 
 @asynccontextmanager
-async def _closing(
-    records: AsyncIterator[EventRecord],
-) -> AsyncIterator[AsyncIterator[EventRecord]]:
+async def _closing(records: AsyncIterator[_Item]) -> AsyncIterator[AsyncIterator[_Item]]:
     """Close an async generator when the view is done with it, early or not, releasing its
     consumer and store paging at once instead of whenever the garbage collector gets to it."""
     try:
@@ -192,4 +220,35 @@ async def _stream(
         raise StreamInterrupted(str(e)) from e
     finally:
         metrics.counter("http_streamed_events_total").inc(sent)
+    return True
+
+
+async def _stream_items(
+    request: web.Request,
+    response: web.StreamResponse,
+    first: SubscriptionItem,
+    rest: AsyncIterator[SubscriptionItem],
+    metrics: Metrics,
+) -> bool:
+    """`_stream` for a subscription: a line per item; False if the client went away. A
+    failure drops the connection: the client resumes after the last position it got."""
+    sent = 0
+    try:
+        await response.write(subscription_line(first))
+        sent = 1
+        async for item in rest:
+            await response.write(subscription_line(item))
+            sent += 1
+    except ConnectionError as e:
+        if not isinstance(e, JournalError):  # the client left (Unavailable is one too)
+            return False
+        metrics.counter("http_streams_interrupted_total").inc()
+        log.warning("subscription broke after %d lines: %s: %s", sent, type(e).__name__, e)
+        raise StreamInterrupted(str(e)) from e
+    except Exception as e:
+        metrics.counter("http_streams_interrupted_total").inc()
+        log.warning("subscription broke after %d lines: %s: %s", sent, type(e).__name__, e)
+        raise StreamInterrupted(str(e)) from e
+    finally:
+        metrics.counter("http_subscription_lines_total").inc(sent)
     return True

@@ -9,6 +9,8 @@ Contract (every implementation runs `tests/journal/store/contract.py`):
 - The pointer of a partition only moves forward.
 - A read returns strictly increasing seqNrs above the journal's deleteTo, streamed: an
   implementation never holds a whole journal in memory.
+- `appends` lists, per partition in offset order, every Append replication stored (accepted by
+  the fold and not removed within its own batch), written with the events, before the rows.
 """
 
 from __future__ import annotations
@@ -61,6 +63,22 @@ class FirstPage:
         return meta.segment_size in (None, self.segment_size)
 
 
+@dataclass(frozen=True, slots=True)
+class StoredAppend:
+    """An Append replication stored: where it lies in the log and which seqNrs it brought.
+
+    The fold accepted it, so a subscription delivers it without folding again
+    (`journal.subscription`). `segment_size`: how the store split its journal then.
+    """
+
+    key: JournalKey
+    partition: int
+    offset: int
+    first: int
+    last: int
+    segment_size: int | None = None
+
+
 class EventualJournal(ABC):
     """The read side of the eventual store."""
 
@@ -88,6 +106,18 @@ class EventualJournal(ABC):
 
         `meta` comes from a preceding `meta()` call: the caller decides how fresh it must be.
         """
+
+    def appends(
+        self, topic: str, partition: int, after: int, to: int
+    ) -> AsyncIterator[StoredAppend]:
+        """The stored Appends of `partition` at offsets in (after, to], in offset order,
+        streamed. Subscriptions need it; a store without it serves only journal reads."""
+        raise NotImplementedError(f"{type(self).__name__} lists no stored Appends")
+
+    def append_events(self, append: StoredAppend) -> AsyncIterator[EventRecord]:
+        """The events of `append` the store still holds (none once deleted or purged), in
+        seqNr order."""
+        raise NotImplementedError(f"{type(self).__name__} lists no stored Appends")
 
     async def first_page(self, key: JournalKey, from_: int, to: int) -> FirstPage:
         """The first page of the journal's stored events from `from_`, asked before its

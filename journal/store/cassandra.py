@@ -12,6 +12,7 @@ and a replay cannot overwrite newer cells.
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import AsyncIterator, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -28,6 +29,7 @@ from journal.fold import JournalWrite
 from journal.model import (
     SEQ_NR_MAX,
     ActionRecord,
+    AppendHeader,
     BinaryPayload,
     Event,
     EventRecord,
@@ -39,9 +41,9 @@ from journal.model import (
 )
 from journal.security import CassandraLogin
 from journal.store import cql
-from journal.store.base import EventualStore, FirstPage, JournalMeta
+from journal.store.base import EventualStore, FirstPage, JournalMeta, StoredAppend
 from journal.store.cql import Params
-from journal.store.schema import check_schema, ensure_schema
+from journal.store.schema import APPEND_BUCKET, check_schema, ensure_schema
 
 # an unlogged batch holds one segment of one journal (one Cassandra partition); split past
 # this many payload bytes to keep each mutation far below Cassandra's limit
@@ -49,6 +51,7 @@ _BATCH_BYTES = 1_000_000
 # journals' rows per request: below Cassandra's warning for unlogged batches across partitions
 _ROWS_PER_BATCH = 10
 _PAGE_SIZE = 1000
+_APPENDS_PER_BATCH = 200  # rows of the `appends` table per unlogged batch (one partition)
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +146,37 @@ class CassandraStore(EventualStore):
             async for event_row in rows:
                 yield _event_record_of(event_row)
 
+    async def appends(
+        self, topic: str, partition: int, after: int, to: int
+    ) -> AsyncIterator[StoredAppend]:
+        if to <= after:
+            return
+        for bucket in range((after + 1) // APPEND_BUCKET, to // APPEND_BUCKET + 1):
+            rows = cql.stream(
+                self._session, self._statements.appends, (topic, partition, bucket, after, to)
+            )
+            async for row in rows:
+                yield StoredAppend(
+                    JournalKey(topic, row.id),
+                    partition,
+                    row.offset,
+                    row.first_seq_nr,
+                    row.last_seq_nr,
+                    row.segment_size,
+                )
+
+    async def append_events(self, append: StoredAppend) -> AsyncIterator[EventRecord]:
+        key, size = append.key, append.segment_size or self._config.segment_size
+        for segment in range(append.first // size, append.last // size + 1):
+            rows = cql.stream(
+                self._session,
+                self._statements.read,
+                (key.topic, key.id, segment, append.first, append.last),
+            )
+            async for event_row in rows:
+                if event_row.offset == append.offset:  # not a later Append's after a Purge
+                    yield _event_record_of(event_row)
+
     async def first_page(self, key: JournalKey, from_: int, to: int) -> FirstPage:
         size = self._config.segment_size
         segment_end = (from_ // size + 1) * size - 1
@@ -164,9 +198,10 @@ class CassandraStore(EventualStore):
     ) -> dict[JournalKey, JournalMeta]:
         changed = [write for write in writes if write.changes_store]
         rows = {write.key: self._row_after(write, stored.get(write.key)) for write in changed}
-        await self._in_window(
+        requests = (
             request for write in changed for request in self._requests(write, stored.get(write.key))
         )
+        await self._in_window(itertools.chain(requests, self._appends_requests(changed, rows)))
         # the rows once every journal's events are durable (a reader trusts a row's seqNr),
         # a few journals per request: a request costs the client more than a row does
         items = list(rows.items())
@@ -231,6 +266,29 @@ class CassandraStore(EventualStore):
             values = (key.topic, key.id, row.partition, row.offset, row.seq_nr, row.delete_to)
             batch.add(self._statements.save_meta, (*values, row.segment_size, row.offset + 1))
         return batch, None
+
+    def _appends_requests(
+        self, writes: Sequence[JournalWrite], rows: Mapping[JournalKey, JournalMeta]
+    ) -> Iterator[tuple[Statement, Params]]:
+        """The batch's stored Appends, for subscriptions: unlogged batches of one bucket each
+        (one Cassandra partition), written with the events, so before the rows."""
+        by_bucket: dict[tuple[str, int, int], list[tuple[Any, ...]]] = {}
+        for write in writes:
+            size = rows[write.key].segment_size
+            for append in write.appends:
+                assert isinstance(append.header, AppendHeader)
+                seq = append.header.range
+                bucket = (write.key.topic, write.partition, append.offset // APPEND_BUCKET)
+                by_bucket.setdefault(bucket, []).append(
+                    (*bucket, append.offset, write.key.id, seq.from_, seq.to, size)
+                )
+        for values in by_bucket.values():
+            values.sort(key=lambda row: row[3])
+            for start in range(0, len(values), _APPENDS_PER_BATCH):
+                batch = BatchStatement(batch_type=BatchType.UNLOGGED)
+                for row in values[start : start + _APPENDS_PER_BATCH]:
+                    batch.add(self._statements.insert_append, (*row, row[3] + 1))
+                yield batch, None
 
     def _event_batches(
         self, key: JournalKey, size: int, appends: Sequence[ActionRecord]
@@ -309,6 +367,15 @@ class _Statements:
             "tags, payload_type, payload_txt, payload_bin, expire_after, metadata, headers) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ?"
         )
+        self.insert_append = prepare(
+            "INSERT INTO {ks}.appends (topic, partition, bucket, offset, id, first_seq_nr, "
+            "last_seq_nr, segment_size) VALUES (?, ?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ?"
+        )
+        self.appends = prepare(
+            "SELECT offset, id, first_seq_nr, last_seq_nr, segment_size FROM {ks}.appends "
+            "WHERE topic = ? AND partition = ? AND bucket = ? AND offset > ? AND offset <= ?"
+        )
+        self.appends.fetch_size = _PAGE_SIZE
         self.delete_segment = prepare(
             "DELETE FROM {ks}.events USING TIMESTAMP ? WHERE topic = ? AND id = ? AND segment = ?"
         )

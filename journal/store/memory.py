@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from journal.actions import events_of
 from journal.fold import JournalWrite
 from journal.model import SEQ_NR_MAX, EventRecord, JournalKey
-from journal.store.base import EventualStore, FirstPage, JournalMeta
+from journal.store.base import EventualStore, FirstPage, JournalMeta, StoredAppend
 
 
 @dataclass(slots=True)
@@ -24,6 +24,7 @@ class MemoryStore(EventualStore):
     def __init__(self) -> None:
         self._journals: dict[JournalKey, _Journal] = {}
         self._pointers: dict[tuple[str, int], int] = {}
+        self._appends: dict[tuple[str, int], dict[int, StoredAppend]] = {}
 
     async def pointer(self, topic: str, partition: int) -> int | None:
         return self._pointers.get((topic, partition))
@@ -47,6 +48,22 @@ class MemoryStore(EventualStore):
             if event is not None:
                 yield event
 
+    async def appends(
+        self, topic: str, partition: int, after: int, to: int
+    ) -> AsyncIterator[StoredAppend]:
+        stored = self._appends.get((topic, partition), {})
+        for offset in sorted(o for o in stored if after < o <= to):
+            yield stored[offset]
+
+    async def append_events(self, append: StoredAppend) -> AsyncIterator[EventRecord]:
+        journal = self._journals.get(append.key)
+        if journal is None:
+            return
+        for seq_nr in range(append.first, append.last + 1):
+            event = journal.events.get(seq_nr)
+            if event is not None and event.offset == append.offset:
+                yield event
+
     async def first_page(self, key: JournalKey, from_: int, to: int) -> FirstPage:
         meta = await self.meta(key)
         if meta is None:
@@ -67,8 +84,13 @@ class MemoryStore(EventualStore):
         if journal is None or write.purge is not None:
             journal = self._journals[write.key] = _Journal(JournalMeta(write.partition, -1))
         for append in write.appends:
-            for record in events_of(append):
+            records = events_of(append)
+            for record in records:
                 journal.events[record.seq_nr] = record
+            by_offset = self._appends.setdefault((write.key.topic, write.partition), {})
+            by_offset[append.offset] = StoredAppend(
+                write.key, write.partition, append.offset, records[0].seq_nr, records[-1].seq_nr
+            )
         after = write.after
         journal.events = {s: e for s, e in journal.events.items() if s > after.delete_to}
         journal.meta = JournalMeta(

@@ -6,6 +6,9 @@ Tables:
 - `journals`: one row per journal: partition, offset of its last replicated action, last seqNr,
   deleteTo, segment size (fixed when the journal is first written).
 - `pointers`: per (topic, partition), the offset of the last replicated record.
+- `appends`: per (topic, partition), the Appends replication stored, by offset (buckets of
+  `APPEND_BUCKET` offsets per Cassandra partition): which records a subscription delivers from
+  the replicated part of the log without folding it again.
 - `schema_version`: the version of this schema; a newer one is refused.
 
 Every write of replication carries `USING TIMESTAMP offset + 1` (the Kafka offset of the action
@@ -22,6 +25,7 @@ from cassandra.cluster import Session
 from journal.store import cql
 
 SCHEMA_VERSION = 1
+APPEND_BUCKET = 100_000  # offsets per Cassandra partition of `appends`
 
 _TABLES = (
     """CREATE TABLE IF NOT EXISTS {ks}.events (
@@ -37,6 +41,10 @@ _TABLES = (
     """CREATE TABLE IF NOT EXISTS {ks}.pointers (
         topic text, partition int, offset bigint,
         PRIMARY KEY ((topic), partition))""",
+    """CREATE TABLE IF NOT EXISTS {ks}.appends (
+        topic text, partition int, bucket bigint, offset bigint,
+        id text, first_seq_nr bigint, last_seq_nr bigint, segment_size bigint,
+        PRIMARY KEY ((topic, partition, bucket), offset))""",
     """CREATE TABLE IF NOT EXISTS {ks}.schema_version (
         name text PRIMARY KEY, version int)""",
 )

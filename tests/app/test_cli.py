@@ -6,6 +6,7 @@ import asyncio
 import re
 from pathlib import Path
 
+import orjson
 import pytest
 from click.testing import CliRunner
 
@@ -44,7 +45,8 @@ def help_of(*command: str) -> str:
 
 def test_help_lists_every_command() -> None:
     out = help_of()
-    for command in ("stack", "worker", "run", "append", "read", "pointer", "delete", "purge"):
+    commands = ("stack", "worker", "run", "append", "read", "pointer", "delete", "purge")
+    for command in (*commands, "subscribe"):
         assert f"  {command} " in out, command
     for command in ("pipeline", "bench"):
         assert command in out
@@ -139,3 +141,37 @@ async def test_lag_prints_each_partitions_unreplicated_records(
         await connected.replicate()
         caught_up = await asyncio.to_thread(rows)
         assert caught_up[partition][1:5] == ["3", "2", "0", "-"]
+
+
+def test_a_bad_subscription_position_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["subscribe", "--kafka-bootstrap", "127.0.0.1:1", "--after", "%%"]) == 2
+    assert "invalid_query" in capsys.readouterr().err
+
+
+@pytest.mark.integration
+async def test_subscribe_prints_events_and_resumes_after_a_position(
+    stack: Stack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async with harness(stack, unique("kj_sub_cli"), "journal_sub_cli") as connected:
+        settings = connected.settings
+        await connected.journals.journal("a").append(events(1, 2))
+        await connected.journals.journal("b").append(events(1, 1))
+        flags = [
+            "subscribe",
+            f"--kafka-bootstrap={settings.kafka_bootstrap}",
+            f"--cassandra-hosts={settings.cassandra_hosts}",
+            f"--cassandra-port={settings.cassandra_port}",
+            f"--topic={settings.topic}",
+            f"--keyspace={settings.keyspace}",
+        ]
+
+        def lines(*more: str) -> list[dict[str, object]]:
+            assert main([*flags, *more]) == 0
+            return [orjson.loads(line) for line in capsys.readouterr().out.splitlines()]
+
+        first = await asyncio.to_thread(lines)
+        got = sorted((line["id"], line["seqNr"]) for line in first if "id" in line)
+        assert got == [("a", 1), ("a", 2), ("b", 1)]
+        last = first[-1]
+        assert last["heartbeat"] is True
+        assert await asyncio.to_thread(lines, f"--after={last['position']}") == [last]

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import TypeVar
 
 import aiohttp
+import orjson
 import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import OffsetAndMetadata, TopicPartition
@@ -316,3 +317,111 @@ async def commit_group(kafka: KafkaAccess, group: str, topic: str, ends: dict[in
         await consumer.commit(tps)
     finally:
         await consumer.stop()
+
+
+async def test_a_subscription_over_http_resumes_and_shows_no_rejected_append(
+    api: HttpJournals, worker: WorkerProcess, connected: Harness
+) -> None:
+    """The agent's replication writes what subscriptions read: half replicated, half in the
+    tail; a conflicting append (from seqNr 1 again) never shows; resuming from a position."""
+    ids = [unique("sub") for _ in range(4)]
+    for journal_id in ids:
+        await api.append(journal_id, events(1, 2))
+    await api.settle()
+    for journal_id in ids:
+        await api.append(journal_id, events(1, 1))  # rejected: does not continue the journal
+        await api.append(journal_id, events(3, 3))
+
+    async def lines(query: str) -> list[dict[str, object]]:
+        async with api.session.get(f"{worker.url}/events?{query}") as response:
+            assert response.status == 200, await response.text()
+            return [orjson.loads(line) for line in (await response.read()).splitlines()]
+
+    first = await lines("live=false")
+    assert first[-1]["heartbeat"] is True
+    got = [(line["id"], line["seqNr"]) for line in first if line.get("id") in ids]
+    assert sorted(got) == sorted((j, n) for j in ids for n in (1, 2, 3))
+    mine = [line for line in first if line.get("id") in ids]
+    # the last event of its Append (1..2 or 3): resuming after it does not repeat it
+    middle = next(line for line in mine[len(mine) // 2 :] if line["seqNr"] != 1)
+    rest = await lines(f"live=false&after={middle['position']}")
+    resumed = {(line["id"], line["seqNr"]) for line in rest if line.get("id") in ids}
+    later = {(line["id"], line["seqNr"]) for line in mine[mine.index(middle) + 1 :]}
+    assert later <= resumed and (middle["id"], middle["seqNr"]) not in resumed
+    async with api.session.get(f"{worker.url}/events?after=nope") as response:
+        assert response.status == 400
+
+
+async def test_kill_9_amid_writes_and_a_resumed_http_subscriber_misses_nothing(
+    api: HttpJournals, connected: Harness, worker: WorkerProcess
+) -> None:
+    """Writers append (and race with rejected appends) while the worker that replicates and
+    serves the subscription is killed -9 and restarted; the subscriber drops its stream every
+    few lines (or loses it with the worker) and resumes from its last position. It gets every
+    acknowledged event, in each journal's order within a stream, and no rejected one."""
+    ids = [unique("killsub") for _ in range(4)]
+    acked: dict[str, int] = dict.fromkeys(ids, 0)
+    got: set[tuple[str, int]] = set()
+    position = ""
+    rejected = events(1, 1)[0]
+    forty = asyncio.Event()
+
+    async def writer(journal_id: str) -> None:
+        journal = connected.journals.journal(journal_id)  # straight to Kafka
+        for n in range(1, 31):
+            await journal.append(events(n, n))
+            acked[journal_id] = n
+            if sum(acked.values()) >= 40:
+                forty.set()
+            if n % 7 == 0:  # from seqNr 1 again: the fold rejects it
+                await journal.append([rejected])
+
+    async def session(limit: int) -> bool:
+        """One stream of at most `limit` lines; whether it reached the end."""
+        nonlocal position
+        last: dict[str, int] = {}
+        query = f"live=false&after={position}" if position else "live=false"
+        async with api.session.get(f"{worker.url}/events?{query}") as response:
+            if response.status == 503:
+                return False  # not ready yet
+            assert response.status == 200, await response.text()
+            for _ in range(limit):
+                raw = await response.content.readline()
+                if not raw:
+                    return False  # dropped with the worker
+                line = orjson.loads(raw)
+                position = str(line["position"])
+                if line.get("heartbeat"):
+                    return True  # the last line of a finite stream
+                if line["id"] in ids:
+                    key = (str(line["id"]), int(line["seqNr"]))
+                    assert key[1] > last.get(key[0], 0), f"{key} out of order"
+                    last[key[0]] = key[1]
+                    got.add(key)
+        return False
+
+    async def subscriber(done: asyncio.Event) -> None:
+        while True:
+            finished = done.is_set()
+            try:
+                if await session(15) and finished:
+                    return
+            except (TimeoutError, aiohttp.ClientError):
+                await asyncio.sleep(0.2)  # the worker is down or not ready
+            except AssertionError as error:
+                if "200" in str(error) or "503" in str(error):
+                    await asyncio.sleep(0.2)
+                else:
+                    raise
+
+    done = asyncio.Event()
+    subscribing = asyncio.create_task(subscriber(done))
+    writing = asyncio.gather(*(writer(j) for j in ids))
+    await asyncio.wait_for(forty.wait(), 60)
+    worker.kill9()
+    worker.start()
+    await writing
+    await worker.wait_ready()
+    done.set()
+    await asyncio.wait_for(subscribing, 120)
+    assert got == {(j, n) for j in ids for n in range(1, 31)}

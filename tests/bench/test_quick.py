@@ -21,6 +21,7 @@ SECTIONS = (
     "Huge journal over HTTP",
     "Spark rebuild",
     "Kafka consumer costs",
+    "Subscription",
 )
 NOT_RUN_IN_QUICK = {"Spark rebuild"}
 

@@ -35,7 +35,7 @@ from tests.support.harness import Harness, harness, unique
 
 pytestmark = pytest.mark.integration
 
-# Every column of the three tables, with the write time of one cell of each row.
+# Every column of the four tables, with the write time of one cell of each row.
 TABLES = {
     "events": (
         "topic, id, segment, seq_nr, partition, offset, timestamp, tags, payload_type, "
@@ -47,6 +47,11 @@ TABLES = {
         2,
     ),
     "pointers": ("topic, partition, offset, writetime(offset)", 2),
+    "appends": (
+        "topic, partition, bucket, offset, id, first_seq_nr, last_seq_nr, segment_size, "
+        "writetime(id)",
+        4,
+    ),
 }
 
 

@@ -6,7 +6,7 @@ Cassandra down, a record too large, a bug, a failure mid-stream) and check what 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -31,9 +31,16 @@ from journal.model import (
     BinaryPayload,
     Event,
     EventRecord,
+    JournalKey,
     PayloadMetadata,
     Position,
     TextPayload,
+)
+from journal.subscription import (
+    Heartbeat,
+    SubscribedEvent,
+    SubscriptionItem,
+    SubscriptionPosition,
 )
 from tests.support.http_api import journal_path
 from tests.web.served import Served, serve
@@ -58,6 +65,20 @@ class FakeBackend:
 
     def ready(self) -> bool:
         return self.is_ready
+
+    async def subscribe(
+        self, after: SubscriptionPosition | None, tags: Collection[str], live: bool
+    ) -> AsyncIterator[SubscriptionItem]:
+        """Every record of every journal, one partition; `after` skips up to its offset."""
+        if self.failure is not None:
+            raise self.failure
+        start = -1 if after is None else after.offset(0)
+        for journal_id, records in sorted(self.records.items()):
+            for record in records:
+                if record.offset > start and (not tags or record.event.tags & set(tags)):
+                    position = SubscriptionPosition.of({0: record.offset})
+                    yield SubscribedEvent(JournalKey("t", journal_id), record, position)
+        yield Heartbeat(SubscriptionPosition.of({0: start}))
 
 
 @dataclass
@@ -202,6 +223,41 @@ async def test_an_append_reads_back_with_every_field(served: Served, backend: Fa
         {"seqNr": 3, "payloadBinary": "AAE=", "tags": [], **common},
         {"seqNr": 4, "tags": [], **common},
     ]
+
+
+async def test_a_subscription_streams_events_with_id_and_position_then_a_heartbeat(
+    served: Served, backend: FakeBackend
+) -> None:
+    backend.records["j"] = [
+        EventRecord(Event(n, frozenset({f"t{n}"}), TextPayload("x")), T0, 0, n) for n in (1, 2)
+    ]
+    async with served.session.get(served.at("/events?tags=t2,t9&live=false")) as response:
+        assert response.status == 200
+        assert response.headers["Content-Type"].startswith("application/x-ndjson")
+        lines = [orjson.loads(line) for line in (await response.read()).splitlines()]
+    two = SubscriptionPosition.of({0: 2}).encode()
+    assert lines[0] == {
+        "id": "j",
+        "position": two,
+        "seqNr": 2,
+        "payloadText": "x",
+        "tags": ["t2"],
+        "timestamp": "2024-05-06T07:08:09.123Z",
+        "partition": 0,
+        "offset": 2,
+    }
+    assert lines[1:] == [{"heartbeat": True, "position": SubscriptionPosition().encode()}]
+    async with served.session.get(served.at(f"/events?after={two}")) as response:
+        assert [orjson.loads(line) for line in (await response.read()).splitlines()] == [
+            {"heartbeat": True, "position": two}
+        ]
+
+
+@pytest.mark.parametrize(
+    "query", ["after=%25%25", "after=", "live=yes", "live=true&live=true", "tail=1"]
+)
+async def test_a_bad_subscription_query_is_400(served: Served, query: str) -> None:
+    assert await error_of(served, "GET", f"/events?{query}") == (400, "invalid_query")
 
 
 async def test_unknown_journal_reads_empty_and_info_is_null(served: Served) -> None:

@@ -138,6 +138,31 @@ class EventualStoreContract:
         await apply(store, a.mark(KEY, 0))
         assert await store.meta(KEY) is None
 
+    async def test_appends_lists_the_stored_appends_of_a_partition_in_offset_order(
+        self, store: EventualStore
+    ) -> None:
+        await apply(store, a.append(KEY, 0, 1, 3), a.append(KEY, 1, 2, 4), a.append(OTHER, 2, 1, 7))
+        await apply(store, a.append(KEY, 3, 4, 4), a.mark(KEY, 4), a.append(KEY, 5, 4, 4))
+        stored = store.appends("topic", 0, -1, 9)
+        listed = [(s.key, s.offset, s.first, s.last) async for s in stored]
+        # the conflicting Append at 1 and the duplicate at 5 were rejected: not stored
+        assert listed == [(KEY, 0, 1, 3), (OTHER, 2, 1, 7), (KEY, 3, 4, 4)]
+        window = [s.offset async for s in store.appends("topic", 0, 0, 2)]
+        assert window == [2]  # (after, to]
+        assert [s async for s in store.appends("topic", 1, -1, 9)] == []
+
+    async def test_append_events_are_the_ones_still_stored(self, store: EventualStore) -> None:
+        first = a.append(KEY, 0, 1, 12)
+        await apply(store, first)
+        await apply(store, a.delete(KEY, 1, 10))
+        (stored,) = [s async for s in store.appends("topic", 0, -1, 0)]
+        got = [r.seq_nr async for r in store.append_events(stored)]
+        assert got == [11, 12]
+        await apply(store, a.purge(KEY, 2), a.append(KEY, 3, 1, 12))  # the same seqNrs again
+        assert [r async for r in store.append_events(stored)] == []
+        (_, again) = [s async for s in store.appends("topic", 0, -1, 3)]
+        assert [r.offset async for r in store.append_events(again)] == [3] * 12
+
 
 @pytest.fixture
 def segment_size() -> int:

@@ -1,0 +1,202 @@
+"""Subscriptions: events delivered per second to one subscriber over every partition, against
+a raw aiokafka consumer reading the same records, and append-to-arrival latency live."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from bench.common import Row, Section, median, percentile, spread
+from bench.environment import settings_for
+from bench.workload import events
+from journal.actions import parse_checked, raw_record
+from journal.journals import Journals
+from journal.replicate import AlreadyQuarantined, replicate_to_now
+from journal.settings import Settings
+from journal.store.base import EventualStore
+from journal.subscription import Heartbeat, SubscribedEvent, SubscriptionPosition
+
+METHOD = (
+    "A topic of {partitions} partitions holds {events:,} events (~300 bytes each) in Appends "
+    "of {batch} events over {journals} journals; the first half is replicated (delivered by "
+    "the store's table of accepted Appends), the second half is not (delivered by folding "
+    "onto the journals' rows). One subscriber (`Journals.subscribe`, live=false) reads it "
+    "all, decoding every event; the baseline is a raw AIOKafkaConsumer (no group, the same "
+    "fetch settings) reading the same records without decoding them, as events/s (records "
+    "times {batch}); a second baseline decodes each Append's events too. {reps} repetitions "
+    "each, alternating; medians. Latency: a live "
+    "subscriber at the end of the topic while {live} one-event appends are made one after "
+    "the other, {gap_ms} ms apart; for each, the time from the append's acknowledgement to "
+    "the subscriber receiving it."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionSizes:
+    events: int
+    batch: int = 10
+    journals: int = 100
+    repetitions: int = 3
+    live: int = 200
+    gap_ms: int = 20
+
+
+async def _write(journals: Journals, sizes: SubscriptionSizes, ids: list[str]) -> None:
+    """Half of the events, over `ids`."""
+    appends = sizes.events // 2 // sizes.batch
+    per_journal = max(1, appends // len(ids))
+
+    async def writer(journal_id: str) -> None:
+        journal = journals.journal(journal_id)
+        for i in range(per_journal):
+            await journal.append(events(i * sizes.batch + 1, sizes.batch))
+
+    for start in range(0, len(ids), 20):  # 20 writers at a time
+        await asyncio.gather(*(writer(j) for j in ids[start : start + 20]))
+
+
+async def _raw(settings: Settings, decode: bool = False) -> tuple[float, int]:
+    """Seconds a raw consumer takes to read every record of the topic; the records. With
+    `decode`, it also decodes each Append's events, as any reader of events must."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=settings.kafka_bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        fetch_max_wait_ms=100,
+        max_partition_fetch_bytes=1024 * 1024,
+    )
+    await consumer.start()
+    try:
+        tps = [TopicPartition(settings.topic, p) for p in range(settings.partitions)]
+        ends = await consumer.end_offsets(tps)
+        consumer.assign(tps)
+        started = time.perf_counter()
+        await consumer.seek_to_beginning(*tps)
+        records = 0
+        while [tp for tp in tps if await consumer.position(tp) < ends[tp]]:
+            batches = await consumer.getmany(timeout_ms=1000, max_records=500)
+            records += sum(len(b) for b in batches.values())
+            if decode:
+                for batch in batches.values():
+                    for message in batch:
+                        parse_checked(raw_record(message))
+        return time.perf_counter() - started, records
+    finally:
+        await consumer.stop()
+
+
+async def _subscribed(journals: Journals) -> tuple[float, int, SubscriptionPosition]:
+    """Seconds one subscriber takes to receive every event; the events; its end position."""
+    started = time.perf_counter()
+    delivered = 0
+    position = SubscriptionPosition()
+    async for item in journals.subscribe():
+        if isinstance(item, SubscribedEvent):
+            delivered += 1
+        position = item.position
+    return time.perf_counter() - started, delivered, position
+
+
+async def _latencies(
+    journals: Journals, after: SubscriptionPosition, sizes: SubscriptionSizes
+) -> list[float]:
+    acked: dict[int, float] = {}
+    arrived: dict[int, float] = {}
+    done = asyncio.Event()
+
+    async def subscriber() -> None:
+        async for item in journals.subscribe(after, live=True, heartbeat_s=1.0):
+            if isinstance(item, SubscribedEvent) and item.key.id == "live":
+                arrived[item.record.seq_nr] = time.perf_counter()
+                if len(arrived) == sizes.live:
+                    done.set()
+                    return
+            elif isinstance(item, Heartbeat) and not acked:
+                ready.set()
+
+    ready = asyncio.Event()
+    task = asyncio.create_task(subscriber())
+    try:
+        await asyncio.wait_for(ready.wait(), 30)  # the subscriber is at the end
+        journal = journals.journal("live")
+        for n in range(1, sizes.live + 1):
+            await journal.append(events(n, 1))
+            acked[n] = time.perf_counter()
+            await asyncio.sleep(sizes.gap_ms / 1000)
+        await asyncio.wait_for(done.wait(), 60)
+    finally:
+        task.cancel()
+    return [(arrived[n] - acked[n]) * 1000 for n in sorted(arrived)]
+
+
+async def bench_subscription(base: Settings, sizes: SubscriptionSizes) -> Section:
+    settings = settings_for(base, "subscription", partitions=8)
+    section = Section(
+        "Subscription",
+        METHOD.format(
+            partitions=settings.partitions,
+            events=sizes.events,
+            batch=sizes.batch,
+            journals=sizes.journals,
+            reps=sizes.repetitions,
+            live=sizes.live,
+            gap_ms=sizes.gap_ms,
+        ),
+    )
+    journals = await Journals.connect(settings)
+    try:
+        store = journals.replicated_store
+        assert isinstance(store, EventualStore)
+        ids = [f"j{i}" for i in range(sizes.journals)]
+        await _write(journals, sizes, ids[: len(ids) // 2] if len(ids) > 1 else ids)
+        await replicate_to_now(settings.kafka_access(), store, settings.topic, AlreadyQuarantined())
+        await _write(journals, sizes, ids[len(ids) // 2 :] if len(ids) > 1 else ids)
+        raw_rates: list[float] = []
+        decoding_rates: list[float] = []
+        rates: list[float] = []
+        delivered, position = 0, SubscriptionPosition()
+        for _ in range(sizes.repetitions):
+            seconds, records = await _raw(settings)
+            raw_rates.append(records * sizes.batch / seconds)
+            seconds, records = await _raw(settings, decode=True)
+            decoding_rates.append(records * sizes.batch / seconds)
+            seconds, delivered, position = await _subscribed(journals)
+            rates.append(delivered / seconds)
+        rate, raw_rate = median(rates), median(raw_rates)
+        section.throughputs["raw consumer"] = raw_rate
+        section.throughputs["subscription"] = rate
+        section.add(
+            Row(
+                "subscription: events delivered/s, one subscriber, all partitions",
+                rate,
+                "events/s",
+                baseline=raw_rate,
+                goal=">= 0.5x raw consumer",
+                met=rate >= 0.5 * raw_rate,
+                spread=spread(rates),
+                note=f"{delivered:,} events; raw consumer {spread(raw_rates)} events/s",
+            )
+        )
+        decoding_rate = median(decoding_rates)
+        section.add(
+            Row(
+                "subscription vs a raw consumer that decodes the events too",
+                rate,
+                "events/s",
+                baseline=decoding_rate,
+                spread=spread(decoding_rates),
+                note="what the subscription adds to reading and decoding: verdicts, positions",
+            )
+        )
+        latencies = await _latencies(journals, position, sizes)
+        section.samples["append -> live subscriber"] = latencies
+        section.add(Row("append acknowledged -> live subscriber: p50", median(latencies), "ms"))
+        section.add(
+            Row("append acknowledged -> live subscriber: p99", percentile(latencies, 99), "ms")
+        )
+    finally:
+        await journals.close()
+    return section

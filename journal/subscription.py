@@ -1,0 +1,500 @@
+"""Subscriptions: every accepted event of a topic, each partition in log order, resumable.
+
+A subscription reads each partition from a position on and delivers the events of the
+Appends the fold accepted (`journal.fold`): never a rejected Append. It never decides a
+verdict itself; it takes each one from one of two places:
+- **Replicated records** (at or below the store's pointer): replication stored the accepted
+  Appends in the store's `appends` table, by offset. Within Kafka's retention the records are
+  read from Kafka and kept if the table lists them (one range query per fetched chunk); beyond
+  it, the table's Appends are read back from the store's events, in the same order.
+- **The tail** (above the pointer): each journal's actions are folded with
+  `JournalState.apply` onto the state of the journal's store row, read on first sight. A row
+  that already reflects a record (replication passed it meanwhile) defers to the table for
+  that record. States are evicted once the pointer passes their journal's last record, so
+  they are bounded by the unreplicated tail, like the tail index.
+With the store down, a partition whose log still starts at offset 0 is folded from there with
+no store at all (Kafka provably holds all of it); otherwise the subscription fails with
+StoreUnavailable, and the client resumes from its last position later.
+
+Positions: for every partition, the offset of the last record handled. A position travels as
+an opaque string (`SubscriptionPosition.encode`); a client resumes after the last one it
+processed, so delivery is at least once. The events of one Append but its last carry the
+offset before it: resuming there delivers the whole Append again, never half of it.
+
+Deletes and Purges do not retract what was delivered: an Append is delivered as it came
+(from Kafka), and events already deleted when read from the store are simply not there, as
+are Appends that a Delete or Purge removed within the same replication batch.
+Partitions have no common order: events of different partitions arrive interleaved as they
+are read; within a partition (so within a journal) the order is the log's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import logging
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TypeAlias
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import KafkaError
+from aiokafka.structs import ConsumerRecord
+
+from journal.actions import MalformedRecord, events_of, parse_checked, raw_record
+from journal.consumers import start_consumer, stop_consumer
+from journal.errors import InvalidValue, JournalTruncated, KafkaUnavailable, StoreUnavailable
+from journal.fold import JournalState, Verdict
+from journal.metrics import METRICS
+from journal.model import ActionRecord, AppendHeader, EventRecord, JournalKey
+from journal.poison import POISON_ERRORS
+from journal.security import KafkaAccess
+from journal.store.base import EventualJournal
+
+log = logging.getLogger(__name__)
+
+HEARTBEAT_S = 5.0
+_FETCH_RECORDS = 500  # records per fetch, all partitions together
+_POINTER_REFRESH_S = 1.0  # how often the tail asks the pointer, to evict states
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionPosition:
+    """Per partition, the offset of the last record a subscriber has handled (-1: none)."""
+
+    offsets: tuple[tuple[int, int], ...] = ()
+
+    @classmethod
+    def of(cls, offsets: Mapping[int, int]) -> SubscriptionPosition:
+        return cls(tuple(sorted((p, o) for p, o in offsets.items() if o >= 0)))
+
+    def offset(self, partition: int) -> int:
+        for p, o in self.offsets:
+            if p == partition:
+                return o
+        return -1
+
+    def encode(self) -> str:
+        text = ",".join(f"{p}:{o}" for p, o in self.offsets)
+        return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+    @classmethod
+    def parse(cls, encoded: str) -> SubscriptionPosition:
+        """A position `encode` made; InvalidValue for anything else."""
+        try:
+            padded = encoded + "=" * (-len(encoded) % 4)
+            raw = base64.b64decode(padded.encode("ascii"), altchars=b"-_", validate=True)
+            text = raw.decode("ascii")
+            pairs = [part.split(":") for part in text.split(",")] if text else []
+            offsets = {int(p): int(o) for p, o in pairs}
+        except (ValueError, UnicodeError, binascii.Error):
+            raise InvalidValue(f"not a subscription position: {encoded[:100]!r}") from None
+        if any(p < 0 or o < -1 for p, o in offsets.items()) or len(offsets) != len(pairs):
+            raise InvalidValue(f"not a subscription position: {encoded[:100]!r}")
+        return cls.of(offsets)
+
+
+@dataclass(frozen=True, slots=True)
+class SubscribedEvent:
+    """An accepted event of journal `key`; resume after `position` to get what follows it."""
+
+    key: JournalKey
+    record: EventRecord
+    position: SubscriptionPosition
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """Nothing to deliver for a while (or the end of a finite subscription): where it is."""
+
+    position: SubscriptionPosition
+
+
+SubscriptionItem: TypeAlias = SubscribedEvent | Heartbeat
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionConfig:
+    kafka: KafkaAccess
+    heartbeat_s: float = HEARTBEAT_S
+    fetch_max_wait_ms: int = 100
+    max_partition_fetch_bytes: int = 1024 * 1024
+
+
+@dataclass(slots=True)
+class _Seen:
+    """A journal of the tail: its state as of `last` (its last record read), and up to which
+    offset the store had replicated it when its row was read (those records: the table)."""
+
+    state: JournalState
+    replicated: int
+    last: int
+
+
+class _Rewind(Exception):
+    """The reader must read its partition again from `offset` (folding quietly up to where it
+    was) before it can take the fold's verdicts."""
+
+    def __init__(self, offset: int) -> None:
+        super().__init__(offset)
+        self.offset = offset
+
+
+class _Partition:
+    """One partition's reader: which of its records' Appends are accepted, and where it is.
+
+    The fold's verdict of a journal's record needs the journal's state just before it: the
+    state of its row, read after the pointer, is that only if this reader has read every
+    record of the partition since the pointer (`read_from` <= pointer + 1). A subscriber that
+    resumes above the pointer therefore first re-reads from the pointer on, folding without
+    delivering up to where it was (`quiet_to`): at most the unreplicated tail.
+    """
+
+    def __init__(self, store: EventualJournal, topic: str, partition: int, cursor: int) -> None:
+        self.store = store
+        self.topic = topic
+        self.partition = partition
+        self.cursor = cursor  # the last offset delivered or passed: the position
+        self.next = cursor + 1  # the offset the consumer delivers next
+        self.read_from = self.next  # every record from here on was read, in order
+        self.quiet_to = -1  # records at or below: folded, not delivered (delivered already)
+        self.pointer = -1  # the store's pointer as last read
+        self.folding = False  # in the tail: verdicts from the fold
+        self.seen: OrderedDict[JournalKey, _Seen] = OrderedDict()  # by last record
+        self.pointer_read_at = 0.0
+        self.whole = False  # the store down: folded from offset 0 without it
+
+    def seek(self, offset: int) -> None:
+        self.next = self.read_from = offset
+
+    def pending(
+        self, fetched: Sequence[ConsumerRecord[bytes, bytes]], end: int | None
+    ) -> list[ConsumerRecord[bytes, bytes]]:
+        """The fetched records not handled yet, below `end` (None: no end)."""
+        return [m for m in fetched if m.offset >= self.next and (end is None or m.offset < end)]
+
+    async def read_pointer(self) -> int:
+        pointer = await self.store.pointer(self.topic, self.partition)
+        self.pointer = max(self.pointer, -1 if pointer is None else pointer)
+        self.pointer_read_at = asyncio.get_running_loop().time()
+        return self.pointer
+
+    def go_whole(self) -> None:
+        """Fold from offset 0 with no store (`seek` there): Kafka holds the whole partition."""
+        self.whole, self.folding, self.quiet_to = True, True, max(self.quiet_to, self.cursor)
+        self.seen.clear()
+
+    async def accepted(self, actions: Sequence[ActionRecord]) -> list[ActionRecord]:
+        """The accepted Appends among `actions` (this partition's, in offset order) that are
+        not delivered yet. Raises _Rewind."""
+        if not actions:
+            return []
+        if self.whole:
+            return self._fold(actions, set())
+        if not self.folding and actions[-1].offset > self.pointer:
+            await self.read_pointer()
+        if not self.folding:
+            replicated = [a for a in actions if a.offset <= self.pointer]
+            listed = await self._listed(replicated)
+            kept = [a for a in replicated if a.offset in listed and a.offset > self.quiet_to]
+            rest = actions[len(replicated) :]
+            if not rest:
+                return kept
+            self._enter_tail()
+            return kept + await self._tail(rest)
+        return await self._tail(actions)
+
+    def _enter_tail(self) -> None:
+        self.folding = True
+        self.seen.clear()
+        if self.read_from > self.pointer + 1:
+            self.quiet_to = max(self.quiet_to, self.cursor)
+            self.folding = False  # until the rewound reader reaches the pointer again
+            raise _Rewind(self.pointer + 1)
+
+    async def _listed(self, actions: Sequence[ActionRecord]) -> set[int]:
+        """The offsets among `actions` whose Appends the store's table lists (one query)."""
+        appends = [a for a in actions if isinstance(a.header, AppendHeader)]
+        if not appends:
+            return set()
+        stored = self.store.appends(
+            self.topic, self.partition, appends[0].offset - 1, appends[-1].offset
+        )
+        return {s.offset async for s in stored}
+
+    async def _tail(self, actions: Sequence[ActionRecord]) -> list[ActionRecord]:
+        await self._rows({a.key for a in actions if a.key not in self.seen}, actions[0].offset)
+        # records a row already reflected: the table has their verdicts
+        listed = await self._listed([a for a in actions if a.offset <= self.seen[a.key].replicated])
+        accepted = self._fold(actions, listed)
+        await self._evict()
+        return accepted
+
+    async def _rows(self, keys: Collection[JournalKey], first: int) -> None:
+        """Read the rows of journals seen first in the tail. Every record of the partition
+        since the pointer was read has been folded, so a journal seen first at offset y had
+        no record in between: its row (read after the pointer) is its state before y, unless
+        the row reflects y or later, whose records then take the table's verdicts."""
+        ordered = list(keys)
+        metas = await asyncio.gather(*(self.store.meta(key) for key in ordered))
+        for key, meta in zip(ordered, metas, strict=True):
+            state = JournalState() if meta is None else meta.state
+            self.seen[key] = _Seen(state, state.offset, first - 1)
+
+    def _fold(self, actions: Sequence[ActionRecord], listed: set[int]) -> list[ActionRecord]:
+        accepted: list[ActionRecord] = []
+        for action in actions:
+            seen = self.seen.get(action.key)
+            if seen is None:  # whole: the journal starts empty at offset 0
+                seen = self.seen[action.key] = _Seen(JournalState(), -1, -1)
+            if action.offset <= seen.replicated:
+                taken = action.offset in listed
+            else:
+                seen.state, verdict = seen.state.apply(action.header, action.offset)
+                taken = verdict is Verdict.APPENDED
+            if taken and action.offset > self.quiet_to:
+                accepted.append(action)
+            seen.last = action.offset
+            self.seen.move_to_end(action.key)
+        return accepted
+
+    async def _evict(self) -> None:
+        """Forget the journals whose records the store now reflects: read again if seen."""
+        loop = asyncio.get_running_loop()
+        if loop.time() - self.pointer_read_at < _POINTER_REFRESH_S:
+            return
+        pointer = await self.read_pointer()
+        while self.seen:
+            key, seen = next(iter(self.seen.items()))
+            if seen.last > pointer:
+                break
+            del self.seen[key]
+
+    def restart_after_gap(self, first: int) -> None:
+        """Records went missing under the reader (expired), up to `first`: filled from the
+        store, so verdicts start over from the table, the tail's states read again."""
+        self.folding = False
+        self.seen.clear()
+        self.seek(first)
+
+
+class Subscription:
+    """One subscriber's stream over all partitions of a topic (`subscribe`)."""
+
+    def __init__(
+        self,
+        topic: str,
+        partitions: int,
+        store: EventualJournal,
+        config: SubscriptionConfig,
+        after: SubscriptionPosition,
+        tags: Collection[str],
+        live: bool,
+    ) -> None:
+        self._topic = topic
+        self._store = store
+        self._config = config
+        self._tags = frozenset(tags)
+        self._live = live
+        self._readers = [_Partition(store, topic, p, after.offset(p)) for p in range(partitions)]
+        self._tps = [TopicPartition(topic, p) for p in range(partitions)]
+
+    def position(self) -> SubscriptionPosition:
+        return SubscriptionPosition.of({r.partition: r.cursor for r in self._readers})
+
+    async def items(self) -> AsyncIterator[SubscriptionItem]:
+        consumer = await start_consumer(
+            self._config.kafka,
+            fetch_max_wait_ms=self._config.fetch_max_wait_ms,
+            max_partition_fetch_bytes=self._config.max_partition_fetch_bytes,
+        )
+        try:
+            async for item in self._run(consumer):
+                yield item
+        finally:
+            await stop_consumer(consumer)
+
+    async def _run(self, consumer: AIOKafkaConsumer) -> AsyncIterator[SubscriptionItem]:
+        try:
+            starts = await consumer.beginning_offsets(self._tps)
+            ends = await consumer.end_offsets(self._tps)
+        except KafkaError as error:
+            raise KafkaUnavailable(f"{self._topic}: no offsets: {error!r}") from error
+        # live=false ends at the high watermarks as of the start
+        stop_at = {tp.partition: ends[tp] for tp in self._tps} if not self._live else None
+        for reader in self._readers:  # beyond retention first: from the store
+            tp = self._tps[reader.partition]
+            if reader.cursor + 1 < starts[tp]:
+                async for item in self._from_store(reader, starts[tp] - 1):
+                    yield item
+        consumer.assign(self._tps)
+        for reader in self._readers:
+            consumer.seek(self._tps[reader.partition], reader.next)
+            reader.seek(reader.next)
+        loop = asyncio.get_running_loop()
+        quiet_since = loop.time()
+        while True:
+            if stop_at is not None:
+                done = [tp for tp in self._tps if self._done(tp, stop_at)]
+                consumer.pause(*done)
+                if len(done) == len(self._tps):
+                    yield Heartbeat(self.position())
+                    return
+            wait_s = max(0.0, quiet_since + self._config.heartbeat_s - loop.time())
+            batches = await self._fetch(consumer, min(wait_s, 1.0))
+            delivered = False
+            for tp, fetched in batches.items():
+                reader = self._readers[tp.partition]
+                end = None if stop_at is None else stop_at[tp.partition]
+                messages = [
+                    m
+                    for m in fetched
+                    if m.offset >= reader.next and (end is None or m.offset < end)
+                ]
+                if not messages:
+                    continue
+                first = messages[0].offset
+                if not reader.whole and first > reader.next:
+                    # Kafka moved its log start past the reader (retention): the gap from
+                    # the store
+                    async for item in self._from_store(reader, first - 1):
+                        delivered = True
+                        yield item
+                    reader.restart_after_gap(first)
+                # one batch's events at once: a generator per event costs more than them
+                for item in await self._handle(consumer, reader, messages):
+                    delivered = True
+                    yield item
+            if delivered:
+                quiet_since = loop.time()
+            elif loop.time() - quiet_since >= self._config.heartbeat_s:
+                quiet_since = loop.time()
+                yield Heartbeat(self.position())
+
+    def _done(self, tp: TopicPartition, stop_at: Mapping[int, int]) -> bool:
+        partition: int = tp.partition
+        return self._readers[partition].cursor >= stop_at[partition] - 1
+
+    async def _fetch(
+        self, consumer: AIOKafkaConsumer, timeout_s: float
+    ) -> dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]:
+        try:
+            batches: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]
+            batches = await consumer.getmany(
+                timeout_ms=int(timeout_s * 1000), max_records=_FETCH_RECORDS
+            )
+            return batches
+        except POISON_ERRORS as error:
+            # cannot tell what the batch holds; the client resumes once replication skipped it
+            raise KafkaUnavailable(f"{self._topic}: an undecodable batch: {error!r}") from error
+        except KafkaError as error:
+            raise KafkaUnavailable(f"{self._topic}: {error!r}") from error
+
+    async def _handle(
+        self,
+        consumer: AIOKafkaConsumer,
+        reader: _Partition,
+        messages: Sequence[ConsumerRecord[bytes, bytes]],
+    ) -> list[SubscribedEvent]:
+        """The events to deliver from `messages`, the partition's next records in order."""
+        tp = self._tps[reader.partition]
+        try:
+            accepted = await reader.accepted(_actions(messages))
+        except _Rewind as rewind:
+            consumer.seek(tp, rewind.offset)
+            reader.seek(rewind.offset)
+            return []
+        except StoreUnavailable:
+            if reader.whole or await _log_start(consumer, tp) != 0:
+                raise
+            # Kafka holds the whole partition: fold it from offset 0, without the store
+            METRICS.counter("journal_subscription_whole_folds_total").inc()
+            log.warning("%s-%s: the store is down: folding from 0", tp.topic, tp.partition)
+            reader.go_whole()
+            consumer.seek(tp, 0)
+            reader.seek(0)
+            return []
+        delivered = [
+            item
+            for action in accepted
+            for item in self._deliver(reader, action.key, events_of(action), action.offset)
+        ]
+        reader.next = messages[-1].offset + 1
+        reader.cursor = max(reader.cursor, messages[-1].offset)
+        return delivered
+
+    async def _from_store(self, reader: _Partition, to: int) -> AsyncIterator[SubscriptionItem]:
+        """The stored Appends in (cursor, to], from the store: the records are gone from
+        Kafka. Those never replicated are lost: JournalTruncated."""
+        if await reader.read_pointer() < to:
+            raise JournalTruncated(
+                f"{self._topic}-{reader.partition}: records up to offset {to} are gone from "
+                f"Kafka, but the store has them only up to {reader.pointer}"
+            )
+        METRICS.counter("journal_subscription_store_reads_total").inc()
+        stored = self._store.appends(self._topic, reader.partition, reader.cursor, to)
+        async for append in stored:
+            events = [e async for e in self._store.append_events(append)]
+            for item in self._deliver(reader, append.key, events, append.offset):
+                yield item
+        reader.cursor = max(reader.cursor, to)
+        reader.next = max(reader.next, to + 1)
+
+    def _deliver(
+        self, reader: _Partition, key: JournalKey, events: Sequence[EventRecord], offset: int
+    ) -> Iterable[SubscribedEvent]:
+        """An Append's events; all but the last at the offset before it (see the module)."""
+        if not events:  # deleted from the store meanwhile
+            reader.cursor = offset
+            return
+        reader.cursor = offset - 1
+        *before, last = events
+        inside = self.position() if before else None  # one position for all but the last
+        for record in before:
+            if not self._tags or self._tags & record.event.tags:
+                assert inside is not None
+                yield SubscribedEvent(key, record, inside)
+        reader.cursor = offset
+        if not self._tags or self._tags & last.event.tags:
+            yield SubscribedEvent(key, last, self.position())
+
+
+def _actions(messages: Iterable[ConsumerRecord[bytes, bytes]]) -> list[ActionRecord]:
+    """The actions of the records as replication parses them: a malformed one is skipped,
+    as replication quarantines it (the fold never sees it)."""
+    actions: list[ActionRecord] = []
+    for message in messages:
+        try:
+            action = parse_checked(raw_record(message))
+        except MalformedRecord:
+            continue
+        if action is not None:
+            actions.append(action)
+    return actions
+
+
+async def _log_start(consumer: AIOKafkaConsumer, tp: TopicPartition) -> int:
+    try:
+        starts = await consumer.beginning_offsets([tp])
+    except KafkaError as error:
+        raise KafkaUnavailable(f"{tp.topic}-{tp.partition}: no log start: {error!r}") from error
+    start: int = starts[tp]
+    return start
+
+
+def subscribe(
+    topic: str,
+    partitions: int,
+    store: EventualJournal,
+    config: SubscriptionConfig,
+    after: SubscriptionPosition | None = None,
+    tags: Collection[str] = (),
+    live: bool = False,
+) -> AsyncIterator[SubscriptionItem]:
+    """Every accepted event of `topic` after `after` (None: from the start), streamed."""
+    subscription = Subscription(
+        topic, partitions, store, config, after or SubscriptionPosition(), tags, live
+    )
+    return subscription.items()

@@ -1,0 +1,252 @@
+"""Subscriptions against the real servers: accepted events only, resumable, in log order."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import random
+from collections import defaultdict
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+
+import pytest
+from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
+from aiokafka.structs import TopicPartition
+
+from journal.errors import InvalidValue
+from journal.journals import Journals
+from journal.metrics import METRICS
+from journal.model import Event, JournalKey, JsonPayload
+from journal.subscription import (
+    Heartbeat,
+    SubscribedEvent,
+    SubscriptionItem,
+    SubscriptionPosition,
+)
+from journal.topic import end_offsets
+from stack import Stack
+from tests.support.harness import Harness, harness, unique
+
+JOURNALS = 9  # over 3 partitions
+
+
+def test_a_position_survives_its_encoding() -> None:
+    position = SubscriptionPosition.of({0: 17, 2: 0, 5: 123456789, 1: -1})
+    assert SubscriptionPosition.parse(position.encode()) == position
+    assert position.offset(0) == 17 and position.offset(1) == -1 and position.offset(9) == -1
+    assert SubscriptionPosition.parse(SubscriptionPosition().encode()) == SubscriptionPosition()
+
+
+def b64(text: str) -> str:
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    ["%%%", "MTox LDE6Mg", "é", b64("a:b"), b64("1"), b64("1:1,1:2"), b64("-1:1"), b64("1:-2")],
+)
+def test_anything_else_is_not_a_position(garbage: str) -> None:
+    with pytest.raises(InvalidValue, match="not a subscription position"):
+        SubscriptionPosition.parse(garbage)
+
+
+@dataclass
+class Written:
+    """What the writers did: per journal, the accepted seqNrs and the final deleteTo."""
+
+    accepted: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
+    delete_to: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+
+    def required(self) -> set[tuple[str, int]]:
+        """Every accepted event not deleted: a subscription from the start must deliver it."""
+        return {
+            (j, n) for j, seq_nrs in self.accepted.items() for n in seq_nrs if n > self.delete_to[j]
+        }
+
+    def allowed(self) -> set[tuple[str, int]]:
+        return {(j, n) for j, seq_nrs in self.accepted.items() for n in seq_nrs}
+
+
+def event(journal_id: str, seq_nr: int, rejected: bool = False) -> Event:
+    tags = frozenset({"even" if seq_nr % 2 == 0 else "odd"})
+    return Event(seq_nr, tags, JsonPayload({"j": journal_id, "n": seq_nr, "rejected": rejected}))
+
+
+async def write(h: Harness, written: Written, rounds: int, seed: int) -> None:
+    """A writer per journal: appends of 1-3 events; now and then a conflicting Append (from
+    seqNr 1 again: rejected by the fold) and a Delete."""
+
+    async def writer(journal_id: str, rng: random.Random) -> None:
+        journal = h.journals.journal(journal_id)
+        seq_nrs = written.accepted[journal_id]
+        for _ in range(rounds):
+            last = seq_nrs[-1] if seq_nrs else 0
+            n = rng.randint(1, 3)
+            await journal.append([event(journal_id, s) for s in range(last + 1, last + n + 1)])
+            seq_nrs.extend(range(last + 1, last + n + 1))
+            if rng.random() < 0.3:
+                await journal.append([event(journal_id, s, rejected=True) for s in (1, 2)])
+            if rng.random() < 0.15 and len(seq_nrs) > 1:
+                to = seq_nrs[-1] - 1
+                await journal.delete(to)
+                written.delete_to[journal_id] = max(written.delete_to[journal_id], to)
+
+    await asyncio.gather(*(writer(f"j{i}", random.Random(seed * 100 + i)) for i in range(JOURNALS)))
+
+
+@pytest.fixture
+async def h(stack: Stack) -> AsyncIterator[Harness]:
+    async with harness(stack, unique("kj_sub"), "sub") as connected:
+        yield connected
+
+
+async def take(
+    journals: Journals, after: SubscriptionPosition | None, limit: int, **options: object
+) -> tuple[list[SubscribedEvent], bool]:
+    """Up to `limit` events of a finite subscription, then it is dropped; whether it ended."""
+    got: list[SubscribedEvent] = []
+    items: AsyncIterator[SubscriptionItem] = journals.subscribe(after, **options)  # type: ignore[arg-type]
+    try:
+        async for item in items:
+            if isinstance(item, Heartbeat):
+                continue
+            got.append(item)
+            if len(got) >= limit:
+                return got, False
+        return got, True
+    finally:
+        await items.aclose()  # type: ignore[attr-defined]
+
+
+def check_order(session: Sequence[SubscribedEvent]) -> None:
+    """Within one session, each journal's seqNrs strictly increase (the log's order)."""
+    last: dict[str, int] = {}
+    for item in session:
+        seq_nr = item.record.seq_nr
+        assert seq_nr > last.get(item.key.id, 0), f"{item.key.id}: {seq_nr} after {last}"
+        last[item.key.id] = seq_nr
+
+
+async def resumed(
+    journals: Journals,
+    rng: random.Random,
+    between: object = None,
+    after: SubscriptionPosition | None = None,
+) -> list[SubscribedEvent]:
+    """A finite subscription dropped after a few events and resumed from the last position
+    received, until it ends; `between` (a coroutine function) runs after the first session."""
+    delivered: list[SubscribedEvent] = []
+    sessions = 0
+    while True:
+        session, ended = await take(journals, after, rng.randint(5, 40))
+        check_order(session)
+        delivered.extend(session)
+        sessions += 1
+        if session:
+            after = session[-1].position
+        if sessions == 1 and between is not None:
+            await between()  # type: ignore[operator]
+        if ended:
+            assert sessions > 3, "too few sessions to prove resumption"
+            return delivered
+
+
+def rejected(item: SubscribedEvent) -> bool:
+    payload = item.record.event.payload
+    assert isinstance(payload, JsonPayload) and isinstance(payload.value, dict)
+    return payload.value["rejected"] is True
+
+
+def check(written: Written, delivered: Sequence[SubscribedEvent]) -> None:
+    got = [(d.key.id, d.record.seq_nr) for d in delivered]
+    assert not [d for d in delivered if rejected(d)]
+    assert written.required() - set(got) == set(), "acknowledged events missing"
+    assert set(got) - written.allowed() == set(), "events nobody appended"
+
+
+@pytest.mark.integration
+async def test_a_resumed_subscriber_gets_every_accepted_event_and_no_rejected_one(
+    h: Harness,
+) -> None:
+    """Half the log replicated, half in the tail; after the first session, more is written
+    and replication passes part of the tail while the subscriber reads it (rows newer than
+    the records it reads), the rest stays in the tail (sessions resume above the pointer)."""
+    written = Written()
+    await write(h, written, rounds=6, seed=1)
+    await h.replicate()
+    await write(h, written, rounds=4, seed=2)
+
+    async def meanwhile() -> None:
+        await write(h, written, rounds=2, seed=3)
+        await h.replicate()
+        await write(h, written, rounds=4, seed=4)
+
+    delivered = await resumed(h.journals, random.Random(5), between=meanwhile)
+    check(written, delivered)
+
+
+@pytest.mark.integration
+async def test_events_beyond_retention_come_from_the_store_in_the_same_order(
+    h: Harness,
+) -> None:
+    written = Written()
+    await write(h, written, rounds=5, seed=4)
+    await h.replicate()
+    ends = await end_offsets(h.settings.kafka_access(), h.settings.topic, 3)
+    admin = AIOKafkaAdminClient(bootstrap_servers=h.settings.kafka_bootstrap)
+    await admin.start()
+    try:  # as retention would: partition 0 entirely, partition 1 half
+        gone = {TopicPartition(h.settings.topic, 0): RecordsToDelete(ends[0])}
+        gone[TopicPartition(h.settings.topic, 1)] = RecordsToDelete(ends[1] // 2)
+        await admin.delete_records(gone)
+    finally:
+        await admin.close()
+    await write(h, written, rounds=3, seed=5)  # and a tail above it
+    delivered = await resumed(h.journals, random.Random(6))
+    check(written, delivered)
+    stored_from_0 = [d for d in delivered if d.record.partition == 0]
+    assert stored_from_0, "partition 0's events must come from the store"
+
+
+@pytest.mark.integration
+async def test_tags_filter_and_a_live_subscriber_sees_appends_and_heartbeats(
+    h: Harness,
+) -> None:
+    journal = h.journals.journal("live")
+    await journal.append([event("live", 1), event("live", 2)])
+    start, ended = await take(h.journals, None, 10, tags=["even"])
+    assert ended and [(d.key.id, d.record.seq_nr) for d in start] == [("live", 2)]
+    items = h.journals.subscribe(start[-1].position, live=True, heartbeat_s=0.2)
+    try:
+        first = await asyncio.wait_for(anext(items), 10)
+        assert isinstance(first, Heartbeat)  # nothing new: it says it is alive
+        await journal.append([event("live", 3)])
+        for _ in range(50):
+            item = await asyncio.wait_for(anext(items), 10)
+            if isinstance(item, SubscribedEvent):
+                assert (item.key, item.record.seq_nr) == (JournalKey(h.settings.topic, "live"), 3)
+                break
+        else:
+            pytest.fail("the live subscriber never got the append")
+    finally:
+        await items.aclose()  # type: ignore[attr-defined]
+
+
+@pytest.mark.integration
+async def test_with_the_store_down_a_resumed_subscriber_folds_from_offset_0(
+    h: Harness, stack: Stack
+) -> None:
+    """Kafka holds the whole topic (it still starts at offset 0): the fold needs no store."""
+    written = Written()
+    await write(h, written, rounds=5, seed=7)
+    await h.replicate()
+    await write(h, written, rounds=5, seed=8)
+    before, _ = await take(h.journals, None, 10)
+    folds = METRICS.value("journal_subscription_whole_folds_total")
+    stack.cassandra.stop()
+    try:
+        delivered = await resumed(h.journals, random.Random(9), after=before[-1].position)
+    finally:
+        stack.cassandra.start()
+    check(written, before + delivered)
+    assert METRICS.value("journal_subscription_whole_folds_total") > folds
