@@ -307,10 +307,29 @@ async def replicate_range(
     end: int,
     batch_size: int = 1000,
 ) -> None:
-    """Replicate the records of `tp` in [start, end) with an unsubscribed consumer."""
+    """Replicate the records of `tp` in [start, end) with an unsubscribed consumer.
+
+    Records below the log start expired before replication (an outage longer than Kafka's
+    retention): they are gone for good; the consumer starts at the log start, and the loss is
+    logged and counted (`journal_records_expired_unreplicated_total`) for an operator."""
     if start >= end:
         return
     consumer.assign([tp])
+    log_start = (await consumer.beginning_offsets([tp]))[tp]
+    if log_start > start:
+        lost = min(log_start, end) - start
+        METRICS.counter("journal_records_expired_unreplicated_total").inc(lost)
+        log.error(
+            "%s-%s: offsets %s..%s expired before replication: %s records lost",
+            tp.topic,
+            tp.partition,
+            start,
+            start + lost - 1,
+            lost,
+        )
+        start = log_start
+        if start >= end:
+            return
     consumer.seek(tp, start)
     while await consumer.position(tp) < end:
         fetched = await fetch(consumer, tp, timeout_ms=500, max_records=batch_size, end=end)

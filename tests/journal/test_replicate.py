@@ -8,9 +8,12 @@ import re
 from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 
 import pytest
+from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
+from aiokafka.structs import TopicPartition
 
 from journal.actions import RawRecord
 from journal.fold import JournalWrite
+from journal.metrics import METRICS
 from journal.model import ActionRecord, JournalKey
 from journal.replicate import AlreadyQuarantined, KafkaQuarantine, Replicator, replicate_to_now
 from journal.store.base import JournalMeta
@@ -113,3 +116,37 @@ async def test_a_flood_of_malformed_records_is_quarantined_in_bulk_with_summarie
     assert sum(counted) == flood
     assert len(summaries) < flood // 10, summaries  # one per flushed batch, not per record
     assert all("e.g." in s and "no journal.action header" in s for s in summaries)
+
+
+async def test_records_expired_before_replication_are_counted_and_replication_goes_on(
+    connected: Harness,
+) -> None:
+    """An outage longer than retention: what expired is lost (said loudly), the rest is
+    replicated and the pointer reaches the end."""
+    settings = connected.settings
+    await connected.replicate()
+    journal = connected.journals.journal("expiring")
+    partition = connected.journals.writer.partition_of(journal.key)
+    await journal.append([a.event(1)])
+    last = await journal.append([a.event(2)])
+    neighbour = next(  # on the same partition, after the records that expire
+        f"kept-{i}"
+        for i in range(1000)
+        if connected.journals.writer.partition_of(JournalKey(settings.topic, f"kept-{i}"))
+        == partition
+    )
+    await connected.journals.journal(neighbour).append([a.event(1)])
+    tp = TopicPartition(settings.topic, partition)
+    admin = AIOKafkaAdminClient(**settings.kafka_access().client_options())
+    await admin.start()
+    try:
+        await admin.delete_records({tp: RecordsToDelete(last.offset + 1)})  # as retention
+    finally:
+        await admin.close()
+    lost = METRICS.value("journal_records_expired_unreplicated_total")
+    pointers = await connected.replicate()
+    assert METRICS.value("journal_records_expired_unreplicated_total") == lost + 2
+    ends = await end_offsets(settings.kafka_access(), settings.topic, settings.partitions)
+    assert pointers[partition] == ends[partition] - 1
+    assert (await connected.stored(neighbour))[1] == [1]
+    assert (await connected.stored("expiring"))[0] is None  # lost: nothing to store
