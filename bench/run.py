@@ -243,9 +243,8 @@ async def _worker_sections(
 ) -> list[Section]:
     """Everything with a worker, on a 3-partition topic it serves."""
     settings = settings_for(base, "worker", partitions=3)
-    journals = await Journals.connect(settings)
-    store = journals.replicated_store
-    assert isinstance(store, CassandraStore)
+    store = await CassandraStore.connect(settings.cassandra_config())
+    journals = await Journals.connect(settings, store=store)
     process = worker(settings, workdir / "worker")
     try:
         replication = await _guarded(
@@ -275,6 +274,7 @@ async def _worker_sections(
     finally:
         process.stop()
         await journals.close()
+        await store.close()
 
 
 async def _scenarios(

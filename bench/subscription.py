@@ -16,7 +16,7 @@ from journal.actions import parse_checked, raw_record
 from journal.journals import Journals
 from journal.replicate import AlreadyQuarantined, replicate_to_now
 from journal.settings import Settings
-from journal.store.base import EventualStore
+from journal.store.cassandra import CassandraStore
 from journal.subscription import Heartbeat, SubscribedEvent, SubscriptionPosition
 
 METHOD = (
@@ -146,10 +146,9 @@ async def bench_subscription(base: Settings, sizes: SubscriptionSizes) -> Sectio
             gap_ms=sizes.gap_ms,
         ),
     )
-    journals = await Journals.connect(settings)
+    store = await CassandraStore.connect(settings.cassandra_config())
+    journals = await Journals.connect(settings, store=store)
     try:
-        store = journals.replicated_store
-        assert isinstance(store, EventualStore)
         ids = [f"j{i}" for i in range(sizes.journals)]
         await _write(journals, sizes, ids[: len(ids) // 2] if len(ids) > 1 else ids)
         await replicate_to_now(settings.kafka_access(), store, settings.topic, AlreadyQuarantined())
@@ -199,4 +198,5 @@ async def bench_subscription(base: Settings, sizes: SubscriptionSizes) -> Sectio
         )
     finally:
         await journals.close()
+        await store.close()
     return section

@@ -74,6 +74,7 @@ class Connection:
         settings: Settings,
         loop: LoopThread,
         journals: Journals,
+        store: CassandraStore,
         log: NotificationSource,
         snapshots: SnapshotStore,
         timeout: float,
@@ -81,6 +82,7 @@ class Connection:
         self.settings = settings
         self.loop = loop
         self.journals = journals
+        self.store = store  # ours, not the client's: closed after it
         self.log = log
         self.snapshots = snapshots
         self.timeout = timeout
@@ -111,12 +113,14 @@ class Connection:
 
     def close(self) -> None:
         try:
-            self.loop.run(_close(self.journals, self.log))
+            self.loop.run(_close(self.journals, self.store, self.log))
         finally:
             self.loop.close()
 
 
-async def _open(settings: Settings) -> tuple[Journals, NotificationLog, CassandraSnapshots]:
+async def _open(
+    settings: Settings,
+) -> tuple[Journals, CassandraStore, NotificationLog, CassandraSnapshots]:
     spec = TopicSpec(
         settings.topic, 1, settings.replication_factor, settings.min_insync_replicas, _NO_RETENTION
     )
@@ -137,18 +141,16 @@ async def _open(settings: Settings) -> tuple[Journals, NotificationLog, Cassandr
         log = NotificationLog(settings.topic, settings.kafka_access(), journals.fence)
         await log.start()
     except BaseException:
-        await _close(journals, None)
+        await _close(journals, store, None)
         raise
-    return journals, log, snapshots
+    return journals, store, log, snapshots
 
 
-async def _close(journals: Journals, log: NotificationSource | None) -> None:
+async def _close(journals: Journals, store: CassandraStore, log: NotificationSource | None) -> None:
     """Close what `_open` opened; the store is not the client's (passed in) but ours."""
     try:
         if log is not None:
             await log.close()
         await journals.close()
     finally:
-        store = journals.replicated_store
-        if store is not None:
-            await store.close()
+        await store.close()

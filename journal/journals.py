@@ -128,8 +128,6 @@ class Journals:
         self.origin = origin
         self._owned: list[Callable[[], Awaitable[None]]] = []
         self.conditional = ConditionalAppends(self)
-        #: the store's write side when this client owns a whole store (`connect`)
-        self.replicated_store: EventualStore | None = None
 
     @classmethod
     async def connect(
@@ -177,7 +175,6 @@ class Journals:
             raise
         journals = cls(settings.topic, writer, store, index, fence, kafka, origin)
         journals._owned = owned
-        journals.replicated_store = store
         return journals
 
     async def close(self) -> None:

@@ -98,8 +98,7 @@ async def test_a_flood_of_malformed_records_is_quarantined_in_bulk_with_summarie
     ]
     await asyncio.gather(*deliveries)
     await journal.append([a.event(2)])
-    store = connected.journals.replicated_store
-    assert store is not None
+    store = connected.store
     with caplog.at_level(logging.WARNING, logger="journal.replicate"):
         await replicate_to_now(
             settings.kafka_access(),

@@ -66,9 +66,7 @@ class Replicated:
 
     @property
     def store(self) -> CassandraStore:
-        store = self.harness.journals.replicated_store
-        assert isinstance(store, CassandraStore)
-        return store
+        return self.harness.store
 
 
 @pytest.fixture(scope="module")
@@ -295,8 +293,7 @@ async def test_rebuild_reads_batches_of_every_codec(
         result = await rebuild(spark, rebuilt, "earliest", progress=lambda line: None)
         assert result.counts.malformed == 0
         assert result.counts.events == sum(len(events) for events in expected.values())
-        store = h.journals.replicated_store
-        assert isinstance(store, CassandraStore)
+        store = h.store
         replicated = await rows(store, h.settings.keyspace, "events")
         assert len(replicated) == result.counts.events
         assert await rows(store, rebuilt.keyspace, "events") == replicated

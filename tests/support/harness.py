@@ -12,6 +12,7 @@ from journal.producer import JournalProducer
 from journal.replicate import KafkaQuarantine, replicate_to_now
 from journal.settings import Settings
 from journal.store.base import JournalMeta
+from journal.store.cassandra import CassandraStore
 from journal.topic import TopicSpec, ensure_topic, quarantine_topic
 from stack import Stack
 
@@ -35,6 +36,7 @@ def settings_for(stack: Stack, topic: str, keyspace: str, partitions: int = 3) -
 @dataclass
 class Harness:
     journals: Journals
+    store: CassandraStore  # the store's write side too: replication's
     producer: JournalProducer
     settings: Settings
 
@@ -52,11 +54,9 @@ class Harness:
 
     async def replicate(self) -> dict[int, int]:
         """Replicate the topic up to now with the core's routine; the pointers reached."""
-        store = self.journals.replicated_store
-        assert store is not None
         return await replicate_to_now(
             self.settings.kafka_access(),
-            store,
+            self.store,
             self.settings.topic,
             KafkaQuarantine(self.producer),
         )
@@ -65,12 +65,14 @@ class Harness:
 @asynccontextmanager
 async def harness(stack: Stack, keyspace: str, topic_prefix: str) -> AsyncIterator[Harness]:
     settings = settings_for(stack, unique(topic_prefix), keyspace)
-    journals = await Journals.connect(settings)
+    store = await CassandraStore.connect(settings.cassandra_config())
+    journals = await Journals.connect(settings, store=store)
     await ensure_topic(settings.kafka_access(), TopicSpec(quarantine_topic(settings.topic), 1))
     producer = JournalProducer(settings.kafka_access())
     await producer.start()
     try:
-        yield Harness(journals, producer, settings)
+        yield Harness(journals, store, producer, settings)
     finally:
         await producer.stop()
         await journals.close()
+        await store.close()
