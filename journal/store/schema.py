@@ -6,7 +6,15 @@ Tables:
 - `journals`: one row per journal: partition, offset of its last replicated action, last seqNr,
   deleteTo, segment size (fixed when the journal is first written).
 - `pointers`: per (topic, partition), the offset of the last replicated record.
-- `schema_version`: the version of this schema; a newer one is refused.
+- `snapshots`: one row per snapshot of a journal (its header: Mark, kind, size, chunk count),
+  written once its chunks are; `snapshot_chunks`: its payload, in chunks of at most
+  `snapshot_chunk_bytes`, under the (seqNr, Mark) of the put that wrote them, so a header only
+  ever names chunks of its own put. Each put's cells carry `USING TIMESTAMP mark + 1` (the
+  offset of the Mark the put produced): a later put, a delete of snapshots (its own Mark) and
+  a Purge applied by replication (its offset + 1) win exactly over what precedes them in the
+  log, so a snapshot taken before a Purge can never come back, however late it is written.
+- `schema_version`: the version of this schema; a newer one is refused. Version 2 added the
+  snapshots: version 1 code would apply a Purge without removing them, so it must refuse.
 
 Every write of replication carries `USING TIMESTAMP offset + 1` (the Kafka offset of the action
 that caused it). One journal lives in one partition, so its offsets order its changes: a replayed
@@ -20,7 +28,7 @@ from cassandra.cluster import Session
 
 from journal.store import cql
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _TABLES = (
     """CREATE TABLE IF NOT EXISTS {ks}.events (
@@ -36,6 +44,13 @@ _TABLES = (
     """CREATE TABLE IF NOT EXISTS {ks}.pointers (
         topic text, partition int, offset bigint,
         PRIMARY KEY ((topic), partition))""",
+    """CREATE TABLE IF NOT EXISTS {ks}.snapshots (
+        topic text, id text, seq_nr bigint, mark bigint, timestamp timestamp,
+        payload_type text, size bigint, chunks int,
+        PRIMARY KEY ((topic, id), seq_nr))""",
+    """CREATE TABLE IF NOT EXISTS {ks}.snapshot_chunks (
+        topic text, id text, seq_nr bigint, mark bigint, chunk int, data blob,
+        PRIMARY KEY ((topic, id), seq_nr, mark, chunk))""",
     """CREATE TABLE IF NOT EXISTS {ks}.schema_version (
         name text PRIMARY KEY, version int)""",
 )
@@ -61,7 +76,7 @@ async def ensure_schema(session: Session, keyspace: str, replication: str) -> No
             f"keyspace {keyspace} has schema version {rows[0].version}; "
             f"this code knows up to {SCHEMA_VERSION}"
         )
-    if not rows:
+    if not rows or rows[0].version < SCHEMA_VERSION:  # the tables above upgraded it
         await cql.execute(
             session,
             f"INSERT INTO {keyspace}.schema_version (name, version) VALUES ('journal', %s)",

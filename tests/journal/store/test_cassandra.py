@@ -8,7 +8,15 @@ import pytest
 from journal.store import cql
 from journal.store.cassandra import CassandraConfig, CassandraStore
 from journal.store.schema import SCHEMA_VERSION, SchemaTooNew
-from tests.journal.store.contract import SEGMENT, EventualStoreContract
+from tests.journal.store.contract import (
+    KEY,
+    SEGMENT,
+    SNAPSHOT_CHUNK,
+    SNAPSHOT_LIMIT,
+    EventualStoreContract,
+    put,
+    snapshot,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -19,6 +27,8 @@ def config(stack: object, keyspace: str) -> CassandraConfig:
         port=stack.cassandra_port,  # type: ignore[attr-defined]
         keyspace=keyspace,
         segment_size=SEGMENT,
+        max_snapshot_bytes=SNAPSHOT_LIMIT,
+        snapshot_chunk_bytes=SNAPSHOT_CHUNK,
     )
 
 
@@ -52,3 +62,21 @@ class TestCassandraStore(EventualStoreContract):
             (KEY.topic, KEY.id),
         )
         assert [r.stamp for r in rows] == [42, 42]  # both events, stamped offset + 1
+
+    async def test_snapshots_are_chunked_and_a_replaced_put_leaves_no_chunks(
+        self, store: CassandraStore
+    ) -> None:
+        from journal.model import BinaryPayload
+
+        await put(store, snapshot(5, 10, BinaryPayload(b"0123456789")))  # 3 chunks of <= 4
+        await put(store, snapshot(5, 11, BinaryPayload(b"abcde")))  # 2
+        rows = await cql.execute(
+            store.session,
+            f"SELECT mark, chunk, data, WRITETIME(data) AS stamp FROM {store.keyspace}"
+            ".snapshot_chunks WHERE topic = %s AND id = %s",
+            (KEY.topic, KEY.id),
+        )
+        assert [(r.mark, r.chunk, r.data, r.stamp) for r in rows] == [
+            (11, 0, b"abcd", 12),
+            (11, 1, b"e", 12),
+        ]
