@@ -156,7 +156,12 @@ def _mount_web(
     closers: list[Callable[[], Awaitable[None]]],
 ) -> None:
     web_app = app.web.web_app
-    add_routes(web_app, WorkerBackend(app, journals), max_body_bytes=settings.max_body_bytes)
+    add_routes(
+        web_app,
+        WorkerBackend(app, journals),
+        max_body_bytes=settings.max_body_bytes,
+        max_snapshot_bytes=settings.journal.max_snapshot_bytes,
+    )
     owners = Owners(app, owned, "head-cache", partitions, settings.url)
     forwarder = Forwarder(owners)
     web_app.middlewares.append(forwarder.middleware)  # inside the API's error middleware

@@ -63,7 +63,9 @@ class JournalSnapshots:
         last = view.head.state.seq_nr
         if seq_nr > last:
             raise SnapshotBeyondJournal(seq_nr, last)
-        snapshot = Snapshot(seq_nr, payload, datetime.now(UTC), mark.offset)
+        now = datetime.now(UTC)
+        now = now.replace(microsecond=now.microsecond // 1000 * 1000)  # what the store keeps
+        snapshot = Snapshot(seq_nr, payload, now, mark.offset)
         await store.put_snapshot(self.key, snapshot)
         return snapshot
 
