@@ -56,6 +56,9 @@ _BATCH_BYTES = 1_000_000
 # journals' rows per request: below Cassandra's warning for unlogged batches across partitions
 _ROWS_PER_BATCH = 10
 _PAGE_SIZE = 1000
+# a snapshot's chunks in flight: the driver's one connection per host also carries everyone
+# else's requests, and refuses them while its socket is full
+_SNAPSHOT_CHUNKS_IN_FLIGHT = 2
 _SNAPSHOT_HEADERS_PAGE = 32  # headers a `latest_snapshot` pages through: most stop at the first
 _CHUNKS_PAGE = 4  # chunks per page when a snapshot is read: a few MiB held at a time
 # a reader finding a header's chunks gone (a newer put or a delete removed them meanwhile)
@@ -190,17 +193,20 @@ class CassandraStore(EventualStore):
             self._session, self._statements.save_pointer, (topic, partition, offset, offset + 1)
         )
 
-    async def _in_window(self, requests: Iterable[tuple[Statement, Params]]) -> None:
-        """Run `requests` (built as they are taken), `window` at a time: enough to keep
-        Cassandra busy, few enough not to overload the driver's connections. Lanes taking
-        the next request, not a Semaphore: its acquire scans all its waiters."""
+    async def _in_window(
+        self, requests: Iterable[tuple[Statement, Params]], window: int | None = None
+    ) -> None:
+        """Run `requests` (built as they are taken), `window` (by default the config's) at a
+        time: enough to keep Cassandra busy, few enough not to overload the driver's
+        connections. Lanes taking the next request, not a Semaphore: its acquire scans all
+        its waiters."""
         pending = iter(requests)
 
         async def lane() -> None:
             for statement, params in pending:  # shared: each goes to the first free lane
                 await cql.execute(self._session, statement, params)
 
-        await asyncio.gather(*(lane() for _ in range(self._config.window)))
+        await asyncio.gather(*(lane() for _ in range(window or self._config.window)))
 
     def _sizes(self, write: JournalWrite, stored: JournalMeta | None) -> tuple[int, int]:
         """The journal's segment size before the batch, and after it (a Purge starts anew)."""
@@ -304,8 +310,11 @@ class CassandraStore(EventualStore):
         chunks = [data[i : i + step] for i in range(0, len(data), step)] or [b""]
         statements = self._statements
         await self._in_window(
-            (statements.insert_snapshot_chunk, (*where, snapshot.mark, n, chunk, stamp))
-            for n, chunk in enumerate(chunks)
+            (
+                (statements.insert_snapshot_chunk, (*where, snapshot.mark, n, chunk, stamp))
+                for n, chunk in enumerate(chunks)
+            ),
+            _SNAPSHOT_CHUNKS_IN_FLIGHT,
         )
         # the header once every chunk is durable: a reader never finds a partial snapshot
         header = (snapshot.mark, snapshot.timestamp, kind, len(data), len(chunks), stamp)

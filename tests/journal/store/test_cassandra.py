@@ -50,6 +50,25 @@ class TestCassandraStore(EventualStoreContract):
         with pytest.raises(SchemaTooNew):
             await CassandraStore.connect(config(stack, store.keyspace))
 
+    async def test_a_version_1_keyspace_gets_the_snapshot_tables_and_version_2(
+        self, store: CassandraStore, stack: object
+    ) -> None:
+        await cql.execute(
+            store.session,
+            f"UPDATE {store.keyspace}.schema_version SET version = 1 WHERE name = 'journal'",
+        )
+        await cql.execute(store.session, f"DROP TABLE {store.keyspace}.snapshots")
+        upgraded = await CassandraStore.connect(config(stack, store.keyspace))
+        try:
+            await put(upgraded, snapshot(1, 1))
+            rows = await cql.execute(
+                store.session,
+                f"SELECT version FROM {store.keyspace}.schema_version WHERE name = 'journal'",
+            )
+            assert [r.version for r in rows] == [2] == [SCHEMA_VERSION]
+        finally:
+            await upgraded.close()
+
     async def test_every_write_is_stamped_with_its_offset(self, store: CassandraStore) -> None:
         from tests.journal.store.contract import KEY, apply
         from tests.support import actions as a
