@@ -310,6 +310,16 @@ async def test_snapshots_put_latest_and_delete(served: Served) -> None:
     assert await error_of(served, "GET", latest) == (404, ErrorCode.SNAPSHOT_NOT_FOUND)
 
 
+async def test_snapshot_routes_take_the_journal_id_from_its_own_segment(
+    served: Served, backend: FakeBackend
+) -> None:
+    journal_id = "a/snapshots/1 %"  # the id looks like the route's tail: only its place tells
+    await call(served, "POST", journal_path(journal_id, "/events"), json=events_body(1, 1))
+    path = journal_path(journal_id, "/snapshots/1")
+    assert (await call(served, "PUT", path, json={"payload": 1}))[0] == 200
+    assert set(backend.snapshots) == {journal_id}
+
+
 def events_body(first: int, last: int) -> dict[str, object]:
     return {"events": [{"seqNr": n} for n in range(first, last + 1)]}
 
