@@ -309,22 +309,25 @@ class CassandraStore(EventualStore):
         where = (key.topic, key.id, snapshot.seq_nr)
         chunks = [data[i : i + step] for i in range(0, len(data), step)] or [b""]
         statements = self._statements
-        await self._in_window(
-            (
-                (statements.insert_snapshot_chunk, (*where, snapshot.mark, n, chunk, stamp))
-                for n, chunk in enumerate(chunks)
+        replacing, _ = await asyncio.gather(
+            cql.execute(self._session, statements.snapshot_mark, where),
+            self._in_window(
+                (
+                    (statements.insert_snapshot_chunk, (*where, snapshot.mark, n, chunk, stamp))
+                    for n, chunk in enumerate(chunks)
+                ),
+                _SNAPSHOT_CHUNKS_IN_FLIGHT,
             ),
-            _SNAPSHOT_CHUNKS_IN_FLIGHT,
         )
         # the header once every chunk is durable: a reader never finds a partial snapshot
         header = (snapshot.mark, snapshot.timestamp, kind, len(data), len(chunks), stamp)
         await cql.execute(self._session, statements.insert_snapshot, (*where, *header))
-        # the chunks of the puts this one replaced (their headers are shadowed already)
-        await cql.execute(
-            self._session,
-            statements.delete_replaced_chunks,
-            (stamp, *where, snapshot.mark),
-        )
+        if any(row.mark < snapshot.mark for row in replacing):
+            # the chunks of the put this one replaced (its header is shadowed already); only
+            # then, as each such delete leaves a tombstone in the journal's partition
+            await cql.execute(
+                self._session, statements.delete_replaced_chunks, (stamp, *where, snapshot.mark)
+            )
 
     async def latest_snapshot(
         self, key: JournalKey, max_seq_nr: int, after: int, before: int
@@ -430,6 +433,9 @@ class _Statements:
         self.delete_replaced_chunks = prepare(
             "DELETE FROM {ks}.snapshot_chunks USING TIMESTAMP ? "
             "WHERE topic = ? AND id = ? AND seq_nr = ? AND mark < ?"
+        )
+        self.snapshot_mark = prepare(
+            "SELECT mark FROM {ks}.snapshots WHERE topic = ? AND id = ? AND seq_nr = ?"
         )
         self.snapshot_headers = prepare(
             "SELECT seq_nr, mark, timestamp, payload_type, size, chunks FROM {ks}.snapshots "
