@@ -187,6 +187,7 @@ def _mount_web(
         WorkerBackend(app, journals),
         max_body_bytes=settings.max_body_bytes,
         guard=guard_of(settings.journal),
+        max_snapshot_bytes=settings.journal.max_snapshot_bytes,
     )
     owners = Owners(app, owned, "head-cache", partitions, settings.url)
     forwarder = Forwarder(owners)

@@ -6,6 +6,8 @@ these where the core calls the drivers, so no layer above `journal/` needs to kn
   right; the message names the right, so an operator can grant it (HTTP 503 with it).
 - `JournalTruncated`: records a read needs expired before replication stored them (HTTP 410).
 - `AppendTooLarge`: the append cannot be written as one record (HTTP 413).
+- `SnapshotTooLarge`: a snapshot's payload exceeds the store's limit (HTTP 413).
+- `SnapshotBeyondJournal`: a snapshot at a seqNr the journal has not reached (HTTP 409).
 - `InvalidValue`: a value breaks the journal's rules (HTTP 400).
 - `SeqNrConflict`: a conditional append found the journal elsewhere (HTTP 409).
 - `IdempotencyKeyReused`: an idempotency key came back with a different request (HTTP 422).
@@ -57,6 +59,21 @@ class UndecodableBatch(JournalError):
 
 class AppendTooLarge(JournalError, ValueError):
     """An append whose record would exceed what the producer and broker accept."""
+
+
+class SnapshotTooLarge(JournalError, ValueError):
+    """A snapshot whose payload exceeds the store's `max_snapshot_bytes`."""
+
+
+class SnapshotBeyondJournal(JournalError):
+    """A snapshot at a seqNr above the journal's last one: it would describe events the
+    journal does not hold. `seq_nr` is the journal's last seqNr (0 for none)."""
+
+    def __init__(self, snapshot_seq_nr: int, seq_nr: int) -> None:
+        super().__init__(
+            f"a snapshot at seqNr {snapshot_seq_nr} is beyond the journal's last seqNr {seq_nr}"
+        )
+        self.seq_nr = seq_nr
 
 
 class InvalidValue(JournalError, ValueError):

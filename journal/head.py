@@ -22,7 +22,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterable, AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
@@ -46,16 +46,21 @@ log = logging.getLogger(__name__)
 class JournalHead:
     """What Kafka adds to the store's view of one journal, as of a fence.
 
-    `state`: the journal as of the fence. `purged`: a Purge lies in the head, so the store's
-    events are void. `events`: the accepted Appends' events in the head (after its last Purge),
-    in seqNr order; `spilled`: offsets of accepted Appends whose events were not held (past
+    `state`: the journal as of the fence. `purge_offset`: the offset of the head's last Purge
+    (None: none), so the store's events are void and so are snapshots taken before it
+    (`journal.snapshots`). `events`: the accepted Appends' events in the head (after its last
+    Purge), in seqNr order; `spilled`: offsets of accepted Appends whose events were not held (past
     the budget), to fetch again after `events`.
     """
 
     state: JournalState
-    purged: bool = False
+    purge_offset: int | None = None
     events: tuple[EventRecord, ...] = ()
     spilled: tuple[int, ...] = ()
+
+    @property
+    def purged(self) -> bool:
+        return self.purge_offset is not None
 
     @classmethod
     def of_store(cls, state: JournalState) -> JournalHead:
@@ -67,7 +72,8 @@ async def fold_head(
     base: JournalState, actions: AsyncIterable[ActionRecord], budget_bytes: int
 ) -> JournalHead:
     """Fold the journal's actions (offset order) onto `base`, the store's state."""
-    state, purged = base, False
+    state = base
+    purge_offset: int | None = None  # the last Purge folded
     events: list[EventRecord] = []
     spilled: list[int] = []
     held = 0
@@ -83,10 +89,10 @@ async def fold_head(
                 events.extend(decoded)
                 held += len(action.value)
         elif verdict is Verdict.PURGED:
-            purged, events, spilled, held = True, [], [], 0
+            purge_offset, events, spilled, held = action.offset, [], [], 0
         elif verdict.rejected:
             count_rejected(action.key, action, verdict)
-    return JournalHead(state, purged, tuple(events), tuple(spilled))
+    return JournalHead(state, purge_offset, tuple(events), tuple(spilled))
 
 
 async def fold_whole(actions: AsyncIterable[ActionRecord], budget_bytes: int) -> JournalHead | None:
@@ -101,7 +107,8 @@ async def fold_whole(actions: AsyncIterable[ActionRecord], budget_bytes: int) ->
             continue
         if not isinstance(action.header, PurgeHeader):
             return None
-        return await fold_head(JournalState(action.offset), records, budget_bytes)
+        head = await fold_head(JournalState(action.offset), records, budget_bytes)
+        return head if head.purged else replace(head, purge_offset=action.offset)
     return None
 
 

@@ -50,6 +50,7 @@ from journal.model import (
 )
 from journal.producer import JournalProducer
 from journal.settings import Settings
+from journal.snapshots import JournalSnapshots
 from journal.store.base import EventualJournal, EventualStore, FirstPage, JournalMeta
 from journal.store.cassandra import CassandraStore
 from journal.subscription import (
@@ -308,6 +309,11 @@ class Journal:
     def __init__(self, journals: Journals, key: JournalKey) -> None:
         self._journals = journals
         self.key = key
+
+    @property
+    def snapshots(self) -> JournalSnapshots:
+        """The journal's snapshots (journal/snapshots.py)."""
+        return JournalSnapshots(self._journals, self.key)
 
     async def append(
         self,

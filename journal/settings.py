@@ -284,6 +284,11 @@ class Settings(KJSettings):
         default=64, gt=0, description="Cassandra requests of a replication batch in flight"
     )
     max_record_bytes: int = Field(default=1_000_000, gt=0, description="largest action record")
+    max_snapshot_bytes: int = Field(
+        default=16 * 2**20,
+        gt=0,
+        description="largest snapshot payload (stored in Cassandra in chunks, not in Kafka)",
+    )
     read_fence: Literal["high_watermark", "mark"] = Field(
         default="high_watermark",
         description="how a read learns where now is: the high watermark (a read writes "
@@ -374,6 +379,7 @@ class Settings(KJSettings):
             window=self.replication_window,
             login=self.cassandra_login(),
             create_schema=self.security == "off",
+            max_snapshot_bytes=self.max_snapshot_bytes,
         )
 
     def topic_spec(self) -> TopicSpec:

@@ -18,10 +18,12 @@ from web.auth import Guard
 from web.backend import JournalBackend
 from web.middleware import error_middleware, metrics_middleware
 from web.ops import OpsViews
+from web.snapshots import SnapshotViews, snapshot_body_limit
 from web.views import JournalViews, Limits
 
 DEFAULT_MAX_BODY_BYTES = 1_048_576
 DEFAULT_RETRY_AFTER_S = 1
+DEFAULT_MAX_SNAPSHOT_BYTES = 16 * 2**20
 
 
 def add_routes(
@@ -33,13 +35,17 @@ def add_routes(
     middlewares: bool = True,
     metrics: Metrics = METRICS,
     guard: Guard | None = None,
+    max_snapshot_bytes: int = DEFAULT_MAX_SNAPSHOT_BYTES,
 ) -> None:
     """Mount the API's routes (and, with `middlewares`, its middlewares) on `app`; `metrics`
     is what the routes record and `/metrics` serves (a test passes its own); `guard` checks
-    bearer tokens (None: HTTP security off, every route open)."""
+    bearer tokens (None: HTTP security off, every route open). A snapshot's PUT takes a body
+    for a payload of `max_snapshot_bytes` (the store's limit), base64 included."""
     if max_body_bytes < 1 or retry_after_s < 0:
         raise ValueError("max_body_bytes must be positive and retry_after_s not negative")
-    journals = JournalViews(backend, Limits(max_body_bytes, retry_after_s), metrics)
+    limits = Limits(max_body_bytes, retry_after_s)
+    journals = JournalViews(backend, limits, metrics)
+    snapshots = SnapshotViews(backend, limits, max_snapshot_bytes, metrics)
     ops = OpsViews(backend, retry_after_s, metrics)
     # HEAD is not offered: a HEAD of a read would run the whole reading flow for nothing
     app.router.add_routes(
@@ -50,6 +56,9 @@ def add_routes(
             web.get("/journals/{id}", journals.info, allow_head=False),
             web.delete("/journals/{id}", journals.purge),
             web.get("/events", journals.subscribe, allow_head=False),
+            web.put("/journals/{id}/snapshots/{seqNr}", snapshots.put),
+            web.get("/journals/{id}/snapshots/latest", snapshots.latest, allow_head=False),
+            web.delete("/journals/{id}/snapshots", snapshots.delete_snapshots),
             web.get("/healthz", ops.healthz, allow_head=False),
             web.get("/readyz", ops.readyz, allow_head=False),
             web.get("/metrics", ops.metrics, allow_head=False),
@@ -72,10 +81,13 @@ def create_app(
     retry_after_s: int = DEFAULT_RETRY_AFTER_S,
     metrics: Metrics = METRICS,
     guard: Guard | None = None,
+    max_snapshot_bytes: int = DEFAULT_MAX_SNAPSHOT_BYTES,
 ) -> web.Application:
     """A standalone aiohttp Application serving the API over `backend`."""
-    # client_max_size only backs up web.body.read_body, which enforces max_body_bytes itself
-    app = web.Application(client_max_size=max_body_bytes)
+    # client_max_size only backs up web.body.read_body, which enforces the limits itself
+    app = web.Application(
+        client_max_size=max(max_body_bytes, snapshot_body_limit(max_snapshot_bytes))
+    )
     add_routes(
         app,
         backend,
@@ -83,5 +95,6 @@ def create_app(
         retry_after_s=retry_after_s,
         metrics=metrics,
         guard=guard,
+        max_snapshot_bytes=max_snapshot_bytes,
     )
     return app

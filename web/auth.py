@@ -52,6 +52,9 @@ ROUTE_SCOPES: Mapping[Route, Scope | None] = {
     ("DELETE", "/journals/{id}/events"): Scope.DELETE,
     ("GET", "/journals/{id}"): Scope.READ,
     ("DELETE", "/journals/{id}"): Scope.DELETE,
+    ("PUT", "/journals/{id}/snapshots/{seqNr}"): Scope.WRITE,
+    ("GET", "/journals/{id}/snapshots/latest"): Scope.READ,
+    ("DELETE", "/journals/{id}/snapshots"): Scope.DELETE,
     ("GET", "/events"): Scope.READ,  # every journal's events: a prefix-limited token is refused
     ("GET", "/metrics"): Scope.ADMIN,
     ("GET", "/healthz"): None,

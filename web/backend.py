@@ -12,8 +12,19 @@ from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from typing import Protocol
 
 from journal.journals import Deleted, JournalInfo, Journals
-from journal.model import Event, EventRecord, PayloadMetadata, Position
+from journal.model import Event, EventRecord, Payload, PayloadMetadata, Position
+from journal.store.base import Snapshot
 from journal.subscription import SubscriptionItem, SubscriptionPosition
+
+
+class SnapshotsHandle(Protocol):
+    """One journal's snapshots, as `journal.snapshots.JournalSnapshots` offers them."""
+
+    async def put(self, seq_nr: int, payload: Payload) -> Snapshot: ...
+
+    async def latest(self, max_seq_nr: int = ...) -> Snapshot | None: ...
+
+    async def delete(self, to: int) -> Position: ...
 
 
 class JournalHandle(Protocol):
@@ -47,6 +58,9 @@ class JournalHandle(Protocol):
     async def delete(self, to: int) -> Deleted: ...
 
     async def purge(self) -> Position: ...
+
+    @property
+    def snapshots(self) -> SnapshotsHandle: ...
 
 
 class JournalBackend(Protocol):

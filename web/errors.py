@@ -37,6 +37,9 @@ class ErrorCode(StrEnum):
     JOURNAL_TRUNCATED = "journal_truncated"  # 410: events expired from Kafka unreplicated
     BODY_TOO_LARGE = "body_too_large"  # 413: the request body exceeds the configured limit
     APPEND_TOO_LARGE = "append_too_large"  # 413: the encoded record exceeds Kafka's limit
+    SNAPSHOT_TOO_LARGE = "snapshot_too_large"  # 413: a snapshot's payload exceeds the limit
+    SNAPSHOT_BEYOND_JOURNAL = "snapshot_beyond_journal"  # 409: its seqNr is past the journal's
+    SNAPSHOT_NOT_FOUND = "snapshot_not_found"  # 404: no snapshot at or below maxSeqNr
     IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"  # 422: the key took another request
     NOT_READY = "not_ready"  # 503: this worker, or the owner of the journal, is (re)starting
     UNAVAILABLE = "unavailable"  # 503: Kafka or Cassandra cannot be reached in time
@@ -64,7 +67,7 @@ class ApiError(Exception):
         self.code = code
         self.message = message
         self.headers = dict(headers or {})
-        self.seq_nr = seq_nr  # `seq_nr_conflict` only: the journal's last seqNr
+        self.seq_nr = seq_nr  # the journal's last seqNr, where a code says so
 
     def response(self) -> web.Response:
         return error_response(self.status, self.code, self.message, self.headers, self.seq_nr)
@@ -82,8 +85,8 @@ class ErrorDetail(BaseModel):
     seqNr: int = Field(
         default=0,
         ge=0,
-        description="`seq_nr_conflict` only: the journal's last seqNr (0 for none) when the "
-        "append was rejected",
+        description="`seq_nr_conflict` and `snapshot_beyond_journal` only: the journal's last "
+        "seqNr (0 for none) when the append or snapshot was refused",
     )
 
 

@@ -8,6 +8,8 @@ answer with, or None when it is not a known failure (the caller then answers 500
   would retry forever) and not a 500 (nothing is wrong with this request or this process).
   410 says "this history is gone and retrying will not bring it back"; an operator must act.
 - `AppendTooLarge` (the core's, including the broker's size refusals) -> 413 `append_too_large`.
+- `SnapshotTooLarge` -> 413 `snapshot_too_large`; `SnapshotBeyondJournal` -> 409
+  `snapshot_beyond_journal` with the journal's last seqNr.
 - `SeqNrConflict` -> 409 `seq_nr_conflict` with the journal's last seqNr: reread, decide again.
 - `IdempotencyKeyReused` -> 422 `idempotency_key_reused`: a client bug, retrying cannot help.
 - `OutcomeUnknown` -> 503 `outcome_unknown` with `Retry-After`: a conditional append was produced
@@ -35,6 +37,8 @@ from journal.errors import (
     JournalTruncated,
     OutcomeUnknown,
     SeqNrConflict,
+    SnapshotBeyondJournal,
+    SnapshotTooLarge,
     Unavailable,
     UndecodableBatch,
 )
@@ -59,6 +63,15 @@ def api_error_of(error: BaseException, retry_after_s: int) -> ApiError | None:
             409,
             ErrorCode.SEQ_NR_CONFLICT,
             f"{error}: nothing was appended; read the journal and decide again",
+            seq_nr=error.seq_nr,
+        )
+    if isinstance(error, SnapshotTooLarge):
+        return ApiError(413, ErrorCode.SNAPSHOT_TOO_LARGE, f"{error}: nothing was stored")
+    if isinstance(error, SnapshotBeyondJournal):
+        return ApiError(
+            409,
+            ErrorCode.SNAPSHOT_BEYOND_JOURNAL,
+            f"{error}: nothing was stored; snapshot the journal as it is",
             seq_nr=error.seq_nr,
         )
     if isinstance(error, IdempotencyKeyReused):

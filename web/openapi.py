@@ -65,9 +65,11 @@ is down, unless Kafka still holds the partitions from offset 0; 410 when records
 Kafka before replication stored them."""
 
 _REF = "#/components/schemas/{model}"
-_REQUESTS: tuple[type[BaseModel], ...] = (schema.AppendRequest,)
+_REQUESTS: tuple[type[BaseModel], ...] = (schema.AppendRequest, schema.SnapshotIn)
 _ANSWERS: tuple[type[BaseModel], ...] = (
     Error,
+    schema.SnapshotOut,
+    schema.SnapshotStored,
     schema.Position,
     schema.EventOut,
     schema.JournalInfo,
@@ -136,6 +138,7 @@ def _errors(*statuses: str) -> JsonDoc:
         "400": "BadRequest",
         "405": "MethodNotAllowed",
         "410": "JournalTruncated",
+        "404": "SnapshotNotFound",
         "409": "SeqNrConflict",
         "413": "TooLarge",
         "422": "IdempotencyKeyReused",
@@ -173,7 +176,15 @@ _RESPONSES: JsonDoc = {
     ),
     "TooLarge": _error_response(
         "`body_too_large` (over the configured body limit) or `append_too_large` (the encoded "
-        "Kafka record would exceed the record limit)."
+        "Kafka record would exceed the record limit) or `snapshot_too_large` (a snapshot's "
+        "payload exceeds the snapshot limit)."
+    ),
+    "SnapshotNotFound": _error_response(
+        "`snapshot_not_found`: no snapshot at or below `maxSeqNr` (and the journal's last seqNr)."
+    ),
+    "SnapshotBeyondJournal": _error_response(
+        "`snapshot_beyond_journal`: the seqNr is beyond the journal's last one (`error.seqNr`); "
+        "nothing was stored."
     ),
     "Unavailable": _error_response(
         "`not_ready` (this worker or the journal's owner starting, rebalancing), `unavailable` "
@@ -206,6 +217,15 @@ _JOURNAL_ID: JsonDoc = {
     "required": True,
     "description": "The journal id (the Kafka record key), percent-encoded.",
     "schema": {"type": "string", "minLength": 1},
+}
+
+
+_SNAPSHOT_SEQ_NR: JsonDoc = {
+    "name": "seqNr",
+    "in": "path",
+    "required": True,
+    "description": "The last seqNr the snapshot covers: at most the journal's last seqNr.",
+    "schema": {"type": "integer", "minimum": 1, "maximum": 2**63 - 1},
 }
 
 
@@ -315,6 +335,54 @@ def openapi_document() -> JsonDoc:
                             },
                         },
                         **_errors(*_READ_ERRORS),
+                    },
+                },
+            },
+            "/journals/{id}/snapshots/{seqNr}": {
+                "parameters": [_ref("parameters", "JournalId"), _SNAPSHOT_SEQ_NR],
+                "put": {
+                    "operationId": "putSnapshot",
+                    "summary": "Store a snapshot of the journal up to seqNr (replacing one there).",
+                    "description": "The body carries exactly one payload, as an event does; it "
+                    "may be as large as the snapshot limit (16 MiB by default, stored in "
+                    "Cassandra in chunks), and the body as large as that in base64. A Purge "
+                    "of the journal removes its snapshots: a snapshot taken before one never "
+                    "reappears.",
+                    "requestBody": {
+                        "required": True,
+                        "content": _json_content(_ref("schemas", "SnapshotIn")),
+                    },
+                    "responses": {
+                        "200": _ok("Stored.", _ref("schemas", "SnapshotStored")),
+                        "409": _ref("responses", "SnapshotBeyondJournal"),
+                        **_errors("400", "413", "503"),
+                    },
+                },
+            },
+            "/journals/{id}/snapshots/latest": {
+                "parameters": [_ref("parameters", "JournalId")],
+                "get": {
+                    "operationId": "latestSnapshot",
+                    "summary": "The newest snapshot at or below maxSeqNr.",
+                    "parameters": _parameters(schema.LatestSnapshotQuery),
+                    "responses": {
+                        "200": _ok("The snapshot.", _ref("schemas", "SnapshotOut")),
+                        **_errors("400", "404", "410", "503"),
+                    },
+                },
+            },
+            "/journals/{id}/snapshots": {
+                "parameters": [_ref("parameters", "JournalId")],
+                "delete": {
+                    "operationId": "deleteSnapshots",
+                    "summary": "Remove the snapshots at or below `to`.",
+                    "parameters": _parameters(schema.DeleteSnapshotsQuery),
+                    "responses": {
+                        "200": _ok(
+                            "Removed; where the Mark that orders the removal landed.",
+                            _ref("schemas", "Position"),
+                        ),
+                        **_errors(*_JOURNAL_ERRORS),
                     },
                 },
             },

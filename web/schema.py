@@ -265,6 +265,40 @@ class AppendRequest(_Wire):
         return PayloadMetadata(expire_after=self.expireAfter, data=self.metadata)
 
 
+class SnapshotIn(_Wire):
+    """The body of `PUT /journals/{id}/snapshots/{seqNr}`: exactly one of payload (any JSON,
+    null included), payloadText, payloadBinary (base64), as an event carries it."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "oneOf": [{"required": [name]} for name in PAYLOAD_FIELDS],
+        }
+    )
+
+    payload: JsonValue = absent()
+    payloadText: StrictStr = absent()
+    payloadBinary: Base64 = absent()
+
+    @model_validator(mode="after")
+    def _one_payload(self) -> SnapshotIn:
+        given = [name for name in PAYLOAD_FIELDS if name in self.model_fields_set]
+        if len(given) != 1:
+            raise refusal(
+                ErrorCode.INVALID_PAYLOAD,
+                f"has {' and '.join(given) or 'none of payload, payloadText, payloadBinary'}: "
+                "a snapshot carries exactly one payload",
+            )
+        return self
+
+    def core_payload(self) -> Payload:
+        given = self.model_fields_set
+        if "payloadText" in given:
+            return TextPayload(self.payloadText)
+        if "payloadBinary" in given:
+            return BinaryPayload(self.payloadBinary)
+        return JsonPayload(self.payload)
+
+
 def _query_number(value: object) -> int:
     """A query parameter's text as an int: ASCII digits only (int() would also take "+1",
     " 1", "1_000" and other scripts' digits), at most 19 of them."""
@@ -323,6 +357,26 @@ class SubscribeQuery(_Wire):
         description="true: stream forever, heartbeats while idle; false: end at the high "
         "watermarks as of the start",
     )
+
+
+class SnapshotPath(_Wire):
+    """The seqNr in `/journals/{id}/snapshots/{seqNr}`."""
+
+    seqNr: QuerySeqNr = Field(description="the last seqNr the snapshot covers")
+
+
+class LatestSnapshotQuery(_Wire):
+    """`GET /journals/{id}/snapshots/latest`: the newest snapshot at or below `maxSeqNr`."""
+
+    maxSeqNr: QuerySeqNr = Field(
+        default=SEQ_NR_MAX, description="at or below this seqNr (and the journal's last)"
+    )
+
+
+class DeleteSnapshotsQuery(_Wire):
+    """`DELETE /journals/{id}/snapshots`: remove the snapshots up to `to`."""
+
+    to: QuerySeqNr = Field(description="remove the snapshots at or below this seqNr")
 
 
 class NoQuery(_Wire):
@@ -384,6 +438,23 @@ class Deleted(_Wire):
     deleteTo: SeqNr | None
     partition: int = absent(ge=0)
     offset: int = absent(ge=0)
+
+
+class SnapshotOut(_Wire):
+    """A snapshot: exactly one of the payload fields is present."""
+
+    seqNr: SeqNr
+    payload: JsonValue = absent()
+    payloadText: str = absent()
+    payloadBinary: str = absent(json_schema_extra={"contentEncoding": "base64"})
+    timestamp: str = Field(json_schema_extra={"format": "date-time"}, description="when it was put")
+
+
+class SnapshotStored(_Wire):
+    """A stored snapshot: its seqNr and when it was put."""
+
+    seqNr: SeqNr
+    timestamp: str = Field(json_schema_extra={"format": "date-time"})
 
 
 class Status(_Wire):

@@ -29,7 +29,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from journal.conditional import check_idempotency_key
-from journal.model import SEQ_NR_MAX, SEQ_NR_MIN, Event, InvalidValue, PayloadMetadata
+from journal.model import SEQ_NR_MAX, SEQ_NR_MIN, Event, InvalidValue, Payload, PayloadMetadata
 from journal.subscription import SubscriptionPosition
 from web import schema
 from web.errors import ApiError, ErrorCode, bad_request
@@ -140,6 +140,35 @@ def parse_append(body: bytes) -> AppendRequest:
         headers=request.headers or {},
         expected_seq_nr=request.expectedSeqNr,
     )
+
+
+def parse_snapshot(body: bytes) -> Payload:
+    """Parse and check a snapshot body (see `web.schema.SnapshotIn`)."""
+    value, trusted = parse_json(body)
+    if not trusted:
+        _check_values(value)
+    return validate(schema.SnapshotIn, value).core_payload()
+
+
+def parse_snapshot_seq_nr(raw: str) -> int:
+    """The seqNr segment of `/journals/{id}/snapshots/{seqNr}`."""
+    try:
+        return validate(schema.SnapshotPath, {"seqNr": raw}).seqNr
+    except ApiError as e:
+        raise bad_request(ErrorCode.INVALID_SEQ_NR, f"the path's {e.message}") from None
+
+
+def parse_latest_snapshot_query(query: MultiMapping[str]) -> int:
+    """The `maxSeqNr` of a latest snapshot's read (default 2^63-1)."""
+    params = _only_params(query, schema.LatestSnapshotQuery)
+    return validate(schema.LatestSnapshotQuery, params).maxSeqNr
+
+
+def parse_delete_snapshots_query(query: MultiMapping[str]) -> int:
+    """The required `to` of a delete of snapshots."""
+    return validate(
+        schema.DeleteSnapshotsQuery, _only_params(query, schema.DeleteSnapshotsQuery)
+    ).to
 
 
 IDEMPOTENCY_KEY = "Idempotency-Key"
@@ -260,7 +289,7 @@ def _refused(loc: tuple[int | str, ...], message: str) -> ApiError:
 
 
 def _api_error(model: type[BaseModel], errors: Sequence[ErrorDetails]) -> ApiError:
-    query = not issubclass(model, schema.AppendRequest)
+    query = not issubclass(model, (schema.AppendRequest, schema.SnapshotIn))
     first = errors[0]
     loc = first["loc"]
     if first["type"] == "extra_forbidden":

@@ -170,12 +170,14 @@ def journal_id_of(request: web.Request) -> str:
 def _raw_id(request: web.Request) -> str:
     """The id's segment as sent, still percent-encoded (see `parse_journal_id` for why).
 
-    Counted from the end: the routes are .../journals/{id} and .../journals/{id}/events, and
-    a host application may mount them under a prefix.
+    Counted from the end, as far from it as `{id}` is in the route (.../journals/{id},
+    .../journals/{id}/events, .../journals/{id}/snapshots/{seqNr}): a host application may
+    mount the routes under a prefix.
     """
     resource = request.match_info.route.resource
-    with_suffix = resource is not None and resource.canonical.endswith("/events")
-    return request.rel_url.raw_parts[-2 if with_suffix else -1]
+    parts = [] if resource is None else resource.canonical.split("/")
+    after = len(parts) - 1 - parts.index("{id}") if "{id}" in parts else 0
+    return request.rel_url.raw_parts[-1 - after]
 
 
 @asynccontextmanager

@@ -11,6 +11,9 @@ Contract (every implementation runs `tests/journal/store/contract.py`):
   implementation never holds a whole journal in memory.
 - `appends` lists, per partition in offset order, every Append replication stored (accepted by
   the fold and not removed within its own batch), written with the events, before the rows.
+- Snapshots (`SnapshotStore`) are ordered by the offsets of Marks, as replication's writes
+  are by their actions' offsets: a put or delete of snapshots stamped with its Mark, and a
+  Purge applied by replication, affect exactly what lies before them in the log.
 """
 
 from __future__ import annotations
@@ -18,9 +21,20 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
+
+import orjson
 
 from journal.fold import JournalState, JournalWrite
-from journal.model import SEQ_NR_MAX, EventRecord, JournalKey
+from journal.model import (
+    SEQ_NR_MAX,
+    BinaryPayload,
+    EventRecord,
+    JournalKey,
+    JsonPayload,
+    Payload,
+    TextPayload,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,8 +167,72 @@ def states(stored: Mapping[JournalKey, JournalMeta]) -> dict[JournalKey, Journal
     return {key: meta.state for key, meta in stored.items()}
 
 
-class EventualStore(EventualJournal, ReplicatedJournal, ABC):
-    """A store with both sides, as one implementation usually provides them."""
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A journal's state up to `seq_nr`, as its writer encoded it, put at `timestamp`.
+
+    `mark`: the offset of the Mark the put produced in the journal's partition. The put saw
+    the journal as of that Mark, so the snapshot is void if a Purge of the journal follows
+    the Mark in the log (`journal.snapshots`).
+    """
+
+    seq_nr: int
+    payload: Payload
+    timestamp: datetime
+    mark: int
+
+
+def snapshot_bytes(payload: Payload) -> tuple[str, bytes]:
+    """A snapshot payload as the store keeps it: its kind and its bytes (whose length the
+    size limit counts)."""
+    match payload:
+        case JsonPayload(value):
+            return "json", orjson.dumps(value)
+        case TextPayload(value):
+            return "text", value.encode("utf-8")
+        case BinaryPayload(value):
+            return "binary", value
+
+
+def snapshot_payload(kind: str, data: bytes) -> Payload:
+    """The payload `snapshot_bytes` made `kind` and `data` of."""
+    if kind == "json":
+        return JsonPayload(orjson.loads(data))
+    if kind == "text":
+        return TextPayload(data.decode("utf-8"))
+    return BinaryPayload(data)
+
+
+class SnapshotStore(ABC):
+    """Snapshots of journals. Each write is stamped with the offset of a Mark (or, for a
+    Purge, of the Purge) + 1, like replication's writes: later in the log wins."""
+
+    @property
+    @abstractmethod
+    def max_snapshot_bytes(self) -> int:
+        """The largest payload (`snapshot_bytes`) a snapshot may have."""
+
+    @abstractmethod
+    async def put_snapshot(self, key: JournalKey, snapshot: Snapshot) -> None:
+        """Store `snapshot`, replacing the one at its seqNr if that one's Mark is earlier.
+        Readers see it whole or not at all. SnapshotTooLarge past `max_snapshot_bytes`."""
+
+    @abstractmethod
+    async def latest_snapshot(
+        self, key: JournalKey, max_seq_nr: int, after: int, before: int
+    ) -> Snapshot | None:
+        """The snapshot with the highest seqNr at or below `max_seq_nr` among those whose
+        Mark lies strictly between the offsets `after` and `before`."""
+
+    @abstractmethod
+    async def delete_snapshots(self, key: JournalKey, to: int, mark: int) -> None:
+        """Remove the snapshots at or below seqNr `to` put with a Mark before `mark`."""
+
+
+class EventualStore(EventualJournal, ReplicatedJournal, SnapshotStore, ABC):
+    """A store with both sides, as one implementation usually provides them, and the
+    journals' snapshots. Its `apply` of a write with a Purge also removes the journal's
+    snapshots put with a Mark before that Purge."""
 
     async def close(self) -> None:
         """Release connections; the default has nothing to release."""

@@ -25,6 +25,7 @@ from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
 from cassandra.query import BatchStatement, BatchType, PreparedStatement, Statement
 
 from journal.actions import events_of
+from journal.errors import SnapshotTooLarge, StoreUnavailable
 from journal.fold import JournalWrite
 from journal.model import (
     SEQ_NR_MAX,
@@ -41,7 +42,15 @@ from journal.model import (
 )
 from journal.security import CassandraLogin
 from journal.store import cql
-from journal.store.base import EventualStore, FirstPage, JournalMeta, StoredAppend
+from journal.store.base import (
+    EventualStore,
+    FirstPage,
+    JournalMeta,
+    Snapshot,
+    StoredAppend,
+    snapshot_bytes,
+    snapshot_payload,
+)
 from journal.store.cql import Params
 from journal.store.schema import APPEND_BUCKET, check_schema, ensure_schema
 
@@ -52,6 +61,14 @@ _BATCH_BYTES = 1_000_000
 _ROWS_PER_BATCH = 10
 _PAGE_SIZE = 1000
 _APPENDS_PER_BATCH = 200  # rows of the `appends` table per unlogged batch (one partition)
+# a snapshot's chunks in flight: the driver's one connection per host also carries everyone
+# else's requests, and refuses them while its socket is full
+_SNAPSHOT_CHUNKS_IN_FLIGHT = 2
+_SNAPSHOT_HEADERS_PAGE = 32  # headers a `latest_snapshot` pages through: most stop at the first
+_CHUNKS_PAGE = 4  # chunks per page when a snapshot is read: a few MiB held at a time
+# a reader finding a header's chunks gone (a newer put or a delete removed them meanwhile)
+# looks again, this many times at most
+_SNAPSHOT_READ_ATTEMPTS = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +84,10 @@ class CassandraConfig:
     login: CassandraLogin | None = None  # None: no authentication
     # False with security on: the project's roles may not create schema; the admin does
     create_schema: bool = True
+    max_snapshot_bytes: int = 16 * 2**20
+    # a snapshot's payload is written in rows of this size: no single cell or mutation comes
+    # near Cassandra's limits (a mutation must fit half a commit log segment, 16 MiB by default)
+    snapshot_chunk_bytes: int = 512 * 1024
 
 
 class CassandraStore(EventualStore):
@@ -216,17 +237,20 @@ class CassandraStore(EventualStore):
             self._session, self._statements.save_pointer, (topic, partition, offset, offset + 1)
         )
 
-    async def _in_window(self, requests: Iterable[tuple[Statement, Params]]) -> None:
-        """Run `requests` (built as they are taken), `window` at a time: enough to keep
-        Cassandra busy, few enough not to overload the driver's connections. Lanes taking
-        the next request, not a Semaphore: its acquire scans all its waiters."""
+    async def _in_window(
+        self, requests: Iterable[tuple[Statement, Params]], window: int | None = None
+    ) -> None:
+        """Run `requests` (built as they are taken), `window` (by default the config's) at a
+        time: enough to keep Cassandra busy, few enough not to overload the driver's
+        connections. Lanes taking the next request, not a Semaphore: its acquire scans all
+        its waiters."""
         pending = iter(requests)
 
         async def lane() -> None:
             for statement, params in pending:  # shared: each goes to the first free lane
                 await cql.execute(self._session, statement, params)
 
-        await asyncio.gather(*(lane() for _ in range(self._config.window)))
+        await asyncio.gather(*(lane() for _ in range(window or self._config.window)))
 
     def _sizes(self, write: JournalWrite, stored: JournalMeta | None) -> tuple[int, int]:
         """The journal's segment size before the batch, and after it (a Purge starts anew)."""
@@ -250,6 +274,11 @@ class CassandraStore(EventualStore):
         TIMESTAMP`s, from offsets, order their effects."""
         key, before = write.key, write.before
         size_before, size = self._sizes(write, stored)
+        if write.purge is not None:
+            # the journal's snapshots put before the Purge; never later ones (their Marks)
+            stamp = write.purge + 1
+            yield self._statements.purge_snapshots, (stamp, key.topic, key.id)
+            yield self._statements.purge_snapshot_chunks, (stamp, key.topic, key.id)
         if write.purge is not None and before.seq_nr > 0:
             yield from self._segment_deletes(key, size_before, 0, before.seq_nr, None, write.purge)
         yield from self._event_batches(key, size, write.appends)
@@ -329,6 +358,95 @@ class CassandraStore(EventualStore):
                 )
         return requests
 
+    # Snapshots.
+
+    @property
+    def max_snapshot_bytes(self) -> int:
+        return self._config.max_snapshot_bytes
+
+    async def put_snapshot(self, key: JournalKey, snapshot: Snapshot) -> None:
+        kind, data = snapshot_bytes(snapshot.payload)
+        if len(data) > self._config.max_snapshot_bytes:
+            raise SnapshotTooLarge(
+                f"the snapshot's payload is {len(data)} bytes; the limit is "
+                f"{self._config.max_snapshot_bytes}"
+            )
+        step = self._config.snapshot_chunk_bytes
+        stamp = snapshot.mark + 1
+        where = (key.topic, key.id, snapshot.seq_nr)
+        chunks = [data[i : i + step] for i in range(0, len(data), step)] or [b""]
+        statements = self._statements
+        replacing, _ = await asyncio.gather(
+            cql.execute(self._session, statements.snapshot_mark, where),
+            self._in_window(
+                (
+                    (statements.insert_snapshot_chunk, (*where, snapshot.mark, n, chunk, stamp))
+                    for n, chunk in enumerate(chunks)
+                ),
+                _SNAPSHOT_CHUNKS_IN_FLIGHT,
+            ),
+        )
+        # the header once every chunk is durable: a reader never finds a partial snapshot
+        header = (snapshot.mark, snapshot.timestamp, kind, len(data), len(chunks), stamp)
+        await cql.execute(self._session, statements.insert_snapshot, (*where, *header))
+        if any(row.mark < snapshot.mark for row in replacing):
+            # the chunks of the put this one replaced (its header is shadowed already); only
+            # then, as each such delete leaves a tombstone in the journal's partition
+            await cql.execute(
+                self._session, statements.delete_replaced_chunks, (stamp, *where, snapshot.mark)
+            )
+
+    async def latest_snapshot(
+        self, key: JournalKey, max_seq_nr: int, after: int, before: int
+    ) -> Snapshot | None:
+        for _ in range(_SNAPSHOT_READ_ATTEMPTS):
+            header = await self._latest_header(key, max_seq_nr, after, before)
+            if header is None:
+                return None
+            data = await self._snapshot_data(key, header)
+            if data is not None:
+                return Snapshot(
+                    header.seq_nr,
+                    snapshot_payload(header.payload_type, data),
+                    header.timestamp.replace(tzinfo=UTC),
+                    header.mark,
+                )
+        raise StoreUnavailable(
+            f"{key}: the latest snapshot was replaced or deleted under each of "
+            f"{_SNAPSHOT_READ_ATTEMPTS} reads"
+        )
+
+    async def _latest_header(
+        self, key: JournalKey, max_seq_nr: int, after: int, before: int
+    ) -> Any:
+        headers = cql.stream(
+            self._session, self._statements.snapshot_headers, (key.topic, key.id, max_seq_nr)
+        )
+        async for header in headers:  # newest first; most often the first one qualifies
+            if after < header.mark < before:
+                return header
+        return None
+
+    async def _snapshot_data(self, key: JournalKey, header: Any) -> bytes | None:
+        """The header's payload; None if its chunks are gone (a newer put or a delete)."""
+        parts: list[bytes] = []
+        rows = cql.stream(
+            self._session,
+            self._statements.snapshot_chunks,
+            (key.topic, key.id, header.seq_nr, header.mark),
+        )
+        async for row in rows:
+            parts.append(row.data or b"")
+        data = b"".join(parts)
+        return data if len(parts) == header.chunks and len(data) == header.size else None
+
+    async def delete_snapshots(self, key: JournalKey, to: int, mark: int) -> None:
+        params = (mark + 1, key.topic, key.id, to)
+        await asyncio.gather(
+            cql.execute(self._session, self._statements.delete_snapshots, params),
+            cql.execute(self._session, self._statements.delete_snapshot_chunks, params),
+        )
+
     async def _meta_row(self, key: JournalKey) -> Any:
         rows = await cql.execute(self._session, self._statements.meta, (key.topic, key.id))
         return rows[0] if rows else None
@@ -378,6 +496,46 @@ class _Statements:
         self.appends.fetch_size = _PAGE_SIZE
         self.delete_segment = prepare(
             "DELETE FROM {ks}.events USING TIMESTAMP ? WHERE topic = ? AND id = ? AND segment = ?"
+        )
+        self.insert_snapshot_chunk = prepare(
+            "INSERT INTO {ks}.snapshot_chunks (topic, id, seq_nr, mark, chunk, data) "
+            "VALUES (?, ?, ?, ?, ?, ?) USING TIMESTAMP ?"
+        )
+        self.insert_snapshot = prepare(
+            "INSERT INTO {ks}.snapshots "
+            "(topic, id, seq_nr, mark, timestamp, payload_type, size, chunks) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ?"
+        )
+        self.delete_replaced_chunks = prepare(
+            "DELETE FROM {ks}.snapshot_chunks USING TIMESTAMP ? "
+            "WHERE topic = ? AND id = ? AND seq_nr = ? AND mark < ?"
+        )
+        self.snapshot_mark = prepare(
+            "SELECT mark FROM {ks}.snapshots WHERE topic = ? AND id = ? AND seq_nr = ?"
+        )
+        self.snapshot_headers = prepare(
+            "SELECT seq_nr, mark, timestamp, payload_type, size, chunks FROM {ks}.snapshots "
+            "WHERE topic = ? AND id = ? AND seq_nr <= ? ORDER BY seq_nr DESC"
+        )
+        self.snapshot_headers.fetch_size = _SNAPSHOT_HEADERS_PAGE
+        self.snapshot_chunks = prepare(
+            "SELECT data FROM {ks}.snapshot_chunks "
+            "WHERE topic = ? AND id = ? AND seq_nr = ? AND mark = ?"
+        )
+        self.snapshot_chunks.fetch_size = _CHUNKS_PAGE
+        self.delete_snapshots = prepare(
+            "DELETE FROM {ks}.snapshots USING TIMESTAMP ? WHERE topic = ? AND id = ? "
+            "AND seq_nr <= ?"
+        )
+        self.delete_snapshot_chunks = prepare(
+            "DELETE FROM {ks}.snapshot_chunks USING TIMESTAMP ? WHERE topic = ? AND id = ? "
+            "AND seq_nr <= ?"
+        )
+        self.purge_snapshots = prepare(
+            "DELETE FROM {ks}.snapshots USING TIMESTAMP ? WHERE topic = ? AND id = ?"
+        )
+        self.purge_snapshot_chunks = prepare(
+            "DELETE FROM {ks}.snapshot_chunks USING TIMESTAMP ? WHERE topic = ? AND id = ?"
         )
         self.delete_rows = prepare(
             "DELETE FROM {ks}.events USING TIMESTAMP ? "

@@ -3,6 +3,11 @@
 The driver's `execute_async` returns a ResponseFuture whose callbacks fire on the driver's
 threads; each callback hands its result to the loop with `call_soon_threadsafe`. Paging
 fetches one page at a time, so a query over a huge partition holds one page in memory.
+
+The driver refuses to send while its connection's socket is full (`ConnectionBusy`, given as
+NoHostAvailable when every host is busy) rather than queueing: large writes (a snapshot's
+chunks) fill it for a moment. Nothing was sent then, so `execute` tries again shortly, for a
+bounded time, before calling the store unavailable.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from typing import Any
 
 from cassandra import InvalidRequest, OperationTimedOut, RequestExecutionException, Unauthorized
 from cassandra.cluster import NoHostAvailable, ResponseFuture, Session
+from cassandra.connection import ConnectionBusy
 from cassandra.query import Statement
 
 from journal.errors import StoreAccessDenied, StoreUnavailable
@@ -21,6 +27,10 @@ from journal.errors import StoreAccessDenied, StoreUnavailable
 _UNAVAILABLE = (NoHostAvailable, OperationTimedOut, RequestExecutionException)
 
 Params = Sequence[Any] | dict[str, Any] | None
+
+_BUSY_RETRY_S = 0.005  # first wait after a busy connection; doubles, up to _BUSY_WAIT_MAX_S
+_BUSY_WAIT_MAX_S = 0.2
+_BUSY_GIVE_UP_S = 5.0
 
 
 def _future_of_page(response: ResponseFuture) -> asyncio.Future[list[Any]]:
@@ -71,7 +81,25 @@ def _reject(future: asyncio.Future[list[Any]], error: BaseException) -> None:
 
 async def execute(session: Session, statement: str | Statement, params: Params = None) -> list[Any]:
     """Run one statement and return the rows of its first page (all rows for small results)."""
-    return await _future_of_page(session.execute_async(statement, params))
+    loop = asyncio.get_running_loop()
+    give_up = loop.time() + _BUSY_GIVE_UP_S
+    wait = _BUSY_RETRY_S
+    while True:
+        try:
+            return await _future_of_page(session.execute_async(statement, params))
+        except StoreUnavailable as error:
+            if not _only_busy(error.__cause__) or loop.time() + wait > give_up:
+                raise
+        await asyncio.sleep(wait)
+        wait = min(wait * 2, _BUSY_WAIT_MAX_S)
+
+
+def _only_busy(error: BaseException | None) -> bool:
+    """Whether no host took the request because its connection could not send: nothing of
+    it went out, so it may be sent again."""
+    if not isinstance(error, NoHostAvailable) or not error.errors:
+        return False
+    return all(isinstance(e, ConnectionBusy) for e in error.errors.values())
 
 
 async def stream(

@@ -6,9 +6,17 @@ from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from journal.actions import events_of
+from journal.errors import SnapshotTooLarge
 from journal.fold import JournalWrite
 from journal.model import SEQ_NR_MAX, EventRecord, JournalKey
-from journal.store.base import EventualStore, FirstPage, JournalMeta, StoredAppend
+from journal.store.base import (
+    EventualStore,
+    FirstPage,
+    JournalMeta,
+    Snapshot,
+    StoredAppend,
+    snapshot_bytes,
+)
 
 
 @dataclass(slots=True)
@@ -17,14 +25,41 @@ class _Journal:
     events: dict[int, EventRecord] = field(default_factory=dict)
 
 
+@dataclass(slots=True)
+class _Snapshots:
+    """A journal's snapshots with Cassandra's rule: the higher write stamp wins, a deletion
+    winning a tie; `deleted` holds the deletions (up to seqNr, stamp) newer writes must pass."""
+
+    by_seq_nr: dict[int, Snapshot] = field(default_factory=dict)
+    deleted: list[tuple[int, int]] = field(default_factory=list)
+
+    def put(self, snapshot: Snapshot) -> None:
+        stamp = snapshot.mark + 1
+        if any(snapshot.seq_nr <= to and stamp <= when for to, when in self.deleted):
+            return
+        current = self.by_seq_nr.get(snapshot.seq_nr)
+        if current is None or current.mark < snapshot.mark:
+            self.by_seq_nr[snapshot.seq_nr] = snapshot
+
+    def delete(self, to: int, stamp: int) -> None:
+        self.deleted.append((to, stamp))
+        self.by_seq_nr = {
+            s: snapshot
+            for s, snapshot in self.by_seq_nr.items()
+            if s > to or snapshot.mark + 1 > stamp
+        }
+
+
 class MemoryStore(EventualStore):
     SEGMENT_SIZE = 0  # it does not segment: its metas carry no segment size, so pages fit
     PAGE_SIZE = 1000
 
-    def __init__(self) -> None:
+    def __init__(self, max_snapshot_bytes: int = 16 * 2**20) -> None:
         self._journals: dict[JournalKey, _Journal] = {}
         self._pointers: dict[tuple[str, int], int] = {}
         self._appends: dict[tuple[str, int], dict[int, StoredAppend]] = {}
+        self._snapshots: dict[JournalKey, _Snapshots] = {}
+        self._max_snapshot_bytes = max_snapshot_bytes
 
     async def pointer(self, topic: str, partition: int) -> int | None:
         return self._pointers.get((topic, partition))
@@ -81,6 +116,8 @@ class MemoryStore(EventualStore):
 
     def _apply(self, write: JournalWrite) -> JournalMeta:
         journal = self._journals.get(write.key)
+        if write.purge is not None:
+            self._snapshots_of(write.key).delete(SEQ_NR_MAX, write.purge + 1)
         if journal is None or write.purge is not None:
             journal = self._journals[write.key] = _Journal(JournalMeta(write.partition, -1))
         for append in write.appends:
@@ -101,3 +138,28 @@ class MemoryStore(EventualStore):
     async def save_pointer(self, topic: str, partition: int, offset: int) -> None:
         current = self._pointers.get((topic, partition), -1)
         self._pointers[(topic, partition)] = max(current, offset)
+
+    @property
+    def max_snapshot_bytes(self) -> int:
+        return self._max_snapshot_bytes
+
+    async def put_snapshot(self, key: JournalKey, snapshot: Snapshot) -> None:
+        size = len(snapshot_bytes(snapshot.payload)[1])
+        if size > self._max_snapshot_bytes:
+            raise SnapshotTooLarge(
+                f"the snapshot's payload is {size} bytes; the limit is {self._max_snapshot_bytes}"
+            )
+        self._snapshots_of(key).put(snapshot)
+
+    async def latest_snapshot(
+        self, key: JournalKey, max_seq_nr: int, after: int, before: int
+    ) -> Snapshot | None:
+        snapshots = self._snapshots_of(key).by_seq_nr.values()
+        candidates = [s for s in snapshots if s.seq_nr <= max_seq_nr and after < s.mark < before]
+        return max(candidates, key=lambda s: s.seq_nr, default=None)
+
+    async def delete_snapshots(self, key: JournalKey, to: int, mark: int) -> None:
+        self._snapshots_of(key).delete(to, mark + 1)
+
+    def _snapshots_of(self, key: JournalKey) -> _Snapshots:
+        return self._snapshots.setdefault(key, _Snapshots())

@@ -9,7 +9,15 @@ Tables:
 - `appends`: per (topic, partition), the Appends replication stored, by offset (buckets of
   `APPEND_BUCKET` offsets per Cassandra partition): which records a subscription delivers from
   the replicated part of the log without folding it again.
-- `schema_version`: the version of this schema; a newer one is refused.
+- `snapshots`: one row per snapshot of a journal (its header: Mark, kind, size, chunk count),
+  written once its chunks are; `snapshot_chunks`: its payload, in chunks of at most
+  `snapshot_chunk_bytes`, under the (seqNr, Mark) of the put that wrote them, so a header only
+  ever names chunks of its own put. Each put's cells carry `USING TIMESTAMP mark + 1` (the
+  offset of the Mark the put produced): a later put, a delete of snapshots (its own Mark) and
+  a Purge applied by replication (its offset + 1) win exactly over what precedes them in the
+  log, so a snapshot taken before a Purge can never come back, however late it is written.
+- `schema_version`: the version of this schema; a newer one is refused. Version 2 added the
+  snapshots: version 1 code would apply a Purge without removing them, so it must refuse.
 
 Every write of replication carries `USING TIMESTAMP offset + 1` (the Kafka offset of the action
 that caused it). One journal lives in one partition, so its offsets order its changes: a replayed
@@ -24,7 +32,7 @@ from cassandra.cluster import Session
 
 from journal.store import cql
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 APPEND_BUCKET = 100_000  # offsets per Cassandra partition of `appends`
 
 _TABLES = (
@@ -45,6 +53,13 @@ _TABLES = (
         topic text, partition int, bucket bigint, offset bigint,
         id text, first_seq_nr bigint, last_seq_nr bigint, segment_size bigint,
         PRIMARY KEY ((topic, partition, bucket), offset))""",
+    """CREATE TABLE IF NOT EXISTS {ks}.snapshots (
+        topic text, id text, seq_nr bigint, mark bigint, timestamp timestamp,
+        payload_type text, size bigint, chunks int,
+        PRIMARY KEY ((topic, id), seq_nr))""",
+    """CREATE TABLE IF NOT EXISTS {ks}.snapshot_chunks (
+        topic text, id text, seq_nr bigint, mark bigint, chunk int, data blob,
+        PRIMARY KEY ((topic, id), seq_nr, mark, chunk))""",
     """CREATE TABLE IF NOT EXISTS {ks}.schema_version (
         name text PRIMARY KEY, version int)""",
 )
@@ -66,7 +81,8 @@ async def ensure_schema(session: Session, keyspace: str, replication: str) -> No
     )
     for table in _TABLES:
         await cql.execute(session, table.format(ks=keyspace))
-    if await _version(session, keyspace) is None:
+    version = await _version(session, keyspace)
+    if version is None or version < SCHEMA_VERSION:  # the tables above upgraded it
         await cql.execute(
             session,
             f"INSERT INTO {keyspace}.schema_version (name, version) VALUES ('journal', %s)",
@@ -81,10 +97,11 @@ async def check_schema(session: Session, keyspace: str) -> None:
         version = await _version(session, keyspace)
     except InvalidRequest as error:  # no such keyspace or table
         raise SchemaMissing(f"keyspace {keyspace}: {error}") from error
-    if version is None:
+    if version is None or version < SCHEMA_VERSION:
         raise SchemaMissing(
-            f"keyspace {keyspace} has no journal schema; an administrator creates it "
-            "(kafka-journal stack up does for the local stack)"
+            f"keyspace {keyspace} has no journal schema of version {SCHEMA_VERSION} (it has "
+            f"{version}); an administrator creates or upgrades it (kafka-journal stack up does "
+            "for the local stack)"
         )
 
 

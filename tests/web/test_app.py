@@ -6,6 +6,7 @@ Cassandra down, a record too large, a bug, a failure mid-stream) and check what 
 
 from __future__ import annotations
 
+import base64
 from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -22,6 +23,8 @@ from journal.errors import (
     KafkaUnavailable,
     OutcomeUnknown,
     SeqNrConflict,
+    SnapshotBeyondJournal,
+    SnapshotTooLarge,
     StoreUnavailable,
     UndecodableBatch,
 )
@@ -32,10 +35,12 @@ from journal.model import (
     Event,
     EventRecord,
     JournalKey,
+    Payload,
     PayloadMetadata,
     Position,
     TextPayload,
 )
+from journal.store.base import Snapshot, snapshot_bytes
 from journal.subscription import (
     Heartbeat,
     SubscribedEvent,
@@ -59,6 +64,7 @@ class FakeBackend:
     failure: BaseException | None = None
     break_after: int | None = None
     records: dict[str, list[EventRecord]] = field(default_factory=dict)
+    snapshots: dict[str, dict[int, Snapshot]] = field(default_factory=dict)
 
     def journal(self, journal_id: str) -> JournalHandle:
         return FakeJournal(self, journal_id)
@@ -134,6 +140,45 @@ class FakeJournal:
         self.backend.records.pop(self.id, None)
         return Position(0, 100)
 
+    @property
+    def snapshots(self) -> FakeSnapshots:
+        return FakeSnapshots(self)
+
+
+SNAPSHOT_LIMIT = 3000
+
+
+@dataclass
+class FakeSnapshots:
+    """A journal's snapshots in its backend's dict (their semantics: the store and core tests)."""
+
+    journal: FakeJournal
+
+    def _of(self) -> dict[int, Snapshot]:
+        return self.journal.backend.snapshots.setdefault(self.journal.id, {})
+
+    async def put(self, seq_nr: int, payload: Payload) -> Snapshot:
+        self.journal._check()
+        if len(snapshot_bytes(payload)[1]) > SNAPSHOT_LIMIT:
+            raise SnapshotTooLarge("too large")
+        last = (await self.journal.info()).seq_nr or 0
+        if seq_nr > last:
+            raise SnapshotBeyondJournal(seq_nr, last)
+        snapshot = self._of()[seq_nr] = Snapshot(seq_nr, payload, T0, 7)
+        return snapshot
+
+    async def latest(self, max_seq_nr: int = 2**63 - 1) -> Snapshot | None:
+        self.journal._check()
+        found = [s for n, s in self._of().items() if n <= max_seq_nr]
+        return max(found, key=lambda s: s.seq_nr, default=None)
+
+    async def delete(self, to: int) -> Position:
+        self.journal._check()
+        self.journal.backend.snapshots[self.journal.id] = {
+            n: s for n, s in self._of().items() if n > to
+        }
+        return Position(0, 101)
+
 
 @pytest.fixture
 def backend() -> FakeBackend:
@@ -147,7 +192,13 @@ def metrics() -> Metrics:
 
 @pytest.fixture
 async def served(backend: FakeBackend, metrics: Metrics) -> AsyncIterator[Served]:
-    app = create_app(backend, max_body_bytes=10_000, retry_after_s=3, metrics=metrics)
+    app = create_app(
+        backend,
+        max_body_bytes=10_000,
+        retry_after_s=3,
+        metrics=metrics,
+        max_snapshot_bytes=SNAPSHOT_LIMIT,
+    )
     async with serve(app) as served:
         yield served
 
@@ -174,7 +225,10 @@ ROUTES: list[tuple[str, str, dict[str, object]]] = [
     ("GET", journal_path("j", "/events"), {}),
     ("GET", journal_path("j"), {}),
     ("DELETE", journal_path("j", "/events?to=1"), {}),
-    ("DELETE", journal_path("j"), {}),
+    ("PUT", journal_path("j", "/snapshots/1"), {"json": {"payload": 1}}),
+    ("GET", journal_path("j", "/snapshots/latest"), {}),
+    ("DELETE", journal_path("j", "/snapshots?to=1"), {}),
+    ("DELETE", journal_path("j"), {}),  # the purge last: the routes before need the journal
 ]
 
 
@@ -282,6 +336,98 @@ async def test_delete_and_purge_answer_positions(served: Served) -> None:
     assert (status, body) == (200, {"deleteTo": 5, "partition": 0, "offset": 99})
     status, body, _ = await call(served, "DELETE", journal_path("j"))
     assert (status, body) == (200, {"partition": 0, "offset": 100})
+
+
+# --- snapshots -------------------------------------------------------------------------------
+
+
+async def test_snapshots_put_latest_and_delete(served: Served) -> None:
+    await call(served, "POST", journal_path("j", "/events"), json=events_body(1, 9))
+    puts: dict[int, dict[str, object]] = {
+        3: {"payload": {"state": [1, None]}},
+        6: {"payloadText": "six"},
+        9: {"payloadBinary": base64.b64encode(b"\x00nine").decode()},
+    }
+    for seq_nr, payload in puts.items():
+        status, body, _ = await call(
+            served, "PUT", journal_path("j", f"/snapshots/{seq_nr}"), json=payload
+        )
+        assert (status, body) == (200, {"seqNr": seq_nr, "timestamp": "2024-05-06T07:08:09.123Z"})
+    for max_seq_nr, seq_nr in ((None, 9), (8, 6), (3, 3)):
+        query = "" if max_seq_nr is None else f"?maxSeqNr={max_seq_nr}"
+        status, body, _ = await call(served, "GET", journal_path("j", f"/snapshots/latest{query}"))
+        expected = {"seqNr": seq_nr, "timestamp": "2024-05-06T07:08:09.123Z", **puts[seq_nr]}
+        assert (status, body) == (200, expected)
+    status, body, _ = await call(served, "DELETE", journal_path("j", "/snapshots?to=6"))
+    assert (status, body) == (200, {"partition": 0, "offset": 101})
+    latest = journal_path("j", "/snapshots/latest?maxSeqNr=8")
+    assert await error_of(served, "GET", latest) == (404, ErrorCode.SNAPSHOT_NOT_FOUND)
+
+
+async def test_snapshot_routes_take_the_journal_id_from_its_own_segment(
+    served: Served, backend: FakeBackend
+) -> None:
+    journal_id = "a/snapshots/1 %"  # the id looks like the route's tail: only its place tells
+    await call(served, "POST", journal_path(journal_id, "/events"), json=events_body(1, 1))
+    path = journal_path(journal_id, "/snapshots/1")
+    assert (await call(served, "PUT", path, json={"payload": 1}))[0] == 200
+    assert set(backend.snapshots) == {journal_id}
+
+
+def events_body(first: int, last: int) -> dict[str, object]:
+    return {"events": [{"seqNr": n} for n in range(first, last + 1)]}
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "payload", "code"),
+    [
+        ("PUT", "/snapshots/0", {"payload": 1}, ErrorCode.INVALID_SEQ_NR),
+        ("PUT", "/snapshots/x", {"payload": 1}, ErrorCode.INVALID_SEQ_NR),
+        ("PUT", "/snapshots/latest", {"payload": 1}, ErrorCode.INVALID_SEQ_NR),
+        ("PUT", "/snapshots/1", {}, ErrorCode.INVALID_PAYLOAD),
+        ("PUT", "/snapshots/1", {"payload": 1, "payloadText": "t"}, ErrorCode.INVALID_PAYLOAD),
+        ("PUT", "/snapshots/1", {"payloadBinary": "a"}, ErrorCode.INVALID_PAYLOAD),
+        ("PUT", "/snapshots/1", {"payload": 1, "seqNr": 1}, ErrorCode.INVALID_BODY),
+        ("PUT", "/snapshots/1?x=1", {"payload": 1}, ErrorCode.INVALID_QUERY),
+        ("GET", "/snapshots/latest?maxSeqNr=0", None, ErrorCode.INVALID_QUERY),
+        ("GET", "/snapshots/latest?max=1", None, ErrorCode.INVALID_QUERY),
+        ("DELETE", "/snapshots", None, ErrorCode.INVALID_QUERY),
+        ("DELETE", "/snapshots?to=-1", None, ErrorCode.INVALID_QUERY),
+    ],
+)
+async def test_bad_snapshot_requests_are_400(
+    served: Served, method: str, path: str, payload: object, code: ErrorCode
+) -> None:
+    await call(served, "POST", journal_path("j", "/events"), json=events_body(1, 1))
+    kwargs = {} if payload is None else {"json": payload}
+    assert await error_of(served, method, journal_path("j", path), **kwargs) == (400, code)
+
+
+async def test_a_snapshot_beyond_the_journal_is_409_with_its_seq_nr(served: Served) -> None:
+    await call(served, "POST", journal_path("j", "/events"), json=events_body(1, 2))
+    status, body, _ = await call(
+        served, "PUT", journal_path("j", "/snapshots/3"), json={"payload": 1}
+    )
+    assert status == 409
+    assert body["error"]["code"] == ErrorCode.SNAPSHOT_BEYOND_JOURNAL  # type: ignore[index]
+    assert body["error"]["seqNr"] == 2  # type: ignore[index]
+
+
+async def test_snapshot_bodies_may_pass_the_api_limit_up_to_the_snapshots(served: Served) -> None:
+    await call(served, "POST", journal_path("j", "/events"), json=events_body(1, 1))
+    path = journal_path("j", "/snapshots/1")
+    at_limit = {"payloadBinary": base64.b64encode(b"x" * SNAPSHOT_LIMIT).decode()}
+    assert (await call(served, "PUT", path, json=at_limit))[0] == 200  # 4000 bytes of base64
+    over = {"payloadText": "x" * (SNAPSHOT_LIMIT + 1)}
+    assert await error_of(served, "PUT", path, json=over) == (413, ErrorCode.SNAPSHOT_TOO_LARGE)
+    huge = {"payloadText": "x" * 80_000}  # past the route's body limit: base64 of the limit
+    assert await error_of(served, "PUT", path, json=huge) == (413, ErrorCode.BODY_TOO_LARGE)
+    # the API's own limit (10,000 bytes here) still holds everywhere else
+    big_append = {"events": [{"seqNr": 2, "payloadText": "x" * 20_000}]}
+    assert await error_of(served, "POST", journal_path("j", "/events"), json=big_append) == (
+        413,
+        ErrorCode.BODY_TOO_LARGE,
+    )
 
 
 # --- readiness and failures of the core ------------------------------------------------------

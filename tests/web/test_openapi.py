@@ -21,7 +21,7 @@ from tests.web import test_api, test_validation
 from tests.web.test_validation import body
 from web.errors import ApiError, ErrorCode
 from web.openapi import openapi_document
-from web.validation import parse_append, parse_read_query
+from web.validation import parse_append, parse_read_query, parse_snapshot
 
 DOCUMENT = openapi_document()
 
@@ -161,3 +161,36 @@ def test_the_parameters_reject_every_invalid_read_query(pairs: list[tuple[str, s
         assert query_accepted(pairs[:1])
     else:
         assert not query_accepted(pairs)
+
+
+# --- snapshot bodies ----------------------------------------------------------------------------
+
+SNAPSHOT_SCHEMA = schema_validator("#/components/schemas/SnapshotIn")
+VALID_SNAPSHOTS: list[object] = [
+    {"payload": {"state": [1]}},
+    {"payload": None},
+    {"payloadText": "t"},
+    {"payloadBinary": "AA=="},
+]
+INVALID_SNAPSHOTS: list[object] = [
+    {},
+    {"payload": 1, "payloadText": "t"},
+    {"payloadBinary": "a"},
+    {"payloadText": 1},
+    {"payload": 1, "seqNr": 1},
+    [],
+]
+
+
+@pytest.mark.parametrize("value", VALID_SNAPSHOTS)
+def test_snapshot_bodies_the_api_takes_pass_the_schema(value: object) -> None:
+    parse_snapshot(body(value))
+    SNAPSHOT_SCHEMA.validate(value)
+
+
+@pytest.mark.parametrize("value", INVALID_SNAPSHOTS)
+def test_snapshot_bodies_the_api_refuses_fail_the_schema(value: object) -> None:
+    with pytest.raises(ApiError) as refused:
+        parse_snapshot(body(value))
+    assert refused.value.status == 400
+    assert not SNAPSHOT_SCHEMA.is_valid(value)

@@ -1,22 +1,39 @@
 """The contract every eventual store passes (run by test_memory.py and test_cassandra.py).
 
 A subclass provides the `store` fixture: a fresh, empty store whose segments (if it has any)
-hold 5 events, so that small journals already span several.
+hold 5 events, so that small journals already span several, whose snapshot payloads may have
+`SNAPSHOT_LIMIT` bytes and (if it chunks them) are written in chunks of `SNAPSHOT_CHUNK`.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import UTC, datetime
 
 import pytest
 
 from journal.actions import events_of
+from journal.errors import SnapshotTooLarge
 from journal.fold import fold_batch
-from journal.model import ActionRecord, EventRecord, JournalKey, PayloadMetadata
-from journal.store.base import EventualStore, states
+from journal.model import (
+    SEQ_NR_MAX,
+    ActionRecord,
+    BinaryPayload,
+    EventRecord,
+    JournalKey,
+    JsonPayload,
+    Payload,
+    PayloadMetadata,
+    TextPayload,
+)
+from journal.store.base import EventualStore, Snapshot, states
 from tests.support import actions as a
 
 SEGMENT = 5
+SNAPSHOT_CHUNK = 4
+SNAPSHOT_LIMIT = 40
+# the store keeps milliseconds, as Cassandra's timestamps do
+WHEN = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
 KEY = JournalKey("topic", "journal-1")
 OTHER = JournalKey("topic", "journal-2")
 
@@ -37,6 +54,21 @@ async def apply(store: EventualStore, *records: ActionRecord) -> None:
 
 def expected(*records: ActionRecord) -> list[EventRecord]:
     return [e for r in records for e in events_of(r)]
+
+
+def snapshot(seq_nr: int, mark: int, payload: Payload | None = None) -> Snapshot:
+    return Snapshot(seq_nr, payload or JsonPayload({"at": seq_nr, "mark": mark}), WHEN, mark)
+
+
+async def latest(
+    store: EventualStore, max_seq_nr: int = SEQ_NR_MAX, after: int = -1, before: int = 2**62
+) -> Snapshot | None:
+    return await store.latest_snapshot(KEY, max_seq_nr, after, before)
+
+
+async def put(store: EventualStore, *snapshots: Snapshot) -> None:
+    for each in snapshots:
+        await store.put_snapshot(KEY, each)
 
 
 class EventualStoreContract:
@@ -162,6 +194,83 @@ class EventualStoreContract:
         assert [r async for r in store.append_events(stored)] == []
         (_, again) = [s async for s in store.appends("topic", 0, -1, 3)]
         assert [r.offset async for r in store.append_events(again)] == [3] * 12
+
+    # Snapshots.
+
+    @pytest.mark.parametrize(
+        "payload",
+        [
+            JsonPayload({"state": [1, "two", None]}),
+            TextPayload("état"),
+            BinaryPayload(bytes(range(SNAPSHOT_LIMIT))),  # the limit, in several chunks
+            BinaryPayload(b""),
+        ],
+        ids=["json", "text", "binary_at_the_limit", "empty"],
+    )
+    async def test_a_snapshot_reads_back_equal(
+        self, store: EventualStore, payload: Payload
+    ) -> None:
+        await put(store, snapshot(3, 10, payload))
+        assert await latest(store) == snapshot(3, 10, payload)
+        assert await store.latest_snapshot(OTHER, SEQ_NR_MAX, -1, 2**62) is None
+
+    async def test_one_byte_over_the_limit_is_refused(self, store: EventualStore) -> None:
+        assert store.max_snapshot_bytes == SNAPSHOT_LIMIT
+        with pytest.raises(SnapshotTooLarge):
+            await put(store, snapshot(3, 10, TextPayload("x" * (SNAPSHOT_LIMIT + 1))))
+        assert await latest(store) is None
+
+    async def test_latest_is_the_newest_at_or_below(self, store: EventualStore) -> None:
+        await put(store, snapshot(6, 11), snapshot(3, 10), snapshot(9, 12))
+        assert await latest(store) == snapshot(9, 12)
+        assert await latest(store, 8) == snapshot(6, 11)
+        assert await latest(store, 6) == snapshot(6, 11)
+        assert await latest(store, 2) is None
+
+    async def test_latest_answers_only_marks_between_its_bounds(self, store: EventualStore) -> None:
+        await put(store, snapshot(3, 10), snapshot(6, 20), snapshot(9, 30))
+        assert await latest(store, before=30) == snapshot(6, 20)  # 9 is later than the fence
+        assert await latest(store, after=20) == snapshot(9, 30)
+        assert await latest(store, 8, after=10) == snapshot(6, 20)
+        assert await latest(store, 8, after=20) is None  # 3 and 6 precede a Purge at 20
+
+    async def test_a_put_replaces_one_with_an_earlier_mark_only(self, store: EventualStore) -> None:
+        await put(store, snapshot(5, 10, TextPayload("first")))
+        await put(store, snapshot(5, 12, BinaryPayload(b"second")))
+        await put(store, snapshot(5, 11, TextPayload("late, and older")))
+        assert await latest(store) == snapshot(5, 12, BinaryPayload(b"second"))
+
+    async def test_delete_removes_those_put_before_it_up_to_its_seq_nr(
+        self, store: EventualStore
+    ) -> None:
+        await put(store, snapshot(3, 10), snapshot(6, 11), snapshot(9, 12))
+        await store.delete_snapshots(KEY, 6, 13)
+        assert await latest(store) == snapshot(9, 12)
+        assert await latest(store, 8) is None
+        await put(store, snapshot(3, 12))  # taken before the delete, written after: gone too
+        assert await latest(store, 8) is None
+        await put(store, snapshot(3, 14))  # after the delete
+        assert await latest(store, 8) == snapshot(3, 14)
+
+    async def test_a_purge_removes_the_snapshots_put_before_it(self, store: EventualStore) -> None:
+        await apply(store, a.append(KEY, 0, 1, 9))
+        await put(store, snapshot(3, 1), snapshot(6, 2))
+        await store.put_snapshot(OTHER, snapshot(3, 1))
+        await apply(store, a.purge(KEY, 3))
+        assert await latest(store) is None
+        await put(store, snapshot(6, 2))  # took its Mark before the Purge, written after it
+        assert await latest(store) is None
+        await apply(store, a.append(KEY, 4, 1, 3))  # the journal starts again at 1
+        await put(store, snapshot(2, 5))
+        assert await latest(store) == snapshot(2, 5)
+        assert await store.latest_snapshot(OTHER, SEQ_NR_MAX, -1, 2**62) == snapshot(3, 1)
+
+    async def test_replaying_a_purge_keeps_later_snapshots(self, store: EventualStore) -> None:
+        purge = a.purge(KEY, 3)
+        await apply(store, purge)
+        await put(store, snapshot(1, 4))
+        await store.apply(fold_batch([purge], {}), {})  # a rebuild from Kafka, say
+        assert await latest(store) == snapshot(1, 4)
 
 
 @pytest.fixture

@@ -8,7 +8,15 @@ import pytest
 from journal.store import cql
 from journal.store.cassandra import CassandraConfig, CassandraStore
 from journal.store.schema import SCHEMA_VERSION, SchemaTooNew
-from tests.journal.store.contract import SEGMENT, EventualStoreContract
+from tests.journal.store.contract import (
+    KEY,
+    SEGMENT,
+    SNAPSHOT_CHUNK,
+    SNAPSHOT_LIMIT,
+    EventualStoreContract,
+    put,
+    snapshot,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -19,6 +27,8 @@ def config(stack: object, keyspace: str) -> CassandraConfig:
         port=stack.cassandra_port,  # type: ignore[attr-defined]
         keyspace=keyspace,
         segment_size=SEGMENT,
+        max_snapshot_bytes=SNAPSHOT_LIMIT,
+        snapshot_chunk_bytes=SNAPSHOT_CHUNK,
     )
 
 
@@ -40,6 +50,25 @@ class TestCassandraStore(EventualStoreContract):
         with pytest.raises(SchemaTooNew):
             await CassandraStore.connect(config(stack, store.keyspace))
 
+    async def test_a_version_1_keyspace_gets_the_snapshot_tables_and_version_2(
+        self, store: CassandraStore, stack: object
+    ) -> None:
+        await cql.execute(
+            store.session,
+            f"UPDATE {store.keyspace}.schema_version SET version = 1 WHERE name = 'journal'",
+        )
+        await cql.execute(store.session, f"DROP TABLE {store.keyspace}.snapshots")
+        upgraded = await CassandraStore.connect(config(stack, store.keyspace))
+        try:
+            await put(upgraded, snapshot(1, 1))
+            rows = await cql.execute(
+                store.session,
+                f"SELECT version FROM {store.keyspace}.schema_version WHERE name = 'journal'",
+            )
+            assert [r.version for r in rows] == [2] == [SCHEMA_VERSION]
+        finally:
+            await upgraded.close()
+
     async def test_every_write_is_stamped_with_its_offset(self, store: CassandraStore) -> None:
         from tests.journal.store.contract import KEY, apply
         from tests.support import actions as a
@@ -52,3 +81,21 @@ class TestCassandraStore(EventualStoreContract):
             (KEY.topic, KEY.id),
         )
         assert [r.stamp for r in rows] == [42, 42]  # both events, stamped offset + 1
+
+    async def test_snapshots_are_chunked_and_a_replaced_put_leaves_no_chunks(
+        self, store: CassandraStore
+    ) -> None:
+        from journal.model import BinaryPayload
+
+        await put(store, snapshot(5, 10, BinaryPayload(b"0123456789")))  # 3 chunks of <= 4
+        await put(store, snapshot(5, 11, BinaryPayload(b"abcde")))  # 2
+        rows = await cql.execute(
+            store.session,
+            f"SELECT mark, chunk, data, WRITETIME(data) AS stamp FROM {store.keyspace}"
+            ".snapshot_chunks WHERE topic = %s AND id = %s",
+            (KEY.topic, KEY.id),
+        )
+        assert [(r.mark, r.chunk, r.data, r.stamp) for r in rows] == [
+            (11, 0, b"abcd", 12),
+            (11, 1, b"e", 12),
+        ]

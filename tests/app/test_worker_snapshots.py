@@ -1,0 +1,70 @@
+"""Snapshots through a Faust worker's HTTP API (one worker, real servers): the snapshot
+suite, at the default 16 MiB limit, whose PUT body (base64) is beyond the API's body limit."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+
+import aiohttp
+import pytest
+
+from stack import Stack
+from tests.journal.journal_contract import events
+from tests.journal.snapshot_contract import SnapshotContract
+from tests.support.harness import Harness, harness, unique
+from tests.support.http_api import journal_path
+from tests.support.snapshot_api import HttpSnapshots
+from tests.support.workers import WorkerProcess, wait_replicated
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def keyspace(stack: Stack) -> str:
+    return unique("kj_worker_snap")
+
+
+@pytest.fixture(scope="module")
+async def connected(stack: Stack, keyspace: str) -> AsyncIterator[Harness]:
+    async with harness(stack, keyspace, "journal_worker_snap") as one:
+        yield one
+
+
+@pytest.fixture(scope="module")
+def worker(connected: Harness, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerProcess]:
+    process = WorkerProcess(connected.settings, unique("app"), tmp_path_factory.mktemp("w") / "d")
+    process.start()
+    yield process
+    process.stop()
+
+
+@pytest.fixture(scope="module")
+async def api(connected: Harness, worker: WorkerProcess) -> AsyncIterator[HttpSnapshots]:
+    await worker.wait_ready()
+    store = connected.journals.store
+
+    async def settle() -> None:
+        await wait_replicated(connected.settings, store)
+
+    async with aiohttp.ClientSession() as session:
+        yield HttpSnapshots(session, [worker.url], settle)
+
+
+class TestSnapshotsOverHttp(SnapshotContract):
+    """The agent replicates on its own: `settle()` waits for it."""
+
+
+async def test_a_body_past_the_snapshot_limit_is_413_before_it_is_read(
+    api: HttpSnapshots,
+) -> None:
+    journal_id = unique("huge")
+    await api.append(journal_id, events(1, 1))
+    url = api.at(journal_path(journal_id, "/snapshots/1"))
+    declared = {"Content-Type": "application/json", "Content-Length": str(30 * 2**20)}
+
+    async def nothing_sent() -> AsyncIterator[bytes]:
+        yield b"{"
+
+    async with api.session.put(url, data=nothing_sent(), headers=declared) as response:
+        body = await response.json()
+    assert (response.status, body["error"]["code"]) == (413, "body_too_large")

@@ -1,0 +1,76 @@
+"""Snapshots through two workers, each request to the other worker than the last: a worker
+that does not own the journal's partition forwards it (a 16 MiB PUT's body included)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+
+import aiohttp
+import pytest
+
+from journal.model import TextPayload
+from stack import Stack
+from tests.app.test_workers import metric
+from tests.journal.journal_contract import events
+from tests.journal.snapshot_contract import SnapshotContract
+from tests.support.harness import Harness, harness, unique
+from tests.support.snapshot_api import HttpSnapshots
+from tests.support.workers import WorkerProcess, wait_replicated
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+async def connected(stack: Stack) -> AsyncIterator[Harness]:
+    async with harness(stack, unique("kj_workers_snap"), "journal_workers_snap") as one:
+        yield one
+
+
+@pytest.fixture(scope="module")
+def workers(
+    connected: Harness, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[list[WorkerProcess]]:
+    app_id = unique("app")
+    both = [
+        WorkerProcess(connected.settings, app_id, tmp_path_factory.mktemp(f"w{n}") / "data")
+        for n in range(2)
+    ]
+    for worker in both:
+        worker.start()
+    yield both
+    for worker in both:
+        worker.stop()
+
+
+@pytest.fixture(scope="module")
+async def api(connected: Harness, workers: list[WorkerProcess]) -> AsyncIterator[HttpSnapshots]:
+    for worker in workers:
+        await worker.wait_ready()
+    store = connected.journals.store
+
+    async def settle() -> None:
+        await wait_replicated(connected.settings, store)
+
+    async with aiohttp.ClientSession() as session:
+        yield HttpSnapshots(session, [w.url for w in workers], settle)
+
+
+class TestSnapshotsOverTwoWorkers(SnapshotContract):
+    """Half the requests reach a worker that does not own the journal's partition."""
+
+
+async def test_snapshot_requests_are_forwarded_to_the_owner(
+    api: HttpSnapshots, workers: list[WorkerProcess]
+) -> None:
+    async def forwarded() -> float:
+        return sum([await metric(w, "journal_forwarded_requests_total") for w in workers])
+
+    before = await forwarded()
+    journal_id = unique("forwarded")
+    await api.append(journal_id, events(1, 2))
+    for seq_nr in (1, 2):  # the requests alternate: one of the two workers is not the owner
+        await api.put_snapshot(journal_id, seq_nr, TextPayload(f"at {seq_nr}"))
+        assert await api.latest_snapshot(journal_id) == (seq_nr, TextPayload(f"at {seq_nr}"))
+    await api.delete_snapshots(journal_id, 2)
+    assert await api.latest_snapshot(journal_id) is None
+    assert await forwarded() >= before + 3
