@@ -9,6 +9,8 @@ Contract (every implementation runs `tests/journal/store/contract.py`):
 - The pointer of a partition only moves forward.
 - A read returns strictly increasing seqNrs above the journal's deleteTo, streamed: an
   implementation never holds a whole journal in memory.
+- `journal_ids` lists the journals whose stored state `exists` (journal.fold), kept by
+  `apply` from each write's `before` and `after` alone, without reading the store.
 """
 
 from __future__ import annotations
@@ -88,6 +90,13 @@ class EventualJournal(ABC):
 
         `meta` comes from a preceding `meta()` call: the caller decides how fresh it must be.
         """
+
+    @abstractmethod
+    async def journal_ids(
+        self, topic: str, prefix: str = "", after: str | None = None, limit: int = 100
+    ) -> list[str]:
+        """Up to `limit` ids of the topic's stored journals that exist (`JournalState.exists`)
+        starting with `prefix`, above `after`, ascending (by code point)."""
 
     async def first_page(self, key: JournalKey, from_: int, to: int) -> FirstPage:
         """The first page of the journal's stored events from `from_`, asked before its

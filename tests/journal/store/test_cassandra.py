@@ -52,3 +52,27 @@ class TestCassandraStore(EventualStoreContract):
             (KEY.topic, KEY.id),
         )
         assert [r.stamp for r in rows] == [42, 42]  # both events, stamped offset + 1
+
+    async def test_a_version_1_keyspace_gets_its_journals_listed(
+        self, store: CassandraStore, stack: object
+    ) -> None:
+        from tests.journal.store.contract import KEY, OTHER, apply
+        from tests.support import actions as a
+
+        await apply(store, a.append(KEY, 0, 1, 2), a.append(OTHER, 1, 1, 1), a.purge(OTHER, 2))
+        # as version 1 left it: no journal_ids
+        await cql.execute(store.session, f"TRUNCATE {store.keyspace}.journal_ids")
+        await cql.execute(
+            store.session,
+            f"UPDATE {store.keyspace}.schema_version SET version = 1 WHERE name = 'journal'",
+        )
+        upgraded = await CassandraStore.connect(config(stack, store.keyspace))
+        try:
+            assert await upgraded.journal_ids(KEY.topic) == [KEY.id]
+        finally:
+            await upgraded.close()
+        rows = await cql.execute(
+            store.session,
+            f"SELECT version FROM {store.keyspace}.schema_version WHERE name = 'journal'",
+        )
+        assert rows[0].version == SCHEMA_VERSION
