@@ -16,7 +16,7 @@ from typing import Any
 from aiohttp import web
 from pydantic import BaseModel
 
-from journal import journals, model
+from journal import journals, listing, model
 from journal.model import BinaryPayload, EventRecord, JsonPayload, Payload, TextPayload
 from web import schema
 from web.duration import expire_after_to_iso
@@ -63,6 +63,10 @@ def event_line(record: EventRecord) -> bytes:
 
 def info_out(journal_id: str, info: journals.JournalInfo) -> schema.JournalInfo:
     return schema.JournalInfo(id=journal_id, seqNr=info.seq_nr, deleteTo=info.delete_to)
+
+
+def ids_out(page: listing.JournalIdPage) -> schema.JournalIds:
+    return schema.JournalIds(journals=list(page.ids), next=page.next)
 
 
 def position_out(position: model.Position) -> schema.Position:

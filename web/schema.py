@@ -43,6 +43,8 @@ from pydantic_core import PydanticCustomError
 
 from journal.codec import ACTION_HEADER
 from journal.conditional import CONDITIONAL_HEADERS
+from journal.listing import DEFAULT_LIMIT as DEFAULT_IDS_LIMIT
+from journal.listing import MAX_LIMIT as MAX_IDS_LIMIT
 from journal.model import (
     SEQ_NR_MAX,
     SEQ_NR_MIN,
@@ -307,6 +309,25 @@ class DeleteQuery(_Wire):
     to: QuerySeqNr = Field(description="delete up to this seqNr (at most the last one)")
 
 
+QueryLimit = Annotated[
+    int,
+    PlainValidator(_query_number),
+    Field(ge=1, le=MAX_IDS_LIMIT),
+    WithJsonSchema({"type": "integer", "minimum": 1, "maximum": MAX_IDS_LIMIT}),
+]
+
+
+class IdsQuery(_Wire):
+    """`GET /journals`: a page of journal ids, ascending, starting with `prefix`, above
+    `after` (the previous page's `next`)."""
+
+    prefix: StrictStr = Field(default="", description="only ids that start with it")
+    after: StrictStr = absent(description="only ids above it: the previous page's `next`")
+    limit: QueryLimit = Field(
+        default=DEFAULT_IDS_LIMIT, description=f"at most this many ids (1..{MAX_IDS_LIMIT})"
+    )
+
+
 class NoQuery(_Wire):
     """Routes without query parameters refuse any."""
 
@@ -351,6 +372,14 @@ class Deleted(_Wire):
     deleteTo: SeqNr | None
     partition: int = absent(ge=0)
     offset: int = absent(ge=0)
+
+
+class JournalIds(_Wire):
+    """A page of journal ids. `next`: pass it as `after` for the next page; null at the end.
+    A page may be short, even empty, with `next` set (it examined purged journals)."""
+
+    journals: list[str]
+    next: str | None
 
 
 class Status(_Wire):
