@@ -45,7 +45,18 @@ def help_of(*command: str) -> str:
 
 def test_help_lists_every_command() -> None:
     out = help_of()
-    for command in ("stack", "worker", "run", "append", "read", "pointer", "delete", "purge"):
+    commands = (
+        "stack",
+        "worker",
+        "run",
+        "append",
+        "read",
+        "pointer",
+        "delete",
+        "purge",
+        "journals",
+    )
+    for command in commands:
         assert f"  {command} " in out, command
     for command in ("pipeline", "bench"):
         assert command in out
@@ -138,3 +149,31 @@ async def test_lag_prints_each_partitions_unreplicated_records(
         await connected.replicate()
         caught_up = await asyncio.to_thread(rows)
         assert caught_up[partition][1:5] == ["3", "2", "0", "-"]
+
+
+@pytest.mark.integration
+async def test_journals_prints_the_ids_of_a_prefix_page_after_page(
+    stack: Stack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async with harness(stack, unique("kj_ids_cli"), "journal_ids_cli") as connected:
+        settings = connected.settings
+        for journal_id in ("a", "p-1", "p-2", "p-3", "p-4"):
+            await connected.journals.journal(journal_id).append(events(1, 1))
+        await connected.journals.journal("p-2").purge()
+        flags = [
+            "journals",
+            f"--kafka-bootstrap={settings.kafka_bootstrap}",
+            f"--cassandra-hosts={settings.cassandra_hosts}",
+            f"--cassandra-port={settings.cassandra_port}",
+            f"--topic={settings.topic}",
+            f"--keyspace={settings.keyspace}",
+            "--prefix=p-",
+        ]
+
+        def lines(*more: str) -> list[str]:
+            assert main([*flags, *more]) == 0
+            return capsys.readouterr().out.splitlines()
+
+        assert await asyncio.to_thread(lines) == ["p-1", "p-3", "p-4"]
+        assert await asyncio.to_thread(lines, "--limit=2") == ["p-1", "p-3"]
+        assert await asyncio.to_thread(lines, "--after=p-3") == ["p-4"]
