@@ -47,6 +47,7 @@ TABLES = {
         2,
     ),
     "pointers": ("topic, partition, offset, writetime(offset)", 2),
+    "journal_ids": ("topic, bucket, id", 3),  # key columns only: no writetime to compare
 }
 
 
