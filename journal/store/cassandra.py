@@ -51,8 +51,9 @@ from journal.store.schema import BUCKETS, ensure_schema, id_bucket
 # an unlogged batch holds one segment of one journal (one Cassandra partition); split past
 # this many payload bytes to keep each mutation far below Cassandra's limit
 _BATCH_BYTES = 1_000_000
-# journals' rows per request: below Cassandra's warning for unlogged batches across partitions
-_ROWS_PER_BATCH = 10
+# partitions per request of journals' rows and ids: at Cassandra's warning threshold for
+# unlogged batches across partitions (unlogged_batch_across_partitions_warn_threshold)
+_PARTITIONS_PER_BATCH = 10
 _PAGE_SIZE = 1000
 _IDS_FETCH = 16  # rows per page of one bucket's slice: a page of ids spreads over all buckets
 
@@ -190,11 +191,7 @@ class CassandraStore(EventualStore):
         )
         # the rows once every journal's events are durable (a reader trusts a row's seqNr),
         # a few journals per request: a request costs the client more than a row does
-        items = [(write, rows[write.key]) for write in changed]
-        await self._in_window(
-            self._rows_request(items[i : i + _ROWS_PER_BATCH])
-            for i in range(0, len(items), _ROWS_PER_BATCH)
-        )
+        await self._in_window(self._rows_requests(changed, rows))
         return rows
 
     async def save_pointer(self, topic: str, partition: int, offset: int) -> None:
@@ -244,22 +241,38 @@ class CassandraStore(EventualStore):
             delete = write.delete
             yield from self._segment_deletes(key, size, first, delete.to, delete.to, delete.offset)
 
-    def _rows_request(
-        self, rows: Sequence[tuple[JournalWrite, JournalMeta]]
-    ) -> tuple[Statement, Params]:
-        """The journals' rows and, where a journal came to exist or was purged, its id."""
-        batch = BatchStatement(batch_type=BatchType.UNLOGGED)
+    def _rows_requests(
+        self, writes: Sequence[JournalWrite], rows: Mapping[JournalKey, JournalMeta]
+    ) -> Iterator[tuple[Statement, Params]]:
+        """The journals' rows and, where a journal came to exist or was purged, its id (each
+        a partition of its own), a few per request."""
+        batch, partitions = BatchStatement(batch_type=BatchType.UNLOGGED), 0
+        for write in writes:
+            mutations = self._row_mutations(write, rows[write.key])
+            if partitions + len(mutations) > _PARTITIONS_PER_BATCH:
+                yield batch, None
+                batch, partitions = BatchStatement(batch_type=BatchType.UNLOGGED), 0
+            for statement, values in mutations:
+                batch.add(statement, values)
+            partitions += len(mutations)
+        if partitions:
+            yield batch, None
+
+    def _row_mutations(
+        self, write: JournalWrite, row: JournalMeta
+    ) -> list[tuple[PreparedStatement, tuple[Any, ...]]]:
         statements = self._statements
-        for write, row in rows:
-            key, stamp = write.key, row.offset + 1
-            values = (key.topic, key.id, row.partition, row.offset, row.seq_nr, row.delete_to)
-            batch.add(statements.save_meta, (*values, row.segment_size, stamp))
-            id_row = (key.topic, id_bucket(key.id), key.id)
-            if write.after.exists and not write.before.exists:
-                batch.add(statements.list_id, (*id_row, stamp))
-            elif write.before.exists and not write.after.exists:
-                batch.add(statements.unlist_id, (stamp, *id_row))
-        return batch, None
+        key, stamp = write.key, row.offset + 1
+        values = (key.topic, key.id, row.partition, row.offset, row.seq_nr, row.delete_to)
+        mutations: list[tuple[PreparedStatement, tuple[Any, ...]]] = [
+            (statements.save_meta, (*values, row.segment_size, stamp))
+        ]
+        id_row = (key.topic, id_bucket(key.id), key.id)
+        if write.after.exists and not write.before.exists:
+            mutations.append((statements.list_id, (*id_row, stamp)))
+        elif write.before.exists and not write.after.exists:
+            mutations.append((statements.unlist_id, (stamp, *id_row)))
+        return mutations
 
     def _event_batches(
         self, key: JournalKey, size: int, appends: Sequence[ActionRecord]

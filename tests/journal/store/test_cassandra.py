@@ -76,3 +76,16 @@ class TestCassandraStore(EventualStoreContract):
             f"SELECT version FROM {store.keyspace}.schema_version WHERE name = 'journal'",
         )
         assert rows[0].version == SCHEMA_VERSION
+
+    async def test_rows_and_ids_go_ten_partitions_a_request(self, store: CassandraStore) -> None:
+        """Cassandra warns about unlogged batches across more than 10 partitions."""
+        from journal.fold import fold_batch
+        from journal.model import JournalKey
+        from tests.support import actions as a
+
+        records = [a.append(JournalKey("topic", f"j{n}"), n, 1, 1) for n in range(25)]
+        writes = fold_batch(records, {})
+        rows = {w.key: store._row_after(w, None) for w in writes}
+        batches = [batch for batch, _ in store._rows_requests(writes, rows)]
+        # each new journal: its row and its id, two partitions
+        assert [len(batch) for batch in batches] == [10] * 5
