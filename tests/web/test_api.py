@@ -273,7 +273,7 @@ async def test_openapi_describes_every_route_of_the_app(api: HttpApi) -> None:
         for route in api.served.app.router.routes()
         if route.resource is not None
     }
-    assert len(routes) == 9
+    assert len(routes) == 10
     for method, path in routes:
         assert method in document["paths"].get(path, {}), f"{method.upper()} {path} undocumented"
     assert "Error" in document["components"]["schemas"]
