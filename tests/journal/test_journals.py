@@ -20,6 +20,7 @@ from journal.model import SEQ_NR_MAX, Event, EventRecord, JournalKey, TextPayloa
 from journal.store import cql
 from journal.store.base import EventualJournal, FirstPage, JournalMeta
 from journal.store.cassandra import CassandraStore
+from journal.store.schema import SCHEMA_VERSION
 from stack import Stack
 from tests.journal.journal_contract import JournalContract, events, seq_nrs
 from tests.support.harness import Harness, harness, unique
@@ -244,7 +245,7 @@ async def test_the_keyspace_is_created_with_the_schema(api: Direct) -> None:
     store = api.journals.store
     assert isinstance(store, CassandraStore)
     rows = await cql.execute(store.session, f"SELECT version FROM {store.keyspace}.schema_version")
-    assert [r.version for r in rows] == [1]
+    assert [r.version for r in rows] == [SCHEMA_VERSION]
 
 
 def kafka_only_reads() -> float:
