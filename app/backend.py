@@ -1,7 +1,8 @@
 """The worker as the HTTP API's backend: journals through the core, readiness from Faust.
 
 Any worker answers any journal request correctly: reads on a partition this worker does not
-own fall back to a scan of the partition (see journal/journals.py).
+own fall back to a scan of the partition (see journal/journals.py), and a listing of journal
+ids reads the keys of unreplicated records from Kafka (journal/listing.py says why).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 
 from journal.deferred import Deferred
 from journal.journals import Journals
+from journal.listing import JournalIdPage
 from journal.subscription import SubscriptionItem, SubscriptionPosition
 from web.backend import JournalHandle
 
@@ -22,6 +24,9 @@ class WorkerBackend:
 
     def journal(self, journal_id: str) -> JournalHandle:
         return self._journals.value().journal(journal_id)  # ready() said yes
+
+    async def journal_ids(self, prefix: str, after: str | None, limit: int) -> JournalIdPage:
+        return await self._journals.value().ids(prefix, after, limit)  # ready() said yes
 
     def ready(self) -> bool:
         return self._journals.done() and not self._app.rebalancing

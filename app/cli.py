@@ -300,6 +300,19 @@ def subscribe(after: str | None, tags: str | None, live: bool, **values: Any) ->
     return client.subscribe(load(Settings, values), after, tags, live)
 
 
+@cli.command()
+@settings_options(Settings)
+@click.option("--prefix", default="", help="only ids that start with it")
+@click.option("--after", default=None, help="only ids above it (to resume a listing)")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="at most this many")
+def journals(prefix: str, after: str | None, limit: int | None, **values: Any) -> int:
+    """Print the ids of the journals that exist, one a line, in order (purged ones left out;
+    as `GET /journals`, every page of it)."""
+    from app import client
+
+    return client.list_ids(load(Settings, values), prefix, after, limit)
+
+
 # --- pipeline ---------------------------------------------------------------------------------
 
 

@@ -1,11 +1,11 @@
-"""`kafka-journal append|read|pointer|delete|purge|subscribe`: the direct client on the command
-line.
+"""`kafka-journal append|read|pointer|delete|purge|subscribe|journals`: the direct client on
+the command line.
 
 Input and output use the HTTP API's JSON forms, so a body that works with curl works here:
 `append` takes the POST body (from `--data` or standard input; `--expected-seq-nr` and
 `--idempotency-key` as the API's `expectedSeqNr` and `Idempotency-Key`), `read` prints NDJSON lines,
-the others print the JSON object the API answers with. Bad input exits 2 with the API's
-error message; everything goes through the same validation as HTTP.
+`journals` prints ids one a line, the others print the JSON object the API answers with. Bad
+input exits 2 with the API's error message; everything goes through the same validation as HTTP.
 
 `app/cli.py` declares the commands; each calls `run_client` with what it does to the journal.
 """
@@ -152,6 +152,31 @@ async def _run(settings: Settings, journal_id: str, command: JournalCommand) -> 
         out.flush()
     finally:
         await journals.close()
+
+
+def list_ids(settings: Settings, prefix: str, after: str | None, limit: int | None) -> int:
+    """Print the ids of `Journals.ids`, page after page, at most `limit` of them."""
+    from journal.journals import Journals
+    from journal.listing import MAX_LIMIT
+
+    async def listing() -> None:
+        journals = await Journals.connect(settings)
+        try:
+            out, cursor, remaining = sys.stdout.buffer, after, limit
+            while remaining is None or remaining > 0:
+                page = await journals.ids(prefix, cursor, min(remaining or MAX_LIMIT, MAX_LIMIT))
+                out.writelines(journal_id.encode("utf-8") + b"\n" for journal_id in page.ids)
+                if remaining is not None:
+                    remaining -= len(page.ids)
+                if page.next is None:
+                    break
+                cursor = page.next
+            out.flush()
+        finally:
+            await journals.close()
+
+    asyncio.run(listing())
+    return 0
 
 
 def run_client(

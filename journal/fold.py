@@ -68,6 +68,14 @@ class JournalState:
     seq_nr: int = 0
     delete_to: int = 0
 
+    @property
+    def exists(self) -> bool:
+        """Whether the journal is known: an Append was accepted since its last Purge (a
+        journal deleted up to its last seqNr still exists; a purged or never appended one,
+        one whose Appends were all rejected included, does not). Journal id listings follow
+        this."""
+        return self.seq_nr > 0
+
     def apply(self, header: ActionHeader, offset: int) -> tuple[JournalState, Verdict]:
         if offset <= self.offset:
             return self, Verdict.NOTHING

@@ -35,6 +35,7 @@ from journal.head import (
     fold_whole,
 )
 from journal.index import HeadIndex, IndexAnswer, Indexed, OffsetRun
+from journal.listing import DEFAULT_LIMIT, JournalIdPage, JournalIds
 from journal.metrics import METRICS
 from journal.model import (
     SEQ_NR_MAX,
@@ -129,6 +130,7 @@ class Journals:
         self.origin = origin
         self._owned: list[Callable[[], Awaitable[None]]] = []
         self.conditional = ConditionalAppends(self)
+        self._listing: JournalIds | None = None
 
     @classmethod
     async def connect(
@@ -197,6 +199,17 @@ class Journals:
 
     def journal(self, journal_id: str) -> Journal:
         return Journal(self, JournalKey(self.topic, journal_id))
+
+    async def ids(
+        self, prefix: str = "", after: str | None = None, limit: int = DEFAULT_LIMIT
+    ) -> JournalIdPage:
+        """A page of the ids of the topic's journals that exist (replicated or not yet,
+        purged ones left out), ascending, starting with `prefix`, above `after`: see
+        `journal.listing`. Pass the page's `next` as `after` until it is None."""
+        if self._listing is None:
+            self._listing = JournalIds(self)
+            self._owned.append(self._listing.close)
+        return await self._listing.page(prefix, after, limit)
 
     async def view(self, key: JournalKey, until: int | None = None) -> JournalView:
         """The journal as of now: the reading flow's steps 1-3 (see the module); or as of

@@ -114,6 +114,16 @@ class TailIndex:
             runs = OffsetRuns(pruned_to=state.pruned_to)
         return Indexed(runs.runs, runs.pruned_to, runs.pruned_to == -1 and state.start == 0)
 
+    async def unreplicated_ids(self, partition: int, fence: int) -> list[str] | None:
+        """The ids of the partition's journals with records the store may lack, once the
+        index reached `fence` (`journal.listing.UnreplicatedIds`); None where it cannot tell."""
+        state = self._partitions[partition]
+        if state.position < fence and not await self._reach(state, fence):
+            return None
+        if max(state.poisoned_to, state.expired_to, state.dropped_to) > state.pruned_to:
+            return None  # records it did not index are not replicated yet
+        return [key.decode("utf-8", "replace") for key in list(state.journals)]
+
     async def _reach(self, state: _Partition, fence: int) -> bool:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._config.wait_s

@@ -50,6 +50,7 @@ def add_routes(
     # HEAD is not offered: a HEAD of a read would run the whole reading flow for nothing
     app.router.add_routes(
         [
+            web.get("/journals", journals.ids, allow_head=False),
             web.post("/journals/{id}/events", journals.append),
             web.get("/journals/{id}/events", journals.read, allow_head=False),
             web.delete("/journals/{id}/events", journals.delete),

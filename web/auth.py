@@ -55,6 +55,7 @@ ROUTE_SCOPES: Mapping[Route, Scope | None] = {
     ("PUT", "/journals/{id}/snapshots/{seqNr}"): Scope.WRITE,
     ("GET", "/journals/{id}/snapshots/latest"): Scope.READ,
     ("DELETE", "/journals/{id}/snapshots"): Scope.DELETE,
+    ("GET", "/journals"): Scope.READ,  # every journal's id: a prefix-limited token is refused
     ("GET", "/events"): Scope.READ,  # every journal's events: a prefix-limited token is refused
     ("GET", "/metrics"): Scope.ADMIN,
     ("GET", "/healthz"): None,

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from typing import Protocol
 
 from journal.journals import Deleted, JournalInfo, Journals
+from journal.listing import JournalIdPage
 from journal.model import Event, EventRecord, Payload, PayloadMetadata, Position
 from journal.store.base import Snapshot
 from journal.subscription import SubscriptionItem, SubscriptionPosition
@@ -68,6 +69,10 @@ class JournalBackend(Protocol):
         """The journal `journal_id` (a valid, non-empty id); cheap, does no I/O."""
         ...
 
+    async def journal_ids(self, prefix: str, after: str | None, limit: int) -> JournalIdPage:
+        """A page of the ids of journals that exist (`journal.listing`)."""
+        ...
+
     def ready(self) -> bool:
         """Whether journal requests can be served now; False -> 503 with Retry-After."""
         ...
@@ -88,6 +93,9 @@ class DirectBackend:
 
     def journal(self, journal_id: str) -> JournalHandle:
         return self._journals.journal(journal_id)
+
+    async def journal_ids(self, prefix: str, after: str | None, limit: int) -> JournalIdPage:
+        return await self._journals.ids(prefix, after, limit)
 
     def ready(self) -> bool:
         return True

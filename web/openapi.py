@@ -74,6 +74,7 @@ _ANSWERS: tuple[type[BaseModel], ...] = (
     schema.EventOut,
     schema.JournalInfo,
     schema.Deleted,
+    schema.JournalIds,
     schema.Status,
     schema.SubscribedEventOut,
     schema.HeartbeatOut,
@@ -250,6 +251,23 @@ def openapi_document() -> JsonDoc:
         "openapi": "3.1.0",
         "info": {"title": "Kafka Journal", "version": "1", "description": _DESCRIPTION},
         "paths": {
+            "/journals": {
+                "get": {
+                    "operationId": "journalIds",
+                    "summary": "A page of the ids of journals that exist, ascending.",
+                    "description": "Replicated journals and those Kafka holds only, as a read "
+                    "sees them: a journal whose last Purge left it empty, or whose Appends "
+                    "were all rejected, is not listed; one deleted up to its last seqNr is. "
+                    "Pages are not a snapshot: a journal created or purged meanwhile may or "
+                    "may not show. Follow `next` (as `after`) until it is null; a page may be "
+                    "short, even empty, before that.",
+                    "parameters": _parameters(schema.IdsQuery),
+                    "responses": {
+                        "200": _ok("A page of ids.", _ref("schemas", "JournalIds")),
+                        **_errors(*_READ_ERRORS),
+                    },
+                },
+            },
             "/journals/{id}/events": {
                 "parameters": [_ref("parameters", "JournalId")],
                 "post": {

@@ -16,7 +16,7 @@ from typing import Any
 from aiohttp import web
 from pydantic import BaseModel
 
-from journal import journals, model
+from journal import journals, listing, model
 from journal.model import BinaryPayload, EventRecord, JsonPayload, Payload, TextPayload
 from journal.subscription import Heartbeat, SubscriptionItem
 from web import schema
@@ -79,6 +79,10 @@ def subscription_line(item: SubscriptionItem) -> bytes:
 
 def info_out(journal_id: str, info: journals.JournalInfo) -> schema.JournalInfo:
     return schema.JournalInfo(id=journal_id, seqNr=info.seq_nr, deleteTo=info.delete_to)
+
+
+def ids_out(page: listing.JournalIdPage) -> schema.JournalIds:
+    return schema.JournalIds(journals=list(page.ids), next=page.next)
 
 
 def position_out(position: model.Position) -> schema.Position:

@@ -43,6 +43,8 @@ from pydantic_core import PydanticCustomError
 
 from journal.codec import ACTION_HEADER
 from journal.conditional import CONDITIONAL_HEADERS
+from journal.listing import DEFAULT_LIMIT as DEFAULT_IDS_LIMIT
+from journal.listing import MAX_LIMIT as MAX_IDS_LIMIT
 from journal.model import (
     SEQ_NR_MAX,
     SEQ_NR_MIN,
@@ -379,6 +381,25 @@ class DeleteSnapshotsQuery(_Wire):
     to: QuerySeqNr = Field(description="remove the snapshots at or below this seqNr")
 
 
+QueryLimit = Annotated[
+    int,
+    PlainValidator(_query_number),
+    Field(ge=1, le=MAX_IDS_LIMIT),
+    WithJsonSchema({"type": "integer", "minimum": 1, "maximum": MAX_IDS_LIMIT}),
+]
+
+
+class IdsQuery(_Wire):
+    """`GET /journals`: a page of journal ids, ascending, starting with `prefix`, above
+    `after` (the previous page's `next`)."""
+
+    prefix: StrictStr = Field(default="", description="only ids that start with it")
+    after: StrictStr = absent(description="only ids above it: the previous page's `next`")
+    limit: QueryLimit = Field(
+        default=DEFAULT_IDS_LIMIT, description=f"at most this many ids (1..{MAX_IDS_LIMIT})"
+    )
+
+
 class NoQuery(_Wire):
     """Routes without query parameters refuse any."""
 
@@ -455,6 +476,14 @@ class SnapshotStored(_Wire):
 
     seqNr: SeqNr
     timestamp: str = Field(json_schema_extra={"format": "date-time"})
+
+
+class JournalIds(_Wire):
+    """A page of journal ids. `next`: pass it as `after` for the next page; null at the end.
+    A page may be short, even empty, with `next` set (it examined purged journals)."""
+
+    journals: list[str]
+    next: str | None
 
 
 class Status(_Wire):

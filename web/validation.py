@@ -222,6 +222,11 @@ def parse_subscribe_query(query: MultiMapping[str]) -> SubscribeQuery:
     return SubscribeQuery(after, tags, parsed.live == "true")
 
 
+def parse_ids_query(query: MultiMapping[str]) -> schema.IdsQuery:
+    """`prefix` (default ""), `after` (default none), `limit` (default 100, at most 1000)."""
+    return validate(schema.IdsQuery, _only_params(query, schema.IdsQuery))
+
+
 def parse_delete_query(query: MultiMapping[str]) -> int:
     """The required `to` of a delete: a seqNr."""
     return validate(schema.DeleteQuery, _only_params(query, schema.DeleteQuery)).to

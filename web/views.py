@@ -33,6 +33,7 @@ from web.failures import unavailable
 from web.representation import (
     deleted_out,
     event_line,
+    ids_out,
     info_out,
     json_response,
     position_out,
@@ -43,6 +44,7 @@ from web.validation import (
     parse_append,
     parse_delete_query,
     parse_idempotency_key,
+    parse_ids_query,
     parse_journal_id,
     parse_read_query,
     parse_subscribe_query,
@@ -64,22 +66,32 @@ class Limits:
 
 
 class JournalViews:
-    """The five journal routes over one backend."""
+    """The journal routes over one backend."""
 
     def __init__(self, backend: JournalBackend, limits: Limits, metrics: Metrics = METRICS) -> None:
         self._backend = backend
         self._limits = limits
         self._metrics = metrics
 
-    def _journal(self, request: web.Request) -> tuple[str, JournalHandle]:
+    def _check_ready(self) -> None:
         if not self._backend.ready():
             raise unavailable(
                 ErrorCode.NOT_READY,
                 "this worker is not ready to serve journals (starting or rebalancing)",
                 self._limits.retry_after_s,
             )
+
+    def _journal(self, request: web.Request) -> tuple[str, JournalHandle]:
+        self._check_ready()
         journal_id = parse_journal_id(_raw_id(request))
         return journal_id, self._backend.journal(journal_id)
+
+    async def ids(self, request: web.Request) -> web.Response:
+        """GET /journals?prefix&after&limit -> 200 {"journals": [...], "next": id | null}."""
+        self._check_ready()
+        query = parse_ids_query(request.query)
+        page = await self._backend.journal_ids(query.prefix, query.after, query.limit)
+        return json_response(ids_out(page))
 
     async def append(self, request: web.Request) -> web.Response:
         """POST /journals/{id}/events -> 200 {"partition", "offset"} once Kafka acknowledged

@@ -14,6 +14,8 @@ Contract (every implementation runs `tests/journal/store/contract.py`):
 - Snapshots (`SnapshotStore`) are ordered by the offsets of Marks, as replication's writes
   are by their actions' offsets: a put or delete of snapshots stamped with its Mark, and a
   Purge applied by replication, affect exactly what lies before them in the log.
+- `journal_ids` lists the journals whose stored state `exists` (journal.fold), kept by
+  `apply` from each write's `before` and `after` alone, without reading the store.
 """
 
 from __future__ import annotations
@@ -132,6 +134,13 @@ class EventualJournal(ABC):
         """The events of `append` the store still holds (none once deleted or purged), in
         seqNr order."""
         raise NotImplementedError(f"{type(self).__name__} lists no stored Appends")
+
+    @abstractmethod
+    async def journal_ids(
+        self, topic: str, prefix: str = "", after: str | None = None, limit: int = 100
+    ) -> list[str]:
+        """Up to `limit` ids of the topic's stored journals that exist (`JournalState.exists`)
+        starting with `prefix`, above `after`, ascending (by code point)."""
 
     async def first_page(self, key: JournalKey, from_: int, to: int) -> FirstPage:
         """The first page of the journal's stored events from `from_`, asked before its

@@ -4,14 +4,20 @@ Replication folds a batch onto the `journals` rows of its journals, read (`store
 each, in parallel) only for journals it has not written lately (`journal.replicate`). `apply`
 writes each journal's events in one unlogged batch per segment (a single Cassandra partition),
 with what a Purge or Delete removed, a bounded window of requests in flight; then the rows of
-the `journals` table, once per journal, a few per request. Every cell is stamped with its
-action's offset + 1 (`schema.py`), so the requests of one journal need no order among them,
-and a replay cannot overwrite newer cells.
+the `journals` table, once per journal, a few per request, each with its `journal_ids` change
+when the batch made the journal exist or purged it (in the same request: listing costs
+replication no request of its own). Every cell is stamped with its action's offset + 1
+(`schema.py`), so the requests of one journal need no order among them, and a replay cannot
+overwrite newer cells.
+
+`journal_ids` pages merge one slice query per bucket (`schema.py` says why), each streamed a
+few rows at a time: a page of n ids reads about n + `BUCKETS` * `_IDS_FETCH` rows.
 """
 
 from __future__ import annotations
 
 import asyncio
+import heapq
 import itertools
 from collections.abc import AsyncIterator, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -52,13 +58,14 @@ from journal.store.base import (
     snapshot_payload,
 )
 from journal.store.cql import Params
-from journal.store.schema import APPEND_BUCKET, check_schema, ensure_schema
+from journal.store.schema import APPEND_BUCKET, BUCKETS, check_schema, ensure_schema, id_bucket
 
 # an unlogged batch holds one segment of one journal (one Cassandra partition); split past
 # this many payload bytes to keep each mutation far below Cassandra's limit
 _BATCH_BYTES = 1_000_000
-# journals' rows per request: below Cassandra's warning for unlogged batches across partitions
-_ROWS_PER_BATCH = 10
+# partitions per request of journals' rows and ids: at Cassandra's warning threshold for
+# unlogged batches across partitions (unlogged_batch_across_partitions_warn_threshold)
+_PARTITIONS_PER_BATCH = 10
 _PAGE_SIZE = 1000
 _APPENDS_PER_BATCH = 200  # rows of the `appends` table per unlogged batch (one partition)
 # a snapshot's chunks in flight: the driver's one connection per host also carries everyone
@@ -69,6 +76,7 @@ _CHUNKS_PAGE = 4  # chunks per page when a snapshot is read: a few MiB held at a
 # a reader finding a header's chunks gone (a newer put or a delete removed them meanwhile)
 # looks again, this many times at most
 _SNAPSHOT_READ_ATTEMPTS = 3
+_IDS_FETCH = 16  # rows per page of one bucket's slice: a page of ids spreads over all buckets
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +158,28 @@ class CassandraStore(EventualStore):
         row = await self._meta_row(key)
         return None if row is None else _meta_of(row)
 
+    async def journal_ids(
+        self, topic: str, prefix: str = "", after: str | None = None, limit: int = 100
+    ) -> list[str]:
+        if limit <= 0:
+            return []
+        above = after is not None and after >= prefix  # else every id >= prefix is above it
+        lower = after if above and after is not None else prefix
+        upper = _successor(prefix)
+        statement = self._statements.ids(above, upper is not None)
+        fetch = min(_IDS_FETCH, limit + 1)
+        streams: list[AsyncIterator[Any]] = []
+        for bucket in range(BUCKETS):
+            values = (topic, bucket, lower) if upper is None else (topic, bucket, lower, upper)
+            bound = statement.bind(values)
+            bound.fetch_size = fetch
+            streams.append(aiter(cql.stream(self._session, bound)))
+        try:
+            return await _merged(streams, limit)
+        finally:
+            for stream in streams:
+                await stream.aclose()  # type: ignore[attr-defined]
+
     async def read(
         self, key: JournalKey, meta: JournalMeta, from_: int = 1, to: int = SEQ_NR_MAX
     ) -> AsyncIterator[EventRecord]:
@@ -225,11 +255,7 @@ class CassandraStore(EventualStore):
         await self._in_window(itertools.chain(requests, self._appends_requests(changed, rows)))
         # the rows once every journal's events are durable (a reader trusts a row's seqNr),
         # a few journals per request: a request costs the client more than a row does
-        items = list(rows.items())
-        await self._in_window(
-            self._rows_request(items[i : i + _ROWS_PER_BATCH])
-            for i in range(0, len(items), _ROWS_PER_BATCH)
-        )
+        await self._in_window(self._rows_requests(changed, rows))
         return rows
 
     async def save_pointer(self, topic: str, partition: int, offset: int) -> None:
@@ -287,14 +313,38 @@ class CassandraStore(EventualStore):
             delete = write.delete
             yield from self._segment_deletes(key, size, first, delete.to, delete.to, delete.offset)
 
-    def _rows_request(
-        self, rows: Sequence[tuple[JournalKey, JournalMeta]]
-    ) -> tuple[Statement, Params]:
-        batch = BatchStatement(batch_type=BatchType.UNLOGGED)
-        for key, row in rows:
-            values = (key.topic, key.id, row.partition, row.offset, row.seq_nr, row.delete_to)
-            batch.add(self._statements.save_meta, (*values, row.segment_size, row.offset + 1))
-        return batch, None
+    def _rows_requests(
+        self, writes: Sequence[JournalWrite], rows: Mapping[JournalKey, JournalMeta]
+    ) -> Iterator[tuple[Statement, Params]]:
+        """The journals' rows and, where a journal came to exist or was purged, its id (each
+        a partition of its own), a few per request."""
+        batch, partitions = BatchStatement(batch_type=BatchType.UNLOGGED), 0
+        for write in writes:
+            mutations = self._row_mutations(write, rows[write.key])
+            if partitions + len(mutations) > _PARTITIONS_PER_BATCH:
+                yield batch, None
+                batch, partitions = BatchStatement(batch_type=BatchType.UNLOGGED), 0
+            for statement, values in mutations:
+                batch.add(statement, values)
+            partitions += len(mutations)
+        if partitions:
+            yield batch, None
+
+    def _row_mutations(
+        self, write: JournalWrite, row: JournalMeta
+    ) -> list[tuple[PreparedStatement, tuple[Any, ...]]]:
+        statements = self._statements
+        key, stamp = write.key, row.offset + 1
+        values = (key.topic, key.id, row.partition, row.offset, row.seq_nr, row.delete_to)
+        mutations: list[tuple[PreparedStatement, tuple[Any, ...]]] = [
+            (statements.save_meta, (*values, row.segment_size, stamp))
+        ]
+        id_row = (key.topic, id_bucket(key.id), key.id)
+        if write.after.exists and not write.before.exists:
+            mutations.append((statements.list_id, (*id_row, stamp)))
+        elif write.before.exists and not write.after.exists:
+            mutations.append((statements.unlist_id, (stamp, *id_row)))
+        return mutations
 
     def _appends_requests(
         self, writes: Sequence[JournalWrite], rows: Mapping[JournalKey, JournalMeta]
@@ -474,6 +524,19 @@ class _Statements:
             "(topic, id, partition, offset, seq_nr, delete_to, segment_size) "
             "VALUES (?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ?"
         )
+        self.list_id = prepare(
+            "INSERT INTO {ks}.journal_ids (topic, bucket, id) VALUES (?, ?, ?) USING TIMESTAMP ?"
+        )
+        self.unlist_id = prepare(
+            "DELETE FROM {ks}.journal_ids USING TIMESTAMP ? "
+            "WHERE topic = ? AND bucket = ? AND id = ?"
+        )
+        self._ids: dict[tuple[bool, bool], PreparedStatement] = {}
+        for above in (False, True):
+            for bounded in (False, True):
+                query = "SELECT id FROM {ks}.journal_ids WHERE topic = ? AND bucket = ? AND id "
+                query += "> ?" if above else ">= ?"
+                self._ids[above, bounded] = prepare(query + (" AND id < ?" if bounded else ""))
         self.read = prepare(
             "SELECT seq_nr, partition, offset, timestamp, tags, payload_type, payload_txt, "
             "payload_bin, expire_after, metadata, headers FROM {ks}.events "
@@ -541,6 +604,42 @@ class _Statements:
             "DELETE FROM {ks}.events USING TIMESTAMP ? "
             "WHERE topic = ? AND id = ? AND segment = ? AND seq_nr <= ?"
         )
+
+    def ids(self, above: bool, bounded: bool) -> PreparedStatement:
+        """A bucket's ids from a lower bound (`above`: exclusive), below an upper one if
+        `bounded`."""
+        return self._ids[above, bounded]
+
+
+def _successor(prefix: str) -> str | None:
+    """The least string above every string starting with `prefix` (None: there is none).
+
+    Code point order is UTF-8 byte order, Cassandra's order of text."""
+    chars = list(prefix)
+    while chars:
+        last = ord(chars.pop()) + 1
+        if last == 0xD800:
+            last = 0xE000  # surrogates are not text
+        if last <= 0x10FFFF:
+            return "".join(chars) + chr(last)
+    return None
+
+
+async def _merged(streams: Sequence[AsyncIterator[Any]], limit: int) -> list[str]:
+    """The first `limit` ids of ascending streams of rows, merged (each id is in one)."""
+    firsts = await asyncio.gather(*(anext(stream, None) for stream in streams))
+    heap = [(row.id, i) for i, row in enumerate(firsts) if row is not None]
+    heapq.heapify(heap)
+    ids: list[str] = []
+    while heap and len(ids) < limit:
+        journal_id, i = heap[0]
+        ids.append(journal_id)
+        row = await anext(streams[i], None)
+        if row is None:
+            heapq.heappop(heap)
+        else:
+            heapq.heapreplace(heap, (row.id, i))
+    return ids
 
 
 def _meta_of(row: Any) -> JournalMeta:

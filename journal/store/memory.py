@@ -99,6 +99,19 @@ class MemoryStore(EventualStore):
             if event is not None and event.offset == append.offset:
                 yield event
 
+    async def journal_ids(
+        self, topic: str, prefix: str = "", after: str | None = None, limit: int = 100
+    ) -> list[str]:
+        ids = sorted(
+            key.id
+            for key, journal in self._journals.items()
+            if key.topic == topic
+            and journal.meta.state.exists
+            and key.id.startswith(prefix)
+            and (after is None or key.id > after)
+        )
+        return ids[:limit]
+
     async def first_page(self, key: JournalKey, from_: int, to: int) -> FirstPage:
         meta = await self.meta(key)
         if meta is None:

@@ -5,6 +5,15 @@ Tables:
   over partitions of at most `segment_size` events each.
 - `journals`: one row per journal: partition, offset of its last replicated action, last seqNr,
   deleteTo, segment size (fixed when the journal is first written).
+- `journal_ids`: the ids of the journals that exist (`JournalState.exists`), for listing
+  them by prefix in id order. Partitioned by (topic, bucket), `BUCKETS` buckets by a hash of
+  the id, clustered by id: a page is one slice query per bucket (`prefix <= id < successor`,
+  `id > after`), merged in order, so no query scans the table, and no partition grows with
+  the topic alone: one holds 1/`BUCKETS` of its journals (~1M rows, ~50 MB, at 32M
+  journals). Buckets by the id's first characters would serve a prefix from one partition,
+  but ids share prefixes (`order-...`): one bucket would hold nearly all of them, forever.
+  Replication writes a row when a journal comes to exist and deletes it when a Purge empties
+  it, from the fold's `before` and `after` states, so it never reads the table.
 - `pointers`: per (topic, partition), the offset of the last replicated record.
 - `appends`: per (topic, partition), the Appends replication stored, by offset (buckets of
   `APPEND_BUCKET` offsets per Cassandra partition): which records a subscription delivers from
@@ -27,13 +36,16 @@ and a rebuild from Kafka produces the very same cells.
 
 from __future__ import annotations
 
+import zlib
+
 from cassandra import InvalidRequest
 from cassandra.cluster import Session
 
 from journal.store import cql
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 2  # 2: appends, snapshots, journal_ids
 APPEND_BUCKET = 100_000  # offsets per Cassandra partition of `appends`
+BUCKETS = 32  # of journal_ids per topic; changing it needs a rewrite of the table
 
 _TABLES = (
     """CREATE TABLE IF NOT EXISTS {ks}.events (
@@ -46,6 +58,9 @@ _TABLES = (
         topic text, id text, partition int, offset bigint,
         seq_nr bigint, delete_to bigint, segment_size bigint,
         PRIMARY KEY ((topic, id)))""",
+    """CREATE TABLE IF NOT EXISTS {ks}.journal_ids (
+        topic text, bucket int, id text,
+        PRIMARY KEY ((topic, bucket), id))""",
     """CREATE TABLE IF NOT EXISTS {ks}.pointers (
         topic text, partition int, offset bigint,
         PRIMARY KEY ((topic), partition))""",
@@ -82,6 +97,8 @@ async def ensure_schema(session: Session, keyspace: str, replication: str) -> No
     for table in _TABLES:
         await cql.execute(session, table.format(ks=keyspace))
     version = await _version(session, keyspace)
+    if version == 1:  # version 1 had no journal_ids: list its journals once
+        await _fill_journal_ids(session, keyspace)
     if version is None or version < SCHEMA_VERSION:  # the tables above upgraded it
         await cql.execute(
             session,
@@ -116,3 +133,22 @@ async def _version(session: Session, keyspace: str) -> int | None:
             f"this code knows up to {SCHEMA_VERSION}"
         )
     return rows[0].version if rows else None
+
+
+def id_bucket(journal_id: str) -> int:
+    """The `journal_ids` bucket of an id: stable across processes and versions."""
+    return zlib.crc32(journal_id.encode("utf-8")) % BUCKETS
+
+
+async def _fill_journal_ids(session: Session, keyspace: str) -> None:
+    """Version 1 had no `journal_ids`: list every existing journal once (stamped as
+    replication stamps them, so a concurrent replication's later writes win)."""
+    insert = (
+        f"INSERT INTO {keyspace}.journal_ids (topic, bucket, id) VALUES (%s, %s, %s) "
+        "USING TIMESTAMP %s"
+    )
+    rows = cql.stream(session, f"SELECT topic, id, offset, seq_nr FROM {keyspace}.journals")
+    async for row in rows:
+        if row.seq_nr:
+            values = (row.topic, id_bucket(row.id), row.id, row.offset + 1)
+            await cql.execute(session, insert, values)

@@ -46,7 +46,7 @@ def help_of(*command: str) -> str:
 def test_help_lists_every_command() -> None:
     out = help_of()
     commands = ("stack", "worker", "run", "append", "read", "pointer", "delete", "purge")
-    for command in (*commands, "subscribe"):
+    for command in (*commands, "subscribe", "journals"):
         assert f"  {command} " in out, command
     for command in ("pipeline", "bench"):
         assert command in out
@@ -175,3 +175,31 @@ async def test_subscribe_prints_events_and_resumes_after_a_position(
         last = first[-1]
         assert last["heartbeat"] is True
         assert await asyncio.to_thread(lines, f"--after={last['position']}") == [last]
+
+
+@pytest.mark.integration
+async def test_journals_prints_the_ids_of_a_prefix_page_after_page(
+    stack: Stack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async with harness(stack, unique("kj_ids_cli"), "journal_ids_cli") as connected:
+        settings = connected.settings
+        for journal_id in ("a", "p-1", "p-2", "p-3", "p-4"):
+            await connected.journals.journal(journal_id).append(events(1, 1))
+        await connected.journals.journal("p-2").purge()
+        flags = [
+            "journals",
+            f"--kafka-bootstrap={settings.kafka_bootstrap}",
+            f"--cassandra-hosts={settings.cassandra_hosts}",
+            f"--cassandra-port={settings.cassandra_port}",
+            f"--topic={settings.topic}",
+            f"--keyspace={settings.keyspace}",
+            "--prefix=p-",
+        ]
+
+        def lines(*more: str) -> list[str]:
+            assert main([*flags, *more]) == 0
+            return capsys.readouterr().out.splitlines()
+
+        assert await asyncio.to_thread(lines) == ["p-1", "p-3", "p-4"]
+        assert await asyncio.to_thread(lines, "--limit=2") == ["p-1", "p-3"]
+        assert await asyncio.to_thread(lines, "--after=p-3") == ["p-4"]

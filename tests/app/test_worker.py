@@ -21,6 +21,7 @@ from stack import Stack
 from tests.journal.journal_contract import JournalContract, events
 from tests.support.harness import Harness, harness, unique
 from tests.support.http_api import HttpError, HttpJournals, client_session
+from tests.support.listing import all_pages, existing, populate
 from tests.support.workers import WorkerProcess, wait_replicated
 
 pytestmark = pytest.mark.integration
@@ -98,6 +99,28 @@ async def test_a_malformed_record_is_quarantined_and_replication_goes_on(
     async with client_session(settings) as session, session.get(worker.url / "metrics") as got:
         text = await got.text()
     assert f'journal_quarantined_records_total{{topic="{settings.topic}"}} 1' in text
+
+
+async def test_journal_ids_page_through_what_exists(api: HttpJournals) -> None:
+    """The listing over HTTP; the worker reads unreplicated ids from Kafka (journal/listing.py)."""
+    prefix = f"{unique('ids')}/"
+
+    async def page(prefix: str, after: str | None, limit: int) -> tuple[list[str], str | None]:
+        query = {
+            "prefix": prefix,
+            "limit": str(limit),
+            **({} if after is None else {"after": after}),
+        }
+        async with api.session.get(api.at("/journals").with_query(query)) as response:
+            assert response.status == 200, await response.text()
+            body = await response.json()
+        return body["journals"], body["next"]
+
+    await populate(api, prefix, api.settle)
+    for stage in ("as written", "replicated"):
+        got = await all_pages(page, prefix, 2)
+        assert [i for ids in got for i in ids] == existing(prefix), (stage, got)
+        await api.settle()
 
 
 async def _wait_for_lag(

@@ -314,6 +314,11 @@ class StalePage(EventualJournal):
     async def pointers(self, topic: str) -> dict[int, int]:
         return await self._store.pointers(topic)
 
+    async def journal_ids(
+        self, topic: str, prefix: str = "", after: str | None = None, limit: int = 100
+    ) -> list[str]:
+        return await self._store.journal_ids(topic, prefix, after, limit)
+
     async def meta(self, key: JournalKey) -> JournalMeta | None:
         return await self._store.meta(key)
 

@@ -39,6 +39,11 @@ class Damaged(EventualJournal):
     async def pointers(self, topic: str) -> dict[int, int]:
         return await self.store.pointers(topic)
 
+    async def journal_ids(
+        self, topic: str, prefix: str = "", after: str | None = None, limit: int = 100
+    ) -> list[str]:
+        return await self.store.journal_ids(topic, prefix, after, limit)
+
     async def meta(self, key: JournalKey) -> JournalMeta | None:
         if self.row_missing:
             return None

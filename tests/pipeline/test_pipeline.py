@@ -52,6 +52,7 @@ TABLES = {
         "writetime(id)",
         4,
     ),
+    "journal_ids": ("topic, bucket, id", 3),  # key columns only: no writetime to compare
 }
 
 

@@ -173,7 +173,11 @@ BAD_REQUESTS: list[tuple[str, str, bytes | None, int, ErrorCode]] = [
     ("DELETE", EVENTS, None, 400, ErrorCode.INVALID_QUERY),
     ("DELETE", f"{EVENTS}?to=0", None, 400, ErrorCode.INVALID_QUERY),
     ("GET", "/nowhere", None, 404, ErrorCode.NOT_FOUND),
-    ("GET", "/journals", None, 404, ErrorCode.NOT_FOUND),
+    ("GET", "/journals/", None, 404, ErrorCode.NOT_FOUND),
+    ("GET", "/journals?limit=0", None, 400, ErrorCode.INVALID_QUERY),
+    ("GET", "/journals?limit=1001", None, 400, ErrorCode.INVALID_QUERY),
+    ("GET", "/journals?prefx=a", None, 400, ErrorCode.INVALID_QUERY),
+    ("POST", "/journals", None, 405, ErrorCode.METHOD_NOT_ALLOWED),
     ("PUT", EVENTS, b"{}", 405, ErrorCode.METHOD_NOT_ALLOWED),
     ("PATCH", journal_path("bad"), None, 405, ErrorCode.METHOD_NOT_ALLOWED),
     ("POST", "/metrics", None, 405, ErrorCode.METHOD_NOT_ALLOWED),
@@ -269,7 +273,7 @@ async def test_openapi_describes_every_route_of_the_app(api: HttpApi) -> None:
         for route in api.served.app.router.routes()
         if route.resource is not None
     }
-    assert len(routes) == 13  # 5 journal routes, /events, 3 snapshot routes, 4 ops routes
+    assert len(routes) == 14  # 6 journal routes, /events, 3 snapshot routes, 4 ops routes
     for method, path in routes:
         assert method in document["paths"].get(path, {}), f"{method.upper()} {path} undocumented"
     assert "Error" in document["components"]["schemas"]

@@ -29,6 +29,7 @@ from journal.errors import (
     UndecodableBatch,
 )
 from journal.journals import Deleted, JournalInfo
+from journal.listing import JournalIdPage
 from journal.metrics import Metrics
 from journal.model import (
     BinaryPayload,
@@ -68,6 +69,14 @@ class FakeBackend:
 
     def journal(self, journal_id: str) -> JournalHandle:
         return FakeJournal(self, journal_id)
+
+    async def journal_ids(self, prefix: str, after: str | None, limit: int) -> JournalIdPage:
+        if self.failure is not None:
+            raise self.failure
+        ids = sorted(
+            i for i in self.records if i.startswith(prefix) and (after is None or i > after)
+        )
+        return JournalIdPage(tuple(ids[:limit]), ids[limit - 1] if len(ids) > limit else None)
 
     def ready(self) -> bool:
         return self.is_ready
@@ -229,6 +238,7 @@ ROUTES: list[tuple[str, str, dict[str, object]]] = [
     ("GET", journal_path("j", "/snapshots/latest"), {}),
     ("DELETE", journal_path("j", "/snapshots?to=1"), {}),
     ("DELETE", journal_path("j"), {}),  # the purge last: the routes before need the journal
+    ("GET", "/journals", {}),
 ]
 
 
@@ -329,6 +339,32 @@ async def test_ids_are_percent_decoded_strictly(served: Served) -> None:
     for raw in ("%ff", "%C3"):
         path = f"/journals/{raw}/events"
         assert await error_of(served, "GET", path) == (400, ErrorCode.INVALID_JOURNAL_ID)
+
+
+async def test_journal_ids_page_with_their_parameters(served: Served) -> None:
+    for journal_id in ("b/1", "a", "b/2", "b/3"):
+        await call(served, "POST", journal_path(journal_id, "/events"), **APPEND)
+    assert (await call(served, "GET", "/journals"))[:2] == (
+        200,
+        {"journals": ["a", "b/1", "b/2", "b/3"], "next": None},
+    )
+    got = await call(served, "GET", "/journals?prefix=b/&limit=2")
+    assert got[:2] == (200, {"journals": ["b/1", "b/2"], "next": "b/2"})
+    got = await call(served, "GET", "/journals?prefix=b/&after=b/2&limit=2")
+    assert got[:2] == (200, {"journals": ["b/3"], "next": None})
+    for query in (
+        "limit=0",
+        "limit=1001",
+        "limit=-1",
+        "limit=x",
+        "limit=1&limit=2",
+        "from=a",
+        "after=a&after=b",
+    ):
+        assert await error_of(served, "GET", f"/journals?{query}") == (
+            400,
+            ErrorCode.INVALID_QUERY,
+        ), query
 
 
 async def test_delete_and_purge_answer_positions(served: Served) -> None:
@@ -535,7 +571,7 @@ async def test_a_failure_mid_stream_breaks_the_body(
 
 
 async def test_unknown_routes_are_json_404(served: Served) -> None:
-    for path in ("/", "/nope", "/journals", "/journals/", "/journals/j/events/1"):
+    for path in ("/", "/nope", "/journals/", "/journals/j/events/1"):
         assert await error_of(served, "GET", path) == (404, ErrorCode.NOT_FOUND), path
 
 

@@ -272,6 +272,47 @@ class EventualStoreContract:
         await store.apply(fold_batch([purge], {}), {})  # a rebuild from Kafka, say
         assert await latest(store) == snapshot(1, 4)
 
+    async def test_journal_ids_page_by_prefix_in_order(self, store: EventualStore) -> None:
+        ids = ["b", "a-2", "a-10", "a-1", "ab", "a", "a-\U0010ffff", "a-\U0010ffffx", "é"]
+        await apply(store, *(a.append(JournalKey("topic", i), n, 1, 1) for n, i in enumerate(ids)))
+        await apply(store, a.append(JournalKey("other", "a-3"), 20, 1, 1))
+        assert await store.journal_ids("topic") == sorted(ids)
+        in_a = sorted(i for i in ids if i.startswith("a-"))
+        assert await store.journal_ids("topic", "a-") == in_a
+        pages, after = [], None
+        while page := await store.journal_ids("topic", "a-", after, 2):
+            pages.append(page)
+            after = page[-1]
+        assert pages == [in_a[0:2], in_a[2:4], in_a[4:]]
+        assert await store.journal_ids("topic", "a-", "a-1x") == ["a-2", *in_a[3:]]
+        assert await store.journal_ids("topic", "a-", "0") == in_a  # below the prefix
+        assert await store.journal_ids("topic", "a-", "b") == []
+        assert await store.journal_ids("topic", "\U0010ffff") == []
+        top = "a-\U0010ffff"
+        assert await store.journal_ids("topic", top) == [top, top + "x"]
+
+    async def test_journal_ids_follow_existence(self, store: EventualStore) -> None:
+        rejected, deleted = JournalKey("topic", "rejected"), JournalKey("topic", "deleted")
+        await apply(
+            store,
+            a.append(KEY, 0, 1, 2),
+            a.append(rejected, 1, 2, 3),  # does not continue an empty journal: rejected
+            a.append(deleted, 2, 1, 2),
+            a.delete(deleted, 3, 2),  # no events left, yet it exists
+            a.append(OTHER, 4, 1, 1),
+            a.purge(OTHER, 5),  # appended and purged in one batch: never listed
+        )
+        assert await store.journal_ids("topic") == ["deleted", KEY.id]
+        await apply(store, a.purge(KEY, 6))
+        assert await store.journal_ids("topic") == ["deleted"]
+        old = a.append(KEY, 0, 1, 2)
+        await apply(store, old)  # replayed from before the Purge: still gone
+        assert await store.journal_ids("topic") == ["deleted"]
+        await apply(store, a.append(KEY, 7, 1, 1), a.append(OTHER, 8, 1, 1))
+        assert await store.journal_ids("topic") == ["deleted", KEY.id, OTHER.id]
+        await apply(store, a.purge(KEY, 9), a.append(KEY, 10, 1, 3))  # purged and restarted
+        assert await store.journal_ids("topic") == ["deleted", KEY.id, OTHER.id]
+
 
 @pytest.fixture
 def segment_size() -> int:

@@ -99,3 +99,40 @@ class TestCassandraStore(EventualStoreContract):
             (11, 0, b"abcd", 12),
             (11, 1, b"e", 12),
         ]
+
+    async def test_a_version_1_keyspace_gets_its_journals_listed(
+        self, store: CassandraStore, stack: object
+    ) -> None:
+        from tests.journal.store.contract import KEY, OTHER, apply
+        from tests.support import actions as a
+
+        await apply(store, a.append(KEY, 0, 1, 2), a.append(OTHER, 1, 1, 1), a.purge(OTHER, 2))
+        # as version 1 left it: no journal_ids
+        await cql.execute(store.session, f"TRUNCATE {store.keyspace}.journal_ids")
+        await cql.execute(
+            store.session,
+            f"UPDATE {store.keyspace}.schema_version SET version = 1 WHERE name = 'journal'",
+        )
+        upgraded = await CassandraStore.connect(config(stack, store.keyspace))
+        try:
+            assert await upgraded.journal_ids(KEY.topic) == [KEY.id]
+        finally:
+            await upgraded.close()
+        rows = await cql.execute(
+            store.session,
+            f"SELECT version FROM {store.keyspace}.schema_version WHERE name = 'journal'",
+        )
+        assert rows[0].version == SCHEMA_VERSION
+
+    async def test_rows_and_ids_go_ten_partitions_a_request(self, store: CassandraStore) -> None:
+        """Cassandra warns about unlogged batches across more than 10 partitions."""
+        from journal.fold import fold_batch
+        from journal.model import JournalKey
+        from tests.support import actions as a
+
+        records = [a.append(JournalKey("topic", f"j{n}"), n, 1, 1) for n in range(25)]
+        writes = fold_batch(records, {})
+        rows = {w.key: store._row_after(w, None) for w in writes}
+        batches = [batch for batch, _ in store._rows_requests(writes, rows)]
+        # each new journal: its row and its id, two partitions
+        assert [len(batch) for batch in batches] == [10] * 5
