@@ -11,11 +11,12 @@ Decisions:
 - **One topic per application, one partition.** Its offsets are a total order of everything the
   application recorded. An aggregate is a journal (id `str(originator_id)`, wire.py); its events
   are one Append per insert, so an aggregate's part of an insert is all or nothing.
-- **Notification ids** come from the one fold (`JournalState.apply`) over that partition, in
-  offset order (log.py): each event of an accepted Append takes the next id, 1, 2, 3, ...;
-  a rejected Append takes none. So ids are contiguous and strictly increasing, known once Kafka
-  acknowledged the record and the fold passed it; the library's contiguity expectation holds.
-  `select_notifications` and `subscribe` deliver what the fold accepted, never another reading.
+- **Notification ids** number the events of the topic's subscription (the Appends the one fold
+  accepted, in offset order; log.py) 1, 2, 3, ...; a rejected Append takes none. So ids are
+  contiguous and strictly increasing, known once Kafka acknowledged the record and the fold
+  accepted it; the library's contiguity expectation holds. The numbering is an index in
+  Cassandra (each record's first id), extended by inserts, so a read starts at the record of
+  its first id: no fold from offset 0, nothing in memory per notification.
 - **A taken version is refused before producing**: the conditional append (journal/
   conditional.py) looks at the journal through the reading flow, produces only if the insert
   continues it, and takes the fold's verdict of its own record; `SeqNrConflict` becomes the
@@ -29,18 +30,18 @@ Decisions:
   records of the events it was recorded with, so events and position are accepted or rejected
   together as one record by the one fold (atomic for an aggregate's events; with several
   aggregates each record carries it). A position without events is an Append to the journal
-  `eventsourcing.tracking:<application>`. `max_tracking_id` is the fold's running maximum per
-  upstream application, current up to the high watermark when asked: no scan per call.
+  `eventsourcing.tracking:<application>`. `max_tracking_id` is a Cassandra row per upstream
+  application (its highest as of an offset, saved once an insert is accepted) plus the
+  accepted records after that offset, usually none (tracking.py): no scan of the log per call.
   A lower or equal position is refused before producing (IntegrityError); two writers racing
   with the same position and different aggregates may both be accepted.
 - **Snapshots** are not events (any version, gaps): a Cassandra table of the keyspace,
   lightweight transactions for taken versions (snapshots.py).
 - **Sync to async**: a factory runs one event loop on one thread (bridge.py); every recorder
-  call runs a coroutine there and waits. `Factory.close` stops the fold, the clients, the
-  loop and its thread.
+  call runs a coroutine there and waits. `Factory.close` stops the subscriptions, the clients,
+  the loop and its thread.
 
-Seams for issue 13 (subscriptions, snapshot store): `log.NotificationSource` and
-`snapshots.SnapshotStore`.
+Seams: `log.NotificationSource` and `snapshots.SnapshotStore`.
 """
 
 from eventsourcing_kafka_journal.factory import Factory

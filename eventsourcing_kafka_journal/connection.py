@@ -1,5 +1,6 @@
 """One factory's connection to the stack: the bridge's loop, the direct client, the
-notification log and the snapshot store, opened together and closed together."""
+notification log, the tracking positions and the snapshot store, opened together and closed
+together."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from eventsourcing.persistence import OperationalError
 from eventsourcing.utils import Environment
 
 from eventsourcing_kafka_journal.bridge import LoopThread
-from eventsourcing_kafka_journal.log import NotificationLog, NotificationSource
+from eventsourcing_kafka_journal.log import NotificationSource, SubscriptionLog
 from eventsourcing_kafka_journal.snapshots import CassandraSnapshots, SnapshotStore
+from eventsourcing_kafka_journal.tracking import TrackingPositions
 from journal.errors import JournalTruncated, Unavailable
 from journal.journals import Journals
 from journal.settings import Settings
@@ -23,7 +25,9 @@ from journal.topic import TopicSpec, ensure_topic
 
 T = TypeVar("T")
 
-_NO_RETENTION = -1  # the notification log folds the topic from offset 0
+# Nothing depends on it (beyond retention the log reads Cassandra, which replication fills);
+# it keeps an application's history safe while no worker replicates the topic.
+_NO_RETENTION = -1
 DEFAULT_NAME = "eventsourcing"
 
 
@@ -76,6 +80,7 @@ class Connection:
         journals: Journals,
         store: CassandraStore,
         log: NotificationSource,
+        tracking: TrackingPositions,
         snapshots: SnapshotStore,
         timeout: float,
     ) -> None:
@@ -84,6 +89,7 @@ class Connection:
         self.journals = journals
         self.store = store  # ours, not the client's: closed after it
         self.log = log
+        self.tracking = tracking
         self.snapshots = snapshots
         self.timeout = timeout
         self.bases = Bases()  # touched on the loop's thread only
@@ -113,14 +119,14 @@ class Connection:
 
     def close(self) -> None:
         try:
-            self.loop.run(_close(self.journals, self.store, self.log))
+            self.loop.run(_close(self.journals, self.store))
         finally:
             self.loop.close()
 
 
 async def _open(
     settings: Settings,
-) -> tuple[Journals, CassandraStore, NotificationLog, CassandraSnapshots]:
+) -> tuple[Journals, CassandraStore, SubscriptionLog, TrackingPositions, CassandraSnapshots]:
     spec = TopicSpec(
         settings.topic, 1, settings.replication_factor, settings.min_insync_replicas, _NO_RETENTION
     )
@@ -138,19 +144,19 @@ async def _open(
         await store.close()
         raise
     try:
-        log = NotificationLog(settings.topic, settings.kafka_access(), journals.fence)
-        await log.start()
+        log = await SubscriptionLog.connect(journals, store.session, settings.keyspace)
+        tracking = await TrackingPositions.connect(
+            store.session, settings.keyspace, settings.topic, log
+        )
     except BaseException:
-        await _close(journals, store, None)
+        await _close(journals, store)
         raise
-    return journals, store, log, snapshots
+    return journals, store, log, tracking, snapshots
 
 
-async def _close(journals: Journals, store: CassandraStore, log: NotificationSource | None) -> None:
+async def _close(journals: Journals, store: CassandraStore) -> None:
     """Close what `_open` opened; the store is not the client's (passed in) but ours."""
     try:
-        if log is not None:
-            await log.close()
         await journals.close()
     finally:
         await store.close()

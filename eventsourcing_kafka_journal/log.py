@@ -1,236 +1,329 @@
-"""The application's notification log: the one fold over its topic, in log order.
+"""The application's notification log: the topic's subscription, numbered by an index.
 
 An application's topic has one partition, so Kafka's offsets are a total order of everything
-the application recorded. `NotificationLog` consumes that partition from offset 0 and applies
-the one fold (`JournalState.apply`) to every record, journal by journal, as replication and
-reads do; each event of an accepted Append gets the next notification id, 1, 2, 3, ... A
-rejected Append (a lost race, a retry) takes no id, so the ids are contiguous and strictly
-increasing, and an insert's ids are known once its records are acknowledged and folded.
-Accepted records that carry a tracking position raise that application's position.
+the application recorded. The subscription (journal/subscription.py) delivers the events of
+the Appends the one fold accepted, in offset order, from any position: from Kafka within
+retention, from Cassandra's `appends` table beyond it. The log numbers those events 1, 2, 3,
+... (the library's cases expect contiguous ids: `test_insert_select` asserts them, and its
+switch for other ids covers only the subscribe case).
 
-It is the module's stand-in for the subscription of the queries issue (issue 13) behind
-`NotificationSource`: it holds the notifications in memory and needs the topic from offset 0
-(the module creates application topics without retention), which that subscription, reading
-Cassandra beyond retention, removes.
+Numbering needs the count of what came before, so it is kept, not recomputed: the table
+`eventsourcing_numbers` has a row per record that holds notifications (its first id, offset
+and count), and `eventsourcing_numbered` says up to which offset the rows are complete and
+the next id. Numbering extends them from there (`Numbering.number`): usually with the
+records of our own insert only (the last ones, whose counts we know: no read), else by reading
+the subscription from that offset. Every writer writes the same rows (the numbering is a
+function of the log), so concurrent writers agree; the mark is written after its rows, with
+`USING TIMESTAMP` from its offset, so a slow write never takes it back.
+
+A read from id N looks up the record holding N and reads the subscription from that record
+on, counting on from its first id: no fold from offset 0, nothing held per notification.
+Events deleted through the journal API from an application's aggregates would shift the ids
+of a later read (the module itself never deletes).
 """
 
 from __future__ import annotations
 
 import asyncio
-import bisect
-import logging
-import threading
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from contextlib import aclosing
+from dataclasses import dataclass
+from typing import Any, Protocol
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.errors import KafkaError
-from aiokafka.structs import ConsumerRecord
-from eventsourcing.persistence import Notification
+from eventsourcing.persistence import Notification, OperationalError, StoredEvent, Tracking
 
 from eventsourcing_kafka_journal.wire import decode_event, tracking_of
-from journal.actions import MalformedRecord, events_of, parse, raw_record
-from journal.codec import DecodeError
-from journal.consumers import start_consumer, stop_consumer
-from journal.errors import InvalidValue, JournalTruncated, KafkaUnavailable
-from journal.fence import Fence
-from journal.fold import JournalState, Verdict
+from journal.journals import Journals
 from journal.model import JournalKey
-from journal.security import KafkaAccess
-
-log = logging.getLogger(__name__)
+from journal.store import cql
+from journal.subscription import SubscribedEvent, SubscriptionPosition
 
 APPLICATION_PARTITION = 0
+NUMBERS_TABLE = "eventsourcing_numbers"
+NUMBERED_TABLE = "eventsourcing_numbered"
+_BUCKET_IDS = 1_000_000  # ids per Cassandra partition of the numbers (far above one record's)
+_WRITES_AT_ONCE = 64
 
 
 class NotificationSource(Protocol):
-    """What the recorders need of a notification log: the seam for issue 13's subscription.
+    """What the recorders need of a notification log: the accepted events of the
+    application's partition in offset order, numbered 1, 2, 3, ...; nothing held per
+    notification."""
 
-    An implementation on that subscription keeps the same contract: the accepted events of the
-    application's partition in offset order, numbered 1, 2, 3, ...; the ids a record got; the
-    highest tracking position carried by accepted records; a way to wait until an offset (or
-    the high watermark) is folded; listeners woken when notifications are added.
-    """
+    def notifications(
+        self, first: int, topics: Sequence[str], *, live: bool
+    ) -> AsyncGenerator[Notification, None]:
+        """Notifications with ids from `first` on; `live`: forever, else up to the end of the
+        partition as of the call."""
 
-    async def caught_up(self) -> None:
-        """Return once everything acknowledged before the call is folded."""
-
-    async def folded(self, offset: int) -> None:
-        """Return once the record at `offset` is folded."""
-
-    def ids_at(self, offset: int) -> list[int]:
-        """The notification ids the record at `offset` got (none: rejected or not ours)."""
-
-    def select(
+    async def select(
         self, first: int, stop: int | None, limit: int, topics: Sequence[str]
     ) -> list[Notification]:
-        """Folded notifications with ids from `first`, up to `stop`, at most `limit`."""
+        """Notifications with ids from `first`, up to `stop`, at most `limit`."""
 
-    def max_id(self) -> int | None: ...
+    async def max_id(self) -> int | None:
+        """The highest id as of the end of the partition when asked."""
 
-    def tracking(self, application_name: str) -> int | None: ...
+    async def ids(self, counts: Mapping[int, int]) -> dict[int, int]:
+        """The first ids of our accepted records: `counts` has their offsets and number of
+        notifications."""
 
-    def listen(self, event: threading.Event) -> None: ...
+    async def end(self) -> int:
+        """An offset every record acknowledged before the call lies below."""
 
-    def unlisten(self, event: threading.Event) -> None: ...
+    def tracked(self, after: int) -> AsyncGenerator[tuple[Tracking, int], None]:
+        """The positions accepted records after offset `after` carry, with their offsets, up
+        to the end of the partition as of the call."""
 
-    async def close(self) -> None: ...
+
+@dataclass(frozen=True, slots=True)
+class _Numbered:
+    """Records up to `as_of` are numbered; the next record's first id is `next_id`."""
+
+    as_of: int = -1
+    next_id: int = 1
 
 
-class NotificationLog:
-    """The fold of partition 0 of one topic, kept current by a task on the bridge's loop."""
+@dataclass(frozen=True, slots=True)
+class _Numbers:
+    """A record's notifications: ids `first_id` .. `first_id + count - 1`."""
 
-    def __init__(self, topic: str, kafka: KafkaAccess, fence: Fence) -> None:
-        self._topic = topic
-        self._kafka = kafka
-        self._fence = fence
-        self._tp = TopicPartition(topic, APPLICATION_PARTITION)
-        self._states: dict[JournalKey, JournalState] = {}
-        self._notifications: list[Notification] = []  # id n at index n - 1
-        self._offsets: list[int] = []  # the record offset of each notification
-        self._tracking: dict[str, int] = {}
-        self._next = 0  # the next offset to fold
-        self._progress = asyncio.Event()
-        self._failure: BaseException | None = None
-        self._listeners: set[threading.Event] = set()
-        self._lock = threading.Lock()  # readers call from the library's threads
-        self._task: asyncio.Task[None] | None = None
+    first_id: int
+    offset: int
+    count: int
 
-    async def start(self) -> None:
-        consumer = await start_consumer(self._kafka, fetch_max_wait_ms=50)
-        consumer.assign([self._tp])
-        beginning = (await consumer.beginning_offsets([self._tp]))[self._tp]
-        if beginning > 0:
-            await stop_consumer(consumer)
-            raise JournalTruncated(
-                f"{self._topic} starts at offset {beginning}: the notification log needs it "
-                "from offset 0 (application topics are created without retention)"
-            )
-        consumer.seek(self._tp, 0)
-        self._task = asyncio.create_task(self._run(consumer))
 
-    async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+class SubscriptionLog:
+    """The notification log of one application's topic."""
 
-    async def _run(self, consumer: AIOKafkaConsumer) -> None:
+    def __init__(self, journals: Journals, session: Any, keyspace: str) -> None:
+        self._journals = journals
+        self._session = session
+        self._topic = journals.topic
+        self._key = JournalKey(journals.topic, "eventsourcing")
+        self._numbers = f"{keyspace}.{NUMBERS_TABLE}"
+        self._numbered = f"{keyspace}.{NUMBERED_TABLE}"
+        self._numbering = asyncio.Lock()  # one numbering at a time in this process
+
+    @classmethod
+    async def connect(cls, journals: Journals, session: Any, keyspace: str) -> SubscriptionLog:
+        log = cls(journals, session, keyspace)
+        await cql.execute(
+            session,
+            f"CREATE TABLE IF NOT EXISTS {log._numbers} (topic text, bucket bigint, "
+            "first_id bigint, record_offset bigint, events int, "
+            "PRIMARY KEY ((topic, bucket), first_id)) WITH CLUSTERING ORDER BY (first_id DESC)",
+        )
+        await cql.execute(
+            session,
+            f"CREATE TABLE IF NOT EXISTS {log._numbered} (topic text PRIMARY KEY, "
+            "as_of bigint, next_id bigint)",
+        )
+        return log
+
+    async def _events(self, after: int, *, live: bool) -> AsyncGenerator[SubscribedEvent, None]:
+        """The accepted events of the records after offset `after`."""
+        position = SubscriptionPosition.of({APPLICATION_PARTITION: after})
+        items = self._journals.subscribe(position, live=live)
         try:
-            while True:
-                batches = await consumer.getmany(self._tp, timeout_ms=500)
-                messages = batches.get(self._tp, [])
-                if not messages:
-                    continue
-                added = False
-                with self._lock:
-                    for message in messages:
-                        added = self._fold(message) or added
-                        self._next = message.offset + 1
-                self._wake(added)
-        except KafkaError as error:
-            self._failure = KafkaUnavailable(f"the notification log stopped: {error!r}")
-            self._wake(True)
-        except asyncio.CancelledError:
-            self._failure = KafkaUnavailable("the notification log is closed")
-            self._wake(True)
-            raise
+            async for item in items:
+                if isinstance(item, SubscribedEvent):
+                    yield item
         finally:
-            await stop_consumer(consumer)
+            if isinstance(items, AsyncGenerator):  # its consumer stops now, not when collected
+                await items.aclose()
 
-    def _wake(self, added: bool) -> None:
-        self._progress.set()
-        self._progress = asyncio.Event()
-        if added:
-            with self._lock:
-                for listener in self._listeners:
-                    listener.set()
+    async def _records(
+        self, after: int, *, live: bool
+    ) -> AsyncGenerator[tuple[int, list[StoredEvent]], None]:
+        """Each accepted record after offset `after` with notifications: its offset and
+        their events, once its last event is read."""
+        offset, found = -1, list[StoredEvent]()
+        async with aclosing(self._events(after, live=live)) as events:
+            async for item in events:
+                if item.record.offset != offset:
+                    if found:  # its last event is gone (deleted from the store)
+                        yield offset, found
+                    offset, found = item.record.offset, []
+                decoded = decode_event(item.key.id, item.record)
+                if decoded is not None:  # else a tracking journal's event, or not ours
+                    found.append(decoded.stored)
+                # the last event of a record has the record's own offset as its position
+                if item.position.offset(APPLICATION_PARTITION) == offset:
+                    if found:
+                        yield offset, found
+                    offset, found = -1, []
+            if found:
+                yield offset, found
 
-    def _fold(self, message: ConsumerRecord[bytes, bytes]) -> bool:
-        """Fold one record; True if it added notifications."""
-        try:
-            action = parse(raw_record(message))
-            if action is None:
-                return False
-            records = events_of(action)
-        except (MalformedRecord, DecodeError, InvalidValue) as error:
-            # replication quarantines it; reads skip it: so does the log
-            log.warning("notification log: skipped %s@%s: %s", self._tp, message.offset, error)
-            return False
-        state = self._states.get(action.key, JournalState())
-        state, verdict = state.apply(action.header, action.offset)
-        self._states[action.key] = state
-        if verdict is not Verdict.APPENDED:
-            return False
-        tracking = tracking_of(action.headers)
-        if tracking is not None:
-            known = self._tracking.get(tracking.application_name, 0)
-            self._tracking[tracking.application_name] = max(known, tracking.notification_id)
-        added = False
-        for record in records:
-            decoded = decode_event(action.key.id, record)
-            if decoded is None:
-                continue  # a tracking journal's event, or not written by this module
-            stored = decoded.stored
-            self._notifications.append(
-                Notification(
-                    id=len(self._notifications) + 1,
-                    originator_id=stored.originator_id,
-                    originator_version=stored.originator_version,
-                    topic=stored.topic,
-                    state=stored.state,
+    async def _mark(self) -> _Numbered:
+        rows = await cql.execute(
+            self._session,
+            f"SELECT as_of, next_id FROM {self._numbered} WHERE topic = %s",
+            (self._topic,),
+        )
+        return _Numbered(rows[0].as_of, rows[0].next_id) if rows else _Numbered()
+
+    async def _record_of(self, notification_id: int) -> _Numbers | None:
+        """The numbered record holding `notification_id` (None: not numbered yet)."""
+        bucket = (notification_id - 1) // _BUCKET_IDS
+        while bucket >= 0:
+            rows = await cql.execute(
+                self._session,
+                f"SELECT first_id, record_offset, events FROM {self._numbers} "
+                "WHERE topic = %s AND bucket = %s AND first_id <= %s LIMIT 1",
+                (self._topic, bucket, notification_id),
+            )
+            if rows:
+                row = rows[0]
+                if notification_id >= row.first_id + row.events:
+                    return None
+                return _Numbers(row.first_id, row.record_offset, row.events)
+            bucket -= 1
+        return None
+
+    async def _latest(self, below: int, count: int) -> list[_Numbers]:
+        """Up to `count` numbered records with ids below `below`, the latest first."""
+        rows = await cql.execute(
+            self._session,
+            f"SELECT first_id, record_offset, events FROM {self._numbers} "
+            "WHERE topic = %s AND bucket = %s AND first_id < %s LIMIT %s",
+            (self._topic, (below - 2) // _BUCKET_IDS, below, count),
+        )
+        return [_Numbers(r.first_id, r.record_offset, r.events) for r in rows]
+
+    async def _save(self, numbers: Sequence[_Numbers], mark: _Numbered) -> None:
+        """The rows first, then the mark that says they are complete."""
+        query = (
+            f"INSERT INTO {self._numbers} (topic, bucket, first_id, record_offset, events) "
+            "VALUES (%s, %s, %s, %s, %s)"
+        )
+        for start in range(0, len(numbers), _WRITES_AT_ONCE):
+            await asyncio.gather(
+                *(
+                    cql.execute(
+                        self._session,
+                        query,
+                        (
+                            self._topic,
+                            (n.first_id - 1) // _BUCKET_IDS,
+                            n.first_id,
+                            n.offset,
+                            n.count,
+                        ),
+                    )
+                    for n in numbers[start : start + _WRITES_AT_ONCE]
                 )
             )
-            self._offsets.append(action.offset)
-            added = True
-        return added
+        await cql.execute(
+            self._session,
+            f"INSERT INTO {self._numbered} (topic, as_of, next_id) VALUES (%s, %s, %s) "
+            "USING TIMESTAMP %s",
+            (self._topic, mark.as_of, mark.next_id, mark.as_of + 2),
+        )
 
-    async def folded(self, offset: int) -> None:
-        while self._next <= offset:  # bounded by the caller (Connection.run)
-            if self._failure is not None:
-                raise self._failure
-            await self._progress.wait()
+    async def _number(self, to: int, ours: Mapping[int, int]) -> dict[int, int]:
+        """Number the records up to offset `to`; the first ids of those of `ours` (offset:
+        count, accepted) this call numbered."""
+        async with self._numbering:
+            mark = await self._mark()
+            if mark.as_of >= to:
+                return {}
+            numbers: list[_Numbers] = []
+            next_id = mark.next_id
+            if all(o in ours for o in range(mark.as_of + 1, to + 1)):
+                # only our own records since the mark: their counts are known, nothing to read
+                for offset in range(mark.as_of + 1, to + 1):
+                    numbers.append(_Numbers(next_id, offset, ours[offset]))
+                    next_id += ours[offset]
+                as_of = to
+            else:
+                as_of = to
+                async with aclosing(self._records(mark.as_of, live=False)) as records:
+                    async for offset, found in records:
+                        numbers.append(_Numbers(next_id, offset, len(found)))
+                        next_id += len(found)
+                        as_of = max(as_of, offset)
+            await self._save([n for n in numbers if n.count], _Numbered(as_of, next_id))
+            return {n.offset: n.first_id for n in numbers if n.offset in ours}
 
-    async def caught_up(self) -> None:
-        fence = await self._fence.fence(JournalKey(self._topic, "eventsourcing"), 0)
-        if fence > 0:
-            await self.folded(fence - 1)
+    async def ids(self, counts: Mapping[int, int]) -> dict[int, int]:
+        given = await self._number(max(counts), counts)
+        missing = set(counts) - set(given)
+        if missing:  # numbered meanwhile by another process: among the latest records
+            below = (await self._mark()).next_id
+            while missing and below > 1:
+                latest = await self._latest(below, 100)
+                if not latest:
+                    below = ((below - 2) // _BUCKET_IDS) * _BUCKET_IDS + 1
+                    continue
+                for numbers in latest:
+                    if numbers.offset in missing:
+                        given[numbers.offset] = numbers.first_id
+                        missing.discard(numbers.offset)
+                below = latest[-1].first_id
+        if missing:
+            raise OperationalError(f"records at offsets {sorted(missing)} have no ids")
+        return given
 
-    def ids_at(self, offset: int) -> list[int]:
-        with self._lock:
-            low = bisect.bisect_left(self._offsets, offset)
-            high = bisect.bisect_right(self._offsets, offset)
-            return list(range(low + 1, high + 1))
+    async def notifications(
+        self, first: int, topics: Sequence[str], *, live: bool
+    ) -> AsyncGenerator[Notification, None]:
+        first = max(first, 1)
+        mark = await self._mark()
+        start = await self._record_of(first) if first < mark.next_id else None
+        after, next_id = (
+            (mark.as_of, mark.next_id)
+            if start is None
+            else (
+                start.offset - 1,
+                start.first_id,
+            )
+        )
+        async with aclosing(self._records(after, live=live)) as records:
+            async for _offset, found in records:
+                for stored in found:
+                    notification_id, next_id = next_id, next_id + 1
+                    if notification_id >= first and (not topics or stored.topic in topics):
+                        yield Notification(
+                            id=notification_id,
+                            originator_id=stored.originator_id,
+                            originator_version=stored.originator_version,
+                            topic=stored.topic,
+                            state=stored.state,
+                        )
 
-    def select(
+    async def select(
         self, first: int, stop: int | None, limit: int, topics: Sequence[str]
     ) -> list[Notification]:
-        if self._failure is not None:
-            raise self._failure
-        with self._lock:
-            end = len(self._notifications) if stop is None else min(stop, len(self._notifications))
-            found: list[Notification] = []
-            for index in range(max(first, 1) - 1, end):
+        found: list[Notification] = []
+        if limit < 1 or (stop is not None and stop < first):
+            return found
+        async with aclosing(self.notifications(first, topics, live=False)) as notifications:
+            async for notification in notifications:
+                if stop is not None and notification.id > stop:
+                    break
+                found.append(notification)
                 if len(found) >= limit:
                     break
-                notification = self._notifications[index]
-                if not topics or notification.topic in topics:
-                    found.append(notification)
-            return found
+        return found
 
-    def max_id(self) -> int | None:
-        if self._failure is not None:
-            raise self._failure
-        with self._lock:
-            return len(self._notifications) or None
+    async def end(self) -> int:
+        return await self._journals.fence.fence(self._key, APPLICATION_PARTITION)
 
-    def tracking(self, application_name: str) -> int | None:
-        with self._lock:
-            return self._tracking.get(application_name)
+    async def max_id(self) -> int | None:
+        end = await self.end()
+        if end > 0:
+            await self._number(end - 1, {})
+        return (await self._mark()).next_id - 1 or None
 
-    def listen(self, event: threading.Event) -> None:
-        with self._lock:
-            self._listeners.add(event)
-
-    def unlisten(self, event: threading.Event) -> None:
-        with self._lock:
-            self._listeners.discard(event)
+    async def tracked(self, after: int) -> AsyncGenerator[tuple[Tracking, int], None]:
+        offset = -1
+        async with aclosing(self._events(after, live=False)) as events:
+            async for item in events:
+                if item.record.offset == offset:
+                    continue  # every event of a record carries the record's headers
+                offset = item.record.offset
+                tracking = tracking_of(item.record.headers)
+                if tracking is not None:
+                    yield tracking, offset

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections.abc import Sequence
 from typing import Any
@@ -11,7 +12,6 @@ from eventsourcing.persistence import (
     AggregateRecorder,
     ApplicationRecorder,
     IntegrityError,
-    ListenNotifySubscription,
     Notification,
     OperationalError,
     ProcessRecorder,
@@ -99,7 +99,7 @@ class _Recording:
         several = len(batches) > 1
         planned = [(batch, await self._first_seq_nr(batch, look=several)) for batch in batches]
         headers = tracking_headers(tracking)
-        positions = []
+        positions: list[Position] = []
         for done, (batch, first) in enumerate(planned):
             try:
                 positions.append(await self._append(batch, first, headers))
@@ -116,6 +116,8 @@ class _Recording:
                 if done:
                     message += f" (the events of {done} other aggregate(s) were recorded)"
                 raise IntegrityError(message) from error
+        if tracking is not None:
+            await self._connection.tracking.recorded(tracking, max(p.offset for p in positions))
         return positions
 
     async def _first_seq_nr(self, batch: _Batch, *, look: bool) -> int:
@@ -152,9 +154,7 @@ class _Recording:
         return position
 
     async def _check_tracking(self, tracking: Tracking) -> None:
-        log = self._connection.log
-        await log.caught_up()
-        recorded = log.tracking(tracking.application_name)
+        recorded = await self._connection.tracking.max_id(tracking.application_name)
         if recorded is not None and tracking.notification_id <= recorded:
             raise IntegrityError(
                 f"tracking {tracking.application_name} {tracking.notification_id}: "
@@ -166,11 +166,13 @@ class _Recording:
         journal = self._connection.journals.journal(tracking_journal_id(tracking.application_name))
         last = (await journal.info()).seq_nr or 0
         try:
-            return await journal.append(
+            position = await journal.append(
                 [tracking_event(tracking, last + 1)],
                 expected_seq_nr=last,
                 headers=tracking_headers(tracking),
             )
+            await self._connection.tracking.recorded(tracking, position.offset)
+            return position
         except SeqNrConflict as error:
             raise IntegrityError(
                 f"tracking {tracking.application_name}: a rival recorded a position first"
@@ -210,19 +212,18 @@ class _Recording:
     async def notification_ids(
         self, stored_events: Sequence[StoredEvent], positions: Sequence[Position]
     ) -> list[int]:
-        """The ids the log's fold gave our records at `positions` (one per aggregate, in
-        `_batches` order), in the order of `stored_events`: the library pairs them up."""
-        log = self._connection.log
-        if not stored_events:
-            return []  # a tracking position alone (its record has no notification)
-        await log.folded(max(p.offset for p in positions))
+        """The ids of our records at `positions` (one per aggregate, in `_batches` order,
+        each accepted once its append returned), in the order of `stored_events`: the
+        library pairs them up."""
+        batches = _batches(stored_events)
+        offsets = [p.offset for p in positions]
+        first_ids = await self._connection.log.ids(
+            {o: len(b.events) for o, b in zip(offsets, batches, strict=True)}
+        )
         ids: dict[tuple[str, int], int] = {}
-        for batch, position in zip(_batches(stored_events), positions, strict=True):
-            given = log.ids_at(position.offset)
-            if len(given) != len(batch.events):  # the same fold accepted it for the append
-                raise OperationalError(f"{batch.journal_id}: no notification ids at {position}")
-            for stored, notification_id in zip(batch.events, given, strict=True):
-                ids[batch.journal_id, stored.originator_version] = notification_id
+        for batch, offset in zip(batches, offsets, strict=True):
+            for index, stored in enumerate(batch.events):
+                ids[batch.journal_id, stored.originator_version] = first_ids[offset] + index
         return [ids[journal_id_of(s.originator_id), s.originator_version] for s in stored_events]
 
 
@@ -287,7 +288,8 @@ class KafkaSnapshotRecorder(AggregateRecorder):
 
 
 class KafkaApplicationRecorder(KafkaAggregateRecorder, ApplicationRecorder):
-    """The notification log is the fold of the application's one-partition topic (log.py)."""
+    """The notification log is the subscription of the application's one-partition topic,
+    ids from log positions (log.py)."""
 
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
@@ -297,6 +299,9 @@ class KafkaApplicationRecorder(KafkaAggregateRecorder, ApplicationRecorder):
 
         async def insert() -> list[int]:
             positions = await recording.insert(stored_events, tracking)
+            # a tracking position alone: its record holds no notification
+            if not stored_events:
+                return []
             return await recording.notification_ids(stored_events, positions)
 
         return self.connection.run(insert)
@@ -311,19 +316,11 @@ class KafkaApplicationRecorder(KafkaAggregateRecorder, ApplicationRecorder):
         inclusive_of_start: bool = True,
     ) -> Sequence[Notification]:
         first = 1 if start is None else start + (0 if inclusive_of_start else 1)
-        try:  # from memory: not worth a trip to the loop
-            return self.connection.log.select(first, stop, limit, topics)
-        except Unavailable as error:
-            raise OperationalError(str(error)) from error
+        log = self.connection.log
+        return self.connection.run(lambda: log.select(first, stop, limit, topics))
 
     def max_notification_id(self) -> int | None:
-        log = self.connection.log
-
-        async def current() -> int | None:
-            await log.caught_up()
-            return log.max_id()
-
-        return self.connection.run(current)
+        return self.connection.run(self.connection.log.max_id)
 
     def subscribe(
         self, gt: int | None = None, topics: Sequence[str] = ()
@@ -331,23 +328,69 @@ class KafkaApplicationRecorder(KafkaAggregateRecorder, ApplicationRecorder):
         return KafkaSubscription(self, gt, topics)
 
 
-class KafkaSubscription(ListenNotifySubscription[KafkaApplicationRecorder]):
-    """The library's pull loop, woken by the notification log's fold."""
+class _End:
+    """The subscription ended: stopped, or failed with `error`."""
+
+    def __init__(self, error: BaseException | None = None) -> None:
+        self.error = error
+
+
+class KafkaSubscription(Subscription[KafkaApplicationRecorder]):
+    """The library's blocking iterator on a live subscription of the log, run on the
+    connection's loop; at most `_AHEAD` notifications wait for the reader."""
+
+    _AHEAD = 500
 
     def __init__(
         self, recorder: KafkaApplicationRecorder, gt: int | None, topics: Sequence[str]
     ) -> None:
         super().__init__(recorder=recorder, gt=gt, topics=topics)
-        recorder.connection.log.listen(self._has_been_notified)
+        self._loop = recorder.connection.loop
+        self._items: asyncio.Queue[Notification | _End] = asyncio.Queue(self._AHEAD)
+        first = 1 if gt is None else gt + 1
+        log = recorder.connection.log
+
+        async def pump() -> None:
+            try:
+                async for notification in log.notifications(first, topics, live=True):
+                    await self._items.put(notification)
+            except Exception as error:  # the reader raises it, as OperationalError
+                await self._items.put(_End(error))
+
+        async def start() -> asyncio.Task[None]:
+            return asyncio.create_task(pump())
+
+        self._pump = self._loop.run(start())
+
+    def __next__(self) -> Notification:
+        if self._has_been_stopped:
+            raise StopIteration
+        item = self._loop.run(self._items.get())
+        if isinstance(item, Notification):
+            return item
+        self.stop()
+        if isinstance(item.error, Unavailable):
+            raise OperationalError(str(item.error)) from item.error
+        if item.error is not None:
+            raise item.error
+        raise StopIteration
 
     def stop(self) -> None:
         super().stop()
-        self._recorder.connection.log.unlisten(self._has_been_notified)
+
+        def end() -> None:
+            self._pump.cancel()
+            while not self._items.empty():  # room for the end, for a reader waiting now
+                self._items.get_nowait()
+            self._items.put_nowait(_End())
+
+        if self._loop.alive:
+            self._loop.loop.call_soon_threadsafe(end)
 
 
 class KafkaTrackingRecorder(TrackingRecorder):
-    """Positions ride in their events' records, or in the tracking journal without events;
-    the notification log's fold keeps each upstream application's highest (wire.py)."""
+    """Positions ride in their events' records, or in the tracking journal without events
+    (wire.py); each upstream application's highest is a row kept current (tracking.py)."""
 
     def __init__(self, connection: Connection) -> None:
         self.connection = connection
@@ -358,13 +401,8 @@ class KafkaTrackingRecorder(TrackingRecorder):
         self.connection.run(lambda: recording.insert((), tracking))
 
     def max_tracking_id(self, application_name: str) -> int | None:
-        log = self.connection.log
-
-        async def current() -> int | None:
-            await log.caught_up()
-            return log.tracking(application_name)
-
-        return self.connection.run(current)
+        tracking = self.connection.tracking
+        return self.connection.run(lambda: tracking.max_id(application_name))
 
 
 class KafkaProcessRecorder(KafkaTrackingRecorder, KafkaApplicationRecorder, ProcessRecorder):

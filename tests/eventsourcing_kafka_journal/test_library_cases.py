@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
 from typing import Any
 from uuid import uuid4
 
@@ -32,32 +31,9 @@ from eventsourcing_kafka_journal.recorders import (
     KafkaTrackingRecorder,
 )
 from eventsourcing_kafka_journal.wire import encode_event
-from stack import Stack
 from tests.support.harness import unique
 
-pytestmark = pytest.mark.integration
-
-KEYSPACE = unique("es")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def stack_environment(stack: Stack) -> Iterator[None]:
-    """The stack's servers and the module's keyspace, as an application would be given them."""
-    variables = {
-        "PERSISTENCE_MODULE": "eventsourcing_kafka_journal",
-        "KJ_KAFKA_BOOTSTRAP": stack.kafka_bootstrap,
-        "KJ_CASSANDRA_HOSTS": ",".join(stack.cassandra_hosts),
-        "KJ_CASSANDRA_PORT": str(stack.cassandra_port),
-        "KJ_KEYSPACE": KEYSPACE,
-    }
-    saved = {name: os.environ.get(name) for name in variables}
-    os.environ.update(variables)
-    yield
-    for name, value in saved.items():
-        if value is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = value
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("stack_environment")]
 
 
 class FreshTopic:
