@@ -35,13 +35,18 @@ Decisions:
   accepted records after that offset, usually none (tracking.py): no scan of the log per call.
   A lower or equal position is refused before producing (IntegrityError); two writers racing
   with the same position and different aggregates may both be accepted.
-- **Snapshots** are not events (any version, gaps): a Cassandra table of the keyspace,
-  lightweight transactions for taken versions (snapshots.py).
+- **Snapshots** are the journals' snapshots (journal/snapshots.py): an aggregate's snapshot
+  at version v is its journal's at v's seqNr (wire.seq_nr_of, the events' mapping), so the log
+  orders puts and a Purge removes them. A taken version is replaced, not refused (the SQL
+  modules' IntegrityError): a snapshot at v is a function of the events up to v. Every select
+  pattern is supported: the library's (newest at or below a version: desc, limit 1) is one
+  `latest`; the rest (`app.snapshots.get(id)`, ascending) walk down, one `latest` per snapshot
+  (snapshots.py).
 - **Sync to async**: a factory runs one event loop on one thread (bridge.py); every recorder
   call runs a coroutine there and waits. `Factory.close` stops the subscriptions, the clients,
   the loop and its thread.
 
-Seams: `log.NotificationSource` and `snapshots.SnapshotStore`.
+Seam: `log.NotificationSource`.
 """
 
 from eventsourcing_kafka_journal.factory import Factory

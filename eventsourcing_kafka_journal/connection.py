@@ -1,6 +1,6 @@
 """One factory's connection to the stack: the bridge's loop, the direct client, the
-notification log, the tracking positions and the snapshot store, opened together and closed
-together."""
+notification log, the tracking positions and the aggregates' snapshots, opened together and
+closed together."""
 
 from __future__ import annotations
 
@@ -10,13 +10,14 @@ from collections import OrderedDict
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-from eventsourcing.persistence import OperationalError
+from eventsourcing.persistence import IntegrityError, OperationalError
 from eventsourcing.utils import Environment
 
 from eventsourcing_kafka_journal.bridge import LoopThread
 from eventsourcing_kafka_journal.log import NotificationSource, SubscriptionLog
-from eventsourcing_kafka_journal.snapshots import CassandraSnapshots, SnapshotStore
+from eventsourcing_kafka_journal.snapshots import AggregateSnapshots
 from eventsourcing_kafka_journal.tracking import TrackingPositions
+from eventsourcing_kafka_journal.wire import decode_event
 from journal.errors import JournalTruncated, Unavailable
 from journal.journals import Journals
 from journal.settings import Settings
@@ -50,12 +51,27 @@ def settings_of(env: Environment) -> Settings:
 
 
 class Bases:
-    """Each aggregate's version at seqNr 1, least recently used first out (fixed once the
-    journal's first Append is accepted: an aggregate is never purged by this module)."""
+    """Each aggregate's version at seqNr 1 (the base of `wire.seq_nr_of`), least recently used
+    first out (fixed once the journal's first Append is accepted: an aggregate is never purged
+    by this module)."""
 
-    def __init__(self, capacity: int = 100_000) -> None:
+    def __init__(self, journals: Journals, capacity: int = 100_000) -> None:
+        self._journals = journals
         self._capacity = capacity
         self._known: OrderedDict[str, int] = OrderedDict()
+
+    async def read(self, journal_id: str) -> int | None:
+        """The base, read from the journal's first event unless known; None without events."""
+        known = self.get(journal_id)
+        if known is not None:
+            return known
+        async for record in self._journals.journal(journal_id).read(1, 1, 1):
+            decoded = decode_event(journal_id, record)
+            if decoded is None:
+                raise IntegrityError(f"journal {journal_id} was not written by this module")
+            self.put(journal_id, decoded.base)
+            return decoded.base
+        return None
 
     def get(self, journal_id: str) -> int | None:
         base = self._known.get(journal_id)
@@ -81,7 +97,6 @@ class Connection:
         store: CassandraStore,
         log: NotificationSource,
         tracking: TrackingPositions,
-        snapshots: SnapshotStore,
         timeout: float,
     ) -> None:
         self.settings = settings
@@ -90,9 +105,9 @@ class Connection:
         self.store = store  # ours, not the client's: closed after it
         self.log = log
         self.tracking = tracking
-        self.snapshots = snapshots
         self.timeout = timeout
-        self.bases = Bases()  # touched on the loop's thread only
+        self.bases = Bases(journals)  # touched on the loop's thread only
+        self.snapshots = AggregateSnapshots(journals, self.bases)
 
     @classmethod
     def open(cls, settings: Settings, timeout: float) -> Connection:
@@ -126,7 +141,7 @@ class Connection:
 
 async def _open(
     settings: Settings,
-) -> tuple[Journals, CassandraStore, SubscriptionLog, TrackingPositions, CassandraSnapshots]:
+) -> tuple[Journals, CassandraStore, SubscriptionLog, TrackingPositions]:
     spec = TopicSpec(
         settings.topic, 1, settings.replication_factor, settings.min_insync_replicas, _NO_RETENTION
     )
@@ -138,7 +153,6 @@ async def _open(
         )
     store = await CassandraStore.connect(settings.cassandra_config())
     try:
-        snapshots = await CassandraSnapshots.connect(store.session, settings.keyspace)
         journals = await Journals.connect(settings, store=store)
     except BaseException:
         await store.close()
@@ -151,7 +165,7 @@ async def _open(
     except BaseException:
         await _close(journals, store)
         raise
-    return journals, store, log, tracking, snapshots
+    return journals, store, log, tracking
 
 
 async def _close(journals: Journals, store: CassandraStore) -> None:

@@ -26,6 +26,7 @@ from eventsourcing_kafka_journal.wire import (
     decode_event,
     encode_event,
     journal_id_of,
+    seq_nr_of,
     tracking_event,
     tracking_headers,
     tracking_journal_id,
@@ -64,22 +65,6 @@ class _Recording:
 
     def __init__(self, connection: Connection) -> None:
         self._connection = connection
-
-    async def base(self, journal_id: str, first_version: int) -> int:
-        """The version at the journal's seqNr 1: its first event's, or, for a journal
-        without events, `first_version` (the batch that would start it)."""
-        bases = self._connection.bases
-        known = bases.get(journal_id)
-        if known is not None:
-            return known
-        journal = self._connection.journals.journal(journal_id)
-        async for record in journal.read(1, 1, 1):
-            decoded = decode_event(journal_id, record)
-            if decoded is None:
-                raise IntegrityError(f"journal {journal_id} was not written by this module")
-            bases.put(journal_id, decoded.base)
-            return decoded.base
-        return first_version
 
     async def insert(
         self, stored_events: Sequence[StoredEvent], tracking: Tracking | None
@@ -130,10 +115,10 @@ class _Recording:
         if base is None and look:
             info = await self._connection.journals.journal(journal_id).info()
             if info.seq_nr:
-                base = await self.base(journal_id, batch.first_version)
+                base = await self._connection.bases.read(journal_id)
         if base is None:
             return 1
-        first = batch.first_version - base + 1
+        first = seq_nr_of(batch.first_version, base)
         if first < 1:
             raise IntegrityError(
                 f"{journal_id}: version {batch.first_version} is before the aggregate's "
@@ -190,8 +175,8 @@ class _Recording:
         bases = self._connection.bases
         base = bases.get(journal_id)
         # with the base known, only the seqNrs asked for are read
-        from_ = 1 if base is None or gt is None else max(1, gt + 1 - base + 1)
-        to = None if base is None or lte is None else lte - base + 1
+        from_ = 1 if base is None or gt is None else max(1, seq_nr_of(gt + 1, base))
+        to = None if base is None or lte is None else seq_nr_of(lte, base)
         if to is not None and to < from_:
             return []
         journal = self._connection.journals.journal(journal_id)
@@ -262,7 +247,8 @@ class KafkaAggregateRecorder(AggregateRecorder):
 
 
 class KafkaSnapshotRecorder(AggregateRecorder):
-    """Snapshots in the keyspace (snapshots.py); any version, the newest first when asked."""
+    """An aggregate's snapshots are its journal's (snapshots.py): a version's snapshot is
+    the one at the seqNr of that version's event."""
 
     def __init__(self, connection: Connection) -> None:
         self.connection = connection

@@ -1,83 +1,74 @@
-"""Snapshots: the library's snapshot recorder on a Cassandra table of the keyspace.
+"""Snapshots: the library's snapshot recorder on the journals' snapshot store.
 
-A snapshot is not an event: the library stores them at any version, with gaps, and asks for
-the newest at or below a version. So they are not a journal; they live in a table of the
-keyspace, one partition per aggregate, newest version first. A version taken already is a
-lightweight transaction that did not apply: the library's IntegrityError. `SnapshotStore` is
-the seam where issue 13's snapshot store takes over.
+An aggregate's snapshot at version v is its journal's snapshot (`journals.journal(id)
+.snapshots`, journal/snapshots.py) at the seqNr v maps to (`wire.seq_nr_of`, the mapping of
+its events), its payload the library's stored event (`wire.encode_snapshot`). So the log
+orders the puts by their Marks and a Purge of the journal removes the aggregate's snapshots.
+
+- **Insert** puts each snapshot in turn (no atomicity across several; the library puts one
+  at a time). A version already taken is replaced, not refused: a snapshot at v is a function
+  of the aggregate's events up to v, so two puts there carry the same state (two processes
+  snapshotting the same event), and a refusal would need a look before the put that a rival
+  could still race. A version beyond the aggregate's recorded events, or before its first,
+  is the library's IntegrityError; a payload past the store's limit its DataError.
+- **Select** walks down with `latest`: the newest at or below `lte`, then the newest below
+  that, ... while above `gt`, up to `limit` when `desc`. The library's own call (the latest
+  at or below a version: desc, limit 1) is one `latest`; every other pattern (ascending, no
+  limit: `app.snapshots.get(id)`) is answered correctly at one `latest` per snapshot in the
+  range, each as of its own fence.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import groupby
-from typing import Any, Protocol
+from typing import TYPE_CHECKING
 from uuid import UUID
 
-from cassandra.query import BatchStatement
-from eventsourcing.persistence import IntegrityError, StoredEvent
+from eventsourcing.persistence import DataError, IntegrityError, StoredEvent
 
-from journal.store import cql
+from eventsourcing_kafka_journal.wire import (
+    decode_snapshot,
+    encode_snapshot,
+    journal_id_of,
+    seq_nr_of,
+)
+from journal.errors import SnapshotBeyondJournal, SnapshotTooLarge
+from journal.journals import Journals
+from journal.model import SEQ_NR_MAX
 
-TABLE = "eventsourcing_snapshots"
-
-
-class SnapshotStore(Protocol):
-    async def insert(self, snapshots: Sequence[StoredEvent]) -> None: ...
-
-    async def select(
-        self,
-        originator_id: UUID | str,
-        gt: int | None,
-        lte: int | None,
-        desc: bool,
-        limit: int | None,
-    ) -> list[StoredEvent]: ...
+if TYPE_CHECKING:  # connection.py builds both: a cycle at run time
+    from eventsourcing_kafka_journal.connection import Bases
 
 
-class CassandraSnapshots:
-    def __init__(self, session: Any, keyspace: str) -> None:
-        self._session = session
-        self._table = f"{keyspace}.{TABLE}"
+class AggregateSnapshots:
+    """The snapshot recorder's inserts and selects, on the connection's loop (async)."""
 
-    @classmethod
-    async def connect(cls, session: Any, keyspace: str) -> CassandraSnapshots:
-        store = cls(session, keyspace)
-        await cql.execute(
-            session,
-            f"CREATE TABLE IF NOT EXISTS {store._table} (originator_id text, version bigint, "
-            "is_uuid boolean, topic text, state blob, PRIMARY KEY ((originator_id), version)) "
-            "WITH CLUSTERING ORDER BY (version DESC)",
-        )
-        return store
+    def __init__(self, journals: Journals, bases: Bases) -> None:
+        self._journals = journals
+        self._bases = bases
 
     async def insert(self, snapshots: Sequence[StoredEvent]) -> None:
-        """Each aggregate's snapshots all or none (one conditional batch per aggregate)."""
-        query = (
-            f"INSERT INTO {self._table} (originator_id, version, is_uuid, topic, state) "
-            "VALUES (%s, %s, %s, %s, %s) IF NOT EXISTS"
-        )
-        ordered = sorted(snapshots, key=lambda s: str(s.originator_id))
-        for originator_id, group in groupby(ordered, key=lambda s: str(s.originator_id)):
-            batch = BatchStatement()
-            versions = set()
-            for snapshot in group:
-                if snapshot.originator_version in versions:
-                    raise IntegrityError(f"snapshot {snapshot} is twice in the batch")
-                versions.add(snapshot.originator_version)
-                batch.add(
-                    query,
-                    (
-                        originator_id,
-                        snapshot.originator_version,
-                        isinstance(snapshot.originator_id, UUID),
-                        snapshot.topic,
-                        snapshot.state,
-                    ),
+        for stored in snapshots:
+            journal_id = journal_id_of(stored.originator_id)
+            version = stored.originator_version
+            base = await self._bases.read(journal_id)
+            if base is None:
+                raise IntegrityError(f"a snapshot of {journal_id} at {version}: it has no events")
+            seq_nr = seq_nr_of(version, base)
+            if seq_nr < 1:
+                raise IntegrityError(
+                    f"a snapshot of {journal_id} at {version}: its first version is {base}"
                 )
-            rows = await cql.execute(self._session, batch)
-            if rows and not rows[0][0]:
-                raise IntegrityError(f"a snapshot of {originator_id} at {versions} exists")
+            snapshots_of = self._journals.journal(journal_id).snapshots
+            try:
+                await snapshots_of.put(seq_nr, encode_snapshot(stored))
+            except SnapshotBeyondJournal as error:
+                raise IntegrityError(
+                    f"a snapshot of {journal_id} at {version} (seqNr {seq_nr}) is beyond its "
+                    f"recorded events (the journal's last seqNr is {error.seq_nr})"
+                ) from error
+            except SnapshotTooLarge as error:
+                raise DataError(str(error)) from error
 
     async def select(
         self,
@@ -87,25 +78,23 @@ class CassandraSnapshots:
         desc: bool,
         limit: int | None,
     ) -> list[StoredEvent]:
-        query = f"SELECT version, is_uuid, topic, state FROM {self._table} WHERE originator_id = %s"
-        params: list[Any] = [str(originator_id)]
-        if gt is not None:
-            query += " AND version > %s"
-            params.append(gt)
-        if lte is not None:
-            query += " AND version <= %s"
-            params.append(lte)
-        query += " ORDER BY version " + ("DESC" if desc else "ASC")
-        if limit is not None:
-            query += " LIMIT %s"
-            params.append(limit)
-        rows = await cql.execute(self._session, query, tuple(params))
-        return [
-            StoredEvent(
-                UUID(str(originator_id)) if row.is_uuid else str(originator_id),
-                row.version,
-                row.topic,
-                row.state,
-            )
-            for row in rows
-        ]
+        journal_id = journal_id_of(originator_id)
+        base = await self._bases.read(journal_id)
+        if base is None or limit == 0:
+            return []
+        above = 0 if gt is None else max(0, seq_nr_of(gt, base))
+        below = SEQ_NR_MAX if lte is None else min(SEQ_NR_MAX, seq_nr_of(lte, base))
+        wanted = limit if desc else None  # ascending: the oldest come last in the walk
+        snapshots_of = self._journals.journal(journal_id).snapshots
+        found: list[StoredEvent] = []
+        while below > above and (wanted is None or len(found) < wanted):
+            snapshot = await snapshots_of.latest(below)
+            if snapshot is None or snapshot.seq_nr <= above:
+                break
+            stored = decode_snapshot(journal_id, snapshot.payload)
+            if stored is not None:  # another writer's snapshot of the journal: not ours
+                found.append(stored)
+            below = snapshot.seq_nr - 1
+        if not desc:
+            found.reverse()
+        return found if limit is None else found[:limit]

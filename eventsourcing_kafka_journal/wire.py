@@ -5,7 +5,12 @@ the library's version, topic and state (base64: the state is whatever bytes the 
 mapper made, compressed or enciphered ones included) and whether the id was a UUID, so a read
 returns the id with the type it was written with. The journal's seqNrs are the versions moved
 so that an aggregate's first version is seqNr 1 (the fold's rule: a new journal starts at 1;
-the library's aggregates start at any version, 1 by default, 0 in some of its tests).
+the library's aggregates start at any version, 1 by default, 0 in some of its tests):
+`seq_nr_of`, the one mapping, for events and snapshots alike.
+
+A snapshot (the library's stored event of an aggregate's state at a version) is the journal's
+snapshot at that version's seqNr, with a binary payload: the same fields but the state as a
+JSON line, then the state's bytes as they are (a snapshot may be megabytes: no base64).
 
 A tracking position rides in the record headers of the events it was recorded with
 (`eventsourcing.tracking`: `[application name, notification id]`), so the events and their
@@ -24,7 +29,7 @@ from uuid import UUID
 
 from eventsourcing.persistence import StoredEvent, Tracking
 
-from journal.model import Event, EventRecord, JsonPayload
+from journal.model import BinaryPayload, Event, EventRecord, Json, JsonPayload, Payload
 
 TRACKING_HEADER = "eventsourcing.tracking"
 TRACKING_JOURNAL_PREFIX = "eventsourcing.tracking:"
@@ -58,18 +63,41 @@ def tracking_of(headers: Mapping[str, str]) -> Tracking | None:
     return Tracking(name, notification_id)
 
 
+def seq_nr_of(version: int, base: int) -> int:
+    """The seqNr of an aggregate's `version` in its journal, `base` its version at seqNr 1."""
+    return version - base + 1
+
+
+def _fields(stored: StoredEvent) -> dict[str, Json]:
+    return {
+        "version": stored.originator_version,
+        "topic": stored.topic,
+        "uuid": isinstance(stored.originator_id, UUID),
+    }
+
+
 def encode_event(stored: StoredEvent, seq_nr: int) -> Event:
-    return Event(
-        seq_nr,
-        payload=JsonPayload(
-            {
-                "version": stored.originator_version,
-                "topic": stored.topic,
-                "state": base64.b64encode(stored.state).decode("ascii"),
-                "uuid": isinstance(stored.originator_id, UUID),
-            }
-        ),
-    )
+    state = base64.b64encode(stored.state).decode("ascii")
+    return Event(seq_nr, payload=JsonPayload({**_fields(stored), "state": state}))
+
+
+def encode_snapshot(stored: StoredEvent) -> BinaryPayload:
+    # compact JSON escapes every newline inside strings: the first b"\n" ends the fields
+    return BinaryPayload(json.dumps(_fields(stored)).encode() + b"\n" + stored.state)
+
+
+def decode_snapshot(journal_id: str, payload: Payload) -> StoredEvent | None:
+    """The stored event `encode_snapshot` made `payload` of; None for another writer's."""
+    if not isinstance(payload, BinaryPayload):
+        return None
+    fields, newline, state = payload.value.partition(b"\n")
+    try:
+        value = json.loads(fields) if newline else None
+    except ValueError:
+        return None
+    if not isinstance(value, dict):
+        return None
+    return _stored_of(journal_id, value, state)
 
 
 def tracking_event(tracking: Tracking, seq_nr: int) -> Event:
@@ -85,7 +113,7 @@ class Decoded:
 
     @property
     def base(self) -> int:
-        """The version of the aggregate's seqNr 1."""
+        """The version of the aggregate's seqNr 1 (`seq_nr_of` turned round)."""
         return self.stored.originator_version - self.seq_nr + 1
 
 
@@ -94,13 +122,23 @@ def decode_event(journal_id: str, record: EventRecord) -> Decoded | None:
     payload = record.event.payload
     if not isinstance(payload, JsonPayload) or not isinstance(payload.value, dict):
         return None
-    value = payload.value
-    version, topic, state = value.get("version"), value.get("topic"), value.get("state")
-    if not isinstance(version, int) or not isinstance(topic, str) or not isinstance(state, str):
+    state = payload.value.get("state")
+    if not isinstance(state, str):
         return None
     try:
-        originator_id: UUID | str = UUID(journal_id) if value.get("uuid") is True else journal_id
         data = base64.b64decode(state, validate=True)
     except ValueError:
         return None
-    return Decoded(StoredEvent(originator_id, version, topic, data), record.seq_nr)
+    stored = _stored_of(journal_id, payload.value, data)
+    return None if stored is None else Decoded(stored, record.seq_nr)
+
+
+def _stored_of(journal_id: str, fields: dict[str, Json], state: bytes) -> StoredEvent | None:
+    version, topic = fields.get("version"), fields.get("topic")
+    if isinstance(version, bool) or not isinstance(version, int) or not isinstance(topic, str):
+        return None
+    try:
+        originator_id: UUID | str = UUID(journal_id) if fields.get("uuid") is True else journal_id
+    except ValueError:
+        return None
+    return StoredEvent(originator_id, version, topic, state)

@@ -7,9 +7,11 @@ from __future__ import annotations
 import os
 import threading
 from typing import Any
-from uuid import uuid4
+from uuid import UUID, uuid4
 
 import pytest
+from eventsourcing.application import Application
+from eventsourcing.domain import Aggregate, event
 from eventsourcing.persistence import (
     AggregateRecorder,
     ApplicationRecorder,
@@ -30,7 +32,7 @@ from eventsourcing_kafka_journal.recorders import (
     KafkaProcessRecorder,
     KafkaTrackingRecorder,
 )
-from eventsourcing_kafka_journal.wire import encode_event
+from eventsourcing_kafka_journal.wire import decode_snapshot, encode_event
 from tests.support.harness import unique
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("stack_environment")]
@@ -226,3 +228,52 @@ def test_two_processes_racing_for_a_version_one_wins_and_both_logs_agree() -> No
     finally:
         for factory in factories:
             factory.close()
+
+
+class Counter(Aggregate):
+    INITIAL_VERSION = 0  # versions 0, 1, 2, ... are seqNrs 1, 2, 3, ...: the mapping shows
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    @event("Incremented")
+    def increment(self) -> None:
+        self.count += 1
+
+
+class Counters(Application[UUID]):
+    snapshotting_intervals = {Counter: 2}
+
+
+def test_an_applications_snapshots_are_its_aggregates_journal_snapshots() -> None:
+    """Snapshots taken by the application (versions 0 and 2) are the aggregate journal's at
+    seqNrs 1 and 3; the application reads them back, and a Purge of the journal removes them."""
+    app = Counters(env={**os.environ, "KJ_TOPIC": unique("es")})
+    try:
+        counter = Counter()
+        counter.increment()
+        counter.increment()
+        app.save(counter)
+        app.take_snapshot(counter.id, version=2)  # a taken version: replaced, not refused
+        factory = app.factory
+        assert isinstance(factory, Factory)
+        connection = factory.connection
+        snapshots = connection.journals.journal(str(counter.id)).snapshots
+        latest = connection.run(snapshots.latest)
+        assert latest is not None
+        assert latest.seq_nr == 3
+        stored = decode_snapshot(str(counter.id), latest.payload)
+        assert stored is not None
+        assert (stored.originator_id, stored.originator_version) == (counter.id, 2)
+        assert app.snapshots is not None
+        assert [s.originator_version for s in app.snapshots.get(counter.id)] == [0, 2]
+        assert [
+            s.originator_version for s in app.snapshots.get(counter.id, lte=1, desc=True, limit=1)
+        ] == [0]
+        assert app.repository.get(counter.id).count == 2
+
+        connection.run(connection.journals.journal(str(counter.id)).purge)
+        assert connection.run(snapshots.latest) is None
+        assert list(app.snapshots.get(counter.id)) == []
+    finally:
+        app.close()
