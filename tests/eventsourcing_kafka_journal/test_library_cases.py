@@ -270,7 +270,11 @@ def test_an_applications_snapshots_are_its_aggregates_journal_snapshots() -> Non
         assert [
             s.originator_version for s in app.snapshots.get(counter.id, lte=1, desc=True, limit=1)
         ] == [0]
+        assert [s.originator_version for s in app.snapshots.get(counter.id, gt=0)] == [2]
         assert app.repository.get(counter.id).count == 2
+        recorder = factory.aggregate_recorder("snapshots")
+        with pytest.raises(IntegrityError, match="beyond its recorded events"):
+            recorder.insert_events([StoredEvent(counter.id, 3, stored.topic, stored.state)])
 
         connection.run(connection.journals.journal(str(counter.id)).purge)
         assert connection.run(snapshots.latest) is None
