@@ -54,7 +54,7 @@ from tables.tables import JournalTables
 log = logging.getLogger(__name__)
 
 MAX_QUEUED = 10_000  # records per partition; past it, replay from Kafka instead
-GAP_UNKNOWN = 2**63 - 1  # the gap's end until the first catch-up learns the partition's end
+GAP_UNKNOWN = 2**63 - 1  # the gap's end until the agent's first record of the partition
 
 
 @dataclass(slots=True)
@@ -65,6 +65,7 @@ class _Partition:
     queued: list[ActionRecord] = field(default_factory=list)
     last: RawRecord | None = None  # the last record handled (the queue ends there)
     gap_end: int = -1  # the records up to here were not handled by this process
+    catch_up_to_end: bool = False  # assigned: the first catch-up goes to the partition's end
     end: int = 0  # the partition's end offset (high watermark) as last seen
     # when the oldest record not replicated yet was written (ms), None if there is none
     unreplicated_since_ms: int | None = None
@@ -105,6 +106,10 @@ class ReplicationWork:
         """One record; call while its event is Faust's current event (tables need that).
         `end`: the partition's end offset, if the consumer knows it (for the lag)."""
         state = await self._state(record.partition, record.offset)
+        if state.gap_end == GAP_UNKNOWN:  # the first record of an assigned partition
+            state.gap_end = record.offset - 1  # the tables lack only what came before it
+            if state.pointer + 1 < record.offset:
+                self._owned.set_floor(record.partition, state.gap_end)
         state.end = max(state.end, record.offset + 1, end or 0)
         if state.unreplicated_since_ms is None:
             state.unreplicated_since_ms = record.timestamp_ms
@@ -129,7 +134,9 @@ class ReplicationWork:
         whether or not a record follows (no await: the agent's `_state` may race this)."""
         if partition in self._partitions or not self._owned.owns(partition):
             return
-        state = _Partition(-1, pointer_read=False, catch_up_from=0, gap_end=GAP_UNKNOWN)
+        state = _Partition(
+            -1, pointer_read=False, catch_up_from=0, gap_end=GAP_UNKNOWN, catch_up_to_end=True
+        )
         self._start(partition, state)
         state.wake.set()
 
@@ -245,14 +252,12 @@ class ReplicationWork:
         consumer = await start_consumer(self._kafka, fetch_max_wait_ms=20)
         try:
             until = -1 if state.last is None else state.last.offset
-            if state.gap_end == GAP_UNKNOWN:
+            if state.catch_up_to_end:
                 until = max(until, (await consumer.end_offsets([tp]))[tp] - 1)
             await replicate_range(consumer, self._replayer, tp, start, until + 1)
         finally:
             await stop_consumer(consumer)
-        if state.gap_end == GAP_UNKNOWN:  # the agent's first record is at most `until` + 1
-            state.gap_end = until
-            self._owned.set_floor(partition, until)
+        state.catch_up_to_end = False
         state.pointer = max(state.pointer, until)
         self._owned.set_replicated(partition, state.pointer)
         if state.trusted:
