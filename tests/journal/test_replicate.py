@@ -117,6 +117,7 @@ async def test_a_flood_of_malformed_records_is_quarantined_in_bulk_with_summarie
     assert all("e.g." in s and "no journal.action header" in s for s in summaries)
 
 
+@pytest.mark.integration
 async def test_records_expired_before_replication_are_counted_and_replication_goes_on(
     connected: Harness,
 ) -> None:
