@@ -160,7 +160,10 @@ class TailIndex:
                     if runs is not None:
                         journals[raw_key] = runs.add(message.offset)
                     elif len(journals) < limit:
-                        journals[raw_key] = OffsetRuns().add(message.offset)
+                        # new here, or pruned away: records up to pruned_to may be its too
+                        journals[raw_key] = OffsetRuns(pruned_to=state.pruned_to).add(
+                            message.offset
+                        )
                     else:
                         state.dropped_to = message.offset
                         METRICS.counter("journal_index_dropped_records_total").inc()

@@ -13,7 +13,7 @@ from aiokafka.structs import TopicPartition
 
 from journal.errors import AppendTooLarge, JournalTruncated, StoreUnavailable
 from journal.head import KafkaReadConfig, KafkaRecords
-from journal.index import IndexAnswer, NotIndexed
+from journal.index import IndexAnswer, Indexed, NotIndexed
 from journal.journals import Journals
 from journal.metrics import METRICS
 from journal.model import SEQ_NR_MAX, Event, EventRecord, JournalKey, TextPayload
@@ -226,6 +226,30 @@ async def test_a_client_started_after_records_expired_unreplicated_fails_the_rea
         assert [r.event.seq_nr async for r in fresh.journal(neighbour).read()] == [1]
     finally:
         await fresh.close()
+
+
+async def test_a_journal_pruned_from_the_tail_index_is_not_whole_when_it_comes_back(
+    api: Direct,
+) -> None:
+    """Replication covered all of j, so the index dropped it; j's next record must not make
+    the index call j's records complete (with Cassandra down, a read would then fold j's
+    new records onto an empty journal and reject them)."""
+    journal = api.journals.journal("j")
+    await journal.append(events(1, 2))
+    pointers = await api.harness.replicate()
+    partition = api.journals.writer.partition_of(journal.key)
+    for _ in range(200):  # the index prunes every second from the store's pointers
+        if api.journals.index.covered(partition) >= pointers[partition]:
+            break
+        await asyncio.sleep(0.05)
+    else:
+        raise AssertionError("the tail index never pruned to the store's pointer")
+    position = await journal.append(events(3, 3))
+    found = await api.journals.index.lookup(journal.key, partition, position.offset + 1)
+    assert isinstance(found, Indexed)
+    assert [r.first for r in found.runs] == [position.offset]
+    assert not found.complete
+    assert found.needs >= pointers[partition]
 
 
 class NoIndex:
