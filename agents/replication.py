@@ -151,6 +151,7 @@ class ReplicationWork:
         if state is not None and state.task is not None:
             state.task.cancel()
         self._replicator.forget(partition)
+        self._tables.forget(partition)
         await self._owned.revoke(partition)
 
     async def close(self) -> None:

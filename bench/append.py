@@ -36,7 +36,9 @@ METHOD = (
     "process (aiohttp client, one connection per lane). HTTP conditional: the same with "
     "`expectedSeqNr` (each lane's journal is its own, so every append is accepted), compared "
     "with HTTP. Contended: {writers} HTTP writers on one journal, each reading the journal's "
-    "seqNr and appending 1 event with `expectedSeqNr` until {contended} appends are accepted."
+    "seqNr and appending 1 event with `expectedSeqNr` until {contended} appends are accepted. "
+    "Before each measured mode the worker replicates everything appended so far (its agent "
+    "also gives conditional appends their verdicts): one mode's backlog does not load the next."
 )
 
 MODES = ("raw", "direct", "http", "http_conditional")
@@ -100,10 +102,12 @@ async def bench_append(
     kafka: KafkaAccess,
     worker_url: str,
     sizes: AppendSizes,
+    settle: Callable[[], Awaitable[None]],
     profile: bool = False,
     worker_pid: int | None = None,
 ) -> Section:
-    """The append section; `journals` writes to the topic the worker at `worker_url` serves."""
+    """The append section; `journals` writes to the topic the worker at `worker_url` serves;
+    `settle` returns once the worker has replicated everything appended so far."""
     appends = f"{sizes.sequential} (c=1) / {sizes.concurrent} (c={sizes.concurrency})"
     contended = sizes.sequential
     method = METHOD.format(
@@ -141,6 +145,7 @@ async def bench_append(
                         )  # warm-up
                     for _ in range(sizes.repetitions):
                         for mode in MODES:  # interleaved, so drift hits all alike
+                            await settle()
                             timed = await _measure(
                                 mode,
                                 per_append,
@@ -153,6 +158,7 @@ async def bench_append(
                             )
                             results.setdefault(mode, []).append(timed)
                     _rows(section, per_append, concurrency, results)
+            await settle()
             await _contended(section, http, worker_url, contended)
             if profile:
                 section.profile = await _profile(

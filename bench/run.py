@@ -25,7 +25,7 @@ from app.launcher import WorkerProcess
 from bench.append import AppendSizes, bench_append, bench_compression
 from bench.common import Row, Section, load_average
 from bench.consumer import bench_consumer
-from bench.environment import settings_for, worker
+from bench.environment import settings_for, settle, worker
 from bench.huge import bench_huge
 from bench.read import ReadSizes, bench_offline, bench_read
 from bench.replication import (
@@ -262,6 +262,7 @@ async def _worker_sections(
                 base.kafka_access(),
                 str(process.url),
                 sizes.append,
+                settle=lambda: settle(settings, store),
                 profile=profile,
                 worker_pid=process.pid,
             ),

@@ -33,7 +33,7 @@ class TableIndex:
             return Indexed((), replicated)  # the store holds everything below the fence
         if not await owned.wait_for(partition, fence - 1, self._wait_s):
             return _missed("behind")
-        appends, deletions = self._tables.runs(key.id)  # together, before any await
+        appends, deletions = self._tables.runs(key.id, partition)  # together, no await between
         needs = max(appends.pruned_to, deletions.pruned_to, owned.floor(partition))
         runs = tuple(sorted((*appends.runs, *deletions.runs), key=lambda r: r.first))
         return Indexed(runs, needs, complete=needs == -1)

@@ -3,11 +3,21 @@
 Bytes keys and values keep Faust's serializers out ("raw"), so a key hashes to the same
 partition in the changelog as the journal's records in the action topic, and the table has
 as many partitions as the action topic (Faust refuses a write otherwise).
+
+**Written once per journal per flush, not per record.** A table write is a changelog record
+(Kafka traffic) and a local store write; a busy journal's runs change with every record. So
+the agent's changes wait in memory, per partition (`_Pending`, what readers see first), and
+are written when the partition has had `FLUSH_RECORDS` records or `FLUSH_INTERVAL_S` since
+its last flush: a write takes its changelog partition from Faust's current event, so a
+partition's changes can only be written while one of its records is handled. Changes a crash
+or a revocation loses cost nothing: a new owner trusts its tables only once the store holds
+what came before its first record (`agents/replication.py`, the partition's floor).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import faust
@@ -16,33 +26,73 @@ from journal.index import OffsetRuns
 from journal.model import ActionRecord, AppendHeader, DeleteHeader, PurgeHeader
 from tables.values import decode_runs, encode_runs
 
+FLUSH_RECORDS = 500  # a partition's records between two flushes of its changes, at most
+FLUSH_INTERVAL_S = 1.0  # ... or this long, once a record of the partition comes
+
+
+@dataclass(slots=True)
+class _Pending:
+    """A partition's changes not written to the tables yet, per table and key."""
+
+    heads: dict[bytes, OffsetRuns] = field(default_factory=dict)
+    watermarks: dict[bytes, OffsetRuns] = field(default_factory=dict)
+    records: int = 0
+    since: float = field(default_factory=time.monotonic)
+
 
 @dataclass(frozen=True, slots=True)
 class JournalTables:
     heads: Any  # faust.Table[bytes, bytes]; faust's generics do not type-check
     watermarks: Any
+    _pending: dict[int, _Pending] = field(default_factory=dict)
 
-    def runs(self, journal_id: str) -> tuple[OffsetRuns, OffsetRuns]:
+    def runs(self, journal_id: str, partition: int) -> tuple[OffsetRuns, OffsetRuns]:
         """The journal's Append offsets and its Delete and Purge offsets."""
         key = journal_id.encode("utf-8")
-        return decode_runs(self.heads.get(key)), decode_runs(self.watermarks.get(key))
+        pending = self._pending.get(partition, _NOTHING_PENDING)
+        return _current(self.heads, pending.heads, key), _current(
+            self.watermarks, pending.watermarks, key
+        )
 
     def record(self, action: ActionRecord, replicated: int) -> None:
         """Note where `action` is; prune what the store holds (up to `replicated`).
 
         Call only while the agent iterates its stream, with the action's event as Faust's
-        current event: Faust writes the changelog of the current event's partition.
+        current event: a flush writes the changelog of the current event's partition.
         """
+        partition = action.partition
+        pending = self._pending.setdefault(partition, _Pending())
         header = action.header
         if isinstance(header, AppendHeader):
-            table = self.heads
+            table, changes = self.heads, pending.heads
         elif isinstance(header, (DeleteHeader, PurgeHeader)):
-            table = self.watermarks
+            table, changes = self.watermarks, pending.watermarks
         else:
-            return  # a Mark changes nothing
-        key = action.key.id.encode("utf-8")
-        runs = decode_runs(table.get(key)).after(replicated).add(action.offset)
-        table[key] = encode_runs(runs)
+            table = changes = None  # a Mark changes nothing
+        if table is not None and changes is not None:
+            key = action.key.id.encode("utf-8")
+            changes[key] = _current(table, changes, key).after(replicated).add(action.offset)
+        pending.records += 1
+        if pending.records >= FLUSH_RECORDS or time.monotonic() - pending.since >= FLUSH_INTERVAL_S:
+            self._flush(partition, pending)
+
+    def forget(self, partition: int) -> None:
+        """The partition went: its unwritten changes are of no use to anyone (module doc)."""
+        self._pending.pop(partition, None)
+
+    def _flush(self, partition: int, pending: _Pending) -> None:
+        for table, changes in ((self.heads, pending.heads), (self.watermarks, pending.watermarks)):
+            for key, runs in changes.items():
+                table[key] = encode_runs(runs)
+        self._pending[partition] = _Pending()
+
+
+_NOTHING_PENDING = _Pending()
+
+
+def _current(table: Any, pending: dict[bytes, OffsetRuns], key: bytes) -> OffsetRuns:
+    runs = pending.get(key)
+    return runs if runs is not None else decode_runs(table.get(key))
 
 
 def define_tables(app: faust.App, partitions: int) -> JournalTables:

@@ -2,13 +2,15 @@
 
 Replication folds a batch onto the `journals` rows of its journals, read (`stored`, one query
 each, in parallel) only for journals it has not written lately (`journal.replicate`). `apply`
-writes each journal's events in one unlogged batch per segment (a single Cassandra partition),
-with what a Purge or Delete removed, a bounded window of requests in flight; then the rows of
-the `journals` table, once per journal, a few per request, each with its `journal_ids` change
-when the batch made the journal exist or purged it (in the same request: listing costs
-replication no request of its own). Every cell is stamped with its action's offset + 1
-(`schema.py`), so the requests of one journal need no order among them, and a replay cannot
-overwrite newer cells.
+writes each journal's events of a segment (a single Cassandra partition) together, with what a
+Purge or Delete removed and the `appends` rows, a bounded window of requests in flight; then
+the rows of the `journals` table, once per journal, each with its `journal_ids` change when the
+batch made the journal exist or purged it. A request costs the client far more CPU than a row
+does, so small partitions' mutations share an unlogged batch (`_Packer`: a few partitions and a
+few KiB, under Cassandra's warning thresholds for multi-partition batches); a large one goes
+alone (single-partition batches have no size threshold). Every cell is stamped with its
+action's offset + 1 (`schema.py`), so the requests of one journal need no order among them, and
+a replay cannot overwrite newer cells.
 
 `journal_ids` pages merge one slice query per bucket (`schema.py` says why), each streamed a
 few rows at a time: a page of n ids reads about n + `BUCKETS` * `_IDS_FETCH` rows.
@@ -60,12 +62,16 @@ from journal.store.base import (
 from journal.store.cql import Params
 from journal.store.schema import APPEND_BUCKET, BUCKETS, check_schema, ensure_schema, id_bucket
 
-# an unlogged batch holds one segment of one journal (one Cassandra partition); split past
-# this many payload bytes to keep each mutation far below Cassandra's limit
+# a single-partition unlogged batch (one segment of one journal) is split past this many
+# payload bytes, to keep each mutation far below Cassandra's limit
 _BATCH_BYTES = 1_000_000
-# partitions per request of journals' rows and ids: at Cassandra's warning threshold for
-# unlogged batches across partitions (unlogged_batch_across_partitions_warn_threshold)
+# partitions per multi-partition unlogged batch: Cassandra's warning threshold for them
+# (unlogged_batch_across_partitions_warn_threshold)
 _PARTITIONS_PER_BATCH = 10
+# estimated bytes of a multi-partition batch: below batch_size_warn_threshold (5 KiB; such
+# batches fail past batch_size_fail_threshold, 50 KiB); `_ROW_BYTES` per row beside payloads
+_SHARED_BATCH_BYTES = 4_000
+_ROW_BYTES = 100
 _PAGE_SIZE = 1000
 _APPENDS_PER_BATCH = 200  # rows of the `appends` table per unlogged batch (one partition)
 # a snapshot's chunks in flight: the driver's one connection per host also carries everyone
@@ -77,6 +83,62 @@ _CHUNKS_PAGE = 4  # chunks per page when a snapshot is read: a few MiB held at a
 # looks again, this many times at most
 _SNAPSHOT_READ_ATTEMPTS = 3
 _IDS_FETCH = 16  # rows per page of one bucket's slice: a page of ids spreads over all buckets
+
+
+Mutation = tuple[PreparedStatement, tuple[Any, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class Partition:
+    """Mutations of one Cassandra partition (`partitions` > 1: a few tiny ones counted as
+    one group), with their estimated size in bytes."""
+
+    mutations: list[Mutation]
+    weight: int
+    partitions: int = 1
+
+    @classmethod
+    def of(cls, statement: PreparedStatement, values: tuple[Any, ...]) -> Partition:
+        return cls([(statement, values)], _ROW_BYTES)
+
+
+class _Packer:
+    """Packs partitions' mutations into unlogged batches: small ones share a batch (at most
+    `_PARTITIONS_PER_BATCH` partitions, `_SHARED_BATCH_BYTES`), a large one goes alone."""
+
+    def __init__(self) -> None:
+        self._batch = BatchStatement(batch_type=BatchType.UNLOGGED)
+        self._partitions = 0
+        self._weight = 0
+
+    def requests(self, groups: Iterable[Partition]) -> Iterator[tuple[Statement, Params]]:
+        for group in groups:
+            if group.weight > _SHARED_BATCH_BYTES:
+                yield _batch_of(group.mutations), None
+                continue
+            if (
+                self._partitions + group.partitions > _PARTITIONS_PER_BATCH
+                or self._weight + group.weight > _SHARED_BATCH_BYTES
+            ):
+                yield from self._flush()
+            for statement, values in group.mutations:
+                self._batch.add(statement, values)
+            self._partitions += group.partitions
+            self._weight += group.weight
+        yield from self._flush()
+
+    def _flush(self) -> Iterator[tuple[Statement, Params]]:
+        if self._partitions:
+            yield self._batch, None
+        self._batch = BatchStatement(batch_type=BatchType.UNLOGGED)
+        self._partitions = self._weight = 0
+
+
+def _batch_of(mutations: Sequence[Mutation]) -> BatchStatement:
+    batch = BatchStatement(batch_type=BatchType.UNLOGGED)
+    for statement, values in mutations:
+        batch.add(statement, values)
+    return batch
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,13 +311,14 @@ class CassandraStore(EventualStore):
     ) -> dict[JournalKey, JournalMeta]:
         changed = [write for write in writes if write.changes_store]
         rows = {write.key: self._row_after(write, stored.get(write.key)) for write in changed}
-        requests = (
-            request for write in changed for request in self._requests(write, stored.get(write.key))
+        mutations = itertools.chain(
+            (m for write in changed for m in self._mutations(write, stored.get(write.key))),
+            self._appends_mutations(changed, rows),
         )
-        await self._in_window(itertools.chain(requests, self._appends_requests(changed, rows)))
-        # the rows once every journal's events are durable (a reader trusts a row's seqNr),
-        # a few journals per request: a request costs the client more than a row does
-        await self._in_window(self._rows_requests(changed, rows))
+        await self._in_window(_Packer().requests(mutations))
+        # the rows once every journal's events are durable (a reader trusts a row's seqNr)
+        rows_mutations = (self._row_mutations(write, rows[write.key]) for write in changed)
+        await self._in_window(_Packer().requests(rows_mutations))
         return rows
 
     async def save_pointer(self, topic: str, partition: int, offset: int) -> None:
@@ -293,64 +356,43 @@ class CassandraStore(EventualStore):
             self._sizes(write, stored)[1],
         )
 
-    def _requests(
-        self, write: JournalWrite, stored: JournalMeta | None
-    ) -> Iterator[tuple[Statement, Params]]:
-        """One journal's event and deletion requests, in no particular order: their `USING
+    def _mutations(self, write: JournalWrite, stored: JournalMeta | None) -> Iterator[Partition]:
+        """One journal's event and deletion mutations, in no particular order: their `USING
         TIMESTAMP`s, from offsets, order their effects."""
         key, before = write.key, write.before
         size_before, size = self._sizes(write, stored)
         if write.purge is not None:
             # the journal's snapshots put before the Purge; never later ones (their Marks)
             stamp = write.purge + 1
-            yield self._statements.purge_snapshots, (stamp, key.topic, key.id)
-            yield self._statements.purge_snapshot_chunks, (stamp, key.topic, key.id)
+            yield Partition.of(self._statements.purge_snapshots, (stamp, key.topic, key.id))
+            yield Partition.of(self._statements.purge_snapshot_chunks, (stamp, key.topic, key.id))
         if write.purge is not None and before.seq_nr > 0:
             yield from self._segment_deletes(key, size_before, 0, before.seq_nr, None, write.purge)
-        yield from self._event_batches(key, size, write.appends)
+        yield from self._event_partitions(key, size, write.appends)
         if write.delete is not None:
             first = 0 if write.purge is not None else before.delete_to + 1
             delete = write.delete
             yield from self._segment_deletes(key, size, first, delete.to, delete.to, delete.offset)
 
-    def _rows_requests(
-        self, writes: Sequence[JournalWrite], rows: Mapping[JournalKey, JournalMeta]
-    ) -> Iterator[tuple[Statement, Params]]:
-        """The journals' rows and, where a journal came to exist or was purged, its id (each
-        a partition of its own), a few per request."""
-        batch, partitions = BatchStatement(batch_type=BatchType.UNLOGGED), 0
-        for write in writes:
-            mutations = self._row_mutations(write, rows[write.key])
-            if partitions + len(mutations) > _PARTITIONS_PER_BATCH:
-                yield batch, None
-                batch, partitions = BatchStatement(batch_type=BatchType.UNLOGGED), 0
-            for statement, values in mutations:
-                batch.add(statement, values)
-            partitions += len(mutations)
-        if partitions:
-            yield batch, None
-
-    def _row_mutations(
-        self, write: JournalWrite, row: JournalMeta
-    ) -> list[tuple[PreparedStatement, tuple[Any, ...]]]:
+    def _row_mutations(self, write: JournalWrite, row: JournalMeta) -> Partition:
+        """The journal's row and, where it came to exist or was purged, its id: two
+        partitions, counted as one (rows are tiny)."""
         statements = self._statements
         key, stamp = write.key, row.offset + 1
         values = (key.topic, key.id, row.partition, row.offset, row.seq_nr, row.delete_to)
-        mutations: list[tuple[PreparedStatement, tuple[Any, ...]]] = [
-            (statements.save_meta, (*values, row.segment_size, stamp))
-        ]
+        mutations: list[Mutation] = [(statements.save_meta, (*values, row.segment_size, stamp))]
         id_row = (key.topic, id_bucket(key.id), key.id)
         if write.after.exists and not write.before.exists:
             mutations.append((statements.list_id, (*id_row, stamp)))
         elif write.before.exists and not write.after.exists:
             mutations.append((statements.unlist_id, (stamp, *id_row)))
-        return mutations
+        return Partition(mutations, len(mutations) * _ROW_BYTES, len(mutations))
 
-    def _appends_requests(
+    def _appends_mutations(
         self, writes: Sequence[JournalWrite], rows: Mapping[JournalKey, JournalMeta]
-    ) -> Iterator[tuple[Statement, Params]]:
-        """The batch's stored Appends, for subscriptions: unlogged batches of one bucket each
-        (one Cassandra partition), written with the events, so before the rows."""
+    ) -> Iterator[Partition]:
+        """The batch's stored Appends, for subscriptions, per bucket (one Cassandra partition),
+        written with the events, so before the rows."""
         by_bucket: dict[tuple[str, int, int], list[tuple[Any, ...]]] = {}
         for write in writes:
             size = rows[write.key].segment_size
@@ -361,52 +403,49 @@ class CassandraStore(EventualStore):
                 by_bucket.setdefault(bucket, []).append(
                     (*bucket, append.offset, write.key.id, seq.from_, seq.to, size)
                 )
+        insert = self._statements.insert_append
         for values in by_bucket.values():
             values.sort(key=lambda row: row[3])
             for start in range(0, len(values), _APPENDS_PER_BATCH):
-                batch = BatchStatement(batch_type=BatchType.UNLOGGED)
-                for row in values[start : start + _APPENDS_PER_BATCH]:
-                    batch.add(self._statements.insert_append, (*row, row[3] + 1))
-                yield batch, None
+                chunk = values[start : start + _APPENDS_PER_BATCH]
+                yield Partition(
+                    [(insert, (*row, row[3] + 1)) for row in chunk], len(chunk) * _ROW_BYTES
+                )
 
-    def _event_batches(
+    def _event_partitions(
         self, key: JournalKey, size: int, appends: Sequence[ActionRecord]
-    ) -> list[tuple[Statement, Params]]:
-        """The events of `appends`, one unlogged batch per segment (one Cassandra partition),
-        split only past `_BATCH_BYTES`; each row stamped with its Append's offset + 1."""
-        batches: list[tuple[Statement, Params]] = []
-        batch, segment, weight = BatchStatement(batch_type=BatchType.UNLOGGED), -1, 0
+    ) -> list[Partition]:
+        """The events of `appends`, per segment (one Cassandra partition), split only past
+        `_BATCH_BYTES`; each row stamped with its Append's offset + 1."""
+        partitions: list[Partition] = []
+        rows: list[Mutation] = []
+        segment, weight = -1, 0
+        insert = self._statements.insert_event
         for append in appends:
             records = events_of(append)
-            per_event = len(append.value) // max(len(records), 1)
+            per_event = len(append.value) // max(len(records), 1) + _ROW_BYTES
             for record in records:
-                if len(batch) and (record.seq_nr // size != segment or weight > _BATCH_BYTES):
-                    batches.append((batch, None))
-                    batch, weight = BatchStatement(batch_type=BatchType.UNLOGGED), 0
+                if rows and (record.seq_nr // size != segment or weight > _BATCH_BYTES):
+                    partitions.append(Partition(rows, weight))
+                    rows, weight = [], 0
                 segment = record.seq_nr // size
                 weight += per_event
-                row = _event_row(key, size, record, append.offset + 1)
-                batch.add(self._statements.insert_event, row)
-        if len(batch):
-            batches.append((batch, None))
-        return batches
+                rows.append((insert, _event_row(key, size, record, append.offset + 1)))
+        if rows:
+            partitions.append(Partition(rows, weight))
+        return partitions
 
     def _segment_deletes(
         self, key: JournalKey, size: int, first: int, last: int, to: int | None, offset: int
-    ) -> list[tuple[Statement, Params]]:
+    ) -> Iterator[Partition]:
         """Delete the segments holding seqNrs first..last: whole ones, or rows up to `to`."""
         stamp = offset + 1
-        requests: list[tuple[Statement, Params]] = []
+        statements = self._statements
         for segment in range(first // size, last // size + 1):
             if to is None:
-                requests.append(
-                    (self._statements.delete_segment, (stamp, key.topic, key.id, segment))
-                )
+                yield Partition.of(statements.delete_segment, (stamp, key.topic, key.id, segment))
             else:
-                requests.append(
-                    (self._statements.delete_rows, (stamp, key.topic, key.id, segment, to))
-                )
-        return requests
+                yield Partition.of(statements.delete_rows, (stamp, key.topic, key.id, segment, to))
 
     # Snapshots.
 

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from journal.store import cql
-from journal.store.cassandra import CassandraConfig, CassandraStore
+from journal.store.cassandra import CassandraConfig, CassandraStore, Partition, _Packer
 from journal.store.schema import SCHEMA_VERSION, SchemaTooNew
 from tests.journal.store.contract import (
     KEY,
@@ -133,6 +133,26 @@ class TestCassandraStore(EventualStoreContract):
         records = [a.append(JournalKey("topic", f"j{n}"), n, 1, 1) for n in range(25)]
         writes = fold_batch(records, {})
         rows = {w.key: store._row_after(w, None) for w in writes}
-        batches = [batch for batch, _ in store._rows_requests(writes, rows)]
+        groups = (store._row_mutations(w, rows[w.key]) for w in writes)
+        batches = [batch for batch, _ in _Packer().requests(groups)]
         # each new journal: its row and its id, two partitions
         assert [len(batch) for batch in batches] == [10] * 5
+
+    async def test_small_partitions_share_a_request_and_large_ones_go_alone(
+        self, store: CassandraStore
+    ) -> None:
+        """A request costs the client more than a row: one-event journals share batches, but
+        never past 10 partitions or Cassandra's 5 KiB warning for multi-partition batches."""
+        from journal.fold import fold_batch
+        from journal.model import JournalKey
+        from tests.support import actions as a
+
+        records = [a.append(JournalKey("topic", f"j{n}"), n, 1, 1) for n in range(25)]
+        writes = fold_batch(records, {})
+        groups = [g for w in writes for g in store._mutations(w, None)]
+        assert len(groups) == 25 and all(g.partitions == 1 for g in groups)
+        assert [len(batch) for batch, _ in _Packer().requests(groups)] == [10, 10, 5]
+
+        large = Partition(groups[0].mutations * 3, 60_000)  # as a 10-event append of 6 KB each
+        batches = [batch for batch, _ in _Packer().requests([groups[1], large, groups[2]])]
+        assert sorted(len(batch) for batch in batches) == [2, 3]  # the large one alone

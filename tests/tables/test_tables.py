@@ -1,0 +1,77 @@
+"""The tables' changes wait in memory and are written once per journal per flush."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from journal.index import OffsetRuns
+from journal.model import JournalKey
+from tables.tables import FLUSH_INTERVAL_S, FLUSH_RECORDS, JournalTables
+from tables.values import decode_runs
+from tests.support import actions as a
+
+A, B = JournalKey("t", "a"), JournalKey("t", "b")
+
+
+class Table(dict[bytes, bytes]):
+    """A Faust table as the agent uses it (get, set), counting the writes (changelog records)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes = 0
+
+    def __setitem__(self, key: bytes, value: bytes) -> None:
+        self.writes += 1
+        super().__setitem__(key, value)
+
+
+def tables() -> tuple[JournalTables, Table, Table]:
+    heads, watermarks = Table(), Table()
+    return JournalTables(heads, watermarks), heads, watermarks
+
+
+def test_readers_see_changes_at_once_and_the_tables_get_one_write_per_journal() -> None:
+    journal_tables, heads, watermarks = tables()
+    for offset in range(FLUSH_RECORDS - 1):
+        journal_tables.record(a.append(A if offset % 2 else B, offset, 1, 1), -1)
+    appends, deletions = journal_tables.runs("a", 0)
+    expected = OffsetRuns()
+    for offset in range(1, FLUSH_RECORDS - 1, 2):
+        expected = expected.add(offset)
+    assert appends == expected
+    assert deletions == OffsetRuns()
+    assert heads.writes == 0  # nothing written yet: below the flush's count and interval
+
+    journal_tables.record(a.delete(A, FLUSH_RECORDS - 1, 1), -1)  # the flush's record
+    assert (heads.writes, watermarks.writes) == (2, 1)  # a, b; a's Delete
+    assert decode_runs(heads[b"a"]) == appends
+    assert journal_tables.runs("a", 0) == (appends, decode_runs(watermarks[b"a"]))
+
+
+def test_a_flush_comes_after_the_interval_and_prunes_what_the_store_holds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    journal_tables, heads, _ = tables()
+    journal_tables.record(a.append(A, 0, 1, 1), -1)
+    later = time.monotonic() + FLUSH_INTERVAL_S
+    monkeypatch.setattr(time, "monotonic", lambda: later)
+    journal_tables.record(a.append(A, 1, 2, 2), 0)  # the store holds offset 0
+    assert heads.writes == 1
+    assert decode_runs(heads[b"a"]) == OffsetRuns().add(0).after(0).add(1)
+
+
+def test_a_revoked_partition_drops_its_changes_and_readers_fall_back_to_the_table() -> None:
+    journal_tables, heads, _ = tables()
+    journal_tables.record(a.append(A, 0, 1, 1), -1)
+    journal_tables.forget(0)
+    assert journal_tables.runs("a", 0) == (OffsetRuns(), OffsetRuns())
+    heads[b"a"] = b"[-1,5,5,1]"
+    assert journal_tables.runs("a", 0)[0].runs[0].first == 5
+
+
+def test_a_partition_never_reads_another_partitions_changes() -> None:
+    journal_tables, _, _ = tables()
+    journal_tables.record(a.append(A, 0, 1, 1), -1)
+    assert journal_tables.runs("a", 1) == (OffsetRuns(), OffsetRuns())
