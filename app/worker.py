@@ -27,6 +27,7 @@ from journal.producer import JournalProducer
 from journal.replicate import KafkaQuarantine
 from journal.security import KafkaAccess
 from journal.store.cassandra import CassandraStore
+from journal.store.connecting import ConnectingStore
 from journal.topic import TopicSpec, ensure_topic, quarantine_topic
 from tables.index import TableIndex
 from tables.partitions import OwnedPartitions
@@ -118,7 +119,11 @@ async def _connect(
     """Build the core; the agent and the API wait for this."""
     journal = settings.journal
     kafka = journal.kafka_access()
-    store = await CassandraStore.connect(journal.cassandra_config())
+    cassandra = journal.cassandra_config()
+    # a worker started while Cassandra is down serves from Kafka until it is reached
+    store = await ConnectingStore.start(
+        lambda: CassandraStore.connect(cassandra), cassandra.max_snapshot_bytes
+    )
     closers.append(store.close)
     index = TableIndex(tables, owned, settings.read_wait_s)
     client = await Journals.connect(journal, store=store, index=index)

@@ -27,8 +27,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
-from cassandra import ConsistencyLevel
-from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, Session
+from cassandra import AuthenticationFailed, ConsistencyLevel
+from cassandra.cluster import (
+    EXEC_PROFILE_DEFAULT,
+    Cluster,
+    ExecutionProfile,
+    NoHostAvailable,
+    Session,
+)
 from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
 from cassandra.query import BatchStatement, BatchType, PreparedStatement, Statement
 
@@ -171,7 +177,8 @@ class CassandraStore(EventualStore):
 
     @classmethod
     async def connect(cls, config: CassandraConfig) -> CassandraStore:
-        """Connect, create or check the schema, prepare statements."""
+        """Connect, create or check the schema, prepare statements. StoreUnavailable when no
+        host can be reached."""
         profile = ExecutionProfile(
             load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy()),
             consistency_level=ConsistencyLevel.name_to_value[config.consistency],
@@ -184,7 +191,13 @@ class CassandraStore(EventualStore):
             protocol_version=5,
             auth_provider=None if config.login is None else config.login.auth_provider(),
         )
-        session = await asyncio.to_thread(cluster.connect)  # connect blocks: not on the loop
+        try:
+            session = await asyncio.to_thread(cluster.connect)  # connect blocks: not on the loop
+        except NoHostAvailable as error:
+            await asyncio.to_thread(cluster.shutdown)
+            if any(isinstance(e, AuthenticationFailed) for e in error.errors.values()):
+                raise  # a wrong login is no outage: waiting would not cure it
+            raise StoreUnavailable(f"Cassandra: no host reachable: {error}") from error
         try:
             if config.create_schema:
                 await ensure_schema(session, config.keyspace, config.replication)

@@ -1,5 +1,6 @@
 """Writers racing with conditional appends through two workers while one is killed -9 and
-restarted every 20 s: the log decides, whatever the workers believe.
+restarted every 20 s, and again with Cassandra down (replication stopped): the log decides,
+whatever the workers believe and whether or not the store answers.
 
 Every append carries its attempt's id in its events' payloads and as its Idempotency-Key, so
 the journal read at the end says which attempts are in it. A writer that gets no verdict (503,
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import aiohttp
 import orjson
 import pytest
 
+from journal.model import EventRecord
 from stack import Stack
 from tests.support.harness import Harness, harness, unique
 from tests.support.http_api import client_session, journal_path
@@ -30,6 +32,7 @@ WRITERS_PER_JOURNAL = 3
 KILLS = 2
 KILL_EVERY_S = 20.0
 EVENTS_PER_APPEND = 2  # so an unknown outcome can be seen to be whole or absent
+OUTAGE_KILL_AFTER_S = 8.0  # with Cassandra down: one kill, this long into the race
 VERDICT_DEADLINE_S = 120.0  # a writer retries an attempt without a verdict this long
 
 
@@ -50,28 +53,124 @@ async def connected(stack: Stack) -> AsyncIterator[Harness]:
         yield one
 
 
-async def test_racing_conditional_appends_across_kill_9(connected: Harness, tmp_path: Path) -> None:
+def two_workers(connected: Harness, tmp_path: Path) -> list[WorkerProcess]:
     app_id = unique("app")
-    workers = [
+    return [
         WorkerProcess(connected.settings, app_id, tmp_path / f"w{n}", instance_id=f"w{n}")
         for n in range(2)
     ]
+
+
+async def test_racing_conditional_appends_across_kill_9(connected: Harness, tmp_path: Path) -> None:
+    workers = two_workers(connected, tmp_path)
     for worker in workers:
         worker.start()
     try:
         for worker in workers:
             await worker.wait_ready()
-        outcomes = await race(workers)
+        outcomes = await race(workers, KILLS, KILL_EVERY_S)
         for worker in workers:
             await worker.wait_ready()
         await wait_replicated(connected.settings, connected.journals.store)
-        await check(connected, outcomes)
+        await check(outcomes, direct_reads(connected))
     finally:
         for worker in workers:
             worker.stop()
 
 
-async def race(workers: list[WorkerProcess]) -> Outcomes:
+async def test_racing_conditional_appends_with_cassandra_down_across_kill_9(
+    connected: Harness, stack: Stack, tmp_path: Path
+) -> None:
+    """The race with replication stopped: verdicts come from the log read from Kafka alone,
+    and once Cassandra is back replication stores exactly what the reads showed."""
+    workers = two_workers(connected, tmp_path)
+    for worker in workers:
+        worker.start()
+    try:
+        for worker in workers:
+            await worker.wait_ready()
+        stack.cassandra.stop()
+        try:
+            outcomes = await race(workers, kills=1, kill_every_s=OUTAGE_KILL_AFTER_S)
+            await check(outcomes, direct_reads(connected))  # the store is down: Kafka alone
+        finally:
+            stack.cassandra.start()
+        for worker in workers:
+            await worker.wait_ready()
+        await wait_replicated(connected.settings, connected.journals.store, timeout_s=240)
+        await check(outcomes, stored(connected))
+        await check(outcomes, direct_reads(connected))
+    finally:
+        for worker in workers:
+            worker.stop()
+
+
+# A worker killed -9 without a restart leaves the group when its session expires: Faust's
+# default, 60 s, made short (the broker's minimum is 6 s) so the survivor takes over soon.
+QUICK_SESSION = {"BROKER_SESSION_TIMEOUT": "6", "BROKER_HEARTBEAT_INTERVAL": "1"}
+TAKE_OVER_WITHIN_S = 90.0
+
+
+async def test_an_idempotent_retry_after_the_owner_changed_gets_the_first_answer(
+    connected: Harness, tmp_path: Path
+) -> None:
+    """The owner acknowledges, dies; the retry reaches the new owner, which never saw the
+    first attempt: it finds it in the log and answers its position, adding nothing."""
+    app_id = unique("app")
+    workers = [
+        WorkerProcess(connected.settings, app_id, tmp_path / f"w{n}", env=QUICK_SESSION)
+        for n in range(2)
+    ]
+    for worker in workers:
+        worker.start()
+    journal_id = unique("handed_over")
+    body = {"events": [{"seqNr": n, "payload": "first"} for n in (1, 2)], "expectedSeqNr": 0}
+    path = journal_path(journal_id, "/events")
+    headers = {"Idempotency-Key": "attempt-1"}
+    try:
+        for worker in workers:
+            await worker.wait_ready()
+        async with client_session(connected.settings) as session:
+
+            async def post(worker: WorkerProcess) -> tuple[int, dict[str, object]]:
+                url = worker.url.with_path(path, encoded=True)
+                async with session.post(url, json=body, headers=headers) as answer:
+                    return answer.status, orjson.loads(await answer.read())
+
+            async def verdicts(worker: WorkerProcess) -> float:
+                async with session.get(worker.url / "metrics") as answer:
+                    text = await answer.text()
+                name = "journal_conditional_verdicts_total"
+                return sum(float(s.split()[-1]) for s in text.splitlines() if s.startswith(name))
+
+            status, first = await post(workers[0])
+            assert status == 200, first
+            # the owner took the verdict (a request is forwarded to it): that one dies
+            owners = [w for w in workers if await verdicts(w) > 0]
+            assert len(owners) == 1, "no single worker took the verdict"
+            (owner,) = owners
+            (survivor,) = [w for w in workers if w is not owner]
+            owner.kill9()
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + TAKE_OVER_WITHIN_S
+            while True:  # 503 until the survivor owns the partition, then the verdict
+                status, retried = await post(survivor)
+                if status != 503:
+                    break
+                assert loop.time() < deadline, f"no owner took over: {retried}"
+                await asyncio.sleep(0.5)
+            assert (status, retried) == (200, first)
+            assert await post(survivor) == (200, first)
+        read = [(r.seq_nr, r.offset) async for r in connected.journals.journal(journal_id).read()]
+        assert read == [(1, first["offset"]), (2, first["offset"])]
+        await wait_replicated(connected.settings, connected.journals.store)
+        assert (await connected.stored(journal_id))[1] == [1, 2]
+    finally:
+        for worker in workers:
+            worker.stop()
+
+
+async def race(workers: list[WorkerProcess], kills: int, kill_every_s: float) -> Outcomes:
     journal_ids = [unique("raced") for _ in range(JOURNALS)]
     outcomes = Outcomes(journal_ids)
     stop = asyncio.Event()
@@ -137,11 +236,11 @@ async def race(workers: list[WorkerProcess]) -> Outcomes:
                 await attempt(journal_id, f"{name}-{n}", await last_seq_nr(journal_id))
 
         async def chaos() -> None:
-            for _ in range(KILLS):
-                await asyncio.sleep(KILL_EVERY_S)
+            for _ in range(kills):
+                await asyncio.sleep(kill_every_s)
                 workers[1].kill9()
                 workers[1].start()
-            await asyncio.sleep(KILL_EVERY_S / 2)
+            await asyncio.sleep(kill_every_s / 2)
             stop.set()
 
         await asyncio.gather(
@@ -155,13 +254,34 @@ async def race(workers: list[WorkerProcess]) -> Outcomes:
     return outcomes
 
 
-async def check(connected: Harness, outcomes: Outcomes) -> None:
+Reads = Callable[[str], AsyncIterator[EventRecord]]
+
+
+def direct_reads(connected: Harness) -> Reads:
+    """A journal through the direct client's reading flow."""
+    return lambda journal_id: connected.journals.journal(journal_id).read()
+
+
+def stored(connected: Harness) -> Reads:
+    """A journal as the store alone holds it: what replication wrote."""
+
+    async def read(journal_id: str) -> AsyncIterator[EventRecord]:
+        key = connected.journals.journal(journal_id).key
+        meta = await connected.journals.store.meta(key)
+        if meta is not None:
+            async for record in connected.journals.store.read(key, meta):
+                yield record
+
+    return read
+
+
+async def check(outcomes: Outcomes, reads: Reads) -> None:
     assert outcomes.unexpected == []
     assert outcomes.acked and outcomes.rejected, "the race had no winners or no losers"
     acked_seq_nrs = [(journal, seq_nr) for journal, seq_nr, _ in outcomes.acked.values()]
     assert len(acked_seq_nrs) == len(set(acked_seq_nrs)), "a seqNr was acknowledged twice"
     for journal_id in outcomes.journal_ids:
-        records = [r async for r in connected.journals.journal(journal_id).read()]
+        records = [r async for r in reads(journal_id)]
         in_journal: dict[str, list[tuple[int, int]]] = {}
         for record in records:
             payload = record.event.payload
