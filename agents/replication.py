@@ -105,6 +105,9 @@ class ReplicationWork:
     async def handle(self, record: RawRecord, end: int | None = None) -> None:
         """One record; call while its event is Faust's current event (tables need that).
         `end`: the partition's end offset, if the consumer knows it (for the lag)."""
+        METRICS.histogram("dbg_agent_delay_seconds").observe(
+            time.time() - record.timestamp_ms / 1000
+        )
         state = await self._state(record.partition, record.offset)
         if state.gap_end == GAP_UNKNOWN:  # the first record of an assigned partition
             state.gap_end = record.offset - 1  # the tables lack only what came before it
@@ -127,7 +130,7 @@ class ReplicationWork:
                 state.catch_up_from, state.queued = state.pointer + 1, []
         state.wake.set()
         if state.trusted:
-            await self._owned.advance(record.partition, record.offset)
+            self._owned.advance(record.partition, record.offset)
 
     def assigned(self, partition: int) -> None:
         """The partition came to this worker: catch up from the store's pointer to its end now,
@@ -152,7 +155,7 @@ class ReplicationWork:
             state.task.cancel()
         self._replicator.forget(partition)
         self._tables.forget(partition)
-        await self._owned.revoke(partition)
+        self._owned.revoke(partition)
 
     async def close(self) -> None:
         for partition in list(self._partitions):
@@ -242,7 +245,7 @@ class ReplicationWork:
             if state.catch_up_from is not None:
                 state.catch_up_from = max(state.catch_up_from, pointer + 1)
         if state.trusted and state.last is not None:
-            await self._owned.advance(partition, state.last.offset)
+            self._owned.advance(partition, state.last.offset)
 
     async def _catch_up(self, partition: int, state: _Partition) -> None:
         """Replay from `catch_up_from` to the agent's last record (at the assignment: to the
@@ -262,7 +265,7 @@ class ReplicationWork:
         state.pointer = max(state.pointer, until)
         self._owned.set_replicated(partition, state.pointer)
         if state.trusted:
-            await self._owned.advance(partition, max(until, state.pointer))
+            self._owned.advance(partition, max(until, state.pointer))
         if state.last is None or state.last.offset <= until:
             # no await since the check: every record the agent handles from here is queued
             state.catch_up_from, state.queued = None, []

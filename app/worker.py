@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -98,7 +99,7 @@ def create_app(settings: WorkerSettings, partitions: int) -> faust.App:
                 if work.done():
                     await work.value().revoke(tp.partition)
                 else:
-                    await owned.revoke(tp.partition)
+                    owned.revoke(tp.partition)
 
     @app.on_before_shutdown.connect
     async def on_shutdown(sender: Any, **kwargs: Any) -> None:
@@ -212,6 +213,11 @@ def run_worker(settings: WorkerSettings, loglevel: str = "info") -> int:
     import mode.loop
 
     mode.loop.use("uvloop")  # before any loop exists; Faust's own CLI does the same
+    # three threads take turns on the GIL (the event loop, Faust's consumer thread, the
+    # Cassandra driver's I/O thread) and a record crosses all three before a conditional
+    # append's verdict: at the default 5 ms a hand-over waits up to 5 ms (with 64 conditional
+    # appenders: 353/s at 5 ms, 542/s at 1 ms)
+    sys.setswitchinterval(0.001)
     partitions = prepare_topic(settings)
     settings.datadir.mkdir(parents=True, exist_ok=True)
     app = create_app(settings, partitions)

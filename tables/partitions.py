@@ -13,7 +13,9 @@ store reaches the partition's `floor`: records at or below it may be missing fro
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+import heapq
+import itertools
+from dataclasses import dataclass, field
 
 from journal.metrics import METRICS
 
@@ -23,20 +25,26 @@ class _Owned:
     processed: int = -1  # every record up to here is in the tables (-1: none yet)
     replicated: int = -1  # the store's pointer as this worker knows it
     floor: int = -1
+    # readers waiting for an offset: (offset, arrival, future), the lowest offset first, so an
+    # advance wakes exactly the readers it satisfies (a condition's notify_all would wake
+    # every waiter on every record: with 64 readers waiting, 64 task steps per record)
+    waiters: list[tuple[int, int, asyncio.Future[bool]]] = field(default_factory=list)
 
 
 class OwnedPartitions:
     def __init__(self) -> None:
         self._owned: dict[int, _Owned] = {}
-        self._changed = asyncio.Condition()
+        self._arrivals = itertools.count()
 
     def assign(self, partition: int) -> None:
         self._owned.setdefault(partition, _Owned())
 
-    async def revoke(self, partition: int) -> None:
-        async with self._changed:
-            self._owned.pop(partition, None)
-            self._changed.notify_all()
+    def revoke(self, partition: int) -> None:
+        owned = self._owned.pop(partition, None)
+        if owned is not None:
+            for _, _, waiter in owned.waiters:
+                if not waiter.done():
+                    waiter.set_result(False)
 
     def partitions(self) -> list[int]:
         return sorted(self._owned)
@@ -66,24 +74,35 @@ class OwnedPartitions:
         if owned is not None and pointer > owned.replicated:
             owned.replicated = pointer
 
-    async def advance(self, partition: int, offset: int) -> None:
+    def advance(self, partition: int, offset: int) -> None:
         """Every record of `partition` up to `offset` is in the tables."""
-        async with self._changed:
-            owned = self._owned.setdefault(partition, _Owned())
-            if offset > owned.processed:
-                owned.processed = offset
-                METRICS.gauge("journal_agent_offset", partition=str(partition)).set(offset)
-                self._changed.notify_all()
+        owned = self._owned.setdefault(partition, _Owned())
+        if offset <= owned.processed:
+            return
+        owned.processed = offset
+        METRICS.gauge("journal_agent_offset", partition=str(partition)).set(offset)
+        waiters = owned.waiters
+        while waiters and waiters[0][0] <= offset:
+            waiter = heapq.heappop(waiters)[2]
+            if not waiter.done():  # else it timed out
+                waiter.set_result(True)
 
     async def wait_for(self, partition: int, offset: int, timeout_s: float) -> bool:
         """True once `offset` of `partition` is processed here; False if not owned or too late."""
-
-        def reached() -> bool:
-            return partition not in self._owned or self.processed(partition) >= offset
-
-        try:
-            async with self._changed:
-                await asyncio.wait_for(self._changed.wait_for(reached), timeout_s)
-        except TimeoutError:
+        owned = self._owned.get(partition)
+        if owned is None:
             return False
-        return self.processed(partition) >= offset
+        if owned.processed >= offset:
+            return True
+        waiter: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        heapq.heappush(owned.waiters, (offset, next(self._arrivals), waiter))
+        try:
+            return await asyncio.wait_for(waiter, timeout_s)
+        except TimeoutError:
+            if len(owned.waiters) > _WAITERS_KEPT:  # timed-out ones pile up while stuck
+                owned.waiters = [entry for entry in owned.waiters if not entry[2].done()]
+                heapq.heapify(owned.waiters)
+            return False
+
+
+_WAITERS_KEPT = 1000
