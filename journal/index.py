@@ -64,10 +64,17 @@ class OffsetRuns:
         )
 
     def after(self, pointer: int) -> OffsetRuns:
-        """Without the runs wholly at or below `pointer`, a replicated store pointer."""
+        """Without the runs wholly at or below `pointer`, a replicated store pointer.
+
+        `pruned_to` becomes the last offset dropped, not `pointer`: the journal has no record
+        between the two (it would be in a run), so a reader's store needs only that far. A
+        conditional append's verdict then trusts the state its last verdict left while other
+        journals' records move the pointer on (journal/conditional.py)."""
         if not self.runs or self.runs[0].last > pointer:
             return self
-        return OffsetRuns(tuple(r for r in self.runs if r.last > pointer), pointer)
+        kept = tuple(r for r in self.runs if r.last > pointer)
+        dropped_to = self.runs[len(self.runs) - len(kept) - 1].last
+        return OffsetRuns(kept, max(self.pruned_to, dropped_to))
 
     def encode(self) -> list[int]:
         return [self.pruned_to, *(n for r in self.runs for n in (r.first, r.last, r.count))]

@@ -38,5 +38,7 @@ def test_pruning_drops_whole_runs_at_or_below_the_pointer_and_remembers_it() -> 
     assert runs.after(0) is runs  # nothing to drop: pruned_to stays
     left = runs.after(5)
     assert left.runs == (OffsetRun(8, 9, 2),) and left.pruned_to == 5
+    # the journal has nothing in 6..7: readers need the store up to its last dropped record
+    assert runs.after(7) == left
     straddling = runs_of(4, 5, 6).after(5)
     assert straddling.runs == (OffsetRun(4, 6, 3),)  # kept whole: readers skip what they have
