@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.launcher import WorkerProcess
 from bench.common import unique
+from devtools.workers import WorkerProcess
 from journal.settings import Settings
 
 
