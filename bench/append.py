@@ -14,7 +14,7 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
 from app.security import client_headers
 from bench.common import Row, Section, Timed, median, percentile, spread, unique
-from bench.profile import py_spy
+from bench.profile import process_cpu_s, py_spy
 from bench.workload import closed_loop, events, http_body, raw_append
 from journal.actions import record_headers
 from journal.codec import encode_events
@@ -132,6 +132,7 @@ async def bench_append(
                 for concurrency in (1, sizes.concurrency):
                     total = sizes.sequential if concurrency == 1 else sizes.concurrent
                     results: dict[str, list[Timed]] = {}
+                    worker_cpu_s = 0.0  # the worker's CPU time over the HTTP repetitions
                     for mode in MODES:
                         await _measure(
                             mode,
@@ -146,6 +147,7 @@ async def bench_append(
                     for _ in range(sizes.repetitions):
                         for mode in MODES:  # interleaved, so drift hits all alike
                             await settle()
+                            cpu_before = process_cpu_s(worker_pid) if worker_pid else 0.0
                             timed = await _measure(
                                 mode,
                                 per_append,
@@ -157,7 +159,22 @@ async def bench_append(
                                 worker_url,
                             )
                             results.setdefault(mode, []).append(timed)
+                            if worker_pid is not None and mode == "http":
+                                await settle()  # its replication is part of its cost
+                                worker_cpu_s += process_cpu_s(worker_pid) - cpu_before
                     _rows(section, per_append, concurrency, results)
+                    if worker_pid is not None:
+                        requests = sum(len(run.latencies_ms) for run in results["http"])
+                        section.add(
+                            Row(
+                                f"http {per_append} ev/append, c={concurrency}: worker CPU",
+                                worker_cpu_s / requests * 1e6,
+                                "us/request",
+                                note="the worker process's CPU time (user + system, every "
+                                "thread: HTTP, the replicating agent, drivers) over its requests, "
+                                "until they are replicated",
+                            )
+                        )
             await settle()
             await _contended(section, http, worker_url, contended)
             if profile:
@@ -202,10 +219,10 @@ def _rows(
             rate_goal, rate_met = ">= 0.7x http", rate >= 0.7 * raw_rate
             p99_goal, p99_met = "<= 2x http", p99 <= 2 * raw_p99
         if mode == "direct" and concurrency > 1:
-            rate_goal, rate_met = ">= 0.7x raw", rate >= 0.7 * raw_rate
+            rate_goal, rate_met = ">= 0.9x raw", rate >= 0.9 * raw_rate  # issue 11
             p99_goal, p99_met = "<= 1.5x raw", p99 <= 1.5 * raw_p99
         if mode == "http" and concurrency > 1 and per_append == 1:
-            rate_goal, rate_met = ">= 5000/s", rate >= 5000
+            rate_goal, rate_met = ">= 6000/s", rate >= 6000  # issue 11
         section.add(
             Row(
                 f"{mode} {label}: throughput",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.launcher import WorkerProcess
 from bench.common import unique
+from devtools.workers import WorkerProcess
 from journal.replicate import wait_replicated
 from journal.settings import Settings
 from journal.store.base import EventualJournal

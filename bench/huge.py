@@ -7,10 +7,10 @@ import time
 
 import aiohttp
 
-from app.launcher import WorkerProcess
 from app.security import client_headers
 from bench.common import Row, Section, unique
 from bench.workload import events
+from devtools.workers import WorkerProcess
 from journal.journals import Journals
 from journal.replicate import wait_replicated
 from journal.store.cassandra import CassandraStore

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import shutil
 import sys
@@ -11,6 +12,14 @@ from collections import Counter
 from pathlib import Path
 
 _LINE = re.compile(r":\d+\)")
+
+
+def process_cpu_s(pid: int) -> float:
+    """The CPU time (user + system, all threads) process `pid` has used so far, in seconds."""
+    # /proc/<pid>/stat: fields 14 and 15 (utime, stime), counted after the ")" that ends the
+    # command name, which may itself hold spaces
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def py_spy_path() -> str | None:

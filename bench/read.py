@@ -12,10 +12,10 @@ from dataclasses import dataclass
 import aiohttp
 from aiokafka import AIOKafkaProducer
 
-from app.launcher import WorkerProcess
 from app.security import client_headers
 from bench.common import Row, Section, percentile, timed, unique
 from bench.workload import events, raw_append
+from devtools.workers import WorkerProcess
 from journal.journals import Journals
 from journal.metrics import METRICS
 from journal.replicate import AlreadyQuarantined, replicate_to_now, wait_replicated

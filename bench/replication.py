@@ -8,10 +8,10 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from app.launcher import WorkerProcess
 from bench.common import Row, Section, percentile, unique
 from bench.profile import py_spy
 from bench.workload import closed_loop, events, payload
+from devtools.workers import WorkerProcess
 from journal.journals import Journals
 from journal.model import Position
 from journal.producer import JournalProducer

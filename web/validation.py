@@ -16,6 +16,7 @@ An event's JSON `null` payload is no payload, as kafka-journal reads it.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -237,7 +238,7 @@ def check_no_params(query: MultiMapping[str]) -> None:
 
 
 def _only_params(query: MultiMapping[str], model: type[BaseModel]) -> dict[str, str]:
-    allowed = tuple(schema.wire_names(model))
+    allowed = _param_names(model)
     for name in query:
         if name not in allowed:
             expected = ", ".join(allowed) if allowed else "none"
@@ -247,6 +248,12 @@ def _only_params(query: MultiMapping[str], model: type[BaseModel]) -> dict[str, 
         if len(query.getall(name)) > 1:
             raise bad_request(ErrorCode.INVALID_QUERY, f"query parameter {name!r} is repeated")
     return dict(query)
+
+
+@functools.cache
+def _param_names(model: type[BaseModel]) -> tuple[str, ...]:
+    # cached: asked on every request, and pydantic's `model_fields` is not free (~2 us)
+    return tuple(schema.wire_names(model))
 
 
 # --- what orjson vouches for, checked when it did not parse the body ---------------------------

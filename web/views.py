@@ -14,6 +14,7 @@ the connection (see `StreamInterrupted`) rather than ending the body as if the j
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -187,9 +188,15 @@ def _raw_id(request: web.Request) -> str:
     mount the routes under a prefix.
     """
     resource = request.match_info.route.resource
-    parts = [] if resource is None else resource.canonical.split("/")
-    after = len(parts) - 1 - parts.index("{id}") if "{id}" in parts else 0
+    after = 0 if resource is None else _segments_after_id(resource.canonical)
     return request.rel_url.raw_parts[-1 - after]
+
+
+@functools.cache
+def _segments_after_id(canonical: str) -> int:
+    """How many path segments follow `{id}` in a route template (a handful of templates)."""
+    parts = canonical.split("/")
+    return len(parts) - 1 - parts.index("{id}") if "{id}" in parts else 0
 
 
 @asynccontextmanager

@@ -18,6 +18,7 @@ can skip it; every other malformation, including two action keys at once, is a D
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import assert_never, cast
 
@@ -113,8 +114,12 @@ def decode_action_header(raw: bytes) -> ActionHeader | None:
         raise DecodeError(f"{name} header: {e}") from e
 
 
+@functools.lru_cache(maxsize=1024)
 def _origin_version(origin: str | None, version: str | None) -> bytes:
-    """`,"origin":...,"version":...`, each only when present."""
+    """`,"origin":...,"version":...`, each only when present.
+
+    Cached: a process writes with one origin and one version, on every action it writes.
+    """
     fields = b""
     if origin is not None:
         fields += b',"origin":' + _string(origin, "origin")

@@ -20,6 +20,11 @@ def encode_events(events: Events) -> tuple[PayloadType, bytes]:
         check_consecutive(events.events)
     except InvalidValue as e:
         raise EncodeError(f"cannot encode events: {e}") from e
+    return encode_checked_events(events)
+
+
+def encode_checked_events(events: Events) -> tuple[PayloadType, bytes]:
+    """`encode_events` of events whose range the caller checked already (`Events.range`)."""
     if any(isinstance(event.payload, BinaryPayload) for event in events.events):
         return PayloadType.BINARY, encode_events_binary(events)
     return PayloadType.JSON, encode_events_json(events)

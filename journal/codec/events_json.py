@@ -16,6 +16,7 @@ the shape only; seqNr order is checked by `journal.codec.events`.
 
 from __future__ import annotations
 
+import functools
 from typing import cast
 
 from journal.codec.errors import DecodeError, EncodeError
@@ -72,8 +73,19 @@ def decode_events_json(value: bytes) -> Events:
 
 
 def _event_to_json(event: Event) -> dict[str, Json]:
-    obj: dict[str, Json] = {"seqNr": event.seq_nr, "tags": list[Json](scala_set_order(event.tags))}
-    match event.payload:
+    # the hot path of every append: exact-type checks first, `match` only for the rest
+    payload = event.payload
+    tags: list[Json] = list(_tags_in_order(event.tags))
+    kind = type(payload)
+    if kind is JsonPayload:
+        return {
+            "seqNr": event.seq_nr,
+            "tags": tags,
+            "payloadType": "json",
+            "payload": cast(JsonPayload, payload).value,
+        }
+    obj: dict[str, Json] = {"seqNr": event.seq_nr, "tags": tags}
+    match payload:
         case None:
             pass
         case JsonPayload(value):
@@ -85,8 +97,15 @@ def _event_to_json(event: Event) -> dict[str, Json]:
         case BinaryPayload():
             raise EncodeError(f"event {event.seq_nr} has a binary payload, which JSON cannot hold")
         case _:
-            raise EncodeError(f"event {event.seq_nr} payload is not a Payload: {event.payload!r}")
+            raise EncodeError(f"event {event.seq_nr} payload is not a Payload: {payload!r}")
     return obj
+
+
+@functools.lru_cache(maxsize=4096)
+def _tags_in_order(tags: frozenset[str]) -> tuple[str, ...]:
+    """Cached: the events of a service carry few distinct tag sets, and the order of five or
+    more tags costs a hash walk each time."""
+    return tuple(scala_set_order(tags))
 
 
 def _event_from_json(raw: object, where: str) -> Event:

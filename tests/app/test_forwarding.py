@@ -24,7 +24,7 @@ from aiohttp import web
 from yarl import URL
 
 from app.forwarding import FORWARDED_HEADER, Forwarder
-from app.launcher import free_port
+from devtools.workers import free_port
 from journal.metrics import METRICS
 from tests.support.http_api import journal_path
 from tests.web.served import Served, serve

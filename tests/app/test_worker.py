@@ -281,6 +281,31 @@ async def test_the_replication_lag_of_each_partition_is_in_the_metrics(
     assert seconds == 0
 
 
+async def test_fausts_own_consumer_metrics_are_in_the_metrics(
+    api: HttpJournals, connected: Harness, worker: WorkerProcess
+) -> None:
+    """The replicating agent's events and this lone worker's assignment (app/faust_metrics.py)."""
+    await api.append("faust-counted", events(1, 2))
+    await api.settle()
+    async with (
+        client_session(worker.settings) as session,
+        session.get(worker.url / "metrics") as got,
+    ):
+        lines = (await got.text()).splitlines()
+    samples = {
+        name: float(value)
+        for name, _, value in (line.rpartition(" ") for line in lines)
+        if name.startswith("faust_")
+    }
+    assert samples["faust_events_total"] >= 1
+    topic = connected.settings.topic
+    assert samples[f'faust_messages_received_total{{topic="{topic}"}}'] >= 1
+    # one worker holds every partition of the action topic
+    active = f'faust_assigned_partitions{{kind="active",topic="{topic}"}}'
+    assert samples[active] == connected.settings.partitions
+    assert samples["faust_rebalances_total"] >= 1
+
+
 @pytest.mark.parametrize(
     ("method", "path", "body", "status", "code"),
     [

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from app.launcher import WorkerProcess
+from devtools.workers import WorkerProcess
 from journal.errors import KafkaAccessDenied, StoreAccessDenied
 from journal.journals import Journals
 from journal.model import Event, JsonPayload

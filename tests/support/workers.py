@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.launcher import REPO, WorkerProcess
+from devtools.workers import REPO, WorkerProcess
 from journal.replicate import wait_replicated as wait_pointers
 from journal.settings import Settings
 from journal.store.base import EventualJournal

@@ -21,7 +21,7 @@ from yarl import URL
 
 from journal.settings import Settings
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[1]  # the checkout: workers run `python -m app.cli` in it
 
 
 def free_port() -> int:
