@@ -105,7 +105,9 @@ class ReplicationWork:
     async def handle(self, record: RawRecord, end: int | None = None) -> None:
         """One record; call while its event is Faust's current event (tables need that).
         `end`: the partition's end offset, if the consumer knows it (for the lag)."""
-        METRICS.histogram("dbg_agent_delay_seconds").observe(
+        # how long after its append the agent sees a record: reads and conditional appends
+        # wait for that (the fetch wait and the GIL showed up here first)
+        METRICS.histogram("journal_agent_record_delay_seconds").observe(
             time.time() - record.timestamp_ms / 1000
         )
         state = await self._state(record.partition, record.offset)
