@@ -31,13 +31,13 @@ from web.body import read_body
 from web.errors import ErrorCode, StreamInterrupted
 from web.failures import unavailable
 from web.representation import (
+    SubscriptionLines,
     deleted_out,
     event_line,
     ids_out,
     info_out,
     json_response,
     position_out,
-    subscription_line,
 )
 from web.validation import (
     check_no_params,
@@ -247,11 +247,12 @@ async def _stream_items(
     """`_stream` for a subscription: a line per item; False if the client went away. A
     failure drops the connection: the client resumes after the last position it got."""
     sent = 0
+    lines = SubscriptionLines()
     try:
-        await response.write(subscription_line(first))
+        await response.write(lines.line(first))
         sent = 1
         async for item in rest:
-            await response.write(subscription_line(item))
+            await response.write(lines.line(item))
             sent += 1
     except ConnectionError as e:
         if not isinstance(e, JournalError):  # the client left (Unavailable is one too)
