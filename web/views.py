@@ -30,6 +30,7 @@ from web.backend import JournalBackend, JournalHandle
 from web.body import read_body
 from web.errors import ErrorCode, StreamInterrupted
 from web.failures import unavailable
+from web.grant import listing_prefix
 from web.representation import (
     SubscriptionLines,
     deleted_out,
@@ -90,7 +91,8 @@ class JournalViews:
         """GET /journals?prefix&after&limit -> 200 {"journals": [...], "next": id | null}."""
         self._check_ready()
         query = parse_ids_query(request.query)
-        page = await self._backend.journal_ids(query.prefix, query.after, query.limit)
+        prefix = listing_prefix(request, query.prefix)  # within the caller's token's
+        page = await self._backend.journal_ids(prefix, query.after, query.limit)
         return json_response(ids_out(page))
 
     async def append(self, request: web.Request) -> web.Response:
