@@ -208,6 +208,48 @@ async def test_events_beyond_retention_come_from_the_store_in_the_same_order(
     assert stored_from_0, "partition 0's events must come from the store"
 
 
+async def expire_all(h: Harness) -> dict[int, int]:
+    """Delete every record of the topic, as retention would; the end offsets."""
+    ends = await end_offsets(h.settings.kafka_access(), h.settings.topic, 3)
+    admin = AIOKafkaAdminClient(bootstrap_servers=h.settings.kafka_bootstrap)
+    await admin.start()
+    try:
+        tps = {TopicPartition(h.settings.topic, p): RecordsToDelete(e) for p, e in ends.items()}
+        await admin.delete_records(tps)
+    finally:
+        await admin.close()
+    return ends
+
+
+@pytest.mark.integration
+async def test_beyond_retention_a_purged_journal_s_events_never_come_back(h: Harness) -> None:
+    """The `appends` rows of Appends a Purge (or a Delete) removed stay (replication writes
+    without reading, and does not know their offsets), but what they name is gone from the
+    events table, and the events the journal got after the Purge carry other offsets: a
+    subscriber from the store gets the journal's new events only."""
+    purged, kept = h.journals.journal("purged"), h.journals.journal("kept")
+    await purged.append([event("purged", 1, rejected=True), event("purged", 2, rejected=True)])
+    await purged.append([event("purged", 3, rejected=True)])
+    await kept.append([event("kept", 1)])
+    await h.replicate()  # the Appends stored, then the Purge in another batch
+    await purged.purge()
+    await purged.append([event("purged", 1), event("purged", 2)])  # anew from seqNr 1
+    await purged.delete(1)
+    ends = await h.replicate()
+    await expire_all(h)
+    delivered, ended = await take(h.journals, None, 100)
+    assert ended
+    assert not [d for d in delivered if rejected(d)], "a purged event came back"
+    got = sorted((d.key.id, d.record.seq_nr) for d in delivered)
+    assert got == [("kept", 1), ("purged", 2)]  # 1: deleted after the Purge
+    partition = (await h.stored("purged"))[0]
+    assert partition is not None
+    listed = h.store.appends(h.settings.topic, partition.partition, -1, ends[partition.partition])
+    purged_rows = [a async for a in listed if a.key.id == "purged"]
+    # two Appends before the Purge, one after: the stale rows stay, and are harmless (above)
+    assert len(purged_rows) == 3
+
+
 @pytest.mark.integration
 async def test_tags_filter_and_a_live_subscriber_sees_appends_and_heartbeats(
     h: Harness,
