@@ -308,18 +308,24 @@ class Subscription:
         return SubscriptionPosition.of({r.partition: r.cursor for r in self._readers})
 
     async def items(self) -> AsyncIterator[SubscriptionItem]:
+        async for batch in self.batches():
+            for item in batch:
+                yield item
+
+    async def batches(self) -> AsyncIterator[list[SubscriptionItem]]:
+        """The items as they come, a non-empty list at a time: what one fetch gave."""
         consumer = await start_consumer(
             self._config.kafka,
             fetch_max_wait_ms=self._config.fetch_max_wait_ms,
             max_partition_fetch_bytes=self._config.max_partition_fetch_bytes,
         )
         try:
-            async for item in self._run(consumer):
-                yield item
+            async for batch in self._run(consumer):
+                yield batch
         finally:
             await stop_consumer(consumer)
 
-    async def _run(self, consumer: AIOKafkaConsumer) -> AsyncIterator[SubscriptionItem]:
+    async def _run(self, consumer: AIOKafkaConsumer) -> AsyncIterator[list[SubscriptionItem]]:
         try:
             starts = await consumer.beginning_offsets(self._tps)
             ends = await consumer.end_offsets(self._tps)
@@ -330,8 +336,8 @@ class Subscription:
         for reader in self._readers:  # beyond retention first: from the store
             tp = self._tps[reader.partition]
             if reader.cursor + 1 < starts[tp]:
-                async for item in self._from_store(reader, starts[tp] - 1):
-                    yield item
+                async for batch in self._from_store(reader, starts[tp] - 1):
+                    yield batch
         consumer.assign(self._tps)
         for reader in self._readers:
             consumer.seek(self._tps[reader.partition], reader.next)
@@ -343,7 +349,7 @@ class Subscription:
                 done = [tp for tp in self._tps if self._done(tp, stop_at)]
                 consumer.pause(*done)
                 if len(done) == len(self._tps):
-                    yield Heartbeat(self.position())
+                    yield [Heartbeat(self.position())]
                     return
             wait_s = max(0.0, quiet_since + self._config.heartbeat_s - loop.time())
             batches = await self._fetch(consumer, min(wait_s, 1.0))
@@ -363,22 +369,22 @@ class Subscription:
                 if not reader.whole and first > reader.next:
                     # Kafka moved its log start past the reader (retention): the gap from
                     # the store
-                    async for item in self._from_store(reader, first - 1):
+                    async for batch in self._from_store(reader, first - 1):
                         delivered = True
-                        yield item
+                        yield batch
                     reader.restart_after_gap(first)
                 chunks.append((reader, messages))
-            # every partition's chunk at once (their store queries overlap); a chunk's
+            # every partition's chunk at once (their store queries overlap); the fetch's
             # events as one list: a generator step per event costs more than the event
-            for chunk in await self._handle(consumer, chunks):
-                for item in chunk:
-                    delivered = True
-                    yield item
+            batch = [item for chunk in await self._handle(consumer, chunks) for item in chunk]
+            if batch:
+                delivered = True
+                yield batch
             if delivered:
                 quiet_since = loop.time()
             elif loop.time() - quiet_since >= self._config.heartbeat_s:
                 quiet_since = loop.time()
-                yield Heartbeat(self.position())
+                yield [Heartbeat(self.position())]
 
     def _done(self, tp: TopicPartition, stop_at: Mapping[int, int]) -> bool:
         partition: int = tp.partition
@@ -403,19 +409,19 @@ class Subscription:
         self,
         consumer: AIOKafkaConsumer,
         chunks: Sequence[tuple[_Partition, Sequence[ConsumerRecord[bytes, bytes]]]],
-    ) -> list[list[SubscribedEvent]]:
+    ) -> list[list[SubscriptionItem]]:
         """The events to deliver from each chunk (a partition's next records, in order). The
         partitions' verdicts are taken concurrently: each may wait on a store query."""
         verdicts = await asyncio.gather(
             *(reader.accepted(_actions(messages)) for reader, messages in chunks),
             return_exceptions=True,
         )
-        delivered: list[list[SubscribedEvent]] = []
+        delivered: list[list[SubscriptionItem]] = []
         for (reader, messages), accepted in zip(chunks, verdicts, strict=True):
             if isinstance(accepted, BaseException):
                 await self._handle_failure(consumer, reader, accepted)
                 continue
-            events: list[SubscribedEvent] = []
+            events: list[SubscriptionItem] = []
             around = self._around(reader.partition)
             for action in accepted:
                 self._deliver(reader, action.key, events_of(action), action.offset, around, events)
@@ -445,7 +451,9 @@ class Subscription:
         consumer.seek(tp, 0)
         reader.seek(0)
 
-    async def _from_store(self, reader: _Partition, to: int) -> AsyncIterator[SubscriptionItem]:
+    async def _from_store(
+        self, reader: _Partition, to: int
+    ) -> AsyncIterator[list[SubscriptionItem]]:
         """The stored Appends in (cursor, to], from the store: the records are gone from
         Kafka. Those never replicated are lost: JournalTruncated."""
         if await reader.read_pointer() < to:
@@ -458,10 +466,10 @@ class Subscription:
         around = self._around(reader.partition)
         async for append in stored:
             events = [e async for e in self._store.append_events(append)]
-            delivered: list[SubscribedEvent] = []
+            delivered: list[SubscriptionItem] = []
             self._deliver(reader, append.key, events, append.offset, around, delivered)
-            for item in delivered:
-                yield item
+            if delivered:
+                yield delivered
         reader.cursor = max(reader.cursor, to)
         reader.next = max(reader.next, to + 1)
 
@@ -472,7 +480,7 @@ class Subscription:
         events: Sequence[EventRecord],
         offset: int,
         around: tuple[Offsets, Offsets],
-        into: list[SubscribedEvent],
+        into: list[SubscriptionItem],
     ) -> None:
         """An Append's events, appended to `into`; all but the last at the offset before it
         (see the module). Two positions per Append, whatever its size; `around`: the
@@ -543,3 +551,20 @@ def subscribe(
         topic, partitions, store, config, after or SubscriptionPosition(), tags, live
     )
     return subscription.items()
+
+
+def subscribe_batches(
+    topic: str,
+    partitions: int,
+    store: EventualJournal,
+    config: SubscriptionConfig,
+    after: SubscriptionPosition | None = None,
+    tags: Collection[str] = (),
+    live: bool = False,
+) -> AsyncIterator[list[SubscriptionItem]]:
+    """`subscribe`, a list of items at a time as they come (for a writer that sends each
+    list on at once: one write per fetch, not per event)."""
+    subscription = Subscription(
+        topic, partitions, store, config, after or SubscriptionPosition(), tags, live
+    )
+    return subscription.batches()

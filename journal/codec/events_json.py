@@ -126,7 +126,7 @@ def plain_events(decoded: Json) -> Events | None:
 
 def _tag_set(tags: list[Json]) -> frozenset[str] | None:
     """The tags as a set, shared between events with the same list; None unless strings."""
-    key = cast(tuple[str, ...], tuple(tags))  # strings once found in the cache, or checked
+    key = cast("tuple[str, ...]", tuple(tags))  # strings once found in the cache, or checked
     try:
         return _TAG_SETS[key]
     except KeyError:

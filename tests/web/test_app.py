@@ -85,17 +85,21 @@ class FakeBackend:
 
     async def subscribe(
         self, after: SubscriptionPosition | None, tags: Collection[str], live: bool
-    ) -> AsyncIterator[SubscriptionItem]:
-        """Every record of every journal, one partition; `after` skips up to its offset."""
+    ) -> AsyncIterator[Sequence[SubscriptionItem]]:
+        """Every record of every journal, one partition, a journal's at a time; `after` skips
+        up to its offset."""
         if self.failure is not None:
             raise self.failure
         start = -1 if after is None else after.offset(0)
         for journal_id, records in sorted(self.records.items()):
+            batch: list[SubscriptionItem] = []
             for record in records:
                 if record.offset > start and (not tags or record.event.tags & set(tags)):
                     position = SubscriptionPosition.of({0: record.offset})
-                    yield SubscribedEvent(JournalKey("t", journal_id), record, position)
-        yield Heartbeat(SubscriptionPosition.of({0: start}))
+                    batch.append(SubscribedEvent(JournalKey("t", journal_id), record, position))
+            if batch:
+                yield batch
+        yield [Heartbeat(SubscriptionPosition.of({0: start}))]
 
 
 @dataclass
