@@ -4,6 +4,7 @@ a raw aiokafka consumer reading the same records, and append-to-arrival latency 
 from __future__ import annotations
 
 import asyncio
+import gc
 import tempfile
 import time
 from dataclasses import dataclass
@@ -35,7 +36,9 @@ METHOD = (
     "all, decoding every event; the baseline is a raw AIOKafkaConsumer (no group, the same "
     "fetch settings) reading the same records without decoding them, as events/s (records "
     "times {batch}); a second baseline (a note) also decodes each record's value with orjson "
-    "into its events. {reps} repetitions each, alternating; medians. Then a worker serves the "
+    "into its events. The subscription is measured twice: as the interpreter starts, and with "
+    "the start-up heap frozen (gc.freeze), as the worker runs. {reps} repetitions each, "
+    "alternating; medians. Then a worker serves the "
     "topic and, once it has replicated it all, GET /events (live=false, lines counted) "
     "through it alternates with the direct client. Latency: a live "
     "subscriber at the end of the topic while {live} one-event appends are made one after "
@@ -211,6 +214,7 @@ async def bench_subscription(base: Settings, sizes: SubscriptionSizes) -> Sectio
         raw_rates: list[float] = []
         decoding_rates: list[float] = []
         rates: list[float] = []
+        frozen_rates: list[float] = []
         delivered, position = 0, SubscriptionPosition()
         for _ in range(sizes.repetitions):
             seconds, records = await _raw(settings, sizes.batch)
@@ -219,6 +223,12 @@ async def bench_subscription(base: Settings, sizes: SubscriptionSizes) -> Sectio
             decoding_rates.append(records * sizes.batch / seconds)
             seconds, delivered, position = await _subscribed(journals)
             rates.append(delivered / seconds)
+            gc.freeze()  # as the worker does after its imports (app/cli.py)
+            try:
+                seconds, frozen_delivered, _ = await _subscribed(journals)
+            finally:
+                gc.unfreeze()
+            frozen_rates.append(frozen_delivered / seconds)
         rate, raw_rate = median(rates), median(raw_rates)
         section.throughputs["raw consumer"] = raw_rate
         section.throughputs["subscription"] = rate
@@ -245,6 +255,17 @@ async def bench_subscription(base: Settings, sizes: SubscriptionSizes) -> Sectio
                 note="orjson.loads of each value into its events' JSON objects: the least any "
                 "consumer that delivers events must do, so the ratio is what the subscription "
                 "adds to that (events as objects, verdicts, positions)",
+            )
+        )
+        section.add(
+            Row(
+                "note: the subscription with the start-up heap frozen (gc.freeze), as a worker",
+                median(frozen_rates),
+                "events/s",
+                baseline=raw_rate,
+                spread=spread(frozen_rates),
+                note="the garbage collector's full collections walk every object the imports "
+                "made; a subscription allocates a few objects per event and sets many off",
             )
         )
         latencies = await _latencies(journals, position, sizes)

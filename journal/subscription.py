@@ -413,7 +413,7 @@ class Subscription:
         """The events to deliver from each chunk (a partition's next records, in order). The
         partitions' verdicts are taken concurrently: each may wait on a store query."""
         verdicts = await asyncio.gather(
-            *(reader.accepted(_actions(messages)) for reader, messages in chunks),
+            *(_verdicts(reader, messages) for reader, messages in chunks),
             return_exceptions=True,
         )
         delivered: list[list[SubscriptionItem]] = []
@@ -512,6 +512,14 @@ class Subscription:
             tuple(e for e in entries if e[0] < partition),
             tuple(e for e in entries if e[0] > partition),
         )
+
+
+async def _verdicts(
+    reader: _Partition, messages: Iterable[ConsumerRecord[bytes, bytes]]
+) -> list[ActionRecord]:
+    """The accepted Appends of a partition's records, decoded in the task that waits for
+    their verdicts: one partition's decoding runs while another's store query is out."""
+    return await reader.accepted(_actions(messages))
 
 
 def _actions(messages: Iterable[ConsumerRecord[bytes, bytes]]) -> list[ActionRecord]:
