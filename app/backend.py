@@ -7,7 +7,7 @@ ids reads the keys of unreplicated records from Kafka (journal/listing.py says w
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator, Collection, Sequence
 from typing import Any
 
 from journal.deferred import Deferred
@@ -33,5 +33,5 @@ class WorkerBackend:
 
     def subscribe(
         self, after: SubscriptionPosition | None, tags: Collection[str], live: bool
-    ) -> AsyncIterator[SubscriptionItem]:
-        return self._journals.value().subscribe(after, tags, live)  # ready() said yes
+    ) -> AsyncIterator[Sequence[SubscriptionItem]]:
+        return self._journals.value().subscribe_batches(after, tags, live)  # ready() said yes

@@ -116,13 +116,13 @@ def subscribe(settings: Settings, after: str | None, tags: str | None, live: boo
 
     async def run() -> None:
         from journal.journals import Journals
-        from web.representation import subscription_line
+        from web.representation import SubscriptionLines
 
         journals = await Journals.connect(settings)
         try:
-            out = sys.stdout.buffer
+            out, lines = sys.stdout.buffer, SubscriptionLines()
             async for item in journals.subscribe(position, wanted, live):
-                out.write(subscription_line(item))
+                out.write(lines.line(item))
                 out.flush()
         finally:
             await journals.close()

@@ -4,20 +4,29 @@ a raw aiokafka consumer reading the same records, and append-to-arrival latency 
 from __future__ import annotations
 
 import asyncio
+import gc
+import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
+import aiohttp
+import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from app.launcher import WorkerProcess
+from app.security import client_headers
 from bench.common import Row, Section, median, percentile, spread
-from bench.environment import settings_for
+from bench.environment import settings_for, worker
 from bench.workload import events
-from journal.actions import parse_checked, raw_record
 from journal.journals import Journals
-from journal.replicate import AlreadyQuarantined, replicate_to_now
+from journal.replicate import AlreadyQuarantined, replicate_to_now, wait_replicated
 from journal.settings import Settings
 from journal.store.cassandra import CassandraStore
 from journal.subscription import Heartbeat, SubscribedEvent, SubscriptionPosition
+from journal.topic import end_offsets
+
+_HEARTBEAT = b'{"heartbeat"'
 
 METHOD = (
     "A topic of {partitions} partitions holds {events:,} events (~300 bytes each) in Appends "
@@ -26,8 +35,12 @@ METHOD = (
     "onto the journals' rows). One subscriber (`Journals.subscribe`, live=false) reads it "
     "all, decoding every event; the baseline is a raw AIOKafkaConsumer (no group, the same "
     "fetch settings) reading the same records without decoding them, as events/s (records "
-    "times {batch}); a second baseline decodes each Append's events too. {reps} repetitions "
-    "each, alternating; medians. Latency: a live "
+    "times {batch}); a second baseline (a note) also decodes each record's value with orjson "
+    "into its events. The subscription is measured twice: as the interpreter starts, and with "
+    "the start-up heap frozen (gc.freeze), as the worker runs. {reps} repetitions each, "
+    "alternating; medians. Then a worker serves the "
+    "topic and, once it has replicated it all, GET /events (live=false, lines counted) "
+    "through it alternates with the direct client. Latency: a live "
     "subscriber at the end of the topic while {live} one-event appends are made one after "
     "the other, {gap_ms} ms apart; for each, the time from the append's acknowledgement to "
     "the subscriber receiving it."
@@ -58,9 +71,10 @@ async def _write(journals: Journals, sizes: SubscriptionSizes, ids: list[str]) -
         await asyncio.gather(*(writer(j) for j in ids[start : start + 20]))
 
 
-async def _raw(settings: Settings, decode: bool = False) -> tuple[float, int]:
+async def _raw(settings: Settings, batch_size: int, decode: bool = False) -> tuple[float, int]:
     """Seconds a raw consumer takes to read every record of the topic; the records. With
-    `decode`, it also decodes each Append's events, as any reader of events must."""
+    `decode`, it also decodes each record's value with orjson into its events (the list of
+    their JSON objects): the least any consumer that delivers events must do."""
     consumer = AIOKafkaConsumer(
         bootstrap_servers=settings.kafka_bootstrap,
         group_id=None,
@@ -75,15 +89,17 @@ async def _raw(settings: Settings, decode: bool = False) -> tuple[float, int]:
         consumer.assign(tps)
         started = time.perf_counter()
         await consumer.seek_to_beginning(*tps)
-        records = 0
+        records = decoded = 0
         while [tp for tp in tps if await consumer.position(tp) < ends[tp]]:
             batches = await consumer.getmany(timeout_ms=1000, max_records=500)
             records += sum(len(b) for b in batches.values())
             if decode:
                 for batch in batches.values():
                     for message in batch:
-                        parse_checked(raw_record(message))
-        return time.perf_counter() - started, records
+                        decoded += len(orjson.loads(message.value or b"{}").get("events", ()))
+        seconds = time.perf_counter() - started
+        assert not decode or decoded == records * batch_size, (decoded, records)
+        return seconds, records
     finally:
         await consumer.stop()
 
@@ -132,6 +148,48 @@ async def _latencies(
     return [(arrived[n] - acked[n]) * 1000 for n in sorted(arrived)]
 
 
+async def _over_http(worker: WorkerProcess, http: aiohttp.ClientSession) -> tuple[float, int]:
+    """Seconds GET /events (from the start, live=false) takes through `worker`; its events."""
+    started = time.perf_counter()
+    lines = heartbeats = 0
+    tail = b""  # a heartbeat's opening may straddle two chunks
+    async with http.get(worker.url / "events") as response:
+        assert response.status == 200, await response.text()
+        async for chunk in response.content.iter_chunked(1 << 16):
+            lines += chunk.count(b"\n")
+            heartbeats += (tail + chunk).count(_HEARTBEAT) - tail.count(_HEARTBEAT)
+            tail = chunk[-len(_HEARTBEAT) :]
+    return time.perf_counter() - started, lines - heartbeats
+
+
+async def _through_worker(
+    settings: Settings, journals: Journals, sizes: SubscriptionSizes
+) -> tuple[list[float], list[float]]:
+    """Events/s of GET /events through a worker, and of the direct client, alternating, once
+    the worker has replicated the topic (so that nothing else runs meanwhile)."""
+    http_rates: list[float] = []
+    direct_rates: list[float] = []
+    with tempfile.TemporaryDirectory() as workdir:
+        process = worker(settings, Path(workdir) / "worker")
+        process.start()
+        try:
+            await process.wait_ready()
+            ends = await end_offsets(settings.kafka_access(), settings.topic, settings.partitions)
+            await wait_replicated(journals.store, settings.topic, ends, timeout_s=600)
+            timeout = aiohttp.ClientTimeout(total=600)
+            headers = client_headers(settings)
+            async with aiohttp.ClientSession(timeout=timeout, headers=headers) as http:
+                for _ in range(sizes.repetitions):
+                    seconds, over_http = await _over_http(process, http)
+                    http_rates.append(over_http / seconds)
+                    seconds, direct, _ = await _subscribed(journals)
+                    direct_rates.append(direct / seconds)
+                    assert over_http == direct, (over_http, direct)
+        finally:
+            process.stop()
+    return http_rates, direct_rates
+
+
 async def bench_subscription(base: Settings, sizes: SubscriptionSizes) -> Section:
     settings = settings_for(base, "subscription", partitions=8)
     section = Section(
@@ -156,14 +214,21 @@ async def bench_subscription(base: Settings, sizes: SubscriptionSizes) -> Sectio
         raw_rates: list[float] = []
         decoding_rates: list[float] = []
         rates: list[float] = []
+        frozen_rates: list[float] = []
         delivered, position = 0, SubscriptionPosition()
         for _ in range(sizes.repetitions):
-            seconds, records = await _raw(settings)
+            seconds, records = await _raw(settings, sizes.batch)
             raw_rates.append(records * sizes.batch / seconds)
-            seconds, records = await _raw(settings, decode=True)
+            seconds, records = await _raw(settings, sizes.batch, decode=True)
             decoding_rates.append(records * sizes.batch / seconds)
             seconds, delivered, position = await _subscribed(journals)
             rates.append(delivered / seconds)
+            gc.freeze()  # as the worker does after its imports (app/cli.py)
+            try:
+                seconds, frozen_delivered, _ = await _subscribed(journals)
+            finally:
+                gc.unfreeze()
+            frozen_rates.append(frozen_delivered / seconds)
         rate, raw_rate = median(rates), median(raw_rates)
         section.throughputs["raw consumer"] = raw_rate
         section.throughputs["subscription"] = rate
@@ -182,12 +247,25 @@ async def bench_subscription(base: Settings, sizes: SubscriptionSizes) -> Sectio
         decoding_rate = median(decoding_rates)
         section.add(
             Row(
-                "subscription vs a raw consumer that decodes the events too",
+                "note: the same against a raw consumer that also decodes each record with orjson",
                 rate,
                 "events/s",
                 baseline=decoding_rate,
                 spread=spread(decoding_rates),
-                note="what the subscription adds to reading and decoding: verdicts, positions",
+                note="orjson.loads of each value into its events' JSON objects: the least any "
+                "consumer that delivers events must do, so the ratio is what the subscription "
+                "adds to that (events as objects, verdicts, positions)",
+            )
+        )
+        section.add(
+            Row(
+                "note: the subscription with the start-up heap frozen (gc.freeze), as a worker",
+                median(frozen_rates),
+                "events/s",
+                baseline=raw_rate,
+                spread=spread(frozen_rates),
+                note="the garbage collector's full collections walk every object the imports "
+                "made; a subscription allocates a few objects per event and sets many off",
             )
         )
         latencies = await _latencies(journals, position, sizes)
@@ -195,6 +273,18 @@ async def bench_subscription(base: Settings, sizes: SubscriptionSizes) -> Sectio
         section.add(Row("append acknowledged -> live subscriber: p50", median(latencies), "ms"))
         section.add(
             Row("append acknowledged -> live subscriber: p99", percentile(latencies, 99), "ms")
+        )
+        http_rates, direct_rates = await _through_worker(settings, journals, sizes)
+        section.add(
+            Row(
+                "subscription over HTTP: events/s, GET /events through one worker",
+                median(http_rates),
+                "events/s",
+                baseline=raw_rate,
+                spread=spread(http_rates),
+                note=f"the topic replicated by then; the direct client on it: "
+                f"{spread(direct_rates)} events/s",
+            )
         )
     finally:
         await journals.close()

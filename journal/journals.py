@@ -60,6 +60,7 @@ from journal.subscription import (
     SubscriptionItem,
     SubscriptionPosition,
     subscribe,
+    subscribe_batches,
 )
 from journal.tail import TailConfig, TailIndex
 from journal.topic import ensure_topic
@@ -305,6 +306,17 @@ class Journals:
         (`journal.subscription`)."""
         config = SubscriptionConfig(self.kafka.config.kafka, heartbeat_s)
         return subscribe(self.topic, self.writer.partitions, self.store, config, after, tags, live)
+
+    def subscribe_batches(
+        self,
+        after: SubscriptionPosition | None = None,
+        tags: Collection[str] = (),
+        live: bool = False,
+    ) -> AsyncIterator[list[SubscriptionItem]]:
+        """`subscribe`, a list of items at a time as they come (what one fetch gave)."""
+        config = SubscriptionConfig(self.kafka.config.kafka)
+        partitions = self.writer.partitions
+        return subscribe_batches(self.topic, partitions, self.store, config, after, tags, live)
 
     async def fetch_events(
         self, key: JournalKey, partition: int, offsets: Sequence[int]

@@ -128,6 +128,10 @@ def check_consecutive(events: tuple[Event, ...]) -> SeqRange:
     """The range of a batch of events; raises InvalidValue unless they are consecutive."""
     if not events:
         raise InvalidValue("an append needs at least one event")
+    first = events[0].seq_nr
+    # one comparison of lists in C: every record a read or subscription decodes passes here
+    if [event.seq_nr for event in events] == list(range(first, first + len(events))):
+        return SeqRange(first, events[-1].seq_nr)
     for previous, current in itertools.pairwise(events):
         if current.seq_nr != previous.seq_nr + 1:
             raise InvalidValue(

@@ -60,11 +60,14 @@ _FETCH_RECORDS = 500  # records per fetch, all partitions together
 _POINTER_REFRESH_S = 1.0  # how often the tail asks the pointer, to evict states
 
 
+Offsets: TypeAlias = tuple[tuple[int, int], ...]  # (partition, offset), by partition
+
+
 @dataclass(frozen=True, slots=True)
 class SubscriptionPosition:
     """Per partition, the offset of the last record a subscriber has handled (-1: none)."""
 
-    offsets: tuple[tuple[int, int], ...] = ()
+    offsets: Offsets = ()
 
     @classmethod
     def of(cls, offsets: Mapping[int, int]) -> SubscriptionPosition:
@@ -305,18 +308,24 @@ class Subscription:
         return SubscriptionPosition.of({r.partition: r.cursor for r in self._readers})
 
     async def items(self) -> AsyncIterator[SubscriptionItem]:
+        async for batch in self.batches():
+            for item in batch:
+                yield item
+
+    async def batches(self) -> AsyncIterator[list[SubscriptionItem]]:
+        """The items as they come, a non-empty list at a time: what one fetch gave."""
         consumer = await start_consumer(
             self._config.kafka,
             fetch_max_wait_ms=self._config.fetch_max_wait_ms,
             max_partition_fetch_bytes=self._config.max_partition_fetch_bytes,
         )
         try:
-            async for item in self._run(consumer):
-                yield item
+            async for batch in self._run(consumer):
+                yield batch
         finally:
             await stop_consumer(consumer)
 
-    async def _run(self, consumer: AIOKafkaConsumer) -> AsyncIterator[SubscriptionItem]:
+    async def _run(self, consumer: AIOKafkaConsumer) -> AsyncIterator[list[SubscriptionItem]]:
         try:
             starts = await consumer.beginning_offsets(self._tps)
             ends = await consumer.end_offsets(self._tps)
@@ -327,8 +336,8 @@ class Subscription:
         for reader in self._readers:  # beyond retention first: from the store
             tp = self._tps[reader.partition]
             if reader.cursor + 1 < starts[tp]:
-                async for item in self._from_store(reader, starts[tp] - 1):
-                    yield item
+                async for batch in self._from_store(reader, starts[tp] - 1):
+                    yield batch
         consumer.assign(self._tps)
         for reader in self._readers:
             consumer.seek(self._tps[reader.partition], reader.next)
@@ -340,11 +349,12 @@ class Subscription:
                 done = [tp for tp in self._tps if self._done(tp, stop_at)]
                 consumer.pause(*done)
                 if len(done) == len(self._tps):
-                    yield Heartbeat(self.position())
+                    yield [Heartbeat(self.position())]
                     return
             wait_s = max(0.0, quiet_since + self._config.heartbeat_s - loop.time())
             batches = await self._fetch(consumer, min(wait_s, 1.0))
             delivered = False
+            chunks: list[tuple[_Partition, list[ConsumerRecord[bytes, bytes]]]] = []
             for tp, fetched in batches.items():
                 reader = self._readers[tp.partition]
                 end = None if stop_at is None else stop_at[tp.partition]
@@ -359,19 +369,22 @@ class Subscription:
                 if not reader.whole and first > reader.next:
                     # Kafka moved its log start past the reader (retention): the gap from
                     # the store
-                    async for item in self._from_store(reader, first - 1):
+                    async for batch in self._from_store(reader, first - 1):
                         delivered = True
-                        yield item
+                        yield batch
                     reader.restart_after_gap(first)
-                # one batch's events at once: a generator per event costs more than them
-                for item in await self._handle(consumer, reader, messages):
-                    delivered = True
-                    yield item
+                chunks.append((reader, messages))
+            # every partition's chunk at once (their store queries overlap); the fetch's
+            # events as one list: a generator step per event costs more than the event
+            batch = [item for chunk in await self._handle(consumer, chunks) for item in chunk]
+            if batch:
+                delivered = True
+                yield batch
             if delivered:
                 quiet_since = loop.time()
             elif loop.time() - quiet_since >= self._config.heartbeat_s:
                 quiet_since = loop.time()
-                yield Heartbeat(self.position())
+                yield [Heartbeat(self.position())]
 
     def _done(self, tp: TopicPartition, stop_at: Mapping[int, int]) -> bool:
         partition: int = tp.partition
@@ -395,37 +408,52 @@ class Subscription:
     async def _handle(
         self,
         consumer: AIOKafkaConsumer,
-        reader: _Partition,
-        messages: Sequence[ConsumerRecord[bytes, bytes]],
-    ) -> list[SubscribedEvent]:
-        """The events to deliver from `messages`, the partition's next records in order."""
-        tp = self._tps[reader.partition]
-        try:
-            accepted = await reader.accepted(_actions(messages))
-        except _Rewind as rewind:
-            consumer.seek(tp, rewind.offset)
-            reader.seek(rewind.offset)
-            return []
-        except StoreUnavailable:
-            if reader.whole or await _log_start(consumer, tp) != 0:
-                raise
-            # Kafka holds the whole partition: fold it from offset 0, without the store
-            METRICS.counter("journal_subscription_whole_folds_total").inc()
-            log.warning("%s-%s: the store is down: folding from 0", tp.topic, tp.partition)
-            reader.go_whole()
-            consumer.seek(tp, 0)
-            reader.seek(0)
-            return []
-        delivered = [
-            item
-            for action in accepted
-            for item in self._deliver(reader, action.key, events_of(action), action.offset)
-        ]
-        reader.next = messages[-1].offset + 1
-        reader.cursor = max(reader.cursor, messages[-1].offset)
+        chunks: Sequence[tuple[_Partition, Sequence[ConsumerRecord[bytes, bytes]]]],
+    ) -> list[list[SubscriptionItem]]:
+        """The events to deliver from each chunk (a partition's next records, in order). The
+        partitions' verdicts are taken concurrently: each may wait on a store query."""
+        verdicts = await asyncio.gather(
+            *(_verdicts(reader, messages) for reader, messages in chunks),
+            return_exceptions=True,
+        )
+        delivered: list[list[SubscriptionItem]] = []
+        for (reader, messages), accepted in zip(chunks, verdicts, strict=True):
+            if isinstance(accepted, BaseException):
+                await self._handle_failure(consumer, reader, accepted)
+                continue
+            events: list[SubscriptionItem] = []
+            around = self._around(reader.partition)
+            for action in accepted:
+                self._deliver(reader, action.key, events_of(action), action.offset, around, events)
+            reader.next = messages[-1].offset + 1
+            reader.cursor = max(reader.cursor, messages[-1].offset)
+            delivered.append(events)
         return delivered
 
-    async def _from_store(self, reader: _Partition, to: int) -> AsyncIterator[SubscriptionItem]:
+    async def _handle_failure(
+        self, consumer: AIOKafkaConsumer, reader: _Partition, failure: BaseException
+    ) -> None:
+        """A partition whose verdicts could not be taken: read it again from where it must
+        be (its next records are not handled), or fail the subscription."""
+        tp = self._tps[reader.partition]
+        if isinstance(failure, _Rewind):
+            consumer.seek(tp, failure.offset)
+            reader.seek(failure.offset)
+            return
+        if not isinstance(failure, StoreUnavailable):
+            raise failure
+        if reader.whole or await _log_start(consumer, tp) != 0:
+            raise failure
+        # Kafka holds the whole partition: fold it from offset 0, without the store
+        METRICS.counter("journal_subscription_whole_folds_total").inc()
+        log.warning("%s-%s: the store is down: folding from 0", tp.topic, tp.partition)
+        reader.go_whole()
+        consumer.seek(tp, 0)
+        reader.seek(0)
+
+    async def _from_store(
+        self, reader: _Partition, to: int
+    ) -> AsyncIterator[list[SubscriptionItem]]:
         """The stored Appends in (cursor, to], from the store: the records are gone from
         Kafka. Those never replicated are lost: JournalTruncated."""
         if await reader.read_pointer() < to:
@@ -435,30 +463,63 @@ class Subscription:
             )
         METRICS.counter("journal_subscription_store_reads_total").inc()
         stored = self._store.appends(self._topic, reader.partition, reader.cursor, to)
+        around = self._around(reader.partition)
         async for append in stored:
             events = [e async for e in self._store.append_events(append)]
-            for item in self._deliver(reader, append.key, events, append.offset):
-                yield item
+            delivered: list[SubscriptionItem] = []
+            self._deliver(reader, append.key, events, append.offset, around, delivered)
+            if delivered:
+                yield delivered
         reader.cursor = max(reader.cursor, to)
         reader.next = max(reader.next, to + 1)
 
     def _deliver(
-        self, reader: _Partition, key: JournalKey, events: Sequence[EventRecord], offset: int
-    ) -> Iterable[SubscribedEvent]:
-        """An Append's events; all but the last at the offset before it (see the module)."""
-        if not events:  # deleted from the store meanwhile
-            reader.cursor = offset
-            return
-        reader.cursor = offset - 1
-        *before, last = events
-        inside = self.position() if before else None  # one position for all but the last
-        for record in before:
-            if not self._tags or self._tags & record.event.tags:
-                assert inside is not None
-                yield SubscribedEvent(key, record, inside)
+        self,
+        reader: _Partition,
+        key: JournalKey,
+        events: Sequence[EventRecord],
+        offset: int,
+        around: tuple[Offsets, Offsets],
+        into: list[SubscriptionItem],
+    ) -> None:
+        """An Append's events, appended to `into`; all but the last at the offset before it
+        (see the module). Two positions per Append, whatever its size; `around`: the
+        position's entries of the other partitions (`_around`)."""
         reader.cursor = offset
-        if not self._tags or self._tags & last.event.tags:
-            yield SubscribedEvent(key, last, self.position())
+        if not events:  # deleted from the store meanwhile
+            return
+        tags = self._tags
+        before, after = around
+        if len(events) > 1:
+            inside = SubscriptionPosition(
+                (*before, (reader.partition, offset - 1), *after) if offset > 0 else before + after
+            )
+            into += [
+                SubscribedEvent(key, r, inside)
+                for r in events[:-1]
+                if not tags or tags & r.event.tags
+            ]
+        last = events[-1]
+        if not tags or tags & last.event.tags:
+            position = SubscriptionPosition((*before, (reader.partition, offset), *after))
+            into.append(SubscribedEvent(key, last, position))
+
+    def _around(self, partition: int) -> tuple[Offsets, Offsets]:
+        """The position's entries of the partitions before `partition` and after it: they
+        do not change while one partition's records are handled."""
+        entries = self.position().offsets
+        return (
+            tuple(e for e in entries if e[0] < partition),
+            tuple(e for e in entries if e[0] > partition),
+        )
+
+
+async def _verdicts(
+    reader: _Partition, messages: Iterable[ConsumerRecord[bytes, bytes]]
+) -> list[ActionRecord]:
+    """The accepted Appends of a partition's records, decoded in the task that waits for
+    their verdicts: one partition's decoding runs while another's store query is out."""
+    return await reader.accepted(_actions(messages))
 
 
 def _actions(messages: Iterable[ConsumerRecord[bytes, bytes]]) -> list[ActionRecord]:
@@ -498,3 +559,20 @@ def subscribe(
         topic, partitions, store, config, after or SubscriptionPosition(), tags, live
     )
     return subscription.items()
+
+
+def subscribe_batches(
+    topic: str,
+    partitions: int,
+    store: EventualJournal,
+    config: SubscriptionConfig,
+    after: SubscriptionPosition | None = None,
+    tags: Collection[str] = (),
+    live: bool = False,
+) -> AsyncIterator[list[SubscriptionItem]]:
+    """`subscribe`, a list of items at a time as they come (for a writer that sends each
+    list on at once: one write per fetch, not per event)."""
+    subscription = Subscription(
+        topic, partitions, store, config, after or SubscriptionPosition(), tags, live
+    )
+    return subscription.batches()

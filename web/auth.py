@@ -12,6 +12,8 @@ caller's token again, it never trusts the worker that forwarded it.
 
 Answers: 401 + `WWW-Authenticate: Bearer ...` (RFC 6750) without a token or with a bad,
 expired or foreign one; 403 for a missing scope or a journal id outside the token's prefix.
+A prefix-limited token lists journal ids within its prefix only (`web.grant.listing_prefix`)
+and is refused by the other routes that span every journal (GET /events, /metrics).
 Messages never repeat the token.
 """
 
@@ -29,6 +31,8 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from web.errors import ApiError, ErrorCode
+from web.grant import GRANT_KEY as GRANT_KEY
+from web.grant import Grant as Grant
 from web.views import journal_id_of
 
 log = logging.getLogger(__name__)
@@ -55,7 +59,7 @@ ROUTE_SCOPES: Mapping[Route, Scope | None] = {
     ("PUT", "/journals/{id}/snapshots/{seqNr}"): Scope.WRITE,
     ("GET", "/journals/{id}/snapshots/latest"): Scope.READ,
     ("DELETE", "/journals/{id}/snapshots"): Scope.DELETE,
-    ("GET", "/journals"): Scope.READ,  # every journal's id: a prefix-limited token is refused
+    ("GET", "/journals"): Scope.READ,  # a prefix-limited token lists the ids within it
     ("GET", "/events"): Scope.READ,  # every journal's events: a prefix-limited token is refused
     ("GET", "/metrics"): Scope.ADMIN,
     ("GET", "/healthz"): None,
@@ -64,7 +68,7 @@ ROUTE_SCOPES: Mapping[Route, Scope | None] = {
 }
 # Routes without an {id} that filter what they answer by the token's prefix themselves (from
 # request[GRANT_KEY]); any other route without an {id} refuses a prefix-limited token.
-PREFIX_FILTERING_ROUTES: frozenset[Route] = frozenset()
+PREFIX_FILTERING_ROUTES: frozenset[Route] = frozenset({("GET", "/journals")})
 METRICS_ROUTE: Route = ("GET", "/metrics")
 
 
@@ -73,21 +77,6 @@ def required_scope(
 ) -> Scope | None:
     """The scope `route` needs: its entry, else admin (an unlisted route is closed)."""
     return scopes.get(route, Scope.ADMIN)
-
-
-@dataclass(frozen=True)
-class Grant:
-    """What a verified token allows."""
-
-    scopes: frozenset[str]
-    prefix: str | None  # None: every journal id
-
-    def covers(self, journal_id: str) -> bool:
-        return self.prefix is None or journal_id.startswith(self.prefix)
-
-
-# request[GRANT_KEY]: the caller's Grant, for routes that filter what they answer by its prefix
-GRANT_KEY = web.RequestKey("journal.grant", Grant)
 
 
 class InvalidToken(Exception):

@@ -79,9 +79,10 @@ class JournalBackend(Protocol):
 
     def subscribe(
         self, after: SubscriptionPosition | None, tags: Collection[str], live: bool
-    ) -> AsyncIterator[SubscriptionItem]:
-        """Every accepted event after `after` (`journal.journals.Journals.subscribe`); any
-        process serves it, nothing is forwarded."""
+    ) -> AsyncIterator[Sequence[SubscriptionItem]]:
+        """Every accepted event after `after`, a non-empty list of items at a time
+        (`journal.journals.Journals.subscribe_batches`); any process serves it, nothing is
+        forwarded."""
         ...
 
 
@@ -102,5 +103,5 @@ class DirectBackend:
 
     def subscribe(
         self, after: SubscriptionPosition | None, tags: Collection[str], live: bool
-    ) -> AsyncIterator[SubscriptionItem]:
-        return self._journals.subscribe(after, tags, live)
+    ) -> AsyncIterator[Sequence[SubscriptionItem]]:
+        return self._journals.subscribe_batches(after, tags, live)

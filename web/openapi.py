@@ -260,7 +260,8 @@ def openapi_document() -> JsonDoc:
                     "were all rejected, is not listed; one deleted up to its last seqNr is. "
                     "Pages are not a snapshot: a journal created or purged meanwhile may or "
                     "may not show. Follow `next` (as `after`) until it is null; a page may be "
-                    "short, even empty, before that.",
+                    "short, even empty, before that. A token limited to a prefix lists the ids "
+                    "within it: `prefix` defaults to the token's and must start with it (403).",
                     "parameters": _parameters(schema.IdsQuery),
                     "responses": {
                         "200": _ok("A page of ids.", _ref("schemas", "JournalIds")),

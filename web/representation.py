@@ -13,12 +13,13 @@ import base64
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
 from aiohttp import web
 from pydantic import BaseModel
 
 from journal import journals, listing, model
 from journal.model import BinaryPayload, EventRecord, JsonPayload, Payload, TextPayload
-from journal.subscription import Heartbeat, SubscriptionItem
+from journal.subscription import Heartbeat, SubscriptionItem, SubscriptionPosition
 from web import schema
 from web.duration import expire_after_to_iso
 
@@ -41,8 +42,17 @@ def event_out(record: EventRecord) -> schema.EventOut:
 
 
 def _event_fields(record: EventRecord) -> dict[str, Any]:
-    event = record.event
-    optional: dict[str, Any] = payload_fields(event.payload)
+    return {**_own_fields(record.event), **_append_fields(record)}
+
+
+def _own_fields(event: model.Event) -> dict[str, Any]:
+    """The fields of an event line that are the event's own: seqNr, payload, tags."""
+    return {"seqNr": event.seq_nr, **payload_fields(event.payload), "tags": sorted(event.tags)}
+
+
+def _append_fields(record: EventRecord) -> dict[str, Any]:
+    """The fields of an event line that every event of its Append shares."""
+    optional: dict[str, Any] = {}
     if record.metadata.data is not None:
         optional["metadata"] = record.metadata.data
     expire_after = record.metadata.expire_after
@@ -52,8 +62,6 @@ def _event_fields(record: EventRecord) -> dict[str, Any]:
     if record.headers:
         optional["headers"] = dict(record.headers)
     return {
-        "seqNr": event.seq_nr,
-        "tags": sorted(event.tags),
         "timestamp": iso_timestamp(record.timestamp),
         "partition": record.partition,
         "offset": record.offset,
@@ -75,6 +83,34 @@ def subscription_line(item: SubscriptionItem) -> bytes:
     fields = _event_fields(item.record)
     line = schema.SubscribedEventOut(id=item.key.id, position=item.position.encode(), **fields)
     return schema.to_json(line) + b"\n"
+
+
+class SubscriptionLines:
+    """`subscription_line` for the items of one stream, as they come: what the events of one
+    Append share (id, timestamp, metadata, headers...) and each position's encoding are made
+    once, and a line is written by orjson from values the core checked already, in the
+    field order of `schema.SubscribedEventOut`, rather than validated again per event."""
+
+    def __init__(self) -> None:
+        self._append: tuple[model.JournalKey, int, int] | None = None
+        self._shared: dict[str, Any] = {}
+        self._position: SubscriptionPosition | None = None
+        self._encoded = ""
+
+    def line(self, item: SubscriptionItem) -> bytes:
+        if isinstance(item, Heartbeat):
+            return subscription_line(item)
+        record = item.record
+        append = (item.key, record.partition, record.offset)
+        if append != self._append:
+            self._append, self._shared = append, {**_append_fields(record), "id": item.key.id}
+        if item.position is not self._position:  # an Append's events share one but the last
+            self._position, self._encoded = item.position, item.position.encode()
+        fields = {**_own_fields(record.event), **self._shared, "position": self._encoded}
+        try:
+            return orjson.dumps(fields, option=orjson.OPT_APPEND_NEWLINE)
+        except orjson.JSONEncodeError:  # a number beyond 64 bits in a payload: pydantic's
+            return subscription_line(item)
 
 
 def info_out(journal_id: str, info: journals.JournalInfo) -> schema.JournalInfo:

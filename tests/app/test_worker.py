@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass
 from typing import TypeVar
 
 import aiohttp
@@ -23,9 +24,26 @@ from tests.journal.journal_contract import JournalContract, events
 from tests.support.harness import Harness, harness, unique
 from tests.support.http_api import HttpError, HttpJournals, client_session
 from tests.support.listing import all_pages, existing, populate
+from tests.support.show import FULL
 from tests.support.workers import WorkerProcess, wait_replicated
 
 pytestmark = pytest.mark.integration
+
+
+@dataclass(frozen=True)
+class KillShow:
+    """The sizes of the kill -9 subscription test: the issue's Show at KJ_SHOW_SCALE=full
+    (`tests.support.show`), 8 writers appending 20,000 events to 200 journals on 8 partitions
+    (the module's topic then has 8), a subscriber resuming every `session` lines."""
+
+    journals: int
+    appends: int  # per journal, one event each
+    writers: int
+    session: int
+    timeout_s: float
+
+
+KILL_SHOW = KillShow(200, 100, 8, 500, 900.0) if FULL else KillShow(4, 30, 4, 15, 60.0)
 
 T = TypeVar("T")
 
@@ -37,7 +55,7 @@ def keyspace(stack: Stack) -> str:
 
 @pytest.fixture(scope="module")
 async def connected(stack: Stack, keyspace: str) -> AsyncIterator[Harness]:
-    async with harness(stack, keyspace, "journal_worker") as one:
+    async with harness(stack, keyspace, "journal_worker", 8 if FULL else 3) as one:
         yield one
 
 
@@ -408,7 +426,7 @@ async def test_kill_9_amid_writes_and_a_resumed_http_subscriber_misses_nothing(
     serves the subscription is killed -9 and restarted; the subscriber drops its stream every
     few lines (or loses it with the worker) and resumes from its last position. It gets every
     acknowledged event, in each journal's order within a stream, and no rejected one."""
-    ids = [unique("killsub") for _ in range(4)]
+    ids = [unique("killsub") for _ in range(KILL_SHOW.journals)]
     acked: dict[str, int] = dict.fromkeys(ids, 0)
     got: set[tuple[str, int]] = set()
     # from the topic's end as of now: the module's earlier tests filled it, and reading all
@@ -417,17 +435,19 @@ async def test_kill_9_amid_writes_and_a_resumed_http_subscriber_misses_nothing(
     ends = await end_offsets(settings.kafka_access(), settings.topic, settings.partitions)
     position = SubscriptionPosition.of({p: end - 1 for p, end in ends.items()}).encode()
     rejected = events(1, 1)[0]
-    forty = asyncio.Event()
+    appends = KILL_SHOW.appends
+    a_third = asyncio.Event()
 
-    async def writer(journal_id: str) -> None:
-        journal = connected.journals.journal(journal_id)  # straight to Kafka
-        for n in range(1, 31):
-            await journal.append(events(n, n))
-            acked[journal_id] = n
-            if sum(acked.values()) >= 40:
-                forty.set()
-            if n % 7 == 0:  # from seqNr 1 again: the fold rejects it
-                await journal.append([rejected])
+    async def writer(first: int) -> None:
+        mine = [connected.journals.journal(j) for j in ids[first :: KILL_SHOW.writers]]
+        for n in range(1, appends + 1):
+            for journal in mine:  # straight to Kafka
+                await journal.append(events(n, n))
+                acked[journal.key.id] = n
+                if sum(acked.values()) >= len(ids) * appends // 3:
+                    a_third.set()
+                if n % 7 == 0:  # from seqNr 1 again: the fold rejects it
+                    await journal.append([rejected])
 
     async def session(limit: int) -> bool:
         """One stream of at most `limit` lines; whether it reached the end."""
@@ -457,7 +477,7 @@ async def test_kill_9_amid_writes_and_a_resumed_http_subscriber_misses_nothing(
         while True:
             finished = done.is_set()
             try:
-                if await session(15) and finished:
+                if await session(KILL_SHOW.session) and finished:
                     return
             except (TimeoutError, aiohttp.ClientError):
                 await asyncio.sleep(0.2)  # the worker is down or not ready
@@ -469,12 +489,12 @@ async def test_kill_9_amid_writes_and_a_resumed_http_subscriber_misses_nothing(
 
     done = asyncio.Event()
     subscribing = asyncio.create_task(subscriber(done))
-    writing = asyncio.gather(*(writer(j) for j in ids))
-    await asyncio.wait_for(forty.wait(), 60)
+    writing = asyncio.gather(*(writer(w) for w in range(KILL_SHOW.writers)))
+    await asyncio.wait_for(a_third.wait(), KILL_SHOW.timeout_s)
     worker.kill9()
     worker.start()
     await writing
     await worker.wait_ready()
     done.set()
-    await asyncio.wait_for(subscribing, 120)
-    assert got == {(j, n) for j in ids for n in range(1, 31)}
+    await asyncio.wait_for(subscribing, 2 * KILL_SHOW.timeout_s)
+    assert got == {(j, n) for j in ids for n in range(1, appends + 1)}

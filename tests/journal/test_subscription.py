@@ -26,8 +26,7 @@ from journal.subscription import (
 from journal.topic import end_offsets
 from stack import Stack
 from tests.support.harness import Harness, harness, unique
-
-JOURNALS = 9  # over 3 partitions
+from tests.support.show import SHOW
 
 
 def test_a_position_survives_its_encoding() -> None:
@@ -73,30 +72,37 @@ def event(journal_id: str, seq_nr: int, rejected: bool = False) -> Event:
 
 
 async def write(h: Harness, written: Written, rounds: int, seed: int) -> None:
-    """A writer per journal: appends of 1-3 events; now and then a conflicting Append (from
-    seqNr 1 again: rejected by the fold) and a Delete."""
+    """`SHOW.writers` writers, each over its share of the journals in turn, `rounds` times:
+    appends of 1-3 events; now and then a conflicting Append (from seqNr 1 again: rejected by
+    the fold) and a Delete."""
 
-    async def writer(journal_id: str, rng: random.Random) -> None:
+    async def step(journal_id: str, rng: random.Random) -> None:
         journal = h.journals.journal(journal_id)
         seq_nrs = written.accepted[journal_id]
-        for _ in range(rounds):
-            last = seq_nrs[-1] if seq_nrs else 0
-            n = rng.randint(1, 3)
-            await journal.append([event(journal_id, s) for s in range(last + 1, last + n + 1)])
-            seq_nrs.extend(range(last + 1, last + n + 1))
-            if rng.random() < 0.3:
-                await journal.append([event(journal_id, s, rejected=True) for s in (1, 2)])
-            if rng.random() < 0.15 and len(seq_nrs) > 1:
-                to = seq_nrs[-1] - 1
-                await journal.delete(to)
-                written.delete_to[journal_id] = max(written.delete_to[journal_id], to)
+        last = seq_nrs[-1] if seq_nrs else 0
+        n = rng.randint(1, 3)
+        await journal.append([event(journal_id, s) for s in range(last + 1, last + n + 1)])
+        seq_nrs.extend(range(last + 1, last + n + 1))
+        if rng.random() < 0.3:
+            await journal.append([event(journal_id, s, rejected=True) for s in (1, 2)])
+        if rng.random() < 0.15 and len(seq_nrs) > 1:
+            to = seq_nrs[-1] - 1
+            await journal.delete(to)
+            written.delete_to[journal_id] = max(written.delete_to[journal_id], to)
 
-    await asyncio.gather(*(writer(f"j{i}", random.Random(seed * 100 + i)) for i in range(JOURNALS)))
+    async def writer(first: int) -> None:
+        mine = range(first, SHOW.journals, SHOW.writers)
+        rngs = {i: random.Random(seed * 100 + i) for i in mine}
+        for _ in range(rounds):
+            for i in mine:
+                await step(f"j{i}", rngs[i])
+
+    await asyncio.gather(*(writer(w) for w in range(SHOW.writers)))
 
 
 @pytest.fixture
 async def h(stack: Stack) -> AsyncIterator[Harness]:
-    async with harness(stack, unique("kj_sub"), "sub") as connected:
+    async with harness(stack, unique("kj_sub"), "sub", SHOW.partitions) as connected:
         yield connected
 
 
@@ -138,7 +144,7 @@ async def resumed(
     delivered: list[SubscribedEvent] = []
     sessions = 0
     while True:
-        session, ended = await take(journals, after, rng.randint(5, 40))
+        session, ended = await take(journals, after, rng.randint(*SHOW.session))
         check_order(session)
         delivered.extend(session)
         sessions += 1
@@ -172,14 +178,14 @@ async def test_a_resumed_subscriber_gets_every_accepted_event_and_no_rejected_on
     and replication passes part of the tail while the subscriber reads it (rows newer than
     the records it reads), the rest stays in the tail (sessions resume above the pointer)."""
     written = Written()
-    await write(h, written, rounds=6, seed=1)
+    await write(h, written, rounds=SHOW.rounds(6, of=16), seed=1)
     await h.replicate()
-    await write(h, written, rounds=4, seed=2)
+    await write(h, written, rounds=SHOW.rounds(4, of=16), seed=2)
 
     async def meanwhile() -> None:
-        await write(h, written, rounds=2, seed=3)
+        await write(h, written, rounds=SHOW.rounds(2, of=16), seed=3)
         await h.replicate()
-        await write(h, written, rounds=4, seed=4)
+        await write(h, written, rounds=SHOW.rounds(4, of=16), seed=4)
 
     delivered = await resumed(h.journals, random.Random(5), between=meanwhile)
     check(written, delivered)
@@ -190,9 +196,9 @@ async def test_events_beyond_retention_come_from_the_store_in_the_same_order(
     h: Harness,
 ) -> None:
     written = Written()
-    await write(h, written, rounds=5, seed=4)
+    await write(h, written, rounds=SHOW.rounds(5, of=8), seed=4)
     await h.replicate()
-    ends = await end_offsets(h.settings.kafka_access(), h.settings.topic, 3)
+    ends = await end_offsets(h.settings.kafka_access(), h.settings.topic, h.settings.partitions)
     admin = AIOKafkaAdminClient(bootstrap_servers=h.settings.kafka_bootstrap)
     await admin.start()
     try:  # as retention would: partition 0 entirely, partition 1 half
@@ -201,11 +207,53 @@ async def test_events_beyond_retention_come_from_the_store_in_the_same_order(
         await admin.delete_records(gone)
     finally:
         await admin.close()
-    await write(h, written, rounds=3, seed=5)  # and a tail above it
+    await write(h, written, rounds=SHOW.rounds(3, of=8), seed=5)  # and a tail above it
     delivered = await resumed(h.journals, random.Random(6))
     check(written, delivered)
     stored_from_0 = [d for d in delivered if d.record.partition == 0]
     assert stored_from_0, "partition 0's events must come from the store"
+
+
+async def expire_all(h: Harness) -> dict[int, int]:
+    """Delete every record of the topic, as retention would; the end offsets."""
+    ends = await end_offsets(h.settings.kafka_access(), h.settings.topic, h.settings.partitions)
+    admin = AIOKafkaAdminClient(bootstrap_servers=h.settings.kafka_bootstrap)
+    await admin.start()
+    try:
+        tps = {TopicPartition(h.settings.topic, p): RecordsToDelete(e) for p, e in ends.items()}
+        await admin.delete_records(tps)
+    finally:
+        await admin.close()
+    return ends
+
+
+@pytest.mark.integration
+async def test_beyond_retention_a_purged_journal_s_events_never_come_back(h: Harness) -> None:
+    """The `appends` rows of Appends a Purge (or a Delete) removed stay (replication writes
+    without reading, and does not know their offsets), but what they name is gone from the
+    events table, and the events the journal got after the Purge carry other offsets: a
+    subscriber from the store gets the journal's new events only."""
+    purged, kept = h.journals.journal("purged"), h.journals.journal("kept")
+    await purged.append([event("purged", 1, rejected=True), event("purged", 2, rejected=True)])
+    await purged.append([event("purged", 3, rejected=True)])
+    await kept.append([event("kept", 1)])
+    await h.replicate()  # the Appends stored, then the Purge in another batch
+    await purged.purge()
+    await purged.append([event("purged", 1), event("purged", 2)])  # anew from seqNr 1
+    await purged.delete(1)
+    ends = await h.replicate()
+    await expire_all(h)
+    delivered, ended = await take(h.journals, None, 100)
+    assert ended
+    assert not [d for d in delivered if rejected(d)], "a purged event came back"
+    got = sorted((d.key.id, d.record.seq_nr) for d in delivered)
+    assert got == [("kept", 1), ("purged", 2)]  # 1: deleted after the Purge
+    partition = (await h.stored("purged"))[0]
+    assert partition is not None
+    listed = h.store.appends(h.settings.topic, partition.partition, -1, ends[partition.partition])
+    purged_rows = [a async for a in listed if a.key.id == "purged"]
+    # two Appends before the Purge, one after: the stale rows stay, and are harmless (above)
+    assert len(purged_rows) == 3
 
 
 @pytest.mark.integration
@@ -238,9 +286,9 @@ async def test_with_the_store_down_a_resumed_subscriber_folds_from_offset_0(
 ) -> None:
     """Kafka holds the whole topic (it still starts at offset 0): the fold needs no store."""
     written = Written()
-    await write(h, written, rounds=5, seed=7)
+    await write(h, written, rounds=SHOW.rounds(5, of=10), seed=7)
     await h.replicate()
-    await write(h, written, rounds=5, seed=8)
+    await write(h, written, rounds=SHOW.rounds(5, of=10), seed=8)
     before, _ = await take(h.journals, None, 10)
     folds = METRICS.value("journal_subscription_whole_folds_total")
     stack.cassandra.stop()

@@ -63,8 +63,10 @@ class Harness:
 
 
 @asynccontextmanager
-async def harness(stack: Stack, keyspace: str, topic_prefix: str) -> AsyncIterator[Harness]:
-    settings = settings_for(stack, unique(topic_prefix), keyspace)
+async def harness(
+    stack: Stack, keyspace: str, topic_prefix: str, partitions: int = 3
+) -> AsyncIterator[Harness]:
+    settings = settings_for(stack, unique(topic_prefix), keyspace, partitions)
     store = await CassandraStore.connect(settings.cassandra_config())
     journals = await Journals.connect(settings, store=store)
     await ensure_topic(settings.kafka_access(), TopicSpec(quarantine_topic(settings.topic), 1))

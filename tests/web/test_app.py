@@ -36,6 +36,7 @@ from journal.model import (
     Event,
     EventRecord,
     JournalKey,
+    JsonPayload,
     Payload,
     PayloadMetadata,
     Position,
@@ -53,6 +54,7 @@ from tests.web.served import Served, serve
 from web import JournalHandle, add_routes, create_app
 from web.errors import ErrorCode
 from web.openapi import openapi_document
+from web.representation import SubscriptionLines, subscription_line
 
 T0 = datetime(2024, 5, 6, 7, 8, 9, 123000, tzinfo=UTC)
 
@@ -83,17 +85,21 @@ class FakeBackend:
 
     async def subscribe(
         self, after: SubscriptionPosition | None, tags: Collection[str], live: bool
-    ) -> AsyncIterator[SubscriptionItem]:
-        """Every record of every journal, one partition; `after` skips up to its offset."""
+    ) -> AsyncIterator[Sequence[SubscriptionItem]]:
+        """Every record of every journal, one partition, a journal's at a time; `after` skips
+        up to its offset."""
         if self.failure is not None:
             raise self.failure
         start = -1 if after is None else after.offset(0)
         for journal_id, records in sorted(self.records.items()):
+            batch: list[SubscriptionItem] = []
             for record in records:
                 if record.offset > start and (not tags or record.event.tags & set(tags)):
                     position = SubscriptionPosition.of({0: record.offset})
-                    yield SubscribedEvent(JournalKey("t", journal_id), record, position)
-        yield Heartbeat(SubscriptionPosition.of({0: start}))
+                    batch.append(SubscribedEvent(JournalKey("t", journal_id), record, position))
+            if batch:
+                yield batch
+        yield [Heartbeat(SubscriptionPosition.of({0: start}))]
 
 
 @dataclass
@@ -315,6 +321,31 @@ async def test_a_subscription_streams_events_with_id_and_position_then_a_heartbe
         assert [orjson.loads(line) for line in (await response.read()).splitlines()] == [
             {"heartbeat": True, "position": two}
         ]
+
+
+def test_a_subscription_line_is_the_models_line_however_it_is_made() -> None:
+    """`SubscriptionLines` (orjson, shared fields made once per Append) writes the very bytes
+    `subscription_line` (the pydantic model) does, across Appends, payload kinds, metadata,
+    headers, positions shared or not, and a number orjson cannot write."""
+    full, h = PayloadMetadata("1 day", {"m": [1, 2.5, None]}), {"h": "v"}
+    records = [
+        EventRecord(Event(1, frozenset("ba"), JsonPayload({"x": [1, "é"]})), T0, 0, 5, full, h),
+        EventRecord(Event(2, frozenset(), TextPayload("t")), T0, 0, 5, full, h),
+        EventRecord(Event(3, frozenset(), BinaryPayload(b"\x00\x01")), T0, 1, 5),
+        EventRecord(Event(4), T0, 1, 6),
+        EventRecord(Event(5, frozenset(), JsonPayload(2**70)), T0, 1, 7),
+    ]
+    inside, last = SubscriptionPosition.of({0: 4, 1: 2}), SubscriptionPosition.of({0: 5, 1: 2})
+    items: list[SubscriptionItem] = [
+        SubscribedEvent(JournalKey("t", "j"), records[0], inside),
+        SubscribedEvent(JournalKey("t", "j"), records[1], last),
+        Heartbeat(last),
+        SubscribedEvent(JournalKey("t", "k"), records[2], SubscriptionPosition.of({1: 5})),
+        SubscribedEvent(JournalKey("t", "k"), records[3], SubscriptionPosition.of({1: 6})),
+        SubscribedEvent(JournalKey("t", "k"), records[4], SubscriptionPosition.of({1: 7})),
+    ]
+    lines = SubscriptionLines()
+    assert [lines.line(item) for item in items] == [subscription_line(item) for item in items]
 
 
 @pytest.mark.parametrize(

@@ -233,6 +233,34 @@ async def test_a_prefix_limits_the_token_to_its_journal_ids(served: Served) -> N
     assert status == 403
 
 
+async def test_a_prefix_limited_token_lists_only_the_ids_within_its_prefix(
+    served: Served,
+) -> None:
+    writer = bearer(token(Scope.WRITE))
+    for journal_id in ("a-1", "a-2", "ab", "b-1"):
+        path = journal_path(journal_id, "/events")
+        assert await status_of(served, "POST", path, writer, json=APPEND["json"]) == 200
+
+    async def listed(query: str, headers: Mapping[str, str]) -> list[str]:
+        async with served.session.get(served.at(f"/journals{query}"), headers=headers) as answer:
+            assert answer.status == 200, await answer.text()
+            ids: list[str] = (await answer.json())["journals"]
+            return ids
+
+    limited = bearer(token(Scope.READ, prefix="a-"))
+    assert await listed("", bearer(token(Scope.READ))) == ["a-1", "a-2", "ab", "b-1"]
+    assert await listed("", limited) == ["a-1", "a-2"]  # the token's prefix by default
+    assert await listed("?prefix=", limited) == ["a-1", "a-2"]
+    assert await listed("?prefix=a-2", limited) == ["a-2"]  # narrower: as asked
+    for outside in ("a", "b-", "ab"):  # wider than the token's or beside it
+        status, code, message, _ = await error_of(
+            served, "GET", f"/journals?prefix={outside}", limited
+        )
+        assert (status, code) == (403, ErrorCode.FORBIDDEN) and "'a-'" in message, outside
+    status, _, _, _ = await error_of(served, "GET", "/events", limited)
+    assert status == 403  # every journal's events: still refused
+
+
 async def test_metrics_needs_admin_and_ops_routes_stay_open(served: Served) -> None:
     assert await status_of(served, "GET", "/metrics", bearer(token(Scope.READ))) == 403
     assert await status_of(served, "GET", "/metrics", bearer(token(Scope.ADMIN))) == 200

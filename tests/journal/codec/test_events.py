@@ -14,16 +14,18 @@ from pathlib import Path
 
 import orjson
 import pytest
-from hypothesis import assume, given
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from journal.codec import DecodeError, EncodeError, decode_events, encode_events
 from journal.codec.events_binary import encode_events_binary
+from journal.codec.events_json import checked_events, plain_events
 from journal.model import (
     SEQ_NR_MAX,
     BinaryPayload,
     Event,
     Events,
+    InvalidValue,
     Json,
     JsonPayload,
     Payload,
@@ -485,6 +487,34 @@ def test_json_field_of_any_value_decodes_or_raises_decode_error(
     target[key] = data.draw(json_values)
     with contextlib.suppress(DecodeError):
         decode_events(JSON, orjson.dumps(obj))
+
+
+@settings(max_examples=500)
+@given(events_batches(payloads.filter(lambda p: not isinstance(p, BinaryPayload))), st.data())
+def test_the_plain_reading_agrees_with_the_checked_one(events: Events, data: st.DataObject) -> None:
+    """`plain_events` (the fast path) answers what `checked_events` does, or leaves the value
+    to it: for written values and for any field of them replaced (or removed) by any JSON."""
+    obj = orjson.loads(encode_events(events)[1])
+    targets = [obj, obj["metadata"], *obj["events"]]
+    for _ in range(data.draw(st.integers(0, 2))):
+        target = data.draw(st.sampled_from(targets))
+        key = data.draw(st.sampled_from(["events", "metadata", "seqNr", "tags", *target]))
+        if data.draw(st.booleans()):
+            target[key] = data.draw(st.one_of(st.sampled_from(["json", "text", 0]), json_values))
+        else:
+            target.pop(key, None)
+    try:
+        checked: Events | DecodeError | InvalidValue = checked_events(obj)
+    except (DecodeError, InvalidValue) as error:
+        checked = error
+    try:
+        plain: Events | DecodeError | InvalidValue | None = plain_events(obj)
+    except (DecodeError, InvalidValue) as error:
+        plain = error
+    if isinstance(checked, Events):
+        assert plain is None or plain == checked
+    else:
+        assert plain is None or type(plain) is type(checked), (plain, checked)
 
 
 def test_a_null_json_payload_is_no_payload_both_ways(vectors: Path) -> None:

@@ -1,0 +1,46 @@
+"""What a verified token allows (`web.auth` verifies it), as the views see it.
+
+The guard puts the caller's Grant on the request (`GRANT_KEY`); a route that spans every
+journal but filters what it answers by the token's prefix reads it from there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from web.errors import ApiError, ErrorCode
+
+
+@dataclass(frozen=True)
+class Grant:
+    """What a verified token allows."""
+
+    scopes: frozenset[str]
+    prefix: str | None  # None: every journal id
+
+    def covers(self, journal_id: str) -> bool:
+        return self.prefix is None or journal_id.startswith(self.prefix)
+
+
+# request[GRANT_KEY]: the caller's Grant, for routes that filter what they answer by its prefix
+GRANT_KEY = web.RequestKey("journal.grant", Grant)
+
+
+def listing_prefix(request: web.Request, prefix: str) -> str:
+    """The prefix a listing of journal ids uses: the request's, which must lie within the
+    caller's token's prefix (403 otherwise); the token's when the request gave none."""
+    grant: Grant | None = request.get(GRANT_KEY)
+    if grant is None or grant.prefix is None:
+        return prefix
+    if not prefix:
+        return grant.prefix
+    if not prefix.startswith(grant.prefix):
+        raise ApiError(
+            403,
+            ErrorCode.FORBIDDEN,
+            f"this token is limited to journal ids starting with {grant.prefix!r}: "
+            f"prefix {prefix[:100]!r} lies outside it",
+        )
+    return prefix
