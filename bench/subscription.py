@@ -14,11 +14,11 @@ import aiohttp
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from app.launcher import WorkerProcess
 from app.security import client_headers
 from bench.common import Row, Section, median, percentile, spread
 from bench.environment import settings_for, worker
 from bench.workload import events
+from devtools.workers import WorkerProcess
 from journal.journals import Journals
 from journal.replicate import AlreadyQuarantined, replicate_to_now, wait_replicated
 from journal.settings import Settings
