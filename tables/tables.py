@@ -5,13 +5,14 @@ partition in the changelog as the journal's records in the action topic, and the
 as many partitions as the action topic (Faust refuses a write otherwise).
 
 **Written once per journal per flush, not per record.** A table write is a changelog record
-(Kafka traffic) and a local store write; a busy journal's runs change with every record. So
-the agent's changes wait in memory, per partition (`_Pending`, what readers see first), and
-are written when the partition has had `FLUSH_RECORDS` records or `FLUSH_INTERVAL_S` since
-its last flush: a write takes its changelog partition from Faust's current event, so a
-partition's changes can only be written while one of its records is handled. Changes a crash
-or a revocation loses cost nothing: a new owner trusts its tables only once the store holds
-what came before its first record (`agents/replication.py`, the partition's floor).
+(Kafka traffic) and a local store write; a busy journal's runs change with every record. So the
+agent's changes wait in memory, per partition (`_Pending`, what readers see first), and are
+written when the partition has had `FLUSH_RECORDS` records, `FLUSH_JOURNALS` journals changed
+or `FLUSH_INTERVAL_S` since its last flush: a write takes its changelog partition from Faust's
+current event, so a partition's changes can only be written while one of its records is
+handled. Changes a crash or a revocation loses cost nothing: a new owner trusts its tables only
+once the store holds what came before its first record (`agents/replication.py`, the
+partition's floor).
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ from tables.values import decode_runs, encode_runs
 
 FLUSH_RECORDS = 500  # a partition's records between two flushes of its changes, at most
 FLUSH_INTERVAL_S = 1.0  # ... or this long, once a record of the partition comes
+# ... or this many journals changed: Faust's producer buffer holds 100 changelog records, and
+# past it Faust pauses the stream until it drains (a flush of 500 journals stalled the agent)
+FLUSH_JOURNALS = 64
 
 
 @dataclass(slots=True)
@@ -73,7 +77,11 @@ class JournalTables:
             key = action.key.id.encode("utf-8")
             changes[key] = _current(table, changes, key).after(replicated).add(action.offset)
         pending.records += 1
-        if pending.records >= FLUSH_RECORDS or time.monotonic() - pending.since >= FLUSH_INTERVAL_S:
+        if (
+            pending.records >= FLUSH_RECORDS
+            or len(pending.heads) + len(pending.watermarks) >= FLUSH_JOURNALS
+            or time.monotonic() - pending.since >= FLUSH_INTERVAL_S
+        ):
             self._flush(partition, pending)
 
     def forget(self, partition: int) -> None:

@@ -35,7 +35,11 @@ from cassandra.cluster import (
     NoHostAvailable,
     Session,
 )
-from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
+from cassandra.policies import (
+    DCAwareRoundRobinPolicy,
+    ExponentialReconnectionPolicy,
+    TokenAwarePolicy,
+)
 from cassandra.query import BatchStatement, BatchType, PreparedStatement, Statement
 
 from journal.actions import events_of
@@ -89,6 +93,7 @@ _CHUNKS_PAGE = 4  # chunks per page when a snapshot is read: a few MiB held at a
 # a reader finding a header's chunks gone (a newer put or a delete removed them meanwhile)
 # looks again, this many times at most
 _SNAPSHOT_READ_ATTEMPTS = 3
+_RECONNECT_MAX_DELAY_S = 10.0  # between attempts to reach a Cassandra host that went down
 _IDS_FETCH = 16  # rows per page of one bucket's slice: a page of ids spreads over all buckets
 
 
@@ -191,6 +196,11 @@ class CassandraStore(EventualStore):
             execution_profiles={EXEC_PROFILE_DEFAULT: profile},
             protocol_version=5,
             auth_provider=None if config.login is None else config.login.auth_provider(),
+            # the driver's default backs off to 10 minutes: after a 4-minute outage a worker
+            # went on failing for 4 more minutes against a Cassandra that was back (the bench)
+            reconnection_policy=ExponentialReconnectionPolicy(
+                base_delay=0.5, max_delay=_RECONNECT_MAX_DELAY_S
+            ),
         )
         try:
             session = await asyncio.to_thread(cluster.connect)  # connect blocks: not on the loop

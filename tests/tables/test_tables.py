@@ -8,7 +8,7 @@ import pytest
 
 from journal.index import OffsetRuns
 from journal.model import JournalKey
-from tables.tables import FLUSH_INTERVAL_S, FLUSH_RECORDS, JournalTables
+from tables.tables import FLUSH_INTERVAL_S, FLUSH_JOURNALS, FLUSH_RECORDS, JournalTables
 from tables.values import decode_runs
 from tests.support import actions as a
 
@@ -75,3 +75,12 @@ def test_a_partition_never_reads_another_partitions_changes() -> None:
     journal_tables, _, _ = tables()
     journal_tables.record(a.append(A, 0, 1, 1), -1)
     assert journal_tables.runs("a", 1) == (OffsetRuns(), OffsetRuns())
+
+
+def test_a_flush_comes_before_faust_s_producer_buffer_would_fill() -> None:
+    journal_tables, heads, _ = tables()
+    for n in range(FLUSH_JOURNALS - 1):
+        journal_tables.record(a.append(JournalKey("t", f"j{n}"), n, 1, 1), -1)
+    assert heads.writes == 0
+    journal_tables.record(a.append(JournalKey("t", "last"), FLUSH_JOURNALS, 1, 1), -1)
+    assert heads.writes == FLUSH_JOURNALS < 100  # Faust pauses the stream past 100 pending
