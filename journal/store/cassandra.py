@@ -114,6 +114,16 @@ class Partition:
         return cls([(statement, values)], _ROW_BYTES)
 
 
+def reconnection_policy() -> ExponentialReconnectionPolicy:
+    """How the driver tries a host that went down again: never giving up (its default stops
+    after 64 attempts, and a worker would stay without its store for good), at most
+    `_RECONNECT_MAX_DELAY_S` apart (its default backs off to 10 minutes: after a 4-minute
+    outage a worker went on failing 4 more minutes against a Cassandra that was back)."""
+    return ExponentialReconnectionPolicy(
+        base_delay=0.5, max_delay=_RECONNECT_MAX_DELAY_S, max_attempts=None
+    )
+
+
 class _Packer:
     """Packs partitions' mutations into unlogged batches: small ones share a batch (at most
     `_PARTITIONS_PER_BATCH` partitions, `_SHARED_BATCH_BYTES`), a large one goes alone."""
@@ -196,11 +206,7 @@ class CassandraStore(EventualStore):
             execution_profiles={EXEC_PROFILE_DEFAULT: profile},
             protocol_version=5,
             auth_provider=None if config.login is None else config.login.auth_provider(),
-            # the driver's default backs off to 10 minutes: after a 4-minute outage a worker
-            # went on failing for 4 more minutes against a Cassandra that was back (the bench)
-            reconnection_policy=ExponentialReconnectionPolicy(
-                base_delay=0.5, max_delay=_RECONNECT_MAX_DELAY_S
-            ),
+            reconnection_policy=reconnection_policy(),
         )
         try:
             session = await asyncio.to_thread(cluster.connect)  # connect blocks: not on the loop
