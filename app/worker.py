@@ -19,11 +19,13 @@ from agents.poison import guarded_transport
 from agents.replication import ReplicationWork
 from agents.replicator import define_agent
 from app.backend import WorkerBackend
+from app.faust_metrics import FaustMonitorCollector
 from app.forwarding import Forwarder, Owners
 from app.security import guard_of
 from app.settings import WorkerSettings
 from journal.deferred import Deferred
 from journal.journals import Journals
+from journal.metrics import METRICS
 from journal.producer import JournalProducer
 from journal.replicate import KafkaQuarantine
 from journal.security import KafkaAccess
@@ -195,6 +197,8 @@ def _mount_web(
         guard=guard_of(settings.journal),
         max_snapshot_bytes=settings.journal.max_snapshot_bytes,
     )
+    # Faust's own consumer metrics, next to ours in /metrics (read when scraped)
+    METRICS.registry.register(FaustMonitorCollector(app))
     owners = Owners(app, owned, "head-cache", partitions, settings.url)
     forwarder = Forwarder(owners)
     # inside the API's error middleware and token check: a forwarded request was checked here
