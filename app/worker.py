@@ -31,6 +31,7 @@ from journal.replicate import KafkaQuarantine
 from journal.security import KafkaAccess
 from journal.store.cassandra import CassandraStore
 from journal.store.connecting import ConnectingStore
+from journal.tail import TailConfig, TailIndex
 from journal.topic import TopicSpec, ensure_topic, quarantine_topic
 from tables.index import TableIndex
 from tables.partitions import OwnedPartitions
@@ -77,6 +78,7 @@ def create_app(settings: WorkerSettings, partitions: int) -> faust.App:
     owned = OwnedPartitions()
     work: Deferred[ReplicationWork] = Deferred()
     journals: Deferred[Journals] = Deferred()
+    verdicts: Deferred[TailIndex] = Deferred()  # follows the owned partitions
     closers: list[Callable[[], Awaitable[None]]] = []
     topic = app.topic(journal.topic, key_type=bytes, value_type=bytes, partitions=partitions)
     define_agent(app, topic, work)
@@ -84,7 +86,7 @@ def create_app(settings: WorkerSettings, partitions: int) -> faust.App:
 
     @app.task
     async def connect() -> None:
-        await _connect(settings, tables, owned, work, journals, closers)
+        await _connect(settings, tables, owned, work, journals, verdicts, closers)
 
     @app.on_partitions_assigned.connect
     async def on_assigned(sender: Any, assigned: set[Any], **kwargs: Any) -> None:
@@ -93,6 +95,8 @@ def create_app(settings: WorkerSettings, partitions: int) -> faust.App:
                 owned.assign(tp.partition)
                 if work.done():  # else `_connect` starts it, with the others owned by then
                     work.value().assigned(tp.partition)
+        if verdicts.done():
+            verdicts.value().follow(owned.partitions())
 
     @app.on_partitions_revoked.connect
     async def on_revoked(sender: Any, revoked: set[Any], **kwargs: Any) -> None:
@@ -102,6 +106,8 @@ def create_app(settings: WorkerSettings, partitions: int) -> faust.App:
                     await work.value().revoke(tp.partition)
                 else:
                     owned.revoke(tp.partition)
+        if verdicts.done():
+            verdicts.value().follow(owned.partitions())
 
     @app.on_before_shutdown.connect
     async def on_shutdown(sender: Any, **kwargs: Any) -> None:
@@ -117,6 +123,7 @@ async def _connect(
     owned: OwnedPartitions,
     work: Deferred[ReplicationWork],
     journals: Deferred[Journals],
+    verdicts: Deferred[TailIndex],
     closers: list[Callable[[], Awaitable[None]]],
 ) -> None:
     """Build the core; the agent and the API wait for this."""
@@ -129,7 +136,16 @@ async def _connect(
     )
     closers.append(store.close)
     index = TableIndex(tables, owned, settings.read_wait_s)
-    client = await Journals.connect(journal, store=store, index=index)
+    # a conditional append waits for its verdict: a keys-only consumer of the owned partitions
+    # sees the record ~10 ms after it is written, the agent (behind Faust's consumer thread,
+    # busy replicating) ~50-100 ms under load
+    tail = await TailIndex.start(
+        journal.topic, owned.partitions(), store, TailConfig(kafka, wait_s=settings.read_wait_s)
+    )
+    closers.append(tail.close)
+    verdicts.set(tail)
+    tail.follow(owned.partitions())  # what was assigned while it started
+    client = await Journals.connect(journal, store=store, index=index, verdicts=tail)
     closers.append(client.close)
     await ensure_topic(
         kafka, TopicSpec(quarantine_topic(journal.topic), 1, journal.replication_factor)

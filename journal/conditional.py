@@ -11,8 +11,9 @@ could only disagree with the range.
 1. look at the journal (the reading flow): not at `n` -> a retry of ours? (below) else conflict,
    nothing produced;
 2. produce the record (at offset `o`);
-3. read the journal up to and including `o` (the worker's index waits until its own agent has
-   folded `o`) and take the fold's verdict: the state changed at `o` -> accepted (200); it did
+3. read the journal up to and including `o` (the index asked first waits until it has seen
+   `o`: the direct client's tail index, or a worker's tail of the partitions it owns) and take
+   the fold's verdict: the state changed at `o` -> accepted (200); it did
    not -> rejected (409 with the last seqNr as of `o`). A failure between 2 and the verdict is
    `OutcomeUnknown` (503): the record is wholly accepted or wholly rejected, never half.
 A zombie (an old owner, or any other process) may produce a doomed record, but its verdict,
@@ -58,7 +59,7 @@ from journal.errors import (
     Unavailable,
 )
 from journal.fold import JournalState
-from journal.index import Indexed, OffsetRun
+from journal.index import HeadIndex, Indexed, OffsetRun
 from journal.metrics import METRICS
 from journal.model import AppendHeader, EventRecord, HeaderMetadata, JournalKey, Position
 
@@ -193,8 +194,9 @@ class KnownStates:
 class ConditionalAppends:
     """The protocol of the module, over one process's `Journals`."""
 
-    def __init__(self, journals: Journals, remembered: int = 10_000) -> None:
+    def __init__(self, journals: Journals, index: HeadIndex, remembered: int = 10_000) -> None:
         self._journals = journals
+        self._index = index  # asked for verdicts; the reading flow asks `journals.index`
         self._locks = JournalLocks()
         self._known = KnownStates(remembered)
 
@@ -288,7 +290,7 @@ class ConditionalAppends:
         is the journal's only record after a state known otherwise: the last verdict's, or
         else the store's row; None when it cannot tell."""
         offset = position.offset
-        found = await self._journals.index.lookup(key, position.partition, offset + 1)
+        found = await self._index.lookup(key, position.partition, offset + 1)
         if not isinstance(found, Indexed):
             return None
         known = self._known.get(key)

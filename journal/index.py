@@ -89,8 +89,10 @@ class OffsetRuns:
 
 def _merge_closest(runs: tuple[OffsetRun, ...]) -> tuple[OffsetRun, ...]:
     """Merge the two neighbouring runs with the smallest gap: bounded, and a read of the
-    merged run reads the fewest records of other journals."""
-    gaps = [runs[i + 1].first - runs[i].last for i in range(len(runs) - 1)]
+    merged run reads the fewest records of other journals. The newest run stays apart: a
+    conditional append's verdict counts the journal's records between its last verdict and
+    its own record (journal/conditional.py), which a run spanning both would hide."""
+    gaps = [runs[i + 1].first - runs[i].last for i in range(len(runs) - 2)]
     i = gaps.index(min(gaps))
     merged = OffsetRun(runs[i].first, runs[i + 1].last, runs[i].count + runs[i + 1].count)
     return (*runs[:i], merged, *runs[i + 2 :])

@@ -121,6 +121,7 @@ class Journals:
         fence: Fence,
         kafka: KafkaRecords,
         origin: str | None = None,
+        verdicts: HeadIndex | None = None,
     ) -> None:
         self.topic = topic
         self.writer = writer
@@ -130,7 +131,9 @@ class Journals:
         self.kafka = kafka
         self.origin = origin
         self._owned: list[Callable[[], Awaitable[None]]] = []
-        self.conditional = ConditionalAppends(self)
+        # a worker's tables learn of a record only once its agent has handled it: a tailing
+        # index of its own gives its conditional appends their verdicts sooner (app/worker.py)
+        self.conditional = ConditionalAppends(self, index if verdicts is None else verdicts)
         self._listing: JournalIds | None = None
 
     @classmethod
@@ -141,10 +144,12 @@ class Journals:
         *,
         store: EventualStore | None = None,
         index: HeadIndex | None = None,
+        verdicts: HeadIndex | None = None,
     ) -> Journals:
         """Connect to Kafka and Cassandra from `settings`, creating topic and schema if needed.
 
-        A `store` or `index` passed in (a worker's) stays its owner's to close.
+        A `store`, `index` or `verdicts` (the index conditional appends ask, if not `index`)
+        passed in (a worker's) stays its owner's to close.
         """
         owned: list[Callable[[], Awaitable[None]]] = []
         try:
@@ -165,7 +170,7 @@ class Journals:
             owned.append(kafka.close)
             if index is None:
                 tail = TailConfig(kafka=kafka_access)
-                index = await TailIndex.start(settings.topic, partitions, store, tail)
+                index = await TailIndex.start(settings.topic, range(partitions), store, tail)
                 owned.append(index.close)
             fence: Fence
             if settings.read_fence == "mark":
@@ -177,7 +182,7 @@ class Journals:
             for close in reversed(owned):
                 await close()
             raise
-        journals = cls(settings.topic, writer, store, index, fence, kafka, origin)
+        journals = cls(settings.topic, writer, store, index, fence, kafka, origin, verdicts)
         journals._owned = owned
         return journals
 

@@ -1,9 +1,11 @@
 """The direct client's index: one tailing consumer per topic, keys only, bounded memory.
 
-`TailIndex` assigns every partition of the topic to one consumer (no group), starting at the
-store's pointers, and records for every record only its key and offset (`OffsetRuns` per
-journal): it never decodes a header or a value. Every `prune_interval_s` it reads the
-store's pointers and drops what replication covered, so it holds what is unreplicated.
+`TailIndex` assigns the partitions it follows to one consumer (no group): the direct client
+follows every partition of the topic, a worker the ones it owns (the verdicts of its
+conditional appends: journal/conditional.py). From the store's pointers on, it records for
+every record only its key and offset (`OffsetRuns` per journal): it never decodes a header or
+a value. Every `prune_interval_s` it reads the store's pointers and drops what replication
+covered, so it holds what is unreplicated. A partition it does not follow is `NotIndexed`.
 
 A read asks `lookup` after learning its fence: the index waits (bounded) until it has read the
 partition up to the fence, then lists the journal's runs. Past `max_journals` journals in a
@@ -16,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -53,6 +56,7 @@ class _Partition:
     poisoned_to: int = -1  # an undecodable batch ends here: nobody's runs are whole
     expired_to: int = -1  # records up to here left Kafka before they were indexed: ditto
     moved: asyncio.Event = field(default_factory=asyncio.Event)
+    followed: bool = True  # False once the partition is no longer followed
 
 
 class TailIndex:
@@ -63,42 +67,80 @@ class TailIndex:
         self._store = store
         self._config = config
         self._partitions: dict[int, _Partition] = {}
+        self._following: frozenset[int] = frozenset()  # what `_tail` makes `_partitions` hold
+        self._followed = asyncio.Event()  # `_following` changed
+        self._assigned = asyncio.Event()  # pulsed when `_partitions` has become `_following`
         self._consumer: AIOKafkaConsumer | None = None
         self._tasks: list[asyncio.Task[None]] = []
 
     @classmethod
     async def start(
-        cls, topic: str, partitions: int, store: EventualJournal, config: TailConfig
+        cls, topic: str, partitions: Iterable[int], store: EventualJournal, config: TailConfig
     ) -> TailIndex:
-        """Start tailing from the store's pointers (the log start where there is none)."""
+        """Start tailing `partitions` (numbers) from the store's pointers (the log start where
+        there is none)."""
         index = cls(topic, store, config)
+        consumer = await start_consumer(config.kafka, fetch_max_wait_ms=config.fetch_max_wait_ms)
+        index._consumer = consumer
         try:
-            pointers = await store.pointers(topic)
+            index._following = frozenset(partitions)
+            await index._assign(consumer)
+        except BaseException:
+            await stop_consumer(consumer)
+            raise
+        index._tasks = [asyncio.create_task(index._tail()), asyncio.create_task(index._prune())]
+        return index
+
+    def follow(self, partitions: Iterable[int]) -> None:
+        """Follow these partitions from now on (a worker's, as they are assigned and revoked):
+        one that is new starts at the store's pointer; until then it is `NotIndexed`."""
+        following = frozenset(partitions)
+        if following != self._following:
+            self._following = following
+            self._followed.set()
+
+    async def _assign(self, consumer: AIOKafkaConsumer) -> None:
+        """Make the consumer's assignment `_following`: the partitions kept go on from where
+        they are, the new ones start at the store's pointers."""
+        following = self._following
+        self._followed.clear()  # a change from here on is applied next time
+        for partition in set(self._partitions) - following:
+            gone = self._partitions.pop(partition)
+            gone.followed = False
+            gone.moved.set()  # a lookup waiting for it misses at once
+        new = [TopicPartition(self._topic, p) for p in sorted(following - set(self._partitions))]
+        try:
+            pointers = await self._store.pointers(self._topic) if new else {}
         except StoreUnavailable:
             pointers = {}  # from the log start: the index then also serves reads without it
-        consumer = await start_consumer(config.kafka, fetch_max_wait_ms=config.fetch_max_wait_ms)
-        tps = [TopicPartition(topic, p) for p in range(partitions)]
-        consumer.assign(tps)
-        starts = await consumer.beginning_offsets(tps)
-        for tp in tps:
+        try:
+            starts = await consumer.beginning_offsets(new) if new else {}
+        except BaseException:
+            self._followed.set()  # not applied: again next time
+            raise
+        consumer.assign([TopicPartition(self._topic, p) for p in sorted(following)])
+        for partition, state in self._partitions.items():  # assign() forgot their positions
+            consumer.seek(TopicPartition(self._topic, partition), state.position)
+        for tp in new:
             pointer = pointers.get(tp.partition, -1)
             start = max(pointer + 1, starts[tp])
             consumer.seek(tp, start)
-            index._partitions[tp.partition] = _Partition(
+            self._partitions[tp.partition] = _Partition(
                 start, position=start, pruned_to=pointer, expired_to=start - 1
             )
-        index._consumer = consumer
-        index._tasks = [asyncio.create_task(index._tail()), asyncio.create_task(index._prune())]
-        return index
+        self._assigned.set()  # wakes every waiter; they look again
+        self._assigned.clear()
 
     def covered(self, partition: int) -> int:
         state = self._partitions.get(partition)
         return -1 if state is None else state.pruned_to
 
     async def lookup(self, key: JournalKey, partition: int, fence: int) -> IndexAnswer:
-        state = self._partitions[partition]
-        if state.position < fence and not await self._reach(state, fence):
-            METRICS.counter("journal_index_misses_total", reason="behind").inc()
+        state = await self._followed_state(partition)
+        if state is None or (state.position < fence and not await self._reach(state, fence)):
+            reason = "behind" if state is not None and state.followed else "unfollowed"
+            METRICS.counter("journal_index_misses_total", reason=reason).inc()
+            return NotIndexed(reason)
             return NotIndexed("behind")
         if state.poisoned_to > state.pruned_to:
             METRICS.counter("journal_index_misses_total", reason="poison").inc()
@@ -117,24 +159,37 @@ class TailIndex:
     async def unreplicated_ids(self, partition: int, fence: int) -> list[str] | None:
         """The ids of the partition's journals with records the store may lack, once the
         index reached `fence` (`journal.listing.UnreplicatedIds`); None where it cannot tell."""
-        state = self._partitions[partition]
-        if state.position < fence and not await self._reach(state, fence):
+        state = await self._followed_state(partition)
+        if state is None or (state.position < fence and not await self._reach(state, fence)):
             return None
         if max(state.poisoned_to, state.expired_to, state.dropped_to) > state.pruned_to:
             return None  # records it did not index are not replicated yet
         return [key.decode("utf-8", "replace") for key in list(state.journals)]
 
+    async def _followed_state(self, partition: int) -> _Partition | None:
+        """The partition's state; None if it is not followed (a `follow` naming it is waited
+        for, bounded, until the tailing task has applied it)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._config.wait_s
+        while partition not in self._partitions and partition in self._following:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return None
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._assigned.wait(), remaining)
+        return self._partitions.get(partition)
+
     async def _reach(self, state: _Partition, fence: int) -> bool:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._config.wait_s
-        while state.position < fence:
+        while state.position < fence and state.followed:
             state.moved.clear()
             remaining = deadline - loop.time()
             if remaining <= 0:
                 return False
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(state.moved.wait(), remaining)
-        return True
+        return state.followed
 
     async def _tail(self) -> None:
         consumer = self._consumer
@@ -142,6 +197,11 @@ class TailIndex:
         limit = self._config.max_journals
         while True:
             try:
+                if self._followed.is_set():
+                    await self._assign(consumer)
+                if not self._partitions:
+                    await self._followed.wait()
+                    continue
                 batches = await consumer.getmany(timeout_ms=200)
             except POISON_ERRORS:
                 batches = await self._past_poison(consumer)
@@ -150,7 +210,9 @@ class TailIndex:
                 await asyncio.sleep(0.5)
                 continue
             for tp, messages in batches.items():
-                state = self._partitions[tp.partition]
+                state = self._partitions.get(tp.partition)
+                if state is None:
+                    continue  # no longer followed
                 if messages and messages[0].offset > state.position:
                     await self._check_gap(consumer, tp, state, messages[0].offset)
                 journals = state.journals

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from journal.index import MAX_RUNS, OffsetRun, OffsetRuns
@@ -31,6 +31,21 @@ def test_past_the_bound_runs_merge_and_still_hold_every_offset(offsets: list[int
     for offset in offsets:
         assert any(r.first <= offset <= r.last for r in runs.runs)
     assert OffsetRuns.decode(runs.encode()) == runs
+
+
+@given(st.lists(st.integers(0, 10_000), min_size=2, max_size=300, unique=True))
+@example([*range(0, 330, 10), 322])  # the newest gap the smallest: it would merge first
+def test_the_newest_record_keeps_a_run_of_its_own(offsets: list[int]) -> None:
+    # a conditional append's verdict counts the journal's records between its last verdict
+    # (the previous record) and its own: a run spanning both would hide that count
+    offsets.sort()
+    *earlier, newest = offsets
+    runs = runs_of(*offsets)
+    if newest == earlier[-1] + 1:
+        assert runs.runs[-1].last == newest and runs.runs[-1].exact
+    else:
+        assert runs.runs[-1] == OffsetRun(newest, newest, 1)
+        assert runs.runs[-2].last == earlier[-1]
 
 
 def test_pruning_drops_whole_runs_at_or_below_the_pointer_and_remembers_it() -> None:
