@@ -42,7 +42,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -146,11 +146,13 @@ class JournalLocks:
 Produce = Callable[[Mapping[str, str]], Awaitable[Position]]
 
 
-def records_between(runs: Iterable[OffsetRun], after: int, upto: int) -> int | None:
+def records_between(runs: Sequence[OffsetRun], after: int, upto: int) -> int | None:
     """How many of a journal's records lie in (after, upto], or None if the runs cannot tell
     (a run that spans other journals' records and the range's edge)."""
     total = 0
-    for run in runs:
+    for run in reversed(runs):  # ascending: the newest few are the ones after `after`
+        if run.last <= after:
+            break
         low, high = max(run.first, after + 1), min(run.last, upto)
         if low > high:
             continue

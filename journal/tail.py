@@ -169,26 +169,20 @@ class TailIndex:
     async def _followed_state(self, partition: int) -> _Partition | None:
         """The partition's state; None if it is not followed (a `follow` naming it is waited
         for, bounded, until the tailing task has applied it)."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._config.wait_s
-        while partition not in self._partitions and partition in self._following:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return None
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._assigned.wait(), remaining)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self._config.wait_s):
+                while partition not in self._partitions and partition in self._following:
+                    await self._assigned.wait()
         return self._partitions.get(partition)
 
     async def _reach(self, state: _Partition, fence: int) -> bool:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._config.wait_s
-        while state.position < fence and state.followed:
-            state.moved.clear()
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return False
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(state.moved.wait(), remaining)
+        try:
+            async with asyncio.timeout(self._config.wait_s):  # no task per wait, as wait_for
+                while state.position < fence and state.followed:
+                    state.moved.clear()
+                    await state.moved.wait()
+        except TimeoutError:
+            return False
         return state.followed
 
     async def _tail(self) -> None:
