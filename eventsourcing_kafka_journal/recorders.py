@@ -22,6 +22,7 @@ from eventsourcing.persistence import (
 )
 
 from eventsourcing_kafka_journal.connection import Connection
+from eventsourcing_kafka_journal.snapshots import AggregateSnapshots
 from eventsourcing_kafka_journal.wire import (
     decode_event,
     encode_event,
@@ -67,7 +68,7 @@ class _Recording:
         self._connection = connection
 
     async def insert(
-        self, stored_events: Sequence[StoredEvent], tracking: Tracking | None
+        self, stored_events: Sequence[StoredEvent], tracking: Tracking | None = None
     ) -> list[Position]:
         """Append each aggregate's events conditionally; returns their records' positions.
 
@@ -219,18 +220,18 @@ def _clash(batch: _Batch, last: int, first: int) -> str:
     )
 
 
-class KafkaAggregateRecorder(AggregateRecorder):
-    """An aggregate's events are a journal; a taken version is the library's IntegrityError."""
+class _LoopRecorder(AggregateRecorder):
+    """The library's blocking calls, each run on the connection's loop."""
 
-    def __init__(self, connection: Connection) -> None:
+    def __init__(self, connection: Connection, stored: _Recording | AggregateSnapshots) -> None:
         self.connection = connection
-        self._recording = _Recording(connection)
+        self._stored = stored
 
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
-        recording = self._recording
-        self.connection.run(lambda: recording.insert(stored_events, None))
+        stored = self._stored
+        self.connection.run(lambda: stored.insert(stored_events))
         return None
 
     def select_events(
@@ -242,35 +243,24 @@ class KafkaAggregateRecorder(AggregateRecorder):
         desc: bool = False,
         limit: int | None = None,
     ) -> Sequence[StoredEvent]:
-        recording = self._recording
-        return self.connection.run(lambda: recording.select(originator_id, gt, lte, desc, limit))
+        stored = self._stored
+        return self.connection.run(lambda: stored.select(originator_id, gt, lte, desc, limit))
 
 
-class KafkaSnapshotRecorder(AggregateRecorder):
+class KafkaAggregateRecorder(_LoopRecorder):
+    """An aggregate's events are a journal; a taken version is the library's IntegrityError."""
+
+    def __init__(self, connection: Connection) -> None:
+        self._recording = _Recording(connection)
+        super().__init__(connection, self._recording)
+
+
+class KafkaSnapshotRecorder(_LoopRecorder):
     """An aggregate's snapshots are its journal's (snapshots.py): a version's snapshot is
     the one at the seqNr of that version's event."""
 
     def __init__(self, connection: Connection) -> None:
-        self.connection = connection
-
-    def insert_events(
-        self, stored_events: Sequence[StoredEvent], **kwargs: Any
-    ) -> Sequence[int] | None:
-        snapshots = self.connection.snapshots
-        self.connection.run(lambda: snapshots.insert(stored_events))
-        return None
-
-    def select_events(
-        self,
-        originator_id: UUID | str,
-        *,
-        gt: int | None = None,
-        lte: int | None = None,
-        desc: bool = False,
-        limit: int | None = None,
-    ) -> Sequence[StoredEvent]:
-        snapshots = self.connection.snapshots
-        return self.connection.run(lambda: snapshots.select(originator_id, gt, lte, desc, limit))
+        super().__init__(connection, connection.snapshots)
 
 
 class KafkaApplicationRecorder(KafkaAggregateRecorder, ApplicationRecorder):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
 from journal.errors import KafkaUnavailable
@@ -31,6 +31,16 @@ async def start_consumer(kafka: KafkaAccess, **options: Any) -> AIOKafkaConsumer
         await stop_consumer(consumer)
         raise KafkaUnavailable(f"cannot start a Kafka consumer: {error!r}") from error
     return consumer
+
+
+async def log_start(consumer: AIOKafkaConsumer, tp: TopicPartition) -> int:
+    """The partition's first offset Kafka still holds."""
+    try:
+        starts = await consumer.beginning_offsets([tp])
+    except KafkaError as error:
+        raise KafkaUnavailable(f"{tp.topic}-{tp.partition}: no log start: {error!r}") from error
+    start: int = starts[tp]
+    return start
 
 
 async def stop_consumer(consumer: AIOKafkaConsumer) -> None:

@@ -30,7 +30,7 @@ from aiokafka.structs import ConsumerRecord
 
 from journal.actions import MalformedRecord, events_of, parse, raw_record
 from journal.codec import DecodeError
-from journal.consumers import start_consumer, stop_consumer
+from journal.consumers import log_start, start_consumer, stop_consumer
 from journal.errors import InvalidValue, JournalTruncated, KafkaUnavailable
 from journal.fold import JournalState, Verdict, count_rejected
 from journal.index import OffsetRun
@@ -193,10 +193,10 @@ class KafkaRecords:
         tp = TopicPartition(key.topic, partition)
         raw_key = key.id.encode("utf-8")
         async with self._consumer(tp) as consumer:
-            log_start = await self._log_start(consumer, tp)
-            start = log_start if after is None else after + 1
-            if start < log_start:
-                raise _truncated(tp, start, log_start)
+            first = await log_start(consumer, tp)
+            start = first if after is None else after + 1
+            if start < first:
+                raise _truncated(tp, start, first)
             if start >= until:
                 return
             consumer.seek(tp, start)
@@ -209,15 +209,7 @@ class KafkaRecords:
     async def log_start(self, topic: str, partition: int) -> int:
         tp = TopicPartition(topic, partition)
         async with self._consumer(tp) as consumer:
-            return await self._log_start(consumer, tp)
-
-    async def _log_start(self, consumer: AIOKafkaConsumer, tp: TopicPartition) -> int:
-        try:
-            starts = await consumer.beginning_offsets([tp])
-        except KafkaError as error:
-            raise KafkaUnavailable(f"{tp.topic}-{tp.partition}: no log start: {error!r}") from error
-        start: int = starts[tp]
-        return start
+            return await log_start(consumer, tp)
 
     async def _messages(
         self, consumer: AIOKafkaConsumer, tp: TopicPartition, until: int

@@ -54,6 +54,7 @@ from journal.settings import Settings
 from journal.snapshots import JournalSnapshots
 from journal.store.base import EventualJournal, EventualStore, FirstPage, JournalMeta
 from journal.store.cassandra import CassandraStore
+from journal.store.connecting import ConnectingStore
 from journal.subscription import (
     HEARTBEAT_S,
     SubscriptionConfig,
@@ -148,6 +149,9 @@ class Journals:
     ) -> Journals:
         """Connect to Kafka and Cassandra from `settings`, creating topic and schema if needed.
 
+        Cassandra down is no failure: the store connects in the background meanwhile
+        (`ConnectingStore`); a wrong login or a schema of another version is raised here.
+
         A `store`, `index` or `verdicts` (the index conditional appends ask, if not `index`)
         passed in (a worker's) stays its owner's to close.
         """
@@ -163,7 +167,12 @@ class Journals:
             await producer.start()
             owned.append(producer.stop)
             if store is None:
-                store = await CassandraStore.connect(settings.cassandra_config())
+                # started while Cassandra is down, the client appends and reads from Kafka
+                # (as with a store that went down) until the store is reached
+                cassandra = settings.cassandra_config()
+                store = await ConnectingStore.start(
+                    lambda: CassandraStore.connect(cassandra), cassandra.max_snapshot_bytes
+                )
                 owned.append(store.close)
             writer = JournalWriter(producer, partitions, settings.max_record_bytes)
             kafka = KafkaRecords(KafkaReadConfig(kafka=kafka_access))

@@ -44,7 +44,7 @@ from aiokafka.errors import KafkaError
 from aiokafka.structs import ConsumerRecord
 
 from journal.actions import MalformedRecord, events_of, parse_checked, raw_record
-from journal.consumers import start_consumer, stop_consumer
+from journal.consumers import log_start, start_consumer, stop_consumer
 from journal.errors import InvalidValue, JournalTruncated, KafkaUnavailable, StoreUnavailable
 from journal.fold import JournalState, Verdict
 from journal.metrics import METRICS
@@ -307,11 +307,6 @@ class Subscription:
     def position(self) -> SubscriptionPosition:
         return SubscriptionPosition.of({r.partition: r.cursor for r in self._readers})
 
-    async def items(self) -> AsyncIterator[SubscriptionItem]:
-        async for batch in self.batches():
-            for item in batch:
-                yield item
-
     async def batches(self) -> AsyncIterator[list[SubscriptionItem]]:
         """The items as they come, a non-empty list at a time: what one fetch gave."""
         consumer = await start_consumer(
@@ -442,7 +437,7 @@ class Subscription:
             return
         if not isinstance(failure, StoreUnavailable):
             raise failure
-        if reader.whole or await _log_start(consumer, tp) != 0:
+        if reader.whole or await log_start(consumer, tp) != 0:
             raise failure
         # Kafka holds the whole partition: fold it from offset 0, without the store
         METRICS.counter("journal_subscription_whole_folds_total").inc()
@@ -536,16 +531,7 @@ def _actions(messages: Iterable[ConsumerRecord[bytes, bytes]]) -> list[ActionRec
     return actions
 
 
-async def _log_start(consumer: AIOKafkaConsumer, tp: TopicPartition) -> int:
-    try:
-        starts = await consumer.beginning_offsets([tp])
-    except KafkaError as error:
-        raise KafkaUnavailable(f"{tp.topic}-{tp.partition}: no log start: {error!r}") from error
-    start: int = starts[tp]
-    return start
-
-
-def subscribe(
+async def subscribe(
     topic: str,
     partitions: int,
     store: EventualJournal,
@@ -554,11 +540,12 @@ def subscribe(
     tags: Collection[str] = (),
     live: bool = False,
 ) -> AsyncIterator[SubscriptionItem]:
-    """Every accepted event of `topic` after `after` (None: from the start), streamed."""
-    subscription = Subscription(
-        topic, partitions, store, config, after or SubscriptionPosition(), tags, live
-    )
-    return subscription.items()
+    """Every accepted event of `topic` after `after` (None: from the start), streamed:
+    `subscribe_batches`, one item at a time."""
+    batches = subscribe_batches(topic, partitions, store, config, after, tags, live)
+    async for batch in batches:
+        for item in batch:
+            yield item
 
 
 def subscribe_batches(

@@ -26,7 +26,14 @@ from urllib.parse import urlparse
 
 from journal.security import KafkaAccess
 from stack.errors import StackError
-from stack.health import ProbeError, cassandra_release_version, kafka_metadata, until_answered
+from stack.health import (
+    STATUS_PROBE_S,
+    ProbeError,
+    answers,
+    cassandra_release_version,
+    kafka_metadata,
+    until_answered,
+)
 from stack.jars import pom_version
 from stack.progress import Progress, print_progress
 from stack.server import Server, ServerStatus
@@ -152,15 +159,11 @@ class ContainerServer:
         return int(pid) if pid else None
 
     def healthy(self) -> bool:
-        try:
-            self._probe(3.0)
-        except ProbeError:
-            return False
-        return True
+        return answers(self._probe)
 
     def status(self) -> ServerStatus:
         try:
-            self._probe(3.0)
+            self._probe(STATUS_PROBE_S)
             healthy, detail = True, None
         except ProbeError as error:
             healthy, detail = False, str(error)

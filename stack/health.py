@@ -42,6 +42,18 @@ class ProbeError(Exception):
     """The server did not answer its protocol (yet)."""
 
 
+STATUS_PROBE_S = 3.0  # how long `healthy` and `status` wait for a server's answer
+
+
+def answers(probe: Callable[[float], object]) -> bool:
+    """Whether the server answers its protocol now: a server's `healthy`."""
+    try:
+        probe(STATUS_PROBE_S)
+    except ProbeError:
+        return False
+    return True
+
+
 def until_answered(
     probe: Callable[[], T],
     within_s: float,

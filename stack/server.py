@@ -27,7 +27,7 @@ from typing import ClassVar, Protocol
 
 from stack import process
 from stack.errors import StackError
-from stack.health import ProbeError, until_answered
+from stack.health import STATUS_PROBE_S, ProbeError, answers, until_answered
 from stack.jars import classpath, pom_version
 from stack.java import find_java
 from stack.progress import Progress, print_progress
@@ -291,18 +291,14 @@ class JvmServer(ABC):
             self.progress(f"{self.name}: killed -9 (pid {pid})")
 
     def healthy(self) -> bool:
-        try:
-            self._probe(timeout=3.0)
-        except ProbeError:
-            return False
-        return True
+        return answers(self._probe)
 
     def status(self) -> ServerStatus:
         pid = self.pid()
         detail = None
         version: str | None = None
         try:
-            version = self._probe(timeout=3.0)
+            version = self._probe(STATUS_PROBE_S)
             healthy = True
         except ProbeError as error:
             healthy, detail = False, str(error)
@@ -381,15 +377,11 @@ class ExternalServer:
         return None
 
     def healthy(self) -> bool:
-        try:
-            self._probe(3.0)
-        except ProbeError:
-            return False
-        return True
+        return answers(self._probe)
 
     def status(self) -> ServerStatus:
         try:
-            version = self._probe(3.0)
+            version = self._probe(STATUS_PROBE_S)
             return ServerStatus(self._name, "external", self.address, True, version=version)
         except ProbeError as error:
             return ServerStatus(self._name, "external", self.address, False, detail=str(error))

@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import aiohttp
 import orjson
@@ -23,7 +23,7 @@ from journal.model import EventRecord
 from stack import Stack
 from tests.support.harness import Harness, harness, unique
 from tests.support.http_api import client_session, journal_path
-from tests.support.workers import WorkerProcess, wait_replicated
+from tests.support.workers import WorkerProcess, running_workers, wait_replicated
 
 pytestmark = pytest.mark.integration
 
@@ -53,19 +53,17 @@ async def connected(stack: Stack) -> AsyncIterator[Harness]:
         yield one
 
 
-def two_workers(connected: Harness, tmp_path: Path) -> list[WorkerProcess]:
-    app_id = unique("app")
-    return [
-        WorkerProcess(connected.settings, app_id, tmp_path / f"w{n}", instance_id=f"w{n}")
-        for n in range(2)
-    ]
+def racing_workers(
+    connected: Harness, tmp_path_factory: pytest.TempPathFactory
+) -> AbstractContextManager[list[WorkerProcess]]:
+    """Two workers that a kill -9 and restart give their own partitions back."""
+    return running_workers(connected.settings, tmp_path_factory, static_membership=True)
 
 
-async def test_racing_conditional_appends_across_kill_9(connected: Harness, tmp_path: Path) -> None:
-    workers = two_workers(connected, tmp_path)
-    for worker in workers:
-        worker.start()
-    try:
+async def test_racing_conditional_appends_across_kill_9(
+    connected: Harness, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    with racing_workers(connected, tmp_path_factory) as workers:
         for worker in workers:
             await worker.wait_ready()
         outcomes = await race(workers, KILLS, KILL_EVERY_S)
@@ -73,20 +71,14 @@ async def test_racing_conditional_appends_across_kill_9(connected: Harness, tmp_
             await worker.wait_ready()
         await wait_replicated(connected.settings, connected.journals.store)
         await check(outcomes, direct_reads(connected))
-    finally:
-        for worker in workers:
-            worker.stop()
 
 
 async def test_racing_conditional_appends_with_cassandra_down_across_kill_9(
-    connected: Harness, stack: Stack, tmp_path: Path
+    connected: Harness, stack: Stack, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     """The race with replication stopped: verdicts come from the log read from Kafka alone,
     and once Cassandra is back replication stores exactly what the reads showed."""
-    workers = two_workers(connected, tmp_path)
-    for worker in workers:
-        worker.start()
-    try:
+    with racing_workers(connected, tmp_path_factory) as workers:
         for worker in workers:
             await worker.wait_ready()
         stack.cassandra.stop()
@@ -100,9 +92,6 @@ async def test_racing_conditional_appends_with_cassandra_down_across_kill_9(
         await wait_replicated(connected.settings, connected.journals.store, timeout_s=240)
         await check(outcomes, stored(connected))
         await check(outcomes, direct_reads(connected))
-    finally:
-        for worker in workers:
-            worker.stop()
 
 
 # A worker killed -9 without a restart leaves the group when its session expires: Faust's
@@ -112,22 +101,15 @@ TAKE_OVER_WITHIN_S = 90.0
 
 
 async def test_an_idempotent_retry_after_the_owner_changed_gets_the_first_answer(
-    connected: Harness, tmp_path: Path
+    connected: Harness, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     """The owner acknowledges, dies; the retry reaches the new owner, which never saw the
     first attempt: it finds it in the log and answers its position, adding nothing."""
-    app_id = unique("app")
-    workers = [
-        WorkerProcess(connected.settings, app_id, tmp_path / f"w{n}", env=QUICK_SESSION)
-        for n in range(2)
-    ]
-    for worker in workers:
-        worker.start()
     journal_id = unique("handed_over")
     body = {"events": [{"seqNr": n, "payload": "first"} for n in (1, 2)], "expectedSeqNr": 0}
     path = journal_path(journal_id, "/events")
     headers = {"Idempotency-Key": "attempt-1"}
-    try:
+    with running_workers(connected.settings, tmp_path_factory, env=QUICK_SESSION) as workers:
         for worker in workers:
             await worker.wait_ready()
         async with client_session(connected.settings) as session:
@@ -165,9 +147,6 @@ async def test_an_idempotent_retry_after_the_owner_changed_gets_the_first_answer
         assert read == [(1, first["offset"]), (2, first["offset"])]
         await wait_replicated(connected.settings, connected.journals.store)
         assert (await connected.stored(journal_id))[1] == [1, 2]
-    finally:
-        for worker in workers:
-            worker.stop()
 
 
 async def race(workers: list[WorkerProcess], kills: int, kill_every_s: float) -> Outcomes:

@@ -24,7 +24,7 @@ from stack import Stack
 from tests.journal.journal_contract import events
 from tests.support.harness import Harness, harness, unique
 from tests.support.http_api import HttpJournals, client_session
-from tests.support.workers import WorkerProcess, wait_replicated
+from tests.support.workers import WorkerProcess, running_workers, wait_replicated
 
 pytestmark = pytest.mark.integration
 
@@ -40,10 +40,8 @@ async def connected(stack: Stack) -> AsyncIterator[Harness]:
 
 @pytest.fixture(scope="module")
 def worker(connected: Harness, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerProcess]:
-    process = WorkerProcess(connected.settings, unique("app"), tmp_path_factory.mktemp("w") / "d")
-    process.start()
-    yield process
-    process.stop()
+    with running_workers(connected.settings, tmp_path_factory, 1) as [process]:
+        yield process
 
 
 async def pile(bootstrap: str, topic: str, count: int) -> None:

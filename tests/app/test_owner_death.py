@@ -31,7 +31,7 @@ from yarl import URL
 from stack import Stack
 from tests.support.harness import Harness, harness, unique
 from tests.support.http_api import client_session, journal_path
-from tests.support.workers import WorkerProcess, wait_replicated
+from tests.support.workers import WorkerProcess, running_workers, wait_replicated
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
@@ -195,21 +195,8 @@ async def connected(stack: Stack) -> AsyncIterator[Harness]:
 def workers(
     connected: Harness, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[list[WorkerProcess]]:
-    app_id = unique("app")
-    both = [
-        WorkerProcess(
-            connected.settings,
-            app_id,
-            tmp_path_factory.mktemp(f"w{n}") / "data",
-            instance_id=f"{app_id}-{n}",
-        )
-        for n in range(2)
-    ]
-    for worker in both:
-        worker.start()
-    yield both
-    for worker in both:
-        worker.stop()
+    with running_workers(connected.settings, tmp_path_factory, static_membership=True) as both:
+        yield both
 
 
 async def kill_one_every(

@@ -18,7 +18,7 @@ from stack import Stack
 from tests.journal.journal_contract import JournalContract, events
 from tests.support.http_api import HttpJournals, client_session
 from tests.support.secured import Granted, granted_journal
-from tests.support.workers import WorkerProcess, wait_replicated
+from tests.support.workers import WorkerProcess, running_workers, wait_replicated
 
 pytestmark = [pytest.mark.integration, pytest.mark.secured]
 
@@ -38,15 +38,8 @@ async def client(granted: Granted) -> AsyncIterator[Journals]:
 def workers(
     granted: Granted, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[list[WorkerProcess]]:
-    both = [
-        WorkerProcess(granted.settings, granted.app_id, tmp_path_factory.mktemp(f"w{n}") / "data")
-        for n in range(2)
-    ]
-    for worker in both:
-        worker.start()
-    yield both
-    for worker in both:
-        worker.stop()
+    with running_workers(granted.settings, tmp_path_factory, app_id=granted.app_id) as both:
+        yield both
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,7 @@ from journal.settings import HttpAuthSettings
 from stack import Stack
 from tests.support.harness import Harness, harness, unique
 from tests.support.http_api import journal_path
-from tests.support.workers import WorkerProcess
+from tests.support.workers import WorkerProcess, running_workers
 from web.auth import Scope, TokenMinter
 
 pytestmark = pytest.mark.integration
@@ -73,17 +73,9 @@ async def connected(stack: Stack) -> AsyncIterator[Harness]:
 def workers(
     connected: Harness, key_file: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[list[WorkerProcess]]:
-    app_id = unique("app")
     env = {"KJ_HTTP_SECURITY": "on", "KJ_JWT_KEY_FILE": str(key_file)}
-    both = [
-        WorkerProcess(connected.settings, app_id, tmp_path_factory.mktemp(f"s{n}") / "d", env=env)
-        for n in range(2)
-    ]
-    for worker in both:
-        worker.start()
-    yield both
-    for worker in both:
-        worker.stop()
+    with running_workers(connected.settings, tmp_path_factory, env=env) as both:
+        yield both
 
 
 @pytest.fixture(scope="module")

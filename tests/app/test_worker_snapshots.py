@@ -14,7 +14,7 @@ from tests.journal.snapshot_contract import SnapshotContract
 from tests.support.harness import Harness, harness, unique
 from tests.support.http_api import journal_path
 from tests.support.snapshot_api import HttpSnapshots
-from tests.support.workers import WorkerProcess, wait_replicated
+from tests.support.workers import WorkerProcess, running_workers, wait_replicated
 
 pytestmark = pytest.mark.integration
 
@@ -32,10 +32,8 @@ async def connected(stack: Stack, keyspace: str) -> AsyncIterator[Harness]:
 
 @pytest.fixture(scope="module")
 def worker(connected: Harness, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerProcess]:
-    process = WorkerProcess(connected.settings, unique("app"), tmp_path_factory.mktemp("w") / "d")
-    process.start()
-    yield process
-    process.stop()
+    with running_workers(connected.settings, tmp_path_factory, 1) as [process]:
+        yield process
 
 
 @pytest.fixture(scope="module")

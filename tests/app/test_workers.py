@@ -12,7 +12,7 @@ from stack import Stack
 from tests.journal.journal_contract import JournalContract, events
 from tests.support.harness import Harness, harness, unique
 from tests.support.http_api import HttpError, HttpJournals, client_session
-from tests.support.workers import WorkerProcess, wait_replicated
+from tests.support.workers import WorkerProcess, running_workers, wait_replicated
 
 pytestmark = pytest.mark.integration
 
@@ -27,16 +27,8 @@ async def connected(stack: Stack) -> AsyncIterator[Harness]:
 def workers(
     connected: Harness, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[list[WorkerProcess]]:
-    app_id = unique("app")
-    both = [
-        WorkerProcess(connected.settings, app_id, tmp_path_factory.mktemp(f"w{n}") / "data")
-        for n in range(2)
-    ]
-    for worker in both:
-        worker.start()
-    yield both
-    for worker in both:
-        worker.stop()
+    with running_workers(connected.settings, tmp_path_factory) as both:
+        yield both
 
 
 async def metric(worker: WorkerProcess, line_start: str) -> float:

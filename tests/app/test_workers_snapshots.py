@@ -15,7 +15,7 @@ from tests.journal.journal_contract import events
 from tests.journal.snapshot_contract import SnapshotContract
 from tests.support.harness import Harness, harness, unique
 from tests.support.snapshot_api import HttpSnapshots
-from tests.support.workers import WorkerProcess, wait_replicated
+from tests.support.workers import WorkerProcess, running_workers, wait_replicated
 
 pytestmark = pytest.mark.integration
 
@@ -30,16 +30,8 @@ async def connected(stack: Stack) -> AsyncIterator[Harness]:
 def workers(
     connected: Harness, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[list[WorkerProcess]]:
-    app_id = unique("app")
-    both = [
-        WorkerProcess(connected.settings, app_id, tmp_path_factory.mktemp(f"w{n}") / "data")
-        for n in range(2)
-    ]
-    for worker in both:
-        worker.start()
-    yield both
-    for worker in both:
-        worker.stop()
+    with running_workers(connected.settings, tmp_path_factory) as both:
+        yield both
 
 
 @pytest.fixture(scope="module")

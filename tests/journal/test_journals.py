@@ -301,6 +301,37 @@ async def test_with_cassandra_down_reads_come_from_kafka_alone(api: Direct, stac
     assert kafka_only_reads() == before + 2
 
 
+async def test_a_client_started_with_cassandra_down_serves_and_connects_once_it_is_back(
+    api: Direct, stack: Stack
+) -> None:
+    """As a worker: the direct client starts without its store, appends and reads from Kafka
+    (the topic is fresh, so Kafka holds the whole journal), and reaches the store later."""
+    stack.cassandra.stop()
+    try:
+        offline = await Journals.connect(api.harness.settings)
+        try:
+            journal = offline.journal("born-offline")
+            await journal.append(events(1, 3))
+            assert [r.event.seq_nr async for r in journal.read()] == [1, 2, 3]
+            stack.cassandra.start()
+            for _ in range(300):  # the drivers reconnect with backoff once Cassandra is back
+                try:
+                    await api.harness.replicate()
+                    meta = await offline.store.meta(journal.key)  # the client's own store
+                    break
+                except StoreUnavailable:
+                    await asyncio.sleep(0.1)
+            else:
+                pytest.fail("the client did not reach Cassandra within 30 s of its return")
+            assert meta is not None and meta.seq_nr == 3
+            assert (await api.harness.stored("born-offline"))[1] == [1, 2, 3]
+            assert [r.event.seq_nr async for r in journal.read()] == [1, 2, 3]
+        finally:
+            await offline.close()
+    finally:
+        stack.cassandra.start()  # no-op when it is up
+
+
 async def test_an_append_too_large_for_the_broker_fails_before_it_is_sent(api: Direct) -> None:
     big = [Event(n, payload=TextPayload("x" * 100_000)) for n in range(1, 12)]  # ~1.1 MB
     with pytest.raises(AppendTooLarge, match="split the events"):

@@ -2,13 +2,52 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+
+import pytest
+
 from devtools.workers import REPO, WorkerProcess
 from journal.replicate import wait_replicated as wait_pointers
 from journal.settings import Settings
 from journal.store.base import EventualJournal
 from journal.topic import end_offsets
+from tests.support.harness import unique
 
-__all__ = ["REPO", "WorkerProcess", "end_offsets", "wait_replicated"]
+__all__ = ["REPO", "WorkerProcess", "end_offsets", "running_workers", "wait_replicated"]
+
+
+@contextmanager
+def running_workers(
+    settings: Settings,
+    tmp_path_factory: pytest.TempPathFactory,
+    count: int = 2,
+    *,
+    app_id: str | None = None,
+    env: Mapping[str, str] | None = None,
+    static_membership: bool = False,
+) -> Iterator[list[WorkerProcess]]:
+    """`count` worker processes of one Faust app (a fresh one unless `app_id`), so they share
+    the partitions, started, and stopped at exit. `static_membership` gives each an instance id:
+    a restarted worker takes its own partitions back."""
+    app_id = app_id or unique("app")
+    workers = [
+        WorkerProcess(
+            settings,
+            app_id,
+            tmp_path_factory.mktemp(f"w{n}") / "data",
+            instance_id=f"{app_id}-{n}" if static_membership else None,
+            env=dict(env or {}),
+        )
+        for n in range(count)
+    ]
+    try:
+        for worker in workers:
+            worker.start()
+        yield workers
+    finally:
+        for worker in workers:
+            worker.stop()
 
 
 async def wait_replicated(
