@@ -169,6 +169,9 @@ class TailIndex:
     async def _followed_state(self, partition: int) -> _Partition | None:
         """The partition's state; None if it is not followed (a `follow` naming it is waited
         for, bounded, until the tailing task has applied it)."""
+        state = self._partitions.get(partition)
+        if state is not None or partition not in self._following:
+            return state  # no timeout to arm: the usual case
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(self._config.wait_s):
                 while partition not in self._partitions and partition in self._following:
