@@ -37,8 +37,9 @@ METHOD = (
     "`expectedSeqNr` (each lane's journal is its own, so every append is accepted), compared "
     "with HTTP. Contended: {writers} HTTP writers on one journal, each reading the journal's "
     "seqNr and appending 1 event with `expectedSeqNr` until {contended} appends are accepted. "
-    "Before each measured mode the worker replicates everything appended so far (its agent "
-    "also gives conditional appends their verdicts): one mode's backlog does not load the next."
+    "Before each measured mode the worker replicates everything appended so far: one mode's "
+    "backlog does not load the next. Conditional appends take their verdicts from the worker's "
+    "keys-only tail of the partitions it owns, not from its replicating agent."
 )
 
 MODES = ("raw", "direct", "http", "http_conditional")

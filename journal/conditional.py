@@ -126,6 +126,10 @@ class JournalLocks:
     def __len__(self) -> int:
         return len(self._locks)
 
+    def __contains__(self, key: JournalKey) -> bool:
+        """Whether some request holds or awaits the journal's lock."""
+        return key in self._locks
+
     @asynccontextmanager
     async def hold(self, key: JournalKey) -> AsyncIterator[None]:
         lock, users = self._locks.get(key, (None, 0))
@@ -187,6 +191,9 @@ class KnownStates:
         return known
 
     def put(self, key: JournalKey, known: KnownState) -> None:
+        current = self._known.get(key)
+        if current is not None and current.as_of > known.as_of:
+            known = current  # a look that raced a verdict knows less: keep the newer
         self._known[key] = known
         self._known.move_to_end(key)
         if len(self._known) > self._capacity:
@@ -220,6 +227,17 @@ class ConditionalAppends:
                 f"it must be {first - 1}"
             )
         extra = idempotency.headers() if idempotency is not None else {}
+        if expected_seq_nr is not None and key in self._locks:
+            # writers racing on the journal here: a doomed append is refused from a look of
+            # its own (as of a moment within the request) instead of queueing for the lock
+            known = self._known.get(key)
+            if known is None or known.state.seq_nr != first - 1:
+                last = (await self._look(key)).seq_nr
+                if last != first - 1:
+                    earlier = await self._earlier(key, first, last, idempotency)
+                    if earlier is not None:
+                        return earlier
+                    raise SeqNrConflict(last, expected_seq_nr)
         async with self._locks.hold(key):
             # as far as this process knows it continues the journal: no look, the verdict tells
             # (an unconditional append gets no verdict: with a key, it always looks)
@@ -250,10 +268,23 @@ class ConditionalAppends:
             raise SeqNrConflict(rejected_at, expected_seq_nr)
 
     async def _look(self, key: JournalKey) -> JournalState:
-        """The journal as of now, remembered with the fence it was read at."""
+        """The journal as of now, remembered with the fence it was read at: the last verdict's
+        state if the index shows no record of the journal since (writers racing on a journal
+        are mostly refused so: no store read, no fetch), else the reading flow's."""
         journals = self._journals
-        fence = await journals.fence.fence(key, journals.writer.partition_of(key))
-        state = (await journals.view(key, until=fence)).head.state
+        partition = journals.writer.partition_of(key)
+        fence = await journals.fence.fence(key, partition)
+        known = self._known.get(key)
+        if known is not None and known.as_of < fence:
+            found = await self._index.lookup(key, partition, fence)
+            if (
+                isinstance(found, Indexed)
+                and found.needs <= known.as_of
+                and records_between(found.runs, known.as_of, fence - 1) == 0
+            ):
+                self._known.put(key, KnownState(known.state, fence - 1))
+                return known.state
+        state = (await journals.view(key, until=fence, index=self._index)).head.state
         if state.offset < fence:  # else the store's row is past the fence: as of what, unsure
             self._known.put(key, KnownState(state, fence - 1))
         return state
@@ -269,7 +300,7 @@ class ConditionalAppends:
                 "journal_conditional_verdicts_total", path="read" if state is None else "memory"
             ).inc()
             if state is None:
-                view = await self._journals.view(key, until=offset + 1)
+                view = await self._journals.view(key, until=offset + 1, index=self._index)
                 state = view.head.state
             if state.offset <= offset:
                 # the fold saw every record up to ours: ours changed the journal or nothing

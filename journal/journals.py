@@ -226,15 +226,19 @@ class Journals:
             self._owned.append(self._listing.close)
         return await self._listing.page(prefix, after, limit)
 
-    async def view(self, key: JournalKey, until: int | None = None) -> JournalView:
+    async def view(
+        self, key: JournalKey, until: int | None = None, index: HeadIndex | None = None
+    ) -> JournalView:
         """The journal as of now: the reading flow's steps 1-3 (see the module); or as of
-        `until`, an offset of its partition (the fence: the records below it)."""
+        `until`, an offset of its partition (the fence: the records below it). `index`: one
+        other than this client's (a worker's conditional appends ask their own)."""
+        index = self.index if index is None else index
         partition = self.writer.partition_of(key)
-        covered = self.index.covered(partition)  # the row read next reflects at least this
+        covered = index.covered(partition)  # the row read next reflects at least this
         meta_read = asyncio.ensure_future(self.store.meta(key))
         try:
             fence = await self.fence.fence(key, partition) if until is None else until
-            found = await self.index.lookup(key, partition, fence)
+            found = await index.lookup(key, partition, fence)
         except BaseException:
             meta_read.cancel()
             raise

@@ -12,10 +12,13 @@ from journal.conditional import (
     IDEMPOTENCY_KEY_HEADER,
     Idempotency,
     JournalLocks,
+    KnownState,
+    KnownStates,
     check_idempotency_key,
     records_between,
 )
 from journal.errors import IdempotencyKeyReused, InvalidValue, SeqNrConflict
+from journal.fold import JournalState
 from journal.index import OffsetRun
 from journal.journals import Journal, Journals
 from journal.metrics import METRICS
@@ -54,6 +57,28 @@ async def test_journal_locks_serialise_per_journal_and_forget_idle_journals() ->
     assert inside.index("-a1") < inside.index("+a2")  # a2 entered only after a1 left
     assert inside.index("+b1") < inside.index("-a1")  # another journal did not wait
     assert len(locks) == 0
+
+
+async def test_a_lock_says_whether_anybody_holds_or_awaits_it() -> None:
+    locks = JournalLocks()
+    key = JournalKey("t", "a")
+    assert key not in locks
+    async with locks.hold(key):
+        assert key in locks
+    assert key not in locks
+
+
+def test_a_remembered_state_is_never_replaced_by_an_older_one() -> None:
+    # a look outside the lock may finish after a verdict inside it: it knows less
+    known = KnownStates(capacity=2)
+    key = JournalKey("t", "a")
+    newer = KnownState(JournalState(offset=10, seq_nr=3), as_of=12)
+    known.put(key, newer)
+    known.put(key, KnownState(JournalState(offset=7, seq_nr=2), as_of=9))
+    assert known.get(key) == newer
+    newest = KnownState(JournalState(offset=13, seq_nr=4), as_of=13)
+    known.put(key, newest)
+    assert known.get(key) == newest
 
 
 def test_an_idempotency_digest_covers_the_request() -> None:
