@@ -112,8 +112,11 @@ async def _caught_up(
     raise TimeoutError("the tail index did not catch up")
 
 
-async def bench_read(journals: Journals, kafka: KafkaAccess, sizes: ReadSizes) -> Section:
-    """`journals` must be on a fresh topic of one partition."""
+async def bench_read(
+    journals: Journals, store: CassandraStore, kafka: KafkaAccess, sizes: ReadSizes
+) -> Section:
+    """`journals` must be on a fresh topic of one partition, over `store` (the raw baseline
+    reads through its session)."""
     section = Section(
         "Read (recovery)",
         METHOD.format(
@@ -123,8 +126,6 @@ async def bench_read(journals: Journals, kafka: KafkaAccess, sizes: ReadSizes) -
             warm=sizes.warmup,
         ),
     )
-    store = journals.store
-    assert isinstance(store, CassandraStore)
     topic = journals.topic
     producer = _producer(kafka)
     await producer.start()
@@ -220,9 +221,14 @@ def _spread(samples: list[float]) -> str:
 
 
 async def bench_offline(
-    journals: Journals, worker: WorkerProcess, stack: Stack, sizes: ReadSizes
+    journals: Journals,
+    store: CassandraStore,
+    worker: WorkerProcess,
+    stack: Stack,
+    sizes: ReadSizes,
 ) -> Section:
-    """Reads with Cassandra down; `journals` and `worker` on a fresh 1-partition topic."""
+    """Reads with Cassandra down; `journals` (over `store`) and `worker` on a fresh
+    1-partition topic."""
     section = Section(
         "Reads with Cassandra down",
         OFFLINE_METHOD.format(
@@ -233,8 +239,6 @@ async def bench_offline(
         ),
     )
     kafka, topic = worker.settings.kafka_access(), journals.topic
-    store = journals.store
-    assert isinstance(store, CassandraStore)
     await worker.wait_ready()
     await _write(journals, unique("before"))
     await wait_replicated(store, topic, await end_offsets(kafka, topic, 1), timeout_s=300)

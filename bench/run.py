@@ -166,12 +166,15 @@ async def _read_sections(
     base: Settings, sizes: Sizes, stack: Stack, workdir: Path
 ) -> list[Section]:
     """Reads and consumer costs, on 1-partition topics of their own."""
+    # the direct client's own store would wait for Cassandra (`ConnectingStore`): the
+    # sections read through a connected one's session too
     settings = settings_for(base, "read", partitions=1)
-    journals = await Journals.connect(settings)
+    store = await CassandraStore.connect(settings.cassandra_config())
+    journals = await Journals.connect(settings, store=store)
     try:
         _log("read (recovery)")
         read = await _guarded(
-            "Read (recovery)", bench_read(journals, base.kafka_access(), sizes.read)
+            "Read (recovery)", bench_read(journals, store, base.kafka_access(), sizes.read)
         )
         _log("Kafka consumer costs")
         consumer = await _guarded(
@@ -180,18 +183,22 @@ async def _read_sections(
         )
     finally:
         await journals.close()
+        await store.close()
     settings = settings_for(base, "offline", partitions=1)
-    journals = await Journals.connect(settings)
+    store = await CassandraStore.connect(settings.cassandra_config())
+    journals = await Journals.connect(settings, store=store)
     process = worker(settings, workdir / "offline")
     process.start()
     try:
         _log("reads with Cassandra down")
         offline = await _guarded(
-            "Reads with Cassandra down", bench_offline(journals, process, stack, sizes.read)
+            "Reads with Cassandra down",
+            bench_offline(journals, store, process, stack, sizes.read),
         )
     finally:
         process.stop()
         await journals.close()
+        await store.close()
     return [read, offline, consumer]
 
 
