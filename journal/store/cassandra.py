@@ -21,10 +21,19 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
-from collections.abc import AsyncIterator, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Collection,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from cassandra import AuthenticationFailed, ConsistencyLevel
@@ -112,6 +121,27 @@ class Partition:
     @classmethod
     def of(cls, statement: PreparedStatement, values: tuple[Any, ...]) -> Partition:
         return cls([(statement, values)], _ROW_BYTES)
+
+
+T = TypeVar("T")
+
+
+async def in_window(run: Callable[[T], Awaitable[None]], items: Iterable[T], window: int) -> None:
+    """`run` each of `items` (taken lazily), at most `window` at a time, in lanes that each take
+    the next item (not a Semaphore: its acquire scans all its waiters); no more lanes than
+    items, so a small batch (one record, at low load) does not pay for the window's tasks."""
+    pending = iter(items)
+    first = list(itertools.islice(pending, window))
+    taken = itertools.chain(first, pending)
+
+    async def lane() -> None:
+        for item in taken:  # shared: each goes to the first free lane
+            await run(item)
+
+    if len(first) == 1:
+        await lane()  # no task at all
+    else:
+        await asyncio.gather(*(lane() for _ in first))
 
 
 def reconnection_policy() -> ExponentialReconnectionPolicy:
@@ -361,15 +391,13 @@ class CassandraStore(EventualStore):
     ) -> None:
         """Run `requests` (built as they are taken), `window` (by default the config's) at a
         time: enough to keep Cassandra busy, few enough not to overload the driver's
-        connections. Lanes taking the next request, not a Semaphore: its acquire scans all
-        its waiters."""
-        pending = iter(requests)
+        connections."""
+        session = self._session
 
-        async def lane() -> None:
-            for statement, params in pending:  # shared: each goes to the first free lane
-                await cql.execute(self._session, statement, params)
+        async def execute(request: tuple[Statement, Params]) -> None:
+            await cql.execute(session, *request)
 
-        await asyncio.gather(*(lane() for _ in range(window or self._config.window)))
+        await in_window(execute, requests, window or self._config.window)
 
     def _sizes(self, write: JournalWrite, stored: JournalMeta | None) -> tuple[int, int]:
         """The journal's segment size before the batch, and after it (a Purge starts anew)."""

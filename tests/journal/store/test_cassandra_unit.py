@@ -2,12 +2,41 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 
-from journal.store.cassandra import reconnection_policy
+from journal.store.cassandra import in_window, reconnection_policy
 
 
 def test_the_driver_tries_a_host_that_went_down_forever_and_often() -> None:
     delays = list(itertools.islice(reconnection_policy().new_schedule(), 1000))
     assert len(delays) == 1000  # the driver's default gives up after 64
     assert max(delays) <= 10.0  # and backs off to 600 s
+
+
+async def test_requests_run_at_most_a_window_at_a_time_in_no_more_lanes_than_requests() -> None:
+    running, most, most_tasks = 0, 0, 0
+    done: list[int] = []
+    lanes: set[asyncio.Task[object] | None] = set()
+    tasks_before = len(asyncio.all_tasks())
+
+    async def run(item: int) -> None:
+        nonlocal running, most, most_tasks
+        running += 1
+        most = max(most, running)
+        most_tasks = max(most_tasks, len(asyncio.all_tasks()) - tasks_before)
+        lanes.add(asyncio.current_task())
+        await asyncio.sleep(0)  # let the other lanes start theirs
+        running -= 1
+        done.append(item)
+
+    await in_window(run, iter(range(10)), window=3)
+    assert sorted(done) == list(range(10)) and most == 3 and len(lanes) == 3
+
+    lanes.clear()
+    await in_window(run, [7], window=64)  # one request: no task of its own
+    assert lanes == {asyncio.current_task()}
+
+    most_tasks = 0
+    await in_window(run, range(2), window=64)  # two requests: two lanes, not 64
+    assert most_tasks == 2
