@@ -203,7 +203,11 @@ async def create_acls(admin: KafkaAccess, acls: list[Acl]) -> None:
 def _cluster(hosts: list[str], port: int, login: CassandraLogin) -> Any:
     from cassandra.cluster import Cluster
 
-    return Cluster(hosts, port=port, auth_provider=login.auth_provider(), protocol_version=5)
+    from journal.store.cassandra import PROTOCOL_VERSION
+
+    return Cluster(
+        hosts, port=port, auth_provider=login.auth_provider(), protocol_version=PROTOCOL_VERSION
+    )
 
 
 def _refused(error: BaseException) -> bool:

@@ -123,6 +123,7 @@ class Partition:
         return cls([(statement, values)], _ROW_BYTES)
 
 
+PROTOCOL_VERSION = 4  # the native protocol every client of ours speaks (see `connect`)
 T = TypeVar("T")
 
 
@@ -234,7 +235,10 @@ class CassandraStore(EventualStore):
             list(config.hosts),
             port=config.port,
             execution_profiles={EXEC_PROFILE_DEFAULT: profile},
-            protocol_version=5,
+            # v4, not v5: the driver checks v5's segment headers with a CRC computed in Python
+            # (per segment, both ways) and now and then rejects a good one at connect ("CRC
+            # mismatch on header", PYTHON-1337; seen once in our CI); v4 has no segments
+            protocol_version=PROTOCOL_VERSION,
             auth_provider=None if config.login is None else config.login.auth_provider(),
             reconnection_policy=reconnection_policy(),
         )
