@@ -227,30 +227,20 @@ class ConditionalAppends:
                 f"it must be {first - 1}"
             )
         extra = idempotency.headers() if idempotency is not None else {}
-        if expected_seq_nr is not None and key in self._locks:
+        if expected_seq_nr is not None and key in self._locks and not self._continues(key, first):
             # writers racing on the journal here: a doomed append is refused from a look of
             # its own (as of a moment within the request) instead of queueing for the lock
-            known = self._known.get(key)
-            if known is None or known.state.seq_nr != first - 1:
-                last = (await self._look(key)).seq_nr
-                if last != first - 1:
-                    earlier = await self._earlier(key, first, last, idempotency)
-                    if earlier is not None:
-                        return earlier
-                    raise SeqNrConflict(last, expected_seq_nr)
+            earlier = await self._check(key, first, expected_seq_nr, idempotency)
+            if earlier is not None:
+                return earlier
         async with self._locks.hold(key):
             # as far as this process knows it continues the journal: no look, the verdict tells
             # (an unconditional append gets no verdict: with a key, it always looks)
-            known = self._known.get(key) if expected_seq_nr is not None else None
-            continues = known is not None and known.state.seq_nr == first - 1
+            continues = expected_seq_nr is not None and self._continues(key, first)
             if not continues and (expected_seq_nr is not None or idempotency is not None):
-                last = (await self._look(key)).seq_nr
-                if last != first - 1:
-                    earlier = await self._earlier(key, first, last, idempotency)
-                    if earlier is not None:
-                        return earlier
-                    if expected_seq_nr is not None:
-                        raise SeqNrConflict(last, expected_seq_nr)
+                earlier = await self._check(key, first, expected_seq_nr, idempotency)
+                if earlier is not None:
+                    return earlier
             if expected_seq_nr is None:
                 return await produce(extra)
             try:
@@ -266,6 +256,29 @@ class ConditionalAppends:
             if earlier is not None:
                 return earlier  # a zombie's copy of our own first attempt won: that one holds
             raise SeqNrConflict(rejected_at, expected_seq_nr)
+
+    def _continues(self, key: JournalKey, first: int) -> bool:
+        """Whether, as far as this process knows, events from `first` continue the journal."""
+        known = self._known.get(key)
+        return known is not None and known.state.seq_nr == first - 1
+
+    async def _check(
+        self,
+        key: JournalKey,
+        first: int,
+        expected_seq_nr: int | None,
+        idempotency: Idempotency | None,
+    ) -> Position | None:
+        """Look at the journal before producing: None to go on (it continues the journal, or
+        an unconditional append's key found no earlier attempt); the position of this
+        request's own earlier attempt if one took effect; else `SeqNrConflict`."""
+        last = (await self._look(key)).seq_nr
+        if last == first - 1:
+            return None
+        earlier = await self._earlier(key, first, last, idempotency)
+        if earlier is None and expected_seq_nr is not None:
+            raise SeqNrConflict(last, expected_seq_nr)
+        return earlier
 
     async def _look(self, key: JournalKey) -> JournalState:
         """The journal as of now, remembered with the fence it was read at: the last verdict's

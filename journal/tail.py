@@ -141,7 +141,6 @@ class TailIndex:
             reason = "behind" if state is not None and state.followed else "unfollowed"
             METRICS.counter("journal_index_misses_total", reason=reason).inc()
             return NotIndexed(reason)
-            return NotIndexed("behind")
         if state.poisoned_to > state.pruned_to:
             METRICS.counter("journal_index_misses_total", reason="poison").inc()
             return NotIndexed("poison")
