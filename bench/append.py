@@ -15,7 +15,9 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from app.security import client_headers
 from bench.common import Row, Section, Timed, median, percentile, spread, unique
 from bench.profile import process_cpu_s, py_spy
+from bench.raw_http import raw_http_server
 from bench.workload import closed_loop, events, http_body, raw_append
+from devtools.workers import free_port
 from journal.actions import record_headers
 from journal.codec import encode_events
 from journal.journals import Journals
@@ -23,7 +25,7 @@ from journal.model import AppendHeader, Event, Events, JournalKey, JsonPayload
 from journal.producer import COMPRESSION, MAX_BATCH_BYTES, JournalProducer
 from journal.security import KafkaAccess
 from journal.settings import Settings
-from journal.topic import ensure_topic
+from journal.topic import TopicSpec, ensure_topic
 from journal.writer import JournalWriter, partition_of
 
 METHOD = (
@@ -33,7 +35,11 @@ METHOD = (
     "Raw baseline: an idempotent acks=all AIOKafkaProducer (linger 0, lz4 and the batch size "
     "of the writer's) sending the very record bytes (value + headers) the writer produces, to "
     "the same partition, same concurrency. HTTP: POST /journals/{{id}}/events to one real worker "
-    "process (aiohttp client, one connection per lane). HTTP conditional: the same with "
+    "process (aiohttp client, one connection per lane), compared with raw HTTP: a minimal "
+    "aiohttp server process that parses the body with orjson and produces it with the raw "
+    "baseline's producer settings to a topic no worker replicates (`bench/raw_http.py`: no "
+    "validation, codec, fold, replication or tables), the floor of any HTTP append service on "
+    "this machine. HTTP conditional: the same with "
     "`expectedSeqNr` (each lane's journal is its own, so every append is accepted), compared "
     "with HTTP. Contended: {writers} HTTP writers on one journal, each reading the journal's "
     "seqNr and appending 1 event with `expectedSeqNr` until {contended} appends are accepted. "
@@ -42,7 +48,9 @@ METHOD = (
     "keys-only tail of the partitions it owns, not from its replicating agent."
 )
 
-MODES = ("raw", "direct", "http", "http_conditional")
+MODES = ("raw", "direct", "http_raw", "http", "http_conditional")
+# each mode's baseline in the rows: raw Kafka, raw HTTP for HTTP, HTTP for conditional appends
+BASELINES = {"direct": "raw", "http_raw": "raw", "http": "http_raw", "http_conditional": "http"}
 CONTENDED_WRITERS = 8
 
 
@@ -63,6 +71,7 @@ async def _measure(
     raw: AIOKafkaProducer,
     http: aiohttp.ClientSession,
     url: str,
+    raw_url: str,
 ) -> Timed:
     prefix = unique(f"{mode}{per_append}")
     value, headers = raw_append(1, per_append)
@@ -84,7 +93,8 @@ async def _measure(
         body = http_body(round_ * per_append + 1, per_append)
         if mode == "http_conditional":
             body["expectedSeqNr"] = round_ * per_append
-        async with http.post(f"{url}/journals/{prefix}-{lane}/events", json=body) as response:
+        base = raw_url if mode == "http_raw" else url
+        async with http.post(f"{base}/journals/{prefix}-{lane}/events", json=body) as response:
             if response.status != 200:
                 raise RuntimeError(f"HTTP append: {response.status} {await response.text()}")
             await response.read()
@@ -92,6 +102,7 @@ async def _measure(
     operation = {
         "direct": direct_op,
         "raw": raw_op,
+        "http_raw": http_op,
         "http": http_op,
         "http_conditional": http_op,
     }[mode]
@@ -115,6 +126,10 @@ async def bench_append(
         appends=appends, reps=sizes.repetitions, writers=CONTENDED_WRITERS, contended=contended
     )
     section = Section("Append", method)
+    raw_topic = f"{journals.topic}-raw-http"  # the raw HTTP baseline's: no worker replicates it
+    await ensure_topic(kafka, TopicSpec(raw_topic, journals.writer.partitions))
+    raw_port = free_port()
+    raw_server = raw_http_server(kafka.bootstrap, raw_port, raw_topic, journals.writer.partitions)
     raw = AIOKafkaProducer(
         **kafka.client_options(),
         acks="all",
@@ -128,68 +143,70 @@ async def bench_append(
     try:
         # the worker's token when security is on (bench workers take the environment's settings)
         headers = client_headers(Settings.from_env())
-        async with aiohttp.ClientSession(connector=connector, headers=headers) as http:
+        async with (
+            raw_server as raw_pid,
+            aiohttp.ClientSession(connector=connector, headers=headers) as http,
+        ):
+            raw_url = f"http://127.0.0.1:{raw_port}"
+            # whose CPU time an HTTP mode costs: the worker's (with its replication) or the
+            # raw server's
+            servers = {"http_raw": raw_pid} | ({} if worker_pid is None else {"http": worker_pid})
+
+            async def measure(mode: str, per_append: int, concurrency: int, total: int) -> Timed:
+                return await _measure(
+                    mode, per_append, concurrency, total, journals, raw, http, worker_url, raw_url
+                )
+
             for per_append in (1, 10):
                 for concurrency in (1, sizes.concurrency):
                     total = sizes.sequential if concurrency == 1 else sizes.concurrent
                     results: dict[str, list[Timed]] = {}
-                    worker_cpu_s = 0.0  # the worker's CPU time over the HTTP repetitions
+                    server_cpu_s = dict.fromkeys(servers, 0.0)  # over the repetitions
                     for mode in MODES:
-                        await _measure(
-                            mode,
-                            per_append,
-                            concurrency,
-                            max(concurrency, total // 5),
-                            journals,
-                            raw,
-                            http,
-                            worker_url,
-                        )  # warm-up
+                        await measure(mode, per_append, concurrency, max(concurrency, total // 5))
                     for _ in range(sizes.repetitions):
                         for mode in MODES:  # interleaved, so drift hits all alike
                             await settle()
-                            cpu_before = process_cpu_s(worker_pid) if worker_pid else 0.0
-                            timed = await _measure(
-                                mode,
-                                per_append,
-                                concurrency,
-                                total,
-                                journals,
-                                raw,
-                                http,
-                                worker_url,
-                            )
+                            pid = servers.get(mode)
+                            cpu_before = process_cpu_s(pid) if pid else 0.0
+                            timed = await measure(mode, per_append, concurrency, total)
                             results.setdefault(mode, []).append(timed)
-                            if worker_pid is not None and mode == "http":
-                                await settle()  # its replication is part of its cost
-                                worker_cpu_s += process_cpu_s(worker_pid) - cpu_before
+                            if pid is not None:
+                                await settle()  # the worker's replication is part of its cost
+                                server_cpu_s[mode] += process_cpu_s(pid) - cpu_before
                     _rows(section, per_append, concurrency, results)
-                    if worker_pid is not None:
-                        requests = sum(len(run.latencies_ms) for run in results["http"])
+                    for mode, cpu_s in server_cpu_s.items():
+                        requests = sum(len(run.latencies_ms) for run in results[mode])
                         section.add(
                             Row(
-                                f"http {per_append} ev/append, c={concurrency}: worker CPU",
-                                worker_cpu_s / requests * 1e6,
+                                f"{mode} {per_append} ev/append, c={concurrency}: "
+                                + ("worker CPU" if mode == "http" else "server CPU"),
+                                cpu_s / requests * 1e6,
                                 "us/request",
-                                note="the worker process's CPU time (user + system, every "
-                                "thread: HTTP, the replicating agent, drivers) over its requests, "
-                                "until they are replicated",
+                                note=_SERVER_CPU[mode],
                             )
                         )
             await settle()
             await _contended(section, http, worker_url, contended)
             if profile:
                 section.profile = await _profile(
-                    journals, raw, http, worker_url, sizes.concurrency, sizes.concurrent
+                    journals, raw, http, worker_url, raw_url, sizes.concurrency, sizes.concurrent
                 )
                 if worker_pid is not None:
                     section.profile += "\n\nworker during HTTP appends (1 event, c=64), py-spy:\n"
                     section.profile += await _profile_worker(
-                        worker_pid, journals, raw, http, worker_url, sizes.concurrency
+                        worker_pid, journals, raw, http, worker_url, raw_url, sizes.concurrency
                     )
     finally:
         await raw.stop()
     return section
+
+
+_SERVER_CPU = {
+    "http": "the worker process's CPU time (user + system, every thread: HTTP, the replicating "
+    "agent, drivers) over its requests, until they are replicated",
+    "http_raw": "the raw HTTP server's CPU time (user + system, every thread) over its requests",
+}
 
 
 def _rows(
@@ -210,8 +227,7 @@ def _rows(
         section.samples[f"{mode}, {label}"] = latencies
         section.throughputs[f"{mode}, {label}"] = median(rates)
     for mode in MODES:
-        # the baseline: raw Kafka, and for conditional appends the unconditional ones
-        base = "http" if mode == "http_conditional" else "raw"
+        base = BASELINES.get(mode, "raw")
         raw_rate, raw_p50, raw_p99, raw_p999, _ = stats[base]
         rate, p50, p99, p999, rate_spread = stats[mode]
         baseline = mode != "raw"
@@ -284,6 +300,7 @@ async def _profile(
     raw: AIOKafkaProducer,
     http: aiohttp.ClientSession,
     url: str,
+    raw_url: str,
     concurrency: int,
     total: int,
 ) -> str:
@@ -294,7 +311,7 @@ async def _profile(
         return "(pyinstrument is not installed: no profile)"
     profiler = Profiler(interval=0.0005, async_mode="disabled")
     profiler.start()  # the load generator, in this process
-    await _measure("direct", 1, concurrency, total, journals, raw, http, url)
+    await _measure("direct", 1, concurrency, total, journals, raw, http, url, raw_url)
     profiler.stop()
     text: str = profiler.output_text(unicode=False, color=False, show_all=False)
     lines = text.strip().splitlines()
@@ -307,13 +324,14 @@ async def _profile_worker(
     raw: AIOKafkaProducer,
     http: aiohttp.ClientSession,
     url: str,
+    raw_url: str,
     concurrency: int,
     seconds: float = 8,
 ) -> str:
     """py-spy on the worker while HTTP appends of 1 event run at `concurrency`."""
     sampling = asyncio.create_task(py_spy(pid, seconds))
     while not sampling.done():
-        await _measure("http", 1, concurrency, concurrency * 10, journals, raw, http, url)
+        await _measure("http", 1, concurrency, concurrency * 10, journals, raw, http, url, raw_url)
     return await sampling
 
 

@@ -50,6 +50,9 @@ def test_quick_mode_writes_every_section_with_numbers(stack: Stack, tmp_path: Pa
     for title in SECTIONS:
         assert title in sections, f"no section {title!r}"
         assert _numbers(sections[title]), f"no numbers in {title!r}"
+    # HTTP appends are measured against the raw HTTP server too (a baseline that did not start
+    # fails the section, which then has no rows)
+    assert "http_raw 1 ev/append, c=64: throughput" in sections["Append"]
     # the Spark rebuild ran (tiny) and measured: a failed run shows n/a, never a number
     spark = _numbers(sections["Spark rebuild"])
     assert all(math.isfinite(value) and value > 0 for value in spark), sections["Spark rebuild"]

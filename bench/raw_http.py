@@ -1,0 +1,98 @@
+"""The raw HTTP baseline of the append benchmark: the least an HTTP service that acknowledges an
+append once Kafka has it must do, and nothing of ours but the partitioner.
+
+One aiohttp server, one idempotent acks=all AIOKafkaProducer with the writer's settings. A POST
+of an append's body is parsed with orjson, its events re-encoded with orjson and produced to the
+journal's partition of a topic of its own (no worker replicates it); the answer is the last
+seqNr. No validation, no header codec, no fold, no replication, no tables. Run as a child process
+(`python -m bench.raw_http PORT TOPIC PARTITIONS`, Kafka from the `KJ_*` environment) so that
+its CPU, like the worker's, is not the load generator's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import orjson
+from aiohttp import web
+from aiokafka import AIOKafkaProducer
+
+from journal.producer import COMPRESSION, MAX_BATCH_BYTES
+from journal.settings import Settings
+from journal.writer import partition_of
+
+_APPEND_HEADERS = [("journal.action", b'{"type":"append"}')]
+
+
+async def serve(port: int, topic: str, partitions: int) -> None:
+    producer = AIOKafkaProducer(
+        **Settings.from_env().kafka_access().client_options(),
+        acks="all",
+        enable_idempotence=True,
+        linger_ms=0,
+        compression_type=COMPRESSION,
+        max_batch_size=MAX_BATCH_BYTES,
+    )
+    await producer.start()
+
+    async def append(request: web.Request) -> web.Response:
+        journal_id = request.match_info["id"]
+        events = orjson.loads(await request.read())["events"]
+        await producer.send_and_wait(
+            topic,
+            orjson.dumps({"events": events}),
+            key=journal_id.encode(),
+            partition=partition_of(journal_id, partitions),
+            headers=_APPEND_HEADERS,
+        )
+        body = orjson.dumps({"seqNr": events[-1]["seqNr"]})
+        return web.Response(body=body, content_type="application/json")
+
+    app = web.Application()
+    app.router.add_post("/journals/{id}/events", append)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    print("ready", flush=True)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await runner.cleanup()
+        await producer.stop()
+
+
+@asynccontextmanager
+async def raw_http_server(
+    bootstrap: str, port: int, topic: str, partitions: int
+) -> AsyncIterator[int]:
+    """The baseline server as a child process, ready; yields its pid. Its Kafka login, if any,
+    comes from the environment, as the bench workers' do."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bench.raw_http",
+        str(port),
+        topic,
+        str(partitions),
+        stdout=subprocess.PIPE,
+        env={**os.environ, "KJ_KAFKA_BOOTSTRAP": bootstrap},
+    )
+    try:
+        assert process.stdout is not None
+        line = await asyncio.wait_for(process.stdout.readline(), 60)
+        if line.strip() != b"ready":
+            raise RuntimeError(f"the raw HTTP baseline did not start (exit {process.returncode})")
+        yield process.pid
+    finally:
+        if process.returncode is None:
+            process.terminate()
+            await process.wait()
+
+
+if __name__ == "__main__":
+    asyncio.run(serve(int(sys.argv[1]), sys.argv[2], int(sys.argv[3])))
