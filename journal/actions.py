@@ -7,7 +7,7 @@ encoded events of an Append (empty otherwise); every other header is the user's.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from aiokafka.structs import ConsumerRecord
@@ -26,6 +26,7 @@ from journal.model import (
     EventRecord,
     InvalidValue,
     JournalKey,
+    SeqRange,
 )
 
 RawHeaders = Sequence[tuple[str, bytes]]
@@ -78,6 +79,19 @@ def parse(record: RawRecord) -> ActionRecord | None:
 
     Only the header is decoded, never the payload. Raises MalformedRecord.
     """
+    return _action(record, check_events=False)
+
+
+def parse_checked(record: RawRecord) -> ActionRecord | None:
+    """`parse`, and for an Append also decode its events to prove them sound; the action
+    carries them, so the store does not decode them again.
+
+    Replication uses this, so a bad payload is quarantined instead of failing a store write.
+    """
+    return _action(record, check_events=True)
+
+
+def _action(record: RawRecord, check_events: bool) -> ActionRecord | None:
     raw_header = action_header_of(record.headers)
     if raw_header is None:
         raise MalformedRecord(record, f"no {ACTION_HEADER} header")
@@ -96,57 +110,53 @@ def parse(record: RawRecord) -> ActionRecord | None:
         }
     except (UnicodeDecodeError, InvalidValue) as error:
         raise MalformedRecord(record, f"bad key or header: {error}") from None
+    timestamp = datetime.fromtimestamp(record.timestamp_ms / 1000, UTC)
+    value = record.value or b""
+    events = None
+    if check_events and isinstance(header, AppendHeader):
+        try:
+            events = _event_records(header, value, timestamp, record, user_headers)
+        except (DecodeError, InvalidValue) as error:
+            raise MalformedRecord(record, f"bad events: {error}") from None
     return ActionRecord(
-        key=key,
-        partition=record.partition,
-        offset=record.offset,
-        timestamp=datetime.fromtimestamp(record.timestamp_ms / 1000, UTC),
-        header=header,
-        value=record.value or b"",
-        headers=user_headers,
+        key, record.partition, record.offset, timestamp, header, value, user_headers, events
     )
 
 
-def events_of(record: ActionRecord) -> list[EventRecord]:
+def events_of(record: ActionRecord) -> Sequence[EventRecord]:
     """An Append's events: decoded already by `parse_checked`, or decoded now; raises
     DecodeError if the value contradicts its header."""
     if record.events is not None:
-        return list(record.events)
+        return record.events
     header = record.header
     if not isinstance(header, AppendHeader):
-        return []
-    decoded = decode_events(header.payload_type, record.value)
+        return ()
+    return _event_records(header, record.value, record.timestamp, record, record.headers)
+
+
+def _event_records(
+    header: AppendHeader,
+    value: bytes,
+    timestamp: datetime,
+    where: RawRecord | ActionRecord,
+    headers: Mapping[str, str],
+) -> tuple[EventRecord, ...]:
+    """The events of an Append's `value`, checked against its header."""
+    decoded = decode_events(header.payload_type, value)  # consecutive seqNrs, checked
     if not decoded.events:
         raise DecodeError("an Append without events")
-    if decoded.range != header.range:
-        raise DecodeError(f"events {decoded.range} do not match the header's {header.range}")
-    return [
-        EventRecord(
-            event=event,
-            timestamp=record.timestamp,
-            partition=record.partition,
-            offset=record.offset,
-            metadata=decoded.metadata,
-            headers=record.headers,
+    first, last = decoded.events[0].seq_nr, decoded.events[-1].seq_nr
+    if first != header.range.from_ or last != header.range.to:
+        raise DecodeError(
+            f"events {SeqRange(first, last)} do not match the header's {header.range}"
         )
-        for event in decoded.events
-    ]
-
-
-def parse_checked(record: RawRecord) -> ActionRecord | None:
-    """`parse`, and for an Append also decode its events to prove them sound; the action
-    carries them, so the store does not decode them again.
-
-    Replication uses this, so a bad payload is quarantined instead of failing a store write.
-    """
-    action = parse(record)
-    if action is not None and isinstance(action.header, AppendHeader):
-        try:
-            events = tuple(events_of(action))
-        except (DecodeError, InvalidValue) as error:
-            raise MalformedRecord(record, f"bad events: {error}") from None
-        return replace(action, events=events)
-    return action
+    partition, offset, metadata = where.partition, where.offset, decoded.metadata
+    return tuple(
+        [
+            EventRecord(event, timestamp, partition, offset, metadata, headers)
+            for event in decoded.events
+        ]
+    )
 
 
 def record_headers(

@@ -112,7 +112,7 @@ async def fold_whole(actions: AsyncIterable[ActionRecord], budget_bytes: int) ->
     return None
 
 
-def _events_or_skip(action: ActionRecord) -> list[EventRecord] | None:
+def _events_or_skip(action: ActionRecord) -> Sequence[EventRecord] | None:
     """An action's events (none for other than Appends); None for an Append that is bad."""
     try:
         return events_of(action)

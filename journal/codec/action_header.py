@@ -102,6 +102,12 @@ def encode_action_header(header: ActionHeader) -> bytes:
 def decode_action_header(raw: bytes) -> ActionHeader | None:
     """The action in a `journal.action` header; None for an unknown action; else DecodeError."""
     obj = expect_object(loads(raw, "action header"), "action header")
+    plain = plain_append(obj)
+    return checked_action_header(obj) if plain is None else plain
+
+
+def checked_action_header(obj: JsonObject) -> ActionHeader | None:
+    """The action of a decoded header, every field checked: DecodeError names a fault."""
     names = [name for name in _DECODERS if name in obj]
     if not names:
         return None
@@ -135,6 +141,44 @@ def _string(text: str, what: str) -> bytes:
         return orjson.dumps(text)  # quoted and escaped, as orjson writes any string
     except orjson.JSONEncodeError as e:  # a lone surrogate
         raise EncodeError(f"{what} cannot be written as JSON: {e}") from e
+
+
+def plain_append(obj: JsonObject) -> AppendHeader | None:
+    """An Append header of the shape this project and kafka-journal write, read with a few type
+    checks (every record replication, a read or a subscription meets is one); None for anything
+    else, which the checked reader then reads, or names the fault of. Reads what it reads as
+    the checked reader does (a test holds them to that)."""
+    if len(obj) != 1:
+        return None
+    append = obj.get("append")
+    if type(append) is not dict:
+        return None
+    range_, payload_type = append.get("range"), append.get("payloadType")
+    if type(range_) is not dict or type(payload_type) is not str:
+        return None
+    first, last = range_.get("from"), range_.get("to")
+    origin, version = append.get("origin"), append.get("version")
+    metadata = append.get("metadata")
+    if (
+        type(first) is not int
+        or type(last) is not int
+        or payload_type not in _APPEND_PAYLOAD_TYPES
+        or not (origin is None or type(origin) is str)
+        or not (version is None or type(version) is str)
+        or not (metadata is None or type(metadata) is dict)
+    ):
+        return None
+    try:
+        seq_range = SeqRange(first, last)
+    except InvalidValue:
+        return None  # the checked reader names the fault
+    return AppendHeader(
+        range=seq_range,
+        payload_type=_APPEND_PAYLOAD_TYPES[payload_type],
+        origin=origin,
+        version=version,
+        metadata=HeaderMetadata(None if metadata is None else cast(Json, metadata.get("data"))),
+    )
 
 
 def _decode_append(obj: JsonObject, where: str) -> AppendHeader:

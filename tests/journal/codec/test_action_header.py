@@ -9,13 +9,14 @@ from pathlib import Path
 
 import orjson
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from journal.actions import RawRecord, parse
 from journal.codec import ACTION_HEADER, DecodeError, EncodeError
 from journal.codec import decode_action_header as decode
 from journal.codec import encode_action_header as encode
+from journal.codec.action_header import checked_action_header, plain_append
 from journal.conditional import CONDITIONAL_HEADERS, Idempotency
 from journal.model import (
     SEQ_NR_MAX,
@@ -179,15 +180,16 @@ def seq_ranges(draw: st.DrawFn) -> SeqRange:
     return SeqRange(min(a, b), max(a, b))
 
 
+append_headers = st.builds(
+    AppendHeader,
+    range=seq_ranges(),
+    payload_type=st.sampled_from([PayloadType.BINARY, PayloadType.JSON]),
+    origin=optional_texts,
+    version=optional_texts,
+    metadata=st.builds(HeaderMetadata, json_values),
+)
 headers: st.SearchStrategy[ActionHeader] = st.one_of(
-    st.builds(
-        AppendHeader,
-        range=seq_ranges(),
-        payload_type=st.sampled_from([PayloadType.BINARY, PayloadType.JSON]),
-        origin=optional_texts,
-        version=optional_texts,
-        metadata=st.builds(HeaderMetadata, json_values),
-    ),
+    append_headers,
     st.builds(DeleteHeader, to=seq_nrs, origin=optional_texts, version=optional_texts),
     st.builds(PurgeHeader, origin=optional_texts, version=optional_texts),
     st.builds(MarkHeader, id=st.text(), origin=optional_texts, version=optional_texts),
@@ -254,6 +256,38 @@ def test_a_field_of_any_json_value_decodes_or_raises_decode_error(
     except DecodeError:
         return
     assert isinstance(result, (AppendHeader, DeleteHeader, PurgeHeader, MarkHeader))
+
+
+APPEND_FIELDS = ("range", "payloadType", "origin", "version", "metadata")
+
+
+@settings(max_examples=1000)
+@given(append_headers, st.data())
+def test_the_plain_reading_agrees_with_the_checked_one(
+    header: AppendHeader, data: st.DataObject
+) -> None:
+    """`plain_append` (the fast path) answers what `checked_action_header` does, or leaves the
+    header to it: for written Appends and for any of their fields replaced (or removed) by any
+    JSON, or another action's name added."""
+    obj = orjson.loads(encode(header))
+    body = obj["append"]
+    for _ in range(data.draw(st.integers(0, 2))):
+        places = [(obj, ("append", "delete")), (body, APPEND_FIELDS)]
+        places.append((body["range"], ("from", "to")))
+        target, keys = data.draw(st.sampled_from(places))
+        key = data.draw(st.sampled_from(keys))
+        if data.draw(st.booleans()):
+            target[key] = data.draw(st.one_of(st.sampled_from(["json", "binary", 1]), json_values))
+        else:
+            target.pop(key, None)
+        if type(body.get("range")) is not dict:
+            break  # nothing left to change in it
+    try:
+        checked: ActionHeader | DecodeError | None = checked_action_header(obj)
+    except DecodeError as error:
+        checked = error
+    plain = plain_append(obj)
+    assert plain is None or plain == checked, (plain, checked)
 
 
 @pytest.mark.parametrize("name", sorted(n for n in EXPECTED if n.startswith("Append-")))
