@@ -7,8 +7,12 @@ import json
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
+
+from cassandra.query import BatchStatement, BatchType
 
 from bench.common import Row, Section, percentile, unique
+from bench.environment import worker
 from bench.profile import py_spy
 from bench.workload import closed_loop, events, payload
 from devtools.workers import WorkerProcess
@@ -31,8 +35,13 @@ METHOD = (
     "with the direct client before the worker starts; once it is ready, the events still "
     "unreplicated are timed until every pointer reaches the end of its partition (pointers "
     "polled every 50 ms). The same records are also replicated in-process by the core's "
-    "`replicate_to_now` into a fresh keyspace. Baseline: {raw:,} raw concurrent INSERTs "
-    "(64 in flight) of the same event rows through the same driver into a fresh keyspace. "
+    "`replicate_to_now` into a fresh keyspace. 1-event appends: {one_event:,} of them (100 "
+    "journals) on a fresh 3-partition topic, replicated by a worker of their own started "
+    "once they are written (timed as above), then in-process. Baselines, through the same "
+    "driver into a fresh keyspace, 64 requests in flight: {raw:,} raw single-row INSERTs of "
+    "the same event rows, and {raw_batched:,} rows in unlogged batches of 10 rows of one "
+    "journal's segment (one Cassandra partition), the shape replication writes a journal's "
+    "events in. "
     "Lag: appends of 10 events paced at {rate:,} events/s for {seconds} s while the worker "
     "runs; lag = time from the append's acknowledgement until the partition's pointer "
     "covers its offset (50 ms polling: lags are rounded up to that resolution)."
@@ -164,8 +173,29 @@ async def replicate_one_event_appends(settings: Settings, count: int) -> float:
     return await replicate_in_process(fresh, per_append=1)
 
 
-async def raw_inserts(settings: Settings, rows: int) -> float:
-    """Raw concurrent INSERTs of event rows like the store's: rows/s."""
+async def replicate_one_event_appends_with_worker(
+    settings: Settings, store: CassandraStore, datadir: Path, count: int
+) -> tuple[float, Section]:
+    """A worker of its own started on a fresh topic holding `count` 1-event Appends: the
+    events/s it replicates them at, and the section its notes went to."""
+    fresh = settings.replace(topic=unique("bench_one_event_worker"))
+    journals = await Journals.connect(fresh, store=store)
+    try:
+        await write_backlog(journals, count, per_append=1)
+    finally:
+        await journals.close()
+    process = worker(fresh, datadir)
+    notes = Section("", "")
+    try:
+        return await replicate_with_worker(fresh, process, store, notes, per_append=1), notes
+    finally:
+        process.stop()
+
+
+async def raw_inserts(settings: Settings, rows: int, per_batch: int = 1) -> float:
+    """Raw concurrent INSERTs (64 in flight) of event rows like the store's: rows/s. With
+    `per_batch` > 1, each request is an unlogged batch of that many rows of one journal's
+    segment (one Cassandra partition), as replication writes a journal's events."""
     fresh = settings.replace(keyspace=unique("bench_raw"))
     store = await CassandraStore.connect(fresh.cassandra_config())
     try:
@@ -179,14 +209,21 @@ async def raw_inserts(settings: Settings, rows: int) -> float:
         now = datetime.now(UTC)
         stamp = int(time.time() * 1_000_000)
 
-        async def write(lane: int, round_: int) -> None:
-            seq_nr = round_ + 1
+        def row(lane: int, seq_nr: int) -> tuple[object, ...]:
             text = json.dumps(payload(seq_nr))
-            values = (fresh.topic, f"raw-{lane}", seq_nr, seq_nr, now, text, stamp)
-            await cql.execute(store.session, insert, values)
+            return (fresh.topic, f"raw-{lane}", seq_nr, seq_nr, now, text, stamp)
 
-        timed = await closed_loop(write, 64, rows)
-        return timed.per_second
+        async def write(lane: int, round_: int) -> None:
+            if per_batch == 1:
+                await cql.execute(store.session, insert, row(lane, round_ + 1))
+                return
+            batch = BatchStatement(batch_type=BatchType.UNLOGGED)
+            for seq_nr in range(round_ * per_batch + 1, (round_ + 1) * per_batch + 1):
+                batch.add(insert, row(lane, seq_nr))
+            await cql.execute(store.session, batch, None)
+
+        timed = await closed_loop(write, 64, rows // per_batch)
+        return timed.per_second * per_batch
     finally:
         await store.close()
 
@@ -243,44 +280,76 @@ async def lag(
     return lags, offered
 
 
-def replication_rows(
-    section: Section,
-    worker_rate: float,
-    core_rate: float,
-    raw_rate: float,
-    lags: list[float],
-    offered: float,
-    target: int,
-    one_event_rate: float,
-    quarantine: tuple[float, float],
-) -> None:
-    section.throughputs["worker (Faust agent)"] = worker_rate
-    section.throughputs["replicate_to_now (in-process)"] = core_rate
-    section.throughputs["raw concurrent INSERTs"] = raw_rate
-    section.samples[f"lag at {target:,} events/s"] = lags
+@dataclass(frozen=True, slots=True)
+class ReplicationResults:
+    """What the replication section measured, in one run."""
+
+    worker_rate: float  # events/s, 10-event appends
+    worker_one_event_rate: float  # events/s, 1-event appends
+    core_rate: float  # replicate_to_now, 10-event appends
+    core_one_event_rate: float  # replicate_to_now, 1-event appends
+    raw_rate: float  # rows/s, single-row INSERTs
+    raw_batched_rate: float  # rows/s, unlogged batches of RAW_BATCH rows of one partition
+    lags: list[float]
+    offered: float
+    quarantine: tuple[float, float]  # malformed records/s, valid records/s
+
+
+RAW_BATCH = 10  # rows per batch of the batched baseline: a 10-event append's
+
+
+def replication_rows(section: Section, results: ReplicationResults, target: int) -> None:
+    r = results
+    section.throughputs["worker (Faust agent)"] = r.worker_rate
+    section.throughputs["worker, 1-event appends"] = r.worker_one_event_rate
+    section.throughputs["replicate_to_now (in-process)"] = r.core_rate
+    section.throughputs["raw concurrent INSERTs"] = r.raw_rate
+    section.throughputs[f"raw batched INSERTs ({RAW_BATCH} rows)"] = r.raw_batched_rate
+    section.samples[f"lag at {target:,} events/s"] = r.lags
     section.add(
         Row(
             "worker: events/s",
-            worker_rate,
+            r.worker_rate,
             "events/s",
-            raw_rate,
+            r.raw_rate,
             ">= 20000/s",
-            worker_rate >= 20_000,
+            r.worker_rate >= 20_000,
+            note=f"{r.worker_rate / r.raw_batched_rate:.2f}x raw batched INSERTs",
         )
     )
-    section.add(Row("replicate_to_now: events/s", core_rate, "events/s", raw_rate))
+    section.add(
+        Row(
+            "worker, 1-event appends: events/s",
+            r.worker_one_event_rate,
+            "events/s",
+            r.raw_rate,
+            ">= 8000/s",
+            r.worker_one_event_rate >= 8_000,
+            note=f"{r.worker_one_event_rate / r.raw_batched_rate:.2f}x raw batched INSERTs",
+        )
+    )
+    section.add(Row("replicate_to_now: events/s", r.core_rate, "events/s", r.raw_rate))
     section.add(
         Row(
             "replicate_to_now, 1-event appends: events/s",
-            one_event_rate,
+            r.core_one_event_rate,
             "events/s",
-            raw_rate,
-            ">= 8000/s",
-            one_event_rate >= 8_000,
+            r.raw_rate,
         )
     )
-    section.add(Row("raw concurrent INSERTs: rows/s", raw_rate, "rows/s"))
-    malformed_rate, valid_rate = quarantine
+    section.add(Row("raw concurrent INSERTs: rows/s", r.raw_rate, "rows/s"))
+    section.add(
+        Row(
+            f"raw batched INSERTs, {RAW_BATCH} rows of one partition per batch: rows/s",
+            r.raw_batched_rate,
+            "rows/s",
+            r.raw_rate,
+            note="the most this driver and machine write of event rows in the shape "
+            "replication writes a journal's events",
+        )
+    )
+    lags, offered = r.lags, r.offered
+    malformed_rate, valid_rate = r.quarantine
     section.add(
         Row(
             "quarantine of malformed records: records/s",

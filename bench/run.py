@@ -31,12 +31,15 @@ from bench.replication import (
     METHOD as REPLICATION_METHOD,
 )
 from bench.replication import (
+    RAW_BATCH,
+    ReplicationResults,
     ReplicationSizes,
     lag,
     quarantine_rate,
     raw_inserts,
     replicate_in_process,
     replicate_one_event_appends,
+    replicate_one_event_appends_with_worker,
     replicate_with_worker,
     replication_rows,
     write_backlog,
@@ -210,6 +213,8 @@ async def _replication(
     sizes: ReplicationSizes,
     profile: bool,
 ) -> Section:
+    one_event = sizes.events // 2  # 1-event appends
+    raw_batched = sizes.raw_rows * 5  # rows: batches cost the client less per row
     _log("replication: backlog")
     appends = await write_backlog(journals, sizes.events)
     _log("replication: worker")
@@ -219,6 +224,8 @@ async def _replication(
             events=appends * 10,
             appends=appends,
             raw=sizes.raw_rows,
+            raw_batched=raw_batched,
+            one_event=one_event,
             rate=sizes.lag_rate,
             seconds=sizes.lag_seconds,
         ),
@@ -227,22 +234,28 @@ async def _replication(
     _log("replication: in-process and raw inserts")
     core_rate = await replicate_in_process(settings)
     raw_rate = await raw_inserts(settings, sizes.raw_rows)
-    _log("replication: 1-event appends, quarantine")
-    one_event_rate = await replicate_one_event_appends(settings, sizes.events // 10)
+    raw_batched_rate = await raw_inserts(settings, raw_batched, per_batch=RAW_BATCH)
+    _log("replication: 1-event appends (a worker of their own, then in-process), quarantine")
+    worker_one_event_rate, notes = await replicate_one_event_appends_with_worker(
+        settings, store, worker.datadir.with_name("worker-one-event"), one_event
+    )
+    replication.notes += [f"1-event appends: {note}" for note in notes.notes]
+    core_one_event_rate = await replicate_one_event_appends(settings, one_event)
     quarantine = await quarantine_rate(settings, sizes.malformed)
     _log("replication: lag")
     lags, offered = await lag(journals, store, sizes.lag_rate, sizes.lag_seconds)
-    replication_rows(
-        replication,
-        worker_rate,
-        core_rate,
-        raw_rate,
-        lags,
-        offered,
-        sizes.lag_rate,
-        one_event_rate,
-        quarantine,
+    results = ReplicationResults(
+        worker_rate=worker_rate,
+        worker_one_event_rate=worker_one_event_rate,
+        core_rate=core_rate,
+        core_one_event_rate=core_one_event_rate,
+        raw_rate=raw_rate,
+        raw_batched_rate=raw_batched_rate,
+        lags=lags,
+        offered=offered,
+        quarantine=quarantine,
     )
+    replication_rows(replication, results, sizes.lag_rate)
     return replication
 
 
