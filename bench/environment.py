@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from bench.common import unique
 from devtools.workers import WorkerProcess
 from journal.replicate import wait_replicated
 from journal.settings import Settings
+from journal.store import cql
 from journal.store.base import EventualJournal
+from journal.store.cassandra import CassandraStore
 from journal.topic import end_offsets
 
 
@@ -30,3 +33,24 @@ async def settle(settings: Settings, store: EventualJournal, timeout_s: float = 
     """Until the store holds everything appended to the topic so far (the worker caught up)."""
     ends = await end_offsets(settings.kafka_access(), settings.topic, settings.partitions)
     await wait_replicated(store, settings.topic, ends, timeout_s)
+
+
+_BACKGROUND_POOLS = ("CompactionExecutor", "MemtableFlushWriter", "MemtablePostFlush")
+
+
+async def quiet_cassandra(store: CassandraStore, timeout_s: float = 300) -> float:
+    """Until Cassandra runs and queues no compaction or memtable flush: a scenario's writes
+    compact in the background for minutes after it, on the cores the next one measures on.
+    The seconds waited (at most `timeout_s`: then it measures anyway)."""
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    while loop.time() - started < timeout_s:
+        rows = await cql.execute(
+            store.session, "SELECT name, active_tasks, pending_tasks FROM system_views.thread_pools"
+        )
+        if not any(
+            row.active_tasks or row.pending_tasks for row in rows if row.name in _BACKGROUND_POOLS
+        ):
+            break
+        await asyncio.sleep(0.5)
+    return loop.time() - started

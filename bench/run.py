@@ -24,7 +24,7 @@ from pathlib import Path
 from bench.append import AppendSizes, bench_append, bench_compression
 from bench.common import Row, Section, load_average
 from bench.consumer import bench_consumer
-from bench.environment import settings_for, settle, worker
+from bench.environment import quiet_cassandra, settings_for, settle, worker
 from bench.huge import bench_huge
 from bench.read import ReadSizes, bench_offline, bench_read
 from bench.replication import (
@@ -155,6 +155,20 @@ def _failed(title: str, error: BaseException) -> Section:
     return section
 
 
+async def _quiet(store: CassandraStore) -> float:
+    """Let Cassandra finish compacting what the last scenario wrote: the seconds it took."""
+    _log("waiting for Cassandra's compactions and flushes")
+    return await quiet_cassandra(store)
+
+
+def _quieted(section: Section, seconds: float) -> Section:
+    section.notes.append(
+        f"before it, Cassandra's background compactions and flushes of earlier scenarios were "
+        f"let finish ({seconds:.0f} s)"
+    )
+    return section
+
+
 async def _guarded(title: str, scenario: Awaitable[Section]) -> Section:
     started = time.monotonic()
     try:
@@ -175,9 +189,13 @@ async def _read_sections(
     store = await CassandraStore.connect(settings.cassandra_config())
     journals = await Journals.connect(settings, store=store)
     try:
+        quiet = await _quiet(store)
         _log("read (recovery)")
-        read = await _guarded(
-            "Read (recovery)", bench_read(journals, store, base.kafka_access(), sizes.read)
+        read = _quieted(
+            await _guarded(
+                "Read (recovery)", bench_read(journals, store, base.kafka_access(), sizes.read)
+            ),
+            quiet,
         )
         _log("Kafka consumer costs")
         consumer = await _guarded(
@@ -193,10 +211,14 @@ async def _read_sections(
     process = worker(settings, workdir / "offline")
     process.start()
     try:
+        quiet = await _quiet(store)
         _log("reads with Cassandra down")
-        offline = await _guarded(
-            "Reads with Cassandra down",
-            bench_offline(journals, store, process, stack, sizes.read),
+        offline = _quieted(
+            await _guarded(
+                "Reads with Cassandra down",
+                bench_offline(journals, store, process, stack, sizes.read),
+            ),
+            quiet,
         )
     finally:
         process.stop()
@@ -230,18 +252,21 @@ async def _replication(
             seconds=sizes.lag_seconds,
         ),
     )
+    quiet = await _quiet(store)
     worker_rate = await replicate_with_worker(settings, worker, store, replication, profile)
     _log("replication: in-process and raw inserts")
     core_rate = await replicate_in_process(settings)
     raw_rate = await raw_inserts(settings, sizes.raw_rows)
     raw_batched_rate = await raw_inserts(settings, raw_batched, per_batch=RAW_BATCH)
     _log("replication: 1-event appends (a worker of their own, then in-process), quarantine")
+    quiet += await _quiet(store)
     worker_one_event_rate, notes = await replicate_one_event_appends_with_worker(
         settings, store, worker.datadir.with_name("worker-one-event"), one_event
     )
     replication.notes += [f"1-event appends: {note}" for note in notes.notes]
     core_one_event_rate = await replicate_one_event_appends(settings, one_event)
     quarantine = await quarantine_rate(settings, sizes.malformed)
+    quiet += await _quiet(store)
     _log("replication: lag")
     lags, offered = await lag(journals, store, sizes.lag_rate, sizes.lag_seconds)
     results = ReplicationResults(
@@ -256,6 +281,7 @@ async def _replication(
         quarantine=quarantine,
     )
     replication_rows(replication, results, sizes.lag_rate)
+    _quieted(replication, quiet)  # before the worker, the 1-event worker and the lag, in all
     return replication
 
 
@@ -275,6 +301,7 @@ async def _worker_sections(
         if process.process is None:
             process.start()
         await process.wait_ready()
+        quiet = await _quiet(store)
         _log("append")
         append = await _guarded(
             "Append",
@@ -288,9 +315,14 @@ async def _worker_sections(
                 worker_pid=process.pid,
             ),
         )
+        append = _quieted(append, quiet)
+        quiet = await _quiet(store)
         _log("huge journal")
-        huge = await _guarded(
-            "Huge journal over HTTP", bench_huge(journals, store, process, sizes.huge_events)
+        huge = _quieted(
+            await _guarded(
+                "Huge journal over HTTP", bench_huge(journals, store, process, sizes.huge_events)
+            ),
+            quiet,
         )
         return [append, replication, huge]
     finally:
