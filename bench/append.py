@@ -16,13 +16,13 @@ from app.security import client_headers
 from bench.common import Row, Section, Timed, median, percentile, spread, unique
 from bench.profile import process_cpu_s, py_spy
 from bench.raw_http import raw_http_server
-from bench.workload import closed_loop, events, http_body, raw_append
+from bench.workload import closed_loop, events, http_body, raw_append, raw_producer
 from devtools.workers import free_port
 from journal.actions import record_headers
 from journal.codec import encode_events
 from journal.journals import Journals
 from journal.model import AppendHeader, Event, Events, JournalKey, JsonPayload
-from journal.producer import COMPRESSION, MAX_BATCH_BYTES, JournalProducer
+from journal.producer import JournalProducer
 from journal.security import KafkaAccess
 from journal.settings import Settings
 from journal.topic import TopicSpec, ensure_topic
@@ -130,14 +130,7 @@ async def bench_append(
     await ensure_topic(kafka, TopicSpec(raw_topic, journals.writer.partitions))
     raw_port = free_port()
     raw_server = raw_http_server(kafka.bootstrap, raw_port, raw_topic, journals.writer.partitions)
-    raw = AIOKafkaProducer(
-        **kafka.client_options(),
-        acks="all",
-        enable_idempotence=True,
-        linger_ms=0,
-        compression_type=COMPRESSION,
-        max_batch_size=MAX_BATCH_BYTES,
-    )
+    raw = raw_producer(kafka)
     await raw.start()
     connector = aiohttp.TCPConnector(limit=sizes.concurrency)
     try:

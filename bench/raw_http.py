@@ -20,9 +20,8 @@ from contextlib import asynccontextmanager
 
 import orjson
 from aiohttp import web
-from aiokafka import AIOKafkaProducer
 
-from journal.producer import COMPRESSION, MAX_BATCH_BYTES
+from bench.workload import raw_producer
 from journal.settings import Settings
 from journal.writer import partition_of
 
@@ -30,14 +29,7 @@ _APPEND_HEADERS = [("journal.action", b'{"type":"append"}')]
 
 
 async def serve(port: int, topic: str, partitions: int) -> None:
-    producer = AIOKafkaProducer(
-        **Settings.from_env().kafka_access().client_options(),
-        acks="all",
-        enable_idempotence=True,
-        linger_ms=0,
-        compression_type=COMPRESSION,
-        max_batch_size=MAX_BATCH_BYTES,
-    )
+    producer = raw_producer(Settings.from_env().kafka_access())
     await producer.start()
 
     async def append(request: web.Request) -> web.Response:

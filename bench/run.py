@@ -169,14 +169,19 @@ def _quieted(section: Section, seconds: float) -> Section:
     return section
 
 
-async def _guarded(title: str, scenario: Awaitable[Section]) -> Section:
+async def _guarded(
+    title: str, scenario: Awaitable[Section], quiet: CassandraStore | None = None
+) -> Section:
+    """Run `scenario` (not started yet); with `quiet`, once Cassandra is quiet (`_quiet`)."""
+    waited = None if quiet is None else await _quiet(quiet)
+    _log(title)
     started = time.monotonic()
     try:
         section = await scenario
     except Exception as error:  # a benchmark reports what it could not measure
         return _failed(title, error)
     section.seconds = time.monotonic() - started
-    return section
+    return section if waited is None else _quieted(section, waited)
 
 
 async def _read_sections(
@@ -189,15 +194,9 @@ async def _read_sections(
     store = await CassandraStore.connect(settings.cassandra_config())
     journals = await Journals.connect(settings, store=store)
     try:
-        quiet = await _quiet(store)
-        _log("read (recovery)")
-        read = _quieted(
-            await _guarded(
-                "Read (recovery)", bench_read(journals, store, base.kafka_access(), sizes.read)
-            ),
-            quiet,
+        read = await _guarded(
+            "Read (recovery)", bench_read(journals, store, base.kafka_access(), sizes.read), store
         )
-        _log("Kafka consumer costs")
         consumer = await _guarded(
             "Kafka consumer costs",
             bench_consumer(base.kafka_access(), settings.topic, sizes.consumer_repetitions),
@@ -211,14 +210,10 @@ async def _read_sections(
     process = worker(settings, workdir / "offline")
     process.start()
     try:
-        quiet = await _quiet(store)
-        _log("reads with Cassandra down")
-        offline = _quieted(
-            await _guarded(
-                "Reads with Cassandra down",
-                bench_offline(journals, store, process, stack, sizes.read),
-            ),
-            quiet,
+        offline = await _guarded(
+            "Reads with Cassandra down",
+            bench_offline(journals, store, process, stack, sizes.read),
+            store,
         )
     finally:
         process.stop()
@@ -301,8 +296,6 @@ async def _worker_sections(
         if process.process is None:
             process.start()
         await process.wait_ready()
-        quiet = await _quiet(store)
-        _log("append")
         append = await _guarded(
             "Append",
             bench_append(
@@ -314,15 +307,12 @@ async def _worker_sections(
                 profile=profile,
                 worker_pid=process.pid,
             ),
+            store,
         )
-        append = _quieted(append, quiet)
-        quiet = await _quiet(store)
-        _log("huge journal")
-        huge = _quieted(
-            await _guarded(
-                "Huge journal over HTTP", bench_huge(journals, store, process, sizes.huge_events)
-            ),
-            quiet,
+        huge = await _guarded(
+            "Huge journal over HTTP",
+            bench_huge(journals, store, process, sizes.huge_events),
+            store,
         )
         return [append, replication, huge]
     finally:
@@ -336,7 +326,6 @@ async def _scenarios(
 ) -> list[Section]:
     read, offline, consumer = await _read_sections(base, sizes, stack, workdir)
     append, replication, huge = await _worker_sections(base, sizes, workdir, profile)
-    _log("append compression")
     compression = await _guarded(
         "Append compression",
         bench_compression(
@@ -345,11 +334,9 @@ async def _scenarios(
             sizes.append.repetitions,
         ),
     )
-    _log("subscription")
     subscription = await _guarded("Subscription", bench_subscription(base, sizes.subscription))
     sections = [append, compression, read, offline, replication, huge, subscription]
     if sizes.spark_events:
-        _log("Spark rebuild")
         spark = await _guarded(
             "Spark rebuild", bench_spark(settings_for(base, "spark"), sizes.spark_events)
         )

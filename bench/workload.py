@@ -6,10 +6,14 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 
+from aiokafka import AIOKafkaProducer
+
 from bench.common import Timed
 from journal.actions import record_headers
 from journal.codec.events import encode_events
 from journal.model import AppendHeader, Event, Events, Json, JsonPayload, SeqRange
+from journal.producer import COMPRESSION, MAX_BATCH_BYTES
+from journal.security import KafkaAccess
 
 PAD = "x" * 260  # with the JSON around it, an encoded event of about 300 bytes
 
@@ -39,6 +43,19 @@ def raw_append(first: int, count: int) -> tuple[bytes, list[tuple[str, bytes]]]:
     payload_type, value = encode_events(batch)
     header = AppendHeader(SeqRange(first, first + count - 1), payload_type)
     return value, record_headers(header, {})
+
+
+def raw_producer(kafka: KafkaAccess) -> AIOKafkaProducer:
+    """The raw baselines' producer: idempotent, acks=all, linger 0, and the writer's
+    compression and batch size (not started)."""
+    return AIOKafkaProducer(
+        **kafka.client_options(),
+        acks="all",
+        enable_idempotence=True,
+        linger_ms=0,
+        compression_type=COMPRESSION,
+        max_batch_size=MAX_BATCH_BYTES,
+    )
 
 
 async def closed_loop(
