@@ -13,20 +13,22 @@ before each fetch; when one fails, it is redone partition by partition with a pr
 partition moves past them and past the batch, so every failure moves on. The agent sees a gap,
 as after compaction; the store's pointer passes it with the next record of the partition (a
 read's Mark is one). The batch is counted and logged once; its records cannot be decoded, so
-nothing of them reaches the agent, and no marker is quarantined here (replication's catch-up,
-`journal.replicate`, quarantines one when it meets the batch).
+nothing of them reaches the agent. What was skipped is handed to the agent (`SkippedBatches`:
+this runs in Faust's consumer thread), which quarantines a marker of it before the store's
+pointer can pass the batch (agents/replication.py).
 """
 
 from __future__ import annotations
 
 import logging
+from collections import deque
 from typing import Any
 
 import faust
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
-from journal.poison import POISON_ERRORS, decodable_from, fetch
+from journal.poison import POISON_ERRORS, Skipped, decodable_from, fetch
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +38,23 @@ _PROBE_TIMEOUT_MS = 500
 # waited up to 1.5 s (0.47 s on average under 64 conditional appenders) before the agent
 # saw it, and conditional appends and reads wait for the agent. An idle fetch costs little.
 AGENT_FETCH_MAX_WAIT_MS = 50
+
+
+class SkippedBatches:
+    """Poison batches the consumer thread went past, until the agent takes them (a deque's
+    append and popleft are safe between threads)."""
+
+    def __init__(self) -> None:
+        self._skipped: deque[Skipped] = deque()
+
+    def put(self, skipped: Skipped) -> None:
+        self._skipped.append(skipped)
+
+    def take(self) -> list[Skipped]:
+        taken: list[Skipped] = []
+        while self._skipped:
+            taken.append(self._skipped.popleft())
+        return taken
 
 
 class _GuardedThread(faust_aiokafka.AIOKafkaConsumerThread):  # type: ignore[misc]
@@ -72,7 +91,7 @@ class _GuardedThread(faust_aiokafka.AIOKafkaConsumerThread):  # type: ignore[mis
             )
             await probe.start()
             try:
-                return await _past_poison(consumer, probe, before)
+                return await _past_poison(consumer, probe, before, transport.skipped)
             finally:
                 await probe.stop()
 
@@ -97,13 +116,19 @@ class _GuardedTransport(faust_aiokafka.Transport):  # type: ignore[misc]
     Consumer = _GuardedConsumer
 
 
-def guarded_transport(app: faust.App) -> Any:
-    """The transport to give `app` (`app.transport = guarded_transport(app)`), before it starts."""
-    return _GuardedTransport(app.conf.broker_consumer, app)
+def guarded_transport(app: faust.App, skipped: SkippedBatches) -> Any:
+    """The transport to give `app` (`app.transport = guarded_transport(...)`), before it
+    starts; the batches its consumer goes past are put in `skipped`."""
+    transport = _GuardedTransport(app.conf.broker_consumer, app)
+    transport.skipped = skipped  # read by its consumer thread
+    return transport
 
 
 async def _past_poison(
-    consumer: AIOKafkaConsumer, probe: AIOKafkaConsumer, before: dict[TopicPartition, int]
+    consumer: AIOKafkaConsumer,
+    probe: AIOKafkaConsumer,
+    before: dict[TopicPartition, int],
+    skipped: SkippedBatches,
 ) -> dict[TopicPartition, list[Any]]:
     """Redo the failed fetch with `probe`: hand over the records it gets, up to a poison batch,
     and move `consumer` past them (and past the batch). Each failure so moves a partition on."""
@@ -123,4 +148,5 @@ async def _past_poison(
             after = await decodable_from(probe, tp, fetched.poison, end, _PROBE_TIMEOUT_MS)
             log.warning("%s: offsets %s..%s skipped undecoded", tp, fetched.poison.start, after - 1)
             consumer.seek(tp, after)
+            skipped.put(Skipped(fetched.poison, after))
     return handed

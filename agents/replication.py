@@ -2,7 +2,8 @@
 
 For each record, in offset order per partition, the agent (`agents/replicator.py`) calls
 `ReplicationWork.handle`, which:
-1. parses it; a malformed record is copied to the quarantine topic (counted, logged);
+1. parses it; a malformed record is copied to the quarantine topic (counted, logged), and so
+   is a marker of each undecodable batch the consumer went past (agents/poison.py) before it;
 2. folds it into the tables (watermark and head cache) while it is Faust's current event;
 3. advances the partition's processed offset: readers waiting for their Mark may go on;
 4. queues it for the partition's replicator, a background task that applies whatever has
@@ -26,6 +27,7 @@ appends to the partition.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -34,6 +36,7 @@ from typing import TypeVar
 
 from aiokafka import TopicPartition
 
+from agents.poison import SkippedBatches
 from journal.actions import RawRecord
 from journal.consumers import start_consumer, stop_consumer
 from journal.errors import StoreUnavailable
@@ -88,9 +91,12 @@ class ReplicationWork:
         tables: JournalTables,
         owned: OwnedPartitions,
         kafka: KafkaAccess,
+        skipped: SkippedBatches,
         max_backoff_s: float = 10.0,
     ) -> None:
         self._topic = topic
+        self._quarantine = quarantine
+        self._skipped = skipped
         self._store = store
         self._tables = tables
         self._owned = owned
@@ -118,6 +124,9 @@ class ReplicationWork:
         state.end = max(state.end, record.offset + 1, end or 0)
         if state.unreplicated_since_ms is None:
             state.unreplicated_since_ms = record.timestamp_ms
+        for batch in self._skipped.take():  # the replicator flushes them before its pointer
+            marker = batch.marker()
+            await _retrying(functools.partial(self._quarantine.put, marker, batch.reason))
         actions = await _retrying(lambda: self._replicator.parse([record]))
         for action in actions:
             self._tables.record(action, state.pointer)

@@ -15,7 +15,7 @@ from typing import Any
 
 import faust
 
-from agents.poison import guarded_transport
+from agents.poison import SkippedBatches, guarded_transport
 from agents.replication import ReplicationWork
 from agents.replicator import define_agent
 from app.backend import WorkerBackend
@@ -73,7 +73,8 @@ def create_app(settings: WorkerSettings, partitions: int) -> faust.App:
         web_application_options={"client_max_size": settings.max_body_bytes},
         worker_redirect_stdouts=False,  # the welcome text is for the terminal, not the log
     )
-    app.transport = guarded_transport(app)  # past undecodable batches (agents/poison.py)
+    skipped = SkippedBatches()  # the undecodable batches the agent's consumer went past
+    app.transport = guarded_transport(app, skipped)  # agents/poison.py
     tables = define_tables(app, partitions)
     owned = OwnedPartitions()
     work: Deferred[ReplicationWork] = Deferred()
@@ -86,7 +87,7 @@ def create_app(settings: WorkerSettings, partitions: int) -> faust.App:
 
     @app.task
     async def connect() -> None:
-        await _connect(settings, tables, owned, work, journals, verdicts, closers)
+        await _connect(settings, tables, owned, skipped, work, journals, verdicts, closers)
 
     @app.on_partitions_assigned.connect
     async def on_assigned(sender: Any, assigned: set[Any], **kwargs: Any) -> None:
@@ -121,6 +122,7 @@ async def _connect(
     settings: WorkerSettings,
     tables: JournalTables,
     owned: OwnedPartitions,
+    skipped: SkippedBatches,
     work: Deferred[ReplicationWork],
     journals: Deferred[Journals],
     verdicts: Deferred[TailIndex],
@@ -160,6 +162,7 @@ async def _connect(
         tables,
         owned,
         kafka,
+        skipped,
     )
     closers.append(replication.close)
     work.set(replication)

@@ -11,7 +11,8 @@ still arrive, and says where the batch starts. Then, without decoding it:
 - replication skips it (`skip_poison`): `decodable_from` finds where the next decodable batch
   starts, a marker of the skipped offsets is quarantined (the records themselves cannot be
   copied) and the store's pointer moves past them, so replication and reads go on;
-- a Faust worker's consumer skips it too (agents/poison.py).
+- a Faust worker's consumer skips it too (agents/poison.py), and its agent quarantines the
+  marker before the pointer passes the batch.
 Every batch is counted and logged once per process (`note`).
 """
 
@@ -154,6 +155,32 @@ async def decodable_from(
     return end
 
 
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """A poison batch passed over: its partition's offsets `poison.start`..`after - 1`."""
+
+    poison: Poison
+    after: int
+
+    @property
+    def reason(self) -> str:
+        return f"undecodable batch: {self.poison.reason}"
+
+    def marker(self) -> RawRecord:
+        """The record quarantined for it (the batch's own records cannot be copied)."""
+        poison = self.poison
+        skipped = f"{poison.partition}:{poison.start}-{self.after - 1}"
+        return RawRecord(
+            topic=poison.topic,
+            partition=poison.partition,
+            offset=self.after - 1,
+            timestamp_ms=int(time.time() * 1000),
+            key=None,
+            value=b"",  # Kafka needs a key or a value
+            headers=[(QUARANTINE_SKIPPED_HEADER, skipped.encode())],
+        )
+
+
 class Skipper(Protocol):
     """What replication does with skipped offsets (journal.replicate.Replicator.skip)."""
 
@@ -165,15 +192,5 @@ async def skip_poison(
 ) -> None:
     """Past an undecodable batch, for replication: `consumer` seeks past it and `replicator`
     gets a marker of the offsets skipped (the records themselves cannot be copied)."""
-    after = await decodable_from(consumer, tp, poison, end, timeout_ms=500)
-    skipped = f"{tp.partition}:{poison.start}-{after - 1}"
-    marker = RawRecord(
-        topic=tp.topic,
-        partition=tp.partition,
-        offset=after - 1,
-        timestamp_ms=int(time.time() * 1000),
-        key=None,
-        value=b"",  # Kafka needs a key or a value
-        headers=[(QUARANTINE_SKIPPED_HEADER, skipped.encode())],
-    )
-    await replicator.skip(marker, f"undecodable batch: {poison.reason}")
+    skipped = Skipped(poison, await decodable_from(consumer, tp, poison, end, timeout_ms=500))
+    await replicator.skip(skipped.marker(), skipped.reason)

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from journal.model import Event
+from journal.poison import QUARANTINE_SKIPPED_HEADER
+from journal.writer import partition_of
 from stack import Stack
 from tests.support.compressed import (
     CODECS,
@@ -21,6 +23,7 @@ from tests.support.compressed import (
     ids_in_one_partition,
     produce_reference,
     produce_zstd_batch,
+    quarantined_headers,
 )
 from tests.support.harness import Harness, harness, unique
 from tests.support.http_api import HttpJournals, client_session
@@ -88,10 +91,14 @@ async def test_a_worker_consumes_past_a_batch_it_cannot_decode(
     (victim, bystander), other = ids_in_one_partition(settings.partitions, 2)
     await api.append(victim, [Event(1)])
     await api.append(bystander, [Event(1)])
-    await produce_zstd_batch(settings, victim, range(2, 5))
+    poisoned = await produce_zstd_batch(settings, victim, range(2, 5))
     await api.append(bystander, [Event(2)])
     await api.append(other, [Event(1)])
     await api.settle()  # the store's pointers pass the batch: the agent went on
+    # and the quarantine says what it went past, before the pointer did
+    partition = partition_of(victim, settings.partitions)
+    skipped = [h.get(QUARANTINE_SKIPPED_HEADER) for h in await quarantined_headers(settings)]
+    assert skipped == [f"{partition}:{poisoned[0]}-{poisoned[-1]}".encode()]
     assert (await connected.stored(bystander))[1] == [1, 2]
     assert [e.seq_nr for e in await api.read(bystander)] == [1, 2]
     assert [e.seq_nr for e in await api.read(other)] == [1]

@@ -15,8 +15,6 @@ from pathlib import Path
 
 import aiokafka.codec
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.structs import ConsumerRecord
 
 from journal.codec import ACTION_HEADER, decode_action_header
 from journal.errors import UndecodableBatch
@@ -24,7 +22,6 @@ from journal.metrics import METRICS
 from journal.model import AppendHeader, Event, Events, JsonPayload, TextPayload
 from journal.poison import QUARANTINE_SKIPPED_HEADER
 from journal.producer import JournalProducer
-from journal.topic import quarantine_topic
 from journal.version import VERSION
 from journal.writer import JournalWriter, partition_of
 from stack import Stack
@@ -33,6 +30,8 @@ from tests.support.compressed import (
     ids_in_one_partition,
     produce_reference,
     produce_zstd_batch,
+    quarantined_headers,
+    read_partition,
 )
 from tests.support.harness import Harness, harness, unique
 
@@ -139,28 +138,11 @@ async def _victim_once_the_index_is_past_the_batch(connected: Harness, victim: s
 
 
 async def _record_headers(connected: Harness, partition: int, offset: int) -> dict[str, bytes]:
-    records = await _read(connected.settings.kafka_bootstrap, connected.settings.topic, partition)
+    settings = connected.settings
+    records = await read_partition(settings.kafka_bootstrap, settings.topic, partition)
     return next(dict(r.headers) for r in records if r.offset == offset)
 
 
 async def _quarantined(connected: Harness) -> dict[str, bytes]:
-    topic = quarantine_topic(connected.settings.topic)
-    records = await _read(connected.settings.kafka_bootstrap, topic, 0)
-    assert len(records) == 1, records
-    return dict(records[0].headers)
-
-
-async def _read(bootstrap: str, topic: str, partition: int) -> list[ConsumerRecord[bytes, bytes]]:
-    tp = TopicPartition(topic, partition)
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None)
-    await consumer.start()
-    try:
-        consumer.assign([tp])
-        end = (await consumer.end_offsets([tp]))[tp]
-        consumer.seek(tp, 0)
-        records: list[ConsumerRecord[bytes, bytes]] = []
-        while await consumer.position(tp) < end:
-            records += (await consumer.getmany(tp, timeout_ms=1000)).get(tp, [])
-        return records
-    finally:
-        await consumer.stop()
+    (headers,) = await quarantined_headers(connected.settings)
+    return headers

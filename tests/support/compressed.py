@@ -6,12 +6,14 @@ import asyncio
 from pathlib import Path
 
 import orjson
-from aiokafka import AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.structs import ConsumerRecord
 
 from journal.actions import record_headers
 from journal.codec import ACTION_HEADER, decode_events, encode_events
 from journal.model import AppendHeader, Event, Events, PayloadType, SeqRange
 from journal.settings import Settings
+from journal.topic import quarantine_topic
 from journal.writer import partition_of
 
 CODECS = ["gzip", "snappy", "lz4", "zstd"]
@@ -103,3 +105,28 @@ def ids_in_one_partition(partitions: int, count: int) -> tuple[list[str], str]:
             )
             return ids, other
     raise AssertionError("no partition got enough ids")
+
+
+async def read_partition(
+    bootstrap: str, topic: str, partition: int
+) -> list[ConsumerRecord[bytes, bytes]]:
+    """Every record of a topic's partition, up to its end as of the call."""
+    tp = TopicPartition(topic, partition)
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None)
+    await consumer.start()
+    try:
+        consumer.assign([tp])
+        end = (await consumer.end_offsets([tp]))[tp]
+        consumer.seek(tp, 0)
+        records: list[ConsumerRecord[bytes, bytes]] = []
+        while await consumer.position(tp) < end:
+            records += (await consumer.getmany(tp, timeout_ms=1000)).get(tp, [])
+        return records
+    finally:
+        await consumer.stop()
+
+
+async def quarantined_headers(settings: Settings) -> list[dict[str, bytes]]:
+    """The headers of every record set aside from `settings.topic` so far."""
+    records = await read_partition(settings.kafka_bootstrap, quarantine_topic(settings.topic), 0)
+    return [dict(record.headers) for record in records]
