@@ -51,6 +51,8 @@ class SkippedBatches:
         self._skipped.append(skipped)
 
     def take(self) -> list[Skipped]:
+        if not self._skipped:  # nearly always: the agent asks before every record
+            return []
         taken: list[Skipped] = []
         while self._skipped:
             taken.append(self._skipped.popleft())
