@@ -115,7 +115,9 @@ def _action(record: RawRecord, check_events: bool) -> ActionRecord | None:
     events = None
     if check_events and isinstance(header, AppendHeader):
         try:
-            events = _event_records(header, value, timestamp, record, user_headers)
+            events = _event_records(
+                header, value, timestamp, record.partition, record.offset, user_headers
+            )
         except (DecodeError, InvalidValue) as error:
             raise MalformedRecord(record, f"bad events: {error}") from None
     return ActionRecord(
@@ -131,14 +133,17 @@ def events_of(record: ActionRecord) -> Sequence[EventRecord]:
     header = record.header
     if not isinstance(header, AppendHeader):
         return ()
-    return _event_records(header, record.value, record.timestamp, record, record.headers)
+    return _event_records(
+        header, record.value, record.timestamp, record.partition, record.offset, record.headers
+    )
 
 
 def _event_records(
     header: AppendHeader,
     value: bytes,
     timestamp: datetime,
-    where: RawRecord | ActionRecord,
+    partition: int,
+    offset: int,
     headers: Mapping[str, str],
 ) -> tuple[EventRecord, ...]:
     """The events of an Append's `value`, checked against its header."""
@@ -150,7 +155,7 @@ def _event_records(
         raise DecodeError(
             f"events {SeqRange(first, last)} do not match the header's {header.range}"
         )
-    partition, offset, metadata = where.partition, where.offset, decoded.metadata
+    metadata = decoded.metadata
     return tuple(
         [
             EventRecord(event, timestamp, partition, offset, metadata, headers)
