@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 
@@ -81,6 +82,30 @@ class TestCassandraStore(EventualStoreContract):
             (KEY.topic, KEY.id),
         )
         assert [r.stamp for r in rows] == [42, 42]  # both events, stamped offset + 1
+
+    async def test_an_event_without_tags_metadata_or_headers_leaves_no_tombstones(
+        self, store: CassandraStore
+    ) -> None:
+        """Absent columns are left unset: a null would be a tombstone cell that every read of
+        the journal goes past (Cassandra warns past 1,000 of them per query)."""
+        from tests.journal.store.contract import apply
+        from tests.support import actions as a
+
+        await apply(store, a.append(KEY, 41, 1, 3))
+
+        def traced_read() -> list[str]:
+            result = store.session.execute(
+                f"SELECT * FROM {store.keyspace}.events WHERE topic = %s AND id = %s "
+                "AND segment = 0",
+                (KEY.topic, KEY.id),
+                trace=True,
+            )
+            assert len(list(result)) == 3
+            trace = result.get_query_trace(max_wait_sec=10)
+            return [event.description for event in trace.events]
+
+        read = [line for line in await asyncio.to_thread(traced_read) if "live rows" in line]
+        assert read == ["Read 3 live rows and 0 tombstone cells"], read
 
     async def test_snapshots_are_chunked_and_a_replaced_put_leaves_no_chunks(
         self, store: CassandraStore
