@@ -9,7 +9,6 @@ Faust, aiohttp or PySpark. A bad setting exits 2 naming its variable or flag.
 
 from __future__ import annotations
 
-import gc
 import sys
 from collections.abc import Callable, Mapping
 from functools import partial
@@ -19,6 +18,7 @@ from typing import Any, TypeVar
 import click
 from pydantic.fields import FieldInfo
 
+from app.garbage import tune_garbage_collector
 from app.settings import WorkerSettings
 from journal.model import SEQ_NR_MAX
 from journal.settings import (
@@ -132,7 +132,7 @@ def worker(loglevel: str, **values: Any) -> int:
     settings = load(WorkerSettings, values)
     from app.worker import run_worker
 
-    _tune_garbage_collector()
+    tune_garbage_collector()
     return run_worker(settings, loglevel=loglevel)
 
 
@@ -147,26 +147,8 @@ def run(loglevel: str, **values: Any) -> int:
 
     Stack().up()
     print("Kafka and Cassandra are up; `kafka-journal stack down` stops them.", flush=True)
-    _tune_garbage_collector()
+    tune_garbage_collector()
     return run_worker(settings, loglevel=loglevel)
-
-
-# The worker's garbage collector thresholds (CPython's defaults: 700, 10, 10). Replication
-# keeps a batch's objects alive (a thousand records' events, rows and payloads) across many
-# young collections, so with the defaults they reach the oldest generation, which is then
-# collected again and again, walking each batch in flight: 22 full collections in a 1-event
-# backlog's 8 s, 1.6 s of the worker's CPU. With these, 2 full collections.
-_GC_THRESHOLDS = (50_000, 20, 100)
-
-
-def _tune_garbage_collector() -> None:
-    """Put what the imports allocated (a large heap that lives as long as the process) out of
-    the garbage collector's reach: each full collection would walk all of it again, and a
-    subscription, which allocates a few objects per event, sets off many of them (about 40%
-    of its CPU time without this; `kafka-journal bench --subscription-only`). Everything
-    allocated later is collected as usual, at `_GC_THRESHOLDS`."""
-    gc.freeze()
-    gc.set_threshold(*_GC_THRESHOLDS)
 
 
 @cli.command()

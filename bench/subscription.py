@@ -4,7 +4,6 @@ a raw aiokafka consumer reading the same records, and append-to-arrival latency 
 from __future__ import annotations
 
 import asyncio
-import gc
 import tempfile
 import time
 from dataclasses import dataclass
@@ -14,6 +13,7 @@ import aiohttp
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from app.garbage import worker_garbage_collector
 from app.security import client_headers
 from bench.common import Row, Section, median, percentile, spread
 from bench.environment import settings_for, worker
@@ -37,7 +37,8 @@ METHOD = (
     "fetch settings) reading the same records without decoding them, as events/s (records "
     "times {batch}); a second baseline (a note) also decodes each record's value with orjson "
     "into its events. The subscription is measured twice: as the interpreter starts, and with "
-    "the start-up heap frozen (gc.freeze), as the worker runs. {reps} repetitions each, "
+    "the worker's garbage collector settings (app/garbage.py: the start-up heap frozen, fewer "
+    "collections). {reps} repetitions each, "
     "alternating; medians. Then a worker serves the "
     "topic and, once it has replicated it all, GET /events (live=false, lines counted) "
     "through it alternates with the direct client. Latency: a live "
@@ -223,11 +224,8 @@ async def bench_subscription(base: Settings, sizes: SubscriptionSizes) -> Sectio
             decoding_rates.append(records * sizes.batch / seconds)
             seconds, delivered, position = await _subscribed(journals)
             rates.append(delivered / seconds)
-            gc.freeze()  # as the worker does after its imports (app/cli.py)
-            try:
+            with worker_garbage_collector():
                 seconds, frozen_delivered, _ = await _subscribed(journals)
-            finally:
-                gc.unfreeze()
             frozen_rates.append(frozen_delivered / seconds)
         rate, raw_rate = median(rates), median(raw_rates)
         section.throughputs["raw consumer"] = raw_rate
@@ -259,13 +257,13 @@ async def bench_subscription(base: Settings, sizes: SubscriptionSizes) -> Sectio
         )
         section.add(
             Row(
-                "note: the subscription with the start-up heap frozen (gc.freeze), as a worker",
+                "note: the subscription with a worker's garbage collector settings",
                 median(frozen_rates),
                 "events/s",
                 baseline=raw_rate,
                 spread=spread(frozen_rates),
-                note="the garbage collector's full collections walk every object the imports "
-                "made; a subscription allocates a few objects per event and sets many off",
+                note="the start-up heap frozen and fewer collections (app/garbage.py): a "
+                "subscription allocates a few objects per event and sets many collections off",
             )
         )
         latencies = await _latencies(journals, position, sizes)
