@@ -35,6 +35,7 @@ from bench.replication import (
     ReplicationResults,
     ReplicationSizes,
     lag,
+    profile_catch_up,
     quarantine_rate,
     raw_inserts,
     replicate_in_process,
@@ -248,7 +249,7 @@ async def _replication(
         ),
     )
     quiet = await _quiet(store)
-    worker_rate = await replicate_with_worker(settings, worker, store, replication, profile)
+    worker_rate = await replicate_with_worker(settings, worker, store, replication)
     _log("replication: in-process and raw inserts")
     core_rate = await replicate_in_process(settings)
     raw_rate = await raw_inserts(settings, sizes.raw_rows)
@@ -276,6 +277,11 @@ async def _replication(
         quarantine=quarantine,
     )
     replication_rows(replication, results, sizes.lag_rate)
+    if profile:
+        _log("replication: a profiled catch-up (its rate is not reported)")
+        replication.profile = await profile_catch_up(
+            settings, store, worker.datadir.with_name("worker-profiled"), sizes.events
+        )
     _quieted(replication, quiet)  # before the worker, the 1-event worker and the lag, in all
     return replication
 
