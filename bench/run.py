@@ -72,11 +72,11 @@ FULL = Sizes(
     AppendSizes(sequential=300, concurrent=3200, repetitions=3),
     ReadSizes(small_backlog=20_000, large_backlog=1_000_000, repetitions=20),
     ReplicationSizes(
-        events=100_000, raw_rows=20_000, lag_rate=5000, lag_seconds=10, malformed=100_000
+        events=300_000, raw_rows=20_000, lag_rate=5000, lag_seconds=10, malformed=300_000
     ),
     huge_events=200_000,
     consumer_repetitions=10,
-    spark_events=20_000,
+    spark_events=1_000_000,  # as issue 10 asks: ~1.5 min here
     subscription=SubscriptionSizes(events=100_000),
 )
 QUICK = Sizes(
