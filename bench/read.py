@@ -18,6 +18,7 @@ from bench.workload import events, raw_append
 from devtools.workers import WorkerProcess
 from journal.index import Indexed
 from journal.journals import Journals
+from journal.metrics import METRICS
 from journal.model import JournalKey
 from journal.replicate import AlreadyQuarantined, replicate_to_now, wait_replicated
 from journal.security import KafkaAccess
@@ -267,7 +268,18 @@ async def bench_offline(
 
                 await _caught_up(journals, kafka, journal_id)
                 samples[("worker", backlog)] = await _sample(over_http, sizes)
+                misses_before = _index_misses()
                 samples[("direct", backlog)] = await _sample(_reader(journals, journal_id), sizes)
+                misses = {
+                    reason: count - misses_before[reason]
+                    for reason, count in _index_misses().items()
+                    if count > misses_before[reason]
+                }
+                # a read its index could not answer scans the partition: say why, if any did
+                section.notes.append(
+                    f"direct, {backlog:,} other records: reads its tail index could not answer: "
+                    + (", ".join(f"{n:.0f} ({r})" for r, n in misses.items()) or "none")
+                )
         memory = worker.memory_kib()
     finally:
         await producer.stop()
@@ -293,6 +305,17 @@ async def bench_offline(
         )
     )
     return section
+
+
+_MISS_REASONS = ("unfollowed", "behind", "poison", "expired", "overflow")
+
+
+def _index_misses() -> dict[str, float]:
+    """This process's index misses so far, by reason (journal/tail.py `lookup`)."""
+    return {
+        reason: METRICS.value("journal_index_misses_total", reason=reason)
+        for reason in _MISS_REASONS
+    }
 
 
 def _own_peak_rss_mb() -> float:
