@@ -30,7 +30,8 @@ def tune_garbage_collector() -> None:
 
 @contextmanager
 def worker_garbage_collector() -> Iterator[None]:
-    """The worker's settings for a while, then the previous ones (for benchmarks)."""
+    """The worker's settings for a while, then the previous thresholds, with nothing frozen
+    (for benchmarks, in a process that froze nothing itself)."""
     thresholds = gc.get_threshold()
     tune_garbage_collector()
     try:
