@@ -71,6 +71,16 @@ async def write_backlog(journals: Journals, count: int, per_append: int = 10) ->
     return appends
 
 
+async def backlog_on_fresh_topic(
+    settings: Settings, prefix: str, events: int, per_append: int, store: CassandraStore
+) -> Settings:
+    """`settings` on a fresh topic holding `events` in appends of `per_append` (`write_backlog`)."""
+    fresh = settings.replace(topic=unique(prefix))
+    async with await Journals.connect(fresh, store=store) as journals:
+        await write_backlog(journals, events, per_append)
+    return fresh
+
+
 async def replicate_with_worker(
     settings: Settings,
     worker: WorkerProcess,
@@ -112,12 +122,7 @@ async def profile_catch_up(
 ) -> str:
     """py-spy on a worker of its own catching up on `events` in 10-event Appends on a fresh
     topic (its rate, slowed by the sampling, is not reported)."""
-    fresh = settings.replace(topic=unique("bench_profiled"))
-    journals = await Journals.connect(fresh, store=store)
-    try:
-        await write_backlog(journals, events)
-    finally:
-        await journals.close()
+    fresh = await backlog_on_fresh_topic(settings, "bench_profiled", events, 10, store)
     ends = await end_offsets(fresh.kafka_access(), fresh.topic, fresh.partitions)
     process = worker(fresh, datadir)
     try:
@@ -183,14 +188,11 @@ async def quarantine_rate(settings: Settings, records: int) -> tuple[float, floa
         await producer.stop()
 
 
-async def replicate_one_event_appends(settings: Settings, count: int) -> float:
+async def replicate_one_event_appends(
+    settings: Settings, store: CassandraStore, count: int
+) -> float:
     """`replicate_to_now` of `count` 1-event Appends on a fresh topic: events/s."""
-    fresh = settings.replace(topic=unique("bench_one_event"))
-    journals = await Journals.connect(fresh)
-    try:
-        await write_backlog(journals, count, per_append=1)
-    finally:
-        await journals.close()
+    fresh = await backlog_on_fresh_topic(settings, "bench_one_event", count, 1, store)
     return await replicate_in_process(fresh, per_append=1)
 
 
@@ -199,12 +201,7 @@ async def replicate_one_event_appends_with_worker(
 ) -> tuple[float, Section]:
     """A worker of its own started on a fresh topic holding `count` 1-event Appends: the
     events/s it replicates them at, and the section its notes went to."""
-    fresh = settings.replace(topic=unique("bench_one_event_worker"))
-    journals = await Journals.connect(fresh, store=store)
-    try:
-        await write_backlog(journals, count, per_append=1)
-    finally:
-        await journals.close()
+    fresh = await backlog_on_fresh_topic(settings, "bench_one_event_worker", count, 1, store)
     process = worker(fresh, datadir)
     notes = Section("", "")
     try:

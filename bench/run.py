@@ -260,7 +260,7 @@ async def _replication(
         settings, store, worker.datadir.with_name("worker-one-event"), one_event
     )
     replication.notes += [f"1-event appends: {note}" for note in notes.notes]
-    core_one_event_rate = await replicate_one_event_appends(settings, one_event)
+    core_one_event_rate = await replicate_one_event_appends(settings, store, one_event)
     quarantine = await quarantine_rate(settings, sizes.malformed)
     quiet += await _quiet(store)
     _log("replication: lag")
