@@ -29,23 +29,28 @@ from journal.topic import TopicSpec, ensure_topic
 from journal.writer import JournalWriter, partition_of
 
 METHOD = (
-    "Closed loop: `concurrency` lanes, each appending to its own journal in sequence, "
-    "{appends} appends per repetition, {reps} repetitions after one warm-up; throughput is "
-    "the median over repetitions (spread min..max), latency percentiles pool all repetitions. "
-    "Raw baseline: an idempotent acks=all AIOKafkaProducer (linger 0, lz4 and the batch size "
-    "of the writer's) sending the very record bytes (value + headers) the writer produces, to "
-    "the same partition, same concurrency. HTTP: POST /journals/{{id}}/events to one real worker "
-    "process (aiohttp client, one connection per lane), compared with raw HTTP: a minimal "
-    "aiohttp server process that parses the body with orjson and produces it with the raw "
-    "baseline's producer settings to a topic no worker replicates (`bench/raw_http.py`: no "
-    "validation, codec, fold, replication or tables), the floor of any HTTP append service on "
-    "this machine. HTTP conditional: the same with "
-    "`expectedSeqNr` (each lane's journal is its own, so every append is accepted), compared "
-    "with HTTP. Contended: {writers} HTTP writers on one journal, each reading the journal's "
-    "seqNr and appending 1 event with `expectedSeqNr` until {contended} appends are accepted. "
-    "Before each measured mode the worker replicates everything appended so far: one mode's "
-    "backlog does not load the next. Conditional appends take their verdicts from the worker's "
-    "keys-only tail of the partitions it owns, not from its replicating agent."
+    "Closed loop: `concurrency` lanes, each appending to its own journal in sequence, {appends}"
+    " appends per repetition, {reps} repetitions after one warm-up; throughput is the median "
+    "over repetitions (spread min..max), latency percentiles pool all repetitions. Raw "
+    "baseline: an idempotent acks=all AIOKafkaProducer (linger 0, lz4 and the batch size of the"
+    " writer's) sending the very record bytes (value + headers) the writer produces for the "
+    "same events, to the same partition, same concurrency: new seqNrs every round, as the "
+    "direct client's, so the worker replicates both alike (before, the raw records repeated "
+    "seqNr 1 and the worker skipped them as duplicates, while it replicated the direct client's"
+    " on the same cores). Both get their input ready-made before the clock starts: the raw "
+    "producer its record bytes, the direct client the `Event` objects (an application's own "
+    "cost, not the library's). HTTP: POST /journals/{{id}}/events to one real worker process "
+    "(aiohttp client, one connection per lane), compared with raw HTTP: a minimal aiohttp "
+    "server process that parses the body with orjson and produces it with the raw baseline's "
+    "producer settings to a topic no worker replicates (`bench/raw_http.py`: no validation, "
+    "codec, fold, replication or tables), the floor of any HTTP append service on this machine."
+    " HTTP conditional: the same with `expectedSeqNr` (each lane's journal is its own, so every"
+    " append is accepted), compared with HTTP. Contended: {writers} HTTP writers on one "
+    "journal, each reading the journal's seqNr and appending 1 event with `expectedSeqNr` until"
+    " {contended} appends are accepted. Before each measured mode the worker replicates "
+    "everything appended so far: one mode's backlog does not load the next. Conditional appends"
+    " take their verdicts from the worker's keys-only tail of the partitions it owns, not from "
+    "its replicating agent."
 )
 
 MODES = ("raw", "direct", "http_raw", "http", "http_conditional")
@@ -74,17 +79,19 @@ async def _measure(
     raw_url: str,
 ) -> Timed:
     prefix = unique(f"{mode}{per_append}")
-    value, headers = raw_append(1, per_append)
     partitions = journals.writer.partitions
+    # every round's input, built before the clock starts (`closed_loop`'s rounds)
+    rounds = range(max(1, total // concurrency))
+    batches = [events(r * per_append + 1, per_append) for r in rounds] if mode == "direct" else []
+    records = [raw_append(r * per_append + 1, per_append) for r in rounds] if mode == "raw" else []
 
     async def direct_op(lane: int, round_: int) -> None:
-        await journals.journal(f"{prefix}-{lane}").append(
-            events(round_ * per_append + 1, per_append)
-        )
+        await journals.journal(f"{prefix}-{lane}").append(batches[round_])
 
     async def raw_op(lane: int, round_: int) -> None:
         key = f"{prefix}-{lane}".encode()
         partition = partition_of(key.decode(), partitions)
+        value, headers = records[round_]
         await raw.send_and_wait(
             journals.topic, value, key=key, partition=partition, headers=headers
         )

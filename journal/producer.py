@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
@@ -35,6 +37,7 @@ from aiokafka.errors import (
 from aiokafka.structs import RecordMetadata
 
 from journal.errors import AppendTooLarge, KafkaUnavailable
+from journal.group_commit import GroupCommit
 from journal.metrics import METRICS
 from journal.security import KafkaAccess, authorization_errors, kafka_denied
 
@@ -53,7 +56,8 @@ _TOO_LARGE = (MessageSizeTooLargeError, RecordTooLargeError)
 
 
 class JournalProducer:
-    """`send_and_wait` with acks=all and idempotence, surviving a stuck producer."""
+    """`produce` (group commit) and `send_and_wait` with acks=all and idempotence, surviving
+    a stuck producer."""
 
     def __init__(self, kafka: KafkaAccess, **options: Any) -> None:
         self._kafka = kafka
@@ -67,6 +71,11 @@ class JournalProducer:
         }
         self._producer: AIOKafkaProducer | None = None
         self._replacing = asyncio.Lock()
+        self._batches = GroupCommit(self._current)
+
+    def _current(self) -> AIOKafkaProducer:
+        assert self._producer is not None, "start() first"
+        return self._producer
 
     async def start(self) -> None:
         self._producer = AIOKafkaProducer(**self._options)
@@ -74,20 +83,49 @@ class JournalProducer:
 
     async def stop(self) -> None:
         if self._producer is not None:
+            await self._batches.flush()
             await self._producer.stop()
 
+    async def produce(
+        self,
+        topic: str,
+        partition: int,
+        key: bytes,
+        value: bytes,
+        headers: list[tuple[str, bytes]],
+        timestamp_ms: int,
+    ) -> int:
+        """The record's offset once acknowledged: it leaves with the partition's other records
+        given while its last batch is in flight (journal/group_commit.py)."""
+        producer = self._current()
+        with self._mapped_errors(topic):
+            try:
+                return await self._batches.send(topic, partition, key, value, headers, timestamp_ms)
+            except _STUCK as error:
+                await self._replace_stuck(producer, error)
+                metadata = await self._current().send_and_wait(
+                    topic,
+                    value,
+                    key=key,
+                    partition=partition,
+                    timestamp_ms=timestamp_ms,
+                    headers=headers,
+                )
+                return int(metadata.offset)
+
     async def send_and_wait(self, topic: str, value: bytes | None, **kwargs: Any) -> RecordMetadata:
-        producer = self._producer
-        assert producer is not None, "start() first"
-        try:
+        producer = self._current()
+        with self._mapped_errors(topic):
             try:
                 return await producer.send_and_wait(topic, value, **kwargs)
             except _STUCK as error:
-                log.warning("the Kafka producer is stuck (%r): replacing it", error)
-                METRICS.counter("journal_producer_replaced_total").inc()
-                await self._replace(producer)
-                assert self._producer is not None
-                return await self._producer.send_and_wait(topic, value, **kwargs)
+                await self._replace_stuck(producer, error)
+                return await self._current().send_and_wait(topic, value, **kwargs)
+
+    @contextmanager
+    def _mapped_errors(self, topic: str) -> Iterator[None]:
+        try:
+            yield
         except _DENIED as error:
             raise kafka_denied(self._kafka, f"Write on topic {topic}", error) from error
         except _TOO_LARGE as error:
@@ -95,11 +133,16 @@ class JournalProducer:
         except KafkaError as error:
             raise KafkaUnavailable(f"Kafka did not take the record: {error!r}") from error
 
+    async def _replace_stuck(self, stuck: AIOKafkaProducer, error: Exception) -> None:
+        """The failed send is retried once on the fresh producer, by the caller."""
+        log.warning("the Kafka producer is stuck (%r): replacing it", error)
+        METRICS.counter("journal_producer_replaced_total").inc()
+        await self._replace(stuck)
+
     async def send(self, topic: str, value: bytes | None, **kwargs: Any) -> asyncio.Future[Any]:
         """Queue a record (waits only while the producer's buffer is full); the future of its
         delivery. For many records at once: `send_and_wait` recovers a stuck producer."""
-        producer = self._producer
-        assert producer is not None, "start() first"
+        producer = self._current()
         try:
             delivery: asyncio.Future[Any] = await producer.send(topic, value, **kwargs)
         except _DENIED as error:

@@ -158,14 +158,9 @@ class JournalWriter:
             )
         partition = self.partition_of(key)
         started = time.perf_counter()
-        metadata = await self._producer.send_and_wait(
-            key.topic,
-            value,
-            key=raw_key,
-            partition=partition,
-            timestamp_ms=int(time.time() * 1000),
-            headers=raw_headers,
+        offset = await self._producer.produce(
+            key.topic, partition, raw_key, value, raw_headers, int(time.time() * 1000)
         )
         # acknowledged writes only: a failed send's time says nothing about the write path
         self._latency[type(header)].observe(time.perf_counter() - started)
-        return Position(metadata.partition, metadata.offset)
+        return Position(partition, offset)

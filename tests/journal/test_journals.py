@@ -399,3 +399,27 @@ async def test_a_first_page_older_than_the_row_loses_nothing(api: Direct) -> Non
     stale = StalePage(client.store, page)
     reader = Journals(client.topic, client.writer, stale, client.index, client.fence, client.kafka)
     assert [r.seq_nr async for r in reader.journal("j").read()] == [1, 2, 3, 4, 5, 6]
+
+
+async def test_appends_sent_together_answer_the_offsets_kafka_gave_their_records(
+    api: Direct,
+) -> None:
+    """Group commit (journal/group_commit.py): many appends leave in shared batches; each
+    answer must still be its own record's position."""
+    ids = [unique("together") for _ in range(60)]
+    positions = await asyncio.gather(
+        *(api.journals.journal(i).append(events(1, 1 + n % 3)) for n, i in enumerate(ids))
+    )
+    assert len({(p.partition, p.offset) for p in positions}) == len(ids)
+    consumer = AIOKafkaConsumer(bootstrap_servers=api.harness.settings.kafka_bootstrap)
+    await consumer.start()
+    try:
+        topic = api.harness.settings.topic
+        for journal_id, position in zip(ids, positions, strict=True):
+            tp = TopicPartition(topic, position.partition)
+            consumer.assign([tp])
+            consumer.seek(tp, position.offset)
+            record = (await consumer.getmany(tp, timeout_ms=10_000, max_records=1))[tp][0]
+            assert (record.offset, record.key) == (position.offset, journal_id.encode())
+    finally:
+        await consumer.stop()

@@ -1,0 +1,108 @@
+"""Group commit: the records for a partition that arrive while its last batch is in flight
+leave together, as one record batch with one future.
+
+aiokafka's `send` batches as well, but it pays per record for a coroutine, a future and a
+`RecordMetadata`: measured here at c=64 (1-event appends, nothing else in the process), 11.5 us
+of CPU per record against 8.5 us through this module's batches (aiokafka's `create_batch` and
+`send_batch`). A record here costs its append to the batch builder and a wait on its batch's
+future.
+
+Order: a partition's batches are sent one at a time, in the order they were opened, and each
+record joins the newest batch; so a partition's records are written in the order they were
+given. The first record of a batch always fits (aiokafka's builder takes one record of any
+size), so a record larger than a batch travels alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiokafka import AIOKafkaProducer
+
+
+@dataclass(eq=False, slots=True)
+class _Batch:
+    builder: Any  # aiokafka's BatchBuilder (untyped)
+    base_offset: asyncio.Future[int]
+
+
+@dataclass(eq=False, slots=True)
+class _Partition:
+    waiting: deque[_Batch] = field(default_factory=deque)  # not sent yet; only the last is open
+    sender: asyncio.Task[None] | None = None
+
+
+class GroupCommit:
+    """Record batches per topic partition; `producer` gives the producer to send each batch
+    with (the current one: a stuck producer gets replaced, journal/producer.py)."""
+
+    def __init__(self, producer: Callable[[], AIOKafkaProducer]) -> None:
+        self._producer = producer
+        self._partitions: dict[tuple[str, int], _Partition] = {}
+
+    async def send(
+        self,
+        topic: str,
+        partition: int,
+        key: bytes,
+        value: bytes,
+        headers: list[tuple[str, bytes]],
+        timestamp_ms: int,
+    ) -> int:
+        """The record's offset once the broker acknowledged its batch; the batch's failure
+        (aiokafka's error) if it failed."""
+        state = self._partitions.get((topic, partition))
+        if state is None:
+            state = self._partitions[(topic, partition)] = _Partition()
+        batch = state.waiting[-1] if state.waiting else None
+        appended = (
+            None
+            if batch is None
+            else batch.builder.append(timestamp=timestamp_ms, key=key, value=value, headers=headers)
+        )
+        if batch is None or appended is None:  # none open, or the open one is full
+            batch = _Batch(
+                self._producer().create_batch(), asyncio.get_running_loop().create_future()
+            )
+            state.waiting.append(batch)
+            appended = batch.builder.append(
+                timestamp=timestamp_ms, key=key, value=value, headers=headers
+            )
+            if state.sender is None:
+                # a task, so the records given before it runs (this loop iteration) join in
+                state.sender = asyncio.create_task(self._send_waiting(topic, partition, state))
+        # shielded: a cancelled caller must not cancel the batch its neighbours wait for
+        base_offset = await asyncio.shield(batch.base_offset)
+        return base_offset + int(appended.offset)
+
+    async def _send_waiting(self, topic: str, partition: int, state: _Partition) -> None:
+        batch: _Batch | None = None
+        try:
+            while state.waiting:
+                batch = state.waiting.popleft()
+                try:
+                    delivery = await self._producer().send_batch(
+                        batch.builder, topic, partition=partition
+                    )
+                    metadata = await delivery
+                except Exception as error:  # each record's caller maps it (journal/producer.py)
+                    batch.base_offset.set_exception(error)
+                else:
+                    batch.base_offset.set_result(metadata.offset)
+        except asyncio.CancelledError:  # stopping: no caller may wait for ever
+            unsent = [*([] if batch is None else [batch]), *state.waiting]
+            state.waiting.clear()
+            for left in unsent:
+                left.base_offset.cancel()
+            raise
+        finally:
+            state.sender = None
+
+    async def flush(self) -> None:
+        """Until every batch given so far has been sent and answered."""
+        senders = [s.sender for s in self._partitions.values() if s.sender is not None]
+        await asyncio.gather(*senders, return_exceptions=True)

@@ -1,0 +1,146 @@
+"""Group commit (journal/group_commit.py) against a producer that answers as Kafka does:
+each batch gets the partition's next offsets, in the order the batches were sent."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from aiokafka.errors import KafkaConnectionError, OutOfOrderSequenceNumber
+from aiokafka.producer.message_accumulator import BatchBuilder
+from aiokafka.structs import RecordMetadata
+
+from journal.errors import KafkaUnavailable
+from journal.group_commit import GroupCommit
+from journal.producer import JournalProducer
+from journal.security import KafkaAccess
+
+
+class Partitions:
+    """An aiokafka producer's batch interface: logs each partition's records, offsets from 0."""
+
+    def __init__(self, batch_bytes: int = 16_384, failing: Exception | None = None) -> None:
+        self.logs: dict[tuple[str, int], list[bytes]] = {}
+        self.batches: list[int] = []  # records per batch sent, in order
+        self.batch_bytes = batch_bytes
+        self.failing = failing
+        self.release = asyncio.Event()
+        self.release.set()
+
+    def create_batch(self) -> BatchBuilder:
+        return BatchBuilder(self.batch_bytes, 0)  # uncompressed
+
+    async def send_batch(self, batch: BatchBuilder, topic: str, *, partition: int) -> Any:
+        await self.release.wait()
+        if self.failing is not None:
+            raise self.failing
+        log = self.logs.setdefault((topic, partition), [])
+        records: int = batch._relative_offset  # the records appended to the builder
+        base = len(log)
+        log.extend(b"" for _ in range(records))
+        self.batches.append(records)
+        delivered: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
+        delivered.set_result(RecordMetadata(topic, partition, None, base, -1, 0, 0))
+        return delivered
+
+
+async def _send_all(commit: GroupCommit, values: list[bytes], partition: int = 0) -> list[int]:
+    return await asyncio.gather(
+        *(commit.send("t", partition, b"k", value, [], 0) for value in values)
+    )
+
+
+async def test_records_given_together_leave_in_one_batch_at_consecutive_offsets() -> None:
+    kafka = Partitions()
+    commit = GroupCommit(lambda: kafka)
+    offsets = await _send_all(commit, [b"%d" % i for i in range(10)])
+    assert offsets == list(range(10))
+    assert kafka.batches == [10]
+
+
+async def test_records_given_while_a_batch_is_in_flight_wait_for_the_next_one_in_order() -> None:
+    kafka = Partitions()
+    kafka.release.clear()
+    commit = GroupCommit(lambda: kafka)
+    first = asyncio.ensure_future(_send_all(commit, [b"a", b"b"]))
+    await asyncio.sleep(0)  # the sender takes the first batch and waits on the broker
+    await asyncio.sleep(0)
+    second = asyncio.ensure_future(_send_all(commit, [b"c", b"d", b"e"]))
+    await asyncio.sleep(0)
+    kafka.release.set()
+    assert await first == [0, 1]
+    assert await second == [2, 3, 4]
+    assert kafka.batches == [2, 3]
+
+
+async def test_a_full_batch_closes_and_the_record_opens_the_next() -> None:
+    kafka = Partitions(batch_bytes=300)  # a few 100-byte records a batch
+    commit = GroupCommit(lambda: kafka)
+    offsets = await _send_all(commit, [bytes(100)] * 7)
+    assert offsets == list(range(7))
+    assert sum(kafka.batches) == 7 and len(kafka.batches) > 1
+
+
+async def test_partitions_batch_apart() -> None:
+    kafka = Partitions()
+    commit = GroupCommit(lambda: kafka)
+    zero, one = await asyncio.gather(
+        _send_all(commit, [b"a", b"b"], partition=0), _send_all(commit, [b"c"], partition=1)
+    )
+    assert (zero, one) == ([0, 1], [0])
+
+
+async def test_a_failed_batch_fails_each_of_its_records() -> None:
+    refused = KafkaConnectionError("no broker")
+    kafka = Partitions(failing=refused)
+    commit = GroupCommit(lambda: kafka)
+    results = await asyncio.gather(
+        *(commit.send("t", 0, b"k", b"v", [], 0) for _ in range(3)), return_exceptions=True
+    )
+    assert results == [refused] * 3
+
+
+async def test_a_cancelled_caller_leaves_its_neighbours_waiting_for_their_batch() -> None:
+    kafka = Partitions()
+    kafka.release.clear()
+    commit = GroupCommit(lambda: kafka)
+    cancelled = asyncio.ensure_future(commit.send("t", 0, b"k", b"a", [], 0))
+    neighbour = asyncio.ensure_future(commit.send("t", 0, b"k", b"b", [], 0))
+    await asyncio.sleep(0)
+    cancelled.cancel()
+    kafka.release.set()
+    assert await neighbour == 1
+    assert cancelled.cancelled()
+    await commit.flush()
+
+
+@pytest.mark.parametrize(
+    ("driver", "core"),
+    [(KafkaConnectionError("no broker"), KafkaUnavailable)],
+)
+async def test_produce_raises_the_cores_errors(driver: Exception, core: type[Exception]) -> None:
+    producer = JournalProducer(KafkaAccess("127.0.0.1:1"))
+    producer._producer = Partitions(failing=driver)  # the driver seam (aiokafka is untyped)
+    with pytest.raises(core) as raised:
+        await producer.produce("topic", 0, b"k", b"v", [], 0)
+    assert raised.value.__cause__ is driver
+
+
+async def test_a_stuck_producer_is_replaced_and_the_record_sent_once_more_on_the_fresh_one() -> (
+    None
+):
+    class Fresh:
+        async def send_and_wait(self, *args: Any, **kwargs: Any) -> RecordMetadata:
+            return RecordMetadata("topic", 0, None, 41, -1, 0, 0)
+
+    producer = JournalProducer(KafkaAccess("127.0.0.1:1"))
+    stuck = Partitions(failing=OutOfOrderSequenceNumber())
+    producer._producer = stuck
+
+    async def replace(old: Any) -> None:
+        assert old is stuck
+        producer._producer = Fresh()
+
+    producer._replace = replace  # type: ignore[method-assign,assignment]  # nothing to start
+    assert await producer.produce("topic", 0, b"k", b"v", [], 0) == 41
