@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
@@ -98,7 +96,7 @@ class JournalProducer:
         """The record's offset once acknowledged: it leaves with the partition's other records
         given while its last batch is in flight (journal/group_commit.py)."""
         producer = self._current()
-        with self._mapped_errors(topic):
+        try:
             try:
                 return await self._batches.send(topic, partition, key, value, headers, timestamp_ms)
             except _STUCK as error:
@@ -112,26 +110,27 @@ class JournalProducer:
                     headers=headers,
                 )
                 return int(metadata.offset)
+        except KafkaError as error:
+            raise self._core_error(topic, error) from error
 
     async def send_and_wait(self, topic: str, value: bytes | None, **kwargs: Any) -> RecordMetadata:
         producer = self._current()
-        with self._mapped_errors(topic):
+        try:
             try:
                 return await producer.send_and_wait(topic, value, **kwargs)
             except _STUCK as error:
                 await self._replace_stuck(producer, error)
                 return await self._current().send_and_wait(topic, value, **kwargs)
-
-    @contextmanager
-    def _mapped_errors(self, topic: str) -> Iterator[None]:
-        try:
-            yield
-        except _DENIED as error:
-            raise kafka_denied(self._kafka, f"Write on topic {topic}", error) from error
-        except _TOO_LARGE as error:
-            raise AppendTooLarge(f"Kafka refused the record: {error!r}") from error
         except KafkaError as error:
-            raise KafkaUnavailable(f"Kafka did not take the record: {error!r}") from error
+            raise self._core_error(topic, error) from error
+
+    def _core_error(self, topic: str, error: KafkaError) -> Exception:
+        """The driver's error as the core's (journal/errors.py)."""
+        if isinstance(error, _DENIED):
+            return kafka_denied(self._kafka, f"Write on topic {topic}", error)
+        if isinstance(error, _TOO_LARGE):
+            return AppendTooLarge(f"Kafka refused the record: {error!r}")
+        return KafkaUnavailable(f"Kafka did not take the record: {error!r}")
 
     async def _replace_stuck(self, stuck: AIOKafkaProducer, error: Exception) -> None:
         """The failed send is retried once on the fresh producer, by the caller."""
