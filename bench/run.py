@@ -121,10 +121,30 @@ def _machine() -> list[str]:
     for line in Path("/proc/meminfo").read_text().splitlines():
         if line.startswith("MemTotal:"):
             memory = f"{int(line.split()[1]) / 2**20:.0f} GiB"
+    cpu = "?"
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
     return [
-        f"machine: {os.cpu_count()} cores, {memory} memory, {platform.platform()}",
-        f"Python {platform.python_version()}",
+        f"machine: {os.cpu_count()} cores ({cpu}), {memory} memory, {platform.platform()}",
+        f"Python {platform.python_version()}; a pure-Python loop of 10,000,000 additions takes "
+        f"{_python_loop_s():.2f} s here (best of 3, before the run): compare absolute rates "
+        "between machines by it, ratios within a run",
     ]
+
+
+def _python_loop_s() -> float:
+    """Machines differ in Python speed, and the absolute goals (events/s, requests/s) move
+    with them: a yardstick for the reader of two runs' rates."""
+    best = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        total = 0
+        for i in range(10_000_000):
+            total += i
+        best = min(best, time.perf_counter() - started)
+    return best
 
 
 def _versions(servers: dict[str, str]) -> dict[str, str]:
@@ -362,6 +382,7 @@ def run(quick: bool, out: Path, profile: bool | None = None) -> int:
     )
     servers = {status.name.capitalize(): status.version or "?" for status in stack.status()}
     load_before, others_before = load_average(), _others()
+    machine = _machine()  # its yardstick timed before the servers are loaded
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kj-bench-") as workdir:
         sections = asyncio.run(
@@ -371,7 +392,7 @@ def run(quick: bool, out: Path, profile: bool | None = None) -> int:
     info = RunInfo(
         mode="quick" if quick else "full",
         date=f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
-        machine=_machine(),
+        machine=machine,
         versions=_versions(servers),
         load_before=load_before,
         load_after=load_average(),
