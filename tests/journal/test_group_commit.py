@@ -144,3 +144,17 @@ async def test_a_stuck_producer_is_replaced_and_the_record_sent_once_more_on_the
 
     producer._replace = replace  # type: ignore[method-assign,assignment]  # nothing to start
     assert await producer.produce("topic", 0, b"k", b"v", [], 0) == 41
+
+
+async def test_a_cancelled_caller_leaves_before_its_batch_is_answered() -> None:
+    """A timeout around an append must not wait for the broker (up to its request timeout)."""
+    kafka = Partitions()
+    kafka.release.clear()
+    commit = GroupCommit(lambda: kafka)
+    cancelled = asyncio.ensure_future(commit.send("t", 0, b"k", b"a", [], 0))
+    await asyncio.sleep(0)
+    cancelled.cancel()
+    await asyncio.sleep(0)
+    assert cancelled.cancelled()  # the broker has not answered yet
+    kafka.release.set()
+    await commit.flush()
