@@ -3,7 +3,7 @@
 `TailIndex` assigns the partitions it follows to one consumer (no group): the direct client
 follows every partition of the topic, a worker the ones it owns (the verdicts of its
 conditional appends: journal/conditional.py). From the store's pointers on, it records for
-every record only its key and offset (`OffsetRuns` per journal): it never decodes a header or
+every record only its key and offset (`GrowingRuns` per journal): it never decodes a header or
 a value. Every `prune_interval_s` it reads the store's pointers and drops what replication
 covered, so it holds what is unreplicated. A partition it does not follow is `NotIndexed`.
 
@@ -11,6 +11,11 @@ A read asks `lookup` after learning its fence: the index waits (bounded) until i
 partition up to the fence, then lists the journal's runs. Past `max_journals` journals in a
 partition it stops adding new journals there, counts it, and answers `NotIndexed` for journals
 it does not know until replication has covered every record it could not index.
+
+A partition followed from offset 0 with nothing skipped (`_Partition.pruned_to_of`) knows which
+journals are new: those it never held runs of. Their runs hold all their records, so a read
+of one needs no store (`Indexed.complete`: the reading flow's Kafka-only path when Cassandra is
+down). A prune forgets the journals it empties, so it remembers their ids in a Bloom filter.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from aiokafka.structs import ConsumerRecord
 
 from journal.consumers import start_consumer, stop_consumer
 from journal.errors import StoreUnavailable
-from journal.index import IndexAnswer, Indexed, NotIndexed, OffsetRuns
+from journal.index import GrowingRuns, IndexAnswer, Indexed, NotIndexed, OffsetRuns
 from journal.metrics import METRICS
 from journal.model import JournalKey
 from journal.poison import POISON_ERRORS, decodable_from, fetch
@@ -46,10 +51,35 @@ class TailConfig:
     fetch_max_wait_ms: int = 10
 
 
+class _ForgottenJournals:
+    """The ids of journals the index held runs of and dropped (pruned empty, or never indexed
+    past `max_journals`), as a Bloom filter: bounded (128 KiB a partition), never a false
+    "no". A false "yes" (about 2% at 100,000 ids) only makes a read scan where it need not."""
+
+    _BITS = 1 << 20
+    _MASK = _BITS - 1
+
+    __slots__ = ("_bits",)
+
+    def __init__(self) -> None:
+        self._bits = bytearray(self._BITS // 8)
+
+    def _positions(self, raw_key: bytes) -> tuple[int, int, int]:
+        h = hash(raw_key)  # stable within the process, which is all the filter lives for
+        return h & self._MASK, (h >> 20) & self._MASK, (h >> 40) & self._MASK
+
+    def add(self, raw_key: bytes) -> None:
+        for bit in self._positions(raw_key):
+            self._bits[bit >> 3] |= 1 << (bit & 7)
+
+    def __contains__(self, raw_key: bytes) -> bool:
+        return all(self._bits[bit >> 3] & (1 << (bit & 7)) for bit in self._positions(raw_key))
+
+
 @dataclass(slots=True)
 class _Partition:
     start: int  # the offset the index started at
-    journals: dict[bytes, OffsetRuns] = field(default_factory=dict)
+    journals: dict[bytes, GrowingRuns] = field(default_factory=dict)
     position: int = 0  # every record below it is indexed (or counted in `dropped_to`)
     pruned_to: int = -1  # replication covers every record up to here: the store has them
     dropped_to: int = -1  # records up to here were not indexed (past `max_journals`)
@@ -57,6 +87,24 @@ class _Partition:
     expired_to: int = -1  # records up to here left Kafka before they were indexed: ditto
     moved: asyncio.Event = field(default_factory=asyncio.Event)
     followed: bool = True  # False once the partition is no longer followed
+    forgotten: _ForgottenJournals | None = None  # made when the first journal is dropped
+
+    def pruned_to_of(self, raw_key: bytes) -> int:
+        """The `pruned_to` of a journal the partition holds no runs of: how far a reader's
+        store must reach to hold its records that the index lacks. -1 (it has none) when the
+        index saw every record from offset 0 and never dropped this journal; else as for a
+        journal whose runs were pruned away, or up to the last record not indexed."""
+        whole = self.start == 0 and self.expired_to == -1 and self.poisoned_to == -1
+        if whole and (self.forgotten is None or raw_key not in self.forgotten):
+            return -1
+        return max(self.pruned_to, self.dropped_to)
+
+    def forget(self, raw_key: bytes) -> None:
+        if self.start != 0:
+            return  # nothing is ever whole here: no need to remember
+        if self.forgotten is None:
+            self.forgotten = _ForgottenJournals()
+        self.forgotten.add(raw_key)
 
 
 class TailIndex:
@@ -147,12 +195,16 @@ class TailIndex:
         if state.expired_to > state.pruned_to:
             METRICS.counter("journal_index_misses_total", reason="expired").inc()
             return NotIndexed("expired")
-        runs = state.journals.get(key.id.encode("utf-8"))
-        if runs is None and state.dropped_to > state.pruned_to:
+        raw_key = key.id.encode("utf-8")
+        growing = state.journals.get(raw_key)
+        runs = (
+            OffsetRuns(pruned_to=state.pruned_to_of(raw_key))
+            if growing is None
+            else growing.frozen()
+        )
+        if runs.pruned_to > state.pruned_to:  # it may own records not indexed nor stored yet
             METRICS.counter("journal_index_misses_total", reason="overflow").inc()
             return NotIndexed("overflow")
-        if runs is None:  # none seen, or all pruned: only the partition says how far
-            runs = OffsetRuns(pruned_to=state.pruned_to)
         return Indexed(runs.runs, runs.pruned_to, runs.pruned_to == -1 and state.start == 0)
 
     async def unreplicated_ids(self, partition: int, fence: int) -> list[str] | None:
@@ -191,6 +243,7 @@ class TailIndex:
         consumer = self._consumer
         assert consumer is not None
         limit = self._config.max_journals
+        dropped = METRICS.counter("journal_index_dropped_records_total")
         while True:
             try:
                 if self._followed.is_set():
@@ -216,15 +269,14 @@ class TailIndex:
                     raw_key = message.key or b""
                     runs = journals.get(raw_key)
                     if runs is not None:
-                        journals[raw_key] = runs.add(message.offset)
+                        runs.add(message.offset)
                     elif len(journals) < limit:
-                        # new here, or pruned away: records up to pruned_to may be its too
-                        journals[raw_key] = OffsetRuns(pruned_to=state.pruned_to).add(
-                            message.offset
-                        )
+                        runs = journals[raw_key] = GrowingRuns.empty(state.pruned_to_of(raw_key))
+                        runs.add(message.offset)
                     else:
                         state.dropped_to = message.offset
-                        METRICS.counter("journal_index_dropped_records_total").inc()
+                        state.forget(raw_key)
+                        dropped.inc()
             for partition, state in self._partitions.items():
                 tp = TopicPartition(self._topic, partition)
                 position = await consumer.position(tp)
@@ -284,8 +336,10 @@ class TailIndex:
                 kept = {}
                 for raw_key, runs in state.journals.items():
                     left = runs.after(pointer)
-                    if left.runs:  # a journal with nothing left goes: room for others
+                    if left is not None:
                         kept[raw_key] = left
+                    else:  # a journal with nothing left goes: room for others
+                        state.forget(raw_key)
                 state.journals = kept
                 state.pruned_to = pointer
 

@@ -9,9 +9,11 @@ import pytest
 
 from journal.index import Indexed, NotIndexed
 from journal.journals import Journal
+from journal.store.memory import MemoryStore
 from journal.tail import TailConfig, TailIndex
 from stack import Stack
 from tests.journal.journal_contract import events
+from tests.support.eventually import eventually
 from tests.support.harness import Harness, harness, unique
 
 pytestmark = pytest.mark.integration
@@ -71,3 +73,68 @@ async def test_follows_the_partitions_it_is_given_and_starts_new_ones_at_the_poi
         assert [(r.first, r.last) for r in found_b.runs] == [(second_b.offset, third_b.offset)]
     finally:
         await tail.close()
+
+
+async def test_from_offset_0_a_journal_it_never_dropped_is_whole_one_it_pruned_is_not(
+    connected: Harness,
+) -> None:
+    # what lets a direct client read a new journal from Kafka alone when Cassandra is down
+    h = connected
+    old, new = _two_journals_in(h, 0)
+    config = TailConfig(h.settings.kafka_access(), wait_s=60, prune_interval_s=0.1)
+    tail = await TailIndex.start(h.settings.topic, [0, 1], h.store, config)
+    try:
+        first = await old.append(events(1, 1))
+        pointers = await h.replicate()
+        await eventually(lambda: _true(tail.covered(0) >= pointers[0]), "the tail pruned")
+        appended = await new.append(events(1, 2))
+        found = await tail.lookup(new.key, 0, appended.offset + 1)
+        assert isinstance(found, Indexed) and found.complete
+        assert [(r.first, r.last) for r in found.runs] == [(appended.offset, appended.offset)]
+        again = await old.append(events(2, 2))
+        found = await tail.lookup(old.key, 0, again.offset + 1)
+        assert isinstance(found, Indexed) and not found.complete  # seqNr 1 is in the store only
+        assert found.needs >= first.offset
+    finally:
+        await tail.close()
+
+
+async def test_past_max_journals_a_journal_it_dropped_waits_for_replication(
+    connected: Harness,
+) -> None:
+    # the store's pointers set by hand (a memory store): replication behind the dropped record
+    h, store = connected, MemoryStore()
+    topic = h.settings.topic
+    a, b = _two_journals_in(h, 0)
+    config = TailConfig(h.settings.kafka_access(), max_journals=1, wait_s=60, prune_interval_s=0.1)
+    tail = await TailIndex.start(topic, [0], store, config)
+    try:
+        first_a = await a.append(events(1, 1))
+        dropped = await b.append(events(1, 1))  # a holds the one place: b's record is dropped
+        assert await tail.lookup(b.key, 0, dropped.offset + 1) == NotIndexed("overflow")
+        await store.save_pointer(topic, 0, first_a.offset)  # a's runs go: room for b again
+        await eventually(lambda: _true(tail.covered(0) >= first_a.offset), "the tail pruned")
+        second = await b.append(events(2, 2))
+        # b's seqNr 1 is neither indexed nor stored: no answer but a miss
+        assert await tail.lookup(b.key, 0, second.offset + 1) == NotIndexed("overflow")
+        await store.save_pointer(topic, 0, dropped.offset)
+        await eventually(lambda: _true(tail.covered(0) >= dropped.offset), "the tail pruned")
+        found = await tail.lookup(b.key, 0, second.offset + 1)
+        assert isinstance(found, Indexed) and not found.complete  # seqNr 1 is the store's
+        assert [(r.first, r.last) for r in found.runs] == [(second.offset, second.offset)]
+        assert found.needs >= dropped.offset
+    finally:
+        await tail.close()
+
+
+def _two_journals_in(h: Harness, partition: int) -> tuple[Journal, Journal]:
+    first = journal_in(h, partition)
+    for n in range(1000):
+        other = h.journals.journal(f"other-{n}")
+        if h.journals.writer.partition_of(other.key) == partition:
+            return first, other
+    raise AssertionError(f"no second journal id found for partition {partition}")
+
+
+async def _true(value: bool) -> bool:
+    return value

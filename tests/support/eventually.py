@@ -30,12 +30,13 @@ async def eventually(
 ) -> T:
     """`check()`'s first truthy answer; an `AssertionError` (or one of `retry_on`) it raises
     counts as "not yet". Past `within_s`: AssertionError naming `what` and the last answer."""
+    not_yet: tuple[type[BaseException], ...] = (AssertionError, *retry_on)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + within_s
     while True:
         try:
             answer = await check()
-        except (AssertionError, *retry_on) as error:
+        except not_yet as error:
             last: object = error
         else:
             if answer:
