@@ -7,9 +7,7 @@ zstd batch instead of crashing its fetcher, and counts it.
 
 from __future__ import annotations
 
-import asyncio
 import os
-import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -27,6 +25,7 @@ from tests.support.compressed import (
     produce_zstd_batch,
     quarantined_headers,
 )
+from tests.support.eventually import eventually
 from tests.support.harness import Harness, harness, unique
 from tests.support.http_api import HttpJournals, client_session
 from tests.support.workers import WorkerProcess, wait_replicated
@@ -102,14 +101,11 @@ async def test_a_worker_consumes_past_a_batch_it_cannot_decode(
     # before the agent reaches it (seen under a full test run's load), so wait, bounded
     partition = partition_of(victim, settings.partitions)
     marker = f"{partition}:{poisoned[0]}-{poisoned[-1]}".encode()
-    deadline = time.monotonic() + 30
-    while True:
-        headers = await quarantined_headers(settings)
-        skipped = [h.get(QUARANTINE_SKIPPED_HEADER) for h in headers]
-        if skipped or time.monotonic() > deadline:
-            break
-        await asyncio.sleep(0.2)
-    assert skipped == [marker]
+
+    async def skipped() -> list[bytes | None]:
+        return [h.get(QUARANTINE_SKIPPED_HEADER) for h in await quarantined_headers(settings)]
+
+    assert await eventually(skipped, "the quarantine names the batch skipped") == [marker]
     assert (await connected.stored(bystander))[1] == [1, 2]
     assert [e.seq_nr for e in await api.read(bystander)] == [1, 2]
     assert [e.seq_nr for e in await api.read(other)] == [1]

@@ -241,7 +241,7 @@ async def test_killing_owners_loses_nothing_and_answers_no_500(
                 await writer.read()
                 await writer.info()
     # ... and from Cassandra, once the agents replicated everything
-    await wait_replicated(connected.settings, connected.journals.store, RESOLVE_WITHIN_S)
+    await wait_replicated(connected.settings, connected.journals.store)
     for writer in writers:
         meta, stored = await connected.stored(writer.journal_id)
         writer.check("what Cassandra holds", stored, writer.expected())

@@ -18,7 +18,13 @@ from stack import Stack
 from tests.journal.journal_contract import JournalContract, events
 from tests.support.http_api import HttpJournals, client_session
 from tests.support.secured import Granted, granted_journal
-from tests.support.workers import WorkerProcess, running_workers, wait_replicated
+from tests.support.workers import (
+    WorkerProcess,
+    metric,
+    running_workers,
+    wait_replicated,
+    wait_settled,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.secured]
 
@@ -46,8 +52,7 @@ def workers(
 async def api(
     granted: Granted, client: Journals, workers: list[WorkerProcess]
 ) -> AsyncIterator[HttpJournals]:
-    for worker in workers:
-        await worker.wait_ready()
+    await wait_settled(workers)  # both hold partitions: half the requests are forwarded
 
     async def settle() -> None:
         await wait_replicated(granted.settings, client.store)
@@ -64,17 +69,7 @@ async def test_both_workers_own_partitions_and_forward_to_each_other(
     api: HttpJournals, workers: list[WorkerProcess], granted: Granted
 ) -> None:
     async def forwarded() -> float:
-        total = 0.0
-        async with client_session(granted.settings) as session:
-            for worker in workers:
-                async with session.get(worker.url / "metrics") as got:
-                    text = await got.text()
-                total += sum(
-                    float(line.split()[-1])
-                    for line in text.splitlines()
-                    if line.startswith("journal_forwarded_requests_total")
-                )
-        return total
+        return sum([await metric(w, "journal_forwarded_requests_total") for w in workers])
 
     before = await forwarded()
     for n in range(1, 9):

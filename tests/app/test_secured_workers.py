@@ -6,7 +6,6 @@ a forwarded request is checked again by its owner, which trusts no other worker.
 
 from __future__ import annotations
 
-import asyncio
 import secrets
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -24,7 +23,7 @@ from journal.settings import HttpAuthSettings
 from stack import Stack
 from tests.support.harness import Harness, harness, unique
 from tests.support.http_api import journal_path
-from tests.support.workers import WorkerProcess, running_workers
+from tests.support.workers import WorkerProcess, running_workers, wait_settled
 from web.auth import Scope, TokenMinter
 
 pytestmark = pytest.mark.integration
@@ -85,22 +84,10 @@ async def session(workers: list[WorkerProcess]) -> AsyncIterator[aiohttp.ClientS
 
 
 @pytest.fixture(scope="module")
-async def urls(
-    workers: list[WorkerProcess], session: aiohttp.ClientSession, tokens: Tokens
-) -> list[URL]:
+async def urls(workers: list[WorkerProcess], tokens: Tokens) -> list[URL]:
     """The workers' URLs once they have split the partitions: one forwards to the other."""
-    for worker in workers:
-        await worker.wait_ready()
-    urls = [worker.url for worker in workers]
-    writer = tokens.header(Scope.WRITE)
-    for _ in range(120):
-        for url in urls:  # answers 503 while the group rebalances: tried again
-            target = at(url, journal_path(unique("probe"), "/events"))
-            await call(session, "POST", target, writer, APPEND)
-        if sum([await forwarded_total(session, url, tokens) for url in urls]) > 0:
-            return urls
-        await asyncio.sleep(0.5)
-    raise AssertionError("the two workers never split the partitions between them")
+    await wait_settled(workers, tokens.header(Scope.ADMIN))
+    return [worker.url for worker in workers]
 
 
 async def forwarded_total(session: aiohttp.ClientSession, url: URL, tokens: Tokens) -> float:

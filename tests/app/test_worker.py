@@ -21,6 +21,7 @@ from journal.subscription import SubscriptionPosition
 from journal.topic import TopicSpec, end_offsets, ensure_topic
 from stack import Stack
 from tests.journal.journal_contract import JournalContract, events
+from tests.support.eventually import answered, eventually
 from tests.support.harness import Harness, harness, unique
 from tests.support.http_api import HttpError, HttpJournals, client_session
 from tests.support.listing import all_pages, existing, populate
@@ -43,7 +44,7 @@ class KillShow:
     timeout_s: float
 
 
-KILL_SHOW = KillShow(200, 100, 8, 500, 900.0) if FULL else KillShow(4, 30, 4, 15, 60.0)
+KILL_SHOW = KillShow(200, 100, 8, 500, 900.0) if FULL else KillShow(4, 30, 4, 15, 90.0)
 
 T = TypeVar("T")
 
@@ -148,7 +149,8 @@ async def _wait_for_lag(
     """The worker's lag gauges of `partition` (records, seconds) once `wanted(records)`."""
     labels = f'partition="{partition}",topic="{connected.settings.topic}"'
     found: dict[str, float] = {}
-    for _ in range(300):
+
+    async def lag() -> tuple[float, float]:
         async with (
             client_session(worker.settings) as session,
             session.get(worker.url / "metrics") as got,
@@ -159,10 +161,10 @@ async def _wait_for_lag(
             if value and name.startswith("journal_replication_lag_"):
                 found[name] = float(value)
         records = found.get("journal_replication_lag_records")
-        if records is not None and wanted(records):
-            return records, found["journal_replication_lag_seconds"]
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"lag of partition {partition} never as wanted: {found}")
+        assert records is not None and wanted(records), found
+        return records, found["journal_replication_lag_seconds"]
+
+    return await eventually(lag, f"the lag of partition {partition} as wanted")
 
 
 async def _count_quarantined(connected: Harness) -> int:
@@ -183,11 +185,9 @@ async def test_kill_9_of_the_worker_loses_no_acknowledged_event(
     reads: list[tuple[int, list[int]]] = []
 
     async def retrying(call: Callable[[], Awaitable[T]]) -> T:
-        while True:
-            try:
-                return await call()
-            except (aiohttp.ClientError, HttpError):
-                await asyncio.sleep(0.2)  # the worker is down or not ready: as a client would
+        # the worker is down or not ready: retried as a client would
+        retry_on = (aiohttp.ClientError, HttpError)
+        return await answered(call, "an answer of the restarted worker", retry_on, interval_s=0.2)
 
     forty = asyncio.Event()
 
@@ -248,13 +248,13 @@ async def test_kill_9_amid_a_backlog_then_every_acknowledged_event_is_stored_onc
         appended.extend(ids)
         await asyncio.gather(*(lane(journal_id) for journal_id in ids))
         ends = await end_offsets(settings.kafka_access(), settings.topic, settings.partitions)
-        for _ in range(1000):  # until the worker is replicating the backlog
+
+        async def replicating() -> bool:
             pointers = await store.pointers(settings.topic)
-            if any(pointers.get(p, -1) > before.get(p, -1) for p in ends):
-                break
-            await asyncio.sleep(0.01)
-        else:
-            raise AssertionError("the worker never started replicating the backlog")
+            return any(pointers.get(p, -1) > before.get(p, -1) for p in ends)
+
+        # killed as soon as it replicates the backlog: polled often
+        await eventually(replicating, "the worker replicates the backlog", interval_s=0.01)
         worker.kill9()
         at_kill = await store.pointers(settings.topic)
         worker.start()
@@ -380,7 +380,7 @@ async def test_a_partition_committed_ahead_of_the_store_is_caught_up_on_assignme
         worker.start()
         try:
             await worker.wait_ready()
-            await wait_replicated(settings, connected.journals.store, timeout_s=60)
+            await wait_replicated(settings, connected.journals.store)
         finally:
             worker.stop()
         for key in keys:

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
 
 from stack import Stack
 from tests.journal.journal_contract import JournalContract, events
+from tests.support.eventually import answered
 from tests.support.harness import Harness, harness, unique
 from tests.support.http_api import HttpError, HttpJournals, client_session
-from tests.support.workers import WorkerProcess, running_workers, wait_replicated
+from tests.support.workers import WorkerProcess, metric, wait_replicated
 
 pytestmark = pytest.mark.integration
 
@@ -24,29 +24,8 @@ async def connected(stack: Stack) -> AsyncIterator[Harness]:
 
 
 @pytest.fixture(scope="module")
-def workers(
-    connected: Harness, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[list[WorkerProcess]]:
-    with running_workers(connected.settings, tmp_path_factory) as both:
-        yield both
-
-
-async def metric(worker: WorkerProcess, line_start: str) -> float:
-    async with (
-        client_session(worker.settings) as session,
-        session.get(worker.url / "metrics") as got,
-    ):
-        text = await got.text()
-    return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(line_start))
-
-
-@pytest.fixture(scope="module")
 async def api(connected: Harness, workers: list[WorkerProcess]) -> AsyncIterator[HttpJournals]:
-    for worker in workers:
-        await worker.wait_ready()
-    await asyncio.sleep(3)  # let the group settle: both joined, partitions split
-    for worker in workers:
-        await worker.wait_ready()
+    """Over both `workers` (tests/app/conftest.py: settled, the partitions split)."""
     store = connected.journals.store
 
     async def settle() -> None:
@@ -84,10 +63,10 @@ async def test_a_worker_leaving_hands_its_partitions_over(
     workers[1].stop()
     survivor = HttpJournals(api.session, [workers[0].url])
     for n in range(6, 16):
-        for _ in range(300):  # 503 (rebalancing) or a refused forward: retry as a client would
-            try:
-                await survivor.append("failover", events(n, n))
-                break
-            except (HttpError, aiohttp.ClientError):
-                await asyncio.sleep(0.1)
+        # 503 (rebalancing) or a refused forward: retried as a client would
+        await answered(
+            lambda n=n: survivor.append("failover", events(n, n)),  # type: ignore[misc]
+            f"the survivor appends {n}",
+            retry_on=(HttpError, aiohttp.ClientError),
+        )
     assert [e.seq_nr for e in await survivor.read("failover")] == list(range(1, 16))

@@ -3,19 +3,18 @@ that does not own the journal's partition forwards it (a 16 MiB PUT's body inclu
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
 
 from journal.model import TextPayload
 from stack import Stack
-from tests.app.test_workers import metric
 from tests.journal.journal_contract import events
 from tests.journal.snapshot_contract import SnapshotContract
 from tests.support.harness import Harness, harness, unique
 from tests.support.snapshot_api import HttpSnapshots
-from tests.support.workers import WorkerProcess, running_workers, wait_replicated
+from tests.support.workers import WorkerProcess, metric, wait_replicated
 
 pytestmark = pytest.mark.integration
 
@@ -27,17 +26,8 @@ async def connected(stack: Stack) -> AsyncIterator[Harness]:
 
 
 @pytest.fixture(scope="module")
-def workers(
-    connected: Harness, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[list[WorkerProcess]]:
-    with running_workers(connected.settings, tmp_path_factory) as both:
-        yield both
-
-
-@pytest.fixture(scope="module")
 async def api(connected: Harness, workers: list[WorkerProcess]) -> AsyncIterator[HttpSnapshots]:
-    for worker in workers:
-        await worker.wait_ready()
+    """Over both `workers` (tests/app/conftest.py: settled, the partitions split)."""
     store = connected.journals.store
 
     async def settle() -> None:

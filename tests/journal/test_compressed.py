@@ -33,6 +33,7 @@ from tests.support.compressed import (
     quarantined_headers,
     read_partition,
 )
+from tests.support.eventually import WITHIN_S, answered
 from tests.support.harness import Harness, harness, unique
 
 pytestmark = pytest.mark.integration
@@ -117,7 +118,7 @@ async def test_a_batch_that_cannot_be_decoded_is_skipped_not_a_stall(
     assert [r.seq_nr async for r in journals.journal(bystander).read()] == [1, 2]
     assert METRICS.value("journal_poison_batches_total", topic=settings.topic) == counted + 1
 
-    pointers = await asyncio.wait_for(connected.replicate(), 60)
+    pointers = await asyncio.wait_for(connected.replicate(), WITHIN_S)
     assert pointers[partition] > poisoned[-1]  # replication went past the batch
     assert (await connected.stored(bystander))[1] == [1, 2]
     assert [r.seq_nr async for r in journals.journal(bystander).read()] == [1, 2]
@@ -129,12 +130,11 @@ async def test_a_batch_that_cannot_be_decoded_is_skipped_not_a_stall(
 async def _victim_once_the_index_is_past_the_batch(connected: Harness, victim: str) -> list[int]:
     """The victim's read, once the tail index has pruned what replication went past (it does
     so every second); until then the read still meets the batch and says so."""
-    for _ in range(100):
-        try:
-            return [r.seq_nr async for r in connected.journals.journal(victim).read()]
-        except UndecodableBatch:
-            await asyncio.sleep(0.1)
-    raise AssertionError("the victim's read kept meeting the skipped batch")
+
+    async def read() -> list[int]:
+        return [r.seq_nr async for r in connected.journals.journal(victim).read()]
+
+    return await answered(read, "the victim's read past the skipped batch", (UndecodableBatch,))
 
 
 async def _record_headers(connected: Harness, partition: int, offset: int) -> dict[str, bytes]:

@@ -23,6 +23,7 @@ from journal.store.cassandra import CassandraStore
 from journal.store.schema import SCHEMA_VERSION
 from stack import Stack
 from tests.journal.journal_contract import JournalContract, events, seq_nrs
+from tests.support.eventually import answered, eventually
 from tests.support.harness import Harness, harness, unique
 
 pytestmark = pytest.mark.integration
@@ -238,12 +239,11 @@ async def test_a_journal_pruned_from_the_tail_index_is_not_whole_when_it_comes_b
     await journal.append(events(1, 2))
     pointers = await api.harness.replicate()
     partition = api.journals.writer.partition_of(journal.key)
-    for _ in range(200):  # the index prunes every second from the store's pointers
-        if api.journals.index.covered(partition) >= pointers[partition]:
-            break
-        await asyncio.sleep(0.05)
-    else:
-        raise AssertionError("the tail index never pruned to the store's pointer")
+
+    async def pruned() -> bool:  # the index prunes every second from the store's pointers
+        return api.journals.index.covered(partition) >= pointers[partition]
+
+    await eventually(pruned, "the tail index prunes to the store's pointer")
     position = await journal.append(events(3, 3))
     found = await api.journals.index.lookup(journal.key, partition, position.offset + 1)
     assert isinstance(found, Indexed)
@@ -291,12 +291,8 @@ async def test_with_cassandra_down_reads_come_from_kafka_alone(api: Direct, stac
         assert kafka_only_reads() == before + 2
     finally:
         stack.cassandra.start()
-    for _ in range(300):  # the driver reconnects with backoff once Cassandra is back
-        try:
-            await api.harness.replicate()
-            break
-        except StoreUnavailable:
-            await asyncio.sleep(0.1)
+    # the driver reconnects with backoff once Cassandra is back
+    await answered(api.harness.replicate, "replication once Cassandra is back", (StoreUnavailable,))
     assert seq_nrs(await api.read("outage")) == [3, 4, 5, 6]
     assert kafka_only_reads() == before + 2
 
@@ -314,15 +310,13 @@ async def test_a_client_started_with_cassandra_down_serves_and_connects_once_it_
             await journal.append(events(1, 3))
             assert [r.event.seq_nr async for r in journal.read()] == [1, 2, 3]
             stack.cassandra.start()
-            for _ in range(300):  # the drivers reconnect with backoff once Cassandra is back
-                try:
-                    await api.harness.replicate()
-                    meta = await offline.store.meta(journal.key)  # the client's own store
-                    break
-                except StoreUnavailable:
-                    await asyncio.sleep(0.1)
-            else:
-                pytest.fail("the client did not reach Cassandra within 30 s of its return")
+
+            async def reached() -> JournalMeta | None:
+                await api.harness.replicate()
+                return await offline.store.meta(journal.key)  # the client's own store
+
+            # the drivers reconnect with backoff once Cassandra is back
+            meta = await answered(reached, "the client reaches Cassandra", (StoreUnavailable,))
             assert meta is not None and meta.seq_nr == 3
             assert (await api.harness.stored("born-offline"))[1] == [1, 2, 3]
             assert [r.event.seq_nr async for r in journal.read()] == [1, 2, 3]

@@ -18,6 +18,7 @@ from journal.errors import Unavailable
 from journal.journals import Journals
 from journal.model import Event, EventRecord, JsonPayload
 from stack import Stack
+from tests.support.eventually import answered
 from tests.support.harness import settings_for, unique
 
 pytestmark = pytest.mark.integration
@@ -27,17 +28,15 @@ JOURNALS = 4
 APPENDS = 12  # per journal; the restart happens while they run
 
 
-async def eventually(attempt: Callable[[], Awaitable[T]], what: str, within_s: float = 60) -> T:
-    """Retry what a dependency's outage may fail, bounded; the failure names what failed."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within_s
-    while True:
-        try:
-            return await asyncio.wait_for(attempt(), timeout=15)
-        except (Unavailable, TimeoutError, ConnectionError) as error:
-            if loop.time() > deadline:
-                raise AssertionError(f"{what} kept failing: {error!r}") from error
-            await asyncio.sleep(0.2)
+async def despite_the_restart(attempt: Callable[[], Awaitable[T]], what: str) -> T:
+    """`attempt()`'s answer, retried while the restart fails it (or it hangs: given up after
+    15 s and tried again)."""
+    return await answered(
+        lambda: asyncio.wait_for(attempt(), timeout=15),
+        what,
+        retry_on=(Unavailable, TimeoutError, ConnectionError),
+        interval_s=0.2,
+    )
 
 
 @pytest.mark.parametrize("fence", ["high_watermark", "mark"])
@@ -57,8 +56,8 @@ async def test_reads_see_every_acknowledged_append_across_a_broker_restart(
             for n in range(1, APPENDS + 1):
                 batch = [Event(n, payload=JsonPayload({"n": n}))]
                 # a retry after a lost answer repeats the append: a no-op if the first landed
-                await eventually(lambda: journal.append(batch), "append")  # noqa: B023
-                read = await eventually(
+                await despite_the_restart(lambda: journal.append(batch), "append")  # noqa: B023
+                read = await despite_the_restart(
                     lambda: _seq_nrs(reader.journal(journal_id).read()),
                     f"read of {journal_id}",
                 )

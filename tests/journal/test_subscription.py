@@ -25,6 +25,7 @@ from journal.subscription import (
 )
 from journal.topic import end_offsets
 from stack import Stack
+from tests.support.eventually import WITHIN_S, eventually
 from tests.support.harness import Harness, harness, unique
 from tests.support.show import SHOW
 
@@ -266,16 +267,17 @@ async def test_tags_filter_and_a_live_subscriber_sees_appends_and_heartbeats(
     assert ended and [(d.key.id, d.record.seq_nr) for d in start] == [("live", 2)]
     items = h.journals.subscribe(start[-1].position, live=True, heartbeat_s=0.2)
     try:
-        first = await asyncio.wait_for(anext(items), 10)
+        first = await asyncio.wait_for(anext(items), WITHIN_S)
         assert isinstance(first, Heartbeat)  # nothing new: it says it is alive
         await journal.append([event("live", 3)])
-        for _ in range(50):
-            item = await asyncio.wait_for(anext(items), 10)
-            if isinstance(item, SubscribedEvent):
-                assert (item.key, item.record.seq_nr) == (JournalKey(h.settings.topic, "live"), 3)
-                break
-        else:
-            pytest.fail("the live subscriber never got the append")
+
+        async def an_event() -> SubscribedEvent:
+            item = await asyncio.wait_for(anext(items), WITHIN_S)
+            assert isinstance(item, SubscribedEvent), item  # heartbeats until the append
+            return item
+
+        item = await eventually(an_event, "the live subscriber gets the append", interval_s=0)
+        assert (item.key, item.record.seq_nr) == (JournalKey(h.settings.topic, "live"), 3)
     finally:
         await items.aclose()  # type: ignore[attr-defined]
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 import uuid
 from collections import defaultdict
 
@@ -22,6 +21,7 @@ from aiokafka.errors import (
 from aiokafka.structs import RecordMetadata
 
 from stack import Stack
+from tests.support.eventually import WITHIN_S, eventually
 
 pytestmark = pytest.mark.integration
 
@@ -58,7 +58,7 @@ def idempotent_producer(bootstrap: str) -> AIOKafkaProducer:
 
 
 async def read_topic(
-    bootstrap: str, topic: str, partitions: int, within: float = 60.0
+    bootstrap: str, topic: str, partitions: int, within: float = WITHIN_S
 ) -> list[ConsumerRecord]:
     """Every record in the topic: read each partition from the start up to its end offset."""
     consumer = AIOKafkaConsumer(
@@ -71,12 +71,16 @@ async def read_topic(
         await consumer.seek_to_beginning(*tps)
         ends = await consumer.end_offsets(tps)
         records: list[ConsumerRecord] = []
-        deadline = time.monotonic() + within
-        while [tp for tp in tps if await consumer.position(tp) < ends[tp]]:
-            assert time.monotonic() < deadline, f"read {len(records)} records, topic not drained"
-            batches = await consumer.getmany(timeout_ms=1000)
-            for batch in batches.values():
-                records.extend(batch)
+
+        async def drained() -> bool:
+            behind = [tp for tp in tps if await consumer.position(tp) < ends[tp]]
+            if behind:
+                for batch in (await consumer.getmany(timeout_ms=1000)).values():
+                    records.extend(batch)
+            assert not behind, f"read {len(records)} records"
+            return True
+
+        await eventually(drained, f"the topic read to {ends}", within_s=within, interval_s=0)
         return records
     finally:
         await consumer.stop()
@@ -161,20 +165,22 @@ async def test_every_acknowledged_record_survives_a_broker_restart(stack: Stack)
         finally:
             await producer.stop()
 
-    async def wait_for_acks(count: int, within: float) -> None:
-        deadline = time.monotonic() + within
-        while len(acked) < count:
-            assert not producing.done(), producing.exception()
-            assert time.monotonic() < deadline, f"only {len(acked)} acks, failures {failed_sends}"
-            await asyncio.sleep(0.05)
+    async def wait_for_acks(count: int) -> None:
+        async def enough() -> bool:
+            if producing.done():  # it only ends when told to: fail at once, with its error
+                raise RuntimeError(f"the producer ended: {producing.exception()!r}")
+            assert len(acked) >= count, f"only {len(acked)} acks, failures {failed_sends}"
+            return True
+
+        await eventually(enough, f"{count} records acknowledged", interval_s=0.05)
 
     producing = asyncio.create_task(produce())
-    await wait_for_acks(200, within=60)
+    await wait_for_acks(200)
     pid_before = stack.kafka.pid()
     await asyncio.to_thread(stack.kafka.restart)
     assert stack.kafka.pid() not in (None, pid_before), "the broker did not restart"
     acked_at_restart = len(acked)
-    await wait_for_acks(acked_at_restart + 200, within=120)
+    await wait_for_acks(acked_at_restart + 200)
     stop.set()
     await producing
 

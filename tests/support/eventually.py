@@ -33,6 +33,7 @@ async def eventually(
     not_yet: tuple[type[BaseException], ...] = (AssertionError, *retry_on)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + within_s
+    not_yet: tuple[type[BaseException], ...] = (AssertionError, *retry_on)
     while True:
         try:
             answer = await check()
@@ -45,3 +46,21 @@ async def eventually(
         if loop.time() >= deadline:
             raise AssertionError(f"never within {within_s:.0f} s: {what} (last: {last!r})")
         await asyncio.sleep(interval_s)
+
+
+async def answered(
+    call: Callable[[], Awaitable[T]],
+    what: str,
+    retry_on: tuple[type[BaseException], ...],
+    within_s: float = WITHIN_S,
+    interval_s: float = INTERVAL_S,
+) -> T:
+    """`call()`'s first answer, whatever it is (an empty one too), retrying it while it raises
+    one of `retry_on` (or an `AssertionError`, as `eventually`): a request to a server that
+    is down or not ready yet, for one."""
+
+    async def once() -> tuple[T]:
+        return (await call(),)
+
+    (answer,) = await eventually(once, what, within_s, interval_s, retry_on)
+    return answer

@@ -1,20 +1,32 @@
-"""Workers as real processes for tests, and waiting for the agents to replicate."""
+"""Workers as real processes for tests, waiting for their group to settle and for the agents
+to replicate."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
+import aiohttp
 import pytest
 
+from app.security import client_headers
 from devtools.workers import REPO, WorkerProcess
 from journal.replicate import wait_replicated as wait_pointers
 from journal.settings import Settings
 from journal.store.base import EventualJournal
 from journal.topic import end_offsets
+from tests.support.eventually import WITHIN_S, eventually
 from tests.support.harness import unique
 
-__all__ = ["REPO", "WorkerProcess", "end_offsets", "running_workers", "wait_replicated"]
+__all__ = [
+    "REPO",
+    "WorkerProcess",
+    "end_offsets",
+    "metric",
+    "running_workers",
+    "wait_replicated",
+    "wait_settled",
+]
 
 
 @contextmanager
@@ -50,8 +62,47 @@ def running_workers(
             worker.stop()
 
 
+async def metric(
+    worker: WorkerProcess, line_start: str, headers: Mapping[str, str] | None = None
+) -> float:
+    """The sum of the worker's /metrics samples whose line starts so (0 if none does);
+    `headers`: the settings' token unless given (an admin's, with HTTP security on)."""
+    headers = client_headers(worker.settings) if headers is None else headers
+    async with (
+        aiohttp.ClientSession(headers=headers) as session,
+        session.get(worker.url / "metrics") as got,
+    ):
+        assert got.status == 200, await got.text()
+        text = await got.text()
+    return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(line_start))
+
+
+async def wait_settled(
+    workers: Sequence[WorkerProcess], headers: Mapping[str, str] | None = None
+) -> None:
+    """Until the workers' group has settled: each ready and holding some of the action topic's
+    partitions, all of them between them. Each one's /readyz alone may say 200 too early: the
+    first to join holds every partition until the next one's join starts a rebalance.
+    `headers`: for /metrics, as `metric`'s."""
+    for worker in workers:
+        await worker.wait_ready()  # fails at once, with its log, if a worker exited
+    settings = workers[0].settings
+    active = f'faust_assigned_partitions{{kind="active",topic="{settings.topic}"}}'
+
+    async def split() -> list[float]:
+        async with aiohttp.ClientSession() as session:
+            for worker in workers:
+                async with session.get(worker.url / "readyz") as ready:
+                    assert ready.status == 200, f"{worker.url}: {ready.status}"
+        held = [await metric(worker, active, headers) for worker in workers]
+        assert 0 not in held and sum(held) == settings.partitions, f"held: {held}"
+        return held
+
+    await eventually(split, f"the workers split the {settings.partitions} partitions")
+
+
 async def wait_replicated(
-    settings: Settings, store: EventualJournal, timeout_s: float = 90.0
+    settings: Settings, store: EventualJournal, timeout_s: float = WITHIN_S
 ) -> None:
     """Until the store's pointers reach the topic's current end: the agents replicated it."""
     ends = await end_offsets(settings.kafka_access(), settings.topic, settings.partitions)

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
@@ -11,6 +10,7 @@ from journal.store.base import EventualStore
 from journal.store.connecting import ConnectingStore
 from journal.store.memory import MemoryStore
 from tests.journal.store.contract import SNAPSHOT_LIMIT, EventualStoreContract
+from tests.support.eventually import eventually
 
 
 class TestConnectingStore(EventualStoreContract):
@@ -46,11 +46,12 @@ async def test_a_store_down_at_the_start_is_unavailable_until_reached() -> None:
         await store.meta(key)
     with pytest.raises(StoreUnavailable):
         [r async for r in store.appends("topic", 0, -1, 10)]
-    for _ in range(500):  # bounded: the backoff is capped at 10 ms
-        if store.connected:
-            break
-        await asyncio.sleep(0.01)
-    assert store.connected and attempts == down + 1
+
+    async def connected() -> bool:  # soon: the backoff is capped at 10 ms
+        return store.connected
+
+    await eventually(connected, "the store connects", interval_s=0.01)
+    assert attempts == down + 1
     assert await store.meta(key) is None and await store.pointers("topic") == {}
     await store.close()
 

@@ -1,0 +1,24 @@
+"""Two workers of one fresh Faust app, shared by the modules that serve the suite over both.
+
+`workers` is module-scoped, as each module's own `connected` harness it starts them on: a
+module that needs them otherwise (static membership, HTTP security) defines its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from tests.support.harness import Harness
+from tests.support.workers import WorkerProcess, running_workers, wait_settled
+
+
+@pytest.fixture(scope="module")
+async def workers(
+    connected: Harness, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[list[WorkerProcess]]:
+    """Started, and settled: both ready, the partitions split between them."""
+    with running_workers(connected.settings, tmp_path_factory) as both:
+        await wait_settled(both)
+        yield both
