@@ -70,11 +70,11 @@ _ANSWERS: tuple[type[BaseModel], ...] = (
     Error,
     schema.SnapshotOut,
     schema.SnapshotStored,
-    schema.Position,
+    schema.PositionOut,
     schema.EventOut,
-    schema.JournalInfo,
-    schema.Deleted,
-    schema.JournalIds,
+    schema.JournalInfoOut,
+    schema.DeletedOut,
+    schema.JournalIdPageOut,
     schema.Status,
     schema.SubscribedEventOut,
     schema.HeartbeatOut,
@@ -264,7 +264,7 @@ def openapi_document() -> JsonDoc:
                     "within it: `prefix` defaults to the token's and must start with it (403).",
                     "parameters": _parameters(schema.IdsQuery),
                     "responses": {
-                        "200": _ok("A page of ids.", _ref("schemas", "JournalIds")),
+                        "200": _ok("A page of ids.", _ref("schemas", "JournalIdPageOut")),
                         **_errors(*_READ_ERRORS),
                     },
                 },
@@ -280,7 +280,9 @@ def openapi_document() -> JsonDoc:
                         "content": _json_content(_ref("schemas", "AppendRequest")),
                     },
                     "responses": {
-                        "200": _ok("Kafka acknowledged (acks=all).", _ref("schemas", "Position")),
+                        "200": _ok(
+                            "Kafka acknowledged (acks=all).", _ref("schemas", "PositionOut")
+                        ),
                         **_errors("400", "409", "413", "422", "503"),
                     },
                 },
@@ -307,7 +309,9 @@ def openapi_document() -> JsonDoc:
                     "summary": "Delete events up to min(to, last seqNr).",
                     "parameters": _parameters(schema.DeleteQuery),
                     "responses": {
-                        "200": _ok("deleteTo null: nothing to delete.", _ref("schemas", "Deleted")),
+                        "200": _ok(
+                            "deleteTo null: nothing to delete.", _ref("schemas", "DeletedOut")
+                        ),
                         **_errors(*_READ_ERRORS),
                     },
                 },
@@ -318,7 +322,7 @@ def openapi_document() -> JsonDoc:
                     "operationId": "info",
                     "summary": "The last seqNr and deleteTo (null when none).",
                     "responses": {
-                        "200": _ok("The journal's state.", _ref("schemas", "JournalInfo")),
+                        "200": _ok("The journal's state.", _ref("schemas", "JournalInfoOut")),
                         **_errors(*_READ_ERRORS),
                     },
                 },
@@ -326,7 +330,7 @@ def openapi_document() -> JsonDoc:
                     "operationId": "purge",
                     "summary": "Remove the whole journal; seqNrs may restart at 1.",
                     "responses": {
-                        "200": _ok("Where the Purge landed.", _ref("schemas", "Position")),
+                        "200": _ok("Where the Purge landed.", _ref("schemas", "PositionOut")),
                         **_errors(*_JOURNAL_ERRORS),
                     },
                 },
@@ -399,7 +403,7 @@ def openapi_document() -> JsonDoc:
                     "responses": {
                         "200": _ok(
                             "Removed; where the Mark that orders the removal landed.",
-                            _ref("schemas", "Position"),
+                            _ref("schemas", "PositionOut"),
                         ),
                         **_errors(*_JOURNAL_ERRORS),
                     },
