@@ -20,14 +20,14 @@ from typing import TYPE_CHECKING, BinaryIO
 if TYPE_CHECKING:  # the command line loads the client (Kafka, Cassandra) only when it runs
     from journal.journals import Journal
     from journal.settings import Settings
-    from web.validation import AppendRequest
+    from web.validation import ParsedAppend
 
 JournalCommand = Callable[["Journal", BinaryIO], Awaitable[None]]
 SEQ_NR_CONFLICT_EXIT = 3  # a conditional append found the journal elsewhere
 OUTCOME_UNKNOWN_EXIT = 75  # EX_TEMPFAIL: retry with the same --idempotency-key to learn it
 
 
-def parse_append_body(data: str | None) -> AppendRequest:
+def parse_append_body(data: str | None) -> ParsedAppend:
     """The append's POST body, from `--data` or else standard input, parsed as HTTP does."""
     from web.validation import parse_append
 

@@ -18,6 +18,7 @@ from web.auth import Guard
 from web.backend import JournalBackend
 from web.middleware import error_middleware, metrics_middleware
 from web.ops import OpsViews
+from web.routes import ROUTES, Views
 from web.snapshots import SnapshotViews, snapshot_body_limit
 from web.views import JournalViews, Limits
 
@@ -37,35 +38,20 @@ def add_routes(
     guard: Guard | None = None,
     max_snapshot_bytes: int = DEFAULT_MAX_SNAPSHOT_BYTES,
 ) -> None:
-    """Mount the API's routes (and, with `middlewares`, its middlewares) on `app`; `metrics`
-    is what the routes record and `/metrics` serves (a test passes its own); `guard` checks
-    bearer tokens (None: HTTP security off, every route open). A snapshot's PUT takes a body
-    for a payload of `max_snapshot_bytes` (the store's limit), base64 included."""
+    """Mount the API's routes (`web.routes.ROUTES`) and, with `middlewares`, its middlewares
+    on `app`; `metrics` is what the routes record and `/metrics` serves (a test passes its
+    own); `guard` checks bearer tokens (None: HTTP security off, every route open). A
+    snapshot's PUT takes a body for a payload of `max_snapshot_bytes` (the store's limit),
+    base64 included."""
     if max_body_bytes < 1 or retry_after_s < 0:
         raise ValueError("max_body_bytes must be positive and retry_after_s not negative")
     limits = Limits(max_body_bytes, retry_after_s)
     journals = JournalViews(backend, limits, metrics)
     snapshots = SnapshotViews(backend, limits, max_snapshot_bytes, metrics)
     ops = OpsViews(backend, retry_after_s, metrics)
-    # HEAD is not offered: a HEAD of a read would run the whole reading flow for nothing
-    app.router.add_routes(
-        [
-            web.get("/journals", journals.ids, allow_head=False),
-            web.post("/journals/{id}/events", journals.append),
-            web.get("/journals/{id}/events", journals.read, allow_head=False),
-            web.delete("/journals/{id}/events", journals.delete),
-            web.get("/journals/{id}", journals.info, allow_head=False),
-            web.delete("/journals/{id}", journals.purge),
-            web.get("/events", journals.subscribe, allow_head=False),
-            web.put("/journals/{id}/snapshots/{seqNr}", snapshots.put),
-            web.get("/journals/{id}/snapshots/latest", snapshots.latest, allow_head=False),
-            web.delete("/journals/{id}/snapshots", snapshots.delete_snapshots),
-            web.get("/healthz", ops.healthz, allow_head=False),
-            web.get("/readyz", ops.readyz, allow_head=False),
-            web.get("/metrics", ops.metrics, allow_head=False),
-            web.get("/openapi.json", ops.openapi, allow_head=False),
-        ]
-    )
+    views: dict[Views, object] = {"journals": journals, "snapshots": snapshots, "ops": ops}
+    for route in ROUTES:  # add_route, not add_get: no HEAD (see web.routes)
+        app.router.add_route(route.method, route.path, getattr(views[route.views], route.handler))
     if middlewares:
         # metrics outermost, so it counts the status the error middleware finally chose
         app.middlewares.extend([metrics_middleware(metrics), error_middleware(retry_after_s)])

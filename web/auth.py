@@ -5,10 +5,11 @@ OAuth `scope` claim (space-separated, RFC 8693/9068) and optionally a prefix cla
 (`journal_prefix` by default) that limits it to journal ids starting with its value. PyJWT
 verifies signatures and the registered claims; nothing here is cryptography.
 
-`ROUTE_SCOPES` says which scope each route needs (None: open); a route missing from it needs
-`journal:admin`, so a new route is closed until it is listed. `Guard.middleware` enforces it,
-on every worker a request passes through, forwarded ones included: the owner checks the
-caller's token again, it never trusts the worker that forwarded it.
+`ROUTE_SCOPES` says which scope each route needs (None: open), as `web.routes.ROUTES`
+declares it; a route missing from it (one a host application added) needs `journal:admin`.
+`Guard.middleware` enforces it, on every worker a request passes through, forwarded ones
+included: the owner checks the caller's token again, it never trusts the worker that
+forwarded it.
 
 Answers: 401 + `WWW-Authenticate: Bearer ...` (RFC 6750) without a token or with a bad,
 expired or foreign one; 403 for a missing scope or a journal id outside the token's prefix.
@@ -23,7 +24,6 @@ import logging
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 import jwt
@@ -33,6 +33,8 @@ from aiohttp.typedefs import Handler
 from web.errors import ApiError, ErrorCode
 from web.grant import GRANT_KEY as GRANT_KEY
 from web.grant import Grant as Grant
+from web.grant import Scope as Scope
+from web.routes import ROUTES, RouteKey
 from web.views import journal_id_of
 
 log = logging.getLogger(__name__)
@@ -40,40 +42,18 @@ log = logging.getLogger(__name__)
 REALM = "kafka-journal"
 
 
-class Scope(StrEnum):
-    READ = "journal:read"
-    WRITE = "journal:write"
-    DELETE = "journal:delete"  # delete and purge
-    ADMIN = "journal:admin"  # metrics and operator routes
-
-
-Route = tuple[str, str]  # (method, the route's template as registered)
-
-# The one table of rights; helpers adding routes add their line here. None: open to anyone.
-ROUTE_SCOPES: Mapping[Route, Scope | None] = {
-    ("POST", "/journals/{id}/events"): Scope.WRITE,
-    ("GET", "/journals/{id}/events"): Scope.READ,
-    ("DELETE", "/journals/{id}/events"): Scope.DELETE,
-    ("GET", "/journals/{id}"): Scope.READ,
-    ("DELETE", "/journals/{id}"): Scope.DELETE,
-    ("PUT", "/journals/{id}/snapshots/{seqNr}"): Scope.WRITE,
-    ("GET", "/journals/{id}/snapshots/latest"): Scope.READ,
-    ("DELETE", "/journals/{id}/snapshots"): Scope.DELETE,
-    ("GET", "/journals"): Scope.READ,  # a prefix-limited token lists the ids within it
-    ("GET", "/events"): Scope.READ,  # every journal's events: a prefix-limited token is refused
-    ("GET", "/metrics"): Scope.ADMIN,
-    ("GET", "/healthz"): None,
-    ("GET", "/readyz"): None,
-    ("GET", "/openapi.json"): None,
-}
+# Which scope each route needs (None: open), from the one route table.
+ROUTE_SCOPES: Mapping[RouteKey, Scope | None] = {route.key: route.scope for route in ROUTES}
 # Routes without an {id} that filter what they answer by the token's prefix themselves (from
 # request[GRANT_KEY]); any other route without an {id} refuses a prefix-limited token.
-PREFIX_FILTERING_ROUTES: frozenset[Route] = frozenset({("GET", "/journals")})
-METRICS_ROUTE: Route = ("GET", "/metrics")
+PREFIX_FILTERING_ROUTES: frozenset[RouteKey] = frozenset(
+    route.key for route in ROUTES if route.lists_within_prefix
+)
+METRICS_ROUTE: RouteKey = ("GET", "/metrics")
 
 
 def required_scope(
-    route: Route, scopes: Mapping[Route, Scope | None] = ROUTE_SCOPES
+    route: RouteKey, scopes: Mapping[RouteKey, Scope | None] = ROUTE_SCOPES
 ) -> Scope | None:
     """The scope `route` needs: its entry, else admin (an unlisted route is closed)."""
     return scopes.get(route, Scope.ADMIN)
@@ -234,7 +214,7 @@ class Guard:
         verifier: TokenVerifier,
         *,
         metrics_open: bool = False,
-        scopes: Mapping[Route, Scope | None] = ROUTE_SCOPES,
+        scopes: Mapping[RouteKey, Scope | None] = ROUTE_SCOPES,
     ) -> None:
         self._verifier = verifier
         self._scopes = {**scopes, METRICS_ROUTE: None} if metrics_open else dict(scopes)
@@ -257,7 +237,7 @@ class Guard:
             raise
         return await handler(request)
 
-    def _grant(self, request: web.Request, route: Route, scope: Scope) -> Grant:
+    def _grant(self, request: web.Request, route: RouteKey, scope: Scope) -> Grant:
         token = _bearer(request)
         if token is None:
             raise _unauthorized(f"{route[0]} {route[1]} needs a bearer token", error=None)
@@ -271,7 +251,7 @@ class Guard:
             self._check_prefix(request, route, grant)
         return grant
 
-    def _check_prefix(self, request: web.Request, route: Route, grant: Grant) -> None:
+    def _check_prefix(self, request: web.Request, route: RouteKey, grant: Grant) -> None:
         limited = f"this token is limited to journal ids starting with {grant.prefix!r}"
         if "{id}" not in route[1]:
             if route not in PREFIX_FILTERING_ROUTES:

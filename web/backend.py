@@ -1,9 +1,10 @@
 """What the HTTP views need from whoever serves journals.
 
 `JournalBackend` is the seam between the views and the process they run in: the direct client
-(`DirectBackend`, always ready) or, later, the Faust worker, which answers `ready()` from its
-assignment/recovery state and may route `journal(id)` to the owner of the key's partition.
-The views never look behind it.
+(`DirectBackend`, always ready) or the Faust worker (`app.backend.WorkerBackend`), ready once
+its core is connected and while no rebalance runs. Either serves every journal itself; the
+worker's forwarding to a partition's owner is a middleware (`app.forwarding`), not the
+backend's. The views never look behind it.
 """
 
 from __future__ import annotations

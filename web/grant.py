@@ -7,10 +7,20 @@ journal but filters what it answers by the token's prefix reads it from there.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 from aiohttp import web
 
 from web.errors import ApiError, ErrorCode
+
+
+class Scope(StrEnum):
+    """The OAuth scopes a token may carry; `web.routes` says which one each route needs."""
+
+    READ = "journal:read"
+    WRITE = "journal:write"
+    DELETE = "journal:delete"  # delete and purge
+    ADMIN = "journal:admin"  # metrics and operator routes
 
 
 @dataclass(frozen=True)

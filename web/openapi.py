@@ -2,12 +2,13 @@
 
 The schemas of bodies, answers and query parameters are generated from the models of
 `web.schema` (and `web.errors.Error`), the same that validate requests and write answers. What
-is written here is what models cannot say: the routes, their statuses and descriptions; the
-tests hold the routes against the router (every route must be described here).
+is written here is what models cannot say: each operation's statuses and descriptions. The
+paths are `web.routes.ROUTES`, each joined to its operation here by its operationId.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pydantic import BaseModel
@@ -16,6 +17,7 @@ from pydantic.json_schema import models_json_schema
 from journal.conditional import MAX_IDEMPOTENCY_KEY
 from web import schema
 from web.errors import Error
+from web.routes import ROUTES
 
 JsonDoc = dict[str, Any]
 
@@ -70,11 +72,11 @@ _ANSWERS: tuple[type[BaseModel], ...] = (
     Error,
     schema.SnapshotOut,
     schema.SnapshotStored,
-    schema.Position,
+    schema.PositionOut,
     schema.EventOut,
-    schema.JournalInfo,
-    schema.Deleted,
-    schema.JournalIds,
+    schema.JournalInfoOut,
+    schema.DeletedOut,
+    schema.JournalIdPageOut,
     schema.Status,
     schema.SubscribedEventOut,
     schema.HeartbeatOut,
@@ -241,8 +243,171 @@ _IDEMPOTENCY_KEY: JsonDoc = {
 }
 
 
-def _ops_get(summary: str, response: JsonDoc, extra: JsonDoc | None = None) -> JsonDoc:
-    return {"get": {"summary": summary, "responses": {"200": response, **(extra or {})}}}
+def _ops(summary: str, response: JsonDoc, extra: JsonDoc | None = None) -> JsonDoc:
+    return {"summary": summary, "responses": {"200": response, **(extra or {})}}
+
+
+# Each route's operation, by the operationId `web.routes.ROUTES` gives it.
+_OPERATIONS: dict[str, JsonDoc] = {
+    "journalIds": {
+        "summary": "A page of the ids of journals that exist, ascending.",
+        "description": "Replicated journals and those Kafka holds only, as a read sees them: a "
+        "journal whose last Purge left it empty, or whose Appends were all rejected, is not "
+        "listed; one deleted up to its last seqNr is. Pages are not a snapshot: a journal "
+        "created or purged meanwhile may or may not show. Follow `next` (as `after`) until it "
+        "is null; a page may be short, even empty, before that. A token limited to a prefix "
+        "lists the ids within it: `prefix` defaults to the token's and must start with it (403).",
+        "parameters": _parameters(schema.IdsQuery),
+        "responses": {
+            "200": _ok("A page of ids.", _ref("schemas", "JournalIdPageOut")),
+            **_errors(*_READ_ERRORS),
+        },
+    },
+    "append": {
+        "summary": "Append consecutive events atomically.",
+        "parameters": [_IDEMPOTENCY_KEY],
+        "requestBody": {
+            "required": True,
+            "content": _json_content(_ref("schemas", "AppendRequest")),
+        },
+        "responses": {
+            "200": _ok("Kafka acknowledged (acks=all).", _ref("schemas", "PositionOut")),
+            **_errors("400", "409", "413", "422", "503"),
+        },
+    },
+    "read": {
+        "summary": "Stream events in seqNr order, one JSON object per line.",
+        "description": "Events in [from, to], at most `limit`; `from` above `to` is an empty "
+        "range, not an error.",
+        "parameters": _parameters(schema.ReadQuery),
+        "responses": {
+            "200": {
+                "description": "NDJSON, streamed; empty for an unknown journal. A failure after "
+                "the first line drops the connection (the body ends without its chunked "
+                "terminator).",
+                "content": {"application/x-ndjson": {"schema": _ref("schemas", "EventOut")}},
+            },
+            **_errors(*_READ_ERRORS),
+        },
+    },
+    "delete": {
+        "summary": "Delete events up to min(to, last seqNr).",
+        "parameters": _parameters(schema.DeleteQuery),
+        "responses": {
+            "200": _ok("deleteTo null: nothing to delete.", _ref("schemas", "DeletedOut")),
+            **_errors(*_READ_ERRORS),
+        },
+    },
+    "info": {
+        "summary": "The last seqNr and deleteTo (null when none).",
+        "responses": {
+            "200": _ok("The journal's state.", _ref("schemas", "JournalInfoOut")),
+            **_errors(*_READ_ERRORS),
+        },
+    },
+    "purge": {
+        "summary": "Remove the whole journal; seqNrs may restart at 1.",
+        "responses": {
+            "200": _ok("Where the Purge landed.", _ref("schemas", "PositionOut")),
+            **_errors(*_JOURNAL_ERRORS),
+        },
+    },
+    "subscribe": {
+        "summary": "Stream every journal's accepted events, resumably.",
+        "description": _SUBSCRIBE,
+        "parameters": _parameters(schema.SubscribeQuery),
+        "responses": {
+            "200": {
+                "description": "NDJSON, streamed: events and heartbeats. A failure after the "
+                "first line drops the connection; resume after the last position received.",
+                "content": {
+                    "application/x-ndjson": {
+                        "schema": {
+                            "oneOf": [
+                                _ref("schemas", "SubscribedEventOut"),
+                                _ref("schemas", "HeartbeatOut"),
+                            ]
+                        }
+                    }
+                },
+            },
+            **_errors(*_READ_ERRORS),
+        },
+    },
+    "putSnapshot": {
+        "summary": "Store a snapshot of the journal up to seqNr (replacing one there).",
+        "description": "The body carries exactly one payload, as an event does; it may be as "
+        "large as the snapshot limit (16 MiB by default, stored in Cassandra in chunks), and "
+        "the body as large as that in base64. A Purge of the journal removes its snapshots: a "
+        "snapshot taken before one never reappears.",
+        "requestBody": {
+            "required": True,
+            "content": _json_content(_ref("schemas", "SnapshotIn")),
+        },
+        "responses": {
+            "200": _ok("Stored.", _ref("schemas", "SnapshotStored")),
+            "409": _ref("responses", "SnapshotBeyondJournal"),
+            **_errors("400", "413", "503"),
+        },
+    },
+    "latestSnapshot": {
+        "summary": "The newest snapshot at or below maxSeqNr.",
+        "parameters": _parameters(schema.LatestSnapshotQuery),
+        "responses": {
+            "200": _ok("The snapshot.", _ref("schemas", "SnapshotOut")),
+            **_errors("400", "404", "410", "503"),
+        },
+    },
+    "deleteSnapshots": {
+        "summary": "Remove the snapshots at or below `to`.",
+        "parameters": _parameters(schema.DeleteSnapshotsQuery),
+        "responses": {
+            "200": _ok(
+                "Removed; where the Mark that orders the removal landed.",
+                _ref("schemas", "PositionOut"),
+            ),
+            **_errors(*_JOURNAL_ERRORS),
+        },
+    },
+    "healthz": _ops("The process is up.", _ok("up", _ref("schemas", "Status"))),
+    "readyz": _ops(
+        "Ready to serve journals (assigned and recovered).",
+        _ok("ready", _ref("schemas", "Status")),
+        {"503": _ref("responses", "Unavailable")},
+    ),
+    "metrics": _ops(
+        "Prometheus text exposition.",
+        {"description": "metrics", "content": {"text/plain": {"schema": {"type": "string"}}}},
+        {"401": _ref("responses", "Unauthorized"), "403": _ref("responses", "Forbidden")},
+    ),
+    "openapi": _ops(
+        "This document.",
+        {"description": "OpenAPI 3.1", "content": _json_content({"type": "object"})},
+    ),
+}
+
+# The parameters of a path's {placeholders}, declared on the path (all its operations).
+_PATH_PARAMETERS: dict[str, JsonDoc] = {
+    "id": _ref("parameters", "JournalId"),
+    "seqNr": _SNAPSHOT_SEQ_NR,
+}
+
+
+def _paths() -> JsonDoc:
+    """Every route of `ROUTES` with its operation; KeyError for a route without one, and
+    ValueError for an operation no route has."""
+    paths: JsonDoc = {}
+    for route in ROUTES:
+        item = paths.setdefault(route.path, {})
+        placeholders = re.findall(r"\{(\w+)\}", route.path)
+        if placeholders and "parameters" not in item:
+            item["parameters"] = [_PATH_PARAMETERS[name] for name in placeholders]
+        operation = {"operationId": route.operation_id, **_OPERATIONS[route.operation_id]}
+        item[route.method.lower()] = operation
+    unrouted = set(_OPERATIONS) - {route.operation_id for route in ROUTES}
+    if unrouted:
+        raise ValueError(f"OpenAPI operations without a route: {sorted(unrouted)}")
+    return paths
 
 
 def openapi_document() -> JsonDoc:
@@ -250,183 +415,7 @@ def openapi_document() -> JsonDoc:
     return {
         "openapi": "3.1.0",
         "info": {"title": "Kafka Journal", "version": "1", "description": _DESCRIPTION},
-        "paths": {
-            "/journals": {
-                "get": {
-                    "operationId": "journalIds",
-                    "summary": "A page of the ids of journals that exist, ascending.",
-                    "description": "Replicated journals and those Kafka holds only, as a read "
-                    "sees them: a journal whose last Purge left it empty, or whose Appends "
-                    "were all rejected, is not listed; one deleted up to its last seqNr is. "
-                    "Pages are not a snapshot: a journal created or purged meanwhile may or "
-                    "may not show. Follow `next` (as `after`) until it is null; a page may be "
-                    "short, even empty, before that. A token limited to a prefix lists the ids "
-                    "within it: `prefix` defaults to the token's and must start with it (403).",
-                    "parameters": _parameters(schema.IdsQuery),
-                    "responses": {
-                        "200": _ok("A page of ids.", _ref("schemas", "JournalIds")),
-                        **_errors(*_READ_ERRORS),
-                    },
-                },
-            },
-            "/journals/{id}/events": {
-                "parameters": [_ref("parameters", "JournalId")],
-                "post": {
-                    "operationId": "append",
-                    "summary": "Append consecutive events atomically.",
-                    "parameters": [_IDEMPOTENCY_KEY],
-                    "requestBody": {
-                        "required": True,
-                        "content": _json_content(_ref("schemas", "AppendRequest")),
-                    },
-                    "responses": {
-                        "200": _ok("Kafka acknowledged (acks=all).", _ref("schemas", "Position")),
-                        **_errors("400", "409", "413", "422", "503"),
-                    },
-                },
-                "get": {
-                    "operationId": "read",
-                    "summary": "Stream events in seqNr order, one JSON object per line.",
-                    "description": "Events in [from, to], at most `limit`; `from` above `to` "
-                    "is an empty range, not an error.",
-                    "parameters": _parameters(schema.ReadQuery),
-                    "responses": {
-                        "200": {
-                            "description": "NDJSON, streamed; empty for an unknown journal. A "
-                            "failure after the first line drops the connection (the body "
-                            "ends without its chunked terminator).",
-                            "content": {
-                                "application/x-ndjson": {"schema": _ref("schemas", "EventOut")}
-                            },
-                        },
-                        **_errors(*_READ_ERRORS),
-                    },
-                },
-                "delete": {
-                    "operationId": "delete",
-                    "summary": "Delete events up to min(to, last seqNr).",
-                    "parameters": _parameters(schema.DeleteQuery),
-                    "responses": {
-                        "200": _ok("deleteTo null: nothing to delete.", _ref("schemas", "Deleted")),
-                        **_errors(*_READ_ERRORS),
-                    },
-                },
-            },
-            "/journals/{id}": {
-                "parameters": [_ref("parameters", "JournalId")],
-                "get": {
-                    "operationId": "info",
-                    "summary": "The last seqNr and deleteTo (null when none).",
-                    "responses": {
-                        "200": _ok("The journal's state.", _ref("schemas", "JournalInfo")),
-                        **_errors(*_READ_ERRORS),
-                    },
-                },
-                "delete": {
-                    "operationId": "purge",
-                    "summary": "Remove the whole journal; seqNrs may restart at 1.",
-                    "responses": {
-                        "200": _ok("Where the Purge landed.", _ref("schemas", "Position")),
-                        **_errors(*_JOURNAL_ERRORS),
-                    },
-                },
-            },
-            "/events": {
-                "get": {
-                    "operationId": "subscribe",
-                    "summary": "Stream every journal's accepted events, resumably.",
-                    "description": _SUBSCRIBE,
-                    "parameters": _parameters(schema.SubscribeQuery),
-                    "responses": {
-                        "200": {
-                            "description": "NDJSON, streamed: events and heartbeats. A failure "
-                            "after the first line drops the connection; resume after the last "
-                            "position received.",
-                            "content": {
-                                "application/x-ndjson": {
-                                    "schema": {
-                                        "oneOf": [
-                                            _ref("schemas", "SubscribedEventOut"),
-                                            _ref("schemas", "HeartbeatOut"),
-                                        ]
-                                    }
-                                }
-                            },
-                        },
-                        **_errors(*_READ_ERRORS),
-                    },
-                },
-            },
-            "/journals/{id}/snapshots/{seqNr}": {
-                "parameters": [_ref("parameters", "JournalId"), _SNAPSHOT_SEQ_NR],
-                "put": {
-                    "operationId": "putSnapshot",
-                    "summary": "Store a snapshot of the journal up to seqNr (replacing one there).",
-                    "description": "The body carries exactly one payload, as an event does; it "
-                    "may be as large as the snapshot limit (16 MiB by default, stored in "
-                    "Cassandra in chunks), and the body as large as that in base64. A Purge "
-                    "of the journal removes its snapshots: a snapshot taken before one never "
-                    "reappears.",
-                    "requestBody": {
-                        "required": True,
-                        "content": _json_content(_ref("schemas", "SnapshotIn")),
-                    },
-                    "responses": {
-                        "200": _ok("Stored.", _ref("schemas", "SnapshotStored")),
-                        "409": _ref("responses", "SnapshotBeyondJournal"),
-                        **_errors("400", "413", "503"),
-                    },
-                },
-            },
-            "/journals/{id}/snapshots/latest": {
-                "parameters": [_ref("parameters", "JournalId")],
-                "get": {
-                    "operationId": "latestSnapshot",
-                    "summary": "The newest snapshot at or below maxSeqNr.",
-                    "parameters": _parameters(schema.LatestSnapshotQuery),
-                    "responses": {
-                        "200": _ok("The snapshot.", _ref("schemas", "SnapshotOut")),
-                        **_errors("400", "404", "410", "503"),
-                    },
-                },
-            },
-            "/journals/{id}/snapshots": {
-                "parameters": [_ref("parameters", "JournalId")],
-                "delete": {
-                    "operationId": "deleteSnapshots",
-                    "summary": "Remove the snapshots at or below `to`.",
-                    "parameters": _parameters(schema.DeleteSnapshotsQuery),
-                    "responses": {
-                        "200": _ok(
-                            "Removed; where the Mark that orders the removal landed.",
-                            _ref("schemas", "Position"),
-                        ),
-                        **_errors(*_JOURNAL_ERRORS),
-                    },
-                },
-            },
-            "/healthz": _ops_get("The process is up.", _ok("up", _ref("schemas", "Status"))),
-            "/readyz": _ops_get(
-                "Ready to serve journals (assigned and recovered).",
-                _ok("ready", _ref("schemas", "Status")),
-                {"503": _ref("responses", "Unavailable")},
-            ),
-            "/metrics": _ops_get(
-                "Prometheus text exposition.",
-                {
-                    "description": "metrics",
-                    "content": {"text/plain": {"schema": {"type": "string"}}},
-                },
-                {
-                    "401": _ref("responses", "Unauthorized"),
-                    "403": _ref("responses", "Forbidden"),
-                },
-            ),
-            "/openapi.json": _ops_get(
-                "This document.",
-                {"description": "OpenAPI 3.1", "content": _json_content({"type": "object"})},
-            ),
-        },
+        "paths": _paths(),
         "components": {
             "schemas": _schemas(),
             "responses": _RESPONSES,

@@ -1,7 +1,7 @@
 """Operational routes: liveness, readiness, metrics, the API's own description.
 
 `/healthz` answers 200 while the process can answer at all. `/readyz` asks the backend (a Faust
-worker is ready once its partitions are assigned and its tables recovered): 200 or 503 +
+worker is ready once its core is connected and while no rebalance runs): 200 or 503 +
 Retry-After, so load balancers stop sending journal requests it would refuse anyway.
 """
 

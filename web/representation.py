@@ -113,22 +113,22 @@ class SubscriptionLines:
             return subscription_line(item)
 
 
-def info_out(journal_id: str, info: journals.JournalInfo) -> schema.JournalInfo:
-    return schema.JournalInfo(id=journal_id, seqNr=info.seq_nr, deleteTo=info.delete_to)
+def info_out(journal_id: str, info: journals.JournalInfo) -> schema.JournalInfoOut:
+    return schema.JournalInfoOut(id=journal_id, seqNr=info.seq_nr, deleteTo=info.delete_to)
 
 
-def ids_out(page: listing.JournalIdPage) -> schema.JournalIds:
-    return schema.JournalIds(journals=list(page.ids), next=page.next)
+def ids_out(page: listing.JournalIdPage) -> schema.JournalIdPageOut:
+    return schema.JournalIdPageOut(journals=list(page.ids), next=page.next)
 
 
-def position_out(position: model.Position) -> schema.Position:
-    return schema.Position(partition=position.partition, offset=position.offset)
+def position_out(position: model.Position) -> schema.PositionOut:
+    return schema.PositionOut(partition=position.partition, offset=position.offset)
 
 
-def deleted_out(deleted: journals.Deleted) -> schema.Deleted:
+def deleted_out(deleted: journals.Deleted) -> schema.DeletedOut:
     if deleted.position is None:
-        return schema.Deleted(deleteTo=deleted.delete_to)
-    return schema.Deleted(
+        return schema.DeletedOut(deleteTo=deleted.delete_to)
+    return schema.DeletedOut(
         deleteTo=deleted.delete_to,
         partition=deleted.position.partition,
         offset=deleted.position.offset,

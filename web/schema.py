@@ -2,7 +2,9 @@
 
 Validation (`web.validation`), the answers' JSON (`to_json`) and `/openapi.json`
 (`web.openapi`) all come from these models. Field names are the wire's (camelCase), so an
-error's location reads as the client wrote it.
+error's location reads as the client wrote it. Class names are the OpenAPI schemas' names; an
+answer that renders a core class is named for it plus `Out` (`PositionOut` renders
+`journal.model.Position`), so no name here means something else in the core.
 
 Append body (`POST /journals/{id}/events`):
 
@@ -407,7 +409,7 @@ class NoQuery(_Wire):
 # --- answers --------------------------------------------------------------------------------
 
 
-class Position(_Wire):
+class PositionOut(_Wire):
     """Where an action landed in Kafka."""
 
     partition: int = Field(ge=0)
@@ -445,7 +447,7 @@ class HeartbeatOut(_Wire):
     position: str
 
 
-class JournalInfo(_Wire):
+class JournalInfoOut(_Wire):
     """A journal's last seqNr and deleteTo; null when it has none."""
 
     id: str
@@ -453,7 +455,7 @@ class JournalInfo(_Wire):
     deleteTo: SeqNr | None
 
 
-class Deleted(_Wire):
+class DeletedOut(_Wire):
     """partition/offset are present when a Delete was written."""
 
     deleteTo: SeqNr | None
@@ -478,7 +480,7 @@ class SnapshotStored(_Wire):
     timestamp: str = Field(json_schema_extra={"format": "date-time"})
 
 
-class JournalIds(_Wire):
+class JournalIdPageOut(_Wire):
     """A page of journal ids. `next`: pass it as `after` for the next page; null at the end.
     A page may be short, even empty, with `next` set (it examined purged journals)."""
 

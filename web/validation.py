@@ -64,7 +64,7 @@ Model = TypeVar("Model", bound=BaseModel)
 
 
 @dataclass(frozen=True, slots=True)
-class AppendRequest:
+class ParsedAppend:
     """A parsed append: consecutive events, their metadata and the record's user headers."""
 
     events: tuple[Event, ...]
@@ -74,7 +74,7 @@ class AppendRequest:
 
 
 @dataclass(frozen=True, slots=True)
-class ReadQuery:
+class ParsedRead:
     """`from`, `to` (inclusive seqNrs) and `limit` (None: no limit) of a read."""
 
     from_: int = SEQ_NR_MIN
@@ -129,13 +129,13 @@ def _parse_json_exactly(body: bytes) -> object:
         raise bad_request(ErrorCode.MALFORMED_JSON, f"the body is not valid JSON: {e}") from None
 
 
-def parse_append(body: bytes) -> AppendRequest:
+def parse_append(body: bytes) -> ParsedAppend:
     """Parse and check an append body (see `web.schema.AppendRequest`)."""
     value, trusted = parse_json(body)
     if not trusted:
         _check_values(value)
     request = validate(schema.AppendRequest, value)
-    return AppendRequest(
+    return ParsedAppend(
         events=request.core_events(),
         metadata=request.core_metadata(),
         headers=request.headers or {},
@@ -196,14 +196,14 @@ def validate(model: type[Model], value: object) -> Model:
         raise _api_error(model, e.errors(include_url=False)) from None
 
 
-def parse_read_query(query: MultiMapping[str]) -> ReadQuery:
+def parse_read_query(query: MultiMapping[str]) -> ParsedRead:
     """`from` (default 1), `to` (default 2^63-1): seqNrs; `limit` (default none): >= 0."""
     parsed = validate(schema.ReadQuery, _only_params(query, schema.ReadQuery))
-    return ReadQuery(parsed.from_, parsed.to, parsed.limit)
+    return ParsedRead(parsed.from_, parsed.to, parsed.limit)
 
 
 @dataclass(frozen=True, slots=True)
-class SubscribeQuery:
+class ParsedSubscription:
     """Where a subscription starts (None: from the start), its tags (none: every event), and
     whether it goes on forever."""
 
@@ -212,7 +212,7 @@ class SubscribeQuery:
     live: bool = False
 
 
-def parse_subscribe_query(query: MultiMapping[str]) -> SubscribeQuery:
+def parse_subscribe_query(query: MultiMapping[str]) -> ParsedSubscription:
     """`after` (a position this API wrote), `tags` (comma-separated), `live` (true|false)."""
     parsed = validate(schema.SubscribeQuery, _only_params(query, schema.SubscribeQuery))
     try:
@@ -220,7 +220,7 @@ def parse_subscribe_query(query: MultiMapping[str]) -> SubscribeQuery:
     except InvalidValue as e:
         raise bad_request(ErrorCode.INVALID_QUERY, f"after: {e}") from None
     tags = frozenset(t for t in (parsed.tags or "").split(",") if t)
-    return SubscribeQuery(after, tags, parsed.live == "true")
+    return ParsedSubscription(after, tags, parsed.live == "true")
 
 
 def parse_ids_query(query: MultiMapping[str]) -> schema.IdsQuery:

@@ -6,8 +6,9 @@ I/O, so a bad request costs no Kafka round trip. Errors are raised as exceptions
 by `web.middleware.error_middleware`.
 
 A read streams NDJSON: the first event (or the end) is awaited *before* the response is
-prepared, because the reading flow does all of its checking (Mark, pointer, head, truncation)
-before yielding anything; so every failure of the flow still gets a proper status. After that,
+prepared, because the reading flow does all of its checking (its fence: the partition's high
+watermark, or a Mark it produces with `read_fence=mark`; the pointer, head, truncation) before
+yielding anything; so every failure of the flow still gets a proper status. After that,
 events are written one line at a time as the journal yields them; a failure mid-stream breaks
 the connection (see `StreamInterrupted`) rather than ending the body as if the journal ended.
 """
@@ -120,7 +121,7 @@ class JournalViews:
         records = journal.read(query.from_, query.to, query.limit)
         async with _closing(records):
             # before prepare(): the reading flow's failures can still become a status. The
-            # flow does all of its work (Mark, pointer, head) before the first event, so the
+            # flow does all of its work (fence, pointer, head) before the first event, so the
             # time to it is the core's read latency; the rest is streaming at the client's pace.
             with self._metrics.timed("journal_read_duration_seconds"):
                 first = await anext(records, None)

@@ -10,9 +10,9 @@ import pytest
 from aiohttp import web
 
 from journal.metrics import Metrics
+from tests.support.fake_backend import APPEND, JOURNAL_REQUESTS, FakeBackend
 from tests.support.http_api import journal_path
 from tests.web.served import Served, serve
-from tests.web.test_app import APPEND, ROUTES, FakeBackend
 from web.app import add_routes, create_app
 from web.auth import (
     ROUTE_SCOPES,
@@ -168,7 +168,7 @@ async def error_of(
 async def test_without_a_token_every_journal_route_is_401_with_a_bare_challenge(
     served: Served,
 ) -> None:
-    for method, path, kwargs in [*ROUTES, ("GET", "/metrics", {})]:
+    for method, path, kwargs in [*JOURNAL_REQUESTS, ("GET", "/metrics", {})]:
         status, code, _, challenge = await error_of(served, method, path, json=kwargs.get("json"))
         assert (status, code) == (401, ErrorCode.UNAUTHORIZED), (method, path)
         assert challenge == 'Bearer realm="kafka-journal"'  # RFC 6750 3.1: no error code
@@ -198,7 +198,7 @@ async def test_each_route_needs_its_scope(served: Served) -> None:
         ("DELETE", journal_path("j", "/snapshots?to=1")): Scope.DELETE,
         ("GET", "/journals"): Scope.READ,
     }
-    for method, path, kwargs in ROUTES:
+    for method, path, kwargs in JOURNAL_REQUESTS:
         scope = needed[(method, path)]
         others = [s for s in Scope if s != scope]  # every other right, admin included
         status, code, message, challenge = await error_of(
@@ -279,7 +279,7 @@ async def test_metrics_can_be_configured_open() -> None:
 
 async def test_without_a_guard_everything_is_open_as_before() -> None:
     async with serve(create_app(FakeBackend(), metrics=Metrics())) as served:
-        for method, path, kwargs in [*ROUTES, ("GET", "/metrics", {})]:
+        for method, path, kwargs in [*JOURNAL_REQUESTS, ("GET", "/metrics", {})]:
             assert await status_of(served, method, path, json=kwargs.get("json")) == 200, (
                 method,
                 path,

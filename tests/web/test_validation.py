@@ -21,8 +21,8 @@ from web.duration import duration_to_iso, expire_after_to_iso, iso_to_duration
 from web.errors import ApiError, ErrorCode
 from web.schema import MAX_DEPTH
 from web.validation import (
-    AppendRequest,
-    ReadQuery,
+    ParsedAppend,
+    ParsedRead,
     parse_append,
     parse_delete_query,
     parse_journal_id,
@@ -78,7 +78,7 @@ VALID_APPENDS = [FULL_APPEND, NULLS_APPEND, LIMITS_APPEND]
 
 def test_a_full_append_parses() -> None:
     parsed = parse_append(FULL_APPEND)
-    assert parsed == AppendRequest(
+    assert parsed == ParsedAppend(
         events=(
             Event(7, frozenset({"x", "y"}), JsonPayload({"a": [1, 2.5, None, True]})),
             Event(8, frozenset(), TextPayload("text ✓")),
@@ -93,7 +93,7 @@ def test_a_full_append_parses() -> None:
 
 def test_optional_fields_may_be_null_or_absent() -> None:
     parsed = parse_append(NULLS_APPEND)
-    assert parsed == AppendRequest((Event(1),))
+    assert parsed == ParsedAppend((Event(1),))
 
 
 def test_the_largest_seq_nr_and_64_bit_payload_numbers_are_accepted() -> None:
@@ -323,8 +323,8 @@ VALID_READ_QUERIES = [[], [("from", "3"), ("to", "9"), ("limit", "0")], [("to", 
 
 def test_read_query_defaults_and_values() -> None:
     defaults, values, largest = VALID_READ_QUERIES
-    assert parse_read_query(query(*defaults)) == ReadQuery(1, SEQ_NR_MAX, None)
-    assert parse_read_query(query(*values)) == ReadQuery(3, 9, 0)
+    assert parse_read_query(query(*defaults)) == ParsedRead(1, SEQ_NR_MAX, None)
+    assert parse_read_query(query(*values)) == ParsedRead(3, 9, 0)
     assert parse_read_query(query(*largest)).to == SEQ_NR_MAX
 
 

@@ -1,0 +1,185 @@
+"""A fake `web.backend.JournalBackend` for the HTTP layer's tests (no servers).
+
+Journals live in dicts; a test makes the core fail in each way it can by setting `failure`
+(raised by every operation) or `break_after` (a read fails after that many events).
+`JOURNAL_REQUESTS` is a request for each journal route that the fake answers with 200.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from journal.errors import KafkaUnavailable, SeqNrConflict, SnapshotBeyondJournal, SnapshotTooLarge
+from journal.journals import Deleted, JournalInfo
+from journal.listing import JournalIdPage
+from journal.model import (
+    Event,
+    EventRecord,
+    JournalKey,
+    Payload,
+    PayloadMetadata,
+    Position,
+)
+from journal.store.base import Snapshot, snapshot_bytes
+from journal.subscription import (
+    Heartbeat,
+    SubscribedEvent,
+    SubscriptionItem,
+    SubscriptionPosition,
+)
+from tests.support.http_api import journal_path
+from web import JournalHandle
+
+T0 = datetime(2024, 5, 6, 7, 8, 9, 123000, tzinfo=UTC)
+
+
+@dataclass
+class FakeBackend:
+    """Journals in a dict; `failure` is raised by every operation, `break_after` mid-read."""
+
+    is_ready: bool = True
+    failure: BaseException | None = None
+    break_after: int | None = None
+    records: dict[str, list[EventRecord]] = field(default_factory=dict)
+    snapshots: dict[str, dict[int, Snapshot]] = field(default_factory=dict)
+
+    def journal(self, journal_id: str) -> JournalHandle:
+        return FakeJournal(self, journal_id)
+
+    async def journal_ids(self, prefix: str, after: str | None, limit: int) -> JournalIdPage:
+        if self.failure is not None:
+            raise self.failure
+        ids = sorted(
+            i for i in self.records if i.startswith(prefix) and (after is None or i > after)
+        )
+        return JournalIdPage(tuple(ids[:limit]), ids[limit - 1] if len(ids) > limit else None)
+
+    def ready(self) -> bool:
+        return self.is_ready
+
+    async def subscribe(
+        self, after: SubscriptionPosition | None, tags: Collection[str], live: bool
+    ) -> AsyncIterator[Sequence[SubscriptionItem]]:
+        """Every record of every journal, one partition, a journal's at a time; `after` skips
+        up to its offset."""
+        if self.failure is not None:
+            raise self.failure
+        start = -1 if after is None else after.offset(0)
+        for journal_id, records in sorted(self.records.items()):
+            batch: list[SubscriptionItem] = []
+            for record in records:
+                if record.offset > start and (not tags or record.event.tags & set(tags)):
+                    position = SubscriptionPosition.of({0: record.offset})
+                    batch.append(SubscribedEvent(JournalKey("t", journal_id), record, position))
+            if batch:
+                yield batch
+        yield [Heartbeat(SubscriptionPosition.of({0: start}))]
+
+
+@dataclass
+class FakeJournal:
+    backend: FakeBackend
+    id: str
+
+    def _check(self) -> None:
+        if self.backend.failure is not None:
+            raise self.backend.failure
+
+    async def append(
+        self,
+        events: Sequence[Event],
+        *,
+        metadata: PayloadMetadata = PayloadMetadata(),
+        headers: Mapping[str, str] | None = None,
+        expected_seq_nr: int | None = None,
+        idempotency_key: str | None = None,
+    ) -> Position:
+        self._check()
+        records = self.backend.records.setdefault(self.id, [])
+        last = records[-1].seq_nr if records else 0
+        if expected_seq_nr is not None and expected_seq_nr != last:
+            raise SeqNrConflict(last, expected_seq_nr)
+        offset = len(records)
+        records += [EventRecord(e, T0, 0, offset, metadata, dict(headers or {})) for e in events]
+        return Position(0, offset)
+
+    async def read(
+        self, from_: int = 1, to: int = 2**63 - 1, limit: int | None = None
+    ) -> AsyncIterator[EventRecord]:
+        self._check()
+        sent = 0
+        for record in self.backend.records.get(self.id, []):
+            if from_ <= record.seq_nr <= to and (limit is None or sent < limit):
+                if sent == self.backend.break_after:
+                    raise KafkaUnavailable("the broker went away mid-read")
+                sent += 1
+                yield record
+
+    async def info(self) -> JournalInfo:
+        self._check()
+        records = self.backend.records.get(self.id)
+        return JournalInfo(records[-1].seq_nr if records else None, None)
+
+    async def delete(self, to: int) -> Deleted:
+        self._check()
+        return Deleted(to, Position(0, 99))
+
+    async def purge(self) -> Position:
+        self._check()
+        self.backend.records.pop(self.id, None)
+        return Position(0, 100)
+
+    @property
+    def snapshots(self) -> FakeSnapshots:
+        return FakeSnapshots(self)
+
+
+SNAPSHOT_LIMIT = 3000  # the largest payload the fake stores (pass it as max_snapshot_bytes)
+
+
+@dataclass
+class FakeSnapshots:
+    """A journal's snapshots in its backend's dict (their semantics: the store and core tests)."""
+
+    journal: FakeJournal
+
+    def _of(self) -> dict[int, Snapshot]:
+        return self.journal.backend.snapshots.setdefault(self.journal.id, {})
+
+    async def put(self, seq_nr: int, payload: Payload) -> Snapshot:
+        self.journal._check()
+        if len(snapshot_bytes(payload)[1]) > SNAPSHOT_LIMIT:
+            raise SnapshotTooLarge("too large")
+        last = (await self.journal.info()).seq_nr or 0
+        if seq_nr > last:
+            raise SnapshotBeyondJournal(seq_nr, last)
+        snapshot = self._of()[seq_nr] = Snapshot(seq_nr, payload, T0, 7)
+        return snapshot
+
+    async def latest(self, max_seq_nr: int = 2**63 - 1) -> Snapshot | None:
+        self.journal._check()
+        found = [s for n, s in self._of().items() if n <= max_seq_nr]
+        return max(found, key=lambda s: s.seq_nr, default=None)
+
+    async def delete(self, to: int) -> Position:
+        self.journal._check()
+        self.journal.backend.snapshots[self.journal.id] = {
+            n: s for n, s in self._of().items() if n > to
+        }
+        return Position(0, 101)
+
+
+APPEND: dict[str, object] = {"json": {"events": [{"seqNr": 1, "payload": {"a": 1}}]}}
+JOURNAL_REQUESTS: list[tuple[str, str, dict[str, object]]] = [
+    ("POST", journal_path("j", "/events"), APPEND),
+    ("GET", journal_path("j", "/events"), {}),
+    ("GET", journal_path("j"), {}),
+    ("DELETE", journal_path("j", "/events?to=1"), {}),
+    ("PUT", journal_path("j", "/snapshots/1"), {"json": {"payload": 1}}),
+    ("GET", journal_path("j", "/snapshots/latest"), {}),
+    ("DELETE", journal_path("j", "/snapshots?to=1"), {}),
+    ("DELETE", journal_path("j"), {}),  # the purge last: the routes before need the journal
+    ("GET", "/journals", {}),
+]
