@@ -140,12 +140,17 @@ class Store(MemoryStore):
 
 @dataclass(slots=True)
 class MemoryQuarantine:
-    """Records put wait in `pending` until a flush delivers them."""
+    """Records put wait in `pending` until a flush delivers them; the next `failures` puts
+    fail (the quarantine topic unreachable)."""
 
     pending: list[tuple[RawRecord, str]] = field(default_factory=list)
     delivered: list[tuple[RawRecord, str]] = field(default_factory=list)
+    failures: int = 0
 
     async def put(self, record: RawRecord, reason: str) -> None:
+        if self.failures > 0:
+            self.failures -= 1
+            raise ConnectionError("the quarantine topic is unreachable")
         self.pending.append((record, reason))
 
     async def flush(self) -> None:
@@ -178,6 +183,7 @@ class Agent:
         await self.work.handle(record, self.log.end)
 
     async def pointer(self) -> int | None:
+        """The store's pointer of the partition, read even while the store is `down`."""
         return await MemoryStore.pointer(self.store, TOPIC, PARTITION)
 
 

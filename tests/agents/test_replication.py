@@ -168,3 +168,32 @@ async def test_a_skipped_undecodable_batch_is_quarantined_before_the_pointer_pas
         assert all(delivered == 1 for pointer, delivered in ag.store.saved if pointer >= 3)
         assert ag.skipped.take() == []
         assert await ag.store.seq_nrs(A) == [1, 2, 3, 4]
+
+
+async def test_records_handled_during_a_catch_up_wait_in_the_log_not_in_the_queue(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(replication, "MAX_QUEUED", 3)
+    async with agent() as ag:
+        ag.log.gate.clear()
+        ag.assigned()
+        for n in range(1, 7):  # offsets 0..5
+            await ag.handle(ag.log.append(A, n, n))
+        ag.log.gate.set()
+        await until_pointer(ag, 5)
+        assert ag.log.replays == [(0, 6)]
+        assert await ag.store.seq_nrs(A) == [1, 2, 3, 4, 5, 6]
+        assert "queue full" not in caplog.text  # nothing was queued to overflow
+
+
+async def test_a_quarantine_that_fails_is_retried_and_the_agent_goes_on() -> None:
+    async with agent() as ag:
+        ag.assigned()
+        await until(lambda: ag.log.replays, "the assignment's catch-up")
+        ag.quarantine.failures = 1
+        malformed = ag.log.malformed(A)
+        await ag.handle(malformed)
+        await ag.handle(ag.log.append(A, 1, 1))
+        await until_pointer(ag, 1)
+        assert ag.quarantine.delivered == [(malformed, "no journal.action header")]
+        assert await ag.store.seq_nrs(A) == [1]
