@@ -12,6 +12,7 @@ For each record, in offset order per partition, the agent (`agents/replicator.py
 So the agent never waits for the store. When the store fails, or the queue outgrows its bound
 (a long outage), the queue is dropped and the replicator catches up from Kafka instead: it
 replays the partition from the store's pointer, with backoff, until it reaches the agent.
+Kafka is read there only, through `Replay` (`KafkaReplay` in a worker).
 
 The store's pointer, not Faust's committed offset, says what is replicated: Faust may commit
 records still queued, so when a partition is (re)assigned, whatever lies between the store's
@@ -27,14 +28,16 @@ appends to the partition.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
-from aiokafka import TopicPartition
+from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from agents.poison import SkippedBatches
 from journal.actions import RawRecord
@@ -58,6 +61,54 @@ log = logging.getLogger(__name__)
 
 MAX_QUEUED = 10_000  # records per partition; past it, replay from Kafka instead
 GAP_UNKNOWN = 2**63 - 1  # the gap's end until the agent's first record of the partition
+
+
+class Replay(Protocol):
+    """Where catching up reads a partition's records again (Kafka in a worker)."""
+
+    def open(self, partition: int) -> AbstractAsyncContextManager[ReplaySource]: ...
+
+
+class ReplaySource(Protocol):
+    """One partition's records, open for one catch-up."""
+
+    async def end(self) -> int:
+        """The partition's end offset (its next record's)."""
+        ...
+
+    async def replicate(self, replicator: Replicator, start: int, end: int) -> None:
+        """Replicate its records in [start, end)."""
+        ...
+
+
+class KafkaReplay:
+    """`Replay` from Kafka: a consumer of its own per catch-up."""
+
+    def __init__(self, kafka: KafkaAccess, topic: str) -> None:
+        self._kafka = kafka
+        self._topic = topic
+
+    @contextlib.asynccontextmanager
+    async def open(self, partition: int) -> AsyncIterator[ReplaySource]:
+        tp = TopicPartition(self._topic, partition)
+        consumer = await start_consumer(self._kafka, fetch_max_wait_ms=20)
+        try:
+            yield _KafkaSource(consumer, tp)
+        finally:
+            await stop_consumer(consumer)
+
+
+@dataclass(frozen=True, slots=True)
+class _KafkaSource:
+    consumer: AIOKafkaConsumer
+    tp: TopicPartition
+
+    async def end(self) -> int:
+        ends: dict[TopicPartition, int] = await self.consumer.end_offsets([self.tp])
+        return ends[self.tp]
+
+    async def replicate(self, replicator: Replicator, start: int, end: int) -> None:
+        await replicate_range(self.consumer, replicator, self.tp, start, end)
 
 
 @dataclass(slots=True)
@@ -90,7 +141,7 @@ class ReplicationWork:
         quarantine: Quarantine,
         tables: JournalTables,
         owned: OwnedPartitions,
-        kafka: KafkaAccess,
+        replay: Replay,
         skipped: SkippedBatches,
         max_backoff_s: float = 10.0,
     ) -> None:
@@ -100,7 +151,7 @@ class ReplicationWork:
         self._store = store
         self._tables = tables
         self._owned = owned
-        self._kafka = kafka
+        self._replay = replay
         self._max_backoff_s = max_backoff_s
         rows = StoredRows()  # both replicators write the same partitions
         self._replicator = Replicator(store, quarantine, rows)
@@ -263,15 +314,11 @@ class ReplicationWork:
         partition's end, if further) from Kafka; back to the queue once at the agent."""
         start = state.catch_up_from
         assert start is not None
-        tp = TopicPartition(self._topic, partition)
-        consumer = await start_consumer(self._kafka, fetch_max_wait_ms=20)
-        try:
+        async with self._replay.open(partition) as source:
             until = -1 if state.last is None else state.last.offset
             if state.catch_up_to_end:
-                until = max(until, (await consumer.end_offsets([tp]))[tp] - 1)
-            await replicate_range(consumer, self._replayer, tp, start, until + 1)
-        finally:
-            await stop_consumer(consumer)
+                until = max(until, await source.end() - 1)
+            await source.replicate(self._replayer, start, until + 1)
         state.catch_up_to_end = False
         state.pointer = max(state.pointer, until)
         self._owned.set_replicated(partition, state.pointer)

@@ -16,7 +16,7 @@ from typing import Any
 import faust
 
 from agents.poison import SkippedBatches, guarded_transport
-from agents.replication import ReplicationWork
+from agents.replication import KafkaReplay, ReplicationWork
 from agents.replicator import define_agent
 from app.backend import WorkerBackend
 from app.faust_metrics import FaustMonitorCollector
@@ -161,7 +161,7 @@ async def _connect(
         KafkaQuarantine(producer),
         tables,
         owned,
-        kafka,
+        KafkaReplay(kafka, journal.topic),
         skipped,
     )
     closers.append(replication.close)

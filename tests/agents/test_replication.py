@@ -1,0 +1,199 @@
+"""The replicating agent's work (invariant 1: no acknowledged event is lost; 7: bad input never
+stalls), over memory: the gap a (re)assigned partition finds between the store's pointer and
+the agent's first record, the floor readers then need, catching up from the log when the
+agent is behind the store or the store behind the agent, and the quarantine."""
+
+from __future__ import annotations
+
+import pytest
+
+from agents import replication
+from journal.model import JournalKey
+from journal.poison import QUARANTINE_SKIPPED_HEADER, Poison, Skipped
+from tests.agents.memory import PARTITION, TOPIC, agent, replicated, until, until_pointer
+
+A = JournalKey(TOPIC, "a")
+
+
+async def test_after_the_assignments_catch_up_records_reach_the_store_by_the_queue() -> None:
+    async with agent() as ag:
+        ag.assigned()
+        await until(lambda: ag.log.replays, "the assignment's catch-up")
+        for record in [ag.log.append(A, 1, 2), ag.log.append(A, 3, 3), ag.log.delete(A, 1)]:
+            await ag.handle(record)
+        assert ag.owned.processed(PARTITION) == 2  # nothing was missing: trusted at once
+        await until_pointer(ag, 2)
+        assert await ag.store.seq_nrs(A) == [2, 3]
+        assert ag.log.replays == [(0, 0)]  # the empty partition's end; nothing replayed since
+
+
+async def test_a_record_past_the_stores_pointer_has_the_gap_caught_up_before_trust() -> None:
+    async with agent() as ag:
+        records = [ag.log.append(A, n, n) for n in range(1, 8)]  # offsets 0..6
+        await replicated(ag.store, ag.log, through=2)  # Faust committed 3..5 unreplicated
+        ag.log.gate.clear()  # the catch-up's consumer is still starting
+        await ag.handle(records[6])
+        assert ag.owned.floor(PARTITION) == 5  # readers need the store to hold 3..5
+        assert ag.owned.processed(PARTITION) == -1  # the tables lack 3..5
+        ag.log.gate.set()
+        await until_pointer(ag, 6)
+        assert await ag.store.seq_nrs(A) == list(range(1, 8))
+        assert ag.log.replays == [(3, 7)]
+        assert ag.owned.processed(PARTITION) == 6
+
+
+async def test_a_record_right_after_the_stores_pointer_leaves_no_gap_and_no_floor() -> None:
+    async with agent() as ag:
+        records = [ag.log.append(A, n, n) for n in range(1, 5)]  # offsets 0..3
+        await replicated(ag.store, ag.log, through=2)
+        await ag.handle(records[3])
+        assert ag.owned.floor(PARTITION) == -1
+        assert ag.owned.processed(PARTITION) == 3
+        await until_pointer(ag, 3)
+        assert await ag.store.seq_nrs(A) == [1, 2, 3, 4]
+        assert ag.log.replays == []
+
+
+async def test_an_assigned_partition_catches_up_to_its_end_before_any_record_comes() -> None:
+    async with agent() as ag:
+        for n in range(1, 9):  # offsets 0..7
+            ag.log.append(A, n, n)
+        await replicated(ag.store, ag.log, through=2)
+        ag.assigned()
+        await until_pointer(ag, 7)
+        assert await ag.store.seq_nrs(A) == list(range(1, 9))
+        assert ag.log.replays == [(3, 8)]  # from the store's pointer, not from 0
+        assert ag.owned.processed(PARTITION) == -1  # which records the tables lack is unknown
+
+        await ag.handle(ag.log.append(A, 9, 9))
+        assert ag.owned.floor(PARTITION) == -1  # the store held all before it
+        assert ag.owned.processed(PARTITION) == 8
+        await until_pointer(ag, 8)
+        assert await ag.store.seq_nrs(A) == list(range(1, 10))
+
+
+async def test_the_first_record_during_the_assignments_catch_up_sets_the_floor() -> None:
+    async with agent() as ag:
+        for n in range(1, 9):  # offsets 0..7
+            ag.log.append(A, n, n)
+        await replicated(ag.store, ag.log, through=2)
+        ag.log.gate.clear()
+        ag.assigned()
+        await ag.handle(ag.log.append(A, 9, 9))  # offset 8: Faust committed through 7
+        assert ag.owned.floor(PARTITION) == 7
+        assert ag.owned.processed(PARTITION) == -1
+        ag.log.gate.set()
+        await until_pointer(ag, 8)
+        assert ag.log.replays == [(3, 9)]  # through the agent's record
+        assert await ag.store.seq_nrs(A) == list(range(1, 10))
+        assert ag.owned.processed(PARTITION) == 8
+
+
+async def test_when_the_stores_writes_fail_the_queue_is_replayed_from_the_log() -> None:
+    async with agent() as ag:
+        ag.assigned()
+        await until(lambda: ag.log.replays, "the assignment's catch-up")
+        ag.store.failing = True
+        for n in range(1, 6):  # offsets 0..4
+            await ag.handle(ag.log.append(A, n, n))
+        await until(lambda: len(ag.log.replays) >= 2, "a replay after the failed write")
+        ag.store.failing = False
+        await until_pointer(ag, 4)
+        assert await ag.store.seq_nrs(A) == [1, 2, 3, 4, 5]
+        assert {start for start, _ in ag.log.replays[1:]} == {0}  # from the store's pointer
+
+
+async def test_a_queue_past_its_bound_is_dropped_and_replayed_from_the_log(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(replication, "MAX_QUEUED", 3)
+    async with agent() as ag:
+        ag.assigned()
+        await until(lambda: ag.log.replays, "the assignment's catch-up")
+        ag.store.gate.clear()  # a slow store: the queue grows
+        for n in range(1, 7):  # offsets 0..5
+            await ag.handle(ag.log.append(A, n, n))
+        ag.store.gate.set()
+        await until_pointer(ag, 5)
+        assert await ag.store.seq_nrs(A) == [1, 2, 3, 4, 5, 6]
+        assert ag.log.replays == [(0, 0), (0, 6)]
+
+
+async def test_a_partition_met_while_the_store_is_down_catches_up_from_its_pointer() -> None:
+    async with agent() as ag:
+        records = [ag.log.append(A, n, n) for n in range(1, 7)]  # offsets 0..5
+        await replicated(ag.store, ag.log, through=2)
+        ag.store.down = True
+        await ag.handle(records[5])
+        await until(lambda: ag.store.refused >= 2, "the replicator asked the store")
+        assert ag.owned.processed(PARTITION) == -1
+        ag.store.down = False
+        await until_pointer(ag, 5)
+        assert ag.log.replays == [(3, 6)]  # not what the store held already
+        assert await ag.store.seq_nrs(A) == [1, 2, 3, 4, 5, 6]
+        assert ag.owned.processed(PARTITION) == 5
+
+
+async def test_a_malformed_record_is_quarantined_once_before_the_pointer_passes_it() -> None:
+    async with agent() as ag:
+        ag.assigned()
+        await until(lambda: ag.log.replays, "the assignment's catch-up")
+        ag.store.failing = True  # so the records are replayed, the malformed one too
+        malformed = [ag.log.append(A, 1, 1), ag.log.malformed(A), ag.log.append(A, 2, 2)]
+        for record in malformed:
+            await ag.handle(record)
+        await until(lambda: len(ag.log.replays) >= 2, "a replay after the failed write")
+        ag.store.failing = False
+        await until_pointer(ag, 2)
+        assert ag.quarantine.delivered == [(malformed[1], "no journal.action header")]
+        assert all(delivered == 1 for pointer, delivered in ag.store.saved if pointer >= 1)
+        assert await ag.store.seq_nrs(A) == [1, 2]  # replication went on past it
+
+
+async def test_a_skipped_undecodable_batch_is_quarantined_before_the_pointer_passes() -> None:
+    async with agent() as ag:
+        ag.assigned()
+        await until(lambda: ag.log.replays, "the assignment's catch-up")
+        for n in range(1, 4):  # offsets 0..2
+            await ag.handle(ag.log.append(A, n, n))
+        await until_pointer(ag, 2)
+        ag.log.undecodable(2)  # offsets 3..4, which the consumer went past
+        ag.skipped.put(Skipped(Poison(TOPIC, PARTITION, 3, "UnsupportedCodecError()"), 5))
+        await ag.handle(ag.log.append(A, 4, 4))  # offset 5
+        await until_pointer(ag, 5)
+        [(marker, reason)] = ag.quarantine.delivered
+        assert reason == "undecodable batch: UnsupportedCodecError()"
+        assert (marker.partition, marker.offset) == (PARTITION, 4)
+        assert marker.headers == [(QUARANTINE_SKIPPED_HEADER, b"0:3-4")]
+        assert all(delivered == 1 for pointer, delivered in ag.store.saved if pointer >= 3)
+        assert ag.skipped.take() == []
+        assert await ag.store.seq_nrs(A) == [1, 2, 3, 4]
+
+
+async def test_records_handled_during_a_catch_up_wait_in_the_log_not_in_the_queue(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(replication, "MAX_QUEUED", 3)
+    async with agent() as ag:
+        ag.log.gate.clear()
+        ag.assigned()
+        for n in range(1, 7):  # offsets 0..5
+            await ag.handle(ag.log.append(A, n, n))
+        ag.log.gate.set()
+        await until_pointer(ag, 5)
+        assert ag.log.replays == [(0, 6)]
+        assert await ag.store.seq_nrs(A) == [1, 2, 3, 4, 5, 6]
+        assert "queue full" not in caplog.text  # nothing was queued to overflow
+
+
+async def test_a_quarantine_that_fails_is_retried_and_the_agent_goes_on() -> None:
+    async with agent() as ag:
+        ag.assigned()
+        await until(lambda: ag.log.replays, "the assignment's catch-up")
+        ag.quarantine.failures = 1
+        malformed = ag.log.malformed(A)
+        await ag.handle(malformed)
+        await ag.handle(ag.log.append(A, 1, 1))
+        await until_pointer(ag, 1)
+        assert ag.quarantine.delivered == [(malformed, "no journal.action header")]
+        assert await ag.store.seq_nrs(A) == [1]
