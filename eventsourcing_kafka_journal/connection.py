@@ -157,14 +157,9 @@ async def _open(
     except BaseException:
         await store.close()
         raise
-    try:
-        log = await SubscriptionLog.connect(journals, store.session, settings.keyspace)
-        tracking = await TrackingPositions.connect(
-            store.session, settings.keyspace, settings.topic, log
-        )
-    except BaseException:
-        await _close(journals, store)
-        raise
+    # their tables are the keyspace's, created with the journal's (journal/store/schema.py)
+    log = SubscriptionLog(journals, store.eventsourcing_tables)
+    tracking = TrackingPositions(store.eventsourcing_tables, settings.topic, log)
     return journals, store, log, tracking
 
 
