@@ -157,10 +157,13 @@ async def _open(
     except BaseException:
         await store.close()
         raise
-    # their tables are the keyspace's, created with the journal's (journal/store/schema.py)
-    log = SubscriptionLog(journals, store.eventsourcing_tables)
-    tracking = TrackingPositions(store.eventsourcing_tables, settings.topic, log)
-    return journals, store, log, tracking
+    try:
+        tables = await store.eventsourcing_tables()  # created by the journal's schema module
+    except BaseException:
+        await _close(journals, store)
+        raise
+    log = SubscriptionLog(journals, tables)
+    return journals, store, log, TrackingPositions(tables, settings.topic, log)
 
 
 async def _close(journals: Journals, store: CassandraStore) -> None:

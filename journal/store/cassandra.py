@@ -22,7 +22,7 @@ from journal.store.cluster import PROTOCOL_VERSION as PROTOCOL_VERSION
 from journal.store.cluster import open_session
 from journal.store.eventsourcing_tables import EventsourcingTables
 from journal.store.reads import Reads
-from journal.store.schema import check_schema, ensure_schema
+from journal.store.schema import check_schema, ensure_eventsourcing_tables, ensure_schema
 from journal.store.statements import Statements
 from journal.store.writes import Writes
 
@@ -79,9 +79,11 @@ class CassandraStore(EventualStore):
     def keyspace(self) -> str:
         return self._config.keyspace
 
-    @property
-    def eventsourcing_tables(self) -> EventsourcingTables:
-        """The rows of the eventsourcing library module's tables in this keyspace."""
+    async def eventsourcing_tables(self) -> EventsourcingTables:
+        """The rows of the eventsourcing library module's tables in this keyspace; the tables
+        are created first if missing, when this process creates schema."""
+        if self._config.create_schema:
+            await ensure_eventsourcing_tables(self._session, self._config.keyspace)
         return EventsourcingTables(self._session, self._config.keyspace)
 
     @property
