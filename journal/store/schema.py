@@ -54,6 +54,7 @@ import zlib
 from cassandra import InvalidRequest
 from cassandra.cluster import Session
 
+from journal.errors import StoreUnavailable
 from journal.store import cql
 
 SCHEMA_VERSION = 2  # 2: appends, snapshots, journal_ids
@@ -142,8 +143,12 @@ async def check_schema(session: Session, keyspace: str) -> None:
     with a role that may) or with a newer one."""
     try:
         version = await _version(session, keyspace)
-    except InvalidRequest as error:  # no such keyspace or table
-        raise SchemaMissing(f"keyspace {keyspace}: {error}") from error
+    except StoreUnavailable as error:
+        # cql maps "no such keyspace or table" (an InvalidRequest) to StoreUnavailable, as for
+        # a store that loses them while running; at connect it is a missing schema
+        if not isinstance(error.__cause__, InvalidRequest):
+            raise
+        raise SchemaMissing(f"keyspace {keyspace}: {error.__cause__}") from error
     if version is None or version < SCHEMA_VERSION:
         raise SchemaMissing(
             f"keyspace {keyspace} has no journal schema of version {SCHEMA_VERSION} (it has "
