@@ -9,7 +9,6 @@ from bench.common import unique
 from devtools.workers import WorkerProcess
 from journal.replicate import wait_replicated
 from journal.settings import Settings
-from journal.store import cql
 from journal.store.base import EventualJournal
 from journal.store.cassandra import CassandraStore
 from journal.topic import end_offsets
@@ -45,12 +44,8 @@ async def quiet_cassandra(store: CassandraStore, timeout_s: float = 300) -> floa
     loop = asyncio.get_running_loop()
     started = loop.time()
     while loop.time() - started < timeout_s:
-        rows = await cql.execute(
-            store.session, "SELECT name, active_tasks, pending_tasks FROM system_views.thread_pools"
-        )
-        if not any(
-            row.active_tasks or row.pending_tasks for row in rows if row.name in _BACKGROUND_POOLS
-        ):
+        tasks = await store.thread_pool_tasks()
+        if not any(tasks.get(pool) for pool in _BACKGROUND_POOLS):
             break
         await asyncio.sleep(0.5)
     return loop.time() - started

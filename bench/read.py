@@ -22,7 +22,6 @@ from journal.metrics import METRICS
 from journal.model import JournalKey
 from journal.replicate import AlreadyQuarantined, replicate_to_now, wait_replicated
 from journal.security import KafkaAccess
-from journal.store import cql
 from journal.store.cassandra import CassandraStore
 from journal.topic import end_offsets
 from stack import Stack
@@ -30,13 +29,13 @@ from stack import Stack
 METHOD = (
     "Journals of 100 events (10 appends of 10, ~300 bytes an event) on a fresh 1-partition "
     "topic; a read is `[r async for r in journal.read()]` with the direct client, every event "
-    "checked. Baseline: the raw prepared-statement read of the same 100 rows through the same "
-    "driver session, alone. (a) fully replicated (`replicate_to_now`); Kafka records written "
-    "per read from the partition's end offset before and after the reads; (b) replication "
-    "stopped (no replicator runs): {small:,} then {large:,} one-event Appends of other journals "
-    "piled after the pointer, then the journal's last append (10 events): only it is "
-    "unreplicated. {reps} reads per case after {warm} warm-up reads; the tail index is caught "
-    "up before timing (the warm-up reads wait for it)."
+    "checked. Baseline: the store's read of the same 100 rows alone (`first_page`: one "
+    "prepared-statement query, its rows decoded). (a) fully replicated (`replicate_to_now`); "
+    "Kafka records written per read from the partition's end offset before and after the "
+    "reads; (b) replication stopped (no replicator runs): {small:,} then {large:,} one-event "
+    "Appends of other journals piled after the pointer, then the journal's last append (10 "
+    "events): only it is unreplicated. {reps} reads per case after {warm} warm-up reads; the "
+    "tail index is caught up before timing (the warm-up reads wait for it)."
 )
 OFFLINE_METHOD = (
     "A worker serves a fresh 1-partition topic and has replicated it; then Cassandra is "
@@ -116,8 +115,8 @@ async def _caught_up(
 async def bench_read(
     journals: Journals, store: CassandraStore, kafka: KafkaAccess, sizes: ReadSizes
 ) -> Section:
-    """`journals` must be on a fresh topic of one partition, over `store` (the raw baseline
-    reads through its session)."""
+    """`journals` must be on a fresh topic of one partition, over `store` (the baseline reads
+    from it alone)."""
     section = Section(
         "Read (recovery)",
         METHOD.format(
@@ -136,17 +135,11 @@ async def bench_read(
         await _write(journals, stopped, last_first=81)
         await replicate_to_now(kafka, store, topic, AlreadyQuarantined())
 
-        rows_query = await asyncio.to_thread(
-            store.session.prepare,
-            f"SELECT seq_nr, partition, offset, timestamp, tags, payload_type, payload_txt, "
-            f"payload_bin, expire_after, metadata, headers FROM {store.keyspace}.events "
-            f"WHERE topic = ? AND id = ? AND segment = 0 AND seq_nr >= 1 AND seq_nr <= 100",
-        )
-        rows_query.fetch_size = 1000
+        replicated_key = JournalKey(topic, replicated)
 
         async def baseline() -> None:
-            rows = await cql.execute(store.session, rows_query, (topic, replicated))
-            assert len(rows) == 100, len(rows)
+            page = await store.first_page(replicated_key, 1, 100)
+            assert len(page.events) == 100, len(page.events)
 
         base = await _sample(baseline, sizes)
         end_before = (await end_offsets(kafka, topic, 1))[0]

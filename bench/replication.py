@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-
-from cassandra.query import BatchStatement, BatchType
 
 from bench.common import Row, Section, percentile, unique
 from bench.environment import worker
@@ -17,7 +14,7 @@ from bench.profile import py_spy
 from bench.workload import closed_loop, events, payload
 from devtools.workers import WorkerProcess
 from journal.journals import Journals
-from journal.model import Position
+from journal.model import Event, EventRecord, JournalKey, JsonPayload, Position
 from journal.producer import JournalProducer
 from journal.replicate import (
     AlreadyQuarantined,
@@ -26,7 +23,6 @@ from journal.replicate import (
     wait_replicated,
 )
 from journal.settings import Settings
-from journal.store import cql
 from journal.store.cassandra import CassandraStore
 from journal.topic import TopicSpec, end_offsets, ensure_topic, quarantine_topic
 
@@ -150,6 +146,7 @@ async def replicate_in_process(settings: Settings, per_append: int = 10) -> floa
 
 # An Append's header without the payloadType the wire format requires: what a new user's
 # hand-written producer sends (the issue's flood)
+_RAW_TAGS = frozenset({"bench"})
 MALFORMED_HEADER = b'{"append": {"range": {"from": 1, "to": 1}}}'
 
 
@@ -211,34 +208,24 @@ async def replicate_one_event_appends_with_worker(
 
 
 async def raw_inserts(settings: Settings, rows: int, per_batch: int = 1) -> float:
-    """Raw concurrent INSERTs (64 in flight) of event rows like the store's: rows/s. With
-    `per_batch` > 1, each request is an unlogged batch of that many rows of one journal's
-    segment (one Cassandra partition), as replication writes a journal's events."""
+    """Raw concurrent INSERTs (64 in flight) of event rows as the store writes them (its
+    `insert_events`, none of replication's planning): rows/s. With `per_batch` > 1, each request
+    is an unlogged batch of that many rows of one journal's segment (one Cassandra partition),
+    as replication writes a journal's events."""
     fresh = settings.replace(keyspace=unique("bench_raw"))
     store = await CassandraStore.connect(fresh.cassandra_config())
     try:
-        insert = await asyncio.to_thread(
-            store.session.prepare,
-            # the columns the store writes for these events; it leaves the others unset
-            f"INSERT INTO {store.keyspace}.events (topic, id, segment, seq_nr, partition, "
-            "offset, timestamp, tags, payload_type, payload_txt) "
-            "VALUES (?, ?, 0, ?, 0, ?, ?, {'bench'}, 'json', ?) USING TIMESTAMP ?",
-        )
         now = datetime.now(UTC)
         stamp = int(time.time() * 1_000_000)
 
-        def row(lane: int, seq_nr: int) -> tuple[object, ...]:
-            text = json.dumps(payload(seq_nr))
-            return (fresh.topic, f"raw-{lane}", seq_nr, seq_nr, now, text, stamp)
+        def record(seq_nr: int) -> EventRecord:
+            event = Event(seq_nr, _RAW_TAGS, JsonPayload(payload(seq_nr)))
+            return EventRecord(event, now, 0, seq_nr)
 
         async def write(lane: int, round_: int) -> None:
-            if per_batch == 1:
-                await cql.execute(store.session, insert, row(lane, round_ + 1))
-                return
-            batch = BatchStatement(batch_type=BatchType.UNLOGGED)
-            for seq_nr in range(round_ * per_batch + 1, (round_ + 1) * per_batch + 1):
-                batch.add(insert, row(lane, seq_nr))
-            await cql.execute(store.session, batch, None)
+            first = round_ * per_batch + 1
+            records = [record(seq_nr) for seq_nr in range(first, first + per_batch)]
+            await store.insert_events(JournalKey(fresh.topic, f"raw-{lane}"), records, stamp)
 
         timed = await closed_loop(write, 64, rows // per_batch)
         return timed.per_second * per_batch

@@ -158,14 +158,12 @@ async def _open(
         await store.close()
         raise
     try:
-        log = await SubscriptionLog.connect(journals, store.session, settings.keyspace)
-        tracking = await TrackingPositions.connect(
-            store.session, settings.keyspace, settings.topic, log
-        )
+        tables = await store.eventsourcing_tables()  # created by the journal's schema module
     except BaseException:
         await _close(journals, store)
         raise
-    return journals, store, log, tracking
+    log = SubscriptionLog(journals, tables)
+    return journals, store, log, TrackingPositions(tables, settings.topic, log)
 
 
 async def _close(journals: Journals, store: CassandraStore) -> None:

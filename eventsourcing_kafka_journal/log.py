@@ -7,14 +7,15 @@ retention, from Cassandra's `appends` table beyond it. The log numbers those eve
 ... (the library's cases expect contiguous ids: `test_insert_select` asserts them, and its
 switch for other ids covers only the subscribe case).
 
-Numbering needs the count of what came before, so it is kept, not recomputed: the table
-`eventsourcing_numbers` has a row per record that holds notifications (its first id, offset
-and count), and `eventsourcing_numbered` says up to which offset the rows are complete and
-the next id. Numbering extends them from there (`Numbering.number`): usually with the
-records of our own insert only (the last ones, whose counts we know: no read), else by reading
-the subscription from that offset. Every writer writes the same rows (the numbering is a
-function of the log), so concurrent writers agree; the mark is written after its rows, with
-`USING TIMESTAMP` from its offset, so a slow write never takes it back.
+Numbering needs the count of what came before, so it is kept, not recomputed, in tables the
+journal's schema creates (`journal/store/schema.py`): `eventsourcing_numbers` has a row per
+record that holds notifications (its first id, offset and count), and `eventsourcing_numbered`
+says up to which offset the rows are complete and the next id. Numbering extends them from there
+(`Numbering.number`): usually with the records of our own insert only (the last ones, whose
+counts we know: no read), else by reading the subscription from that offset. Every writer writes
+the same rows (the numbering is a function of the log), so concurrent writers agree; the mark is
+written after its rows, with `USING TIMESTAMP` from its offset, so a slow write never takes it
+back.
 
 A read from id N looks up the record holding N and reads the subscription from that record
 on, counting on from its first id: no fold from offset 0, nothing held per notification.
@@ -28,19 +29,17 @@ import asyncio
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from eventsourcing.persistence import Notification, OperationalError, StoredEvent, Tracking
 
 from eventsourcing_kafka_journal.wire import decode_event, tracking_of
 from journal.journals import Journals
 from journal.model import JournalKey
-from journal.store import cql
+from journal.store.eventsourcing_tables import EventsourcingTables, NumbersRow
 from journal.subscription import SubscribedEvent, SubscriptionPosition
 
 APPLICATION_PARTITION = 0
-NUMBERS_TABLE = "eventsourcing_numbers"
-NUMBERED_TABLE = "eventsourcing_numbered"
 _BUCKET_IDS = 1_000_000  # ids per Cassandra partition of the numbers (far above one record's)
 _WRITES_AT_ONCE = 64
 
@@ -84,42 +83,15 @@ class _Numbered:
     next_id: int = 1
 
 
-@dataclass(frozen=True, slots=True)
-class _Numbers:
-    """A record's notifications: ids `first_id` .. `first_id + count - 1`."""
-
-    first_id: int
-    offset: int
-    count: int
-
-
 class SubscriptionLog:
     """The notification log of one application's topic."""
 
-    def __init__(self, journals: Journals, session: Any, keyspace: str) -> None:
+    def __init__(self, journals: Journals, tables: EventsourcingTables) -> None:
         self._journals = journals
-        self._session = session
+        self._tables = tables
         self._topic = journals.topic
         self._key = JournalKey(journals.topic, "eventsourcing")
-        self._numbers = f"{keyspace}.{NUMBERS_TABLE}"
-        self._numbered = f"{keyspace}.{NUMBERED_TABLE}"
         self._numbering = asyncio.Lock()  # one numbering at a time in this process
-
-    @classmethod
-    async def connect(cls, journals: Journals, session: Any, keyspace: str) -> SubscriptionLog:
-        log = cls(journals, session, keyspace)
-        await cql.execute(
-            session,
-            f"CREATE TABLE IF NOT EXISTS {log._numbers} (topic text, bucket bigint, "
-            "first_id bigint, record_offset bigint, events int, "
-            "PRIMARY KEY ((topic, bucket), first_id)) WITH CLUSTERING ORDER BY (first_id DESC)",
-        )
-        await cql.execute(
-            session,
-            f"CREATE TABLE IF NOT EXISTS {log._numbered} (topic text PRIMARY KEY, "
-            "as_of bigint, next_id bigint)",
-        )
-        return log
 
     async def _events(self, after: int, *, live: bool) -> AsyncGenerator[SubscribedEvent, None]:
         """The accepted events of the records after offset `after`."""
@@ -157,70 +129,37 @@ class SubscriptionLog:
                 yield offset, found
 
     async def _mark(self) -> _Numbered:
-        rows = await cql.execute(
-            self._session,
-            f"SELECT as_of, next_id FROM {self._numbered} WHERE topic = %s",
-            (self._topic,),
-        )
-        return _Numbered(rows[0].as_of, rows[0].next_id) if rows else _Numbered()
+        found = await self._tables.numbered(self._topic)
+        return _Numbered(*found) if found is not None else _Numbered()
 
-    async def _record_of(self, notification_id: int) -> _Numbers | None:
+    async def _record_of(self, notification_id: int) -> NumbersRow | None:
         """The numbered record holding `notification_id` (None: not numbered yet)."""
         bucket = (notification_id - 1) // _BUCKET_IDS
         while bucket >= 0:
-            rows = await cql.execute(
-                self._session,
-                f"SELECT first_id, record_offset, events FROM {self._numbers} "
-                "WHERE topic = %s AND bucket = %s AND first_id <= %s LIMIT 1",
-                (self._topic, bucket, notification_id),
-            )
-            if rows:
-                row = rows[0]
+            row = await self._tables.numbers_at_or_below(self._topic, bucket, notification_id)
+            if row is not None:
                 if notification_id >= row.first_id + row.events:
                     return None
-                return _Numbers(row.first_id, row.record_offset, row.events)
+                return row
             bucket -= 1
         return None
 
-    async def _latest(self, below: int, count: int) -> list[_Numbers]:
+    async def _latest(self, below: int, count: int) -> list[NumbersRow]:
         """Up to `count` numbered records with ids below `below`, the latest first."""
-        rows = await cql.execute(
-            self._session,
-            f"SELECT first_id, record_offset, events FROM {self._numbers} "
-            "WHERE topic = %s AND bucket = %s AND first_id < %s LIMIT %s",
-            (self._topic, (below - 2) // _BUCKET_IDS, below, count),
+        return await self._tables.numbers_below(
+            self._topic, (below - 2) // _BUCKET_IDS, below, count
         )
-        return [_Numbers(r.first_id, r.record_offset, r.events) for r in rows]
 
-    async def _save(self, numbers: Sequence[_Numbers], mark: _Numbered) -> None:
+    async def _save(self, numbers: Sequence[NumbersRow], mark: _Numbered) -> None:
         """The rows first, then the mark that says they are complete."""
-        query = (
-            f"INSERT INTO {self._numbers} (topic, bucket, first_id, record_offset, events) "
-            "VALUES (%s, %s, %s, %s, %s)"
-        )
         for start in range(0, len(numbers), _WRITES_AT_ONCE):
             await asyncio.gather(
                 *(
-                    cql.execute(
-                        self._session,
-                        query,
-                        (
-                            self._topic,
-                            (n.first_id - 1) // _BUCKET_IDS,
-                            n.first_id,
-                            n.offset,
-                            n.count,
-                        ),
-                    )
+                    self._tables.save_numbers(self._topic, (n.first_id - 1) // _BUCKET_IDS, n)
                     for n in numbers[start : start + _WRITES_AT_ONCE]
                 )
             )
-        await cql.execute(
-            self._session,
-            f"INSERT INTO {self._numbered} (topic, as_of, next_id) VALUES (%s, %s, %s) "
-            "USING TIMESTAMP %s",
-            (self._topic, mark.as_of, mark.next_id, mark.as_of + 2),
-        )
+        await self._tables.save_numbered(self._topic, mark.as_of, mark.next_id, mark.as_of + 2)
 
     async def _number(self, to: int, ours: Mapping[int, int]) -> dict[int, int]:
         """Number the records up to offset `to`; the first ids of those of `ours` (offset:
@@ -229,23 +168,23 @@ class SubscriptionLog:
             mark = await self._mark()
             if mark.as_of >= to:
                 return {}
-            numbers: list[_Numbers] = []
+            numbers: list[NumbersRow] = []
             next_id = mark.next_id
             if all(o in ours for o in range(mark.as_of + 1, to + 1)):
                 # only our own records since the mark: their counts are known, nothing to read
                 for offset in range(mark.as_of + 1, to + 1):
-                    numbers.append(_Numbers(next_id, offset, ours[offset]))
+                    numbers.append(NumbersRow(next_id, offset, ours[offset]))
                     next_id += ours[offset]
                 as_of = to
             else:
                 as_of = to
                 async with aclosing(self._records(mark.as_of, live=False)) as records:
                     async for offset, found in records:
-                        numbers.append(_Numbers(next_id, offset, len(found)))
+                        numbers.append(NumbersRow(next_id, offset, len(found)))
                         next_id += len(found)
                         as_of = max(as_of, offset)
-            await self._save([n for n in numbers if n.count], _Numbered(as_of, next_id))
-            return {n.offset: n.first_id for n in numbers if n.offset in ours}
+            await self._save([n for n in numbers if n.events], _Numbered(as_of, next_id))
+            return {n.record_offset: n.first_id for n in numbers if n.record_offset in ours}
 
     async def ids(self, counts: Mapping[int, int]) -> dict[int, int]:
         given = await self._number(max(counts), counts)
@@ -258,9 +197,9 @@ class SubscriptionLog:
                     below = ((below - 2) // _BUCKET_IDS) * _BUCKET_IDS + 1
                     continue
                 for numbers in latest:
-                    if numbers.offset in missing:
-                        given[numbers.offset] = numbers.first_id
-                        missing.discard(numbers.offset)
+                    if numbers.record_offset in missing:
+                        given[numbers.record_offset] = numbers.first_id
+                        missing.discard(numbers.record_offset)
                 below = latest[-1].first_id
         if missing:
             raise OperationalError(f"records at offsets {sorted(missing)} have no ids")
@@ -276,7 +215,7 @@ class SubscriptionLog:
             (mark.as_of, mark.next_id)
             if start is None
             else (
-                start.offset - 1,
+                start.record_offset - 1,
                 start.first_id,
             )
         )

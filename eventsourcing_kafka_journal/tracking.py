@@ -16,45 +16,23 @@ whichever lands last, so a slow save cannot take the row back.
 
 from __future__ import annotations
 
-from typing import Any
-
 from eventsourcing.persistence import Tracking
 
 from eventsourcing_kafka_journal.log import NotificationSource
-from journal.store import cql
-
-TABLE = "eventsourcing_tracking"
+from journal.store.eventsourcing_tables import EventsourcingTables
 
 
 class TrackingPositions:
-    def __init__(self, session: Any, keyspace: str, topic: str, log: NotificationSource) -> None:
-        self._session = session
-        self._table = f"{keyspace}.{TABLE}"
+    def __init__(self, tables: EventsourcingTables, topic: str, log: NotificationSource) -> None:
+        self._tables = tables
         self._topic = topic
         self._log = log
-
-    @classmethod
-    async def connect(
-        cls, session: Any, keyspace: str, topic: str, log: NotificationSource
-    ) -> TrackingPositions:
-        positions = cls(session, keyspace, topic, log)
-        await cql.execute(
-            session,
-            f"CREATE TABLE IF NOT EXISTS {positions._table} (topic text, application text, "
-            "notification_id bigint, as_of bigint, PRIMARY KEY ((topic), application))",
-        )
-        return positions
 
     async def max_id(self, application_name: str) -> int | None:
         """The highest position of `application_name` accepted before the call."""
         end = await self._log.end()
-        rows = await cql.execute(
-            self._session,
-            f"SELECT notification_id, as_of FROM {self._table} WHERE topic = %s "
-            "AND application = %s",
-            (self._topic, application_name),
-        )
-        highest, as_of = (rows[0].notification_id, rows[0].as_of) if rows else (0, -1)
+        row = await self._tables.tracking(self._topic, application_name)
+        highest, as_of = row if row is not None else (0, -1)
         if as_of < end - 1:
             async for tracking, _offset in self._log.tracked(as_of):
                 if tracking.application_name == application_name:
@@ -68,9 +46,6 @@ class TrackingPositions:
         await self._save(tracking.application_name, tracking.notification_id, offset)
 
     async def _save(self, application_name: str, notification_id: int, as_of: int) -> None:
-        await cql.execute(
-            self._session,
-            f"INSERT INTO {self._table} (topic, application, notification_id, as_of) "
-            "VALUES (%s, %s, %s, %s) USING TIMESTAMP %s",
-            (self._topic, application_name, notification_id, as_of, as_of + 1),
+        await self._tables.save_tracking(
+            self._topic, application_name, notification_id, as_of, as_of + 1
         )

@@ -4,6 +4,7 @@ these where the core calls the drivers, so no layer above `journal/` needs to kn
 - `Unavailable`: a dependency did not answer; the same call can succeed later (HTTP 503).
 - `AccessDenied` (an `Unavailable`): Kafka or Cassandra refused this process's principal a
   right; the message names the right, so an operator can grant it (HTTP 503 with it).
+- `StoreLoginRefused`: Cassandra refused this process's login; raised at connect.
 - `JournalTruncated`: records a read needs expired before replication stored them (HTTP 410).
 - `AppendTooLarge`: the append cannot be written as one record (HTTP 413).
 - `SnapshotTooLarge`: a snapshot's payload exceeds the store's limit (HTTP 413).
@@ -46,6 +47,11 @@ class KafkaAccessDenied(AccessDenied, KafkaUnavailable):
 
 class StoreAccessDenied(AccessDenied, StoreUnavailable):
     """Cassandra's authorizer refused a statement (SELECT, MODIFY on the keyspace...)."""
+
+
+class StoreLoginRefused(JournalError, PermissionError):
+    """Cassandra refused this process's login (an unknown role, a wrong password): no wait
+    cures it, so it is no `StoreUnavailable`."""
 
 
 class JournalTruncated(JournalError):

@@ -3,9 +3,9 @@
 Contract: `token_ranges(n)` splits Murmur3's token ring into `n` ranges `(low, high]` that
 together cover every key exactly once; `journal_metas(store, low, high)` streams the journals
 whose partition key `(topic, id)` falls in one range, page by page, with their metadata as
-the store's read side returns it (`JournalMeta`). Reading the table directly is the one thing
-here that knows a column of the schema (`journal/store/schema.py`); events are read through
-the store's `read`, the path every journal read takes.
+the store's read side returns it (`JournalMeta`), through the store's
+`journals_in_token_range`; events are read through the store's `read`, the path every journal
+read takes.
 """
 
 from __future__ import annotations
@@ -13,16 +13,12 @@ from __future__ import annotations
 import itertools
 from collections.abc import AsyncIterator
 
-from cassandra.query import SimpleStatement
-
 from journal.model import JournalKey
-from journal.store import cql
 from journal.store.base import JournalMeta
 from journal.store.cassandra import CassandraStore
 
 TOKEN_MIN = -(2**63)  # Murmur3Partitioner's minimum: no key has it
 TOKEN_MAX = 2**63 - 1
-PAGE_SIZE = 1000
 
 
 def token_ranges(count: int) -> list[tuple[int, int]]:
@@ -37,14 +33,6 @@ async def journal_metas(
     store: CassandraStore, low: int, high: int, topic: str | None = None
 ) -> AsyncIterator[tuple[JournalKey, JournalMeta]]:
     """The journals (of `topic`, or of every topic) with `low < token(topic, id) <= high`."""
-    query = SimpleStatement(
-        "SELECT topic, id, partition, offset, seq_nr, delete_to, segment_size "
-        f"FROM {store.keyspace}.journals WHERE token(topic, id) > %s AND token(topic, id) <= %s",
-        fetch_size=PAGE_SIZE,
-    )
-    async for row in cql.stream(store.session, query, (low, high)):
-        if topic is None or row.topic == topic:
-            meta = JournalMeta(
-                row.partition, row.offset, row.seq_nr, row.delete_to, row.segment_size
-            )
-            yield JournalKey(row.topic, row.id), meta
+    async for key, meta in store.journals_in_token_range(low, high):
+        if topic is None or key.topic == topic:
+            yield key, meta

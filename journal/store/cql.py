@@ -7,14 +7,16 @@ fetches one page at a time, so a query over a huge partition holds one page in m
 The driver refuses to send while its connection's socket is full (`ConnectionBusy`, given as
 NoHostAvailable when every host is busy) rather than queueing: large writes (a snapshot's
 chunks) fill it for a moment. Nothing was sent then, so `execute` tries again shortly, for a
-bounded time, before calling the store unavailable.
+bounded time, before calling the store unavailable. `execute_in_window` keeps a bounded
+number of requests in flight.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
-from typing import Any
+import itertools
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 from cassandra import InvalidRequest, OperationTimedOut, RequestExecutionException, Unauthorized
 from cassandra.cluster import NoHostAvailable, ResponseFuture, Session
@@ -31,6 +33,7 @@ Params = Sequence[Any] | dict[str, Any] | None
 _BUSY_RETRY_S = 0.005  # first wait after a busy connection; doubles, up to _BUSY_WAIT_MAX_S
 _BUSY_WAIT_MAX_S = 0.2
 _BUSY_GIVE_UP_S = 5.0
+T = TypeVar("T")
 
 
 def _future_of_page(response: ResponseFuture) -> asyncio.Future[list[Any]]:
@@ -115,3 +118,33 @@ async def stream(
             return
         response.start_fetching_next_page()  # resets the result; the callbacks come after
         rows = await _future_of_page(response)
+
+
+async def in_window(run: Callable[[T], Awaitable[None]], items: Iterable[T], window: int) -> None:
+    """`run` each of `items` (taken lazily), at most `window` at a time, in lanes that each take
+    the next item (not a Semaphore: its acquire scans all its waiters); no more lanes than
+    items, so a small batch (one record, at low load) does not pay for the window's tasks."""
+    pending = iter(items)
+    first = list(itertools.islice(pending, window))
+    taken = itertools.chain(first, pending)
+
+    async def lane() -> None:
+        for item in taken:  # shared: each goes to the first free lane
+            await run(item)
+
+    if len(first) == 1:
+        await lane()  # no task at all
+    else:
+        await asyncio.gather(*(lane() for _ in first))
+
+
+async def execute_in_window(
+    session: Session, requests: Iterable[tuple[Statement, Params]], window: int
+) -> None:
+    """Run `requests` (built as they are taken), `window` at a time: enough to keep Cassandra
+    busy, few enough not to overload the driver's connections."""
+
+    async def run(request: tuple[Statement, Params]) -> None:
+        await execute(session, *request)
+
+    await in_window(run, requests, window)

@@ -34,6 +34,12 @@ Tables:
   log, so a snapshot taken before a Purge can never come back, however late it is written.
 - `schema_version`: the version of this schema; a newer one is refused. Version 2 added the
   snapshots: version 1 code would apply a Purge without removing them, so it must refuse.
+- `eventsourcing_numbers`, `eventsourcing_numbered`, `eventsourcing_tracking`: the rows of the
+  `eventsourcing` library module (`eventsourcing_kafka_journal/`: log.py numbers an
+  application's notifications, tracking.py keeps its upstream positions; their rows through
+  `eventsourcing_tables.py`), created by `ensure_eventsourcing_tables` in the keyspaces the
+  module uses only (each table costs every keyspace's creation ~0.2 s). They have no version:
+  code that does not know them never touches them, so nothing older must refuse them.
 
 Every write of replication carries `USING TIMESTAMP offset + 1` (the Kafka offset of the action
 that caused it). One journal lives in one partition, so its offsets order its changes: a replayed
@@ -48,6 +54,7 @@ import zlib
 from cassandra import InvalidRequest
 from cassandra.cluster import Session
 
+from journal.errors import StoreUnavailable
 from journal.store import cql
 
 SCHEMA_VERSION = 2  # 2: appends, snapshots, journal_ids
@@ -85,6 +92,16 @@ _TABLES = (
     """CREATE TABLE IF NOT EXISTS {ks}.schema_version (
         name text PRIMARY KEY, version int)""",
 )
+_EVENTSOURCING_TABLES = (
+    """CREATE TABLE IF NOT EXISTS {ks}.eventsourcing_numbers (
+        topic text, bucket bigint, first_id bigint, record_offset bigint, events int,
+        PRIMARY KEY ((topic, bucket), first_id)) WITH CLUSTERING ORDER BY (first_id DESC)""",
+    """CREATE TABLE IF NOT EXISTS {ks}.eventsourcing_numbered (
+        topic text PRIMARY KEY, as_of bigint, next_id bigint)""",
+    """CREATE TABLE IF NOT EXISTS {ks}.eventsourcing_tracking (
+        topic text, application text, notification_id bigint, as_of bigint,
+        PRIMARY KEY ((topic), application))""",
+)
 
 
 class SchemaTooNew(RuntimeError):
@@ -114,13 +131,24 @@ async def ensure_schema(session: Session, keyspace: str, replication: str) -> No
         )
 
 
+async def ensure_eventsourcing_tables(session: Session, keyspace: str) -> None:
+    """Create the eventsourcing module's tables if missing, in a keyspace `ensure_schema`
+    made."""
+    for table in _EVENTSOURCING_TABLES:
+        await cql.execute(session, table.format(ks=keyspace))
+
+
 async def check_schema(session: Session, keyspace: str) -> None:
     """Refuse a keyspace without this schema (an administrator creates it: `ensure_schema`
     with a role that may) or with a newer one."""
     try:
         version = await _version(session, keyspace)
-    except InvalidRequest as error:  # no such keyspace or table
-        raise SchemaMissing(f"keyspace {keyspace}: {error}") from error
+    except StoreUnavailable as error:
+        # cql maps "no such keyspace or table" (an InvalidRequest) to StoreUnavailable, as for
+        # a store that loses them while running; at connect it is a missing schema
+        if not isinstance(error.__cause__, InvalidRequest):
+            raise
+        raise SchemaMissing(f"keyspace {keyspace}: {error.__cause__}") from error
     if version is None or version < SCHEMA_VERSION:
         raise SchemaMissing(
             f"keyspace {keyspace} has no journal schema of version {SCHEMA_VERSION} (it has "

@@ -268,7 +268,9 @@ class NoIndex:
 async def test_the_keyspace_is_created_with_the_schema(api: Direct) -> None:
     store = api.journals.store
     assert isinstance(store, CassandraStore)
-    rows = await cql.execute(store.session, f"SELECT version FROM {store.keyspace}.schema_version")
+    rows = await cql.execute(
+        store.session_for_tests, f"SELECT version FROM {store.keyspace}.schema_version"
+    )
     assert [r.version for r in rows] == [SCHEMA_VERSION]
 
 

@@ -62,7 +62,7 @@ async def stored_marks(api: DirectSnapshots, journal_id: str) -> list[int]:
     assert isinstance(store, CassandraStore)
     key = api.journals.journal(journal_id).key
     rows = await cql.execute(
-        store.session,
+        store.session_for_tests,
         f"SELECT mark FROM {store.keyspace}.snapshots WHERE topic = %s AND id = %s",
         (key.topic, key.id),
     )

@@ -85,7 +85,10 @@ async def replicated(stack: Stack, spark: SparkSession) -> AsyncIterator[Replica
 async def rows(store: CassandraStore, keyspace: str, table: str) -> dict[tuple[Any, ...], Any]:
     columns, key_size = TABLES[table]
     query = f"SELECT {columns} FROM {keyspace}.{table}"
-    return {tuple(row[:key_size]): tuple(row) async for row in cql.stream(store.session, query)}
+    return {
+        tuple(row[:key_size]): tuple(row)
+        async for row in cql.stream(store.session_for_tests, query)
+    }
 
 
 async def test_rebuild_writes_the_rows_the_core_replication_writes(
@@ -149,12 +152,12 @@ async def test_audit_passes_then_finds_removed_changed_and_rejected_events(
     removed, changed = visible[0], visible[-1]
     assert removed[:2] != changed[:2]
     await cql.execute(
-        store.session,
+        store.session_for_tests,
         f"DELETE FROM {ks}.events WHERE topic = %s AND id = %s AND segment = %s AND seq_nr = %s",
         removed[:4],
     )
     await cql.execute(
-        store.session,
+        store.session_for_tests,
         f"UPDATE {ks}.events SET payload_txt = %s "
         "WHERE topic = %s AND id = %s AND segment = %s AND seq_nr = %s",
         ('"changed"', *changed[:4]),
@@ -163,7 +166,7 @@ async def test_audit_passes_then_finds_removed_changed_and_rejected_events(
     race = replicated.work.race
     assert race is not None
     await cql.execute(
-        store.session,
+        store.session_for_tests,
         f"UPDATE {ks}.events SET offset = %s, payload_txt = %s "
         "WHERE topic = %s AND id = %s AND segment = 0 AND seq_nr = 1",
         (race.rival.offset, race.rival_payload, own.topic, race.journal_id),
@@ -232,18 +235,18 @@ async def test_after_retention_the_audit_is_exact_from_a_purge_and_partial_befor
         assert isinstance(store, CassandraStore)
         where = "WHERE topic = %s AND id = %s AND segment = 0 AND seq_nr = %s"
         await cql.execute(
-            store.session,
+            store.session_for_tests,
             f"UPDATE {ks}.events SET payload_txt = %s {where}",
             ('"changed"', settings.topic, "kept", 2),
         )
         # A row as if the Append 6-7 was missed, and an event the Delete removed, back.
         await cql.execute(
-            store.session,
+            store.session_for_tests,
             f"UPDATE {ks}.journals SET seq_nr = 5, offset = %s WHERE topic = %s AND id = %s",
             (deleted.position.offset, settings.topic, "partial"),
         )
         await cql.execute(
-            store.session,
+            store.session_for_tests,
             f"INSERT INTO {ks}.events (topic, id, segment, seq_nr, partition, offset, timestamp) "
             "VALUES (%s, %s, 0, 1, 0, 0, toTimestamp(now()))",
             (settings.topic, "partial"),

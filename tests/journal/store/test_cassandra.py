@@ -7,8 +7,9 @@ from collections.abc import AsyncIterator
 import pytest
 
 from journal.store import cql
-from journal.store.cassandra import CassandraConfig, CassandraStore, Partition, _Packer
+from journal.store.cassandra import CassandraConfig, CassandraStore
 from journal.store.schema import SCHEMA_VERSION, SchemaTooNew
+from journal.store.writes import Packer, Partition
 from tests.journal.store.contract import (
     KEY,
     SEGMENT,
@@ -37,14 +38,14 @@ def config(stack: object, keyspace: str) -> CassandraConfig:
 async def store(stack: object) -> AsyncIterator[CassandraStore]:
     store = await CassandraStore.connect(config(stack, f"contract_{uuid.uuid4().hex[:12]}"))
     yield store
-    await cql.execute(store.session, f"DROP KEYSPACE {store.keyspace}")
+    await cql.execute(store.session_for_tests, f"DROP KEYSPACE {store.keyspace}")
     await store.close()
 
 
 class TestCassandraStore(EventualStoreContract):
     async def test_a_newer_schema_is_refused(self, store: CassandraStore, stack: object) -> None:
         await cql.execute(
-            store.session,
+            store.session_for_tests,
             f"UPDATE {store.keyspace}.schema_version SET version = %s WHERE name = 'journal'",
             (SCHEMA_VERSION + 1,),
         )
@@ -55,15 +56,15 @@ class TestCassandraStore(EventualStoreContract):
         self, store: CassandraStore, stack: object
     ) -> None:
         await cql.execute(
-            store.session,
+            store.session_for_tests,
             f"UPDATE {store.keyspace}.schema_version SET version = 1 WHERE name = 'journal'",
         )
-        await cql.execute(store.session, f"DROP TABLE {store.keyspace}.snapshots")
+        await cql.execute(store.session_for_tests, f"DROP TABLE {store.keyspace}.snapshots")
         upgraded = await CassandraStore.connect(config(stack, store.keyspace))
         try:
             await put(upgraded, snapshot(1, 1))
             rows = await cql.execute(
-                store.session,
+                store.session_for_tests,
                 f"SELECT version FROM {store.keyspace}.schema_version WHERE name = 'journal'",
             )
             assert [r.version for r in rows] == [2] == [SCHEMA_VERSION]
@@ -76,7 +77,7 @@ class TestCassandraStore(EventualStoreContract):
 
         await apply(store, a.append(KEY, 41, 1, 2))
         rows = await cql.execute(
-            store.session,
+            store.session_for_tests,
             f"SELECT WRITETIME(partition) AS stamp FROM {store.keyspace}.events "
             "WHERE topic = %s AND id = %s AND segment = 0",
             (KEY.topic, KEY.id),
@@ -94,7 +95,7 @@ class TestCassandraStore(EventualStoreContract):
         await apply(store, a.append(KEY, 41, 1, 3))
 
         def traced_read() -> list[str]:
-            result = store.session.execute(
+            result = store.session_for_tests.execute(
                 f"SELECT * FROM {store.keyspace}.events WHERE topic = %s AND id = %s "
                 "AND segment = 0",
                 (KEY.topic, KEY.id),
@@ -115,7 +116,7 @@ class TestCassandraStore(EventualStoreContract):
         await put(store, snapshot(5, 10, BinaryPayload(b"0123456789")))  # 3 chunks of <= 4
         await put(store, snapshot(5, 11, BinaryPayload(b"abcde")))  # 2
         rows = await cql.execute(
-            store.session,
+            store.session_for_tests,
             f"SELECT mark, chunk, data, WRITETIME(data) AS stamp FROM {store.keyspace}"
             ".snapshot_chunks WHERE topic = %s AND id = %s",
             (KEY.topic, KEY.id),
@@ -133,9 +134,9 @@ class TestCassandraStore(EventualStoreContract):
 
         await apply(store, a.append(KEY, 0, 1, 2), a.append(OTHER, 1, 1, 1), a.purge(OTHER, 2))
         # as version 1 left it: no journal_ids
-        await cql.execute(store.session, f"TRUNCATE {store.keyspace}.journal_ids")
+        await cql.execute(store.session_for_tests, f"TRUNCATE {store.keyspace}.journal_ids")
         await cql.execute(
-            store.session,
+            store.session_for_tests,
             f"UPDATE {store.keyspace}.schema_version SET version = 1 WHERE name = 'journal'",
         )
         upgraded = await CassandraStore.connect(config(stack, store.keyspace))
@@ -144,7 +145,7 @@ class TestCassandraStore(EventualStoreContract):
         finally:
             await upgraded.close()
         rows = await cql.execute(
-            store.session,
+            store.session_for_tests,
             f"SELECT version FROM {store.keyspace}.schema_version WHERE name = 'journal'",
         )
         assert rows[0].version == SCHEMA_VERSION
@@ -157,9 +158,9 @@ class TestCassandraStore(EventualStoreContract):
 
         records = [a.append(JournalKey("topic", f"j{n}"), n, 1, 1) for n in range(25)]
         writes = fold_batch(records, {})
-        rows = {w.key: store._row_after(w, None) for w in writes}
-        groups = (store._row_mutations(w, rows[w.key]) for w in writes)
-        batches = [batch for batch, _ in _Packer().requests(groups)]
+        rows = {w.key: store._writes.row_after(w, None) for w in writes}
+        groups = (store._writes.row_mutations(w, rows[w.key]) for w in writes)
+        batches = [batch for batch, _ in Packer().requests(groups)]
         # each new journal: its row and its id, two partitions
         assert [len(batch) for batch in batches] == [10] * 5
 
@@ -174,10 +175,10 @@ class TestCassandraStore(EventualStoreContract):
 
         records = [a.append(JournalKey("topic", f"j{n}"), n, 1, 1) for n in range(25)]
         writes = fold_batch(records, {})
-        groups = [g for w in writes for g in store._mutations(w, None)]
+        groups = [g for w in writes for g in store._writes.mutations(w, None)]
         assert len(groups) == 25 and all(g.partitions == 1 for g in groups)
-        assert [len(batch) for batch, _ in _Packer().requests(groups)] == [10, 10, 5]
+        assert [len(batch) for batch, _ in Packer().requests(groups)] == [10, 10, 5]
 
         large = Partition(groups[0].mutations * 3, 60_000)  # as a 10-event append of 6 KB each
-        batches = [batch for batch, _ in _Packer().requests([groups[1], large, groups[2]])]
+        batches = [batch for batch, _ in Packer().requests([groups[1], large, groups[2]])]
         assert sorted(len(batch) for batch in batches) == [2, 3]  # the large one alone

@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 
-from journal.store.cassandra import in_window, reconnection_policy
+from journal.store.cluster import reconnection_policy
+from journal.store.cql import in_window
 
 
 def test_the_driver_tries_a_host_that_went_down_forever_and_often() -> None:

@@ -1,0 +1,69 @@
+"""Connecting to Cassandra: the driver's cluster with our execution profile, protocol version
+and reconnection policy. A cluster no host of which answers is `StoreUnavailable`; a refused
+login is `StoreLoginRefused` (no wait cures it)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from cassandra import AuthenticationFailed, ConsistencyLevel
+from cassandra.cluster import (
+    EXEC_PROFILE_DEFAULT,
+    Cluster,
+    ExecutionProfile,
+    NoHostAvailable,
+    Session,
+)
+from cassandra.policies import (
+    DCAwareRoundRobinPolicy,
+    ExponentialReconnectionPolicy,
+    TokenAwarePolicy,
+)
+
+from journal.errors import StoreLoginRefused, StoreUnavailable
+
+if TYPE_CHECKING:
+    from journal.store.cassandra import CassandraConfig
+
+PROTOCOL_VERSION = 4  # the native protocol every client of ours speaks (see `open_session`)
+_RECONNECT_MAX_DELAY_S = 10.0  # between attempts to reach a Cassandra host that went down
+
+
+def reconnection_policy() -> ExponentialReconnectionPolicy:
+    """How the driver tries a host that went down again: never giving up (its default stops
+    after 64 attempts, and a worker would stay without its store for good), at most
+    `_RECONNECT_MAX_DELAY_S` apart (its default backs off to 10 minutes: after a 4-minute
+    outage a worker went on failing 4 more minutes against a Cassandra that was back)."""
+    return ExponentialReconnectionPolicy(
+        base_delay=0.5, max_delay=_RECONNECT_MAX_DELAY_S, max_attempts=None
+    )
+
+
+async def open_session(config: CassandraConfig) -> tuple[Cluster, Session]:
+    """A cluster of `config`'s hosts and a session on it (not bound to the keyspace)."""
+    profile = ExecutionProfile(
+        load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy()),
+        consistency_level=ConsistencyLevel.name_to_value[config.consistency],
+        request_timeout=config.request_timeout_s,
+    )
+    cluster = Cluster(
+        list(config.hosts),
+        port=config.port,
+        execution_profiles={EXEC_PROFILE_DEFAULT: profile},
+        # v4, not v5: the driver checks v5's segment headers with a CRC computed in Python
+        # (per segment, both ways) and now and then rejects a good one at connect ("CRC
+        # mismatch on header", PYTHON-1337; seen once in our CI); v4 has no segments
+        protocol_version=PROTOCOL_VERSION,
+        auth_provider=None if config.login is None else config.login.auth_provider(),
+        reconnection_policy=reconnection_policy(),
+    )
+    try:
+        session = await asyncio.to_thread(cluster.connect)  # connect blocks: not on the loop
+    except NoHostAvailable as error:
+        await asyncio.to_thread(cluster.shutdown)
+        if any(isinstance(e, AuthenticationFailed) for e in error.errors.values()):
+            # a wrong login is no outage: waiting would not cure it
+            raise StoreLoginRefused(f"Cassandra refused the login: {error}") from error
+        raise StoreUnavailable(f"Cassandra: no host reachable: {error}") from error
+    return cluster, session

@@ -1,0 +1,114 @@
+"""The Cassandra store's reads: pointers, journal rows, a journal's events segment by segment
+(and its first page, asked before its row is known), the stored Appends of a partition, and the
+`journals` table by token range for the pipeline's scans."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Collection
+from typing import Any
+
+from cassandra.cluster import Session
+
+from journal.model import SEQ_NR_MAX, EventRecord, JournalKey
+from journal.store import cql
+from journal.store.base import FirstPage, JournalMeta, StoredAppend
+from journal.store.rows import event_record_of, meta_of
+from journal.store.schema import APPEND_BUCKET
+from journal.store.statements import Statements
+
+
+class Reads:
+    """The read side on one session; `segment_size` is the store's for new journals."""
+
+    def __init__(self, session: Session, statements: Statements, segment_size: int) -> None:
+        self._session = session
+        self._statements = statements
+        self._segment_size = segment_size
+
+    async def pointer(self, topic: str, partition: int) -> int | None:
+        rows = await cql.execute(self._session, self._statements.pointer, (topic, partition))
+        return rows[0].offset if rows else None
+
+    async def pointers(self, topic: str) -> dict[int, int]:
+        rows = await cql.execute(self._session, self._statements.pointers, (topic,))
+        return {row.partition: row.offset for row in rows}
+
+    async def meta(self, key: JournalKey) -> JournalMeta | None:
+        row = await self._meta_row(key)
+        return None if row is None else meta_of(row)
+
+    async def stored(self, keys: Collection[JournalKey]) -> dict[JournalKey, JournalMeta]:
+        rows = await asyncio.gather(*(self._meta_row(key) for key in keys))
+        return {key: meta_of(row) for key, row in zip(keys, rows, strict=True) if row is not None}
+
+    async def read(
+        self, key: JournalKey, meta: JournalMeta, from_: int = 1, to: int = SEQ_NR_MAX
+    ) -> AsyncIterator[EventRecord]:
+        if meta.seq_nr is None:
+            return
+        size = meta.segment_size or self._segment_size
+        start = max(from_, (meta.delete_to or 0) + 1)
+        stop = min(to, meta.seq_nr)
+        for segment in range(start // size, stop // size + 1):
+            rows = cql.stream(
+                self._session,
+                self._statements.read,
+                (key.topic, key.id, segment, start, stop),
+            )
+            async for event_row in rows:
+                yield event_record_of(event_row)
+
+    async def appends(
+        self, topic: str, partition: int, after: int, to: int
+    ) -> AsyncIterator[StoredAppend]:
+        if to <= after:
+            return
+        for bucket in range((after + 1) // APPEND_BUCKET, to // APPEND_BUCKET + 1):
+            rows = cql.stream(
+                self._session, self._statements.appends, (topic, partition, bucket, after, to)
+            )
+            async for row in rows:
+                yield StoredAppend(
+                    JournalKey(topic, row.id),
+                    partition,
+                    row.offset,
+                    row.first_seq_nr,
+                    row.last_seq_nr,
+                    row.segment_size,
+                )
+
+    async def append_events(self, append: StoredAppend) -> AsyncIterator[EventRecord]:
+        key, size = append.key, append.segment_size or self._segment_size
+        for segment in range(append.first // size, append.last // size + 1):
+            rows = cql.stream(
+                self._session,
+                self._statements.read,
+                (key.topic, key.id, segment, append.first, append.last),
+            )
+            async for event_row in rows:
+                if event_row.offset == append.offset:  # not a later Append's after a Purge
+                    yield event_record_of(event_row)
+
+    async def first_page(self, key: JournalKey, from_: int, to: int) -> FirstPage:
+        size = self._segment_size
+        segment_end = (from_ // size + 1) * size - 1
+        rows = await cql.execute(
+            self._session,
+            self._statements.read,
+            (key.topic, key.id, from_ // size, from_, min(to, segment_end)),
+        )
+        return FirstPage(size, tuple(event_record_of(row) for row in rows))
+
+    async def journals_in_token_range(
+        self, low: int, high: int
+    ) -> AsyncIterator[tuple[JournalKey, JournalMeta]]:
+        """The rows of `journals` (every topic's) with `low < token(topic, id) <= high`,
+        streamed page by page."""
+        rows = cql.stream(self._session, self._statements.journals_in_token_range, (low, high))
+        async for row in rows:
+            yield JournalKey(row.topic, row.id), meta_of(row)
+
+    async def _meta_row(self, key: JournalKey) -> Any:
+        rows = await cql.execute(self._session, self._statements.meta, (key.topic, key.id))
+        return rows[0] if rows else None

@@ -1,0 +1,255 @@
+"""Replication's writes on Cassandra: a batch's folded writes planned as mutations per
+Cassandra partition (`Writes`: events, deletions, the `appends` and `journals` rows), packed
+into unlogged batches (`Packer`) and run a window at a time."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cassandra.cluster import Session
+from cassandra.query import BatchStatement, BatchType, PreparedStatement, Statement
+
+from journal.actions import events_of
+from journal.fold import JournalWrite
+from journal.model import ActionRecord, AppendHeader, EventRecord, JournalKey
+from journal.store import cql
+from journal.store.base import JournalMeta
+from journal.store.cql import Params
+from journal.store.rows import event_row
+from journal.store.schema import APPEND_BUCKET, id_bucket
+from journal.store.statements import Statements
+
+# a single-partition unlogged batch (one segment of one journal) is split past this many
+# payload bytes, to keep each mutation far below Cassandra's limit
+_BATCH_BYTES = 1_000_000
+# partitions per multi-partition unlogged batch: Cassandra's warning threshold for them
+# (unlogged_batch_across_partitions_warn_threshold)
+_PARTITIONS_PER_BATCH = 10
+# estimated bytes of a multi-partition batch: below batch_size_warn_threshold (5 KiB; such
+# batches fail past batch_size_fail_threshold, 50 KiB); `_ROW_BYTES` per row beside payloads
+# (4,000 estimated was 5,319 bytes to Cassandra: its warning)
+_SHARED_BATCH_BYTES = 3_000
+_ROW_BYTES = 150
+_APPENDS_PER_BATCH = 200  # rows of the `appends` table per unlogged batch (one partition)
+
+
+Mutation = tuple[PreparedStatement, tuple[Any, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class Partition:
+    """Mutations of one Cassandra partition (`partitions` > 1: a few tiny ones counted as
+    one group), with their estimated size in bytes."""
+
+    mutations: list[Mutation]
+    weight: int
+    partitions: int = 1
+
+    @classmethod
+    def of(cls, statement: PreparedStatement, values: tuple[Any, ...]) -> Partition:
+        return cls([(statement, values)], _ROW_BYTES)
+
+
+class Packer:
+    """Packs partitions' mutations into unlogged batches: small ones share a batch (at most
+    `_PARTITIONS_PER_BATCH` partitions, `_SHARED_BATCH_BYTES`), a large one goes alone."""
+
+    def __init__(self) -> None:
+        self._batch = BatchStatement(batch_type=BatchType.UNLOGGED)
+        self._partitions = 0
+        self._weight = 0
+
+    def requests(self, groups: Iterable[Partition]) -> Iterator[tuple[Statement, Params]]:
+        for group in groups:
+            if group.weight > _SHARED_BATCH_BYTES:
+                yield _batch_of(group.mutations), None
+                continue
+            if (
+                self._partitions + group.partitions > _PARTITIONS_PER_BATCH
+                or self._weight + group.weight > _SHARED_BATCH_BYTES
+            ):
+                yield from self._flush()
+            for statement, values in group.mutations:
+                self._batch.add(statement, values)
+            self._partitions += group.partitions
+            self._weight += group.weight
+        yield from self._flush()
+
+    def _flush(self) -> Iterator[tuple[Statement, Params]]:
+        if self._partitions:
+            yield self._batch, None
+        self._batch = BatchStatement(batch_type=BatchType.UNLOGGED)
+        self._partitions = self._weight = 0
+
+
+def _batch_of(mutations: Sequence[Mutation]) -> BatchStatement:
+    batch = BatchStatement(batch_type=BatchType.UNLOGGED)
+    for statement, values in mutations:
+        batch.add(statement, values)
+    return batch
+
+
+class Writes:
+    """The write side on one session: `segment_size` for new journals (and purged ones),
+    `window` requests of a batch in flight.
+
+    `apply` writes each journal's events of a segment (a single Cassandra partition) together,
+    with what a Purge or Delete removed and the `appends` rows; then the rows of the `journals`
+    table, once per journal, each with its `journal_ids` change when the batch made the journal
+    exist or purged it. A request costs the client far more CPU than a row does, so small
+    partitions' mutations share an unlogged batch (`Packer`: a few partitions and a few KiB,
+    under Cassandra's warning thresholds for multi-partition batches); a large one goes alone
+    (single-partition batches have no size threshold). Every cell is stamped with its action's
+    offset + 1 (`schema.py`), so the requests of one journal need no order among them, and a
+    replay cannot overwrite newer cells. Replication reads the rows it folds onto (`stored`)
+    only for journals it has not written lately (`journal.replicate`).
+    """
+
+    def __init__(
+        self, session: Session, statements: Statements, segment_size: int, window: int
+    ) -> None:
+        self._session = session
+        self._statements = statements
+        self._segment_size = segment_size
+        self._window = window
+
+    async def apply(
+        self, writes: Sequence[JournalWrite], stored: Mapping[JournalKey, JournalMeta]
+    ) -> dict[JournalKey, JournalMeta]:
+        changed = [write for write in writes if write.changes_store]
+        rows = {write.key: self.row_after(write, stored.get(write.key)) for write in changed}
+        mutations = itertools.chain(
+            (m for write in changed for m in self.mutations(write, stored.get(write.key))),
+            self.appends_mutations(changed, rows),
+        )
+        await cql.execute_in_window(self._session, Packer().requests(mutations), self._window)
+        # the rows once every journal's events are durable (a reader trusts a row's seqNr)
+        rows_mutations = (self.row_mutations(write, rows[write.key]) for write in changed)
+        await cql.execute_in_window(self._session, Packer().requests(rows_mutations), self._window)
+        return rows
+
+    async def save_pointer(self, topic: str, partition: int, offset: int) -> None:
+        await cql.execute(
+            self._session, self._statements.save_pointer, (topic, partition, offset, offset + 1)
+        )
+
+    async def insert_events(
+        self, key: JournalKey, records: Sequence[EventRecord], stamp: int
+    ) -> None:
+        """The `events` rows of `records` alone (no journal row, no stored Append), stamped
+        `stamp`, in one request: an unlogged batch past one record."""
+        insert, size = self._statements.insert_event, self._segment_size
+        if len(records) == 1:
+            await cql.execute(self._session, insert, event_row(key, size, records[0], stamp))
+            return
+        batch = _batch_of([(insert, event_row(key, size, r, stamp)) for r in records])
+        await cql.execute(self._session, batch, None)
+
+    def sizes(self, write: JournalWrite, stored: JournalMeta | None) -> tuple[int, int]:
+        """The journal's segment size before the batch, and after it (a Purge starts anew)."""
+        before = (stored.segment_size if stored is not None else None) or self._segment_size
+        return before, self._segment_size if write.purge is not None else before
+
+    def row_after(self, write: JournalWrite, stored: JournalMeta | None) -> JournalMeta:
+        after = write.after
+        return JournalMeta(
+            write.partition,
+            after.offset,
+            after.seq_nr or None,
+            after.delete_to or None,
+            self.sizes(write, stored)[1],
+        )
+
+    def mutations(self, write: JournalWrite, stored: JournalMeta | None) -> Iterator[Partition]:
+        """One journal's event and deletion mutations, in no particular order: their `USING
+        TIMESTAMP`s, from offsets, order their effects."""
+        key, before = write.key, write.before
+        size_before, size = self.sizes(write, stored)
+        if write.purge is not None:
+            # the journal's snapshots put before the Purge; never later ones (their Marks)
+            stamp = write.purge + 1
+            yield Partition.of(self._statements.purge_snapshots, (stamp, key.topic, key.id))
+            yield Partition.of(self._statements.purge_snapshot_chunks, (stamp, key.topic, key.id))
+        if write.purge is not None and before.seq_nr > 0:
+            yield from self.segment_deletes(key, size_before, 0, before.seq_nr, None, write.purge)
+        yield from self.event_partitions(key, size, write.appends)
+        if write.delete is not None:
+            first = 0 if write.purge is not None else before.delete_to + 1
+            delete = write.delete
+            yield from self.segment_deletes(key, size, first, delete.to, delete.to, delete.offset)
+
+    def row_mutations(self, write: JournalWrite, row: JournalMeta) -> Partition:
+        """The journal's row and, where it came to exist or was purged, its id: two
+        partitions, counted as one (rows are tiny)."""
+        statements = self._statements
+        key, stamp = write.key, row.offset + 1
+        values = (key.topic, key.id, row.partition, row.offset, row.seq_nr, row.delete_to)
+        mutations: list[Mutation] = [(statements.save_meta, (*values, row.segment_size, stamp))]
+        id_row = (key.topic, id_bucket(key.id), key.id)
+        if write.after.exists and not write.before.exists:
+            mutations.append((statements.list_id, (*id_row, stamp)))
+        elif write.before.exists and not write.after.exists:
+            mutations.append((statements.unlist_id, (stamp, *id_row)))
+        return Partition(mutations, len(mutations) * _ROW_BYTES, len(mutations))
+
+    def appends_mutations(
+        self, writes: Sequence[JournalWrite], rows: Mapping[JournalKey, JournalMeta]
+    ) -> Iterator[Partition]:
+        """The batch's stored Appends, for subscriptions, per bucket (one Cassandra partition),
+        written with the events, so before the rows."""
+        by_bucket: dict[tuple[str, int, int], list[tuple[Any, ...]]] = {}
+        for write in writes:
+            size = rows[write.key].segment_size
+            for append in write.appends:
+                assert isinstance(append.header, AppendHeader)
+                seq = append.header.range
+                bucket = (write.key.topic, write.partition, append.offset // APPEND_BUCKET)
+                by_bucket.setdefault(bucket, []).append(
+                    (*bucket, append.offset, write.key.id, seq.from_, seq.to, size)
+                )
+        insert = self._statements.insert_append
+        for values in by_bucket.values():
+            values.sort(key=lambda row: row[3])
+            for start in range(0, len(values), _APPENDS_PER_BATCH):
+                chunk = values[start : start + _APPENDS_PER_BATCH]
+                yield Partition(
+                    [(insert, (*row, row[3] + 1)) for row in chunk], len(chunk) * _ROW_BYTES
+                )
+
+    def event_partitions(
+        self, key: JournalKey, size: int, appends: Sequence[ActionRecord]
+    ) -> list[Partition]:
+        """The events of `appends`, per segment (one Cassandra partition), split only past
+        `_BATCH_BYTES`; each row stamped with its Append's offset + 1."""
+        partitions: list[Partition] = []
+        rows: list[Mutation] = []
+        segment, weight = -1, 0
+        insert = self._statements.insert_event
+        for append in appends:
+            records = events_of(append)
+            per_event = len(append.value) // max(len(records), 1) + _ROW_BYTES
+            for record in records:
+                if rows and (record.seq_nr // size != segment or weight > _BATCH_BYTES):
+                    partitions.append(Partition(rows, weight))
+                    rows, weight = [], 0
+                segment = record.seq_nr // size
+                weight += per_event
+                rows.append((insert, event_row(key, size, record, append.offset + 1)))
+        if rows:
+            partitions.append(Partition(rows, weight))
+        return partitions
+
+    def segment_deletes(
+        self, key: JournalKey, size: int, first: int, last: int, to: int | None, offset: int
+    ) -> Iterator[Partition]:
+        """Delete the segments holding seqNrs first..last: whole ones, or rows up to `to`."""
+        stamp = offset + 1
+        statements = self._statements
+        for segment in range(first // size, last // size + 1):
+            if to is None:
+                yield Partition.of(statements.delete_segment, (stamp, key.topic, key.id, segment))
+            else:
+                yield Partition.of(statements.delete_rows, (stamp, key.topic, key.id, segment, to))
