@@ -33,7 +33,6 @@ async def eventually(
     not_yet: tuple[type[BaseException], ...] = (AssertionError, *retry_on)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + within_s
-    not_yet: tuple[type[BaseException], ...] = (AssertionError, *retry_on)
     while True:
         try:
             answer = await check()
