@@ -37,18 +37,18 @@ from typing import TypeVar
 from aiokafka import TopicPartition
 
 from agents.poison import SkippedBatches
-from journal.actions import RawRecord
-from journal.consumers import start_consumer, stop_consumer
+from journal.codec.actions import RawRecord
+from journal.core.model import ActionRecord
 from journal.errors import StoreUnavailable
-from journal.metrics import METRICS, set_replication_lag
-from journal.model import ActionRecord
-from journal.replicate import (
+from journal.kafka.consumers import start_consumer, stop_consumer
+from journal.kafka.replicate import (
     AlreadyQuarantined,
     Quarantine,
     Replicator,
     StoredRows,
     replicate_range,
 )
+from journal.metrics import METRICS, set_replication_lag
 from journal.security import KafkaAccess
 from journal.store.base import EventualStore
 from tables.partitions import OwnedPartitions

@@ -20,7 +20,7 @@ from pydantic.fields import FieldInfo
 
 from app.garbage import tune_garbage_collector
 from app.settings import WorkerSettings
-from journal.model import SEQ_NR_MAX
+from journal.core.model import SEQ_NR_MAX
 from journal.settings import (
     HttpAuthSettings,
     KJSettings,
@@ -158,7 +158,7 @@ def lag(**values: Any) -> int:
     settings = load(Settings, values)
     import asyncio
 
-    from journal.lag import format_lag, replication_lag
+    from journal.kafka.lag import format_lag, replication_lag
     from journal.store.cassandra import CassandraStore
 
     async def measure() -> str:

@@ -40,8 +40,8 @@ from tenacity import (
 )
 from yarl import URL
 
+from journal.kafka.writer import partition_of
 from journal.metrics import METRICS
-from journal.writer import partition_of
 from tables.partitions import OwnedPartitions
 from web.app import DEFAULT_RETRY_AFTER_S
 from web.errors import ApiError, ErrorCode, StreamInterrupted

@@ -23,16 +23,16 @@ from app.faust_metrics import FaustMonitorCollector
 from app.forwarding import Forwarder, Owners
 from app.security import guard_of
 from app.settings import WorkerSettings
-from journal.deferred import Deferred
-from journal.journals import Journals
+from journal.client.deferred import Deferred
+from journal.client.journals import Journals
+from journal.kafka.producer import JournalProducer
+from journal.kafka.replicate import KafkaQuarantine
+from journal.kafka.tail import TailConfig, TailIndex
+from journal.kafka.topic import TopicSpec, ensure_topic, quarantine_topic
 from journal.metrics import METRICS
-from journal.producer import JournalProducer
-from journal.replicate import KafkaQuarantine
 from journal.security import KafkaAccess
 from journal.store.cassandra import CassandraStore
 from journal.store.connecting import ConnectingStore
-from journal.tail import TailConfig, TailIndex
-from journal.topic import TopicSpec, ensure_topic, quarantine_topic
 from tables.index import TableIndex
 from tables.partitions import OwnedPartitions
 from tables.tables import JournalTables, define_tables

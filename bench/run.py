@@ -49,7 +49,7 @@ from bench.report import RunInfo, write
 from bench.spark import bench_spark
 from bench.subscription import SubscriptionSizes, bench_subscription
 from devtools.workers import WorkerProcess
-from journal.journals import Journals
+from journal.client.journals import Journals
 from journal.settings import Settings
 from journal.store.cassandra import CassandraStore
 from stack import Stack

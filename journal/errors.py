@@ -54,7 +54,7 @@ class JournalTruncated(JournalError):
 
 class UndecodableBatch(JournalError):
     """A read needs records of a batch this process cannot decode (unknown codec, corrupt):
-    it cannot tell whether they hold the journal's actions (journal/poison.py)."""
+    it cannot tell whether they hold the journal's actions (journal/kafka/poison.py)."""
 
 
 class AppendTooLarge(JournalError, ValueError):

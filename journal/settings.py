@@ -45,8 +45,8 @@ from journal.security import (
 )
 
 if TYPE_CHECKING:  # loaded on use: the command line's --help and stack/ need no drivers
+    from journal.kafka.topic import TopicSpec
     from journal.store.cassandra import CassandraConfig
-    from journal.topic import TopicSpec
 
 DAY_MS = 24 * 60 * 60 * 1000
 ENV_PREFIX = "KJ_"
@@ -383,7 +383,7 @@ class Settings(KJSettings):
         )
 
     def topic_spec(self) -> TopicSpec:
-        from journal.topic import TopicSpec
+        from journal.kafka.topic import TopicSpec
 
         return TopicSpec(
             self.topic,

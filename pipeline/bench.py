@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
-from journal.journals import Journals
-from journal.model import Event, JsonPayload
-from journal.replicate import AlreadyQuarantined, replicate_to_now
+from journal.client.journals import Journals
+from journal.core.model import Event, JsonPayload
+from journal.kafka.replicate import AlreadyQuarantined, replicate_to_now
 from journal.settings import Settings
 from journal.store.cassandra import CassandraStore
 from pipeline.rebuild import rebuild

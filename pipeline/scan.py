@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 
 from cassandra.query import SimpleStatement
 
-from journal.model import JournalKey
+from journal.core.model import JournalKey
 from journal.store import cql
 from journal.store.base import JournalMeta
 from journal.store.cassandra import CassandraStore

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 
+from journal.kafka.topic import TopicSpec, ensure_topic, quarantine_topic
 from journal.security import (
     CASSANDRA_ADMIN,
     CASSANDRA_READER,
@@ -39,7 +40,6 @@ from journal.security import (
     dev_password,
 )
 from journal.settings import current_environment
-from journal.topic import TopicSpec, ensure_topic, quarantine_topic
 from stack.health import ProbeError, until_answered
 
 if TYPE_CHECKING:

@@ -23,8 +23,8 @@ from typing import Any
 
 import faust
 
-from journal.index import OffsetRuns
-from journal.model import ActionRecord, AppendHeader, DeleteHeader, PurgeHeader
+from journal.core.index import OffsetRuns
+from journal.core.model import ActionRecord, AppendHeader, DeleteHeader, PurgeHeader
 from tables.values import decode_runs, encode_runs
 
 FLUSH_RECORDS = 500  # a partition's records between two flushes of its changes, at most

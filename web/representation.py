@@ -4,7 +4,7 @@ An event line: `{"seqNr", "payload" | "payloadText" | "payloadBinary" (base64) |
 (sorted), "timestamp" (ISO 8601 UTC, milliseconds: Kafka's precision), "partition", "offset",
 "metadata"? (the append's metadata, when it has some), "expireAfter"? (ISO 8601),
 "headers"? (when the append had some)}`. Optional fields are omitted rather than null; a JSON
-null payload reads back as none, as in kafka-journal (see `journal.model.Event`).
+null payload reads back as none, as in kafka-journal (see `journal.core.model.Event`).
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ import orjson
 from aiohttp import web
 from pydantic import BaseModel
 
-from journal import journals, listing, model
-from journal.model import BinaryPayload, EventRecord, JsonPayload, Payload, TextPayload
-from journal.subscription import Heartbeat, SubscriptionItem, SubscriptionPosition
+from journal.client import journals, listing
+from journal.core import model
+from journal.core.model import BinaryPayload, EventRecord, JsonPayload, Payload, TextPayload
+from journal.kafka.subscription import Heartbeat, SubscriptionItem, SubscriptionPosition
 from web import schema
 from web.duration import expire_after_to_iso
 

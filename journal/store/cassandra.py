@@ -1,7 +1,7 @@
 """The eventual store on Apache Cassandra (schema and write-timestamp rule: `schema.py`).
 
 Replication folds a batch onto the `journals` rows of its journals, read (`stored`, one query
-each, in parallel) only for journals it has not written lately (`journal.replicate`). `apply`
+each, in parallel) only for journals it has not written lately (`journal.kafka.replicate`). `apply`
 writes each journal's events of a segment (a single Cassandra partition) together, with what a
 Purge or Delete removed and the `appends` rows, a bounded window of requests in flight; then
 the rows of the `journals` table, once per journal, each with its `journal_ids` change when the
@@ -57,10 +57,9 @@ from cassandra.query import (
     Statement,
 )
 
-from journal.actions import events_of
-from journal.errors import SnapshotTooLarge, StoreUnavailable
-from journal.fold import JournalWrite
-from journal.model import (
+from journal.codec.actions import events_of
+from journal.core.fold import JournalWrite
+from journal.core.model import (
     SEQ_NR_MAX,
     ActionRecord,
     AppendHeader,
@@ -73,6 +72,7 @@ from journal.model import (
     PayloadMetadata,
     TextPayload,
 )
+from journal.errors import SnapshotTooLarge, StoreUnavailable
 from journal.security import CassandraLogin
 from journal.store import cql
 from journal.store.base import (

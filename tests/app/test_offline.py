@@ -16,10 +16,10 @@ import aiohttp
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from journal.actions import record_headers
 from journal.codec import encode_events
+from journal.codec.actions import record_headers
+from journal.core.model import AppendHeader, Event, Events, SeqRange
 from journal.metrics import METRICS
-from journal.model import AppendHeader, Event, Events, SeqRange
 from stack import Stack
 from tests.journal.journal_contract import events
 from tests.support.harness import Harness, harness, unique

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Iterator
 import aiohttp
 import pytest
 
-from journal.model import TextPayload
+from journal.core.model import TextPayload
 from stack import Stack
 from tests.app.test_workers import metric
 from tests.journal.journal_contract import events

@@ -10,7 +10,7 @@ from aiokafka.errors import KafkaConnectionError, MessageSizeTooLargeError
 from cassandra import InvalidRequest, OperationTimedOut
 
 from journal.errors import AppendTooLarge, KafkaUnavailable, StoreUnavailable
-from journal.producer import JournalProducer
+from journal.kafka.producer import JournalProducer
 from journal.security import KafkaAccess
 from journal.store import cql
 

@@ -7,9 +7,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from journal.index import Indexed, NotIndexed
-from journal.journals import Journal
-from journal.tail import TailConfig, TailIndex
+from journal.client.journals import Journal
+from journal.core.index import Indexed, NotIndexed
+from journal.kafka.tail import TailConfig, TailIndex
 from stack import Stack
 from tests.journal.journal_contract import events
 from tests.support.harness import Harness, harness, unique

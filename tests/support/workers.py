@@ -8,10 +8,10 @@ from contextlib import contextmanager
 import pytest
 
 from devtools.workers import REPO, WorkerProcess
-from journal.replicate import wait_replicated as wait_pointers
+from journal.kafka.replicate import wait_replicated as wait_pointers
+from journal.kafka.topic import end_offsets
 from journal.settings import Settings
 from journal.store.base import EventualJournal
-from journal.topic import end_offsets
 from tests.support.harness import unique
 
 __all__ = ["REPO", "WorkerProcess", "end_offsets", "running_workers", "wait_replicated"]

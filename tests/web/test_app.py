@@ -16,6 +16,19 @@ import orjson
 import pytest
 from aiohttp import web
 
+from journal.client.journals import Deleted, JournalInfo
+from journal.client.listing import JournalIdPage
+from journal.core.model import (
+    BinaryPayload,
+    Event,
+    EventRecord,
+    JournalKey,
+    JsonPayload,
+    Payload,
+    PayloadMetadata,
+    Position,
+    TextPayload,
+)
 from journal.errors import (
     AppendTooLarge,
     IdempotencyKeyReused,
@@ -28,27 +41,14 @@ from journal.errors import (
     StoreUnavailable,
     UndecodableBatch,
 )
-from journal.journals import Deleted, JournalInfo
-from journal.listing import JournalIdPage
-from journal.metrics import Metrics
-from journal.model import (
-    BinaryPayload,
-    Event,
-    EventRecord,
-    JournalKey,
-    JsonPayload,
-    Payload,
-    PayloadMetadata,
-    Position,
-    TextPayload,
-)
-from journal.store.base import Snapshot, snapshot_bytes
-from journal.subscription import (
+from journal.kafka.subscription import (
     Heartbeat,
     SubscribedEvent,
     SubscriptionItem,
     SubscriptionPosition,
 )
+from journal.metrics import Metrics
+from journal.store.base import Snapshot, snapshot_bytes
 from tests.support.http_api import journal_path
 from tests.web.served import Served, serve
 from web import JournalHandle, add_routes, create_app
@@ -270,7 +270,7 @@ async def test_an_append_reads_back_with_every_field(served: Served, backend: Fa
     )
     assert (status, body) == (200, {"partition": 0, "offset": 0})
     assert [r.event for r in backend.records["a/b c"]] == [  # '/' and ' ' survive the path
-        Event(1, frozenset({"a", "z"})),  # a null payload is none (journal.model.Event)
+        Event(1, frozenset({"a", "z"})),  # a null payload is none (journal.core.model.Event)
         Event(2, frozenset(), TextPayload("t")),
         Event(3, frozenset(), BinaryPayload(b"\x00\x01")),
         Event(4),

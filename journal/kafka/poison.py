@@ -27,7 +27,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import CorruptRecordException, UnsupportedCodecError
 from aiokafka.structs import ConsumerRecord
 
-from journal.actions import RawRecord
+from journal.codec.actions import RawRecord
 from journal.errors import UndecodableBatch
 from journal.metrics import METRICS
 
@@ -182,7 +182,7 @@ class Skipped:
 
 
 class Skipper(Protocol):
-    """What replication does with skipped offsets (journal.replicate.Replicator.skip)."""
+    """What replication does with skipped offsets (journal.kafka.replicate.Replicator.skip)."""
 
     async def skip(self, marker: RawRecord, reason: str) -> None: ...
 

@@ -10,16 +10,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from aiokafka.structs import ConsumerRecord
-
-from journal.codec import (
-    ACTION_HEADER,
-    DecodeError,
-    decode_action_header,
-    decode_events,
-    encode_action_header,
-)
-from journal.model import (
+from journal.codec.action_header import ACTION_HEADER, decode_action_header, encode_action_header
+from journal.codec.errors import DecodeError
+from journal.codec.events import decode_events
+from journal.core.model import (
     ActionHeader,
     ActionRecord,
     AppendHeader,
@@ -43,19 +37,6 @@ class RawRecord:
     key: bytes | None
     value: bytes | None
     headers: RawHeaders
-
-
-def raw_record(message: ConsumerRecord[bytes, bytes]) -> RawRecord:
-    """The RawRecord of a record an aiokafka consumer returned (no key/value deserializers)."""
-    return RawRecord(
-        topic=message.topic,
-        partition=message.partition,
-        offset=message.offset,
-        timestamp_ms=message.timestamp,
-        key=message.key,
-        value=message.value,
-        headers=list(message.headers),
-    )
 
 
 class MalformedRecord(ValueError):

@@ -40,14 +40,14 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
-from journal.consumers import start_consumer, stop_consumer
+from journal.core.model import JournalKey
 from journal.errors import KafkaUnavailable
-from journal.model import JournalKey
-from journal.poison import fetch_for_read
+from journal.kafka.consumers import start_consumer, stop_consumer
+from journal.kafka.poison import fetch_for_read
 from journal.security import KafkaAccess
 
 if TYPE_CHECKING:
-    from journal.journals import Journals
+    from journal.client.journals import Journals
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
@@ -69,7 +69,7 @@ def check_page(limit: int) -> None:
 
 @runtime_checkable
 class UnreplicatedIds(Protocol):
-    """An index that knows the ids of a partition's unreplicated records (journal/tail.py)."""
+    """An index that knows the ids of a partition's unreplicated records (journal/kafka/tail.py)."""
 
     async def unreplicated_ids(self, partition: int, fence: int) -> Collection[str] | None:
         """Every id with records below `fence` the store may lack (more may come: they are

@@ -29,8 +29,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
-from journal.metrics import METRICS
-from journal.model import (
+from journal.core.model import (
     ActionHeader,
     ActionRecord,
     AppendHeader,
@@ -38,6 +37,7 @@ from journal.model import (
     JournalKey,
     PurgeHeader,
 )
+from journal.metrics import METRICS
 
 log = logging.getLogger(__name__)
 

@@ -21,11 +21,11 @@ from typing import Protocol
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
-from journal.consumers import start_consumer, stop_consumer
+from journal.core.model import JournalKey
 from journal.errors import KafkaUnavailable
-from journal.model import JournalKey
+from journal.kafka.consumers import start_consumer, stop_consumer
+from journal.kafka.writer import JournalWriter
 from journal.security import KafkaAccess
-from journal.writer import JournalWriter
 
 log = logging.getLogger(__name__)
 

@@ -25,12 +25,12 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 from aiokafka.structs import ConsumerRecord
 
-from journal.consumers import start_consumer, stop_consumer
+from journal.core.index import IndexAnswer, Indexed, NotIndexed, OffsetRuns
+from journal.core.model import JournalKey
 from journal.errors import StoreUnavailable
-from journal.index import IndexAnswer, Indexed, NotIndexed, OffsetRuns
+from journal.kafka.consumers import start_consumer, stop_consumer
+from journal.kafka.poison import POISON_ERRORS, decodable_from, fetch
 from journal.metrics import METRICS
-from journal.model import JournalKey
-from journal.poison import POISON_ERRORS, decodable_from, fetch
 from journal.security import KafkaAccess
 from journal.store.base import EventualJournal
 

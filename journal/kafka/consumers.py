@@ -12,7 +12,9 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
+from aiokafka.structs import ConsumerRecord
 
+from journal.codec.actions import RawRecord
 from journal.errors import KafkaUnavailable
 from journal.security import KafkaAccess
 
@@ -52,3 +54,16 @@ async def stop_consumer(consumer: AIOKafkaConsumer) -> None:
         task = asyncio.current_task()
         if task is not None and task.cancelling():
             raise
+
+
+def raw_record(message: ConsumerRecord[bytes, bytes]) -> RawRecord:
+    """The RawRecord of a record an aiokafka consumer returned (no key/value deserializers)."""
+    return RawRecord(
+        topic=message.topic,
+        partition=message.partition,
+        offset=message.offset,
+        timestamp_ms=message.timestamp,
+        key=message.key,
+        value=message.value,
+        headers=list(message.headers),
+    )

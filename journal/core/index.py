@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from journal.model import JournalKey
+from journal.core.model import JournalKey
 
 MAX_RUNS = 32  # per journal; past it the two closest runs merge (and span others' records)
 

@@ -24,12 +24,12 @@ import uuid
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from journal.core.model import SEQ_NR_MAX, JournalKey, Payload, Position, check_seq_nr
 from journal.errors import SnapshotBeyondJournal, SnapshotTooLarge
-from journal.model import SEQ_NR_MAX, JournalKey, Payload, Position, check_seq_nr
 from journal.store.base import Snapshot, SnapshotStore, snapshot_bytes
 
 if TYPE_CHECKING:  # journals.py hands these out: a cycle at run time
-    from journal.journals import Journals
+    from journal.client.journals import Journals
 
 
 class JournalSnapshots:

@@ -49,6 +49,9 @@ from typing import TYPE_CHECKING
 
 from aiokafka.errors import KafkaError
 
+from journal.core.fold import JournalState
+from journal.core.index import HeadIndex, Indexed, OffsetRun
+from journal.core.model import AppendHeader, EventRecord, HeaderMetadata, JournalKey, Position
 from journal.errors import (
     IdempotencyKeyReused,
     InvalidValue,
@@ -58,13 +61,10 @@ from journal.errors import (
     StoreUnavailable,
     Unavailable,
 )
-from journal.fold import JournalState
-from journal.index import HeadIndex, Indexed, OffsetRun
 from journal.metrics import METRICS
-from journal.model import AppendHeader, EventRecord, HeaderMetadata, JournalKey, Position
 
 if TYPE_CHECKING:
-    from journal.journals import Journals
+    from journal.client.journals import Journals
 
 IDEMPOTENCY_KEY_HEADER = "journal.idempotency-key"
 REQUEST_DIGEST_HEADER = "journal.request-digest"

@@ -35,7 +35,7 @@ from aiokafka.errors import (
 from aiokafka.structs import RecordMetadata
 
 from journal.errors import AppendTooLarge, KafkaUnavailable
-from journal.group_commit import GroupCommit
+from journal.kafka.group_commit import GroupCommit
 from journal.metrics import METRICS
 from journal.security import KafkaAccess, authorization_errors, kafka_denied
 
@@ -94,7 +94,7 @@ class JournalProducer:
         timestamp_ms: int,
     ) -> int:
         """The record's offset once acknowledged: it leaves with the partition's other records
-        given while its last batch is in flight (journal/group_commit.py)."""
+        given while its last batch is in flight (journal/kafka/group_commit.py)."""
         producer = self._current()
         try:
             try:
