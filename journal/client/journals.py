@@ -18,6 +18,7 @@ A read writes nothing (unless the Mark fence is chosen).
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -129,7 +130,14 @@ class Journals:
         self._owned: list[Callable[[], Awaitable[None]]] = []
         # a worker's tables learn of a record only once its agent has handled it: a tailing
         # index of its own gives its conditional appends their verdicts sooner (app/worker.py)
-        self.conditional = ConditionalAppends(self, index if verdicts is None else verdicts)
+        self.conditional = ConditionalAppends(
+            writer.partition_of,
+            fence,
+            self._head,
+            store.meta,
+            self._event,
+            index if verdicts is None else verdicts,
+        )
         self._listing: JournalIds | None = None
 
     @classmethod
@@ -217,9 +225,30 @@ class Journals:
         purged ones left out), ascending, starting with `prefix`, above `after`: see
         `journal.client.listing`. Pass the page's `next` as `after` until it is None."""
         if self._listing is None:
-            self._listing = JournalIds(self)
+            config = self.kafka.config
+            self._listing = JournalIds(
+                self.topic,
+                self.writer.partitions,
+                config.kafka,
+                config.timeout_s,
+                self.store,
+                self.index,
+                self._head,
+            )
             self._owned.append(self._listing.close)
         return await self._listing.page(prefix, after, limit)
+
+    async def _head(
+        self, key: JournalKey, until: int | None = None, index: HeadIndex | None = None
+    ) -> JournalHead:
+        """The view's head: what the conditional appends, listing and snapshots read by."""
+        return (await self.view(key, until, index)).head
+
+    async def _event(self, key: JournalKey, seq_nr: int) -> EventRecord | None:
+        """The journal's event at `seq_nr`, if it has one: the reading flow's."""
+        async for record in Journal(self, key).read(seq_nr, seq_nr, 1):
+            return record
+        return None
 
     async def view(
         self, key: JournalKey, until: int | None = None, index: HeadIndex | None = None
@@ -351,7 +380,15 @@ class Journal:
     @property
     def snapshots(self) -> JournalSnapshots:
         """The journal's snapshots (journal/client/snapshots.py)."""
-        return JournalSnapshots(self._journals, self.key)
+        journals = self._journals
+        return JournalSnapshots(
+            self.key,
+            journals.store,
+            journals.fence,
+            journals.writer.partition_of,
+            journals._head,
+            functools.partial(journals.writer.mark, origin=journals.origin),
+        )
 
     async def append(
         self,

@@ -35,19 +35,19 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
+from journal.core.index import HeadIndex
 from journal.core.model import JournalKey
 from journal.errors import KafkaUnavailable
 from journal.kafka.consumers import start_consumer, stop_consumer
+from journal.kafka.head import HeadOf
 from journal.kafka.poison import fetch_for_read
 from journal.security import KafkaAccess
-
-if TYPE_CHECKING:
-    from journal.client.journals import Journals
+from journal.store.base import EventualJournal
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
@@ -134,22 +134,34 @@ class PartitionKeys:
 
 
 class JournalIds:
-    """Pages of a topic's journal ids for one `Journals` (see the module)."""
+    """Pages of a topic's journal ids (see the module), from the keys of its `partitions` in
+    Kafka, the store's ids and pointers, the client's index and its reading flow (`head`)."""
 
-    def __init__(self, journals: Journals) -> None:
-        self._journals = journals
-        config = journals.kafka.config
-        self._keys = PartitionKeys(config.kafka, journals.topic, config.timeout_s)
+    def __init__(
+        self,
+        topic: str,
+        partitions: int,
+        kafka: KafkaAccess,
+        timeout_s: float,
+        store: EventualJournal,
+        index: HeadIndex,
+        head: HeadOf,
+    ) -> None:
+        self._keys = PartitionKeys(kafka, topic, timeout_s)
+        self._topic = topic
+        self._partitions = partitions
+        self._store = store
+        self._index = index
+        self._head = head
 
     async def page(self, prefix: str, after: str | None, limit: int) -> JournalIdPage:
         check_page(limit)
-        journals = self._journals
         candidates = {
             c
             for c in await self._candidates()
             if c.startswith(prefix) and (after is None or c > after)
         }
-        stored = await journals.store.journal_ids(journals.topic, prefix, after, limit)
+        stored = await self._store.journal_ids(self._topic, prefix, after, limit)
         # a full page of the store's may be followed by stored ids it did not return: the
         # candidates past it wait for the next page
         bound = stored[-1] if len(stored) == limit else None
@@ -165,10 +177,9 @@ class JournalIds:
         return JournalIdPage(tuple(ids), merged[examined - 1] if more and examined else None)
 
     async def _candidates(self) -> set[str]:
-        journals = self._journals
-        partitions = journals.writer.partitions
+        partitions = self._partitions
         ends = await self._keys.ends(partitions)
-        index = journals.index
+        index = self._index
         candidates: set[str] = set()
         unknown: list[int] = []
         for partition in range(partitions):
@@ -180,7 +191,7 @@ class JournalIds:
             else:
                 candidates.update(known)
         if unknown:
-            pointers = await journals.store.pointers(journals.topic)
+            pointers = await self._store.pointers(self._topic)
             for partition in unknown:
                 after = pointers.get(partition, -1)
                 candidates |= await self._keys.ids(partition, after, ends[partition])
@@ -194,8 +205,8 @@ class JournalIds:
             if journal_id not in candidates:
                 return True
             async with slots:
-                view = await self._journals.view(JournalKey(self._journals.topic, journal_id))
-            return view.head.state.exists
+                head = await self._head(JournalKey(self._topic, journal_id))
+            return head.state.exists
 
         return list(await asyncio.gather(*(exists(i) for i in chunk)))
 

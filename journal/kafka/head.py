@@ -17,11 +17,13 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterable, Sequence
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from journal.codec.actions import events_of
 from journal.codec.errors import DecodeError
 from journal.core.fold import JournalState, Verdict, count_rejected
-from journal.core.model import ActionRecord, EventRecord, MarkHeader, PurgeHeader
+from journal.core.index import HeadIndex
+from journal.core.model import ActionRecord, EventRecord, JournalKey, MarkHeader, PurgeHeader
 from journal.errors import InvalidValue
 from journal.metrics import METRICS
 
@@ -52,6 +54,16 @@ class JournalHead:
     def of_store(cls, state: JournalState) -> JournalHead:
         """The head when Kafka holds nothing newer than the store."""
         return cls(state)
+
+
+class HeadOf(Protocol):
+    """The reading flow's head of a journal (`Journals`), for the parts of the client that
+    read: as of `until`, an offset of its partition (None: now), through `index` (None: the
+    client's)."""
+
+    async def __call__(
+        self, key: JournalKey, until: int | None = None, index: HeadIndex | None = None
+    ) -> JournalHead: ...
 
 
 async def fold_head(
