@@ -32,6 +32,7 @@ from pydantic_settings import (
 )
 from pydantic_settings.sources.utils import parse_env_vars
 
+from journal.errors import JournalError
 from journal.security import (
     CASSANDRA_ROLES,
     KAFKA_USERS,
@@ -56,7 +57,7 @@ ENV_PREFIX = "KJ_"
 _ENVIRONMENT: ContextVar[Mapping[str, str] | None] = ContextVar("kj_environment", default=None)
 
 
-class SettingsError(ValueError):
+class SettingsError(JournalError, ValueError):
     """A setting's value is malformed; the message names its variable or flag."""
 
 

@@ -46,8 +46,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-from aiokafka.errors import KafkaError
-
 from journal.core.fold import JournalState
 from journal.core.index import HeadIndex, Indexed, OffsetRun
 from journal.core.model import AppendHeader, EventRecord, HeaderMetadata, JournalKey, Position
@@ -60,6 +58,7 @@ from journal.errors import (
     StoreUnavailable,
     Unavailable,
 )
+from journal.kafka.errors import KafkaError
 from journal.kafka.fence import Fence
 from journal.kafka.head import HeadOf
 from journal.metrics import METRICS

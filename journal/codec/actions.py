@@ -22,6 +22,7 @@ from journal.core.model import (
     JournalKey,
     SeqRange,
 )
+from journal.errors import JournalError
 
 RawHeaders = Sequence[tuple[str, bytes]]
 
@@ -39,7 +40,7 @@ class RawRecord:
     headers: RawHeaders
 
 
-class MalformedRecord(ValueError):
+class MalformedRecord(JournalError, ValueError):
     """A record of the action topic that is not a valid action: it goes to quarantine."""
 
     def __init__(self, record: RawRecord, reason: str) -> None:

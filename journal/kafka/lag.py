@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from journal.kafka.consumers import start_consumer, stop_consumer
-from journal.kafka.poison import POISON_ERRORS
+from journal.kafka.errors import POISON_ERRORS
 from journal.kafka.topic import end_offsets, partition_count
 from journal.security import KafkaAccess
 from journal.store.base import EventualJournal

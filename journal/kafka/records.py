@@ -12,7 +12,6 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.errors import KafkaError
 from aiokafka.structs import ConsumerRecord
 
 from journal.codec.actions import MalformedRecord, parse
@@ -20,9 +19,10 @@ from journal.core.index import OffsetRun
 from journal.core.model import ActionRecord, JournalKey
 from journal.errors import JournalTruncated, KafkaUnavailable
 from journal.kafka.consumers import log_start, raw_record, start_consumer, stop_consumer
+from journal.kafka.errors import KafkaError, core_error
 from journal.kafka.poison import fetch_for_read
 from journal.metrics import METRICS
-from journal.security import KafkaAccess, authorization_errors, kafka_denied
+from journal.security import KafkaAccess
 
 log = logging.getLogger(__name__)
 
@@ -129,12 +129,13 @@ class KafkaRecords:
                 )
             try:
                 messages = await fetch_for_read(consumer, tp, timeout_ms=200, until=until)
-            except authorization_errors() as error:
-                raise kafka_denied(
-                    self._config.kafka, f"Read on topic {tp.topic}", error
-                ) from error
             except KafkaError as error:
-                raise KafkaUnavailable(f"{tp.topic}-{tp.partition}: {error!r}") from error
+                raise core_error(
+                    error,
+                    f"{tp.topic}-{tp.partition}",
+                    kafka=self._config.kafka,
+                    right=f"Read on topic {tp.topic}",
+                ) from error
             for message in messages:
                 if message.offset >= until:
                     return

@@ -40,7 +40,6 @@ from dataclasses import dataclass
 from typing import TypeAlias
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.errors import KafkaError
 from aiokafka.structs import ConsumerRecord
 
 from journal.codec.actions import MalformedRecord, events_of, parse_checked
@@ -48,7 +47,7 @@ from journal.core.fold import JournalState, Verdict
 from journal.core.model import ActionRecord, AppendHeader, EventRecord, JournalKey
 from journal.errors import InvalidValue, JournalTruncated, KafkaUnavailable, StoreUnavailable
 from journal.kafka.consumers import log_start, raw_record, start_consumer, stop_consumer
-from journal.kafka.poison import POISON_ERRORS
+from journal.kafka.errors import POISON_ERRORS, KafkaError, core_error
 from journal.metrics import METRICS
 from journal.security import KafkaAccess
 from journal.store.base import EventualJournal
@@ -325,7 +324,7 @@ class Subscription:
             starts = await consumer.beginning_offsets(self._tps)
             ends = await consumer.end_offsets(self._tps)
         except KafkaError as error:
-            raise KafkaUnavailable(f"{self._topic}: no offsets: {error!r}") from error
+            raise core_error(error, f"{self._topic}: no offsets") from error
         # live=false ends at the high watermarks as of the start
         stop_at = {tp.partition: ends[tp] for tp in self._tps} if not self._live else None
         for reader in self._readers:  # beyond retention first: from the store
@@ -398,7 +397,7 @@ class Subscription:
             # cannot tell what the batch holds; the client resumes once replication skipped it
             raise KafkaUnavailable(f"{self._topic}: an undecodable batch: {error!r}") from error
         except KafkaError as error:
-            raise KafkaUnavailable(f"{self._topic}: {error!r}") from error
+            raise core_error(error, self._topic) from error
 
     async def _handle(
         self,

@@ -22,14 +22,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.errors import KafkaError
 from aiokafka.structs import ConsumerRecord
 
 from journal.core.index import IndexAnswer, Indexed, NotIndexed, OffsetRuns
 from journal.core.model import JournalKey
 from journal.errors import StoreUnavailable
 from journal.kafka.consumers import start_consumer, stop_consumer
-from journal.kafka.poison import POISON_ERRORS, decodable_from, fetch
+from journal.kafka.errors import POISON_ERRORS, KafkaError
+from journal.kafka.poison import decodable_from, fetch
 from journal.metrics import METRICS
 from journal.security import KafkaAccess
 from journal.store.base import EventualJournal
