@@ -11,9 +11,9 @@ shorter fetch wait (`AGENT_FETCH_MAX_WAIT_MS`), and its fetch guarded. Positions
 before each fetch; when one fails, it is redone partition by partition with a probe consumer
 (`journal.kafka.poison.fetch`): the records it gets, up to the poison batch, are handed over,
 and the partition moves past them and past the batch, so every failure moves on. The agent sees
-a gap, as after compaction; the store's pointer passes it with the next record of the partition (a
-read's Mark is one). The batch is counted and logged once; its records cannot be decoded, so
-nothing of them reaches the agent. What was skipped is handed to the agent (`SkippedBatches`:
+a gap, as after compaction; the store's pointer passes it with the next record of the
+partition. The batch is counted and logged once; its records cannot be decoded, so nothing of
+them reaches the agent. What was skipped is handed to the agent (`SkippedBatches`:
 this runs in Faust's consumer thread), which quarantines a marker of it before the store's
 pointer can pass the batch (agents/replication.py).
 """

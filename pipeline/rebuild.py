@@ -65,10 +65,6 @@ class RebuildResult:
     gaps: list[Gap]
     seconds: float
 
-    @property
-    def events_per_second(self) -> float:
-        return self.counts.events / self.seconds if self.seconds > 0 else 0.0
-
 
 class _CountingQuarantine:
     """Counts malformed records and keeps the first few reasons; sends nothing anywhere."""

@@ -248,11 +248,3 @@ class StackSettings(KJSettings):
 
             return cassandra_admin()
         return None
-
-    @property
-    def kafka_dir(self) -> Path:
-        return self.data_dir / "kafka"
-
-    @property
-    def cassandra_dir(self) -> Path:
-        return self.data_dir / "cassandra"

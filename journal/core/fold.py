@@ -14,7 +14,7 @@ The rules, applied per journal in offset order:
 - **Delete(to):** deleteTo becomes max(deleteTo, min(to, last seqNr)): it covers events
   appended before it, never later ones, and only grows.
 - **Purge:** the journal starts again, empty; a later Append starts at 1.
-- **Mark:** nothing (a reader's fence).
+- **Mark:** nothing (a read's fence with `read_fence=mark`; a snapshot's stamp).
 An action at or below the state's `offset` was folded already and changes nothing, which is
 what makes replaying records (after a crash, a replayed batch, a rebuild) harmless.
 

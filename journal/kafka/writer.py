@@ -67,7 +67,7 @@ def partition_of(journal_id: str, partitions: int) -> int:
     """Kafka's default partitioner for a keyed record (Java's `toPositive(murmur2) % n`).
 
     Cached: aiokafka's murmur2 is pure Python (~5 us for a short id), and the journals a
-    process serves are asked for again and again (a read's Mark, its head, every append).
+    process serves are asked for again and again (a read's fence, its head, every append).
     """
     hashed: int = murmur2(journal_id.encode("utf-8"))
     return (hashed & 0x7FFFFFFF) % partitions
