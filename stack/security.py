@@ -24,7 +24,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from journal.kafka.topic import TopicSpec, ensure_topic, quarantine_topic
 from journal.security import (
@@ -42,9 +42,6 @@ from journal.security import (
 )
 from journal.settings import current_environment
 from stack.health import ProbeError, until_answered
-
-if TYPE_CHECKING:
-    from stack.settings import StackSettings
 
 SCRAM: ScramMechanism = "SCRAM-SHA-512"
 # The journal's schema, which the admin creates in a keyspace (session, keyspace, replication):
@@ -319,18 +316,19 @@ async def grant_journal(
     await grant_keyspace(cassandra_hosts, cassandra_port, keyspace, replication, create_schema)
 
 
-def provision(settings: StackSettings, create_schema: CreateSchema) -> None:
+def provision(
+    kafka_bootstrap: str, hosts: list[str], port: int, create_schema: CreateSchema
+) -> None:
     """Roles, then the default journal's topic, schema and rights (from the `KJ_*` journal
     settings: KJ_TOPIC, KJ_KEYSPACE, KJ_APP_ID...), as `kafka-journal stack up` leaves them."""
     from journal.settings import Settings
 
     journal = Settings.from_env()
-    hosts, port = settings.cassandra_hosts, settings.cassandra_port
     ensure_cassandra_roles(hosts, port)
     app_id = current_environment().get("KJ_APP_ID") or DEFAULT_APP_ID
     asyncio.run(
         grant_journal(
-            settings.kafka_bootstrap, hosts, port, journal.topic_spec(), journal.keyspace,
+            kafka_bootstrap, hosts, port, journal.topic_spec(), journal.keyspace,
             journal.keyspace_replication, app_id, create_schema,
         )
     )  # fmt: skip

@@ -164,7 +164,9 @@ class Stack:
                     "give Stack the journal's (journal_schema=journal.store.schema.ensure_schema)"
                 )
             self.progress("security on: Cassandra roles, the journal's topic, schema and rights")
-            provision(self.settings, self._journal_schema)  # idempotent: also for servers reused
+            s = self.settings
+            # idempotent: also for servers reused
+            provision(s.kafka_bootstrap, s.cassandra_hosts, s.cassandra_port, self._journal_schema)
         elif self.settings.security == "on":  # someone else's servers: their admin grants
             self.progress("security on with external servers: their administrator grants rights")
         return [server.name for server in launched]
