@@ -2,8 +2,9 @@
 
 Everything that interprets Append, Delete, Purge and Mark goes through `JournalState.apply`:
 replication (the agents and the Spark rebuild, through `fold_batch`), the reading flow (the
-store's state plus the journal's unreplicated actions, `HeadFold`) and the audit. So a read is
-a function of the log alone: the same before and after replication, on any worker.
+store's state plus the journal's unreplicated actions, `journal.kafka.head.fold_head`) and the
+audit. So a read is a function of the log alone: the same before and after replication, on
+any worker.
 
 The rules, applied per journal in offset order:
 - **Conflict rule:** an Append takes effect only if its first seqNr continues the journal
