@@ -1,4 +1,4 @@
-"""Poison batches under Faust (see journal.kafka.poison): the worker's consumer goes past them.
+"""Poison batches under Faust (see journal.poison): the worker's consumer goes past them.
 
 In faust-streaming 0.15.3 the aiokafka driver lets the consumer's UnsupportedCodecError or
 CorruptRecordException out of `Consumer._drain_messages`, which logs "Drain messages raised"

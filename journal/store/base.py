@@ -14,7 +14,7 @@ Contract (every implementation runs `tests/journal/store/contract.py`):
 - Snapshots (`SnapshotStore`) are ordered by the offsets of Marks, as replication's writes
   are by their actions' offsets: a put or delete of snapshots stamped with its Mark, and a
   Purge applied by replication, affect exactly what lies before them in the log.
-- `journal_ids` lists the journals whose stored state `exists` (journal.core.fold), kept by
+- `journal_ids` lists the journals whose stored state `exists` (journal.fold), kept by
   `apply` from each write's `before` and `after` alone, without reading the store.
 """
 
@@ -84,7 +84,7 @@ class StoredAppend:
     """An Append replication stored: where it lies in the log and which seqNrs it brought.
 
     The fold accepted it, so a subscription delivers it without folding again
-    (`journal.kafka.subscription`). `segment_size`: how the store split its journal then.
+    (`journal.subscription`). `segment_size`: how the store split its journal then.
     """
 
     key: JournalKey
@@ -155,7 +155,7 @@ class ReplicatedJournal(ABC):
     @abstractmethod
     async def stored(self, keys: Collection[JournalKey]) -> dict[JournalKey, JournalMeta]:
         """The rows the store holds of `keys` (journals it does not know are left out): what
-        replication folds a batch onto, and keeps (`journal.kafka.replicate.StoredRows`) so that
+        replication folds a batch onto, and keeps (`journal.replicate.StoredRows`) so that
         the next batch needs no read."""
 
     @abstractmethod
@@ -172,7 +172,7 @@ class ReplicatedJournal(ABC):
 
 
 def states(stored: Mapping[JournalKey, JournalMeta]) -> dict[JournalKey, JournalState]:
-    """The fold's states of stored rows (`journal.core.fold.fold_batch` takes these)."""
+    """The fold's states of stored rows (`journal.fold.fold_batch` takes these)."""
     return {key: meta.state for key, meta in stored.items()}
 
 
@@ -182,7 +182,7 @@ class Snapshot:
 
     `mark`: the offset of the Mark the put produced in the journal's partition. The put saw
     the journal as of that Mark, so the snapshot is void if a Purge of the journal follows
-    the Mark in the log (`journal.client.snapshots`).
+    the Mark in the log (`journal.snapshots`).
     """
 
     seq_nr: int

@@ -1,7 +1,7 @@
 """The eventual store on Apache Cassandra (schema and write-timestamp rule: `schema.py`).
 
 Replication folds a batch onto the `journals` rows of its journals, read (`stored`, one query
-each, in parallel) only for journals it has not written lately (`journal.kafka.replicate`). `apply`
+each, in parallel) only for journals it has not written lately (`journal.replicate`). `apply`
 writes each journal's events of a segment (a single Cassandra partition) together, with what a
 Purge or Delete removed and the `appends` rows, a bounded window of requests in flight; then
 the rows of the `journals` table, once per journal, each with its `journal_ids` change when the
