@@ -14,6 +14,7 @@ COPY tables ./tables
 COPY web ./web
 COPY pipeline ./pipeline
 COPY stack ./stack
+COPY jars ./jars
 RUN pip install --no-cache-dir .
 
 # Run unprivileged, from a directory it owns: Faust writes its table state (RocksDB) under

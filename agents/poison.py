@@ -1,4 +1,4 @@
-"""Poison batches under Faust (see journal.poison): the worker's consumer goes past them.
+"""Poison batches under Faust (see journal.kafka.poison): the worker's consumer goes past them.
 
 In faust-streaming 0.15.3 the aiokafka driver lets the consumer's UnsupportedCodecError or
 CorruptRecordException out of `Consumer._drain_messages`, which logs "Drain messages raised"
@@ -9,11 +9,11 @@ that the same call had drained (their positions had moved already).
 `guarded_transport` is Faust's aiokafka transport with two changes to the consumer thread: a
 shorter fetch wait (`AGENT_FETCH_MAX_WAIT_MS`), and its fetch guarded. Positions are noted
 before each fetch; when one fails, it is redone partition by partition with a probe consumer
-(`journal.poison.fetch`): the records it gets, up to the poison batch, are handed over, and the
-partition moves past them and past the batch, so every failure moves on. The agent sees a gap,
-as after compaction; the store's pointer passes it with the next record of the partition (a
-read's Mark is one). The batch is counted and logged once; its records cannot be decoded, so
-nothing of them reaches the agent. What was skipped is handed to the agent (`SkippedBatches`:
+(`journal.kafka.poison.fetch`): the records it gets, up to the poison batch, are handed over,
+and the partition moves past them and past the batch, so every failure moves on. The agent sees
+a gap, as after compaction; the store's pointer passes it with the next record of the
+partition. The batch is counted and logged once; its records cannot be decoded, so nothing of
+them reaches the agent. What was skipped is handed to the agent (`SkippedBatches`:
 this runs in Faust's consumer thread), which quarantines a marker of it before the store's
 pointer can pass the batch (agents/replication.py).
 """
@@ -28,7 +28,8 @@ import faust
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
-from journal.poison import POISON_ERRORS, Skipped, decodable_from, fetch
+from journal.kafka.errors import POISON_ERRORS
+from journal.kafka.poison import Skipped, decodable_from, fetch
 
 log = logging.getLogger(__name__)
 

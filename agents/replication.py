@@ -5,7 +5,7 @@ For each record, in offset order per partition, the agent (`agents/replicator.py
 1. parses it; a malformed record is copied to the quarantine topic (counted, logged), and so
    is a marker of each undecodable batch the consumer went past (agents/poison.py) before it;
 2. folds it into the tables (watermark and head cache) while it is Faust's current event;
-3. advances the partition's processed offset: readers waiting for their Mark may go on;
+3. advances the partition's processed offset: readers waiting for their fence may go on;
 4. queues it for the partition's replicator, a background task that applies whatever has
    queued up since its last write in one batch, then advances the store's pointer.
 
@@ -40,18 +40,18 @@ from typing import Protocol, TypeVar
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from agents.poison import SkippedBatches
-from journal.actions import RawRecord
-from journal.consumers import start_consumer, stop_consumer
+from journal.codec.actions import RawRecord
+from journal.core.model import ActionRecord
 from journal.errors import StoreUnavailable
-from journal.metrics import METRICS, set_replication_lag
-from journal.model import ActionRecord
-from journal.replicate import (
+from journal.kafka.consumers import start_consumer, stop_consumer
+from journal.kafka.replicate import (
     AlreadyQuarantined,
     Quarantine,
     Replicator,
     StoredRows,
     replicate_range,
 )
+from journal.metrics import METRICS, set_replication_lag
 from journal.security import KafkaAccess
 from journal.store.base import EventualStore
 from tables.partitions import OwnedPartitions

@@ -16,8 +16,8 @@ from typing import Any
 import faust
 
 from agents.replication import ReplicationWork
-from journal.actions import RawRecord
-from journal.deferred import Deferred
+from journal.client.deferred import Deferred
+from journal.codec.actions import RawRecord
 
 log = logging.getLogger(__name__)
 

@@ -1,8 +1,8 @@
 """The worker as the HTTP API's backend: journals through the core, readiness from Faust.
 
 Any worker answers any journal request correctly: reads on a partition this worker does not
-own fall back to a scan of the partition (see journal/journals.py), and a listing of journal
-ids reads the keys of unreplicated records from Kafka (journal/listing.py says why).
+own fall back to a scan of the partition (see journal/client/journals.py), and a listing of journal
+ids reads the keys of unreplicated records from Kafka (journal/client/listing.py says why).
 """
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Collection, Sequence
 from typing import Any
 
-from journal.deferred import Deferred
-from journal.journals import Journals
-from journal.listing import JournalIdPage
-from journal.subscription import SubscriptionItem, SubscriptionPosition
+from journal.client.deferred import Deferred
+from journal.client.journals import Journals
+from journal.client.listing import JournalIdPage
+from journal.kafka.subscription import SubscriptionItem, SubscriptionPosition
 from web.backend import JournalHandle
 
 

@@ -9,6 +9,7 @@ Faust, aiohttp or PySpark. A bad setting exits 2 naming its variable or flag.
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from collections.abc import Callable, Mapping
 from functools import partial
@@ -20,7 +21,7 @@ from pydantic.fields import FieldInfo
 
 from app.garbage import tune_garbage_collector
 from app.settings import WorkerSettings
-from journal.model import SEQ_NR_MAX
+from journal.core.model import SEQ_NR_MAX
 from journal.settings import (
     HttpAuthSettings,
     KJSettings,
@@ -92,9 +93,10 @@ def stack() -> None:
 @click.option("--timeout", type=float, default=None, help="seconds to wait per server")
 def up(timeout: float | None, **values: Any) -> int:
     """Start Kafka and Cassandra (reusing healthy ones)."""
+    from journal.store.schema import ensure_schema
     from stack.cli import run_stack
 
-    return run_stack("up", load(StackSettings, values), timeout)
+    return run_stack("up", load(StackSettings, values), timeout, journal_schema=ensure_schema)
 
 
 @stack.command()
@@ -140,12 +142,13 @@ def worker(loglevel: str, **values: Any) -> int:
 @_worker_command
 def run(loglevel: str, **values: Any) -> int:
     """The main job: start the stack (Kafka, Cassandra) and a worker."""
+    from journal.store.schema import ensure_schema
     from stack import Stack
 
     settings = load(WorkerSettings, values)
     from app.worker import run_worker
 
-    Stack().up()
+    Stack(journal_schema=ensure_schema).up()
     print("Kafka and Cassandra are up; `kafka-journal stack down` stops them.", flush=True)
     tune_garbage_collector()
     return run_worker(settings, loglevel=loglevel)
@@ -158,7 +161,7 @@ def lag(**values: Any) -> int:
     settings = load(Settings, values)
     import asyncio
 
-    from journal.lag import format_lag, replication_lag
+    from journal.kafka.lag import format_lag, replication_lag
     from journal.store.cassandra import CassandraStore
 
     async def measure() -> str:
@@ -407,12 +410,14 @@ def export(
 )
 def bench(quick: bool, out: Path | None, subscription_only: int | None) -> int:
     """Measure against raw baselines and write BENCHMARKS.md (+ PNG plots) under --out (.)."""
-    from bench.run import run as run_bench
-    from bench.run import run_subscription
-
+    # bench stands above app (it drives workers and signs requests with app's code): it runs
+    # as its own program, never imported from here
+    command = [sys.executable, "-m", "bench.run", "--out", str(out or Path.cwd())]
+    if quick:
+        command.append("--quick")
     if subscription_only is not None:
-        return run_subscription(subscription_only, out or Path.cwd())
-    return run_bench(quick, out or Path.cwd())
+        command += ["--subscription-only", str(subscription_only)]
+    return subprocess.run(command, check=False).returncode
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, BinaryIO
 
 if TYPE_CHECKING:  # the command line loads the client (Kafka, Cassandra) only when it runs
-    from journal.journals import Journal
+    from journal.client.journals import Journal
     from journal.settings import Settings
     from web.validation import ParsedAppend
 
@@ -38,7 +38,7 @@ def append(
     data: str | None, expected_seq_nr: int | None = None, idempotency_key: str | None = None
 ) -> JournalCommand:
     """`expected_seq_nr` (when given) stands for the body's `expectedSeqNr`."""
-    from journal.conditional import check_idempotency_key
+    from journal.client.conditional import check_idempotency_key
 
     request = parse_append_body(data)  # before connecting: bad input costs no round trip
     if idempotency_key is not None:
@@ -105,7 +105,7 @@ def subscribe(settings: Settings, after: str | None, tags: str | None, live: boo
     """`kafka-journal subscribe`: the lines of `GET /events`, flushed one by one; 2 for a
     bad position. Ctrl-C ends a live one quietly."""
     from journal.errors import InvalidValue
-    from journal.subscription import SubscriptionPosition
+    from journal.kafka.subscription import SubscriptionPosition
 
     try:
         position = None if after is None else SubscriptionPosition.parse(after)
@@ -115,7 +115,7 @@ def subscribe(settings: Settings, after: str | None, tags: str | None, live: boo
     wanted = [tag for tag in (tags or "").split(",") if tag]
 
     async def run() -> None:
-        from journal.journals import Journals
+        from journal.client.journals import Journals
         from web.representation import SubscriptionLines
 
         journals = await Journals.connect(settings)
@@ -143,7 +143,7 @@ def subscribe(settings: Settings, after: str | None, tags: str | None, live: boo
 
 
 async def _run(settings: Settings, journal_id: str, command: JournalCommand) -> None:
-    from journal.journals import Journals
+    from journal.client.journals import Journals
 
     journals = await Journals.connect(settings)
     try:
@@ -156,8 +156,8 @@ async def _run(settings: Settings, journal_id: str, command: JournalCommand) -> 
 
 def list_ids(settings: Settings, prefix: str, after: str | None, limit: int | None) -> int:
     """Print the ids of `Journals.ids`, page after page, at most `limit` of them."""
-    from journal.journals import Journals
-    from journal.listing import MAX_LIMIT
+    from journal.client.journals import Journals
+    from journal.client.listing import MAX_LIMIT
 
     async def listing() -> None:
         journals = await Journals.connect(settings)

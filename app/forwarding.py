@@ -1,7 +1,8 @@
 """Any worker accepts any journal request and forwards it to the owner of the key's partition.
 
 Why forward at all, when every worker reads correctly? The owner answers a read from its
-tables after its agent passes the Mark; any other worker must scan the partition in Kafka.
+tables once its agent reaches the read's fence (the high watermark by default, or the read's
+Mark: journal/kafka/fence.py); any other worker must scan the partition in Kafka.
 
 Faust's `table_route` is not used: it drops request bodies and buffers answers. This proxy
 streams both ways (an append's body, a read's NDJSON) and marks what it forwarded, so a
@@ -40,8 +41,8 @@ from tenacity import (
 )
 from yarl import URL
 
+from journal.kafka.writer import partition_of
 from journal.metrics import METRICS
-from journal.writer import partition_of
 from tables.partitions import OwnedPartitions
 from web.app import DEFAULT_RETRY_AFTER_S
 from web.errors import ApiError, ErrorCode, StreamInterrupted

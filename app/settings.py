@@ -39,7 +39,7 @@ class WorkerSettings(KJSettings):
     read_wait_s: float = Field(
         default=2.0,
         gt=0,
-        description="how long a read waits for the owner's agent to pass its Mark",
+        description="how long a read waits for the owner's agent to reach the read's fence",
     )
 
     @model_validator(mode="before")

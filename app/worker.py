@@ -23,19 +23,19 @@ from app.faust_metrics import FaustMonitorCollector
 from app.forwarding import Forwarder, Owners
 from app.security import guard_of
 from app.settings import WorkerSettings
-from journal.deferred import Deferred
-from journal.journals import Journals
+from journal.client.deferred import Deferred
+from journal.client.journals import Journals
+from journal.kafka.producer import JournalProducer
+from journal.kafka.replicate import KafkaQuarantine
+from journal.kafka.tail import TailConfig, TailIndex
+from journal.kafka.topic import TopicSpec, ensure_topic, quarantine_topic
 from journal.metrics import METRICS
-from journal.producer import JournalProducer
-from journal.replicate import KafkaQuarantine
 from journal.security import KafkaAccess
 from journal.store.cassandra import CassandraStore
 from journal.store.connecting import ConnectingStore
-from journal.tail import TailConfig, TailIndex
-from journal.topic import TopicSpec, ensure_topic, quarantine_topic
 from tables.index import TableIndex
 from tables.partitions import OwnedPartitions
-from tables.tables import JournalTables, define_tables
+from tables.tables import HEADS_TABLE, JournalTables, define_tables
 from web.app import add_routes
 
 log = logging.getLogger(__name__)
@@ -142,7 +142,10 @@ async def _connect(
     # sees the record ~10 ms after it is written, the agent (behind Faust's consumer thread,
     # busy replicating) ~50-100 ms under load
     tail = await TailIndex.start(
-        journal.topic, owned.partitions(), store, TailConfig(kafka, wait_s=settings.read_wait_s)
+        journal.topic,
+        owned.partitions(),
+        store,
+        TailConfig(kafka, wait_s=settings.read_wait_s),
     )
     closers.append(tail.close)
     verdicts.set(tail)
@@ -218,7 +221,7 @@ def _mount_web(
     )
     # Faust's own consumer metrics, next to ours in /metrics (read when scraped)
     METRICS.registry.register(FaustMonitorCollector(app))
-    owners = Owners(app, owned, "head-cache", partitions, settings.url)
+    owners = Owners(app, owned, HEADS_TABLE, partitions, settings.url)
     forwarder = Forwarder(owners)
     # inside the API's error middleware and token check: a forwarded request was checked here
     # and carries its Authorization header on, for the owner to check it again

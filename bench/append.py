@@ -18,15 +18,15 @@ from bench.profile import process_cpu_s, py_spy
 from bench.raw_http import raw_http_server
 from bench.workload import closed_loop, events, http_body, raw_append, raw_producer
 from devtools.workers import free_port
-from journal.actions import record_headers
+from journal.client.journals import Journals
 from journal.codec import encode_events
-from journal.journals import Journals
-from journal.model import AppendHeader, Event, Events, JournalKey, JsonPayload
-from journal.producer import JournalProducer
+from journal.codec.actions import record_headers
+from journal.core.model import AppendHeader, Event, Events, JournalKey, JsonPayload
+from journal.kafka.producer import JournalProducer
+from journal.kafka.topic import TopicSpec, ensure_topic
+from journal.kafka.writer import JournalWriter, partition_of
 from journal.security import KafkaAccess
 from journal.settings import Settings
-from journal.topic import TopicSpec, ensure_topic
-from journal.writer import JournalWriter, partition_of
 
 METHOD = (
     "Closed loop: `concurrency` lanes, each appending to its own journal in sequence, {appends}"

@@ -7,11 +7,11 @@ from pathlib import Path
 
 from bench.common import unique
 from devtools.workers import WorkerProcess
-from journal.replicate import wait_replicated
+from journal.kafka.replicate import wait_replicated
+from journal.kafka.topic import end_offsets
 from journal.settings import Settings
 from journal.store.base import EventualJournal
 from journal.store.cassandra import CassandraStore
-from journal.topic import end_offsets
 
 
 def settings_for(base: Settings, prefix: str, partitions: int = 3) -> Settings:

@@ -11,10 +11,10 @@ from app.security import client_headers
 from bench.common import Row, Section, unique
 from bench.workload import events
 from devtools.workers import WorkerProcess
-from journal.journals import Journals
-from journal.replicate import wait_replicated
+from journal.client.journals import Journals
+from journal.kafka.replicate import wait_replicated
+from journal.kafka.topic import end_offsets
 from journal.store.cassandra import CassandraStore
-from journal.topic import end_offsets
 
 METHOD = (
     "One journal of {events:,} events (~300 bytes each) written in appends of 1,000 events "

@@ -22,8 +22,8 @@ import orjson
 from aiohttp import web
 
 from bench.workload import raw_producer
+from journal.kafka.writer import partition_of
 from journal.settings import Settings
-from journal.writer import partition_of
 
 _APPEND_HEADERS = [("journal.action", b'{"type":"append"}')]
 

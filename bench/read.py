@@ -16,14 +16,14 @@ from app.security import client_headers
 from bench.common import Row, Section, percentile, timed, unique
 from bench.workload import events, raw_append
 from devtools.workers import WorkerProcess
-from journal.index import Indexed
-from journal.journals import Journals
+from journal.client.journals import Journals
+from journal.core.index import Indexed
+from journal.core.model import JournalKey
+from journal.kafka.replicate import AlreadyQuarantined, replicate_to_now, wait_replicated
+from journal.kafka.topic import end_offsets
 from journal.metrics import METRICS
-from journal.model import JournalKey
-from journal.replicate import AlreadyQuarantined, replicate_to_now, wait_replicated
 from journal.security import KafkaAccess
 from journal.store.cassandra import CassandraStore
-from journal.topic import end_offsets
 from stack import Stack
 
 METHOD = (
@@ -301,7 +301,7 @@ async def bench_offline(
 
 
 def _index_misses() -> dict[str, float]:
-    """This process's index misses so far, by reason (journal/tail.py `lookup`)."""
+    """This process's index misses so far, by reason (journal/kafka/tail.py `lookup`)."""
     return {
         sample.labels["reason"]: sample.value
         for family in METRICS.registry.collect()

@@ -13,18 +13,18 @@ from bench.environment import worker
 from bench.profile import py_spy
 from bench.workload import closed_loop, events, payload
 from devtools.workers import WorkerProcess
-from journal.journals import Journals
-from journal.model import Event, EventRecord, JournalKey, JsonPayload, Position
-from journal.producer import JournalProducer
-from journal.replicate import (
+from journal.client.journals import Journals
+from journal.core.model import Event, EventRecord, JournalKey, JsonPayload, Position
+from journal.kafka.producer import JournalProducer
+from journal.kafka.replicate import (
     AlreadyQuarantined,
     KafkaQuarantine,
     replicate_to_now,
     wait_replicated,
 )
+from journal.kafka.topic import TopicSpec, end_offsets, ensure_topic, quarantine_topic
 from journal.settings import Settings
 from journal.store.cassandra import CassandraStore
-from journal.topic import TopicSpec, end_offsets, ensure_topic, quarantine_topic
 
 METHOD = (
     "{events:,} events ({appends:,} appends of 10, 100 journals, 3 partitions) are written "

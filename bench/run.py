@@ -49,9 +49,10 @@ from bench.report import RunInfo, write
 from bench.spark import bench_spark
 from bench.subscription import SubscriptionSizes, bench_subscription
 from devtools.workers import WorkerProcess
-from journal.journals import Journals
+from journal.client.journals import Journals
 from journal.settings import Settings
 from journal.store.cassandra import CassandraStore
+from journal.store.schema import ensure_schema
 from stack import Stack
 
 REPO = Path(__file__).resolve().parents[1]
@@ -375,7 +376,7 @@ async def _scenarios(
 
 def run(quick: bool, out: Path, profile: bool | None = None) -> int:
     sizes = QUICK if quick else FULL
-    stack = Stack()
+    stack = Stack(journal_schema=ensure_schema)
     stack.up()
     base = Settings.from_env(
         kafka_bootstrap=stack.kafka_bootstrap,
@@ -422,7 +423,7 @@ def run(quick: bool, out: Path, profile: bool | None = None) -> int:
 def run_subscription(events: int, out: Path | None = None) -> int:
     """Only the subscription scenario (`--only subscription`), at `events` events; prints its
     rows (BENCHMARKS.md is left as the last full run wrote it)."""
-    stack = Stack()
+    stack = Stack(journal_schema=ensure_schema)
     stack.up()
     base = Settings.from_env(
         kafka_bootstrap=stack.kafka_bootstrap,

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
-import re
 import sys
+import tempfile
 from pathlib import Path
+from typing import Any
 
 from bench.common import Row, Section
 from journal.settings import Settings
@@ -20,8 +22,6 @@ METHOD = (
     "job included); the same records are also replicated by the core's `replicate_to_now` in "
     "one process, the baseline."
 )
-
-_RESULT = re.compile(r"= (\d+) events/s(?:.*= (\d+) events/s)?")
 
 
 async def bench_spark(settings: Settings, events: int, timeout_s: float = 600) -> Section:
@@ -44,8 +44,16 @@ async def bench_spark(settings: Settings, events: int, timeout_s: float = 600) -
         "KJ_TOPIC": settings.topic,
         "KJ_KEYSPACE": settings.keyspace,
     }
-    command = [sys.executable, "-m", "pipeline.bench", "--events", str(events)]
-    command += ["--master", "local[2]"]
+    with tempfile.TemporaryDirectory(prefix="kj-spark-bench-") as scratch:
+        result_file = Path(scratch) / "result.json"
+        command = [sys.executable, "-m", "pipeline.bench", "--events", str(events)]
+        command += ["--master", "local[2]", "--json", str(result_file)]
+        return await _run(section, command, env, result_file, timeout_s)
+
+
+async def _run(
+    section: Section, command: list[str], env: dict[str, str], result_file: Path, timeout_s: float
+) -> Section:
     process = await asyncio.create_subprocess_exec(
         *command,
         cwd=REPO,
@@ -68,9 +76,8 @@ async def bench_spark(settings: Settings, events: int, timeout_s: float = 600) -
         )
         return section
     text = output.decode(errors="replace")
-    lines = [line for line in text.splitlines() if line.startswith("rebuild on")]
-    match = _RESULT.search(lines[-1]) if lines else None
-    if process.returncode != 0 or match is None:
+    result = _result(result_file) if process.returncode == 0 else None
+    if result is None:
         tail = " / ".join(text.strip().splitlines()[-3:])[-300:]
         section.add(
             Row(
@@ -81,13 +88,23 @@ async def bench_spark(settings: Settings, events: int, timeout_s: float = 600) -
             )
         )
         return section
-    rebuild = float(match.group(1))
-    core = float(match.group(2)) if match.group(2) else None
+    done = result["events"]
+    rebuild = done / result["rebuild_seconds"][0]
+    core = None if result["core_seconds"] is None else done / result["core_seconds"]
     section.throughputs["Spark rebuild, local[2]"] = rebuild
     if core is not None:
         section.throughputs["replicate_to_now (1 process)"] = core
     section.add(Row("rebuild on local[2]: events/s", rebuild, "events/s", core))
     if core is not None:
         section.add(Row("replicate_to_now: events/s", core, "events/s"))
-    section.notes.append(lines[-1])
+    lines = [line for line in text.splitlines() if line.startswith("rebuild on")]
+    section.notes.extend(lines[-1:])  # pipeline.bench's own summary line, for the reader
     return section
+
+
+def _result(path: Path) -> dict[str, Any] | None:
+    """pipeline.bench's JSON result (its module says the fields); None if it wrote none."""
+    if not path.is_file():
+        return None
+    result: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return result

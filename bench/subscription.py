@@ -19,12 +19,12 @@ from bench.common import Row, Section, median, percentile, spread
 from bench.environment import settings_for, worker
 from bench.workload import events
 from devtools.workers import WorkerProcess
-from journal.journals import Journals
-from journal.replicate import AlreadyQuarantined, replicate_to_now, wait_replicated
+from journal.client.journals import Journals
+from journal.kafka.replicate import AlreadyQuarantined, replicate_to_now, wait_replicated
+from journal.kafka.subscription import Heartbeat, SubscribedEvent, SubscriptionPosition
+from journal.kafka.topic import end_offsets
 from journal.settings import Settings
 from journal.store.cassandra import CassandraStore
-from journal.subscription import Heartbeat, SubscribedEvent, SubscriptionPosition
-from journal.topic import end_offsets
 
 _HEARTBEAT = b'{"heartbeat"'
 

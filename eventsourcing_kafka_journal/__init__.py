@@ -35,7 +35,7 @@ Decisions:
   accepted records after that offset, usually none (tracking.py): no scan of the log per call.
   A lower or equal position is refused before producing (IntegrityError); two writers racing
   with the same position and different aggregates may both be accepted.
-- **Snapshots** are the journals' snapshots (journal/snapshots.py): an aggregate's snapshot
+- **Snapshots** are the journals' snapshots (journal/client/snapshots.py): an aggregate's snapshot
   at version v is its journal's at v's seqNr (wire.seq_nr_of, the events' mapping), so the log
   orders puts and a Purge removes them. A taken version is replaced, not refused (the SQL
   modules' IntegrityError): a snapshot at v is a function of the events up to v. Every select

@@ -1,7 +1,7 @@
 """The application's notification log: the topic's subscription, numbered by an index.
 
 An application's topic has one partition, so Kafka's offsets are a total order of everything
-the application recorded. The subscription (journal/subscription.py) delivers the events of
+the application recorded. The subscription (journal/kafka/subscription.py) delivers the events of
 the Appends the one fold accepted, in offset order, from any position: from Kafka within
 retention, from Cassandra's `appends` table beyond it. The log numbers those events 1, 2, 3,
 ... (the library's cases expect contiguous ids: `test_insert_select` asserts them, and its
@@ -34,10 +34,10 @@ from typing import Protocol
 from eventsourcing.persistence import Notification, OperationalError, StoredEvent, Tracking
 
 from eventsourcing_kafka_journal.wire import decode_event, tracking_of
-from journal.journals import Journals
-from journal.model import JournalKey
+from journal.client.journals import Journals
+from journal.core.model import JournalKey
+from journal.kafka.subscription import SubscribedEvent, SubscriptionPosition
 from journal.store.eventsourcing_tables import EventsourcingTables, NumbersRow
-from journal.subscription import SubscribedEvent, SubscriptionPosition
 
 APPLICATION_PARTITION = 0
 _BUCKET_IDS = 1_000_000  # ids per Cassandra partition of the numbers (far above one record's)

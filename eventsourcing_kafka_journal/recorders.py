@@ -32,8 +32,8 @@ from eventsourcing_kafka_journal.wire import (
     tracking_headers,
     tracking_journal_id,
 )
+from journal.core.model import Position
 from journal.errors import SeqNrConflict, Unavailable
-from journal.model import Position
 
 
 class _Batch:

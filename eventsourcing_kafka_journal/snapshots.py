@@ -1,7 +1,7 @@
 """Snapshots: the library's snapshot recorder on the journals' snapshot store.
 
 An aggregate's snapshot at version v is its journal's snapshot (`journals.journal(id)
-.snapshots`, journal/snapshots.py) at the seqNr v maps to (`wire.seq_nr_of`, the mapping of
+.snapshots`, journal/client/snapshots.py) at the seqNr v maps to (`wire.seq_nr_of`, the mapping of
 its events), its payload the library's stored event (`wire.encode_snapshot`). So the log
 orders the puts by their Marks and a Purge of the journal removes the aggregate's snapshots.
 
@@ -32,9 +32,9 @@ from eventsourcing_kafka_journal.wire import (
     journal_id_of,
     seq_nr_of,
 )
+from journal.client.journals import Journals
+from journal.core.model import SEQ_NR_MAX
 from journal.errors import SnapshotBeyondJournal, SnapshotTooLarge
-from journal.journals import Journals
-from journal.model import SEQ_NR_MAX
 
 if TYPE_CHECKING:  # connection.py builds both: a cycle at run time
     from eventsourcing_kafka_journal.connection import Bases

@@ -29,7 +29,7 @@ from uuid import UUID
 
 from eventsourcing.persistence import StoredEvent, Tracking
 
-from journal.model import BinaryPayload, Event, EventRecord, Json, JsonPayload, Payload
+from journal.core.model import BinaryPayload, Event, EventRecord, Json, JsonPayload, Payload
 
 TRACKING_HEADER = "eventsourcing.tracking"
 TRACKING_JOURNAL_PREFIX = "eventsourcing.tracking:"

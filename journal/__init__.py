@@ -1,0 +1,125 @@
+"""Kafka Journal's direct client: what a user imports.
+
+    from journal import Event, JsonPayload, Journals, Settings
+
+    async with await Journals.connect(Settings.from_env()) as journals:
+        await journals.journal("order-1").append([Event(1, payload=JsonPayload({"n": 1}))])
+
+The model's types and the errors (all under `JournalError`) load with the package; `Journals`
+and what its methods return load on first use, so `import journal` stays light for what needs
+none of the drivers (settings for a command line's --help, the codec in a Spark job).
+
+The rooms: `journal.core` (the domain, no I/O), `journal.codec` (the wire format),
+`journal.kafka` (everything that talks to Kafka), `journal.store` (the eventual store),
+`journal.client` (the `Journals` facade); docs/architecture.md tours them.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from journal.core.model import (
+    SEQ_NR_MAX,
+    BinaryPayload,
+    Event,
+    EventRecord,
+    HeaderMetadata,
+    JournalKey,
+    JsonPayload,
+    Payload,
+    PayloadMetadata,
+    Position,
+    TextPayload,
+)
+from journal.errors import (
+    AccessDenied,
+    AppendTooLarge,
+    IdempotencyKeyReused,
+    InvalidValue,
+    JournalError,
+    JournalTruncated,
+    KafkaAccessDenied,
+    KafkaUnavailable,
+    OutcomeUnknown,
+    SeqNrConflict,
+    SnapshotBeyondJournal,
+    SnapshotTooLarge,
+    StoreAccessDenied,
+    StoreUnavailable,
+    Unavailable,
+    UndecodableBatch,
+)
+
+if TYPE_CHECKING:
+    from journal.client.journals import Deleted, Journal, JournalInfo, Journals
+    from journal.client.listing import JournalIdPage
+    from journal.kafka.subscription import Heartbeat, SubscribedEvent, SubscriptionPosition
+    from journal.settings import Settings, SettingsError
+    from journal.store.base import Snapshot
+
+# loaded on first use: name -> its module
+_LAZY = {
+    "Journals": "journal.client.journals",
+    "Journal": "journal.client.journals",
+    "JournalInfo": "journal.client.journals",
+    "Deleted": "journal.client.journals",
+    "JournalIdPage": "journal.client.listing",
+    "SubscribedEvent": "journal.kafka.subscription",
+    "Heartbeat": "journal.kafka.subscription",
+    "SubscriptionPosition": "journal.kafka.subscription",
+    "Snapshot": "journal.store.base",
+    "Settings": "journal.settings",
+    "SettingsError": "journal.settings",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'journal' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = [
+    "SEQ_NR_MAX",
+    "AccessDenied",
+    "AppendTooLarge",
+    "BinaryPayload",
+    "Deleted",
+    "Event",
+    "EventRecord",
+    "HeaderMetadata",
+    "Heartbeat",
+    "IdempotencyKeyReused",
+    "InvalidValue",
+    "Journal",
+    "JournalError",
+    "JournalIdPage",
+    "JournalInfo",
+    "JournalKey",
+    "JournalTruncated",
+    "Journals",
+    "JsonPayload",
+    "KafkaAccessDenied",
+    "KafkaUnavailable",
+    "OutcomeUnknown",
+    "Payload",
+    "PayloadMetadata",
+    "Position",
+    "SeqNrConflict",
+    "Settings",
+    "SettingsError",
+    "Snapshot",
+    "SnapshotBeyondJournal",
+    "SnapshotTooLarge",
+    "StoreAccessDenied",
+    "StoreUnavailable",
+    "SubscribedEvent",
+    "SubscriptionPosition",
+    "TextPayload",
+    "Unavailable",
+    "UndecodableBatch",
+]

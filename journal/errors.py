@@ -1,5 +1,7 @@
-"""The core's one error hierarchy. Driver errors (aiokafka, cassandra-driver) are mapped to
-these where the core calls the drivers, so no layer above `journal/` needs to know them.
+"""The core's one error hierarchy: everything the library raises on purpose is a
+`JournalError`. Driver errors are mapped to these where the core calls the drivers (aiokafka's
+in journal/kafka/errors.py, cassandra-driver's in journal/store/cql.py), so no layer above
+`journal/` needs to know them.
 
 - `Unavailable`: a dependency did not answer; the same call can succeed later (HTTP 503).
 - `AccessDenied` (an `Unavailable`): Kafka or Cassandra refused this process's principal a
@@ -15,6 +17,9 @@ these where the core calls the drivers, so no layer above `journal/` needs to kn
 - `OutcomeUnknown`: a conditional append was produced but its verdict could not be learnt
   (HTTP 503): it is wholly in the journal or wholly absent; a retry with the same idempotency
   key tells which.
+- Also JournalErrors, defined beside what raises them: `DecodeError` and `EncodeError`
+  (journal/codec/errors.py), `MalformedRecord` (journal/codec/actions.py), `SettingsError`
+  (journal/settings.py); each is a ValueError too.
 """
 
 from __future__ import annotations
@@ -60,7 +65,7 @@ class JournalTruncated(JournalError):
 
 class UndecodableBatch(JournalError):
     """A read needs records of a batch this process cannot decode (unknown codec, corrupt):
-    it cannot tell whether they hold the journal's actions (journal/poison.py)."""
+    it cannot tell whether they hold the journal's actions (journal/kafka/poison.py)."""
 
 
 class AppendTooLarge(JournalError, ValueError):

@@ -22,8 +22,6 @@ from typing import Any, Literal
 
 from pydantic import SecretStr
 
-from journal.errors import KafkaAccessDenied
-
 KafkaProtocol = Literal["PLAINTEXT", "SASL_PLAINTEXT", "SASL_SSL"]
 ScramMechanism = Literal["SCRAM-SHA-512", "SCRAM-SHA-256"]
 Role = Literal["client", "replicator", "worker"]
@@ -134,24 +132,3 @@ class CassandraLogin:
         from cassandra.auth import PlainTextAuthProvider
 
         return PlainTextAuthProvider(self.role, self.password.get_secret_value())
-
-
-# aiokafka's refusals by the authorizer (a missing ACL), mapped by the core to `kafka_denied`
-def authorization_errors() -> tuple[type[Exception], ...]:
-    from aiokafka import errors
-
-    return (
-        errors.TopicAuthorizationFailedError,
-        errors.GroupAuthorizationFailedError,
-        errors.ClusterAuthorizationFailedError,
-        errors.TransactionalIdAuthorizationFailed,
-    )
-
-
-def kafka_denied(
-    kafka: KafkaAccess, right: str, cause: BaseException | None = None
-) -> KafkaAccessDenied:
-    """The core's error for Kafka refusing `kafka`'s principal `right` ("Write on topic t")."""
-    who = "an anonymous client" if kafka.login is None else f"User:{kafka.login.username}"
-    detail = "" if cause is None else f" ({type(cause).__name__})"
-    return KafkaAccessDenied(f"Kafka denied {who} {right}{detail}: an ACL must grant it")

@@ -32,6 +32,7 @@ from pydantic_settings import (
 )
 from pydantic_settings.sources.utils import parse_env_vars
 
+from journal.errors import JournalError
 from journal.security import (
     CASSANDRA_ROLES,
     KAFKA_USERS,
@@ -45,8 +46,8 @@ from journal.security import (
 )
 
 if TYPE_CHECKING:  # loaded on use: the command line's --help and stack/ need no drivers
+    from journal.kafka.topic import TopicSpec
     from journal.store.cassandra import CassandraConfig
-    from journal.topic import TopicSpec
 
 DAY_MS = 24 * 60 * 60 * 1000
 ENV_PREFIX = "KJ_"
@@ -56,7 +57,7 @@ ENV_PREFIX = "KJ_"
 _ENVIRONMENT: ContextVar[Mapping[str, str] | None] = ContextVar("kj_environment", default=None)
 
 
-class SettingsError(ValueError):
+class SettingsError(JournalError, ValueError):
     """A setting's value is malformed; the message names its variable or flag."""
 
 
@@ -383,7 +384,7 @@ class Settings(KJSettings):
         )
 
     def topic_spec(self) -> TopicSpec:
-        from journal.topic import TopicSpec
+        from journal.kafka.topic import TopicSpec
 
         return TopicSpec(
             self.topic,

@@ -24,7 +24,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from journal.actions import MalformedRecord, parse_checked
+from journal.codec.actions import MalformedRecord, parse_checked
 from journal.settings import Settings
 from journal.store.base import EventualJournal
 from journal.store.cassandra import CassandraConfig, CassandraStore

@@ -3,7 +3,7 @@
 Contract: a `JournalAudit` is fed the journal's parsed records of one partition with offsets
 at or below the partition's replicated pointer, oldest first (`add`), then `finish` lists the
 differences. It interprets nothing itself: it folds the records with replication's own fold
-(`journal.fold.JournalState.apply`) and checks the store against the fold's verdicts, with
+(`journal.core.fold.JournalState.apply`) and checks the store against the fold's verdicts, with
 constant state per journal (the fold's state, a few offsets, the first few differences) and
 at most one Append's events in hand.
 
@@ -37,9 +37,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, fields
 
-from journal.actions import events_of
-from journal.fold import JournalState, Verdict
-from journal.model import ActionRecord, EventRecord, JournalKey
+from journal.codec.actions import events_of
+from journal.core.fold import JournalState, Verdict
+from journal.core.model import ActionRecord, EventRecord, JournalKey
 from journal.store.base import EventualJournal, JournalMeta
 
 MAX_DIFFERENCES_PER_JOURNAL = 3

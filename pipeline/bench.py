@@ -10,21 +10,26 @@ the first round of a fresh session also pays Spark's warm-up, later rounds do no
 same records.
 
 Run it against a running stack: `python -m pipeline.bench --events 50000 --master local[2]`.
+It prints a line of the result; with `--json PATH` it also writes the result there as JSON
+(`events`, `records`, `rebuild_seconds`: a list, one per round, `core_seconds`: null when not
+compared), what another program reads (bench/spark.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from journal.journals import Journals
-from journal.model import Event, JsonPayload
-from journal.replicate import AlreadyQuarantined, replicate_to_now
+from journal.client.journals import Journals
+from journal.core.model import Event, JsonPayload
+from journal.kafka.replicate import AlreadyQuarantined, replicate_to_now
 from journal.settings import Settings
 from journal.store.cassandra import CassandraStore
 from pipeline.rebuild import rebuild
@@ -121,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--rounds", type=int, default=1, help="rebuilds in one session")
     parser.add_argument("--no-compare", action="store_true", help="skip replicate_to_now")
+    parser.add_argument("--json", type=Path, default=None, help="also write the result here")
     args = parser.parse_args(argv)
     spark = spark_session(SparkOptions(master=args.master, shuffle_partitions=4), print_progress)
     try:
@@ -148,6 +154,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{result.core_events_per_second:.0f} events/s"
         )
     print(line)
+    if args.json is not None:
+        args.json.write_text(json.dumps(asdict(result)), encoding="utf-8")
     return 0
 
 

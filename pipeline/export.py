@@ -33,7 +33,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from journal.model import (
+from journal.core.model import (
     BinaryPayload,
     Event,
     EventRecord,

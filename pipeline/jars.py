@@ -4,8 +4,8 @@ Contract: `kafka_source_jars(cache_root)` returns the jar paths that `spark-kafk
 pins (the connector and what it needs beyond PySpark's own jars). The first call runs
 `mvn dependency:copy-dependencies` into `<cache_root>/spark-kafka-<version>/`; a marker file
 written last (holding the pom's hash) says the directory is complete, so later calls never run
-Maven or touch the network. Concurrent callers serialise on a lock file. `stack.jars.resolve_pom`
-does all that, as for the servers' own jars.
+Maven or touch the network. Concurrent callers serialise on a lock file. `jars.resolve_pom`
+does all that, as for the stack's servers' own jars.
 
 Why 4.2.0 and not the installed PySpark's 4.3.0: Maven Central has no
 `spark-sql-kafka-0-10_2.13:4.3.0` (nor `spark-token-provider-kafka-0-10_2.13` after 4.0.0).
@@ -15,13 +15,11 @@ pipeline's integration tests prove it. Move both to the PySpark version once it 
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
-from stack.errors import StackError
-from stack.jars import resolve_pom
-from stack.progress import Progress, no_progress
-from stack.settings import StackSettings
+from jars import MavenFailed, Progress, cache_root, no_progress, resolve_pom
 
 POM = Path(__file__).resolve().parent / "spark-kafka.pom.xml"
 
@@ -43,7 +41,7 @@ def pom_version(pom: Path = POM) -> str:
 
 def default_cache_root() -> Path:
     """The stack's jar cache (`KJ_JAR_CACHE`, default ~/.cache/kafka-journal/jars)."""
-    return StackSettings.from_env().jar_cache
+    return cache_root(os.environ)
 
 
 def kafka_source_jars(
@@ -56,5 +54,5 @@ def kafka_source_jars(
     root = default_cache_root() if cache_root is None else cache_root
     try:
         return resolve_pom(pom, root / f"spark-kafka-{pom_version(pom)}", progress, mvn)
-    except StackError as error:
+    except MavenFailed as error:
         raise JarsUnavailable(f"Spark's Kafka source: {error}") from error

@@ -24,10 +24,10 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from journal.actions import RawRecord
-from journal.fold import JournalWrite
-from journal.model import ActionRecord, AppendHeader, JournalKey
-from journal.replicate import Replicator
+from journal.codec.actions import RawRecord
+from journal.core.fold import JournalWrite
+from journal.core.model import ActionRecord, AppendHeader, JournalKey
+from journal.kafka.replicate import Replicator
 from journal.settings import Settings
 from journal.store.base import JournalMeta, ReplicatedJournal
 from journal.store.cassandra import CassandraConfig, CassandraStore
@@ -64,10 +64,6 @@ class RebuildResult:
     pointers: dict[int, int]
     gaps: list[Gap]
     seconds: float
-
-    @property
-    def events_per_second(self) -> float:
-        return self.counts.events / self.seconds if self.seconds > 0 else 0.0
 
 
 class _CountingQuarantine:

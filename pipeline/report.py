@@ -1,6 +1,6 @@
 """Progress lines of the pipeline's jobs: one line per stage, with counts.
 
-Contract: a job takes a `Progress` (any callable taking one line; `stack.progress.Progress`)
+Contract: a job takes a `Progress` (any callable taking one line; `jars.Progress`)
 and calls it at each stage. The default writes `[pipeline] <line>` to stderr and flushes, so
 a job's report on stdout stays parseable.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from stack.progress import Progress, no_progress
+from jars import Progress, no_progress
 
 __all__ = ["Progress", "no_progress", "per_second", "print_progress"]
 

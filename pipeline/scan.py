@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import AsyncIterator
 
-from journal.model import JournalKey
+from journal.core.model import JournalKey
 from journal.store.base import JournalMeta
 from journal.store.cassandra import CassandraStore
 

@@ -24,8 +24,8 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from jars import Progress, no_progress
 from pipeline.jars import kafka_source_jars
-from stack.progress import Progress, no_progress
 
 
 @dataclass(frozen=True, slots=True)

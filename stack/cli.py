@@ -14,10 +14,14 @@ setting is printed as one message with exit code 2, not a traceback.
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 from stack.errors import StackError
 from stack.server import ServerStatus
 from stack.settings import StackSettings
+
+if TYPE_CHECKING:
+    from stack.security import CreateSchema
 
 
 def format_status(status: ServerStatus) -> str:
@@ -36,12 +40,18 @@ def format_status(status: ServerStatus) -> str:
     return "\n".join(lines)
 
 
-def run_stack(command: str, settings: StackSettings, timeout: float | None = None) -> int:
-    """`up`, `down` or `status` on a stack of `settings`; the exit code (module contract)."""
+def run_stack(
+    command: str,
+    settings: StackSettings,
+    timeout: float | None = None,
+    journal_schema: CreateSchema | None = None,
+) -> int:
+    """`up`, `down` or `status` on a stack of `settings` (`journal_schema`: see `Stack`); the
+    exit code (module contract)."""
     from stack.stack import Stack  # after parsing, so `--help` stays instant
 
     try:
-        stack = Stack(settings)
+        stack = Stack(settings, journal_schema=journal_schema)
         if command == "up":
             stack.up(timeout)
         elif command == "down":

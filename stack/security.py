@@ -21,10 +21,12 @@ stack's own config files (mode 0600), never in `stack status` or a log line of t
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from journal.kafka.topic import TopicSpec, ensure_topic, quarantine_topic
 from journal.security import (
     CASSANDRA_ADMIN,
     CASSANDRA_READER,
@@ -39,13 +41,15 @@ from journal.security import (
     dev_password,
 )
 from journal.settings import current_environment
-from journal.topic import TopicSpec, ensure_topic, quarantine_topic
 from stack.health import ProbeError, until_answered
 
-if TYPE_CHECKING:
-    from stack.settings import StackSettings
-
 SCRAM: ScramMechanism = "SCRAM-SHA-512"
+# The journal's schema, which the admin creates in a keyspace (session, keyspace, replication):
+# the journal's own (journal/store/schema.py), handed in by what runs the stack, so the stack
+# holds no copy of it and needs nothing of the journal's store.
+CreateSchema = Callable[[Any, str, str], Awaitable[None]]
+# the native protocol the admin speaks: the journal's clients speak v4 too
+CASSANDRA_PROTOCOL_VERSION = 4
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
 
@@ -203,10 +207,11 @@ async def create_acls(admin: KafkaAccess, acls: list[Acl]) -> None:
 def _cluster(hosts: list[str], port: int, login: CassandraLogin) -> Any:
     from cassandra.cluster import Cluster
 
-    from journal.store.cassandra import PROTOCOL_VERSION
-
     return Cluster(
-        hosts, port=port, auth_provider=login.auth_provider(), protocol_version=PROTOCOL_VERSION
+        hosts,
+        port=port,
+        auth_provider=login.auth_provider(),
+        protocol_version=CASSANDRA_PROTOCOL_VERSION,
     )
 
 
@@ -269,14 +274,14 @@ def _create_admin(hosts: list[str], port: int, admin: CassandraLogin) -> None:
         cluster.shutdown()
 
 
-async def grant_keyspace(hosts: list[str], port: int, keyspace: str, replication: str) -> None:
+async def grant_keyspace(
+    hosts: list[str], port: int, keyspace: str, replication: str, create_schema: CreateSchema
+) -> None:
     """Create the journal schema in `keyspace` as the admin, and grant the roles on it."""
-    from journal.store.schema import ensure_schema
-
     cluster = _cluster(hosts, port, cassandra_admin())
     try:
         session = await asyncio.to_thread(cluster.connect)
-        await ensure_schema(session, keyspace, replication)
+        await create_schema(session, keyspace, replication)
         for role, permissions in (
             (CASSANDRA_READER, ("SELECT",)),
             (CASSANDRA_WRITER, ("SELECT", "MODIFY")),
@@ -300,6 +305,7 @@ async def grant_journal(
     keyspace: str,
     replication: str,
     app_id: str,
+    create_schema: CreateSchema,
 ) -> None:
     """What an administrator does before the principals can run a journal: create the action
     topic, its quarantine and the keyspace's schema, and give the principals their rights."""
@@ -307,21 +313,22 @@ async def grant_journal(
     await ensure_topic(admin, topic)
     await ensure_topic(admin, TopicSpec(quarantine_topic(topic.name), 1, topic.replication_factor))
     await create_acls(admin, journal_acls(topic.name, app_id))
-    await grant_keyspace(cassandra_hosts, cassandra_port, keyspace, replication)
+    await grant_keyspace(cassandra_hosts, cassandra_port, keyspace, replication, create_schema)
 
 
-def provision(settings: StackSettings) -> None:
+def provision(
+    kafka_bootstrap: str, hosts: list[str], port: int, create_schema: CreateSchema
+) -> None:
     """Roles, then the default journal's topic, schema and rights (from the `KJ_*` journal
     settings: KJ_TOPIC, KJ_KEYSPACE, KJ_APP_ID...), as `kafka-journal stack up` leaves them."""
     from journal.settings import Settings
 
     journal = Settings.from_env()
-    hosts, port = settings.cassandra_hosts, settings.cassandra_port
     ensure_cassandra_roles(hosts, port)
     app_id = current_environment().get("KJ_APP_ID") or DEFAULT_APP_ID
     asyncio.run(
         grant_journal(
-            settings.kafka_bootstrap, hosts, port, journal.topic_spec(), journal.keyspace,
-            journal.keyspace_replication, app_id,
+            kafka_bootstrap, hosts, port, journal.topic_spec(), journal.keyspace,
+            journal.keyspace_replication, app_id, create_schema,
         )
     )  # fmt: skip

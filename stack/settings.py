@@ -30,6 +30,7 @@ from typing import Annotated, Literal
 
 from pydantic import AliasChoices, BeforeValidator, Field, field_validator
 
+import jars
 from journal.security import CassandraLogin, KafkaAccess
 from journal.settings import KJSettings, current_environment
 
@@ -48,8 +49,7 @@ def _repo_dir() -> Path:
 
 
 def _default_jar_cache() -> Path:
-    base = current_environment().get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "kafka-journal" / "jars"
+    return jars.cache_root(current_environment())
 
 
 def _split_host_port(item: str) -> tuple[str, int | None]:
@@ -248,11 +248,3 @@ class StackSettings(KJSettings):
 
             return cassandra_admin()
         return None
-
-    @property
-    def kafka_dir(self) -> Path:
-        return self.data_dir / "kafka"
-
-    @property
-    def cassandra_dir(self) -> Path:
-        return self.data_dir / "cassandra"

@@ -29,7 +29,7 @@ from stack.errors import StackError
 from stack.health import cassandra_release_version, kafka_metadata
 from stack.kafka import KafkaServer
 from stack.progress import Progress, print_progress
-from stack.security import provision
+from stack.security import CreateSchema, provision
 from stack.server import ExternalServer, JvmServer, Server, ServerStatus
 from stack.settings import StackSettings
 
@@ -75,9 +75,12 @@ class Stack:
         *,
         progress: Progress = print_progress,
         tie_to_parent: bool = False,
+        journal_schema: CreateSchema | None = None,
     ) -> None:
         self.settings = StackSettings.from_env() if settings is None else settings
         self.progress = progress
+        # with security on, the admin creates the journal's schema: the journal's, handed in
+        self._journal_schema = journal_schema
         self._started: set[str] = set()
         s = self.settings
         if s.security == "on" and s.mode == "docker":
@@ -155,8 +158,15 @@ class Stack:
                 self._untie(server)
         self._started.update(server.name for server in launched)
         if self.settings.security == "on" and self._local:
+            if self._journal_schema is None:
+                raise StackError(
+                    "security on: the stack creates the journal's schema as the admin; "
+                    "give Stack the journal's (journal_schema=journal.store.schema.ensure_schema)"
+                )
             self.progress("security on: Cassandra roles, the journal's topic, schema and rights")
-            provision(self.settings)  # idempotent: also for servers reused
+            s = self.settings
+            # idempotent: also for servers reused
+            provision(s.kafka_bootstrap, s.cassandra_hosts, s.cassandra_port, self._journal_schema)
         elif self.settings.security == "on":  # someone else's servers: their admin grants
             self.progress("security on with external servers: their administrator grants rights")
         return [server.name for server in launched]

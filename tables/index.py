@@ -8,9 +8,9 @@ answers `NotIndexed` and the reading flow scans instead (counted).
 
 from __future__ import annotations
 
-from journal.index import IndexAnswer, Indexed, NotIndexed
+from journal.core.index import IndexAnswer, Indexed, NotIndexed
+from journal.core.model import JournalKey
 from journal.metrics import METRICS
-from journal.model import JournalKey
 from tables.partitions import OwnedPartitions
 from tables.tables import JournalTables
 

@@ -23,8 +23,8 @@ from typing import Any
 
 import faust
 
-from journal.index import OffsetRuns
-from journal.model import ActionRecord, AppendHeader, DeleteHeader, PurgeHeader
+from journal.core.index import OffsetRuns
+from journal.core.model import ActionRecord, AppendHeader, DeleteHeader, PurgeHeader
 from tables.values import decode_runs, encode_runs
 
 FLUSH_RECORDS = 500  # a partition's records between two flushes of its changes, at most
@@ -103,12 +103,16 @@ def _current(table: Any, pending: dict[bytes, OffsetRuns], key: bytes) -> Offset
     return runs if runs is not None else decode_runs(table.get(key))
 
 
+# the heads table's name: its changelog topic's too; forwarding asks its owners by it
+HEADS_TABLE = "head-cache"
+
+
 def define_tables(app: faust.App, partitions: int) -> JournalTables:
     def table(name: str, help: str) -> Any:
         return app.Table(name, key_type=bytes, value_type=bytes, partitions=partitions, help=help)
 
     return JournalTables(
-        heads=table("head-cache", "per journal: offsets of its Appends not known replicated"),
+        heads=table(HEADS_TABLE, "per journal: offsets of its Appends not known replicated"),
         watermarks=table(
             "deletion-watermarks",
             "per journal: offsets of its Deletes and Purges not known replicated",

@@ -1,11 +1,11 @@
 """The values of the worker's two tables, one of each per journal: small, bounded, pure.
 
-Both hold `OffsetRuns` (journal/index.py): where the journal's actions that may not be in the
+Both hold `OffsetRuns` (journal/core/index.py): where the journal's actions that may not be in the
 store yet sit in Kafka, never their content:
 - `heads` (the head cache): the offsets of the journal's Appends;
 - `watermarks` (the deletion watermarks): the offsets of its Deletes and Purges.
 Entries at or below the replicated pointer are pruned whenever a value is rewritten. The
-reading flow fetches what both list and folds it onto the store's state (journal/fold.py):
+reading flow fetches what both list and folds it onto the store's state (journal/core/fold.py):
 the tables never interpret an action beyond its kind, so they cannot disagree with the fold.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import orjson
 
-from journal.index import OffsetRuns
+from journal.core.index import OffsetRuns
 
 
 def encode_runs(runs: OffsetRuns) -> bytes:

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from journal.store.schema import ensure_schema
 from stack import Stack, StackSettings
 
 _WAIT_FOR_OTHER_SESSIONS = 200.0  # seconds; below the 300 s per-test timeout in pyproject
@@ -46,7 +47,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def _run(settings: StackSettings) -> Iterator[Stack]:
-    servers = Stack(settings, tie_to_parent=True)
+    servers = Stack(settings, tie_to_parent=True, journal_schema=ensure_schema)
     servers.up()
     try:
         yield servers

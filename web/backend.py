@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from typing import Protocol
 
-from journal.journals import Deleted, JournalInfo, Journals
-from journal.listing import JournalIdPage
-from journal.model import Event, EventRecord, Payload, PayloadMetadata, Position
+from journal.client.journals import Deleted, JournalInfo, Journals
+from journal.client.listing import JournalIdPage
+from journal.core.model import Event, EventRecord, Payload, PayloadMetadata, Position
+from journal.kafka.subscription import SubscriptionItem, SubscriptionPosition
 from journal.store.base import Snapshot
-from journal.subscription import SubscriptionItem, SubscriptionPosition
 
 
 class SnapshotsHandle(Protocol):
@@ -71,7 +71,7 @@ class JournalBackend(Protocol):
         ...
 
     async def journal_ids(self, prefix: str, after: str | None, limit: int) -> JournalIdPage:
-        """A page of the ids of journals that exist (`journal.listing`)."""
+        """A page of the ids of journals that exist (`journal.client.listing`)."""
         ...
 
     def ready(self) -> bool:

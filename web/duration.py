@@ -13,7 +13,7 @@ import re
 from decimal import Decimal, localcontext
 
 from journal.codec.duration import FiniteDuration, TimeUnit, from_nanos, parse_duration
-from journal.model import InvalidValue
+from journal.core.model import InvalidValue
 
 _NUMBER = r"[0-9]+(?:[.,][0-9]+)?"  # ASCII digits only: \d would take any script
 _ISO_DURATION = re.compile(

@@ -15,7 +15,7 @@ answer with, or None when it is not a known failure (the caller then answers 500
 - `OutcomeUnknown` -> 503 `outcome_unknown` with `Retry-After`: a conditional append was produced
   but its verdict could not be read; retry with the same Idempotency-Key to learn it.
 - `UndecodableBatch` -> 503 `undecodable_records` with `Retry-After`: the journal's
-  partition holds a batch this process cannot decode (journal.poison) and the read spans it;
+  partition holds a batch this process cannot decode (journal.kafka.poison) and the read spans it;
   it reads again once replication has skipped it.
 - aiohttp's client errors -> 503 `outcome_unknown` with `Retry-After`. Only a call to another
   worker raises them, and the forwarder (app/forwarding.py) answers each failure it can classify

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
-from journal.conditional import MAX_IDEMPOTENCY_KEY
+from journal.client.conditional import MAX_IDEMPOTENCY_KEY
 from web import schema
 from web.errors import Error
 from web.routes import ROUTES

@@ -17,9 +17,10 @@ import orjson
 from aiohttp import web
 from pydantic import BaseModel
 
-from journal import journals, listing, model
-from journal.model import BinaryPayload, EventRecord, JsonPayload, Payload, TextPayload
-from journal.subscription import Heartbeat, SubscriptionItem, SubscriptionPosition
+from journal.client import journals, listing
+from journal.core import model
+from journal.core.model import BinaryPayload, EventRecord, JsonPayload, Payload, TextPayload
+from journal.kafka.subscription import Heartbeat, SubscriptionItem, SubscriptionPosition
 from web import schema
 from web.duration import expire_after_to_iso
 

@@ -43,11 +43,11 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from journal.client.conditional import CONDITIONAL_HEADERS
+from journal.client.listing import DEFAULT_LIMIT as DEFAULT_IDS_LIMIT
+from journal.client.listing import MAX_LIMIT as MAX_IDS_LIMIT
 from journal.codec import ACTION_HEADER
-from journal.conditional import CONDITIONAL_HEADERS
-from journal.listing import DEFAULT_LIMIT as DEFAULT_IDS_LIMIT
-from journal.listing import MAX_LIMIT as MAX_IDS_LIMIT
-from journal.model import (
+from journal.core.model import (
     SEQ_NR_MAX,
     SEQ_NR_MIN,
     BinaryPayload,

@@ -1,5 +1,5 @@
 """The snapshot routes: `PUT /journals/{id}/snapshots/{seqNr}`, `GET .../snapshots/latest`,
-`DELETE .../snapshots?to=n` (journal/snapshots.py says what they mean).
+`DELETE .../snapshots?to=n` (journal/client/snapshots.py says what they mean).
 
 A PUT's body is JSON, as an append's: `{"payload" | "payloadText" | "payloadBinary"}`. Its
 limit is the snapshot's, base64 included, not the API's general one: snapshots are far

@@ -29,9 +29,9 @@ from multidict import MultiMapping
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from journal.conditional import check_idempotency_key
-from journal.model import SEQ_NR_MAX, SEQ_NR_MIN, Event, InvalidValue, Payload, PayloadMetadata
-from journal.subscription import SubscriptionPosition
+from journal.client.conditional import check_idempotency_key
+from journal.core.model import SEQ_NR_MAX, SEQ_NR_MIN, Event, InvalidValue, Payload, PayloadMetadata
+from journal.kafka.subscription import SubscriptionPosition
 from web import schema
 from web.errors import ApiError, ErrorCode, bad_request
 

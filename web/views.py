@@ -24,10 +24,10 @@ from typing import TypeVar
 
 from aiohttp import web
 
+from journal.core.model import EventRecord
 from journal.errors import JournalError
+from journal.kafka.subscription import SubscriptionItem
 from journal.metrics import METRICS, Metrics
-from journal.model import EventRecord
-from journal.subscription import SubscriptionItem
 from web.backend import JournalBackend, JournalHandle
 from web.body import read_body
 from web.errors import ErrorCode, StreamInterrupted

@@ -8,6 +8,9 @@ for values the format cannot carry.
   version does not know, to be skipped.
 - `encode_events` / `decode_events`: the record value of an Append, binary when any payload is
   binary and JSON otherwise; older forms (v0 binary, JSON without metadata) are read too.
+- `journal.codec.actions`: a Kafka record (`RawRecord`) to an action and back.
+
+Imports `journal.core.model` and `journal.errors` only: no I/O.
 """
 
 from journal.codec.action_header import ACTION_HEADER, decode_action_header, encode_action_header

@@ -36,7 +36,7 @@ from journal.codec.json_value import (
     optional_object,
     optional_str,
 )
-from journal.model import (
+from journal.core.model import (
     ActionHeader,
     AppendHeader,
     DeleteHeader,

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from enum import Enum
 from fractions import Fraction
 
-from journal.model import InvalidValue
+from journal.core.model import InvalidValue
 
 _LONG_MAX = 2**63 - 1
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from journal.codec.errors import DecodeError, EncodeError
 from journal.codec.events_binary import decode_events_binary, encode_events_binary
 from journal.codec.events_json import decode_events_json, encode_events_json
-from journal.model import BinaryPayload, Events, InvalidValue, PayloadType, check_consecutive
+from journal.core.model import BinaryPayload, Events, InvalidValue, PayloadType, check_consecutive
 
 
 def encode_events(events: Events) -> tuple[PayloadType, bytes]:

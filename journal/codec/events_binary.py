@@ -26,7 +26,7 @@ from journal.codec.errors import DecodeError, EncodeError
 from journal.codec.json_value import dumps, loads
 from journal.codec.payload_metadata import payload_metadata_from_json, payload_metadata_to_json
 from journal.codec.tag_order import scala_set_order
-from journal.model import (
+from journal.core.model import (
     BinaryPayload,
     Event,
     Events,

@@ -8,7 +8,7 @@
 Only events without a payload or with a JSON or text payload fit; a text payload travels as a
 JSON string marked `"payloadType": "text"`. An event without `payloadType` is json, one without
 `payload` has none, and neither has one with `"payload": null` (kafka-journal reads it so; see
-`journal.model.Event`). `metadata` is always
+`journal.core.model.Event`). `metadata` is always
 written; the older v0 form has none and reads as empty metadata. Tags are written in
 kafka-journal's order (see `journal.codec.tag_order`) and read as a set. These functions check
 the shape only; seqNr order is checked by `journal.codec.events`.
@@ -32,7 +32,7 @@ from journal.codec.json_value import (
 )
 from journal.codec.payload_metadata import payload_metadata_from_json, payload_metadata_to_json
 from journal.codec.tag_order import scala_set_order
-from journal.model import (
+from journal.core.model import (
     BinaryPayload,
     Event,
     Events,

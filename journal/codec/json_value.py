@@ -14,7 +14,7 @@ from typing import cast
 import orjson
 
 from journal.codec.errors import DecodeError, EncodeError
-from journal.model import Json
+from journal.core.model import Json
 
 JsonObject = dict[str, object]
 

@@ -13,7 +13,7 @@ from typing import cast
 from journal.codec import duration
 from journal.codec.errors import DecodeError, EncodeError
 from journal.codec.json_value import JsonObject, expect_object, type_name
-from journal.model import InvalidValue, Json, PayloadMetadata
+from journal.core.model import InvalidValue, Json, PayloadMetadata
 
 _LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
 

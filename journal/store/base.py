@@ -14,7 +14,7 @@ Contract (every implementation runs `tests/journal/store/contract.py`):
 - Snapshots (`SnapshotStore`) are ordered by the offsets of Marks, as replication's writes
   are by their actions' offsets: a put or delete of snapshots stamped with its Mark, and a
   Purge applied by replication, affect exactly what lies before them in the log.
-- `journal_ids` lists the journals whose stored state `exists` (journal.fold), kept by
+- `journal_ids` lists the journals whose stored state `exists` (journal.core.fold), kept by
   `apply` from each write's `before` and `after` alone, without reading the store.
 """
 
@@ -27,8 +27,8 @@ from datetime import datetime
 
 import orjson
 
-from journal.fold import JournalState, JournalWrite
-from journal.model import (
+from journal.core.fold import JournalState, JournalWrite
+from journal.core.model import (
     SEQ_NR_MAX,
     BinaryPayload,
     EventRecord,
@@ -84,7 +84,7 @@ class StoredAppend:
     """An Append replication stored: where it lies in the log and which seqNrs it brought.
 
     The fold accepted it, so a subscription delivers it without folding again
-    (`journal.subscription`). `segment_size`: how the store split its journal then.
+    (`journal.kafka.subscription`). `segment_size`: how the store split its journal then.
     """
 
     key: JournalKey
@@ -182,7 +182,7 @@ class Snapshot:
 
     `mark`: the offset of the Mark the put produced in the journal's partition. The put saw
     the journal as of that Mark, so the snapshot is void if a Purge of the journal follows
-    the Mark in the log (`journal.snapshots`).
+    the Mark in the log (`journal.client.snapshots`).
     """
 
     seq_nr: int

@@ -12,8 +12,12 @@ from dataclasses import dataclass
 
 from cassandra.cluster import Cluster, Session
 
-from journal.fold import JournalWrite
-from journal.model import SEQ_NR_MAX, EventRecord, JournalKey
+from journal.core.fold import JournalWrite
+from journal.core.model import (
+    SEQ_NR_MAX,
+    EventRecord,
+    JournalKey,
+)
 from journal.security import CassandraLogin
 from journal.store import cql, id_pages
 from journal.store.base import EventualStore, FirstPage, JournalMeta, Snapshot, StoredAppend

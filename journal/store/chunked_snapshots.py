@@ -10,8 +10,8 @@ from typing import Any
 
 from cassandra.cluster import Session
 
+from journal.core.model import JournalKey
 from journal.errors import SnapshotTooLarge, StoreUnavailable
-from journal.model import JournalKey
 from journal.store import cql
 from journal.store.base import Snapshot, snapshot_bytes, snapshot_payload
 from journal.store.statements import Statements

@@ -13,9 +13,9 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 
+from journal.core.fold import JournalWrite
+from journal.core.model import SEQ_NR_MAX, EventRecord, JournalKey
 from journal.errors import StoreUnavailable
-from journal.fold import JournalWrite
-from journal.model import SEQ_NR_MAX, EventRecord, JournalKey
 from journal.store.base import EventualStore, FirstPage, JournalMeta, Snapshot, StoredAppend
 
 log = logging.getLogger(__name__)

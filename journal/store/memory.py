@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from journal.actions import events_of
+from journal.codec.actions import events_of
+from journal.core.fold import JournalWrite
+from journal.core.model import SEQ_NR_MAX, EventRecord, JournalKey
 from journal.errors import SnapshotTooLarge
-from journal.fold import JournalWrite
-from journal.model import SEQ_NR_MAX, EventRecord, JournalKey
 from journal.store.base import (
     EventualStore,
     FirstPage,

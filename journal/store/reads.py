@@ -10,7 +10,7 @@ from typing import Any
 
 from cassandra.cluster import Session
 
-from journal.model import SEQ_NR_MAX, EventRecord, JournalKey
+from journal.core.model import SEQ_NR_MAX, EventRecord, JournalKey
 from journal.store import cql
 from journal.store.base import FirstPage, JournalMeta, StoredAppend
 from journal.store.rows import event_record_of, meta_of

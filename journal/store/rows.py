@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 from cassandra.query import UNSET_VALUE
 
-from journal.model import (
+from journal.core.model import (
     BinaryPayload,
     Event,
     EventRecord,

@@ -12,9 +12,9 @@ from typing import Any
 from cassandra.cluster import Session
 from cassandra.query import BatchStatement, BatchType, PreparedStatement, Statement
 
-from journal.actions import events_of
-from journal.fold import JournalWrite
-from journal.model import ActionRecord, AppendHeader, EventRecord, JournalKey
+from journal.codec.actions import events_of
+from journal.core.fold import JournalWrite
+from journal.core.model import ActionRecord, AppendHeader, EventRecord, JournalKey
 from journal.store import cql
 from journal.store.base import JournalMeta
 from journal.store.cql import Params
@@ -105,7 +105,7 @@ class Writes:
     (single-partition batches have no size threshold). Every cell is stamped with its action's
     offset + 1 (`schema.py`), so the requests of one journal need no order among them, and a
     replay cannot overwrite newer cells. Replication reads the rows it folds onto (`stored`)
-    only for journals it has not written lately (`journal.replicate`).
+    only for journals it has not written lately (`journal.kafka.replicate`).
     """
 
     def __init__(

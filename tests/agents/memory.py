@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 
 from agents.poison import SkippedBatches
 from agents.replication import ReplaySource, ReplicationWork
-from journal.actions import RawRecord, record_headers
+from journal.codec.actions import RawRecord, record_headers
+from journal.core.fold import JournalWrite
+from journal.core.model import ActionRecord, JournalKey
 from journal.errors import StoreUnavailable
-from journal.fold import JournalWrite
-from journal.model import ActionRecord, JournalKey
-from journal.replicate import Replicator
+from journal.kafka.replicate import Replicator
 from journal.store.base import JournalMeta
 from journal.store.memory import MemoryStore
 from tables.partitions import OwnedPartitions

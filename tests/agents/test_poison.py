@@ -13,7 +13,7 @@ from aiokafka.errors import UnsupportedCodecError
 from aiokafka.structs import ConsumerRecord, TopicPartition
 
 from agents.poison import SkippedBatches, _past_poison
-from journal.poison import Poison, Skipped
+from journal.kafka.poison import Poison, Skipped
 
 TOPIC = "poisoned"
 

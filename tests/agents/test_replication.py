@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from agents import replication
-from journal.model import JournalKey
-from journal.poison import QUARANTINE_SKIPPED_HEADER, Poison, Skipped
+from journal.core.model import JournalKey
+from journal.kafka.poison import QUARANTINE_SKIPPED_HEADER, Poison, Skipped
 from tests.agents.memory import PARTITION, TOPIC, agent, replicated, until, until_pointer
 
 A = JournalKey(TOPIC, "a")

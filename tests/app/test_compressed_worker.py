@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from journal.model import Event
-from journal.poison import QUARANTINE_SKIPPED_HEADER
-from journal.writer import partition_of
+from journal.core.model import Event
+from journal.kafka.poison import QUARANTINE_SKIPPED_HEADER
+from journal.kafka.writer import partition_of
 from stack import Stack
 from tests.support.compressed import (
     CODECS,

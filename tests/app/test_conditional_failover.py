@@ -19,7 +19,7 @@ import aiohttp
 import orjson
 import pytest
 
-from journal.model import EventRecord
+from journal.core.model import EventRecord
 from stack import Stack
 from tests.support.eventually import eventually
 from tests.support.harness import Harness, harness, unique

@@ -16,12 +16,12 @@ import aiohttp
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from journal.actions import record_headers
+from journal.client.journals import Journals
 from journal.codec import encode_events
-from journal.index import Indexed
-from journal.journals import Journals
+from journal.codec.actions import record_headers
+from journal.core.index import Indexed
+from journal.core.model import AppendHeader, Event, Events, SeqRange
 from journal.metrics import METRICS
-from journal.model import AppendHeader, Event, Events, SeqRange
 from stack import Stack
 from tests.journal.journal_contract import events
 from tests.support.eventually import eventually

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from journal.journals import Journals
+from journal.client.journals import Journals
 from stack import Stack
 from tests.journal.journal_contract import JournalContract, events
 from tests.support.http_api import HttpJournals, client_session

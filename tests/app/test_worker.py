@@ -16,9 +16,9 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import OffsetAndMetadata, TopicPartition
 
+from journal.kafka.subscription import SubscriptionPosition
+from journal.kafka.topic import TopicSpec, end_offsets, ensure_topic
 from journal.security import KafkaAccess
-from journal.subscription import SubscriptionPosition
-from journal.topic import TopicSpec, end_offsets, ensure_topic
 from stack import Stack
 from tests.journal.journal_contract import JournalContract, events
 from tests.support.eventually import answered, eventually
@@ -122,7 +122,8 @@ async def test_a_malformed_record_is_quarantined_and_replication_goes_on(
 
 
 async def test_journal_ids_page_through_what_exists(api: HttpJournals) -> None:
-    """The listing over HTTP; the worker reads unreplicated ids from Kafka (journal/listing.py)."""
+    """The listing over HTTP; the worker reads unreplicated ids from Kafka
+    (journal/client/listing.py)."""
     prefix = f"{unique('ids')}/"
 
     async def page(prefix: str, after: str | None, limit: int) -> tuple[list[str], str | None]:

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 
-from journal.model import TextPayload
+from journal.core.model import TextPayload
 from stack import Stack
 from tests.journal.journal_contract import events
 from tests.journal.snapshot_contract import SnapshotContract

@@ -22,8 +22,8 @@ from eventsourcing_kafka_journal.wire import (
     tracking_headers,
     tracking_journal_id,
 )
-from journal.producer import JournalProducer
-from journal.replicate import KafkaQuarantine, replicate_to_now
+from journal.kafka.producer import JournalProducer
+from journal.kafka.replicate import KafkaQuarantine, replicate_to_now
 from tests.support.harness import unique
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("stack_environment")]

@@ -7,7 +7,7 @@ from uuid import uuid4
 from eventsourcing.persistence import StoredEvent
 
 from eventsourcing_kafka_journal.wire import decode_snapshot, encode_snapshot
-from journal.model import BinaryPayload, JsonPayload
+from journal.core.model import BinaryPayload, JsonPayload
 
 
 def test_a_snapshot_payload_returns_the_stored_event_with_its_id_type_and_raw_state() -> None:

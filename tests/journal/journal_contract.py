@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from journal.model import BinaryPayload, Event, JsonPayload, TextPayload
+from journal.core.model import BinaryPayload, Event, JsonPayload, TextPayload
 from tests.support.journal_api import JournalApi
 
 

@@ -11,8 +11,8 @@ import uuid
 
 import pytest
 
+from journal.core.model import BinaryPayload, JsonPayload, TextPayload
 from journal.errors import SnapshotBeyondJournal, SnapshotTooLarge
-from journal.model import BinaryPayload, JsonPayload, TextPayload
 from tests.journal.journal_contract import events
 from tests.support.snapshot_api import SnapshotApi
 

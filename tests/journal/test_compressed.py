@@ -17,13 +17,13 @@ import aiokafka.codec
 import pytest
 
 from journal.codec import ACTION_HEADER, decode_action_header
+from journal.core.model import AppendHeader, Event, Events, JsonPayload, TextPayload
 from journal.errors import UndecodableBatch
+from journal.kafka.poison import QUARANTINE_SKIPPED_HEADER
+from journal.kafka.producer import JournalProducer
+from journal.kafka.writer import JournalWriter, partition_of
 from journal.metrics import METRICS
-from journal.model import AppendHeader, Event, Events, JsonPayload, TextPayload
-from journal.poison import QUARANTINE_SKIPPED_HEADER
-from journal.producer import JournalProducer
 from journal.version import VERSION
-from journal.writer import JournalWriter, partition_of
 from stack import Stack
 from tests.support.compressed import (
     CODECS,

@@ -1,5 +1,5 @@
 """Conditional appends and idempotent retries with the direct client: produce, then the log's
-verdict (journal/conditional.py), against the real servers."""
+verdict (journal/client/conditional.py), against the real servers."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from journal.conditional import (
+from journal.client.conditional import (
     IDEMPOTENCY_KEY_HEADER,
     Idempotency,
     JournalLocks,
@@ -17,12 +17,12 @@ from journal.conditional import (
     check_idempotency_key,
     records_between,
 )
+from journal.client.journals import Journal, Journals
+from journal.core.fold import JournalState
+from journal.core.index import OffsetRun
+from journal.core.model import HeaderMetadata, JournalKey, Position
 from journal.errors import IdempotencyKeyReused, InvalidValue, SeqNrConflict
-from journal.fold import JournalState
-from journal.index import OffsetRun
-from journal.journals import Journal, Journals
 from journal.metrics import METRICS
-from journal.model import HeaderMetadata, JournalKey, Position
 from stack import Stack
 from tests.journal.journal_contract import events
 from tests.support.harness import Harness, harness, unique

@@ -6,12 +6,26 @@ import asyncio
 from typing import Any
 
 import pytest
-from aiokafka.errors import KafkaConnectionError, MessageSizeTooLargeError
+from aiokafka.errors import (
+    KafkaConnectionError,
+    MessageSizeTooLargeError,
+    TopicAuthorizationFailedError,
+)
 from cassandra import InvalidRequest, OperationTimedOut
 
-from journal.errors import AppendTooLarge, KafkaUnavailable, StoreUnavailable
-from journal.producer import JournalProducer
+from journal.codec.actions import MalformedRecord, RawRecord
+from journal.codec.errors import DecodeError, EncodeError
+from journal.errors import (
+    AppendTooLarge,
+    JournalError,
+    KafkaAccessDenied,
+    KafkaUnavailable,
+    StoreUnavailable,
+)
+from journal.kafka.errors import core_error
+from journal.kafka.producer import JournalProducer
 from journal.security import KafkaAccess
+from journal.settings import SettingsError
 from journal.store import cql
 
 
@@ -58,3 +72,21 @@ async def test_cassandra_failures_become_store_unavailable(driver: Exception, ma
     assert error is not None
     assert isinstance(error, StoreUnavailable) is mapped
     assert (error.__cause__ if mapped else error) is driver
+
+
+def test_kafka_errors_are_mapped_in_one_place() -> None:
+    kafka = KafkaAccess("127.0.0.1:1")
+    denied = TopicAuthorizationFailedError()
+    assert isinstance(
+        core_error(denied, "t-0", kafka=kafka, right="Read on topic t"), KafkaAccessDenied
+    )
+    assert type(core_error(denied, "t-0")) is KafkaUnavailable  # no right named: not told apart
+    assert isinstance(core_error(MessageSizeTooLargeError(), "t-0"), AppendTooLarge)
+    gone = core_error(KafkaConnectionError("no broker"), "t-0")
+    assert type(gone) is KafkaUnavailable and str(gone).startswith("t-0: ")
+
+
+def test_one_root_for_what_the_library_raises() -> None:
+    record = RawRecord("t", 0, 0, 0, None, None, [])
+    for error in (DecodeError(), EncodeError(), MalformedRecord(record, "no key"), SettingsError()):
+        assert isinstance(error, JournalError) and isinstance(error, ValueError)

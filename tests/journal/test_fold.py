@@ -17,10 +17,9 @@ from dataclasses import dataclass, field
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from journal.actions import RawRecord, events_of
-from journal.fold import JournalState, Verdict, fold_batch
-from journal.head import JournalHead, fold_head, fold_whole
-from journal.model import (
+from journal.codec.actions import RawRecord, events_of
+from journal.core.fold import JournalState, Verdict, fold_batch
+from journal.core.model import (
     ActionRecord,
     AppendHeader,
     DeleteHeader,
@@ -28,7 +27,8 @@ from journal.model import (
     JournalKey,
     PurgeHeader,
 )
-from journal.replicate import AlreadyQuarantined, Replicator
+from journal.kafka.head import JournalHead, fold_head, fold_whole
+from journal.kafka.replicate import AlreadyQuarantined, Replicator
 from journal.store.memory import MemoryStore
 from tests.support import actions as a
 

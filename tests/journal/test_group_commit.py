@@ -1,4 +1,4 @@
-"""Group commit (journal/group_commit.py) against a producer that answers as Kafka does:
+"""Group commit (journal/kafka/group_commit.py) against a producer that answers as Kafka does:
 each batch gets the partition's next offsets, in the order the batches were sent."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from aiokafka.producer.message_accumulator import BatchBuilder
 from aiokafka.structs import RecordMetadata
 
 from journal.errors import KafkaUnavailable
-from journal.group_commit import GroupCommit
-from journal.producer import JournalProducer
+from journal.kafka.group_commit import GroupCommit
+from journal.kafka.producer import JournalProducer
 from journal.security import KafkaAccess
 
 

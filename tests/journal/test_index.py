@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from journal.index import MAX_RUNS, MERGED_RUNS, GrowingRuns, OffsetRun, OffsetRuns
+from journal.core.index import MAX_RUNS, MERGED_RUNS, GrowingRuns, OffsetRun, OffsetRuns
 
 
 def runs_of(*offsets: int) -> OffsetRuns:

@@ -11,12 +11,12 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
 from aiokafka.structs import TopicPartition
 
+from journal.client.journals import Journals
+from journal.core.index import IndexAnswer, Indexed, NotIndexed
+from journal.core.model import SEQ_NR_MAX, Event, EventRecord, JournalKey, TextPayload
 from journal.errors import AppendTooLarge, JournalTruncated, StoreUnavailable
-from journal.head import KafkaReadConfig, KafkaRecords
-from journal.index import IndexAnswer, Indexed, NotIndexed
-from journal.journals import Journals
+from journal.kafka.records import KafkaReadConfig, KafkaRecords
 from journal.metrics import METRICS
-from journal.model import SEQ_NR_MAX, Event, EventRecord, JournalKey, TextPayload
 from journal.store import cql
 from journal.store.base import EventualJournal, FirstPage, JournalMeta
 from journal.store.cassandra import CassandraStore
@@ -400,7 +400,7 @@ async def test_a_first_page_older_than_the_row_loses_nothing(api: Direct) -> Non
 async def test_appends_sent_together_answer_the_offsets_kafka_gave_their_records(
     api: Direct,
 ) -> None:
-    """Group commit (journal/group_commit.py): many appends leave in shared batches; each
+    """Group commit (journal/kafka/group_commit.py): many appends leave in shared batches; each
     answer must still be its own record's position."""
     ids = [unique("together") for _ in range(60)]
     positions = await asyncio.gather(

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from journal.model import Event, Json, JsonPayload
+from journal.core.model import Event, Json, JsonPayload
 from stack import Stack
 from tests.support.harness import Harness, harness, unique
 

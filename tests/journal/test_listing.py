@@ -1,4 +1,4 @@
-"""The direct client's journal id listing against the real servers (journal/listing.py)."""
+"""The direct client's journal id listing against the real servers (journal/client/listing.py)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from journal.index import HeadIndex, IndexAnswer
-from journal.journals import Journals
-from journal.listing import MAX_LIMIT, UnreplicatedIds
-from journal.model import JournalKey
+from journal.client.journals import Journals
+from journal.client.listing import MAX_LIMIT, UnreplicatedIds
+from journal.core.index import HeadIndex, IndexAnswer
+from journal.core.model import JournalKey
 from stack import Stack
 from tests.journal.test_journals import Direct
 from tests.support.harness import harness, unique

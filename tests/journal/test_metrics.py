@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from journal.core.model import Event, Events, JournalKey, JsonPayload
+from journal.kafka.producer import JournalProducer
+from journal.kafka.topic import TopicSpec, ensure_topic
+from journal.kafka.writer import JournalWriter
 from journal.metrics import Metrics, set_replication_lag
-from journal.model import Event, Events, JournalKey, JsonPayload
-from journal.producer import JournalProducer
 from journal.security import KafkaAccess
-from journal.topic import TopicSpec, ensure_topic
-from journal.writer import JournalWriter
 from stack import Stack
 from tests.support.harness import unique
 

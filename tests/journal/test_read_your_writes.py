@@ -14,9 +14,9 @@ from typing import TypeVar
 
 import pytest
 
+from journal.client.journals import Journals
+from journal.core.model import Event, EventRecord, JsonPayload
 from journal.errors import Unavailable
-from journal.journals import Journals
-from journal.model import Event, EventRecord, JsonPayload
 from stack import Stack
 from tests.support.eventually import answered
 from tests.support.harness import settings_for, unique

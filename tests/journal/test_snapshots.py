@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from journal.model import SEQ_NR_MAX, JsonPayload, Payload, TextPayload
+from journal.core.model import SEQ_NR_MAX, JsonPayload, Payload, TextPayload
 from journal.store import cql
 from journal.store.base import Snapshot
 from journal.store.cassandra import CassandraStore

@@ -13,17 +13,17 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
 from aiokafka.structs import TopicPartition
 
+from journal.client.journals import Journals
+from journal.core.model import Event, JournalKey, JsonPayload
 from journal.errors import InvalidValue
-from journal.journals import Journals
-from journal.metrics import METRICS
-from journal.model import Event, JournalKey, JsonPayload
-from journal.subscription import (
+from journal.kafka.subscription import (
     Heartbeat,
     SubscribedEvent,
     SubscriptionItem,
     SubscriptionPosition,
 )
-from journal.topic import end_offsets
+from journal.kafka.topic import end_offsets
+from journal.metrics import METRICS
 from stack import Stack
 from tests.support.eventually import WITHIN_S, eventually
 from tests.support.harness import Harness, harness, unique

@@ -7,10 +7,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from journal.index import Indexed, NotIndexed
-from journal.journals import Journal
+from journal.client.journals import Journal
+from journal.core.index import Indexed, NotIndexed
+from journal.kafka.tail import TailConfig, TailIndex
 from journal.store.memory import MemoryStore
-from journal.tail import TailConfig, TailIndex
 from stack import Stack
 from tests.journal.journal_contract import events
 from tests.support.eventually import eventually

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 
-from journal.actions import events_of
-from journal.fold import fold_batch
-from journal.model import (
+from journal.codec.actions import events_of
+from journal.core.fold import fold_batch
+from journal.core.model import (
     SEQ_NR_MAX,
     ActionRecord,
     EventRecord,

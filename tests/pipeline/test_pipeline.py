@@ -18,11 +18,11 @@ from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
 from pyspark.sql import SparkSession
 
-from journal.model import Event
+from journal.core.model import Event
+from journal.kafka.topic import end_offsets
 from journal.settings import Settings
 from journal.store import cql
 from journal.store.cassandra import CassandraStore
-from journal.topic import end_offsets
 from pipeline.audit import audit
 from pipeline.cli import Audit, execute
 from pipeline.export import event_record_of, export

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import SparkSession
 
-from journal.journals import Journals
-from journal.model import Event, JsonPayload
+from journal.client.journals import Journals
+from journal.core.model import Event, JsonPayload
 from pipeline.audit import audit
 from pipeline.rebuild import rebuild
 from stack import Stack

@@ -11,9 +11,9 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from journal.client.journals import Journals
 from journal.codec import encode_action_header
-from journal.journals import Journals
-from journal.model import (
+from journal.core.model import (
     AppendHeader,
     BinaryPayload,
     Event,
@@ -25,7 +25,7 @@ from journal.model import (
     SeqRange,
     TextPayload,
 )
-from journal.producer import JournalProducer
+from journal.kafka.producer import JournalProducer
 
 
 @dataclass

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from devtools.workers import WorkerProcess
+from journal.client.journals import Journals
+from journal.core.model import Event, JsonPayload
 from journal.errors import KafkaAccessDenied, StoreAccessDenied
-from journal.journals import Journals
-from journal.model import Event, JsonPayload
-from journal.producer import JournalProducer
-from journal.replicate import KafkaQuarantine, replicate_to_now
+from journal.kafka.producer import JournalProducer
+from journal.kafka.replicate import KafkaQuarantine, replicate_to_now
 from journal.security import (
     CASSANDRA_ADMIN,
     CASSANDRA_ROLES,

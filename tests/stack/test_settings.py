@@ -51,7 +51,6 @@ def test_variables_override_the_defaults(tmp_path: Path) -> None:
         }
     )
     assert settings.data_dir == tmp_path / "data"
-    assert settings.kafka_dir == tmp_path / "data" / "kafka"
     assert settings.jar_cache == tmp_path / "jars"
     assert settings.java == "/opt/jdk17/bin/java"
     assert settings.kafka_bootstrap == "127.0.0.1:19092"

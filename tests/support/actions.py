@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from journal.codec import encode_events
-from journal.model import (
+from journal.core.model import (
     ActionHeader,
     ActionRecord,
     AppendHeader,

@@ -9,12 +9,12 @@ import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.structs import ConsumerRecord
 
-from journal.actions import record_headers
 from journal.codec import ACTION_HEADER, decode_events, encode_events
-from journal.model import AppendHeader, Event, Events, PayloadType, SeqRange
+from journal.codec.actions import record_headers
+from journal.core.model import AppendHeader, Event, Events, PayloadType, SeqRange
+from journal.kafka.topic import quarantine_topic
+from journal.kafka.writer import partition_of
 from journal.settings import Settings
-from journal.topic import quarantine_topic
-from journal.writer import partition_of
 
 CODECS = ["gzip", "snappy", "lz4", "zstd"]
 

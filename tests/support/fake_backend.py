@@ -11,10 +11,9 @@ from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from journal.errors import KafkaUnavailable, SeqNrConflict, SnapshotBeyondJournal, SnapshotTooLarge
-from journal.journals import Deleted, JournalInfo
-from journal.listing import JournalIdPage
-from journal.model import (
+from journal.client.journals import Deleted, JournalInfo
+from journal.client.listing import JournalIdPage
+from journal.core.model import (
     Event,
     EventRecord,
     JournalKey,
@@ -22,13 +21,14 @@ from journal.model import (
     PayloadMetadata,
     Position,
 )
-from journal.store.base import Snapshot, snapshot_bytes
-from journal.subscription import (
+from journal.errors import KafkaUnavailable, SeqNrConflict, SnapshotBeyondJournal, SnapshotTooLarge
+from journal.kafka.subscription import (
     Heartbeat,
     SubscribedEvent,
     SubscriptionItem,
     SubscriptionPosition,
 )
+from journal.store.base import Snapshot, snapshot_bytes
 from tests.support.http_api import journal_path
 from web import JournalHandle
 

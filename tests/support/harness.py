@@ -7,13 +7,13 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-from journal.journals import Journals
-from journal.producer import JournalProducer
-from journal.replicate import KafkaQuarantine, replicate_to_now
+from journal.client.journals import Journals
+from journal.kafka.producer import JournalProducer
+from journal.kafka.replicate import KafkaQuarantine, replicate_to_now
+from journal.kafka.topic import TopicSpec, ensure_topic, quarantine_topic
 from journal.settings import Settings
 from journal.store.base import JournalMeta
 from journal.store.cassandra import CassandraStore
-from journal.topic import TopicSpec, ensure_topic, quarantine_topic
 from stack import Stack
 
 

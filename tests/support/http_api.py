@@ -12,7 +12,7 @@ import orjson
 from yarl import URL
 
 from app.security import client_headers
-from journal.model import BinaryPayload, Event, JsonPayload, Payload, TextPayload
+from journal.core.model import BinaryPayload, Event, JsonPayload, Payload, TextPayload
 from journal.settings import Settings
 from web.representation import payload_fields
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from journal.model import Event
+from journal.core.model import Event
 
 
 class JournalApi(Protocol):

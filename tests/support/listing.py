@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from journal.model import Event, JsonPayload
+from journal.core.model import Event, JsonPayload
 from tests.support.journal_api import JournalApi
 
 # a page of ids and the cursor to the next one (None: the end)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from journal.security import Role
 from journal.settings import Settings
+from journal.store.schema import ensure_schema
 from stack import Stack
 from stack.security import grant_journal
 from tests.support.harness import unique
@@ -42,5 +43,6 @@ async def granted_journal(stack: Stack, partitions: int = 2) -> Granted:
         settings.keyspace,
         settings.keyspace_replication,
         app_id,
+        ensure_schema,
     )
     return Granted(settings, app_id)

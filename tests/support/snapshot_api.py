@@ -12,8 +12,8 @@ from typing import Protocol
 
 import orjson
 
+from journal.core.model import BinaryPayload, JsonPayload, Payload, TextPayload
 from journal.errors import SnapshotBeyondJournal, SnapshotTooLarge
-from journal.model import BinaryPayload, JsonPayload, Payload, TextPayload
 from tests.support.http_api import HttpError, HttpJournals, journal_path
 from tests.support.journal_api import JournalApi
 from web.representation import payload_fields

@@ -11,10 +11,10 @@ import pytest
 
 from app.security import client_headers
 from devtools.workers import REPO, WorkerProcess
-from journal.replicate import wait_replicated as wait_pointers
+from journal.kafka.replicate import wait_replicated as wait_pointers
+from journal.kafka.topic import end_offsets
 from journal.settings import Settings
 from journal.store.base import EventualJournal
-from journal.topic import end_offsets
 from tests.support.eventually import WITHIN_S, eventually
 from tests.support.harness import unique
 

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from journal.index import OffsetRuns
-from journal.model import JournalKey
+from journal.core.index import OffsetRuns
+from journal.core.model import JournalKey
 from tables.tables import FLUSH_INTERVAL_S, FLUSH_JOURNALS, FLUSH_RECORDS, JournalTables
 from tables.values import decode_runs
 from tests.support import actions as a

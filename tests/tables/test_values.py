@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from journal.index import OffsetRuns
+from journal.core.index import OffsetRuns
 from tables.values import decode_runs, encode_runs
 
 

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 import orjson
 import pytest
 
-from journal.model import SEQ_NR_MAX
+from journal.core.model import SEQ_NR_MAX
 from stack import Stack
 from tests.journal.journal_contract import JournalContract, events
 from tests.support.harness import Harness, harness, unique

@@ -15,6 +15,15 @@ import orjson
 import pytest
 from aiohttp import web
 
+from journal.core.model import (
+    BinaryPayload,
+    Event,
+    EventRecord,
+    JournalKey,
+    JsonPayload,
+    PayloadMetadata,
+    TextPayload,
+)
 from journal.errors import (
     AppendTooLarge,
     IdempotencyKeyReused,
@@ -24,22 +33,13 @@ from journal.errors import (
     StoreUnavailable,
     UndecodableBatch,
 )
-from journal.metrics import Metrics
-from journal.model import (
-    BinaryPayload,
-    Event,
-    EventRecord,
-    JournalKey,
-    JsonPayload,
-    PayloadMetadata,
-    TextPayload,
-)
-from journal.subscription import (
+from journal.kafka.subscription import (
     Heartbeat,
     SubscribedEvent,
     SubscriptionItem,
     SubscriptionPosition,
 )
+from journal.metrics import Metrics
 from tests.support.fake_backend import (
     APPEND,
     JOURNAL_REQUESTS,

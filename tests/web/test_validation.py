@@ -9,7 +9,7 @@ import orjson
 import pytest
 from multidict import MultiDict, MultiDictProxy
 
-from journal.model import (
+from journal.core.model import (
     SEQ_NR_MAX,
     BinaryPayload,
     Event,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from journal.model import Json
+from journal.core.model import Json
 
 json_values: st.SearchStrategy[Json] = st.recursive(
     st.none()

@@ -12,13 +12,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from journal.actions import RawRecord, parse
+from journal.client.conditional import CONDITIONAL_HEADERS, Idempotency
 from journal.codec import ACTION_HEADER, DecodeError, EncodeError
 from journal.codec import decode_action_header as decode
 from journal.codec import encode_action_header as encode
 from journal.codec.action_header import checked_action_header, plain_append
-from journal.conditional import CONDITIONAL_HEADERS, Idempotency
-from journal.model import (
+from journal.codec.actions import RawRecord, parse
+from journal.core.model import (
     SEQ_NR_MAX,
     ActionHeader,
     AppendHeader,
@@ -292,7 +292,7 @@ def test_the_plain_reading_agrees_with_the_checked_one(
 
 @pytest.mark.parametrize("name", sorted(n for n in EXPECTED if n.startswith("Append-")))
 def test_a_record_with_our_headers_reads_as_the_vector(vectors: Path, name: str) -> None:
-    """Our headers (journal/conditional.py) ride beside the vector's `journal.action`: the
+    """Our headers (journal/client/conditional.py) ride beside the vector's `journal.action`: the
     action is the vector's, and they are plain user headers, as kafka-journal keeps them."""
     ours = Idempotency("retry-1", "0" * 64).headers()
     record = RawRecord(

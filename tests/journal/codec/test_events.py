@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from journal.codec import DecodeError, EncodeError, decode_events, encode_events
 from journal.codec.events_binary import encode_events_binary
 from journal.codec.events_json import checked_events, plain_events
-from journal.model import (
+from journal.core.model import (
     SEQ_NR_MAX,
     BinaryPayload,
     Event,

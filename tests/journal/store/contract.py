@@ -12,10 +12,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from journal.actions import events_of
-from journal.errors import SnapshotTooLarge
-from journal.fold import fold_batch
-from journal.model import (
+from journal.codec.actions import events_of
+from journal.core.fold import fold_batch
+from journal.core.model import (
     SEQ_NR_MAX,
     ActionRecord,
     BinaryPayload,
@@ -26,6 +25,7 @@ from journal.model import (
     PayloadMetadata,
     TextPayload,
 )
+from journal.errors import SnapshotTooLarge
 from journal.store.base import EventualStore, Snapshot, states
 from tests.support import actions as a
 

@@ -111,7 +111,7 @@ class TestCassandraStore(EventualStoreContract):
     async def test_snapshots_are_chunked_and_a_replaced_put_leaves_no_chunks(
         self, store: CassandraStore
     ) -> None:
-        from journal.model import BinaryPayload
+        from journal.core.model import BinaryPayload
 
         await put(store, snapshot(5, 10, BinaryPayload(b"0123456789")))  # 3 chunks of <= 4
         await put(store, snapshot(5, 11, BinaryPayload(b"abcde")))  # 2
@@ -152,8 +152,8 @@ class TestCassandraStore(EventualStoreContract):
 
     async def test_rows_and_ids_go_ten_partitions_a_request(self, store: CassandraStore) -> None:
         """Cassandra warns about unlogged batches across more than 10 partitions."""
-        from journal.fold import fold_batch
-        from journal.model import JournalKey
+        from journal.core.fold import fold_batch
+        from journal.core.model import JournalKey
         from tests.support import actions as a
 
         records = [a.append(JournalKey("topic", f"j{n}"), n, 1, 1) for n in range(25)]
@@ -169,8 +169,8 @@ class TestCassandraStore(EventualStoreContract):
     ) -> None:
         """A request costs the client more than a row: one-event journals share batches, but
         never past 10 partitions or Cassandra's 5 KiB warning for multi-partition batches."""
-        from journal.fold import fold_batch
-        from journal.model import JournalKey
+        from journal.core.fold import fold_batch
+        from journal.core.model import JournalKey
         from tests.support import actions as a
 
         records = [a.append(JournalKey("topic", f"j{n}"), n, 1, 1) for n in range(25)]

@@ -4,8 +4,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from journal.core.model import JournalKey
 from journal.errors import StoreUnavailable
-from journal.model import JournalKey
 from journal.store.base import EventualStore
 from journal.store.connecting import ConnectingStore
 from journal.store.memory import MemoryStore

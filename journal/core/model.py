@@ -206,7 +206,7 @@ class ActionRecord:
     value: bytes = b""
     headers: Mapping[str, str] = field(default_factory=dict)
     # An Append's events once replication has decoded them to check them
-    # (`journal.actions.parse_checked`), so they are decoded once; not part of its identity.
+    # (`journal.codec.actions.parse_checked`), so they are decoded once; not part of its identity.
     events: tuple[EventRecord, ...] | None = field(default=None, compare=False, repr=False)
 
 

@@ -2,8 +2,9 @@
 
 Everything that interprets Append, Delete, Purge and Mark goes through `JournalState.apply`:
 replication (the agents and the Spark rebuild, through `fold_batch`), the reading flow (the
-store's state plus the journal's unreplicated actions, `HeadFold`) and the audit. So a read is
-a function of the log alone: the same before and after replication, on any worker.
+store's state plus the journal's unreplicated actions, `journal.kafka.head.fold_head`) and the
+audit. So a read is a function of the log alone: the same before and after replication, on
+any worker.
 
 The rules, applied per journal in offset order:
 - **Conflict rule:** an Append takes effect only if its first seqNr continues the journal
@@ -14,7 +15,7 @@ The rules, applied per journal in offset order:
 - **Delete(to):** deleteTo becomes max(deleteTo, min(to, last seqNr)): it covers events
   appended before it, never later ones, and only grows.
 - **Purge:** the journal starts again, empty; a later Append starts at 1.
-- **Mark:** nothing (a reader's fence).
+- **Mark:** nothing (a read's fence with `read_fence=mark`; a snapshot's stamp).
 An action at or below the state's `offset` was folded already and changes nothing, which is
 what makes replaying records (after a crash, a replayed batch, a rebuild) harmless.
 
@@ -29,8 +30,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
-from journal.metrics import METRICS
-from journal.model import (
+from journal.core.model import (
     ActionHeader,
     ActionRecord,
     AppendHeader,
@@ -38,6 +38,7 @@ from journal.model import (
     JournalKey,
     PurgeHeader,
 )
+from journal.metrics import METRICS
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ ListOffsets for all: acks=all puts every acknowledged action below it):
   knows them per partition (the keys of unreplicated records). Where no index can tell (a
   worker, or the tail index behind, past its bound, or past an expired or undecodable batch)
   they are the keys of the partition's records between the store's pointer and the fence,
-  read from Kafka keys-only (`PartitionKeys`).
+  read from Kafka keys-only (`journal.kafka.keys`).
 A candidate is decided by the reading flow (`Journals.view`, the one fold): listed if its state
 `exists`. So a journal purged, or with rejected Appends only, is never listed, whether that
 is replicated yet or not; a stored id that is no candidate is listed as the store has it.
@@ -35,19 +35,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.errors import KafkaError
-
-from journal.consumers import start_consumer, stop_consumer
-from journal.errors import KafkaUnavailable
-from journal.model import JournalKey
-from journal.poison import fetch_for_read
+from journal.core.index import HeadIndex
+from journal.core.model import JournalKey
+from journal.kafka.head import HeadOf
+from journal.kafka.keys import PartitionKeys
 from journal.security import KafkaAccess
-
-if TYPE_CHECKING:
-    from journal.journals import Journals
+from journal.store.base import EventualJournal
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
@@ -69,7 +64,7 @@ def check_page(limit: int) -> None:
 
 @runtime_checkable
 class UnreplicatedIds(Protocol):
-    """An index that knows the ids of a partition's unreplicated records (journal/tail.py)."""
+    """An index that knows the ids of a partition's unreplicated records (journal/kafka/tail.py)."""
 
     async def unreplicated_ids(self, partition: int, fence: int) -> Collection[str] | None:
         """Every id with records below `fence` the store may lack (more may come: they are
@@ -77,79 +72,35 @@ class UnreplicatedIds(Protocol):
         ...
 
 
-class PartitionKeys:
-    """Keys of a partition's records in an offset range, read with one assigned consumer."""
-
-    def __init__(self, kafka: KafkaAccess, topic: str, timeout_s: float) -> None:
-        self._kafka = kafka
-        self._topic = topic
-        self._timeout_s = timeout_s
-        self._consumer: AIOKafkaConsumer | None = None
-        self._lock = asyncio.Lock()  # one scan at a time: they share the consumer
-
-    async def ends(self, partitions: int) -> dict[int, int]:
-        """Every partition's high watermark."""
-        tps = [TopicPartition(self._topic, p) for p in range(partitions)]
-        async with self._lock:
-            consumer = await self._started()
-            try:
-                ends = await consumer.end_offsets(tps)
-            except KafkaError as error:
-                raise KafkaUnavailable(f"no high watermarks of {self._topic}: {error!r}") from error
-        return {tp.partition: end for tp, end in ends.items()}
-
-    async def ids(self, partition: int, after: int, until: int) -> set[str]:
-        """The UTF-8 keys of the partition's records in (after, until), from the log start
-        if it is past `after`. UndecodableBatch when a batch there cannot be decoded."""
-        tp = TopicPartition(self._topic, partition)
-        keys: set[bytes] = set()
-        async with self._lock:
-            consumer = await self._started()
-            consumer.assign([tp])
-            try:
-                start = max(after + 1, (await consumer.beginning_offsets([tp]))[tp])
-                consumer.seek(tp, start)
-                loop = asyncio.get_running_loop()
-                deadline = loop.time() + self._timeout_s
-                while await consumer.position(tp) < until:
-                    if loop.time() > deadline:
-                        raise KafkaUnavailable(f"{tp} did not deliver up to {until} in time")
-                    records = await fetch_for_read(consumer, tp, timeout_ms=200, until=until)
-                    keys.update(r.key for r in records if r.key is not None and r.offset < until)
-            except KafkaError as error:
-                raise KafkaUnavailable(f"{tp}: {error!r}") from error
-            finally:
-                consumer.assign([])  # idle, it sends no long polls
-        return {key.decode("utf-8", "replace") for key in keys}
-
-    async def _started(self) -> AIOKafkaConsumer:
-        if self._consumer is None:
-            self._consumer = await start_consumer(self._kafka, fetch_max_wait_ms=20)
-        return self._consumer
-
-    async def close(self) -> None:
-        if self._consumer is not None:
-            await stop_consumer(self._consumer)
-            self._consumer = None
-
-
 class JournalIds:
-    """Pages of a topic's journal ids for one `Journals` (see the module)."""
+    """Pages of a topic's journal ids (see the module), from the keys of its `partitions` in
+    Kafka, the store's ids and pointers, the client's index and its reading flow (`head`)."""
 
-    def __init__(self, journals: Journals) -> None:
-        self._journals = journals
-        config = journals.kafka.config
-        self._keys = PartitionKeys(config.kafka, journals.topic, config.timeout_s)
+    def __init__(
+        self,
+        topic: str,
+        partitions: int,
+        kafka: KafkaAccess,
+        timeout_s: float,
+        store: EventualJournal,
+        index: HeadIndex,
+        head: HeadOf,
+    ) -> None:
+        self._keys = PartitionKeys(kafka, topic, timeout_s)
+        self._topic = topic
+        self._partitions = partitions
+        self._store = store
+        self._index = index
+        self._head = head
 
     async def page(self, prefix: str, after: str | None, limit: int) -> JournalIdPage:
         check_page(limit)
-        journals = self._journals
         candidates = {
             c
             for c in await self._candidates()
             if c.startswith(prefix) and (after is None or c > after)
         }
-        stored = await journals.store.journal_ids(journals.topic, prefix, after, limit)
+        stored = await self._store.journal_ids(self._topic, prefix, after, limit)
         # a full page of the store's may be followed by stored ids it did not return: the
         # candidates past it wait for the next page
         bound = stored[-1] if len(stored) == limit else None
@@ -165,10 +116,9 @@ class JournalIds:
         return JournalIdPage(tuple(ids), merged[examined - 1] if more and examined else None)
 
     async def _candidates(self) -> set[str]:
-        journals = self._journals
-        partitions = journals.writer.partitions
+        partitions = self._partitions
         ends = await self._keys.ends(partitions)
-        index = journals.index
+        index = self._index
         candidates: set[str] = set()
         unknown: list[int] = []
         for partition in range(partitions):
@@ -180,7 +130,7 @@ class JournalIds:
             else:
                 candidates.update(known)
         if unknown:
-            pointers = await journals.store.pointers(journals.topic)
+            pointers = await self._store.pointers(self._topic)
             for partition in unknown:
                 after = pointers.get(partition, -1)
                 candidates |= await self._keys.ids(partition, after, ends[partition])
@@ -194,8 +144,8 @@ class JournalIds:
             if journal_id not in candidates:
                 return True
             async with slots:
-                view = await self._journals.view(JournalKey(self._journals.topic, journal_id))
-            return view.head.state.exists
+                head = await self._head(JournalKey(self._topic, journal_id))
+            return head.state.exists
 
         return list(await asyncio.gather(*(exists(i) for i in chunk)))
 

@@ -23,21 +23,18 @@ import logging
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
-from aiokafka.errors import (
-    InvalidProducerEpoch,
-    InvalidProducerIdMapping,
-    KafkaError,
-    MessageSizeTooLargeError,
-    OutOfOrderSequenceNumber,
-    ProducerFenced,
-    RecordTooLargeError,
-)
 from aiokafka.structs import RecordMetadata
 
-from journal.errors import AppendTooLarge, KafkaUnavailable
-from journal.group_commit import GroupCommit
+from journal.kafka.errors import (
+    DENIED_ERRORS,
+    STUCK_PRODUCER_ERRORS,
+    KafkaError,
+    core_error,
+    kafka_denied,
+)
+from journal.kafka.group_commit import GroupCommit
 from journal.metrics import METRICS
-from journal.security import KafkaAccess, authorization_errors, kafka_denied
+from journal.security import KafkaAccess
 
 log = logging.getLogger(__name__)
 
@@ -47,10 +44,6 @@ COMPRESSION = "lz4"  # as kafka-journal's producer: about a tenth of the bytes f
 # takes what 64 in-flight appends of that size send at once; a record larger than a batch still
 # goes, in a batch of its own.
 MAX_BATCH_BYTES = 256 * 1024
-
-_DENIED = authorization_errors()
-_STUCK = (OutOfOrderSequenceNumber, InvalidProducerEpoch, InvalidProducerIdMapping, ProducerFenced)
-_TOO_LARGE = (MessageSizeTooLargeError, RecordTooLargeError)
 
 
 class JournalProducer:
@@ -94,12 +87,12 @@ class JournalProducer:
         timestamp_ms: int,
     ) -> int:
         """The record's offset once acknowledged: it leaves with the partition's other records
-        given while its last batch is in flight (journal/group_commit.py)."""
+        given while its last batch is in flight (journal/kafka/group_commit.py)."""
         producer = self._current()
         try:
             try:
                 return await self._batches.send(topic, partition, key, value, headers, timestamp_ms)
-            except _STUCK as error:
+            except STUCK_PRODUCER_ERRORS as error:
                 await self._replace_stuck(producer, error)
                 metadata = await self._current().send_and_wait(
                     topic,
@@ -118,19 +111,20 @@ class JournalProducer:
         try:
             try:
                 return await producer.send_and_wait(topic, value, **kwargs)
-            except _STUCK as error:
+            except STUCK_PRODUCER_ERRORS as error:
                 await self._replace_stuck(producer, error)
                 return await self._current().send_and_wait(topic, value, **kwargs)
         except KafkaError as error:
             raise self._core_error(topic, error) from error
 
     def _core_error(self, topic: str, error: KafkaError) -> Exception:
-        """The driver's error as the core's (journal/errors.py)."""
-        if isinstance(error, _DENIED):
-            return kafka_denied(self._kafka, f"Write on topic {topic}", error)
-        if isinstance(error, _TOO_LARGE):
-            return AppendTooLarge(f"Kafka refused the record: {error!r}")
-        return KafkaUnavailable(f"Kafka did not take the record: {error!r}")
+        """The driver's error as the core's (journal/kafka/errors.py)."""
+        return core_error(
+            error,
+            "Kafka did not take the record",
+            kafka=self._kafka,
+            right=f"Write on topic {topic}",
+        )
 
     async def _replace_stuck(self, stuck: AIOKafkaProducer, error: Exception) -> None:
         """The failed send is retried once on the fresh producer, by the caller."""
@@ -144,7 +138,7 @@ class JournalProducer:
         producer = self._current()
         try:
             delivery: asyncio.Future[Any] = await producer.send(topic, value, **kwargs)
-        except _DENIED as error:
+        except DENIED_ERRORS as error:
             raise kafka_denied(self._kafka, f"Write on topic {topic}", error) from error
         return delivery
 

@@ -17,11 +17,9 @@ from dataclasses import dataclass
 from aiokafka.partitioner import murmur2
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
-from journal.actions import record_headers
+from journal.codec.actions import record_headers
 from journal.codec.events import encode_checked_events
-from journal.errors import AppendTooLarge
-from journal.metrics import METRICS, Metrics, ObservingChild
-from journal.model import (
+from journal.core.model import (
     ActionHeader,
     AppendHeader,
     DeleteHeader,
@@ -35,7 +33,9 @@ from journal.model import (
     SeqRange,
     check_seq_nr,
 )
-from journal.producer import JournalProducer
+from journal.errors import AppendTooLarge
+from journal.kafka.producer import JournalProducer
+from journal.metrics import METRICS, Metrics, ObservingChild
 from journal.version import VERSION
 
 _ACTION_NAMES: dict[type[ActionHeader], str] = {
@@ -67,7 +67,7 @@ def partition_of(journal_id: str, partitions: int) -> int:
     """Kafka's default partitioner for a keyed record (Java's `toPositive(murmur2) % n`).
 
     Cached: aiokafka's murmur2 is pure Python (~5 us for a short id), and the journals a
-    process serves are asked for again and again (a read's Mark, its head, every append).
+    process serves are asked for again and again (a read's fence, its head, every append).
     """
     hashed: int = murmur2(journal_id.encode("utf-8"))
     return (hashed & 0x7FFFFFFF) % partitions

@@ -1,7 +1,7 @@
 """Subscriptions: every accepted event of a topic, each partition in log order, resumable.
 
 A subscription reads each partition from a position on and delivers the events of the
-Appends the fold accepted (`journal.fold`): never a rejected Append. It never decides a
+Appends the fold accepted (`journal.core.fold`): never a rejected Append. It never decides a
 verdict itself; it takes each one from one of two places:
 - **Replicated records** (at or below the store's pointer): replication stored the accepted
   Appends in the store's `appends` table, by offset. Within Kafka's retention the records are
@@ -40,16 +40,15 @@ from dataclasses import dataclass
 from typing import TypeAlias
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.errors import KafkaError
 from aiokafka.structs import ConsumerRecord
 
-from journal.actions import MalformedRecord, events_of, parse_checked, raw_record
-from journal.consumers import log_start, start_consumer, stop_consumer
+from journal.codec.actions import MalformedRecord, events_of, parse_checked
+from journal.core.fold import JournalState, Verdict
+from journal.core.model import ActionRecord, AppendHeader, EventRecord, JournalKey
 from journal.errors import InvalidValue, JournalTruncated, KafkaUnavailable, StoreUnavailable
-from journal.fold import JournalState, Verdict
+from journal.kafka.consumers import log_start, raw_record, start_consumer, stop_consumer
+from journal.kafka.errors import POISON_ERRORS, KafkaError, core_error
 from journal.metrics import METRICS
-from journal.model import ActionRecord, AppendHeader, EventRecord, JournalKey
-from journal.poison import POISON_ERRORS
 from journal.security import KafkaAccess
 from journal.store.base import EventualJournal
 
@@ -325,7 +324,7 @@ class Subscription:
             starts = await consumer.beginning_offsets(self._tps)
             ends = await consumer.end_offsets(self._tps)
         except KafkaError as error:
-            raise KafkaUnavailable(f"{self._topic}: no offsets: {error!r}") from error
+            raise core_error(error, f"{self._topic}: no offsets") from error
         # live=false ends at the high watermarks as of the start
         stop_at = {tp.partition: ends[tp] for tp in self._tps} if not self._live else None
         for reader in self._readers:  # beyond retention first: from the store
@@ -398,7 +397,7 @@ class Subscription:
             # cannot tell what the batch holds; the client resumes once replication skipped it
             raise KafkaUnavailable(f"{self._topic}: an undecodable batch: {error!r}") from error
         except KafkaError as error:
-            raise KafkaUnavailable(f"{self._topic}: {error!r}") from error
+            raise core_error(error, self._topic) from error
 
     async def _handle(
         self,

@@ -38,7 +38,7 @@ class _Partition:
 
 class GroupCommit:
     """Record batches per topic partition; `producer` gives the producer to send each batch
-    with (the current one: a stuck producer gets replaced, journal/producer.py)."""
+    with (the current one: a stuck producer gets replaced, journal/kafka/producer.py)."""
 
     def __init__(self, producer: Callable[[], AIOKafkaProducer]) -> None:
         self._producer = producer
@@ -90,7 +90,7 @@ class GroupCommit:
                         batch.builder, topic, partition=partition
                     )
                     metadata = await delivery
-                except Exception as error:  # each record's caller maps it (journal/producer.py)
+                except Exception as error:  # each caller maps it (journal/kafka/producer.py)
                     batch.base_offset.set_exception(error)
                 else:
                     batch.base_offset.set_result(metadata.offset)

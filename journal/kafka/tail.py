@@ -2,7 +2,7 @@
 
 `TailIndex` assigns the partitions it follows to one consumer (no group): the direct client
 follows every partition of the topic, a worker the ones it owns (the verdicts of its
-conditional appends: journal/conditional.py). From the store's pointers on, it records for
+conditional appends: journal/client/conditional.py). From the store's pointers on, it records for
 every record only its key and offset (`GrowingRuns` per journal): it never decodes a header or
 a value. Every `prune_interval_s` it reads the store's pointers and drops what replication
 covered, so it holds what is unreplicated. A partition it does not follow is `NotIndexed`.
@@ -27,15 +27,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.errors import KafkaError
 from aiokafka.structs import ConsumerRecord
 
-from journal.consumers import start_consumer, stop_consumer
+from journal.core.index import GrowingRuns, IndexAnswer, Indexed, NotIndexed, OffsetRuns
+from journal.core.model import JournalKey
 from journal.errors import StoreUnavailable
-from journal.index import GrowingRuns, IndexAnswer, Indexed, NotIndexed, OffsetRuns
+from journal.kafka.consumers import start_consumer, stop_consumer
+from journal.kafka.errors import POISON_ERRORS, KafkaError
+from journal.kafka.poison import decodable_from, fetch
 from journal.metrics import METRICS
-from journal.model import JournalKey
-from journal.poison import POISON_ERRORS, decodable_from, fetch
 from journal.security import KafkaAccess
 from journal.store.base import EventualJournal
 

@@ -2,7 +2,7 @@
 
 `Replicator.apply` is the one routine every replicating process runs (the Faust agent per
 event batch, `replicate_to_now` here, the Spark rebuild per partition): parse, set malformed
-records aside, fold onto the stored states (`journal.fold`), apply, advance the pointer. A
+records aside, fold onto the stored states (`journal.core.fold`), apply, advance the pointer. A
 malformed record never stops it.
 """
 
@@ -18,13 +18,15 @@ from typing import Any, Protocol
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from journal.actions import MalformedRecord, RawRecord, parse_checked, raw_record
+from journal.codec.actions import MalformedRecord, RawRecord, parse_checked
+from journal.core.fold import fold_batch
+from journal.core.model import ActionRecord, JournalKey, MarkHeader
 from journal.errors import StoreUnavailable
-from journal.fold import fold_batch
+from journal.kafka.consumers import raw_record
+from journal.kafka.poison import fetch, skip_poison
+from journal.kafka.producer import JournalProducer
+from journal.kafka.topic import partition_count, quarantine_topic
 from journal.metrics import METRICS
-from journal.model import ActionRecord, JournalKey, MarkHeader
-from journal.poison import fetch, skip_poison
-from journal.producer import JournalProducer
 from journal.security import KafkaAccess
 from journal.store.base import (
     EventualJournal,
@@ -33,7 +35,6 @@ from journal.store.base import (
     ReplicatedJournal,
     states,
 )
-from journal.topic import partition_count, quarantine_topic
 
 log = logging.getLogger(__name__)
 
@@ -223,7 +224,7 @@ class Replicator:
         return actions
 
     async def skip(self, marker: RawRecord, reason: str) -> None:
-        """Records up to `marker.offset` could not be decoded (journal.poison): quarantine the
+        """Records up to `marker.offset` could not be decoded (journal.kafka.poison): quarantine the
         marker, move the pointer past them."""
         await self._quarantine.put(marker, reason)
         await self.store([], marker)

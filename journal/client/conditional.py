@@ -45,10 +45,10 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from aiokafka.errors import KafkaError
-
+from journal.core.fold import JournalState
+from journal.core.index import HeadIndex, Indexed, OffsetRun
+from journal.core.model import AppendHeader, EventRecord, HeaderMetadata, JournalKey, Position
 from journal.errors import (
     IdempotencyKeyReused,
     InvalidValue,
@@ -58,13 +58,11 @@ from journal.errors import (
     StoreUnavailable,
     Unavailable,
 )
-from journal.fold import JournalState
-from journal.index import HeadIndex, Indexed, OffsetRun
+from journal.kafka.errors import KafkaError
+from journal.kafka.fence import Fence
+from journal.kafka.head import HeadOf
 from journal.metrics import METRICS
-from journal.model import AppendHeader, EventRecord, HeaderMetadata, JournalKey, Position
-
-if TYPE_CHECKING:
-    from journal.journals import Journals
+from journal.store.base import JournalMeta
 
 IDEMPOTENCY_KEY_HEADER = "journal.idempotency-key"
 REQUEST_DIGEST_HEADER = "journal.request-digest"
@@ -201,11 +199,26 @@ class KnownStates:
 
 
 class ConditionalAppends:
-    """The protocol of the module, over one process's `Journals`."""
+    """The protocol of the module, over what one process's `Journals` reads with: its
+    partitioner, its fence, its reading flow (`head`), the store's row of a journal (`meta`)
+    and the event at a seqNr (`event`)."""
 
-    def __init__(self, journals: Journals, index: HeadIndex, remembered: int = 10_000) -> None:
-        self._journals = journals
-        self._index = index  # asked for verdicts; the reading flow asks `journals.index`
+    def __init__(
+        self,
+        partition_of: Callable[[JournalKey], int],
+        fence: Fence,
+        head: HeadOf,
+        meta: Callable[[JournalKey], Awaitable[JournalMeta | None]],
+        event: Callable[[JournalKey, int], Awaitable[EventRecord | None]],
+        index: HeadIndex,
+        remembered: int = 10_000,
+    ) -> None:
+        self._partition_of = partition_of
+        self._fence = fence
+        self._head = head
+        self._meta = meta
+        self._event = event
+        self._index = index  # asked for verdicts; the reading flow asks the client's own
         self._locks = JournalLocks()
         self._known = KnownStates(remembered)
 
@@ -284,9 +297,8 @@ class ConditionalAppends:
         """The journal as of now, remembered with the fence it was read at: the last verdict's
         state if the index shows no record of the journal since (writers racing on a journal
         are mostly refused so: no store read, no fetch), else the reading flow's."""
-        journals = self._journals
-        partition = journals.writer.partition_of(key)
-        fence = await journals.fence.fence(key, partition)
+        partition = self._partition_of(key)
+        fence = await self._fence.fence(key, partition)
         known = self._known.get(key)
         if known is not None and known.as_of < fence:
             found = await self._index.lookup(key, partition, fence)
@@ -297,7 +309,7 @@ class ConditionalAppends:
             ):
                 self._known.put(key, KnownState(known.state, fence - 1))
                 return known.state
-        state = (await journals.view(key, until=fence, index=self._index)).head.state
+        state = (await self._head(key, until=fence, index=self._index)).state
         if state.offset < fence:  # else the store's row is past the fence: as of what, unsure
             self._known.put(key, KnownState(state, fence - 1))
         return state
@@ -313,8 +325,7 @@ class ConditionalAppends:
                 "journal_conditional_verdicts_total", path="read" if state is None else "memory"
             ).inc()
             if state is None:
-                view = await self._journals.view(key, until=offset + 1, index=self._index)
-                state = view.head.state
+                state = (await self._head(key, until=offset + 1, index=self._index)).state
             if state.offset <= offset:
                 # the fold saw every record up to ours: ours changed the journal or nothing
                 self._known.put(key, KnownState(state, offset))
@@ -344,7 +355,7 @@ class ConditionalAppends:
             base, after = known.state, known.as_of
         else:
             try:  # read after the lookup: the row reflects every record up to `needs`
-                meta = await self._journals.store.meta(key)
+                meta = await self._meta(key)
             except StoreUnavailable:
                 return None  # the reading flow knows how to do without the store
             base = JournalState() if meta is None else meta.state
@@ -372,9 +383,3 @@ class ConditionalAppends:
                 f"(the events from seqNr {first} at offset {found.offset})"
             )
         return Position(found.partition, found.offset)
-
-    async def _event(self, key: JournalKey, seq_nr: int) -> EventRecord | None:
-        journal = self._journals.journal(key.id)
-        async for record in journal.read(seq_nr, seq_nr, 1):
-            return record
-        return None

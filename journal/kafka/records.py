@@ -1,17 +1,4 @@
-"""A journal's head: its actions in Kafka that the store does not reflect yet, folded onto the
-store's state with the one fold (`journal.fold`).
-
-`fold_head` consumes the journal's action records in offset order (fetched by offset from what
-an index listed, or found by a scan) and returns a `JournalHead`: the journal's state as of the
-fence, whether a Purge voided the store's events, and the accepted Appends' events. Those are
-held up to a byte budget; past it only their offsets are kept and the read fetches them again
-as it streams, so memory stays bounded whatever the head's size (the only case where a read
-touches a record twice; it needs replication stopped for long on a busy journal).
-
-An Append whose events do not decode is skipped before folding, as replication quarantines it:
-reads and the store fold the same actions.
-
-`KafkaRecords` reads records of one journal from a partition with a bounded pool of assigned
+"""`KafkaRecords` reads records of one journal from a partition with a bounded pool of assigned
 (never subscribed) consumers: by offset runs, or by a scan that compares keys as bytes and so
 never decodes other journals' records.
 """
@@ -20,106 +7,24 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterable, AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.errors import KafkaError
 from aiokafka.structs import ConsumerRecord
 
-from journal.actions import MalformedRecord, events_of, parse, raw_record
-from journal.codec import DecodeError
-from journal.consumers import log_start, start_consumer, stop_consumer
-from journal.errors import InvalidValue, JournalTruncated, KafkaUnavailable
-from journal.fold import JournalState, Verdict, count_rejected
-from journal.index import OffsetRun
+from journal.codec.actions import MalformedRecord, parse
+from journal.core.index import OffsetRun
+from journal.core.model import ActionRecord, JournalKey
+from journal.errors import JournalTruncated, KafkaUnavailable
+from journal.kafka.consumers import log_start, raw_record, start_consumer, stop_consumer
+from journal.kafka.errors import KafkaError, core_error
+from journal.kafka.poison import fetch_for_read
 from journal.metrics import METRICS
-from journal.model import ActionRecord, EventRecord, JournalKey, MarkHeader, PurgeHeader
-from journal.poison import fetch_for_read
-from journal.security import KafkaAccess, authorization_errors, kafka_denied
+from journal.security import KafkaAccess
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class JournalHead:
-    """What Kafka adds to the store's view of one journal, as of a fence.
-
-    `state`: the journal as of the fence. `purge_offset`: the offset of the head's last Purge
-    (None: none), so the store's events are void and so are snapshots taken before it
-    (`journal.snapshots`). `events`: the accepted Appends' events in the head (after its last
-    Purge), in seqNr order; `spilled`: offsets of accepted Appends whose events were not held (past
-    the budget), to fetch again after `events`.
-    """
-
-    state: JournalState
-    purge_offset: int | None = None
-    events: tuple[EventRecord, ...] = ()
-    spilled: tuple[int, ...] = ()
-
-    @property
-    def purged(self) -> bool:
-        return self.purge_offset is not None
-
-    @classmethod
-    def of_store(cls, state: JournalState) -> JournalHead:
-        """The head when Kafka holds nothing newer than the store."""
-        return cls(state)
-
-
-async def fold_head(
-    base: JournalState, actions: AsyncIterable[ActionRecord], budget_bytes: int
-) -> JournalHead:
-    """Fold the journal's actions (offset order) onto `base`, the store's state."""
-    state = base
-    purge_offset: int | None = None  # the last Purge folded
-    events: list[EventRecord] = []
-    spilled: list[int] = []
-    held = 0
-    async for action in actions:
-        decoded = _events_or_skip(action)
-        if decoded is None:
-            continue
-        state, verdict = state.apply(action.header, action.offset)
-        if verdict is Verdict.APPENDED:
-            if spilled or held + len(action.value) > budget_bytes:
-                spilled.append(action.offset)
-            else:
-                events.extend(decoded)
-                held += len(action.value)
-        elif verdict is Verdict.PURGED:
-            purge_offset, events, spilled, held = action.offset, [], [], 0
-        elif verdict.rejected:
-            count_rejected(action.key, action, verdict)
-    return JournalHead(state, purge_offset, tuple(events), tuple(spilled))
-
-
-async def fold_whole(actions: AsyncIterable[ActionRecord], budget_bytes: int) -> JournalHead | None:
-    """The journal from Kafka alone, read from a log start past offset 0, for when the store
-    cannot answer: None unless the journal's first record there is a Purge. Nothing else
-    proves where it starts: an Append from seqNr 1 may be a rival's, rejected in a history
-    that expired, and a Delete does not say which seqNrs followed it.
-    """
-    records = aiter(actions)
-    async for action in records:
-        if isinstance(action.header, MarkHeader):
-            continue
-        if not isinstance(action.header, PurgeHeader):
-            return None
-        head = await fold_head(JournalState(action.offset), records, budget_bytes)
-        return head if head.purged else replace(head, purge_offset=action.offset)
-    return None
-
-
-def _events_or_skip(action: ActionRecord) -> Sequence[EventRecord] | None:
-    """An action's events (none for other than Appends); None for an Append that is bad."""
-    try:
-        return events_of(action)
-    except (DecodeError, InvalidValue) as error:
-        METRICS.counter("journal_malformed_records_skipped_total").inc()
-        log.warning("skipping an Append at offset %s: %s", action.offset, error)
-        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,12 +129,13 @@ class KafkaRecords:
                 )
             try:
                 messages = await fetch_for_read(consumer, tp, timeout_ms=200, until=until)
-            except authorization_errors() as error:
-                raise kafka_denied(
-                    self._config.kafka, f"Read on topic {tp.topic}", error
-                ) from error
             except KafkaError as error:
-                raise KafkaUnavailable(f"{tp.topic}-{tp.partition}: {error!r}") from error
+                raise core_error(
+                    error,
+                    f"{tp.topic}-{tp.partition}",
+                    kafka=self._config.kafka,
+                    right=f"Read on topic {tp.topic}",
+                ) from error
             for message in messages:
                 if message.offset >= until:
                     return

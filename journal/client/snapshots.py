@@ -21,26 +21,40 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 
+from journal.core.model import SEQ_NR_MAX, JournalKey, Payload, Position, check_seq_nr
 from journal.errors import SnapshotBeyondJournal, SnapshotTooLarge
-from journal.model import SEQ_NR_MAX, JournalKey, Payload, Position, check_seq_nr
-from journal.store.base import Snapshot, SnapshotStore, snapshot_bytes
-
-if TYPE_CHECKING:  # journals.py hands these out: a cycle at run time
-    from journal.journals import Journals
+from journal.kafka.fence import Fence
+from journal.kafka.head import HeadOf
+from journal.store.base import EventualJournal, Snapshot, SnapshotStore, snapshot_bytes
 
 
 class JournalSnapshots:
-    """One journal's snapshots. Cheap to create; every method is one round trip of its kind."""
+    """One journal's snapshots. Cheap to create; every method is one round trip of its kind.
 
-    def __init__(self, journals: Journals, key: JournalKey) -> None:
-        self._journals = journals
+    Its client's parts: the store, the fence and partitioner, the reading flow (`head`), and
+    `mark`, which produces a Mark with the given id to the journal's partition."""
+
+    def __init__(
+        self,
+        key: JournalKey,
+        store: EventualJournal,
+        fence: Fence,
+        partition_of: Callable[[JournalKey], int],
+        head: HeadOf,
+        mark: Callable[[JournalKey, str], Awaitable[Position]],
+    ) -> None:
         self.key = key
+        self._eventual = store
+        self._fence = fence
+        self._partition_of = partition_of
+        self._head = head
+        self._produce_mark = mark
 
     def _store(self) -> SnapshotStore:
-        store = self._journals.store
+        store = self._eventual
         if not isinstance(store, SnapshotStore):
             raise TypeError(f"{type(store).__name__} keeps no snapshots")
         return store
@@ -59,8 +73,7 @@ class JournalSnapshots:
                 f"the snapshot's payload is {size} bytes; the limit is {store.max_snapshot_bytes}"
             )
         mark = await self._mark()
-        view = await self._journals.view(self.key, until=mark.offset)
-        last = view.head.state.seq_nr
+        last = (await self._head(self.key, until=mark.offset)).state.seq_nr
         if seq_nr > last:
             raise SnapshotBeyondJournal(seq_nr, last)
         now = datetime.now(UTC)
@@ -73,17 +86,15 @@ class JournalSnapshots:
         """The newest snapshot at or below min(`max_seq_nr`, the journal's last seqNr)."""
         check_seq_nr(max_seq_nr, "maxSeqNr")
         store = self._store()
-        journals = self._journals
-        fence = await journals.fence.fence(self.key, journals.writer.partition_of(self.key))
+        fence = await self._fence.fence(self.key, self._partition_of(self.key))
         # asked with the journal's view, not after it: it only lacks the head's last Purge
         guess = asyncio.ensure_future(store.latest_snapshot(self.key, max_seq_nr, -1, fence))
         try:
-            view = await journals.view(self.key, until=fence)
+            head = await self._head(self.key, until=fence)
         except BaseException:
             guess.cancel()
             await asyncio.gather(guess, return_exceptions=True)
             raise
-        head = view.head
         after = -1 if head.purge_offset is None else head.purge_offset
         limit = min(max_seq_nr, head.state.seq_nr)
         found = await guess
@@ -102,5 +113,4 @@ class JournalSnapshots:
         return mark
 
     async def _mark(self) -> Position:
-        journals = self._journals
-        return await journals.writer.mark(self.key, uuid.uuid4().hex, origin=journals.origin)
+        return await self._produce_mark(self.key, uuid.uuid4().hex)

@@ -11,7 +11,7 @@ the store reached, with no I/O, so a reader can tell whether the store state it 
 asking the index is new enough.
 
 Two indexes implement it: a worker's changelog-backed tables (`tables/`), and the direct
-client's `TailIndex` (`journal/tail.py`). Both keep, per journal, `OffsetRuns`: bounded, so
+client's `TailIndex` (`journal/kafka/tail.py`). Both keep, per journal, `OffsetRuns`: bounded, so
 memory does not grow with how long replication has been offline.
 """
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from journal.model import JournalKey
+from journal.core.model import JournalKey
 
 MAX_RUNS = 32  # per journal; past it the closest runs merge (and span others' records)
 # ... down to this many at once, so a journal whose records interleave with others' merges
@@ -70,7 +70,7 @@ class OffsetRuns:
         `pruned_to` becomes the last offset dropped, not `pointer`: the journal has no record
         between the two (it would be in a run), so a reader's store needs only that far. A
         conditional append's verdict then trusts the state its last verdict left while other
-        journals' records move the pointer on (journal/conditional.py)."""
+        journals' records move the pointer on (journal/client/conditional.py)."""
         if not self.runs or self.runs[0].last > pointer:
             return self
         kept = tuple(r for r in self.runs if r.last > pointer)
@@ -93,7 +93,7 @@ class OffsetRuns:
 
 
 class GrowingRuns:
-    """One journal's `OffsetRuns` as a tail grows them record by record (journal/tail.py):
+    """One journal's `OffsetRuns` as a tail grows them record by record (journal/kafka/tail.py):
     the same runs and the same merging, kept as one mutable list of numbers (the layout of
     `OffsetRuns.encode`), so that indexing a record allocates nothing; `frozen()` is what a
     reader is given."""
@@ -143,7 +143,7 @@ def _merge_closest(runs: tuple[OffsetRun, ...], keep: int) -> tuple[OffsetRun, .
     gap does not change when runs beside it merge, so merging the k smallest at once is
     merging the closest pair k times.) The newest run stays apart: a conditional append's
     verdict counts the journal's records between its last verdict and its own record
-    (journal/conditional.py), which a run spanning both would hide."""
+    (journal/client/conditional.py), which a run spanning both would hide."""
     gaps = sorted(range(len(runs) - 2), key=lambda i: runs[i + 1].first - runs[i].last)
     across = set(gaps[: len(runs) - keep])  # merge run i with run i + 1
     merged: list[OffsetRun] = []

@@ -10,16 +10,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from aiokafka.structs import ConsumerRecord
-
-from journal.codec import (
-    ACTION_HEADER,
-    DecodeError,
-    decode_action_header,
-    decode_events,
-    encode_action_header,
-)
-from journal.model import (
+from journal.codec.action_header import ACTION_HEADER, decode_action_header, encode_action_header
+from journal.codec.errors import DecodeError
+from journal.codec.events import decode_events
+from journal.core.model import (
     ActionHeader,
     ActionRecord,
     AppendHeader,
@@ -28,6 +22,7 @@ from journal.model import (
     JournalKey,
     SeqRange,
 )
+from journal.errors import JournalError
 
 RawHeaders = Sequence[tuple[str, bytes]]
 
@@ -45,20 +40,7 @@ class RawRecord:
     headers: RawHeaders
 
 
-def raw_record(message: ConsumerRecord[bytes, bytes]) -> RawRecord:
-    """The RawRecord of a record an aiokafka consumer returned (no key/value deserializers)."""
-    return RawRecord(
-        topic=message.topic,
-        partition=message.partition,
-        offset=message.offset,
-        timestamp_ms=message.timestamp,
-        key=message.key,
-        value=message.value,
-        headers=list(message.headers),
-    )
-
-
-class MalformedRecord(ValueError):
+class MalformedRecord(JournalError, ValueError):
     """A record of the action topic that is not a valid action: it goes to quarantine."""
 
     def __init__(self, record: RawRecord, reason: str) -> None:

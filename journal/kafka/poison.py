@@ -24,19 +24,17 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.errors import CorruptRecordException, UnsupportedCodecError
 from aiokafka.structs import ConsumerRecord
 
-from journal.actions import RawRecord
+from journal.codec.actions import RawRecord
 from journal.errors import UndecodableBatch
+from journal.kafka.errors import POISON_ERRORS
 from journal.metrics import METRICS
 
 log = logging.getLogger(__name__)
 
 # "partition:first-last": offsets of the action topic skipped undecoded, on a quarantined marker
 QUARANTINE_SKIPPED_HEADER = "journal.quarantine.skipped"
-
-POISON_ERRORS: tuple[type[Exception], ...] = (UnsupportedCodecError, CorruptRecordException)
 
 _FETCH_ATTEMPTS = 20  # empty polls in a row before a re-read gives up (timeout_ms each)
 _REREAD_MAX = 1000  # records re-read one by one, at most, when the failed fetch had no limit
@@ -182,7 +180,7 @@ class Skipped:
 
 
 class Skipper(Protocol):
-    """What replication does with skipped offsets (journal.replicate.Replicator.skip)."""
+    """What replication does with skipped offsets (journal.kafka.replicate.Replicator.skip)."""
 
     async def skip(self, marker: RawRecord, reason: str) -> None: ...
 

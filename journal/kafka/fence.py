@@ -19,13 +19,12 @@ import uuid
 from typing import Protocol
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.errors import KafkaError
 
-from journal.consumers import start_consumer, stop_consumer
-from journal.errors import KafkaUnavailable
-from journal.model import JournalKey
+from journal.core.model import JournalKey
+from journal.kafka.consumers import start_consumer, stop_consumer
+from journal.kafka.errors import KafkaError, core_error
+from journal.kafka.writer import JournalWriter
 from journal.security import KafkaAccess
-from journal.writer import JournalWriter
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +63,7 @@ class HighWatermarks:
             try:
                 ends = await self._consumer.end_offsets(tps)
             except KafkaError as error:  # end_offsets retried what was retriable already
-                failure = KafkaUnavailable(f"no high watermark for {self._topic}: {error!r}")
+                failure = core_error(error, f"no high watermark for {self._topic}")
                 for futures in waiting.values():
                     for future in futures:
                         if not future.done():

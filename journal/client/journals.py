@@ -2,12 +2,12 @@
 
 The reading flow (design.md), for every read and every look at a journal's state:
 1. The fence: where "now" is in the journal's partition (its high watermark by default, or a
-   Mark: `journal.fence`). Meanwhile the store's row of the journal is read.
+   Mark: `journal.kafka.fence`). Meanwhile the store's row of the journal is read.
 2. The index (a worker's tables, or this process's `TailIndex`) says where the journal's
    actions below the fence are, without touching other journals' records. If it cannot tell,
    the partition is scanned from the store's pointer (counted: `journal_reads_total`).
 3. The records the store does not reflect yet are fetched by offset and folded onto the
-   store's state with the one fold (`journal.head.fold_head`). Nothing there: the store
+   store's state with the one fold (`journal.kafka.head.fold_head`). Nothing there: the store
    answers alone and Kafka is not read.
 4. Stream the store's events above deleteTo (none if the head purged the journal), then the
    head's. Nothing is returned before step 3 is complete, so a Delete not yet replicated is
@@ -18,26 +18,18 @@ A read writes nothing (unless the Mark fence is chosen).
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 
-from journal.actions import events_of
-from journal.conditional import ConditionalAppends, Idempotency
-from journal.errors import StoreUnavailable
-from journal.fence import Fence, HighWatermarks, Marks
-from journal.fold import JournalState
-from journal.head import (
-    JournalHead,
-    KafkaReadConfig,
-    KafkaRecords,
-    fold_head,
-    fold_whole,
-)
-from journal.index import HeadIndex, IndexAnswer, Indexed, OffsetRun
-from journal.listing import DEFAULT_LIMIT, JournalIdPage, JournalIds
-from journal.metrics import METRICS
-from journal.model import (
+from journal.client.conditional import ConditionalAppends, Idempotency
+from journal.client.listing import DEFAULT_LIMIT, JournalIdPage, JournalIds
+from journal.client.snapshots import JournalSnapshots
+from journal.codec.actions import events_of
+from journal.core.fold import JournalState
+from journal.core.index import HeadIndex, IndexAnswer, Indexed, OffsetRun
+from journal.core.model import (
     SEQ_NR_MAX,
     AppendHeader,
     Event,
@@ -49,13 +41,12 @@ from journal.model import (
     Position,
     check_seq_nr,
 )
-from journal.producer import JournalProducer
-from journal.settings import Settings
-from journal.snapshots import JournalSnapshots
-from journal.store.base import EventualJournal, EventualStore, FirstPage, JournalMeta
-from journal.store.cassandra import CassandraStore
-from journal.store.connecting import ConnectingStore
-from journal.subscription import (
+from journal.errors import StoreUnavailable
+from journal.kafka.fence import Fence, HighWatermarks, Marks
+from journal.kafka.head import JournalHead, fold_head, fold_whole
+from journal.kafka.producer import JournalProducer
+from journal.kafka.records import KafkaReadConfig, KafkaRecords
+from journal.kafka.subscription import (
     HEARTBEAT_S,
     SubscriptionConfig,
     SubscriptionItem,
@@ -63,9 +54,14 @@ from journal.subscription import (
     subscribe,
     subscribe_batches,
 )
-from journal.tail import TailConfig, TailIndex
-from journal.topic import ensure_topic
-from journal.writer import JournalWriter, encode_append
+from journal.kafka.tail import TailConfig, TailIndex
+from journal.kafka.topic import ensure_topic
+from journal.kafka.writer import JournalWriter, encode_append
+from journal.metrics import METRICS
+from journal.settings import Settings
+from journal.store.base import EventualJournal, EventualStore, FirstPage, JournalMeta
+from journal.store.cassandra import CassandraStore
+from journal.store.connecting import ConnectingStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +130,14 @@ class Journals:
         self._owned: list[Callable[[], Awaitable[None]]] = []
         # a worker's tables learn of a record only once its agent has handled it: a tailing
         # index of its own gives its conditional appends their verdicts sooner (app/worker.py)
-        self.conditional = ConditionalAppends(self, index if verdicts is None else verdicts)
+        self.conditional = ConditionalAppends(
+            writer.partition_of,
+            fence,
+            self._head,
+            store.meta,
+            self._event,
+            index if verdicts is None else verdicts,
+        )
         self._listing: JournalIds | None = None
 
     @classmethod
@@ -220,11 +223,32 @@ class Journals:
     ) -> JournalIdPage:
         """A page of the ids of the topic's journals that exist (replicated or not yet,
         purged ones left out), ascending, starting with `prefix`, above `after`: see
-        `journal.listing`. Pass the page's `next` as `after` until it is None."""
+        `journal.client.listing`. Pass the page's `next` as `after` until it is None."""
         if self._listing is None:
-            self._listing = JournalIds(self)
+            config = self.kafka.config
+            self._listing = JournalIds(
+                self.topic,
+                self.writer.partitions,
+                config.kafka,
+                config.timeout_s,
+                self.store,
+                self.index,
+                self._head,
+            )
             self._owned.append(self._listing.close)
         return await self._listing.page(prefix, after, limit)
+
+    async def _head(
+        self, key: JournalKey, until: int | None = None, index: HeadIndex | None = None
+    ) -> JournalHead:
+        """The view's head: what the conditional appends, listing and snapshots read by."""
+        return (await self.view(key, until, index)).head
+
+    async def _event(self, key: JournalKey, seq_nr: int) -> EventRecord | None:
+        """The journal's event at `seq_nr`, if it has one: the reading flow's."""
+        async for record in Journal(self, key).read(seq_nr, seq_nr, 1):
+            return record
+        return None
 
     async def view(
         self, key: JournalKey, until: int | None = None, index: HeadIndex | None = None
@@ -321,7 +345,7 @@ class Journals:
         """Every accepted event of the topic after `after` (None: from the start), each
         partition in log order; with `tags`, those with any of them; `live`: forever, with
         heartbeats while idle, else up to the high watermarks as of now
-        (`journal.subscription`)."""
+        (`journal.kafka.subscription`)."""
         config = SubscriptionConfig(self.kafka.config.kafka, heartbeat_s)
         return subscribe(self.topic, self.writer.partitions, self.store, config, after, tags, live)
 
@@ -355,8 +379,16 @@ class Journal:
 
     @property
     def snapshots(self) -> JournalSnapshots:
-        """The journal's snapshots (journal/snapshots.py)."""
-        return JournalSnapshots(self._journals, self.key)
+        """The journal's snapshots (journal/client/snapshots.py)."""
+        journals = self._journals
+        return JournalSnapshots(
+            self.key,
+            journals.store,
+            journals.fence,
+            journals.writer.partition_of,
+            journals._head,
+            functools.partial(journals.writer.mark, origin=journals.origin),
+        )
 
     async def append(
         self,
@@ -373,7 +405,7 @@ class Journal:
         With `expected_seq_nr` (the journal's last seqNr as the caller knows it, 0 for none),
         returns only once the log accepted the append, else raises SeqNrConflict; with
         `idempotency_key`, a repeated request answers the first one's position
-        (journal/conditional.py). OutcomeUnknown when the verdict could not be learnt.
+        (journal/client/conditional.py). OutcomeUnknown when the verdict could not be learnt.
         """
         journals = self._journals
         batch = Events(tuple(events), metadata)

@@ -11,9 +11,10 @@ import asyncio
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.errors import KafkaError
+from aiokafka.structs import ConsumerRecord
 
-from journal.errors import KafkaUnavailable
+from journal.codec.actions import RawRecord
+from journal.kafka.errors import KafkaError, core_error
 from journal.security import KafkaAccess
 
 
@@ -29,7 +30,7 @@ async def start_consumer(kafka: KafkaAccess, **options: Any) -> AIOKafkaConsumer
         await consumer.start()
     except KafkaError as error:
         await stop_consumer(consumer)
-        raise KafkaUnavailable(f"cannot start a Kafka consumer: {error!r}") from error
+        raise core_error(error, "cannot start a Kafka consumer") from error
     return consumer
 
 
@@ -38,7 +39,7 @@ async def log_start(consumer: AIOKafkaConsumer, tp: TopicPartition) -> int:
     try:
         starts = await consumer.beginning_offsets([tp])
     except KafkaError as error:
-        raise KafkaUnavailable(f"{tp.topic}-{tp.partition}: no log start: {error!r}") from error
+        raise core_error(error, f"{tp.topic}-{tp.partition}: no log start") from error
     start: int = starts[tp]
     return start
 
@@ -52,3 +53,16 @@ async def stop_consumer(consumer: AIOKafkaConsumer) -> None:
         task = asyncio.current_task()
         if task is not None and task.cancelling():
             raise
+
+
+def raw_record(message: ConsumerRecord[bytes, bytes]) -> RawRecord:
+    """The RawRecord of a record an aiokafka consumer returned (no key/value deserializers)."""
+    return RawRecord(
+        topic=message.topic,
+        partition=message.partition,
+        offset=message.offset,
+        timestamp_ms=message.timestamp,
+        key=message.key,
+        value=message.value,
+        headers=list(message.headers),
+    )

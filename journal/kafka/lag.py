@@ -8,11 +8,11 @@ from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from journal.consumers import start_consumer, stop_consumer
-from journal.poison import POISON_ERRORS
+from journal.kafka.consumers import start_consumer, stop_consumer
+from journal.kafka.errors import POISON_ERRORS
+from journal.kafka.topic import end_offsets, partition_count
 from journal.security import KafkaAccess
 from journal.store.base import EventualJournal
-from journal.topic import end_offsets, partition_count
 
 _FETCH_TIMEOUT_MS = 2000
 
