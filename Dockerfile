@@ -7,6 +7,7 @@ ENV PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /app
 # Only what `pip install .` needs: the virtualenv, .stack data and caches stay out of the image.
 COPY pyproject.toml README.md ./
+COPY kjconfig ./kjconfig
 COPY journal ./journal
 COPY app ./app
 COPY agents ./agents

@@ -52,8 +52,8 @@ from journal.kafka.replicate import (
     replicate_range,
 )
 from journal.metrics import METRICS, set_replication_lag
-from journal.security import KafkaAccess
 from journal.store.base import EventualStore
+from kjconfig.access import KafkaAccess
 from tables.partitions import OwnedPartitions
 from tables.tables import JournalTables
 

@@ -22,14 +22,8 @@ from pydantic.fields import FieldInfo
 from app.garbage import tune_garbage_collector
 from app.settings import WorkerSettings
 from journal.core.model import SEQ_NR_MAX
-from journal.settings import (
-    HttpAuthSettings,
-    KJSettings,
-    Settings,
-    SettingsError,
-    describe_field,
-    is_secret,
-)
+from journal.settings import HttpAuthSettings, Settings
+from kjconfig.settings import KJSettings, SettingsError, describe_field, is_secret
 from stack.settings import StackSettings
 
 _Settings = TypeVar("_Settings", bound=KJSettings)
@@ -93,10 +87,10 @@ def stack() -> None:
 @click.option("--timeout", type=float, default=None, help="seconds to wait per server")
 def up(timeout: float | None, **values: Any) -> int:
     """Start Kafka and Cassandra (reusing healthy ones)."""
-    from journal.store.schema import ensure_schema
+    from app.provision import stack_up
     from stack.cli import run_stack
 
-    return run_stack("up", load(StackSettings, values), timeout, journal_schema=ensure_schema)
+    return run_stack("up", load(StackSettings, values), timeout, up=stack_up)
 
 
 @stack.command()
@@ -142,13 +136,13 @@ def worker(loglevel: str, **values: Any) -> int:
 @_worker_command
 def run(loglevel: str, **values: Any) -> int:
     """The main job: start the stack (Kafka, Cassandra) and a worker."""
-    from journal.store.schema import ensure_schema
+    from app.provision import stack_up
     from stack import Stack
 
     settings = load(WorkerSettings, values)
     from app.worker import run_worker
 
-    Stack(journal_schema=ensure_schema).up()
+    stack_up(Stack())
     print("Kafka and Cassandra are up; `kafka-journal stack down` stops them.", flush=True)
     tune_garbage_collector()
     return run_worker(settings, loglevel=loglevel)

@@ -1,7 +1,7 @@
 """A worker's settings: the journal's (`journal.settings.Settings`) plus its own place.
 
 Every value has a `KJ_*` variable (KJ_WEB_PORT, KJ_DATADIR, KJ_INSTANCE_ID, ...) and a flag
-of `kafka-journal worker` (see `journal.settings.KJSettings`); flags win.
+of `kafka-journal worker` (see `kjconfig.settings.KJSettings`); flags win.
 """
 
 from __future__ import annotations
@@ -11,8 +11,10 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from journal.security import DEFAULT_APP_ID
-from journal.settings import KJSettings, Settings
+from journal.settings import Settings
+from kjconfig.settings import KJSettings
+
+DEFAULT_APP_ID = "kafka-journal"  # the worker's consumer group and its topics' prefix
 
 
 class WorkerSettings(KJSettings):
@@ -45,7 +47,7 @@ class WorkerSettings(KJSettings):
     @model_validator(mode="before")
     @classmethod
     def _worker_principal(cls, values: Any) -> Any:
-        """A worker appends and replicates: it is the worker principal (journal.security),
+        """A worker appends and replicates: it is the worker principal (kjconfig.access),
         whatever KJ_ROLE says; explicit usernames still win."""
         if isinstance(values, dict) and isinstance(values.get("journal"), Settings):
             return {**values, "journal": values["journal"].replace(role="worker")}

@@ -30,9 +30,9 @@ from journal.kafka.replicate import KafkaQuarantine
 from journal.kafka.tail import TailConfig, TailIndex
 from journal.kafka.topic import TopicSpec, ensure_topic, quarantine_topic
 from journal.metrics import METRICS
-from journal.security import KafkaAccess
 from journal.store.cassandra import CassandraStore
 from journal.store.connecting import ConnectingStore
+from kjconfig.access import KafkaAccess
 from tables.index import TableIndex
 from tables.partitions import OwnedPartitions
 from tables.tables import HEADS_TABLE, JournalTables, define_tables

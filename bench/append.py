@@ -25,8 +25,8 @@ from journal.core.model import AppendHeader, Event, Events, JournalKey, JsonPayl
 from journal.kafka.producer import JournalProducer
 from journal.kafka.topic import TopicSpec, ensure_topic
 from journal.kafka.writer import JournalWriter, partition_of
-from journal.security import KafkaAccess
 from journal.settings import Settings
+from kjconfig.access import KafkaAccess
 
 METHOD = (
     "Closed loop: `concurrency` lanes, each appending to its own journal in sequence, {appends}"

@@ -22,8 +22,8 @@ from journal.core.model import JournalKey
 from journal.kafka.replicate import AlreadyQuarantined, replicate_to_now, wait_replicated
 from journal.kafka.topic import end_offsets
 from journal.metrics import METRICS
-from journal.security import KafkaAccess
 from journal.store.cassandra import CassandraStore
+from kjconfig.access import KafkaAccess
 from stack import Stack
 
 METHOD = (

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
+from app.provision import stack_up
 from bench.append import AppendSizes, bench_append, bench_compression
 from bench.common import Row, Section, load_average
 from bench.consumer import bench_consumer
@@ -52,7 +53,6 @@ from devtools.workers import WorkerProcess
 from journal.client.journals import Journals
 from journal.settings import Settings
 from journal.store.cassandra import CassandraStore
-from journal.store.schema import ensure_schema
 from stack import Stack
 
 REPO = Path(__file__).resolve().parents[1]
@@ -376,8 +376,8 @@ async def _scenarios(
 
 def run(quick: bool, out: Path, profile: bool | None = None) -> int:
     sizes = QUICK if quick else FULL
-    stack = Stack(journal_schema=ensure_schema)
-    stack.up()
+    stack = Stack()
+    stack_up(stack)
     base = Settings.from_env(
         kafka_bootstrap=stack.kafka_bootstrap,
         cassandra_hosts=",".join(stack.cassandra_hosts),
@@ -423,8 +423,8 @@ def run(quick: bool, out: Path, profile: bool | None = None) -> int:
 def run_subscription(events: int, out: Path | None = None) -> int:
     """Only the subscription scenario (`--only subscription`), at `events` events; prints its
     rows (BENCHMARKS.md is left as the last full run wrote it)."""
-    stack = Stack(journal_schema=ensure_schema)
-    stack.up()
+    stack = Stack()
+    stack_up(stack)
     base = Settings.from_env(
         kafka_bootstrap=stack.kafka_bootstrap,
         cassandra_hosts=",".join(stack.cassandra_hosts),

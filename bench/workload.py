@@ -13,7 +13,7 @@ from journal.codec.actions import record_headers
 from journal.codec.events import encode_events
 from journal.core.model import AppendHeader, Event, Events, Json, JsonPayload, SeqRange
 from journal.kafka.producer import COMPRESSION, MAX_BATCH_BYTES
-from journal.security import KafkaAccess
+from kjconfig.access import KafkaAccess
 
 PAD = "x" * 260  # with the JSON around it, an encoded event of about 300 bytes
 

@@ -55,8 +55,9 @@ if TYPE_CHECKING:
     from journal.client.journals import Deleted, Journal, JournalInfo, Journals
     from journal.client.listing import JournalIdPage
     from journal.kafka.subscription import Heartbeat, SubscribedEvent, SubscriptionPosition
-    from journal.settings import Settings, SettingsError
+    from journal.settings import Settings
     from journal.store.base import Snapshot
+    from kjconfig.settings import SettingsError
 
 # loaded on first use: name -> its module
 _LAZY = {
@@ -70,7 +71,7 @@ _LAZY = {
     "SubscriptionPosition": "journal.kafka.subscription",
     "Snapshot": "journal.store.base",
     "Settings": "journal.settings",
-    "SettingsError": "journal.settings",
+    "SettingsError": "kjconfig.settings",
 }
 
 

@@ -1,6 +1,7 @@
 """The core's one error hierarchy: everything the library raises on purpose is a
-`JournalError`. Driver errors are mapped to these where the core calls the drivers (aiokafka's
-in journal/kafka/errors.py, cassandra-driver's in journal/store/cql.py), so no layer above
+`JournalError` (defined in kjconfig/errors.py, below the core: the settings loader raises one
+too). Driver errors are mapped to these where the core calls the drivers (aiokafka's in
+journal/kafka/errors.py, cassandra-driver's in journal/store/cql.py), so no layer above
 `journal/` needs to know them.
 
 - `Unavailable`: a dependency did not answer; the same call can succeed later (HTTP 503).
@@ -19,14 +20,12 @@ in journal/kafka/errors.py, cassandra-driver's in journal/store/cql.py), so no l
   key tells which.
 - Also JournalErrors, defined beside what raises them: `DecodeError` and `EncodeError`
   (journal/codec/errors.py), `MalformedRecord` (journal/codec/actions.py), `SettingsError`
-  (journal/settings.py); each is a ValueError too.
+  (kjconfig/settings.py); each is a ValueError too.
 """
 
 from __future__ import annotations
 
-
-class JournalError(Exception):
-    """Anything the core raises on purpose."""
+from kjconfig.errors import JournalError as JournalError  # the root; imported from here
 
 
 class Unavailable(JournalError, ConnectionError):

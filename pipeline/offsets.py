@@ -20,7 +20,7 @@ from typing import Literal
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from journal.kafka.topic import partition_count
-from journal.security import KafkaAccess
+from kjconfig.access import KafkaAccess
 
 StartFrom = Literal["pointers", "earliest"]
 

@@ -15,7 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from journal.codec.actions import RawRecord
-from journal.security import KafkaAccess
+from kjconfig.access import KafkaAccess
 from pipeline.offsets import OffsetRange, spark_kafka_options
 
 COLUMNS = ("topic", "partition", "offset", "timestamp_ms", "key", "value", "headers")

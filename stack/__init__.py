@@ -5,14 +5,14 @@ as Docker containers when KJ_STACK=docker, or are someone else's (KJ_KAFKA_BOOTS
 KJ_CASSANDRA_HOSTS) and only probed. Entry points:
 
     stack = Stack()            # settings from KJ_* variables
-    # with KJ_SECURITY=on the admin creates the journal's schema, handed in:
-    # Stack(journal_schema=journal.store.schema.ensure_schema)
     stack.up()                 # reuse what is healthy, start the rest in parallel
+    # with KJ_SECURITY=on, app.provision.stack_up(stack) also gives the journal its rights
     stack.kafka_bootstrap, stack.cassandra_hosts, stack.cassandra_port
     stack.kafka.restart()      # fault tests: one server while the other runs
     stack.down()
 
-From the shell: `kafka-journal stack up|down|status`.
+From the shell: `kafka-journal stack up|down|status`. It needs nothing of `journal/`: only
+`kjconfig` (settings, logins) and `jars`.
 """
 
 from stack.cassandra import CassandraServer

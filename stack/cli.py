@@ -14,6 +14,7 @@ setting is printed as one message with exit code 2, not a traceback.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from stack.errors import StackError
@@ -21,7 +22,7 @@ from stack.server import ServerStatus
 from stack.settings import StackSettings
 
 if TYPE_CHECKING:
-    from stack.security import CreateSchema
+    from stack.stack import Stack
 
 
 def format_status(status: ServerStatus) -> str:
@@ -44,16 +45,19 @@ def run_stack(
     command: str,
     settings: StackSettings,
     timeout: float | None = None,
-    journal_schema: CreateSchema | None = None,
+    up: Callable[[Stack, float | None], object] | None = None,
 ) -> int:
-    """`up`, `down` or `status` on a stack of `settings` (`journal_schema`: see `Stack`); the
-    exit code (module contract)."""
+    """`up`, `down` or `status` on a stack of `settings`; the exit code (module contract).
+    `up` brings the stack up instead of `Stack.up` (app/ provisions the journal after it)."""
     from stack.stack import Stack  # after parsing, so `--help` stays instant
 
     try:
-        stack = Stack(settings, journal_schema=journal_schema)
+        stack = Stack(settings)
         if command == "up":
-            stack.up(timeout)
+            if up is None:
+                stack.up(timeout)
+            else:
+                up(stack, timeout)
         elif command == "down":
             stack.down()
             return 0

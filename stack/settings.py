@@ -1,7 +1,7 @@
 """Where and how the development stack runs, read from `KJ_*` environment variables.
 
 Contract: `StackSettings.from_env()` never touches the network or starts anything; it only
-parses (the one loader of `journal.settings`). A malformed variable raises `SettingsError`
+parses (the one loader of `kjconfig.settings`). A malformed variable raises `SettingsError`
 (a ValueError) naming the variable. Defaults give a local
 stack on 127.0.0.1 (Kafka 9092 + controller 9093, Cassandra 9042 + storage 17000) whose data,
 logs, configs and pid files live under `<repo>/.stack`, and whose jars are cached outside the
@@ -31,8 +31,8 @@ from typing import Annotated, Literal
 from pydantic import AliasChoices, BeforeValidator, Field, field_validator
 
 import jars
-from journal.security import CassandraLogin, KafkaAccess
-from journal.settings import KJSettings, current_environment
+from kjconfig.access import CassandraLogin, KafkaAccess, cassandra_admin, kafka_admin
+from kjconfig.settings import KJSettings, current_environment
 
 StackMode = Literal["local", "docker"]
 
@@ -235,8 +235,6 @@ class StackSettings(KJSettings):
     def kafka_access(self) -> KafkaAccess:
         """How the stack itself reaches Kafka: as the admin when secured."""
         if self.security == "on":
-            from stack.security import kafka_admin
-
             return kafka_admin(self.kafka_bootstrap)
         return KafkaAccess(self.kafka_bootstrap)
 
@@ -244,7 +242,5 @@ class StackSettings(KJSettings):
     def cassandra_login(self) -> CassandraLogin | None:
         """How the stack itself logs in to Cassandra: as the admin when secured."""
         if self.security == "on":
-            from stack.security import cassandra_admin
-
             return cassandra_admin()
         return None

@@ -8,7 +8,9 @@ Contract:
   another test session, or anyone on those ports) and starts the others in parallel; it
   returns the names it started. If one fails, the ones this call started are stopped again
   and the error is raised, so a failed `up` leaves no half-started JVM behind. It also takes
-  a lease (stack.leases) on each local server, saying this process uses it.
+  a lease (stack.leases) on each local server, saying this process uses it. With security on
+  it creates the principals' Cassandra roles (stack/security.py); their rights on a journal
+  are given above the stack (app/provision.py).
 - `down()` stops the servers cleanly (SIGTERM, then SIGKILL after a timeout), in parallel;
   `down(only_started=True)` stops only what this `Stack` object started (a test session
   must not stop a stack the developer brought up), after waiting (bounded) for other
@@ -22,14 +24,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 
-from journal.security import CassandraLogin, KafkaAccess
+from kjconfig.access import CassandraLogin, KafkaAccess
 from stack import leases
 from stack.cassandra import CassandraServer
 from stack.errors import StackError
 from stack.health import cassandra_release_version, kafka_metadata
 from stack.kafka import KafkaServer
 from stack.progress import Progress, print_progress
-from stack.security import CreateSchema, provision
+from stack.security import ensure_cassandra_roles
 from stack.server import ExternalServer, JvmServer, Server, ServerStatus
 from stack.settings import StackSettings
 
@@ -75,12 +77,9 @@ class Stack:
         *,
         progress: Progress = print_progress,
         tie_to_parent: bool = False,
-        journal_schema: CreateSchema | None = None,
     ) -> None:
         self.settings = StackSettings.from_env() if settings is None else settings
         self.progress = progress
-        # with security on, the admin creates the journal's schema: the journal's, handed in
-        self._journal_schema = journal_schema
         self._started: set[str] = set()
         s = self.settings
         if s.security == "on" and s.mode == "docker":
@@ -124,7 +123,8 @@ class Stack:
         return self.settings.cassandra_port
 
     @property
-    def _local(self) -> bool:
+    def local(self) -> bool:
+        """Whether both servers are this stack's own JVMs (not containers, not external)."""
         return all(isinstance(server, JvmServer) for server in self.servers)
 
     @property
@@ -157,16 +157,10 @@ class Stack:
             if server not in launched:
                 self._untie(server)
         self._started.update(server.name for server in launched)
-        if self.settings.security == "on" and self._local:
-            if self._journal_schema is None:
-                raise StackError(
-                    "security on: the stack creates the journal's schema as the admin; "
-                    "give Stack the journal's (journal_schema=journal.store.schema.ensure_schema)"
-                )
-            self.progress("security on: Cassandra roles, the journal's topic, schema and rights")
-            s = self.settings
+        if self.settings.security == "on" and self.local:
+            self.progress("security on: Cassandra roles")
             # idempotent: also for servers reused
-            provision(s.kafka_bootstrap, s.cassandra_hosts, s.cassandra_port, self._journal_schema)
+            ensure_cassandra_roles(self.settings.cassandra_hosts, self.settings.cassandra_port)
         elif self.settings.security == "on":  # someone else's servers: their admin grants
             self.progress("security on with external servers: their administrator grants rights")
         return [server.name for server in launched]

@@ -9,7 +9,8 @@ a server this one started, teardown waits for it (bounded: pytest-timeout also c
 teardown) before stopping. Running `kafka-journal stack up` once avoids all of that: then no
 session owns the servers and none stops them.
 
-`secured_stack` gives tests marked `secured` a stack with security on (stack/security.py):
+`secured_stack` gives tests marked `secured` a stack with security on (stack/security.py,
+app/provision.py):
 the `stack` itself when KJ_SECURITY=on, otherwise a second stack beside it (data dir
 `<dir>-secured`, every port + 100), so a plain run also proves the secured paths. With
 KJ_SECURITY=on, integration tests not marked `secured` are deselected: they talk to the
@@ -27,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from journal.store.schema import ensure_schema
+from app.provision import stack_up
 from stack import Stack, StackSettings
 
 _WAIT_FOR_OTHER_SESSIONS = 200.0  # seconds; below the 300 s per-test timeout in pyproject
@@ -47,8 +48,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def _run(settings: StackSettings) -> Iterator[Stack]:
-    servers = Stack(settings, tie_to_parent=True, journal_schema=ensure_schema)
-    servers.up()
+    servers = Stack(settings, tie_to_parent=True)
+    stack_up(servers)  # with security on, the default journal provisioned too
     try:
         yield servers
     finally:

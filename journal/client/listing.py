@@ -41,8 +41,8 @@ from journal.core.index import HeadIndex
 from journal.core.model import JournalKey
 from journal.kafka.head import HeadOf
 from journal.kafka.keys import PartitionKeys
-from journal.security import KafkaAccess
 from journal.store.base import EventualJournal
+from kjconfig.access import KafkaAccess
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000

@@ -15,7 +15,7 @@ from aiokafka.structs import ConsumerRecord
 
 from journal.codec.actions import RawRecord
 from journal.kafka.errors import KafkaError, core_error
-from journal.security import KafkaAccess
+from kjconfig.access import KafkaAccess
 
 
 async def start_consumer(kafka: KafkaAccess, **options: Any) -> AIOKafkaConsumer:

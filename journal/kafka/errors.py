@@ -32,7 +32,7 @@ from aiokafka.errors import (
 )
 
 from journal.errors import AppendTooLarge, JournalError, KafkaAccessDenied, KafkaUnavailable
-from journal.security import KafkaAccess
+from kjconfig.access import KafkaAccess
 
 __all__ = [
     "POISON_ERRORS",

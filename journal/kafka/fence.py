@@ -24,7 +24,7 @@ from journal.core.model import JournalKey
 from journal.kafka.consumers import start_consumer, stop_consumer
 from journal.kafka.errors import KafkaError, core_error
 from journal.kafka.writer import JournalWriter
-from journal.security import KafkaAccess
+from kjconfig.access import KafkaAccess
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from journal.errors import KafkaUnavailable
 from journal.kafka.consumers import start_consumer, stop_consumer
 from journal.kafka.errors import KafkaError, core_error
 from journal.kafka.poison import fetch_for_read
-from journal.security import KafkaAccess
+from kjconfig.access import KafkaAccess
 
 
 class PartitionKeys:

@@ -11,8 +11,8 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from journal.kafka.consumers import start_consumer, stop_consumer
 from journal.kafka.errors import POISON_ERRORS
 from journal.kafka.topic import end_offsets, partition_count
-from journal.security import KafkaAccess
 from journal.store.base import EventualJournal
+from kjconfig.access import KafkaAccess
 
 _FETCH_TIMEOUT_MS = 2000
 

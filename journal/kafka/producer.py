@@ -34,7 +34,7 @@ from journal.kafka.errors import (
 )
 from journal.kafka.group_commit import GroupCommit
 from journal.metrics import METRICS
-from journal.security import KafkaAccess
+from kjconfig.access import KafkaAccess
 
 log = logging.getLogger(__name__)
 

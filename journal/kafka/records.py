@@ -22,7 +22,7 @@ from journal.kafka.consumers import log_start, raw_record, start_consumer, stop_
 from journal.kafka.errors import KafkaError, core_error
 from journal.kafka.poison import fetch_for_read
 from journal.metrics import METRICS
-from journal.security import KafkaAccess
+from kjconfig.access import KafkaAccess
 
 log = logging.getLogger(__name__)
 

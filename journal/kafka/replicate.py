@@ -27,7 +27,6 @@ from journal.kafka.poison import fetch, skip_poison
 from journal.kafka.producer import JournalProducer
 from journal.kafka.topic import partition_count, quarantine_topic
 from journal.metrics import METRICS
-from journal.security import KafkaAccess
 from journal.store.base import (
     EventualJournal,
     EventualStore,
@@ -35,6 +34,7 @@ from journal.store.base import (
     ReplicatedJournal,
     states,
 )
+from kjconfig.access import KafkaAccess
 
 log = logging.getLogger(__name__)
 

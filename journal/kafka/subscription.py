@@ -49,8 +49,8 @@ from journal.errors import InvalidValue, JournalTruncated, KafkaUnavailable, Sto
 from journal.kafka.consumers import log_start, raw_record, start_consumer, stop_consumer
 from journal.kafka.errors import POISON_ERRORS, KafkaError, core_error
 from journal.metrics import METRICS
-from journal.security import KafkaAccess
 from journal.store.base import EventualJournal
+from kjconfig.access import KafkaAccess
 
 log = logging.getLogger(__name__)
 

@@ -36,8 +36,8 @@ from journal.kafka.consumers import start_consumer, stop_consumer
 from journal.kafka.errors import POISON_ERRORS, KafkaError
 from journal.kafka.poison import decodable_from, fetch
 from journal.metrics import METRICS
-from journal.security import KafkaAccess
 from journal.store.base import EventualJournal
+from kjconfig.access import KafkaAccess
 
 log = logging.getLogger(__name__)
 

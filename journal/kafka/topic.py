@@ -9,7 +9,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from journal.kafka.errors import kafka_denied
-from journal.security import KafkaAccess
+from kjconfig.access import KafkaAccess
 
 _TOPIC_ALREADY_EXISTS = 36
 _UNKNOWN_TOPIC = 3

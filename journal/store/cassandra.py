@@ -18,7 +18,6 @@ from journal.core.model import (
     EventRecord,
     JournalKey,
 )
-from journal.security import CassandraLogin
 from journal.store import cql, id_pages
 from journal.store.base import EventualStore, FirstPage, JournalMeta, Snapshot, StoredAppend
 from journal.store.chunked_snapshots import ChunkedSnapshots
@@ -29,6 +28,7 @@ from journal.store.reads import Reads
 from journal.store.schema import check_schema, ensure_eventsourcing_tables, ensure_schema
 from journal.store.statements import Statements
 from journal.store.writes import Writes
+from kjconfig.access import CassandraLogin
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,8 @@ from click.testing import CliRunner
 
 from app.cli import cli, main
 from app.settings import WorkerSettings
-from journal.settings import KJSettings, Settings, is_secret
+from journal.settings import Settings
+from kjconfig.settings import KJSettings, is_secret
 from stack import Stack, StackSettings
 from tests.journal.journal_contract import events
 from tests.support.harness import harness, settings_for, unique

@@ -21,7 +21,8 @@ from app.security import (
     minter_of,
     verifier_of,
 )
-from journal.settings import HttpAuthSettings, JwtAlgorithm, Settings, SettingsError
+from journal.settings import HttpAuthSettings, JwtAlgorithm, Settings
+from kjconfig.settings import SettingsError
 from web.auth import InvalidToken, Scope
 
 

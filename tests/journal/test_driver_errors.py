@@ -24,9 +24,9 @@ from journal.errors import (
 )
 from journal.kafka.errors import core_error
 from journal.kafka.producer import JournalProducer
-from journal.security import KafkaAccess
-from journal.settings import SettingsError
 from journal.store import cql
+from kjconfig.access import KafkaAccess
+from kjconfig.settings import SettingsError
 
 
 class Refusing:

@@ -14,7 +14,7 @@ from aiokafka.structs import RecordMetadata
 from journal.errors import KafkaUnavailable
 from journal.kafka.group_commit import GroupCommit
 from journal.kafka.producer import JournalProducer
-from journal.security import KafkaAccess
+from kjconfig.access import KafkaAccess
 
 
 class Partitions:

@@ -9,7 +9,7 @@ from journal.kafka.producer import JournalProducer
 from journal.kafka.topic import TopicSpec, ensure_topic
 from journal.kafka.writer import JournalWriter
 from journal.metrics import Metrics, set_replication_lag
-from journal.security import KafkaAccess
+from kjconfig.access import KafkaAccess
 from stack import Stack
 from tests.support.harness import unique
 

@@ -8,8 +8,9 @@ import pytest
 from pydantic import SecretStr
 
 from app.settings import WorkerSettings
-from journal.security import KafkaAccess, ScramLogin
-from journal.settings import Settings, SettingsError
+from journal.settings import Settings
+from kjconfig.access import KafkaAccess, ScramLogin
+from kjconfig.settings import SettingsError
 
 
 def test_security_off_means_plaintext_and_no_logins() -> None:

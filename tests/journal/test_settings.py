@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from app.settings import WorkerSettings
-from journal.settings import Settings, SettingsError
+from journal.settings import Settings
+from kjconfig.settings import SettingsError
 
 
 def test_variables_override_defaults_and_flags_override_variables() -> None:

@@ -1,7 +1,7 @@
 """The project against the secured stack: SASL/SCRAM + ACLs on Kafka, roles on Cassandra.
 
 Each test gets a topic, keyspace and Faust app id of its own, created and granted by the
-admin as `stack/security.py` says (`grant_journal`); every principal then uses only its own
+admin as `app/provision.py` says (`grant_journal`); every principal then uses only its own
 login (the dev credentials that `KJ_SECURITY=on` selects), never the admin's.
 """
 
@@ -19,14 +19,14 @@ from journal.core.model import Event, JsonPayload
 from journal.errors import KafkaAccessDenied, StoreAccessDenied
 from journal.kafka.producer import JournalProducer
 from journal.kafka.replicate import KafkaQuarantine, replicate_to_now
-from journal.security import (
+from journal.store.cassandra import CassandraStore
+from kjconfig.access import (
     CASSANDRA_ADMIN,
     CASSANDRA_ROLES,
     KAFKA_ADMIN,
     KAFKA_USERS,
     dev_password,
 )
-from journal.store.cassandra import CassandraStore
 from stack import Stack
 from stack.cli import format_status
 from tests.support.harness import unique

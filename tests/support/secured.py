@@ -1,14 +1,13 @@
-"""A journal on the secured stack, created and granted by the admin (stack/security.py)."""
+"""A journal on the secured stack, created and granted by the admin (app/provision.py)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from journal.security import Role
+from app.provision import grant_journal
 from journal.settings import Settings
-from journal.store.schema import ensure_schema
+from kjconfig.access import Role
 from stack import Stack
-from stack.security import grant_journal
 from tests.support.harness import unique
 
 
@@ -43,6 +42,5 @@ async def granted_journal(stack: Stack, partitions: int = 2) -> Granted:
         settings.keyspace,
         settings.keyspace_replication,
         app_id,
-        ensure_schema,
     )
     return Granted(settings, app_id)

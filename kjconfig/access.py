@@ -9,8 +9,9 @@ Contract:
 - `CassandraLogin` is a role and its password for cassandra-driver's PlainTextAuthProvider.
 - Passwords are `SecretStr`s: their repr and str are masked, so a logged settings object or
   an exception that carries one shows `**********`. Only the option builders unwrap them.
-- The principals (`KAFKA_USERS`, `CASSANDRA_ROLES`) and their local-stack dev credentials
-  live here, where clients and `stack/` both read them: the secured stack creates these.
+- The principals (`KAFKA_USERS`, `CASSANDRA_ROLES`, the admins) and their local-stack dev
+  credentials live here, where clients, `stack/` and `app/` read them: the secured stack creates
+  these, and its admins (`kafka_admin`, `cassandra_admin`) grant the rights.
 """
 
 from __future__ import annotations
@@ -25,8 +26,6 @@ from pydantic import SecretStr
 KafkaProtocol = Literal["PLAINTEXT", "SASL_PLAINTEXT", "SASL_SSL"]
 ScramMechanism = Literal["SCRAM-SHA-512", "SCRAM-SHA-256"]
 Role = Literal["client", "replicator", "worker"]
-
-DEFAULT_APP_ID = "kafka-journal"  # the worker's consumer group and its topics' prefix
 
 # Kafka principals (SCRAM users). The admin is the only super user: it creates topics and ACLs.
 KAFKA_ADMIN = "journal-admin"
@@ -132,3 +131,13 @@ class CassandraLogin:
         from cassandra.auth import PlainTextAuthProvider
 
         return PlainTextAuthProvider(self.role, self.password.get_secret_value())
+
+
+def kafka_admin(bootstrap: str) -> KafkaAccess:
+    """The local secured stack's Kafka admin (its only super user) at `bootstrap`."""
+    return KafkaAccess(bootstrap, ScramLogin(KAFKA_ADMIN, dev_password(KAFKA_ADMIN)))
+
+
+def cassandra_admin() -> CassandraLogin:
+    """The local secured stack's Cassandra admin (a superuser role)."""
+    return CassandraLogin(CASSANDRA_ADMIN, dev_password(CASSANDRA_ADMIN))

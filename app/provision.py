@@ -1,0 +1,192 @@
+"""The journal on the local secured stack: what an administrator does before the principals
+can run it (`KJ_SECURITY=on`).
+
+`stack/` runs the servers with logins and creates the principals (stack/security.py); this
+module, which knows the journal, gives them a journal: the action topic and its quarantine,
+the keyspace's schema, the Kafka ACLs of `journal_acls` (aiokafka 0.14's admin has no
+create_acls; its protocol module has the CreateAcls request, sent as the admin) and the
+Cassandra grants (`journal_reader`: SELECT on the keyspace; `journal_writer`: SELECT and
+MODIFY). `stack_up` is `Stack.up` followed by that for the default journal (`KJ_TOPIC`,
+`KJ_KEYSPACE`, `KJ_APP_ID`...), as `kafka-journal stack up` leaves it; `grant_journal` does
+it for any topic, keyspace and app id (the secured tests' own).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from enum import IntEnum
+
+from app.settings import DEFAULT_APP_ID
+from journal.kafka.topic import TopicSpec, ensure_topic, quarantine_topic
+from journal.settings import Settings
+from journal.store.schema import ensure_schema
+from kjconfig.access import (
+    CASSANDRA_READER,
+    CASSANDRA_WRITER,
+    KAFKA_USERS,
+    KafkaAccess,
+    cassandra_admin,
+    kafka_admin,
+)
+from kjconfig.settings import current_environment
+from stack import Stack
+from stack.security import cassandra_cluster
+
+# --- Kafka ACLs --------------------------------------------------------------------------------
+
+
+class _Resource(IntEnum):  # Kafka's ResourceType codes
+    TOPIC = 2
+    GROUP = 3
+
+
+class _Pattern(IntEnum):  # PatternType
+    LITERAL = 3
+    PREFIXED = 4
+
+
+class Operation(IntEnum):  # AclOperation
+    READ = 3
+    WRITE = 4
+    CREATE = 5
+    DESCRIBE = 8
+
+
+_ALLOW = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Acl:
+    principal: str  # a SCRAM user name
+    resource: _Resource
+    name: str
+    operation: Operation
+    pattern: _Pattern = _Pattern.LITERAL
+
+    def __str__(self) -> str:
+        name = f"{self.name}*" if self.pattern is _Pattern.PREFIXED else self.name
+        return f"User:{self.principal} {self.operation.name} {self.resource.name} {name}"
+
+
+def _topic(user: str, name: str, *operations: Operation) -> list[Acl]:
+    return [Acl(user, _Resource.TOPIC, name, op) for op in operations]
+
+
+def journal_acls(topic: str, app_id: str) -> list[Acl]:
+    """Every ACL of the three principals for action topic `topic` and Faust app `app_id`.
+
+    - client: Write, Read, Describe on the topic (appends, reads by offset, the tail index and
+      high watermarks; its consumers are never in a group).
+    - replicator: Read, Describe on the topic; Write, Describe on its quarantine; Read on the
+      consumer group `app_id`; Create, Read, Write, Describe on topics prefixed `app_id-` (the
+      tables' changelogs and Faust's leader topic, which Faust creates itself).
+    - worker (it appends and replicates): the union of both.
+    """
+    r, w, c, d = Operation.READ, Operation.WRITE, Operation.CREATE, Operation.DESCRIBE
+    client, replicator, worker = (KAFKA_USERS[role] for role in ("client", "replicator", "worker"))
+
+    def replicating(user: str) -> list[Acl]:
+        return [
+            *_topic(user, topic, r, d),
+            *_topic(user, quarantine_topic(topic), w, d),
+            Acl(user, _Resource.GROUP, app_id, r),
+            *(
+                Acl(user, _Resource.TOPIC, f"{app_id}-", op, _Pattern.PREFIXED)
+                for op in (c, r, w, d)
+            ),
+        ]
+
+    return [
+        *_topic(client, topic, w, r, d),
+        *replicating(replicator),
+        *replicating(worker),
+        *_topic(worker, topic, w),
+    ]
+
+
+async def create_acls(admin: KafkaAccess, acls: list[Acl]) -> None:
+    """Create `acls` as the admin (an existing ACL is created again as a no-op)."""
+    from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.protocol.admin import CreateAclsRequest
+
+    client = AIOKafkaAdminClient(**admin.client_options())
+    await client.start()
+    try:
+        for acl in acls:
+            request = CreateAclsRequest(
+                acl.resource, acl.name, acl.pattern, f"User:{acl.principal}", "*", acl.operation,
+                _ALLOW,
+            )  # fmt: skip
+            # private: aiokafka 0.14's admin has no create_acls, only the protocol request
+            response = await client._send_request(request)
+            for code, message in response.creation_responses:
+                if code != 0:
+                    raise RuntimeError(f"cannot create ACL {acl}: error {code} {message}")
+    finally:
+        await client.close()
+
+
+async def grant_keyspace(hosts: list[str], port: int, keyspace: str, replication: str) -> None:
+    """Create the journal schema in `keyspace` as the admin, and grant the roles on it."""
+    cluster = cassandra_cluster(hosts, port, cassandra_admin())
+    try:
+        session = await asyncio.to_thread(cluster.connect)
+        await ensure_schema(session, keyspace, replication)
+        for role, permissions in (
+            (CASSANDRA_READER, ("SELECT",)),
+            (CASSANDRA_WRITER, ("SELECT", "MODIFY")),
+        ):
+            for permission in permissions:
+                await asyncio.to_thread(
+                    session.execute, f"GRANT {permission} ON KEYSPACE {keyspace} TO {role}"
+                )
+    finally:
+        await asyncio.to_thread(cluster.shutdown)
+
+
+# --- both --------------------------------------------------------------------------------------
+
+
+async def grant_journal(
+    bootstrap: str,
+    cassandra_hosts: list[str],
+    cassandra_port: int,
+    topic: TopicSpec,
+    keyspace: str,
+    replication: str,
+    app_id: str,
+) -> None:
+    """What an administrator does before the principals can run a journal: create the action
+    topic, its quarantine and the keyspace's schema, and give the principals their rights."""
+    admin = kafka_admin(bootstrap)
+    await ensure_topic(admin, topic)
+    await ensure_topic(admin, TopicSpec(quarantine_topic(topic.name), 1, topic.replication_factor))
+    await create_acls(admin, journal_acls(topic.name, app_id))
+    await grant_keyspace(cassandra_hosts, cassandra_port, keyspace, replication)
+
+
+def provision(stack: Stack) -> None:
+    """With security on and the stack's own servers: the default journal's topic, schema and
+    rights (from the `KJ_*` journal settings: KJ_TOPIC, KJ_KEYSPACE, KJ_APP_ID...); idempotent.
+    Nothing otherwise: someone else's servers are granted by their administrator."""
+    if stack.settings.security != "on" or not stack.local:
+        return
+    stack.progress("security on: the journal's topic, schema and rights")
+    journal = Settings.from_env()
+    app_id = current_environment().get("KJ_APP_ID") or DEFAULT_APP_ID
+    s = stack.settings
+    asyncio.run(
+        grant_journal(
+            s.kafka_bootstrap, s.cassandra_hosts, s.cassandra_port, journal.topic_spec(),
+            journal.keyspace, journal.keyspace_replication, app_id,
+        )
+    )  # fmt: skip
+
+
+def stack_up(stack: Stack, timeout: float | None = None) -> list[str]:
+    """`stack.up(timeout)`, then the default journal provisioned (`provision`); the names of
+    the servers started."""
+    started = stack.up(timeout)
+    provision(stack)
+    return started

@@ -1,0 +1,37 @@
+"""The journal's rights on the secured stack, as data: what each principal may do, and
+nothing more."""
+
+from __future__ import annotations
+
+from app.provision import journal_acls
+
+
+def rights(principal: str) -> set[str]:
+    acls = journal_acls("orders", "app")
+    return {
+        str(acl).removeprefix(f"User:{principal} ") for acl in acls if acl.principal == principal
+    }
+
+
+def test_the_client_writes_and_reads_the_action_topic_only() -> None:
+    assert rights("journal-client") == {
+        "WRITE TOPIC orders",
+        "READ TOPIC orders",
+        "DESCRIBE TOPIC orders",
+    }
+
+
+def test_the_replicator_reads_the_topic_and_owns_its_group_changelogs_and_quarantine() -> None:
+    assert rights("journal-replicator") == {
+        "READ TOPIC orders",
+        "DESCRIBE TOPIC orders",
+        "WRITE TOPIC orders.quarantine",
+        "DESCRIBE TOPIC orders.quarantine",
+        "READ GROUP app",
+        *(f"{op} TOPIC app-*" for op in ("CREATE", "READ", "WRITE", "DESCRIBE")),
+    }
+
+
+def test_the_worker_has_exactly_the_union() -> None:
+    union = rights("journal-client") | rights("journal-replicator")
+    assert rights("journal-worker") == union
