@@ -6,18 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections import OrderedDict
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-from eventsourcing.persistence import IntegrityError, OperationalError
+from eventsourcing.persistence import OperationalError
 from eventsourcing.utils import Environment
 
+from eventsourcing_kafka_journal.bases import Bases
 from eventsourcing_kafka_journal.bridge import LoopThread
 from eventsourcing_kafka_journal.log import NotificationSource, SubscriptionLog
 from eventsourcing_kafka_journal.snapshots import AggregateSnapshots
 from eventsourcing_kafka_journal.tracking import TrackingPositions
-from eventsourcing_kafka_journal.wire import decode_event
 from journal.client.journals import Journals
 from journal.errors import JournalTruncated, Unavailable
 from journal.kafka.topic import TopicSpec, ensure_topic
@@ -48,42 +47,6 @@ def settings_of(env: Environment) -> Settings:
         Settings.variable_of("keyspace"): re.sub(r"\W", "_", name.lower())[:48],
     }
     return Settings.from_env({**defaults, **given})
-
-
-class Bases:
-    """Each aggregate's version at seqNr 1 (the base of `wire.seq_nr_of`), least recently used
-    first out (fixed once the journal's first Append is accepted: an aggregate is never purged
-    by this module)."""
-
-    def __init__(self, journals: Journals, capacity: int = 100_000) -> None:
-        self._journals = journals
-        self._capacity = capacity
-        self._known: OrderedDict[str, int] = OrderedDict()
-
-    async def read(self, journal_id: str) -> int | None:
-        """The base, read from the journal's first event unless known; None without events."""
-        known = self.get(journal_id)
-        if known is not None:
-            return known
-        async for record in self._journals.journal(journal_id).read(1, 1, 1):
-            decoded = decode_event(journal_id, record)
-            if decoded is None:
-                raise IntegrityError(f"journal {journal_id} was not written by this module")
-            self.put(journal_id, decoded.base)
-            return decoded.base
-        return None
-
-    def get(self, journal_id: str) -> int | None:
-        base = self._known.get(journal_id)
-        if base is not None:
-            self._known.move_to_end(journal_id)
-        return base
-
-    def put(self, journal_id: str, base: int) -> None:
-        self._known[journal_id] = base
-        self._known.move_to_end(journal_id)
-        if len(self._known) > self._capacity:
-            self._known.popitem(last=False)
 
 
 class Connection:

@@ -21,11 +21,11 @@ orders the puts by their Marks and a Purge of the journal removes the aggregate'
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 from uuid import UUID
 
 from eventsourcing.persistence import DataError, IntegrityError, StoredEvent
 
+from eventsourcing_kafka_journal.bases import Bases
 from eventsourcing_kafka_journal.wire import (
     decode_snapshot,
     encode_snapshot,
@@ -35,9 +35,6 @@ from eventsourcing_kafka_journal.wire import (
 from journal.client.journals import Journals
 from journal.core.model import SEQ_NR_MAX
 from journal.errors import SnapshotBeyondJournal, SnapshotTooLarge
-
-if TYPE_CHECKING:  # connection.py builds both: a cycle at run time
-    from eventsourcing_kafka_journal.connection import Bases
 
 
 class AggregateSnapshots:

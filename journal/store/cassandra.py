@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Collection, Mapping, Sequence
-from dataclasses import dataclass
 
 from cassandra.cluster import Cluster, Session
 
@@ -22,32 +21,13 @@ from journal.store import cql, id_pages
 from journal.store.base import EventualStore, FirstPage, JournalMeta, Snapshot, StoredAppend
 from journal.store.chunked_snapshots import ChunkedSnapshots
 from journal.store.cluster import PROTOCOL_VERSION as PROTOCOL_VERSION
+from journal.store.cluster import CassandraConfig as CassandraConfig  # the store's, named here
 from journal.store.cluster import open_session
 from journal.store.eventsourcing_tables import EventsourcingTables
 from journal.store.reads import Reads
 from journal.store.schema import check_schema, ensure_eventsourcing_tables, ensure_schema
 from journal.store.statements import Statements
 from journal.store.writes import Writes
-from kjconfig.access import CassandraLogin
-
-
-@dataclass(frozen=True, slots=True)
-class CassandraConfig:
-    hosts: tuple[str, ...] = ("127.0.0.1",)
-    port: int = 9042
-    keyspace: str = "journal"
-    replication: str = "{'class': 'SimpleStrategy', 'replication_factor': 1}"
-    segment_size: int = 100_000
-    consistency: str = "LOCAL_QUORUM"
-    request_timeout_s: float = 10.0
-    window: int = 64  # requests of one replication batch in flight
-    login: CassandraLogin | None = None  # None: no authentication
-    # False with security on: the project's roles may not create schema; the admin does
-    create_schema: bool = True
-    max_snapshot_bytes: int = 16 * 2**20
-    # a snapshot's payload is written in rows of this size: no single cell or mutation comes
-    # near Cassandra's limits (a mutation must fit half a commit log segment, 16 MiB by default)
-    snapshot_chunk_bytes: int = 512 * 1024
 
 
 class CassandraStore(EventualStore):

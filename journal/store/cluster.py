@@ -1,11 +1,11 @@
-"""Connecting to Cassandra: the driver's cluster with our execution profile, protocol version
-and reconnection policy. A cluster no host of which answers is `StoreUnavailable`; a refused
-login is `StoreLoginRefused` (no wait cures it)."""
+"""Connecting to Cassandra: the store's `CassandraConfig`, and the driver's cluster with our
+execution profile, protocol version and reconnection policy. A cluster no host of which
+answers is `StoreUnavailable`; a refused login is `StoreLoginRefused` (no wait cures it)."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from cassandra import AuthenticationFailed, ConsistencyLevel
 from cassandra.cluster import (
@@ -22,12 +22,29 @@ from cassandra.policies import (
 )
 
 from journal.errors import StoreLoginRefused, StoreUnavailable
-
-if TYPE_CHECKING:
-    from journal.store.cassandra import CassandraConfig
+from kjconfig.access import CassandraLogin
 
 PROTOCOL_VERSION = 4  # the native protocol every client of ours speaks (see `open_session`)
 _RECONNECT_MAX_DELAY_S = 10.0  # between attempts to reach a Cassandra host that went down
+
+
+@dataclass(frozen=True, slots=True)
+class CassandraConfig:
+    hosts: tuple[str, ...] = ("127.0.0.1",)
+    port: int = 9042
+    keyspace: str = "journal"
+    replication: str = "{'class': 'SimpleStrategy', 'replication_factor': 1}"
+    segment_size: int = 100_000
+    consistency: str = "LOCAL_QUORUM"
+    request_timeout_s: float = 10.0
+    window: int = 64  # requests of one replication batch in flight
+    login: CassandraLogin | None = None  # None: no authentication
+    # False with security on: the project's roles may not create schema; the admin does
+    create_schema: bool = True
+    max_snapshot_bytes: int = 16 * 2**20
+    # a snapshot's payload is written in rows of this size: no single cell or mutation comes
+    # near Cassandra's limits (a mutation must fit half a commit log segment, 16 MiB by default)
+    snapshot_chunk_bytes: int = 512 * 1024
 
 
 def reconnection_policy() -> ExponentialReconnectionPolicy:
