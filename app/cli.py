@@ -4,7 +4,9 @@ Contract: `main(argv)` returns the exit code. The settings' flags are generated 
 settings models (`settings_options`): each field's flag, `KJ_*` variable, meaning and default
 come from the model, so `--help` shows what the loader reads. Commands import their
 implementation lazily, so `kafka-journal --help` and `kafka-journal stack status` never load
-Faust, aiohttp or PySpark. A bad setting exits 2 naming its variable or flag.
+Faust, aiohttp or PySpark. A bad setting exits 2 naming its variable or flag. `pipeline` and
+`bench` stand above app: they run as programs of their own (`python -m pipeline.commands`,
+`python -m bench.run`), never imported from here.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from journal.settings import HttpAuthSettings, Settings
 from kjconfig.settings import KJSettings, SettingsError, describe_field, is_secret
 from stack.settings import StackSettings
 
+# every command line's (pipeline/commands.py is one of its own)
+CONTEXT: Mapping[str, Any] = {"max_content_width": 100, "help_option_names": ["-h", "--help"]}
 _Settings = TypeVar("_Settings", bound=KJSettings)
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -69,7 +73,7 @@ def load(model: type[_Settings], values: Mapping[str, Any]) -> _Settings:
         raise click.UsageError(str(error)) from None
 
 
-@click.group(context_settings={"max_content_width": 100, "help_option_names": ["-h", "--help"]})
+@click.group(context_settings=CONTEXT)
 def cli() -> None:
     """An event-sourcing journal on Kafka with Cassandra as the eventual store."""
 
@@ -316,77 +320,17 @@ def journals(prefix: str, after: str | None, limit: int | None, **values: Any) -
 # --- pipeline ---------------------------------------------------------------------------------
 
 
-@cli.group()
-def pipeline() -> None:
-    """Batch jobs on Spark: rebuild | audit | export."""
-
-
-def _pipeline_command(function: _F) -> _F:
-    function = settings_options(Settings)(function)
-    function = click.option(
-        "--shuffle-partitions", type=click.IntRange(min=1), default=8, show_default=True
-    )(function)
-    return click.option("--master", default="local[*]", show_default=True, help="Spark master")(
-        function
-    )
-
-
-def _run_pipeline(job: Any, master: str, shuffle_partitions: int, values: Mapping[str, Any]) -> int:
-    settings = load(Settings, values)
-    from pipeline.cli import run
-    from pipeline.session import SparkOptions
-
-    return run(job, settings, SparkOptions(master=master, shuffle_partitions=shuffle_partitions))
-
-
-@pipeline.command()
-@_pipeline_command
-@click.option(
-    "--from",
-    "start_from",
-    type=click.Choice(["pointers", "earliest"]),
-    default="pointers",
-    show_default=True,
-    help="start after the keyspace's pointers or at Kafka's earliest offsets",
+@cli.command(
+    context_settings={"ignore_unknown_options": True, "help_option_names": []},
+    add_help_option=False,
 )
-@click.option("--batch-size", type=click.IntRange(min=1), default=1000, show_default=True)
-def rebuild(
-    master: str, shuffle_partitions: int, start_from: str, batch_size: int, **values: Any
-) -> int:
-    """Replicate the action topic into a keyspace."""
-    from pipeline.cli import Rebuild
-
-    job = Rebuild("earliest" if start_from == "earliest" else "pointers", batch_size)
-    return _run_pipeline(job, master, shuffle_partitions, values)
-
-
-@pipeline.command()
-@_pipeline_command
-def audit(master: str, shuffle_partitions: int, **values: Any) -> int:
-    """Compare Kafka with Cassandra; exit 1 on a difference."""
-    from pipeline.cli import Audit
-
-    return _run_pipeline(Audit(), master, shuffle_partitions, values)
-
-
-@pipeline.command()
-@_pipeline_command
-@click.option("--out", required=True, help="output directory")
-@click.option("--all-topics", is_flag=True, help="not only --topic")
-@click.option("--overwrite", is_flag=True, help="replace an existing --out")
-def export(
-    master: str,
-    shuffle_partitions: int,
-    out: str,
-    all_topics: bool,
-    overwrite: bool,
-    **values: Any,
-) -> int:
-    """Journals from Cassandra to Parquet."""
-    from pipeline.cli import Export
-
-    job = Export(out, all_topics=all_topics, overwrite=overwrite)
-    return _run_pipeline(job, master, shuffle_partitions, values)
+@click.argument("arguments", nargs=-1, type=click.UNPROCESSED)
+def pipeline(arguments: tuple[str, ...]) -> int:
+    """Batch jobs on Spark: rebuild | audit | export."""
+    # pipeline stands above app (its jobs use app's command line helpers): it runs as its own
+    # program (pipeline/commands.py), never imported from here
+    command = [sys.executable, "-m", "pipeline.commands", *arguments]
+    return subprocess.run(command, check=False).returncode
 
 
 # --- bench ------------------------------------------------------------------------------------
@@ -416,10 +360,15 @@ def bench(quick: bool, out: Path | None, subscription_only: int | None) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line on `argv` (default: the process's); the exit code."""
+    return run_group(cli, "kafka-journal", argv)
+
+
+def run_group(group: click.Group, prog_name: str, argv: list[str] | None = None) -> int:
+    """Run the commands of `group` on `argv` (default: the process's); the exit code."""
     try:
-        result = cli.main(
+        result = group.main(
             args=sys.argv[1:] if argv is None else argv,
-            prog_name="kafka-journal",
+            prog_name=prog_name,
             standalone_mode=False,
         )
     except click.ClickException as error:

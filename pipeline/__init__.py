@@ -7,7 +7,8 @@ Modules, one concept each:
 - `source`: the action topic as a DataFrame, and its rows as the core's `RawRecord`s.
 - `tasks`: running the core's asyncio code with a Cassandra store inside an executor.
 - `rebuild`, `audit`, `export`: the jobs; `report`: their progress lines and counts.
-- `cli`: `kafka-journal pipeline rebuild|audit|export`; `bench`: rebuild throughput.
+- `commands`: `kafka-journal pipeline rebuild|audit|export`, a program of its own; `cli`: the
+  jobs behind it; `bench`: rebuild throughput.
 
 Nothing in `journal/` imports PySpark: the jobs call the core (the same `Replicator` the
 agents run), never the other way round.

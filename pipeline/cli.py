@@ -1,8 +1,8 @@
 """`kafka-journal pipeline rebuild|audit|export`: the jobs behind the command line.
 
-Contract: `app/cli.py` declares the options (so `--help` never loads PySpark), builds the
-settings (flags over `KJ_*` variables over local defaults, the one loader of
-`journal.settings`) and calls `run(job, settings, options)`, which starts a SparkSession on
+Contract: `pipeline/commands.py` declares the options (so `--help` never loads PySpark), builds
+the settings (flags over `KJ_*` variables over local defaults, the one loader of
+`kjconfig.settings`) and calls `run(job, settings, options)`, which starts a SparkSession on
 `options.master`, runs the job and returns the exit code: 0, or 1 when the audit found a
 difference. Progress goes to stderr, the report (one line for rebuild and export, the audit's
 report) to stdout.

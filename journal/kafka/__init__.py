@@ -5,6 +5,6 @@ into the store (`replicate`, `lag`), and the one mapping of aiokafka's errors to
 (`errors`).
 
 May import `journal.core`, `journal.codec`, `journal.store.base` (the store as replication and
-indexes see it) and the shared modules (`errors`, `metrics`, `security`, `version`); never
+indexes see it), the shared modules (`errors`, `metrics`, `version`) and `kjconfig`; never
 `journal.client`. Nothing above `journal/` needs aiokafka's errors: they end here.
 """

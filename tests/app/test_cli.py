@@ -6,6 +6,7 @@ import asyncio
 import re
 from pathlib import Path
 
+import click
 import orjson
 import pytest
 from click.testing import CliRunner
@@ -14,6 +15,7 @@ from app.cli import cli, main
 from app.settings import WorkerSettings
 from journal.settings import Settings
 from kjconfig.settings import KJSettings, is_secret
+from pipeline.commands import pipeline
 from stack import Stack, StackSettings
 from tests.journal.journal_contract import events
 from tests.support.harness import harness, settings_for, unique
@@ -38,8 +40,8 @@ async def test_run_starts_a_worker_that_answers_and_says_how(stack: Stack, tmp_p
         run.stop()
 
 
-def help_of(*command: str) -> str:
-    result = CliRunner().invoke(cli, [*command, "--help"], terminal_width=200)
+def help_of(*command: str, group: click.Group = cli) -> str:
+    result = CliRunner().invoke(group, [*command, "--help"], terminal_width=200)
     assert result.exit_code == 0, result.output
     return result.output
 
@@ -54,21 +56,21 @@ def test_help_lists_every_command() -> None:
 
 
 @pytest.mark.parametrize(
-    ("command", "model"),
+    ("group", "command", "model"),
     [
-        (("worker",), WorkerSettings),
-        (("run",), WorkerSettings),
-        (("append",), Settings),
-        (("read",), Settings),
-        (("pipeline", "audit"), Settings),
-        (("stack", "up"), StackSettings),
+        (cli, ("worker",), WorkerSettings),
+        (cli, ("run",), WorkerSettings),
+        (cli, ("append",), Settings),
+        (cli, ("read",), Settings),
+        (pipeline, ("audit",), Settings),  # `kafka-journal pipeline`'s own program
+        (cli, ("stack", "up"), StackSettings),
     ],
 )
 def test_help_shows_each_setting_with_its_flag_and_variable(
-    command: tuple[str, ...], model: type[KJSettings]
+    group: click.Group, command: tuple[str, ...], model: type[KJSettings]
 ) -> None:
     # one entry per option: from the line starting with its flags to the next such line
-    text = help_of(*command)
+    text = help_of(*command, group=group)
     entries = [" ".join(entry.split()) for entry in re.split(r"\n  (?=-)", text)[1:]]
     fields = [field for field in model.settings_fields() if not is_secret(field[2])]
     secrets = {o.flag_of(n) for o, n, info in model.settings_fields() if is_secret(info)}
@@ -80,6 +82,12 @@ def test_help_shows_each_setting_with_its_flag_and_variable(
             variable,
         )
     assert sum("[env KJ_" in entry for entry in entries) == len(fields)
+
+
+def test_pipeline_runs_its_own_program(capfd: pytest.CaptureFixture[str]) -> None:
+    assert main(["pipeline", "audit", "--help"]) == 0
+    assert "Usage: kafka-journal pipeline audit [OPTIONS]" in capfd.readouterr().out
+    assert main(["pipeline", "rebuild", "--from", "nowhere"]) == 2
 
 
 def test_a_bad_variable_is_named_and_exits_2() -> None:
