@@ -4,7 +4,7 @@ For each record, in offset order per partition, the agent (`agents/replicator.py
 `ReplicationWork.handle`, which:
 1. parses it; a malformed record is copied to the quarantine topic (counted, logged), and so
    is a marker of each undecodable batch the consumer went past (agents/poison.py) before it;
-2. folds it into the tables (watermark and head cache) while it is Faust's current event;
+2. folds it into the tables (its Append, Delete or Purge offsets) while it is Faust's current event;
 3. advances the partition's processed offset: readers waiting for their fence may go on;
 4. queues it for the partition's replicator, a background task that applies whatever has
    queued up since its last write in one batch, then advances the store's pointer.

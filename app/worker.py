@@ -35,7 +35,7 @@ from journal.store.cassandra import CassandraStore
 from journal.store.connecting import ConnectingStore
 from tables.index import TableIndex
 from tables.partitions import OwnedPartitions
-from tables.tables import HEADS_TABLE, JournalTables, define_tables
+from tables.tables import APPENDS_TABLE, JournalTables, define_tables
 from web.app import add_routes
 
 log = logging.getLogger(__name__)
@@ -221,7 +221,7 @@ def _mount_web(
     )
     # Faust's own consumer metrics, next to ours in /metrics (read when scraped)
     METRICS.registry.register(FaustMonitorCollector(app))
-    owners = Owners(app, owned, HEADS_TABLE, partitions, settings.url)
+    owners = Owners(app, owned, APPENDS_TABLE, partitions, settings.url)
     forwarder = Forwarder(owners)
     # inside the API's error middleware and token check: a forwarded request was checked here
     # and carries its Authorization header on, for the owner to check it again
