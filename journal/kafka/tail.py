@@ -108,7 +108,7 @@ class _Partition:
 
 
 class TailIndex:
-    """The `HeadIndex` of a process with no tables: see the module."""
+    """The `RecordIndex` of a process with no tables: see the module."""
 
     def __init__(self, topic: str, store: EventualJournal, config: TailConfig) -> None:
         self._topic = topic
