@@ -1,10 +1,12 @@
-"""The replicating agent's work; nothing here raises into Faust.
+"""A worker's replication of the partitions it owns, behind the replicating agent; nothing
+here raises into Faust.
 
-For each record, in offset order per partition, the agent (`agents/replicator.py`) calls
-`ReplicationWork.handle`, which:
+For each record, in offset order per partition, the agent (`agents/replicating_agent.py`) calls
+`WorkerReplication.handle`, which:
 1. parses it; a malformed record is copied to the quarantine topic (counted, logged), and so
    is a marker of each undecodable batch the consumer went past (agents/poison.py) before it;
-2. folds it into the tables (its Append, Delete or Purge offsets) while it is Faust's current event;
+2. notes its offset in the tables (Appends', or Deletes' and Purges') while it is Faust's
+   current event;
 3. advances the partition's processed offset: readers waiting for their fence may go on;
 4. queues it for the partition's replicator, a background task that applies whatever has
    queued up since its last write in one batch, then advances the store's pointer.
@@ -135,7 +137,10 @@ class _ReplicatedPartition:
     task: asyncio.Task[None] | None = None
 
 
-class ReplicationWork:
+class WorkerReplication:
+    """What the agent does with each record (`handle`), and per owned partition a task that
+    writes them to the store with a `Replicator` (see the module)."""
+
     def __init__(
         self,
         topic: str,

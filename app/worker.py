@@ -16,8 +16,8 @@ from typing import Any
 import faust
 
 from agents.poison import SkippedBatches, guarded_transport
-from agents.replication import KafkaReplay, ReplicationWork
-from agents.replicator import define_agent
+from agents.replicating_agent import define_replicating_agent
+from agents.replication import KafkaReplay, WorkerReplication
 from app.backend import WorkerBackend
 from app.faust_metrics import FaustMonitorCollector
 from app.forwarding import Forwarder, Owners
@@ -77,12 +77,12 @@ def create_app(settings: WorkerSettings, partitions: int) -> faust.App:
     app.transport = guarded_transport(app, skipped)  # agents/poison.py
     tables = define_tables(app, partitions)
     owned = OwnedPartitions()
-    work: Deferred[ReplicationWork] = Deferred()
+    work: Deferred[WorkerReplication] = Deferred()
     journals: Deferred[Journals] = Deferred()
     verdicts: Deferred[TailIndex] = Deferred()  # follows the owned partitions
     closers: list[Callable[[], Awaitable[None]]] = []
     topic = app.topic(journal.topic, key_type=bytes, value_type=bytes, partitions=partitions)
-    define_agent(app, topic, work)
+    define_replicating_agent(app, topic, work)
     _mount_web(app, settings, partitions, owned, journals, closers)
 
     @app.task
@@ -123,7 +123,7 @@ async def _connect(
     tables: JournalTables,
     owned: OwnedPartitions,
     skipped: SkippedBatches,
-    work: Deferred[ReplicationWork],
+    work: Deferred[WorkerReplication],
     journals: Deferred[Journals],
     verdicts: Deferred[TailIndex],
     closers: list[Callable[[], Awaitable[None]]],
@@ -158,7 +158,7 @@ async def _connect(
     producer = JournalProducer(kafka)
     await producer.start()
     closers.append(producer.stop)
-    replication = ReplicationWork(
+    replication = WorkerReplication(
         journal.topic,
         store,
         KafkaQuarantine(producer),
