@@ -42,6 +42,7 @@ from typing import Protocol, TypeVar
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from agents.poison import SkippedBatches
+from journal.access import KafkaAccess
 from journal.codec.actions import RawRecord
 from journal.core.model import ActionRecord
 from journal.errors import StoreUnavailable
@@ -54,7 +55,6 @@ from journal.kafka.replicate import (
     replicate_range,
 )
 from journal.metrics import METRICS, set_replication_lag
-from journal.security import KafkaAccess
 from journal.store.base import EventualStore
 from tables.partitions import OwnedPartitions
 from tables.tables import JournalTables

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from journal.security import DEFAULT_APP_ID
+from journal.access import DEFAULT_APP_ID
 from journal.settings import KJSettings, Settings
 
 
@@ -45,7 +45,7 @@ class WorkerSettings(KJSettings):
     @model_validator(mode="before")
     @classmethod
     def _worker_principal(cls, values: Any) -> Any:
-        """A worker appends and replicates: it is the worker principal (journal.security),
+        """A worker appends and replicates: it is the worker principal (journal.access),
         whatever KJ_ROLE says; explicit usernames still win."""
         if isinstance(values, dict) and isinstance(values.get("journal"), Settings):
             return {**values, "journal": values["journal"].replace(role="worker")}

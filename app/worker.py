@@ -21,8 +21,9 @@ from agents.replication import KafkaReplay, WorkerReplication
 from app.backend import WorkerBackend
 from app.faust_metrics import FaustMonitorCollector
 from app.forwarding import Forwarder, Owners
-from app.security import guard_of
+from app.http_tokens import guard_of
 from app.settings import WorkerSettings
+from journal.access import KafkaAccess
 from journal.client.deferred import Deferred
 from journal.client.journals import Journals
 from journal.kafka.producer import JournalProducer
@@ -30,7 +31,6 @@ from journal.kafka.replicate import KafkaQuarantine
 from journal.kafka.tail import TailConfig, TailIndex
 from journal.kafka.topic import TopicSpec, ensure_topic, quarantine_topic
 from journal.metrics import METRICS
-from journal.security import KafkaAccess
 from journal.store.cassandra import CassandraStore
 from journal.store.connecting import ConnectingStore
 from tables.index import TableIndex

@@ -12,12 +12,13 @@ import aiohttp
 from aiokafka import AIOKafkaProducer
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
-from app.security import client_headers
+from app.http_tokens import client_headers
 from bench.common import Row, Section, Timed, median, percentile, spread, unique
 from bench.profile import process_cpu_s, py_spy
 from bench.raw_http import raw_http_server
 from bench.workload import closed_loop, events, http_body, raw_append, raw_producer
 from devtools.workers import free_port
+from journal.access import KafkaAccess
 from journal.client.journals import Journals
 from journal.codec import encode_events
 from journal.codec.actions import record_headers
@@ -25,7 +26,6 @@ from journal.core.model import AppendHeader, Event, Events, JournalKey, JsonPayl
 from journal.kafka.producer import JournalProducer
 from journal.kafka.topic import TopicSpec, ensure_topic
 from journal.kafka.writer import JournalWriter, partition_of
-from journal.security import KafkaAccess
 from journal.settings import Settings
 
 METHOD = (

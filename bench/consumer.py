@@ -7,7 +7,7 @@ import time
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from bench.common import Row, Section, median, percentile, spread
-from journal.security import KafkaAccess
+from journal.access import KafkaAccess
 
 METHOD = (
     "On a partition holding at least a few thousand records: create and start an "

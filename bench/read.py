@@ -12,17 +12,17 @@ from dataclasses import dataclass
 import aiohttp
 from aiokafka import AIOKafkaProducer
 
-from app.security import client_headers
+from app.http_tokens import client_headers
 from bench.common import Row, Section, percentile, timed, unique
 from bench.workload import events, raw_append
 from devtools.workers import WorkerProcess
+from journal.access import KafkaAccess
 from journal.client.journals import Journals
 from journal.core.index import Indexed
 from journal.core.model import JournalKey
 from journal.kafka.replicate import AlreadyQuarantined, replicate_to_now, wait_replicated
 from journal.kafka.topic import end_offsets
 from journal.metrics import METRICS
-from journal.security import KafkaAccess
 from journal.store.cassandra import CassandraStore
 from stack import Stack
 

@@ -1,6 +1,6 @@
 """The core's one error hierarchy: everything the library raises on purpose is a
 `JournalError`. Driver errors are mapped to these where the core calls the drivers (aiokafka's
-in journal/kafka/errors.py, cassandra-driver's in journal/store/cql.py), so no layer above
+in journal/kafka/driver_errors.py, cassandra-driver's in journal/store/cql.py), so no layer above
 `journal/` needs to know them.
 
 - `Unavailable`: a dependency did not answer; the same call can succeed later (HTTP 503).

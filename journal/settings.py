@@ -32,8 +32,7 @@ from pydantic_settings import (
 )
 from pydantic_settings.sources.utils import parse_env_vars
 
-from journal.errors import JournalError
-from journal.security import (
+from journal.access import (
     CASSANDRA_ROLES,
     KAFKA_USERS,
     CassandraLogin,
@@ -44,6 +43,7 @@ from journal.security import (
     ScramMechanism,
     dev_password,
 )
+from journal.errors import JournalError
 
 if TYPE_CHECKING:  # loaded on use: the command line's --help and stack/ need no drivers
     from journal.kafka.topic import TopicSpec
@@ -200,7 +200,7 @@ class HttpAuthSettings(KJSettings):
     source of keys: `jwt_key` or `jwt_key_file` (an HS256 secret, or a PEM key for RS256 or
     ES256; a private PEM also lets `kafka-journal token` mint), or `jwt_jwks_file` (public keys
     by `kid`). None of them with HTTP security on: the local stack's key, an HS256 secret
-    generated on first use (`app.security.local_key_file`), so it works with zero config locally.
+    generated on first use (`app.http_tokens.local_key_file`), so it works with zero config locally.
     """
 
     http_security: Switch | None = Field(
@@ -334,7 +334,7 @@ class Settings(KJSettings):
     )
 
     def kafka_access(self) -> KafkaAccess:
-        """How this process reaches Kafka: the servers and its login (journal.security)."""
+        """How this process reaches Kafka: the servers and its login (journal.access)."""
         protocol = self.kafka_security_protocol or (
             "PLAINTEXT"
             if self.security == "off"

@@ -19,8 +19,8 @@ from typing import Literal
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from journal.access import KafkaAccess
 from journal.kafka.topic import partition_count
-from journal.security import KafkaAccess
 
 StartFrom = Literal["pointers", "earliest"]
 

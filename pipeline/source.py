@@ -14,8 +14,8 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from journal.access import KafkaAccess
 from journal.codec.actions import RawRecord
-from journal.security import KafkaAccess
 from pipeline.offsets import OffsetRange, spark_kafka_options
 
 COLUMNS = ("topic", "partition", "offset", "timestamp_ms", "key", "value", "headers")

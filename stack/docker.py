@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlparse
 
-from journal.security import KafkaAccess
+from journal.access import KafkaAccess
 from stack.errors import StackError
 from stack.health import (
     STATUS_PROBE_S,

@@ -35,7 +35,7 @@ from tenacity import (
 T = TypeVar("T")
 
 if TYPE_CHECKING:
-    from journal.security import CassandraLogin, KafkaAccess
+    from journal.access import CassandraLogin, KafkaAccess
 
 
 class ProbeError(Exception):

@@ -26,8 +26,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
-from journal.kafka.topic import TopicSpec, ensure_topic, quarantine_topic
-from journal.security import (
+from journal.access import (
     CASSANDRA_ADMIN,
     CASSANDRA_READER,
     CASSANDRA_WRITER,
@@ -40,6 +39,7 @@ from journal.security import (
     ScramMechanism,
     dev_password,
 )
+from journal.kafka.topic import TopicSpec, ensure_topic, quarantine_topic
 from journal.settings import current_environment
 from stack.health import ProbeError, until_answered
 

@@ -31,7 +31,7 @@ from typing import Annotated, Literal
 from pydantic import AliasChoices, BeforeValidator, Field, field_validator
 
 import jars
-from journal.security import CassandraLogin, KafkaAccess
+from journal.access import CassandraLogin, KafkaAccess
 from journal.settings import KJSettings, current_environment
 
 StackMode = Literal["local", "docker"]

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 
-from journal.security import CassandraLogin, KafkaAccess
+from journal.access import CassandraLogin, KafkaAccess
 from stack import leases
 from stack.cassandra import CassandraServer
 from stack.errors import StackError

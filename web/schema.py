@@ -59,7 +59,7 @@ from journal.core.model import (
     TextPayload,
 )
 from web.duration import iso_to_duration
-from web.errors import ErrorCode
+from web.error_answers import ErrorCode
 
 # The codec writes payloads with orjson, which refuses nesting beyond 254 levels and integers
 # outside [-2^63, 2^64-1]; an event adds a few levels around its payload.

@@ -58,7 +58,7 @@ from journal.errors import (
     StoreUnavailable,
     Unavailable,
 )
-from journal.kafka.errors import KafkaError
+from journal.kafka.driver_errors import KafkaError
 from journal.kafka.fence import Fence
 from journal.kafka.head import HeadOf
 from journal.metrics import METRICS

@@ -37,11 +37,11 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from journal.access import KafkaAccess
 from journal.core.index import RecordIndex
 from journal.core.model import JournalKey
 from journal.kafka.head import HeadOf
 from journal.kafka.keys import PartitionKeys
-from journal.security import KafkaAccess
 from journal.store.base import EventualJournal
 
 DEFAULT_LIMIT = 100

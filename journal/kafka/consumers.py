@@ -13,9 +13,9 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.structs import ConsumerRecord
 
+from journal.access import KafkaAccess
 from journal.codec.actions import RawRecord
-from journal.kafka.errors import KafkaError, core_error
-from journal.security import KafkaAccess
+from journal.kafka.driver_errors import KafkaError, core_error
 
 
 async def start_consumer(kafka: KafkaAccess, **options: Any) -> AIOKafkaConsumer:

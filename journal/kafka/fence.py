@@ -20,11 +20,11 @@ from typing import Protocol
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from journal.access import KafkaAccess
 from journal.core.model import JournalKey
 from journal.kafka.consumers import start_consumer, stop_consumer
-from journal.kafka.errors import KafkaError, core_error
+from journal.kafka.driver_errors import KafkaError, core_error
 from journal.kafka.writer import JournalWriter
-from journal.security import KafkaAccess
 
 log = logging.getLogger(__name__)
 

@@ -8,11 +8,11 @@ import asyncio
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from journal.access import KafkaAccess
 from journal.errors import KafkaUnavailable
 from journal.kafka.consumers import start_consumer, stop_consumer
-from journal.kafka.errors import KafkaError, core_error
+from journal.kafka.driver_errors import KafkaError, core_error
 from journal.kafka.poison import fetch_for_read
-from journal.security import KafkaAccess
 
 
 class PartitionKeys:

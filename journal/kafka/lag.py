@@ -8,10 +8,10 @@ from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from journal.access import KafkaAccess
 from journal.kafka.consumers import start_consumer, stop_consumer
-from journal.kafka.errors import POISON_ERRORS
+from journal.kafka.driver_errors import POISON_ERRORS
 from journal.kafka.topic import end_offsets, partition_count
-from journal.security import KafkaAccess
 from journal.store.base import EventualJournal
 
 _FETCH_TIMEOUT_MS = 2000

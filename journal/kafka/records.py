@@ -14,15 +14,15 @@ from dataclasses import dataclass
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.structs import ConsumerRecord
 
+from journal.access import KafkaAccess
 from journal.codec.actions import MalformedRecord, parse
 from journal.core.index import OffsetRun
 from journal.core.model import ActionRecord, JournalKey
 from journal.errors import JournalTruncated, KafkaUnavailable
 from journal.kafka.consumers import log_start, raw_record, start_consumer, stop_consumer
-from journal.kafka.errors import KafkaError, core_error
+from journal.kafka.driver_errors import KafkaError, core_error
 from journal.kafka.poison import fetch_for_read
 from journal.metrics import METRICS
-from journal.security import KafkaAccess
 
 log = logging.getLogger(__name__)
 

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from journal.access import KafkaAccess
 from journal.codec.actions import MalformedRecord, RawRecord, parse_checked
 from journal.core.fold import fold_batch
 from journal.core.model import ActionRecord, JournalKey, MarkHeader
@@ -27,7 +28,6 @@ from journal.kafka.poison import fetch, skip_poison
 from journal.kafka.producer import JournalProducer
 from journal.kafka.topic import partition_count, quarantine_topic
 from journal.metrics import METRICS
-from journal.security import KafkaAccess
 from journal.store.base import (
     EventualJournal,
     EventualStore,

@@ -42,14 +42,14 @@ from typing import TypeAlias
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.structs import ConsumerRecord
 
+from journal.access import KafkaAccess
 from journal.codec.actions import MalformedRecord, events_of, parse_checked
 from journal.core.fold import JournalState, Verdict
 from journal.core.model import ActionRecord, AppendHeader, EventRecord, JournalKey
 from journal.errors import InvalidValue, JournalTruncated, KafkaUnavailable, StoreUnavailable
 from journal.kafka.consumers import log_start, raw_record, start_consumer, stop_consumer
-from journal.kafka.errors import POISON_ERRORS, KafkaError, core_error
+from journal.kafka.driver_errors import POISON_ERRORS, KafkaError, core_error
 from journal.metrics import METRICS
-from journal.security import KafkaAccess
 from journal.store.base import EventualJournal
 
 log = logging.getLogger(__name__)

@@ -30,14 +30,14 @@ from dataclasses import dataclass, field
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.structs import ConsumerRecord
 
+from journal.access import KafkaAccess
 from journal.core.index import GrowingRuns, IndexAnswer, Indexed, NotIndexed, OffsetRuns
 from journal.core.model import JournalKey
 from journal.errors import StoreUnavailable
 from journal.kafka.consumers import start_consumer, stop_consumer
-from journal.kafka.errors import POISON_ERRORS, KafkaError
+from journal.kafka.driver_errors import POISON_ERRORS, KafkaError
 from journal.kafka.poison import decodable_from, fetch
 from journal.metrics import METRICS
-from journal.security import KafkaAccess
 from journal.store.base import EventualJournal
 
 log = logging.getLogger(__name__)

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from journal.kafka.errors import kafka_denied
-from journal.security import KafkaAccess
+from journal.access import KafkaAccess
+from journal.kafka.driver_errors import kafka_denied
 
 _TOPIC_ALREADY_EXISTS = 36
 _UNKNOWN_TOPIC = 3

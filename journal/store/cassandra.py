@@ -12,13 +12,13 @@ from dataclasses import dataclass
 
 from cassandra.cluster import Cluster, Session
 
+from journal.access import CassandraLogin
 from journal.core.fold import JournalWrite
 from journal.core.model import (
     SEQ_NR_MAX,
     EventRecord,
     JournalKey,
 )
-from journal.security import CassandraLogin
 from journal.store import cql, id_pages
 from journal.store.base import EventualStore, FirstPage, JournalMeta, Snapshot, StoredAppend
 from journal.store.chunked_snapshots import ChunkedSnapshots

@@ -16,9 +16,9 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import OffsetAndMetadata, TopicPartition
 
+from journal.access import KafkaAccess
 from journal.kafka.subscription import SubscriptionPosition
 from journal.kafka.topic import TopicSpec, end_offsets, ensure_topic
-from journal.security import KafkaAccess
 from stack import Stack
 from tests.journal.journal_contract import JournalContract, events
 from tests.support.eventually import answered, eventually

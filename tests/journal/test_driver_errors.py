@@ -13,6 +13,7 @@ from aiokafka.errors import (
 )
 from cassandra import InvalidRequest, OperationTimedOut
 
+from journal.access import KafkaAccess
 from journal.codec.actions import MalformedRecord, RawRecord
 from journal.codec.errors import DecodeError, EncodeError
 from journal.errors import (
@@ -22,9 +23,8 @@ from journal.errors import (
     KafkaUnavailable,
     StoreUnavailable,
 )
-from journal.kafka.errors import core_error
+from journal.kafka.driver_errors import core_error
 from journal.kafka.producer import JournalProducer
-from journal.security import KafkaAccess
 from journal.settings import SettingsError
 from journal.store import cql
 

@@ -11,10 +11,10 @@ from aiokafka.errors import KafkaConnectionError, OutOfOrderSequenceNumber
 from aiokafka.producer.message_accumulator import BatchBuilder
 from aiokafka.structs import RecordMetadata
 
+from journal.access import KafkaAccess
 from journal.errors import KafkaUnavailable
 from journal.kafka.group_commit import GroupCommit
 from journal.kafka.producer import JournalProducer
-from journal.security import KafkaAccess
 
 
 class Partitions:

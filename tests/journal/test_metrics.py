@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from journal.access import KafkaAccess
 from journal.core.model import Event, Events, JournalKey, JsonPayload
 from journal.kafka.producer import JournalProducer
 from journal.kafka.topic import TopicSpec, ensure_topic
 from journal.kafka.writer import JournalWriter
 from journal.metrics import Metrics, set_replication_lag
-from journal.security import KafkaAccess
 from stack import Stack
 from tests.support.harness import unique
 

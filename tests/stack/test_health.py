@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from journal.security import KafkaAccess
+from journal.access import KafkaAccess
 from stack import Stack
 from stack.health import ProbeError, cassandra_release_version, kafka_metadata, until_answered
 

@@ -14,18 +14,18 @@ from pathlib import Path
 import pytest
 
 from devtools.workers import WorkerProcess
-from journal.client.journals import Journals
-from journal.core.model import Event, JsonPayload
-from journal.errors import KafkaAccessDenied, StoreAccessDenied
-from journal.kafka.producer import JournalProducer
-from journal.kafka.replicate import KafkaQuarantine, replicate_to_now
-from journal.security import (
+from journal.access import (
     CASSANDRA_ADMIN,
     CASSANDRA_ROLES,
     KAFKA_ADMIN,
     KAFKA_USERS,
     dev_password,
 )
+from journal.client.journals import Journals
+from journal.core.model import Event, JsonPayload
+from journal.errors import KafkaAccessDenied, StoreAccessDenied
+from journal.kafka.producer import JournalProducer
+from journal.kafka.replicate import KafkaQuarantine, replicate_to_now
 from journal.store.cassandra import CassandraStore
 from stack import Stack
 from stack.cli import format_status

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from journal.security import Role
+from journal.access import Role
 from journal.settings import Settings
 from journal.store.schema import ensure_schema
 from stack import Stack

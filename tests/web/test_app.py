@@ -50,7 +50,7 @@ from tests.support.fake_backend import (
 from tests.support.http_api import journal_path
 from tests.web.served import Served, serve
 from web import add_routes, create_app
-from web.errors import ErrorCode
+from web.error_answers import ErrorCode
 from web.openapi import openapi_document
 from web.representation import SubscriptionLines, subscription_line
 

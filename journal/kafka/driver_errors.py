@@ -31,8 +31,8 @@ from aiokafka.errors import (
     UnsupportedCodecError,
 )
 
+from journal.access import KafkaAccess
 from journal.errors import AppendTooLarge, JournalError, KafkaAccessDenied, KafkaUnavailable
-from journal.security import KafkaAccess
 
 __all__ = [
     "POISON_ERRORS",

@@ -8,7 +8,7 @@ import pytest
 from pydantic import SecretStr
 
 from app.settings import WorkerSettings
-from journal.security import KafkaAccess, ScramLogin
+from journal.access import KafkaAccess, ScramLogin
 from journal.settings import Settings, SettingsError
 
 
