@@ -4,7 +4,7 @@ Validation (`web.validation`), the answers' JSON (`to_json`) and `/openapi.json`
 (`web.openapi`) all come from these models. Field names are the wire's (camelCase), so an
 error's location reads as the client wrote it. Class names are the OpenAPI schemas' names; an
 answer that renders a core class is named for it plus `Out` (`PositionOut` renders
-`journal.model.Position`), so no name here means something else in the core.
+`journal.core.model.Position`), so no name here means something else in the core.
 
 Append body (`POST /journals/{id}/events`):
 
