@@ -1,10 +1,12 @@
-"""The replicating agent's work; nothing here raises into Faust.
+"""A worker's replication of the partitions it owns, behind the replicating agent; nothing
+here raises into Faust.
 
-For each record, in offset order per partition, the agent (`agents/replicator.py`) calls
-`ReplicationWork.handle`, which:
+For each record, in offset order per partition, the agent (`agents/replicating_agent.py`) calls
+`WorkerReplication.handle`, which:
 1. parses it; a malformed record is copied to the quarantine topic (counted, logged), and so
    is a marker of each undecodable batch the consumer went past (agents/poison.py) before it;
-2. folds it into the tables (watermark and head cache) while it is Faust's current event;
+2. notes its offset in the tables (Appends', or Deletes' and Purges') while it is Faust's
+   current event;
 3. advances the partition's processed offset: readers waiting for their fence may go on;
 4. queues it for the partition's replicator, a background task that applies whatever has
    queued up since its last write in one batch, then advances the store's pointer.
@@ -112,7 +114,9 @@ class _KafkaSource:
 
 
 @dataclass(slots=True)
-class _Partition:
+class _ReplicatedPartition:
+    """An owned partition's replication: the store's pointer, the queue, the catch-up."""
+
     pointer: int  # the store's pointer as this worker knows it; -1 for nothing
     pointer_read: bool  # False: the store did not answer when the partition came
     catch_up_from: int | None = None  # replay from Kafka from here, instead of the queue
@@ -133,7 +137,10 @@ class _Partition:
     task: asyncio.Task[None] | None = None
 
 
-class ReplicationWork:
+class WorkerReplication:
+    """What the agent does with each record (`handle`), and per owned partition a task that
+    writes them to the store with a `Replicator` (see the module)."""
+
     def __init__(
         self,
         topic: str,
@@ -157,7 +164,7 @@ class ReplicationWork:
         self._replicator = Replicator(store, quarantine, rows)
         # catching up replays records the agent has seen: quarantined once is enough
         self._replayer = Replicator(store, AlreadyQuarantined(quarantine), rows)
-        self._partitions: dict[int, _Partition] = {}
+        self._partitions: dict[int, _ReplicatedPartition] = {}
 
     async def handle(self, record: RawRecord, end: int | None = None) -> None:
         """One record; call while its event is Faust's current event (tables need that).
@@ -199,13 +206,13 @@ class ReplicationWork:
         whether or not a record follows (no await: the agent's `_state` may race this)."""
         if partition in self._partitions or not self._owned.owns(partition):
             return
-        state = _Partition(
+        state = _ReplicatedPartition(
             -1, pointer_read=False, catch_up_from=0, gap_end=GAP_UNKNOWN, catch_up_to_end=True
         )
         self._start(partition, state)
         state.wake.set()
 
-    def _start(self, partition: int, state: _Partition) -> None:
+    def _start(self, partition: int, state: _ReplicatedPartition) -> None:
         self._owned.assign(partition)
         self._owned.set_replicated(partition, state.pointer)
         state.task = asyncio.create_task(self._replicate(partition, state))
@@ -223,15 +230,16 @@ class ReplicationWork:
         for partition in list(self._partitions):
             await self.revoke(partition)
 
-    async def _state(self, partition: int, first_offset: int) -> _Partition:
+    async def _state(self, partition: int, first_offset: int) -> _ReplicatedPartition:
         state = self._partitions.get(partition)
         if state is None:
             # never wait for the store here: the agent must keep consuming while it is down
             try:
                 pointer = await self._store.pointer(self._topic, partition)
-                state = _Partition(-1 if pointer is None else pointer, pointer_read=True)
+                state = _ReplicatedPartition(-1 if pointer is None else pointer, pointer_read=True)
             except StoreUnavailable:
-                state = _Partition(-1, pointer_read=False)  # the replicator reads it later
+                # the replicator reads it later
+                state = _ReplicatedPartition(-1, pointer_read=False)
             assigned = self._partitions.get(partition)
             if assigned is not None:  # `assigned` came while the pointer was read
                 return assigned
@@ -242,7 +250,7 @@ class ReplicationWork:
             self._start(partition, state)
         return state
 
-    async def _replicate(self, partition: int, state: _Partition) -> None:
+    async def _replicate(self, partition: int, state: _ReplicatedPartition) -> None:
         """The partition's replicator: the queue in batches, or catch-up from Kafka."""
         backoff = 0.2
         while True:
@@ -286,7 +294,7 @@ class ReplicationWork:
                 backoff = min(backoff * 2, self._max_backoff_s)
                 state.wake.set()
 
-    def _publish_lag(self, partition: int, state: _Partition) -> None:
+    def _publish_lag(self, partition: int, state: _ReplicatedPartition) -> None:
         since = state.unreplicated_since_ms
         set_replication_lag(
             METRICS,
@@ -296,7 +304,7 @@ class ReplicationWork:
             0.0 if since is None else max(time.time() - since / 1000, 0.0),
         )
 
-    async def _read_pointer(self, partition: int, state: _Partition) -> None:
+    async def _read_pointer(self, partition: int, state: _ReplicatedPartition) -> None:
         """Learn the store's pointer of a partition that came while the store was down: the
         catch-up starts after it, and the tables are trusted once the store holds the gap."""
         pointer = await self._store.pointer(self._topic, partition)
@@ -309,7 +317,7 @@ class ReplicationWork:
         if state.trusted and state.last is not None:
             self._owned.advance(partition, state.last.offset)
 
-    async def _catch_up(self, partition: int, state: _Partition) -> None:
+    async def _catch_up(self, partition: int, state: _ReplicatedPartition) -> None:
         """Replay from `catch_up_from` to the agent's last record (at the assignment: to the
         partition's end, if further) from Kafka; back to the queue once at the agent."""
         start = state.catch_up_from

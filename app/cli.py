@@ -197,7 +197,7 @@ def token(scopes: tuple[str, ...], prefix: str | None, ttl: int, **values: Any) 
     """Print (as the last line) a bearer token the configured key signs: the local stack's
     unless KJ_JWT_KEY or KJ_JWT_KEY_FILE says otherwise."""
     auth = load(HttpAuthSettings, values)
-    from app.security import KeyUnusable, minter_of
+    from app.http_tokens import KeyUnusable, minter_of
 
     try:
         minted = minter_of(auth).mint(scopes, prefix=prefix, ttl_s=ttl)

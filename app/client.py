@@ -185,7 +185,7 @@ def run_client(
     """Check the input (`prepare`), then run the command it gives on the journal; 0, or 2 with
     the API's error on stderr for bad input."""
     from journal.errors import OutcomeUnknown, SeqNrConflict
-    from web.errors import ApiError
+    from web.error_answers import ApiError
 
     try:
         command = prepare()

@@ -45,7 +45,7 @@ from journal.kafka.writer import partition_of
 from journal.metrics import METRICS
 from tables.partitions import OwnedPartitions
 from web.app import DEFAULT_RETRY_AFTER_S
-from web.errors import ApiError, ErrorCode, StreamInterrupted
+from web.error_answers import ApiError, ErrorCode, StreamInterrupted
 from web.failures import unavailable
 from web.views import journal_id_of
 

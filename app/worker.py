@@ -16,12 +16,12 @@ from typing import Any
 import faust
 
 from agents.poison import SkippedBatches, guarded_transport
-from agents.replication import KafkaReplay, ReplicationWork
-from agents.replicator import define_agent
+from agents.replicating_agent import define_replicating_agent
+from agents.replication import KafkaReplay, WorkerReplication
 from app.backend import WorkerBackend
 from app.faust_metrics import FaustMonitorCollector
 from app.forwarding import Forwarder, Owners
-from app.security import guard_of
+from app.http_tokens import guard_of
 from app.settings import WorkerSettings
 from journal.client.deferred import Deferred
 from journal.client.journals import Journals
@@ -35,7 +35,7 @@ from journal.store.connecting import ConnectingStore
 from kjconfig.access import KafkaAccess
 from tables.index import TableIndex
 from tables.partitions import OwnedPartitions
-from tables.tables import HEADS_TABLE, JournalTables, define_tables
+from tables.tables import APPENDS_TABLE, JournalTables, define_tables
 from web.app import add_routes
 
 log = logging.getLogger(__name__)
@@ -77,12 +77,12 @@ def create_app(settings: WorkerSettings, partitions: int) -> faust.App:
     app.transport = guarded_transport(app, skipped)  # agents/poison.py
     tables = define_tables(app, partitions)
     owned = OwnedPartitions()
-    work: Deferred[ReplicationWork] = Deferred()
+    work: Deferred[WorkerReplication] = Deferred()
     journals: Deferred[Journals] = Deferred()
     verdicts: Deferred[TailIndex] = Deferred()  # follows the owned partitions
     closers: list[Callable[[], Awaitable[None]]] = []
     topic = app.topic(journal.topic, key_type=bytes, value_type=bytes, partitions=partitions)
-    define_agent(app, topic, work)
+    define_replicating_agent(app, topic, work)
     _mount_web(app, settings, partitions, owned, journals, closers)
 
     @app.task
@@ -123,7 +123,7 @@ async def _connect(
     tables: JournalTables,
     owned: OwnedPartitions,
     skipped: SkippedBatches,
-    work: Deferred[ReplicationWork],
+    work: Deferred[WorkerReplication],
     journals: Deferred[Journals],
     verdicts: Deferred[TailIndex],
     closers: list[Callable[[], Awaitable[None]]],
@@ -158,7 +158,7 @@ async def _connect(
     producer = JournalProducer(kafka)
     await producer.start()
     closers.append(producer.stop)
-    replication = ReplicationWork(
+    replication = WorkerReplication(
         journal.topic,
         store,
         KafkaQuarantine(producer),
@@ -221,7 +221,7 @@ def _mount_web(
     )
     # Faust's own consumer metrics, next to ours in /metrics (read when scraped)
     METRICS.registry.register(FaustMonitorCollector(app))
-    owners = Owners(app, owned, HEADS_TABLE, partitions, settings.url)
+    owners = Owners(app, owned, APPENDS_TABLE, partitions, settings.url)
     forwarder = Forwarder(owners)
     # inside the API's error middleware and token check: a forwarded request was checked here
     # and carries its Authorization header on, for the owner to check it again

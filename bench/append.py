@@ -12,7 +12,7 @@ import aiohttp
 from aiokafka import AIOKafkaProducer
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
-from app.security import client_headers
+from app.http_tokens import client_headers
 from bench.common import Row, Section, Timed, median, percentile, spread, unique
 from bench.profile import process_cpu_s, py_spy
 from bench.raw_http import raw_http_server

@@ -7,7 +7,7 @@ import time
 
 import aiohttp
 
-from app.security import client_headers
+from app.http_tokens import client_headers
 from bench.common import Row, Section, unique
 from bench.workload import events
 from devtools.workers import WorkerProcess

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import aiohttp
 from aiokafka import AIOKafkaProducer
 
-from app.security import client_headers
+from app.http_tokens import client_headers
 from bench.common import Row, Section, percentile, timed, unique
 from bench.workload import events, raw_append
 from devtools.workers import WorkerProcess

@@ -14,7 +14,7 @@ import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from app.garbage import worker_garbage_collector
-from app.security import client_headers
+from app.http_tokens import client_headers
 from bench.common import Row, Section, median, percentile, spread
 from bench.environment import settings_for, worker
 from bench.workload import events

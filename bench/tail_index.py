@@ -1,6 +1,6 @@
 """How fast the direct client's tail index follows a topic: records/s indexed, keys only.
 
-The index (`journal.tail.TailIndex`) is what lets a direct client read a journal's own records
+The index (`journal.kafka.tail.TailIndex`) is what lets a direct client read a journal's own records
 when the store is behind or down; a read waits (bounded) for it to reach its fence, so an
 index slower than the topic grows turns reads into scans. Baseline: an aiokafka consumer of
 the same partitions that only counts the records it is handed (the floor any Python consumer

@@ -1,7 +1,7 @@
 """The core's one error hierarchy: everything the library raises on purpose is a
 `JournalError` (defined in kjconfig/errors.py, below the core: the settings loader raises one
 too). Driver errors are mapped to these where the core calls the drivers (aiokafka's in
-journal/kafka/errors.py, cassandra-driver's in journal/store/cql.py), so no layer above
+journal/kafka/driver_errors.py, cassandra-driver's in journal/store/cql.py), so no layer above
 `journal/` needs to know them.
 
 - `Unavailable`: a dependency did not answer; the same call can succeed later (HTTP 503).

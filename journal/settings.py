@@ -42,7 +42,7 @@ class HttpAuthSettings(KJSettings):
     source of keys: `jwt_key` or `jwt_key_file` (an HS256 secret, or a PEM key for RS256 or
     ES256; a private PEM also lets `kafka-journal token` mint), or `jwt_jwks_file` (public keys
     by `kid`). None of them with HTTP security on: the local stack's key, an HS256 secret
-    generated on first use (`app.security.local_key_file`), so it works with zero config locally.
+    generated on first use (`app.http_tokens.local_key_file`), so it works with zero config locally.
     """
 
     http_security: Switch | None = Field(

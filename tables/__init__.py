@@ -1,1 +1,2 @@
-"""The worker's changelog-backed tables: head caches and deletion watermarks, per journal."""
+"""The worker's changelog-backed tables: per journal, its Append offsets and its Delete and
+Purge offsets."""

@@ -1,4 +1,4 @@
-"""The worker's `HeadIndex`: the owner's tables say where a journal's unreplicated actions are.
+"""The worker's `RecordIndex`: the owner's tables say where a journal's unreplicated actions are.
 
 Once the owner's agent has processed the partition up to the reader's fence, the two tables
 list every action of the journal above what the store holds: the reader fetches exactly those

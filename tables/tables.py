@@ -38,24 +38,24 @@ FLUSH_JOURNALS = 64
 class _Pending:
     """A partition's changes not written to the tables yet, per table and key."""
 
-    heads: dict[bytes, OffsetRuns] = field(default_factory=dict)
-    watermarks: dict[bytes, OffsetRuns] = field(default_factory=dict)
+    appends: dict[bytes, OffsetRuns] = field(default_factory=dict)
+    deletions: dict[bytes, OffsetRuns] = field(default_factory=dict)
     records: int = 0
     since: float = field(default_factory=time.monotonic)
 
 
 @dataclass(frozen=True, slots=True)
 class JournalTables:
-    heads: Any  # faust.Table[bytes, bytes]; faust's generics do not type-check
-    watermarks: Any
+    appends: Any  # faust.Table[bytes, bytes]; faust's generics do not type-check
+    deletions: Any
     _pending: dict[int, _Pending] = field(default_factory=dict)
 
     def runs(self, journal_id: str, partition: int) -> tuple[OffsetRuns, OffsetRuns]:
         """The journal's Append offsets and its Delete and Purge offsets."""
         key = journal_id.encode("utf-8")
         pending = self._pending.get(partition, _NOTHING_PENDING)
-        return _current(self.heads, pending.heads, key), _current(
-            self.watermarks, pending.watermarks, key
+        return _current(self.appends, pending.appends, key), _current(
+            self.deletions, pending.deletions, key
         )
 
     def record(self, action: ActionRecord, replicated: int) -> None:
@@ -68,9 +68,9 @@ class JournalTables:
         pending = self._pending.setdefault(partition, _Pending())
         header = action.header
         if isinstance(header, AppendHeader):
-            table, changes = self.heads, pending.heads
+            table, changes = self.appends, pending.appends
         elif isinstance(header, (DeleteHeader, PurgeHeader)):
-            table, changes = self.watermarks, pending.watermarks
+            table, changes = self.deletions, pending.deletions
         else:
             table = changes = None  # a Mark changes nothing
         if table is not None and changes is not None:
@@ -79,7 +79,7 @@ class JournalTables:
         pending.records += 1
         if (
             pending.records >= FLUSH_RECORDS
-            or len(pending.heads) + len(pending.watermarks) >= FLUSH_JOURNALS
+            or len(pending.appends) + len(pending.deletions) >= FLUSH_JOURNALS
             or time.monotonic() - pending.since >= FLUSH_INTERVAL_S
         ):
             self._flush(partition, pending)
@@ -89,7 +89,10 @@ class JournalTables:
         self._pending.pop(partition, None)
 
     def _flush(self, partition: int, pending: _Pending) -> None:
-        for table, changes in ((self.heads, pending.heads), (self.watermarks, pending.watermarks)):
+        for table, changes in (
+            (self.appends, pending.appends),
+            (self.deletions, pending.deletions),
+        ):
             for key, runs in changes.items():
                 table[key] = encode_runs(runs)
         self._pending[partition] = _Pending()
@@ -103,8 +106,8 @@ def _current(table: Any, pending: dict[bytes, OffsetRuns], key: bytes) -> Offset
     return runs if runs is not None else decode_runs(table.get(key))
 
 
-# the heads table's name: its changelog topic's too; forwarding asks its owners by it
-HEADS_TABLE = "head-cache"
+# the appends table's name: its changelog topic's too; forwarding asks its owners by it
+APPENDS_TABLE = "append-offsets"
 
 
 def define_tables(app: faust.App, partitions: int) -> JournalTables:
@@ -112,9 +115,9 @@ def define_tables(app: faust.App, partitions: int) -> JournalTables:
         return app.Table(name, key_type=bytes, value_type=bytes, partitions=partitions, help=help)
 
     return JournalTables(
-        heads=table(HEADS_TABLE, "per journal: offsets of its Appends not known replicated"),
-        watermarks=table(
-            "deletion-watermarks",
+        appends=table(APPENDS_TABLE, "per journal: offsets of its Appends not known replicated"),
+        deletions=table(
+            "deletion-offsets",
             "per journal: offsets of its Deletes and Purges not known replicated",
         ),
     )

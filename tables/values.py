@@ -2,8 +2,8 @@
 
 Both hold `OffsetRuns` (journal/core/index.py): where the journal's actions that may not be in the
 store yet sit in Kafka, never their content:
-- `heads` (the head cache): the offsets of the journal's Appends;
-- `watermarks` (the deletion watermarks): the offsets of its Deletes and Purges.
+- `appends` (table `append-offsets`): the offsets of the journal's Appends;
+- `deletions` (table `deletion-offsets`): the offsets of its Deletes and Purges.
 Entries at or below the replicated pointer are pruned whenever a value is rewritten. The
 reading flow fetches what both list and folds it onto the store's state (journal/core/fold.py):
 the tables never interpret an action beyond its kind, so they cannot disagree with the fold.

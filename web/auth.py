@@ -30,7 +30,7 @@ import jwt
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from web.errors import ApiError, ErrorCode
+from web.error_answers import ApiError, ErrorCode
 from web.grant import GRANT_KEY as GRANT_KEY
 from web.grant import Grant as Grant
 from web.grant import Scope as Scope

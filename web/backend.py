@@ -20,7 +20,7 @@ from journal.store.base import Snapshot
 
 
 class SnapshotsHandle(Protocol):
-    """One journal's snapshots, as `journal.snapshots.JournalSnapshots` offers them."""
+    """One journal's snapshots, as `journal.client.snapshots.JournalSnapshots` offers them."""
 
     async def put(self, seq_nr: int, payload: Payload) -> Snapshot: ...
 
@@ -30,7 +30,7 @@ class SnapshotsHandle(Protocol):
 
 
 class JournalHandle(Protocol):
-    """One journal, as `journal.journals.Journal` offers it (that class satisfies this)."""
+    """One journal, as `journal.client.journals.Journal` offers it (that class satisfies this)."""
 
     async def append(
         self,
@@ -82,7 +82,7 @@ class JournalBackend(Protocol):
         self, after: SubscriptionPosition | None, tags: Collection[str], live: bool
     ) -> AsyncIterator[Sequence[SubscriptionItem]]:
         """Every accepted event after `after`, a non-empty list of items at a time
-        (`journal.journals.Journals.subscribe_batches`); any process serves it, nothing is
+        (`journal.client.journals.Journals.subscribe_batches`); any process serves it, nothing is
         forwarded."""
         ...
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from web.errors import ApiError, ErrorCode
+from web.error_answers import ApiError, ErrorCode
 
 
 def _too_large(limit: int) -> ApiError:

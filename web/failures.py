@@ -42,7 +42,7 @@ from journal.errors import (
     Unavailable,
     UndecodableBatch,
 )
-from web.errors import ApiError, ErrorCode
+from web.error_answers import ApiError, ErrorCode
 
 _UNAVAILABLE: tuple[type[BaseException], ...] = (Unavailable, TimeoutError, ConnectionError)
 

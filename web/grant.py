@@ -11,7 +11,7 @@ from enum import StrEnum
 
 from aiohttp import web
 
-from web.errors import ApiError, ErrorCode
+from web.error_answers import ApiError, ErrorCode
 
 
 class Scope(StrEnum):

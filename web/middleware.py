@@ -16,7 +16,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
 from journal.metrics import Metrics
-from web.errors import ErrorCode, StreamInterrupted, error_response
+from web.error_answers import ErrorCode, StreamInterrupted, error_response
 from web.failures import api_error_of
 
 log = logging.getLogger(__name__)

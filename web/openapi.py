@@ -1,9 +1,10 @@
 """The OpenAPI 3.1 document of the HTTP API (served at /openapi.json).
 
 The schemas of bodies, answers and query parameters are generated from the models of
-`web.schema` (and `web.errors.Error`), the same that validate requests and write answers. What
-is written here is what models cannot say: each operation's statuses and descriptions. The
-paths are `web.routes.ROUTES`, each joined to its operation here by its operationId.
+`web.schema` (and `web.error_answers.Error`), the same that validate requests and write
+answers. What is written here is what models cannot say: each operation's statuses and
+descriptions. The paths are `web.routes.ROUTES`, each joined to its operation here by its
+operationId.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pydantic.json_schema import models_json_schema
 
 from journal.client.conditional import MAX_IDEMPOTENCY_KEY
 from web import schema
-from web.errors import Error
+from web.error_answers import Error
 from web.routes import ROUTES
 
 JsonDoc = dict[str, Any]

@@ -12,7 +12,7 @@ from aiohttp import web
 
 from journal.metrics import CONTENT_TYPE, Metrics
 from web.backend import JournalBackend
-from web.errors import ErrorCode
+from web.error_answers import ErrorCode
 from web.failures import unavailable
 from web.openapi import openapi_document
 from web.representation import json_response

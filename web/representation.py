@@ -4,7 +4,7 @@ An event line: `{"seqNr", "payload" | "payloadText" | "payloadBinary" (base64) |
 (sorted), "timestamp" (ISO 8601 UTC, milliseconds: Kafka's precision), "partition", "offset",
 "metadata"? (the append's metadata, when it has some), "expireAfter"? (ISO 8601),
 "headers"? (when the append had some)}`. Optional fields are omitted rather than null; a JSON
-null payload reads back as none, as in kafka-journal (see `journal.model.Event`).
+null payload reads back as none, as in kafka-journal (see `journal.core.model.Event`).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Validation (`web.validation`), the answers' JSON (`to_json`) and `/openapi.json`
 (`web.openapi`) all come from these models. Field names are the wire's (camelCase), so an
 error's location reads as the client wrote it. Class names are the OpenAPI schemas' names; an
 answer that renders a core class is named for it plus `Out` (`PositionOut` renders
-`journal.model.Position`), so no name here means something else in the core.
+`journal.core.model.Position`), so no name here means something else in the core.
 
 Append body (`POST /journals/{id}/events`):
 
@@ -59,7 +59,7 @@ from journal.core.model import (
     TextPayload,
 )
 from web.duration import iso_to_duration
-from web.errors import ErrorCode
+from web.error_answers import ErrorCode
 
 # The codec writes payloads with orjson, which refuses nesting beyond 254 levels and integers
 # outside [-2^63, 2^64-1]; an event adds a few levels around its payload.

@@ -15,7 +15,7 @@ from journal.store.base import Snapshot
 from web import schema
 from web.backend import JournalBackend
 from web.body import read_body
-from web.errors import ApiError, ErrorCode
+from web.error_answers import ApiError, ErrorCode
 from web.representation import iso_timestamp, json_response, payload_fields, position_out
 from web.validation import (
     check_no_params,

@@ -33,7 +33,7 @@ from journal.client.conditional import check_idempotency_key
 from journal.core.model import SEQ_NR_MAX, SEQ_NR_MIN, Event, InvalidValue, Payload, PayloadMetadata
 from journal.kafka.subscription import SubscriptionPosition
 from web import schema
-from web.errors import ApiError, ErrorCode, bad_request
+from web.error_answers import ApiError, ErrorCode, bad_request
 
 # A run of 19 digits may be a number orjson turns into a float (beyond 64 bits; -2^63 and
 # 2^64-1 have 19 and 20 digits), or just digits in a string: either way the stdlib parser

@@ -30,7 +30,7 @@ from journal.kafka.subscription import SubscriptionItem
 from journal.metrics import METRICS, Metrics
 from web.backend import JournalBackend, JournalHandle
 from web.body import read_body
-from web.errors import ErrorCode, StreamInterrupted
+from web.error_answers import ErrorCode, StreamInterrupted
 from web.failures import unavailable
 from web.grant import listing_prefix
 from web.representation import (

@@ -47,7 +47,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from journal.core.fold import JournalState
-from journal.core.index import HeadIndex, Indexed, OffsetRun
+from journal.core.index import Indexed, OffsetRun, RecordIndex
 from journal.core.model import AppendHeader, EventRecord, HeaderMetadata, JournalKey, Position
 from journal.errors import (
     IdempotencyKeyReused,
@@ -58,7 +58,7 @@ from journal.errors import (
     StoreUnavailable,
     Unavailable,
 )
-from journal.kafka.errors import KafkaError
+from journal.kafka.driver_errors import KafkaError
 from journal.kafka.fence import Fence
 from journal.kafka.head import HeadOf
 from journal.metrics import METRICS
@@ -210,7 +210,7 @@ class ConditionalAppends:
         head: HeadOf,
         meta: Callable[[JournalKey], Awaitable[JournalMeta | None]],
         event: Callable[[JournalKey, int], Awaitable[EventRecord | None]],
-        index: HeadIndex,
+        index: RecordIndex,
         remembered: int = 10_000,
     ) -> None:
         self._partition_of = partition_of

@@ -28,7 +28,7 @@ from journal.client.listing import DEFAULT_LIMIT, JournalIdPage, JournalIds
 from journal.client.snapshots import JournalSnapshots
 from journal.codec.actions import events_of
 from journal.core.fold import JournalState
-from journal.core.index import HeadIndex, IndexAnswer, Indexed, OffsetRun
+from journal.core.index import IndexAnswer, Indexed, OffsetRun, RecordIndex
 from journal.core.model import (
     SEQ_NR_MAX,
     AppendHeader,
@@ -114,11 +114,11 @@ class Journals:
         topic: str,
         writer: JournalWriter,
         store: EventualJournal,
-        index: HeadIndex,
+        index: RecordIndex,
         fence: Fence,
         kafka: KafkaRecords,
         origin: str | None = None,
-        verdicts: HeadIndex | None = None,
+        verdicts: RecordIndex | None = None,
     ) -> None:
         self.topic = topic
         self.writer = writer
@@ -147,8 +147,8 @@ class Journals:
         origin: str | None = None,
         *,
         store: EventualStore | None = None,
-        index: HeadIndex | None = None,
-        verdicts: HeadIndex | None = None,
+        index: RecordIndex | None = None,
+        verdicts: RecordIndex | None = None,
     ) -> Journals:
         """Connect to Kafka and Cassandra from `settings`, creating topic and schema if needed.
 
@@ -239,7 +239,7 @@ class Journals:
         return await self._listing.page(prefix, after, limit)
 
     async def _head(
-        self, key: JournalKey, until: int | None = None, index: HeadIndex | None = None
+        self, key: JournalKey, until: int | None = None, index: RecordIndex | None = None
     ) -> JournalHead:
         """The view's head: what the conditional appends, listing and snapshots read by."""
         return (await self.view(key, until, index)).head
@@ -251,7 +251,7 @@ class Journals:
         return None
 
     async def view(
-        self, key: JournalKey, until: int | None = None, index: HeadIndex | None = None
+        self, key: JournalKey, until: int | None = None, index: RecordIndex | None = None
     ) -> JournalView:
         """The journal as of now: the reading flow's steps 1-3 (see the module); or as of
         `until`, an offset of its partition (the fence: the records below it). `index`: one

@@ -37,7 +37,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from journal.core.index import HeadIndex
+from journal.core.index import RecordIndex
 from journal.core.model import JournalKey
 from journal.kafka.head import HeadOf
 from journal.kafka.keys import PartitionKeys
@@ -83,7 +83,7 @@ class JournalIds:
         kafka: KafkaAccess,
         timeout_s: float,
         store: EventualJournal,
-        index: HeadIndex,
+        index: RecordIndex,
         head: HeadOf,
     ) -> None:
         self._keys = PartitionKeys(kafka, topic, timeout_s)

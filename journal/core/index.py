@@ -179,7 +179,9 @@ class NotIndexed:
 IndexAnswer = Indexed | NotIndexed
 
 
-class HeadIndex(Protocol):
+class RecordIndex(Protocol):
+    """Where one journal's unreplicated records are in its partition (see the module)."""
+
     def covered(self, partition: int) -> int:
         """A store pointer of `partition` known to be reached (-1: none), without I/O."""
         ...

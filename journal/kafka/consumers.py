@@ -14,7 +14,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.structs import ConsumerRecord
 
 from journal.codec.actions import RawRecord
-from journal.kafka.errors import KafkaError, core_error
+from journal.kafka.driver_errors import KafkaError, core_error
 from kjconfig.access import KafkaAccess
 
 

@@ -22,7 +22,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from journal.core.model import JournalKey
 from journal.kafka.consumers import start_consumer, stop_consumer
-from journal.kafka.errors import KafkaError, core_error
+from journal.kafka.driver_errors import KafkaError, core_error
 from journal.kafka.writer import JournalWriter
 from kjconfig.access import KafkaAccess
 

@@ -31,7 +31,9 @@ class _Batch:
 
 
 @dataclass(eq=False, slots=True)
-class _Partition:
+class _PartitionBatches:
+    """One topic partition's batches waiting to be sent, and the task sending them."""
+
     waiting: deque[_Batch] = field(default_factory=deque)  # not sent yet; only the last is open
     sender: asyncio.Task[None] | None = None
 
@@ -42,7 +44,7 @@ class GroupCommit:
 
     def __init__(self, producer: Callable[[], AIOKafkaProducer]) -> None:
         self._producer = producer
-        self._partitions: dict[tuple[str, int], _Partition] = {}
+        self._partitions: dict[tuple[str, int], _PartitionBatches] = {}
 
     async def send(
         self,
@@ -57,7 +59,7 @@ class GroupCommit:
         (aiokafka's error) if it failed."""
         state = self._partitions.get((topic, partition))
         if state is None:
-            state = self._partitions[(topic, partition)] = _Partition()
+            state = self._partitions[(topic, partition)] = _PartitionBatches()
         batch = state.waiting[-1] if state.waiting else None
         appended = (
             None
@@ -80,7 +82,7 @@ class GroupCommit:
         base_offset = await asyncio.shield(batch.base_offset)
         return base_offset + int(appended.offset)
 
-    async def _send_waiting(self, topic: str, partition: int, state: _Partition) -> None:
+    async def _send_waiting(self, topic: str, partition: int, state: _PartitionBatches) -> None:
         batch: _Batch | None = None
         try:
             while state.waiting:

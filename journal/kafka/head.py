@@ -22,7 +22,7 @@ from typing import Protocol
 from journal.codec.actions import events_of
 from journal.codec.errors import DecodeError
 from journal.core.fold import JournalState, Verdict, count_rejected
-from journal.core.index import HeadIndex
+from journal.core.index import RecordIndex
 from journal.core.model import ActionRecord, EventRecord, JournalKey, MarkHeader, PurgeHeader
 from journal.errors import InvalidValue
 from journal.metrics import METRICS
@@ -62,7 +62,7 @@ class HeadOf(Protocol):
     client's)."""
 
     async def __call__(
-        self, key: JournalKey, until: int | None = None, index: HeadIndex | None = None
+        self, key: JournalKey, until: int | None = None, index: RecordIndex | None = None
     ) -> JournalHead: ...
 
 

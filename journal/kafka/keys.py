@@ -10,7 +10,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from journal.errors import KafkaUnavailable
 from journal.kafka.consumers import start_consumer, stop_consumer
-from journal.kafka.errors import KafkaError, core_error
+from journal.kafka.driver_errors import KafkaError, core_error
 from journal.kafka.poison import fetch_for_read
 from kjconfig.access import KafkaAccess
 

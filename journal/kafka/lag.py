@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from journal.kafka.consumers import start_consumer, stop_consumer
-from journal.kafka.errors import POISON_ERRORS
+from journal.kafka.driver_errors import POISON_ERRORS
 from journal.kafka.topic import end_offsets, partition_count
 from journal.store.base import EventualJournal
 from kjconfig.access import KafkaAccess

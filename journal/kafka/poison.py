@@ -28,7 +28,7 @@ from aiokafka.structs import ConsumerRecord
 
 from journal.codec.actions import RawRecord
 from journal.errors import UndecodableBatch
-from journal.kafka.errors import POISON_ERRORS
+from journal.kafka.driver_errors import POISON_ERRORS
 from journal.metrics import METRICS
 
 log = logging.getLogger(__name__)

@@ -25,7 +25,7 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 from aiokafka.structs import RecordMetadata
 
-from journal.kafka.errors import (
+from journal.kafka.driver_errors import (
     DENIED_ERRORS,
     STUCK_PRODUCER_ERRORS,
     KafkaError,
@@ -118,7 +118,7 @@ class JournalProducer:
             raise self._core_error(topic, error) from error
 
     def _core_error(self, topic: str, error: KafkaError) -> Exception:
-        """The driver's error as the core's (journal/kafka/errors.py)."""
+        """The driver's error as the core's (journal/kafka/driver_errors.py)."""
         return core_error(
             error,
             "Kafka did not take the record",

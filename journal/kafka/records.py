@@ -19,7 +19,7 @@ from journal.core.index import OffsetRun
 from journal.core.model import ActionRecord, JournalKey
 from journal.errors import JournalTruncated, KafkaUnavailable
 from journal.kafka.consumers import log_start, raw_record, start_consumer, stop_consumer
-from journal.kafka.errors import KafkaError, core_error
+from journal.kafka.driver_errors import KafkaError, core_error
 from journal.kafka.poison import fetch_for_read
 from journal.metrics import METRICS
 from kjconfig.access import KafkaAccess

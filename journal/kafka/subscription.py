@@ -47,7 +47,7 @@ from journal.core.fold import JournalState, Verdict
 from journal.core.model import ActionRecord, AppendHeader, EventRecord, JournalKey
 from journal.errors import InvalidValue, JournalTruncated, KafkaUnavailable, StoreUnavailable
 from journal.kafka.consumers import log_start, raw_record, start_consumer, stop_consumer
-from journal.kafka.errors import POISON_ERRORS, KafkaError, core_error
+from journal.kafka.driver_errors import POISON_ERRORS, KafkaError, core_error
 from journal.metrics import METRICS
 from journal.store.base import EventualJournal
 from kjconfig.access import KafkaAccess
@@ -144,7 +144,7 @@ class _Rewind(Exception):
         self.offset = offset
 
 
-class _Partition:
+class _PartitionReader:
     """One partition's reader: which of its records' Appends are accepted, and where it is.
 
     The fold's verdict of a journal's record needs the journal's state just before it: the
@@ -300,7 +300,9 @@ class Subscription:
         self._config = config
         self._tags = frozenset(tags)
         self._live = live
-        self._readers = [_Partition(store, topic, p, after.offset(p)) for p in range(partitions)]
+        self._readers = [
+            _PartitionReader(store, topic, p, after.offset(p)) for p in range(partitions)
+        ]
         self._tps = [TopicPartition(topic, p) for p in range(partitions)]
 
     def position(self) -> SubscriptionPosition:
@@ -348,7 +350,7 @@ class Subscription:
             wait_s = max(0.0, quiet_since + self._config.heartbeat_s - loop.time())
             batches = await self._fetch(consumer, min(wait_s, 1.0))
             delivered = False
-            chunks: list[tuple[_Partition, list[ConsumerRecord[bytes, bytes]]]] = []
+            chunks: list[tuple[_PartitionReader, list[ConsumerRecord[bytes, bytes]]]] = []
             for tp, fetched in batches.items():
                 reader = self._readers[tp.partition]
                 end = None if stop_at is None else stop_at[tp.partition]
@@ -402,7 +404,7 @@ class Subscription:
     async def _handle(
         self,
         consumer: AIOKafkaConsumer,
-        chunks: Sequence[tuple[_Partition, Sequence[ConsumerRecord[bytes, bytes]]]],
+        chunks: Sequence[tuple[_PartitionReader, Sequence[ConsumerRecord[bytes, bytes]]]],
     ) -> list[list[SubscriptionItem]]:
         """The events to deliver from each chunk (a partition's next records, in order). The
         partitions' verdicts are taken concurrently: each may wait on a store query."""
@@ -425,7 +427,7 @@ class Subscription:
         return delivered
 
     async def _handle_failure(
-        self, consumer: AIOKafkaConsumer, reader: _Partition, failure: BaseException
+        self, consumer: AIOKafkaConsumer, reader: _PartitionReader, failure: BaseException
     ) -> None:
         """A partition whose verdicts could not be taken: read it again from where it must
         be (its next records are not handled), or fail the subscription."""
@@ -446,7 +448,7 @@ class Subscription:
         reader.seek(0)
 
     async def _from_store(
-        self, reader: _Partition, to: int
+        self, reader: _PartitionReader, to: int
     ) -> AsyncIterator[list[SubscriptionItem]]:
         """The stored Appends in (cursor, to], from the store: the records are gone from
         Kafka. Those never replicated are lost: JournalTruncated."""
@@ -469,7 +471,7 @@ class Subscription:
 
     def _deliver(
         self,
-        reader: _Partition,
+        reader: _PartitionReader,
         key: JournalKey,
         events: Sequence[EventRecord],
         offset: int,
@@ -509,7 +511,7 @@ class Subscription:
 
 
 async def _verdicts(
-    reader: _Partition, messages: Iterable[ConsumerRecord[bytes, bytes]]
+    reader: _PartitionReader, messages: Iterable[ConsumerRecord[bytes, bytes]]
 ) -> list[ActionRecord]:
     """The accepted Appends of a partition's records, decoded in the task that waits for
     their verdicts: one partition's decoding runs while another's store query is out."""

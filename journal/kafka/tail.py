@@ -12,10 +12,11 @@ partition up to the fence, then lists the journal's runs. Past `max_journals` jo
 partition it stops adding new journals there, counts it, and answers `NotIndexed` for journals
 it does not know until replication has covered every record it could not index.
 
-A partition followed from offset 0 with nothing skipped (`_Partition.pruned_to_of`) knows which
-journals are new: those it never held runs of. Their runs hold all their records, so a read
-of one needs no store (`Indexed.complete`: the reading flow's Kafka-only path when Cassandra is
-down). A prune forgets the journals it empties, so it remembers their ids in a Bloom filter.
+A partition followed from offset 0 with nothing skipped (`_IndexedPartition.pruned_to_of`)
+knows which journals are new: those it never held runs of. Their runs hold all their records,
+so a read of one needs no store (`Indexed.complete`: the reading flow's Kafka-only path when
+Cassandra is down). A prune forgets the journals it empties, so it remembers their ids in a
+Bloom filter.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from journal.core.index import GrowingRuns, IndexAnswer, Indexed, NotIndexed, Of
 from journal.core.model import JournalKey
 from journal.errors import StoreUnavailable
 from journal.kafka.consumers import start_consumer, stop_consumer
-from journal.kafka.errors import POISON_ERRORS, KafkaError
+from journal.kafka.driver_errors import POISON_ERRORS, KafkaError
 from journal.kafka.poison import decodable_from, fetch
 from journal.metrics import METRICS
 from journal.store.base import EventualJournal
@@ -77,7 +78,9 @@ class _ForgottenJournals:
 
 
 @dataclass(slots=True)
-class _Partition:
+class _IndexedPartition:
+    """What the index knows of one partition it follows: each journal's runs, and how far."""
+
     start: int  # the offset the index started at
     journals: dict[bytes, GrowingRuns] = field(default_factory=dict)
     position: int = 0  # every record below it is indexed (or counted in `dropped_to`)
@@ -108,13 +111,13 @@ class _Partition:
 
 
 class TailIndex:
-    """The `HeadIndex` of a process with no tables: see the module."""
+    """The `RecordIndex` of a process with no tables: see the module."""
 
     def __init__(self, topic: str, store: EventualJournal, config: TailConfig) -> None:
         self._topic = topic
         self._store = store
         self._config = config
-        self._partitions: dict[int, _Partition] = {}
+        self._partitions: dict[int, _IndexedPartition] = {}
         self._following: frozenset[int] = frozenset()  # what `_tail` makes `_partitions` hold
         self._followed = asyncio.Event()  # `_following` changed
         self._assigned = asyncio.Event()  # pulsed when `_partitions` has become `_following`
@@ -173,7 +176,7 @@ class TailIndex:
             pointer = pointers.get(tp.partition, -1)
             start = max(pointer + 1, starts[tp])
             consumer.seek(tp, start)
-            self._partitions[tp.partition] = _Partition(
+            self._partitions[tp.partition] = _IndexedPartition(
                 start, position=start, pruned_to=pointer, expired_to=start - 1
             )
         self._assigned.set()  # wakes every waiter; they look again
@@ -217,7 +220,7 @@ class TailIndex:
             return None  # records it did not index are not replicated yet
         return [key.decode("utf-8", "replace") for key in list(state.journals)]
 
-    async def _followed_state(self, partition: int) -> _Partition | None:
+    async def _followed_state(self, partition: int) -> _IndexedPartition | None:
         """The partition's state; None if it is not followed (a `follow` naming it is waited
         for, bounded, until the tailing task has applied it)."""
         state = self._partitions.get(partition)
@@ -229,7 +232,7 @@ class TailIndex:
                     await self._assigned.wait()
         return self._partitions.get(partition)
 
-    async def _reach(self, state: _Partition, fence: int) -> bool:
+    async def _reach(self, state: _IndexedPartition, fence: int) -> bool:
         try:
             async with asyncio.timeout(self._config.wait_s):  # no task per wait, as wait_for
                 while state.position < fence and state.followed:
@@ -287,7 +290,7 @@ class TailIndex:
                     state.moved.set()
 
     async def _check_gap(
-        self, consumer: AIOKafkaConsumer, tp: TopicPartition, state: _Partition, to: int
+        self, consumer: AIOKafkaConsumer, tp: TopicPartition, state: _IndexedPartition, to: int
     ) -> None:
         """Offsets in [state.position, to) came with no record. Transaction markers do that
         harmlessly; retention does it when the consumer fell below the log start and reset

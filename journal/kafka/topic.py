@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from journal.kafka.errors import kafka_denied
+from journal.kafka.driver_errors import kafka_denied
 from kjconfig.access import KafkaAccess
 
 _TOPIC_ALREADY_EXISTS = 36

@@ -155,7 +155,7 @@ class ReplicatedJournal(ABC):
     @abstractmethod
     async def stored(self, keys: Collection[JournalKey]) -> dict[JournalKey, JournalMeta]:
         """The rows the store holds of `keys` (journals it does not know are left out): what
-        replication folds a batch onto, and keeps (`journal.replicate.StoredRows`) so that
+        replication folds a batch onto, and keeps (`journal.kafka.replicate.StoredRows`) so that
         the next batch needs no read."""
 
     @abstractmethod
@@ -172,7 +172,7 @@ class ReplicatedJournal(ABC):
 
 
 def states(stored: Mapping[JournalKey, JournalMeta]) -> dict[JournalKey, JournalState]:
-    """The fold's states of stored rows (`journal.fold.fold_batch` takes these)."""
+    """The fold's states of stored rows (`journal.core.fold.fold_batch` takes these)."""
     return {key: meta.state for key, meta in stored.items()}
 
 

@@ -1,7 +1,7 @@
 """In-memory stand-ins for what the replicating agent talks to: the action topic (`MemoryLog`,
 the agent's `Replay`), a store that can fail or stall (`Store`), the quarantine
 (`MemoryQuarantine`) and Faust's tables (`Table`). The unit under test is the agent's logic
-(`agents.replication.ReplicationWork`), driven as the Faust agent drives it: `assigned`, then
+(`agents.replication.WorkerReplication`), driven as the Faust agent drives it: `assigned`, then
 `handle` per record in offset order."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequen
 from dataclasses import dataclass, field
 
 from agents.poison import SkippedBatches
-from agents.replication import ReplaySource, ReplicationWork
+from agents.replication import ReplaySource, WorkerReplication
 from journal.codec.actions import RawRecord, record_headers
 from journal.core.fold import JournalWrite
 from journal.core.model import ActionRecord, JournalKey
@@ -164,9 +164,9 @@ class Table(dict[bytes, bytes]):
 
 @dataclass(slots=True)
 class Agent:
-    """A `ReplicationWork` over memory, with what it talks to."""
+    """A `WorkerReplication` over memory, with what it talks to."""
 
-    work: ReplicationWork
+    work: WorkerReplication
     log: MemoryLog
     store: Store
     quarantine: MemoryQuarantine
@@ -196,7 +196,9 @@ async def agent() -> AsyncIterator[Agent]:
     owned = OwnedPartitions()
     tables = JournalTables(Table(), Table())
     skipped = SkippedBatches()
-    work = ReplicationWork(TOPIC, store, quarantine, tables, owned, log, skipped, max_backoff_s=0.2)
+    work = WorkerReplication(
+        TOPIC, store, quarantine, tables, owned, log, skipped, max_backoff_s=0.2
+    )
     try:
         yield Agent(work, log, store, quarantine, owned, tables, skipped)
     finally:

@@ -31,7 +31,9 @@ def _registry(monitor: Monitor, assignment: Assignment) -> CollectorRegistry:
 def test_the_monitor_and_the_assignment_become_samples() -> None:
     monitor = Monitor()
     monitor.events_total, monitor.events_s, monitor.rebalances = 42, 7, 3
-    monitor.messages_received_by_topic.update({"journal": 40, "journal-head-cache-changelog": 2})
+    monitor.messages_received_by_topic.update(
+        {"journal": 40, "journal-append-offsets-changelog": 2}
+    )
     monitor.events_runtime.extend([0.001, 0.003, 0.002])
     started = monitor.time()
     monitor.on_commit_completed(None, started)  # the consumer is not looked at

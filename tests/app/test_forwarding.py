@@ -28,7 +28,7 @@ from devtools.workers import free_port
 from journal.metrics import METRICS
 from tests.support.http_api import journal_path
 from tests.web.served import Served, serve
-from web.errors import ErrorCode
+from web.error_answers import ErrorCode
 from web.middleware import error_middleware
 
 RETRY_AFTER_S = 7

@@ -18,7 +18,7 @@ from pydantic import SecretStr
 from yarl import URL
 
 from app.forwarding import FORWARDED_HEADER
-from app.security import minter_of
+from app.http_tokens import minter_of
 from journal.settings import HttpAuthSettings
 from stack import Stack
 from tests.support.harness import Harness, harness, unique

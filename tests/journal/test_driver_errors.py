@@ -22,7 +22,7 @@ from journal.errors import (
     KafkaUnavailable,
     StoreUnavailable,
 )
-from journal.kafka.errors import core_error
+from journal.kafka.driver_errors import core_error
 from journal.kafka.producer import JournalProducer
 from journal.store import cql
 from kjconfig.access import KafkaAccess

@@ -8,7 +8,7 @@ import pytest
 
 from journal.client.journals import Journals
 from journal.client.listing import MAX_LIMIT, UnreplicatedIds
-from journal.core.index import HeadIndex, IndexAnswer
+from journal.core.index import IndexAnswer, RecordIndex
 from journal.core.model import JournalKey
 from stack import Stack
 from tests.journal.test_journals import Direct
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.integration
 class KeysFromKafka:
     """The tail index without its ids: the listing reads the keys from Kafka, as a worker."""
 
-    def __init__(self, index: HeadIndex) -> None:
+    def __init__(self, index: RecordIndex) -> None:
         self._index = index
 
     def covered(self, partition: int) -> int:

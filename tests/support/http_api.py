@@ -11,7 +11,7 @@ import aiohttp
 import orjson
 from yarl import URL
 
-from app.security import client_headers
+from app.http_tokens import client_headers
 from journal.core.model import BinaryPayload, Event, JsonPayload, Payload, TextPayload
 from journal.settings import Settings
 from web.representation import payload_fields

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 import aiohttp
 import pytest
 
-from app.security import client_headers
+from app.http_tokens import client_headers
 from devtools.workers import REPO, WorkerProcess
 from journal.kafka.replicate import wait_replicated as wait_pointers
 from journal.kafka.topic import end_offsets

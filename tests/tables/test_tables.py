@@ -28,12 +28,12 @@ class Table(dict[bytes, bytes]):
 
 
 def tables() -> tuple[JournalTables, Table, Table]:
-    heads, watermarks = Table(), Table()
-    return JournalTables(heads, watermarks), heads, watermarks
+    append_table, deletion_table = Table(), Table()
+    return JournalTables(append_table, deletion_table), append_table, deletion_table
 
 
 def test_readers_see_changes_at_once_and_the_tables_get_one_write_per_journal() -> None:
-    journal_tables, heads, watermarks = tables()
+    journal_tables, append_table, deletion_table = tables()
     for offset in range(FLUSH_RECORDS - 1):
         journal_tables.record(a.append(A if offset % 2 else B, offset, 1, 1), -1)
     appends, deletions = journal_tables.runs("a", 0)
@@ -42,32 +42,32 @@ def test_readers_see_changes_at_once_and_the_tables_get_one_write_per_journal() 
         expected = expected.add(offset)
     assert appends == expected
     assert deletions == OffsetRuns()
-    assert heads.writes == 0  # nothing written yet: below the flush's count and interval
+    assert append_table.writes == 0  # nothing written yet: below the flush's count and interval
 
     journal_tables.record(a.delete(A, FLUSH_RECORDS - 1, 1), -1)  # the flush's record
-    assert (heads.writes, watermarks.writes) == (2, 1)  # a, b; a's Delete
-    assert decode_runs(heads[b"a"]) == appends
-    assert journal_tables.runs("a", 0) == (appends, decode_runs(watermarks[b"a"]))
+    assert (append_table.writes, deletion_table.writes) == (2, 1)  # a, b; a's Delete
+    assert decode_runs(append_table[b"a"]) == appends
+    assert journal_tables.runs("a", 0) == (appends, decode_runs(deletion_table[b"a"]))
 
 
 def test_a_flush_comes_after_the_interval_and_prunes_what_the_store_holds(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    journal_tables, heads, _ = tables()
+    journal_tables, append_table, _ = tables()
     journal_tables.record(a.append(A, 0, 1, 1), -1)
     later = time.monotonic() + FLUSH_INTERVAL_S
     monkeypatch.setattr(time, "monotonic", lambda: later)
     journal_tables.record(a.append(A, 1, 2, 2), 0)  # the store holds offset 0
-    assert heads.writes == 1
-    assert decode_runs(heads[b"a"]) == OffsetRuns().add(0).after(0).add(1)
+    assert append_table.writes == 1
+    assert decode_runs(append_table[b"a"]) == OffsetRuns().add(0).after(0).add(1)
 
 
 def test_a_revoked_partition_drops_its_changes_and_readers_fall_back_to_the_table() -> None:
-    journal_tables, heads, _ = tables()
+    journal_tables, append_table, _ = tables()
     journal_tables.record(a.append(A, 0, 1, 1), -1)
     journal_tables.forget(0)
     assert journal_tables.runs("a", 0) == (OffsetRuns(), OffsetRuns())
-    heads[b"a"] = b"[-1,5,5,1]"
+    append_table[b"a"] = b"[-1,5,5,1]"
     assert journal_tables.runs("a", 0)[0].runs[0].first == 5
 
 
@@ -78,9 +78,9 @@ def test_a_partition_never_reads_another_partitions_changes() -> None:
 
 
 def test_a_flush_comes_before_faust_s_producer_buffer_would_fill() -> None:
-    journal_tables, heads, _ = tables()
+    journal_tables, append_table, _ = tables()
     for n in range(FLUSH_JOURNALS - 1):
         journal_tables.record(a.append(JournalKey("t", f"j{n}"), n, 1, 1), -1)
-    assert heads.writes == 0
+    assert append_table.writes == 0
     journal_tables.record(a.append(JournalKey("t", "last"), FLUSH_JOURNALS, 1, 1), -1)
-    assert heads.writes == FLUSH_JOURNALS < 100  # Faust pauses the stream past 100 pending
+    assert append_table.writes == FLUSH_JOURNALS < 100  # Faust pauses the stream past 100 pending

@@ -19,7 +19,7 @@ from tests.support.harness import Harness, harness, unique
 from tests.support.http_api import HttpJournals, journal_path, nothing
 from tests.web.served import Served, serve
 from web import DirectBackend, create_app
-from web.errors import ErrorCode
+from web.error_answers import ErrorCode
 
 pytestmark = pytest.mark.integration
 

@@ -50,7 +50,7 @@ from tests.support.fake_backend import (
 from tests.support.http_api import journal_path
 from tests.web.served import Served, serve
 from web import add_routes, create_app
-from web.errors import ErrorCode
+from web.error_answers import ErrorCode
 from web.openapi import openapi_document
 from web.representation import SubscriptionLines, subscription_line
 
@@ -116,7 +116,7 @@ async def test_an_append_reads_back_with_every_field(served: Served, backend: Fa
     )
     assert (status, body) == (200, {"partition": 0, "offset": 0})
     assert [r.event for r in backend.records["a/b c"]] == [  # '/' and ' ' survive the path
-        Event(1, frozenset({"a", "z"})),  # a null payload is none (journal.model.Event)
+        Event(1, frozenset({"a", "z"})),  # a null payload is none (journal.core.model.Event)
         Event(2, frozenset(), TextPayload("t")),
         Event(3, frozenset(), BinaryPayload(b"\x00\x01")),
         Event(4),

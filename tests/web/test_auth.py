@@ -24,7 +24,7 @@ from web.auth import (
     TokenVerifier,
     required_scope,
 )
-from web.errors import ErrorCode
+from web.error_answers import ErrorCode
 
 SECRET = b"a-test-secret-of-48-bytes-or-more-for-hs384-too!!"
 RULES = TokenRules("HS256")

@@ -19,7 +19,7 @@ from openapi_spec_validator import OpenAPIV31SpecValidator
 
 from tests.web import test_api, test_validation
 from tests.web.test_validation import body
-from web.errors import ApiError, ErrorCode
+from web.error_answers import ApiError, ErrorCode
 from web.openapi import openapi_document
 from web.validation import parse_append, parse_read_query, parse_snapshot
 

@@ -18,7 +18,7 @@ from journal.core.model import (
     TextPayload,
 )
 from web.duration import duration_to_iso, expire_after_to_iso, iso_to_duration
-from web.errors import ApiError, ErrorCode
+from web.error_answers import ApiError, ErrorCode
 from web.schema import MAX_DEPTH
 from web.validation import (
     ParsedAppend,

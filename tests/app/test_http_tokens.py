@@ -13,7 +13,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 
 from app.cli import main
-from app.security import (
+from app.http_tokens import (
     KeyUnusable,
     client_headers,
     guard_of,

@@ -4,7 +4,7 @@
 bugs #606/#316). Events are handled one by one, each as Faust's current event, because table
 writes take their partition from it; `take_events` is not used: in faust-streaming 0.15.3 the
 events it hands over do not always match the records of the batch (seen here: one record
-twice, its neighbour never). Batching for the store happens behind, in `ReplicationWork`.
+twice, its neighbour never). Batching for the store happens behind, in `WorkerReplication`.
 The body never raises: Faust would ack and commit.
 """
 
@@ -15,19 +15,22 @@ from typing import Any
 
 import faust
 
-from agents.replication import ReplicationWork
+from agents.replication import WorkerReplication
 from journal.client.deferred import Deferred
 from journal.codec.actions import RawRecord
 
 log = logging.getLogger(__name__)
 
 
-def define_agent(app: faust.App, topic: Any, work: Deferred[ReplicationWork]) -> Any:
-    """The agent; it starts handling records once `work` is there (the worker connected)."""
+def define_replicating_agent(
+    app: faust.App, topic: Any, replication: Deferred[WorkerReplication]
+) -> Any:
+    """The agent; it starts handling records once `replication` is there (the worker
+    connected)."""
 
     @app.agent(topic, name="replicate", concurrency=1)
     async def replicate(stream: Any) -> None:
-        handler = await work.wait()
+        handler = await replication.wait()
         async for event in stream.events():
             try:
                 message = event.message
