@@ -58,6 +58,11 @@ class StoreLoginRefused(JournalError, PermissionError):
     cures it, so it is no `StoreUnavailable`."""
 
 
+class SetupMissing(JournalError):
+    """The journal's topic or keyspace is missing or not as this code needs, and this process
+    cannot fix it: an operator's task (create it, or run a newer version)."""
+
+
 class JournalTruncated(JournalError):
     """Records a read needs expired from Kafka before replication stored them."""
 

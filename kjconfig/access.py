@@ -23,6 +23,8 @@ from typing import Any, Literal
 
 from pydantic import SecretStr
 
+from kjconfig.settings import SettingsError
+
 KafkaProtocol = Literal["PLAINTEXT", "SASL_PLAINTEXT", "SASL_SSL"]
 ScramMechanism = Literal["SCRAM-SHA-512", "SCRAM-SHA-256"]
 Role = Literal["client", "replicator", "worker"]
@@ -71,7 +73,9 @@ class KafkaAccess:
 
     def __post_init__(self) -> None:
         if self.tls and self.login is None:
-            raise ValueError("TLS without a SASL login (SSL) is not a protocol this project uses")
+            raise SettingsError(
+                "TLS without a SASL login (SSL) is not a protocol this project uses"
+            )
 
     @property
     def protocol(self) -> KafkaProtocol:

@@ -41,7 +41,7 @@ from journal.core.model import (
     Position,
     check_seq_nr,
 )
-from journal.errors import StoreUnavailable
+from journal.errors import InvalidValue, StoreUnavailable
 from journal.kafka.fence import Fence, HighWatermarks, Marks
 from journal.kafka.head import JournalHead, fold_head, fold_whole
 from journal.kafka.producer import JournalProducer
@@ -449,7 +449,7 @@ class Journal:
         check_seq_nr(from_, "from")
         check_seq_nr(to, "to")
         if limit is not None and limit < 0:
-            raise ValueError(f"limit must not be negative, got {limit}")
+            raise InvalidValue(f"limit must not be negative, got {limit}")
         store = self._journals.store
         # the first page of stored events is asked with the fence and the row, not after them
         page = asyncio.ensure_future(store.first_page(self.key, from_, to))

@@ -39,6 +39,7 @@ from typing import Protocol, runtime_checkable
 
 from journal.core.index import RecordIndex
 from journal.core.model import JournalKey
+from journal.errors import InvalidValue
 from journal.kafka.head import HeadOf
 from journal.kafka.keys import PartitionKeys
 from journal.store.base import EventualJournal
@@ -59,7 +60,7 @@ class JournalIdPage:
 
 def check_page(limit: int) -> None:
     if not 1 <= limit <= MAX_LIMIT:
-        raise ValueError(f"limit must be in 1..{MAX_LIMIT}, got {limit}")
+        raise InvalidValue(f"limit must be in 1..{MAX_LIMIT}, got {limit}")
 
 
 @runtime_checkable

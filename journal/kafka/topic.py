@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
+from journal.errors import SetupMissing
 from journal.kafka.driver_errors import kafka_denied
 from kjconfig.access import KafkaAccess
 
@@ -59,7 +60,7 @@ async def ensure_topic(kafka: KafkaAccess, spec: TopicSpec, timeout_s: float = 3
                 may_create = False
             elif code not in (0, _TOPIC_ALREADY_EXISTS):
                 message = rest[0] if rest else ""
-                raise RuntimeError(f"cannot create topic {name}: error {code} {message}")
+                raise SetupMissing(f"cannot create topic {name}: error {code} {message}")
         return await asyncio.wait_for(
             _partitions_with_leaders(admin, kafka, spec.name, may_create), timeout_s
         )

@@ -54,7 +54,7 @@ import zlib
 from cassandra import InvalidRequest
 from cassandra.cluster import Session
 
-from journal.errors import StoreUnavailable
+from journal.errors import SetupMissing, StoreUnavailable
 from journal.store import cql
 
 SCHEMA_VERSION = 2  # 2: appends, snapshots, journal_ids
@@ -104,11 +104,11 @@ _EVENTSOURCING_TABLES = (
 )
 
 
-class SchemaTooNew(RuntimeError):
+class SchemaTooNew(SetupMissing):
     """The keyspace was created by a newer version of this project."""
 
 
-class SchemaMissing(RuntimeError):
+class SchemaMissing(SetupMissing):
     """The keyspace or its tables do not exist, and this process may not create them."""
 
 

@@ -20,11 +20,13 @@ from journal.errors import (
     JournalError,
     KafkaAccessDenied,
     KafkaUnavailable,
+    SetupMissing,
     StoreUnavailable,
 )
 from journal.kafka.driver_errors import core_error
 from journal.kafka.producer import JournalProducer
 from journal.store import cql
+from journal.store.schema import SchemaMissing, SchemaTooNew
 from kjconfig.access import KafkaAccess
 from kjconfig.settings import SettingsError
 
@@ -90,3 +92,7 @@ def test_one_root_for_what_the_library_raises() -> None:
     record = RawRecord("t", 0, 0, 0, None, None, [])
     for error in (DecodeError(), EncodeError(), MalformedRecord(record, "no key"), SettingsError()):
         assert isinstance(error, JournalError) and isinstance(error, ValueError)
+    for setup in (SchemaMissing(), SchemaTooNew()):  # an operator's fix, not a bug
+        assert isinstance(setup, SetupMissing) and isinstance(setup, JournalError)
+    with pytest.raises(SettingsError):  # a bad setting, still a ValueError
+        KafkaAccess("localhost:9092", tls=True)
