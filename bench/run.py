@@ -49,6 +49,7 @@ from bench.replication import (
 from bench.report import RunInfo, write
 from bench.spark import bench_spark
 from bench.subscription import SubscriptionSizes, bench_subscription
+from bench.tail_index import bench_tail_index
 from devtools.workers import WorkerProcess
 from journal.client.journals import Journals
 from journal.settings import Settings
@@ -67,6 +68,7 @@ class Sizes:
     consumer_repetitions: int
     spark_events: int  # 0: skip
     subscription: SubscriptionSizes
+    tail_records: int  # the direct client's tail index: records it indexes
 
 
 FULL = Sizes(
@@ -81,6 +83,7 @@ FULL = Sizes(
     consumer_repetitions=10,
     spark_events=1_000_000,  # as issue 10 asks: ~1.5 min here
     subscription=SubscriptionSizes(events=100_000),
+    tail_records=300_000,
 )
 QUICK = Sizes(
     AppendSizes(sequential=20, concurrent=128, repetitions=1),
@@ -91,6 +94,7 @@ QUICK = Sizes(
     # tiny, so the quick run proves the Spark harness end to end (Spark's start is ~30 s)
     spark_events=1000,
     subscription=SubscriptionSizes(events=2000, journals=20, repetitions=1, live=20),
+    tail_records=3000,
 )
 SCALING = [
     "the huge journal has {huge:,} events, not 1,000,000: writing and replicating 1,000,000 "
@@ -364,7 +368,8 @@ async def _scenarios(
         ),
     )
     subscription = await _guarded("Subscription", bench_subscription(base, sizes.subscription))
-    sections = [append, compression, read, offline, replication, huge, subscription]
+    tail = await _guarded("Tail index", bench_tail_index(base, sizes.tail_records))
+    sections = [append, compression, read, offline, replication, huge, subscription, tail]
     if sizes.spark_events:
         spark = await _guarded(
             "Spark rebuild", bench_spark(settings_for(base, "spark"), sizes.spark_events)
