@@ -1,4 +1,4 @@
-"""Two workers, one killed -9 every 20 s for 3 minutes under appends, reads, deletes and purges
+"""Two workers, one killed -9 every 20 s for a minute (KJ_CHAOS_S: longer) under appends, reads, deletes and purges
 sent through both: no 500, every answer right or a 503 that a retry resolves, nothing
 acknowledged lost.
 
@@ -17,6 +17,7 @@ answer the writer knows exactly what the journal holds, and checks every read ag
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import time
 from collections import Counter
@@ -35,7 +36,8 @@ from tests.support.workers import WorkerProcess, running_workers, wait_replicate
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
-CHAOS_S = 180.0  # the issue's 3 minutes
+# three kills prove the property; KJ_CHAOS_S=180 runs the 3 minutes the chaos was first shown at
+CHAOS_S = float(os.environ.get("KJ_CHAOS_S", "60"))
 KILL_EVERY_S = 20.0
 WRITERS = 4  # journals written at once, one writer each
 # A 503 must be resolved by retrying within this: above one group session (60 s), in case a
