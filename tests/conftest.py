@@ -16,6 +16,9 @@ the `stack` itself when KJ_SECURITY=on, otherwise a second stack beside it (data
 KJ_SECURITY=on, integration tests not marked `secured` are deselected: they talk to the
 servers without logins by design (`KJ_SECURITY=on make test` = unit + secured tests).
 
+`keyspace` gives each module a fresh keyspace its harnesses share (one per module: creating
+one is slow).
+
 `vectors` gives wire-format tests kafka-journal's reference vectors, read at test time from
 ../shared (never copied).
 """
@@ -30,6 +33,7 @@ import pytest
 
 from app.provision import stack_up
 from stack import Stack, StackSettings
+from tests.support.harness import unique
 
 _WAIT_FOR_OTHER_SESSIONS = 200.0  # seconds; below the 300 s per-test timeout in pyproject
 
@@ -67,6 +71,12 @@ def secured_stack(request: pytest.FixtureRequest) -> Iterator[Stack]:
         yield request.getfixturevalue("stack")
         return
     yield from _run(StackSettings.from_env().secured_twin())
+
+
+@pytest.fixture(scope="module")
+def keyspace(request: pytest.FixtureRequest) -> str:
+    """kj_<the module's name without test_>_<random>."""
+    return unique(f"kj_{request.module.__name__.rpartition('.')[2].removeprefix('test_')}")
 
 
 def _interop_dir() -> Path:

@@ -65,29 +65,16 @@ class Direct:
             await self.harness.replicate()
 
 
-@pytest.fixture(scope="module")
-def keyspace(stack: Stack) -> str:
-    return unique("kj_test")
-
-
 async def direct(stack: Stack, keyspace: str, replicating: bool) -> AsyncIterator[Direct]:
     async with harness(stack, keyspace, "journal") as connected:
         yield Direct(connected, replicating)
 
 
-class TestNothingReplicated(JournalContract):
+class TestDirect(JournalContract):
     @pytest.fixture(scope="class")
     @classmethod
-    async def api(cls, stack: Stack, keyspace: str) -> AsyncIterator[Direct]:
-        async for api in direct(stack, keyspace, replicating=False):
-            yield api
-
-
-class TestReplicatedBetweenSteps(JournalContract):
-    @pytest.fixture(scope="class")
-    @classmethod
-    async def api(cls, stack: Stack, keyspace: str) -> AsyncIterator[Direct]:
-        async for api in direct(stack, keyspace, replicating=True):
+    async def api(cls, stack: Stack, keyspace: str, replicating: bool) -> AsyncIterator[Direct]:
+        async for api in direct(stack, keyspace, replicating):
             yield api
 
 
