@@ -361,8 +361,8 @@ async def _scenarios(
     return [*sections, spark, consumer]
 
 
-def run(quick: bool, out: Path, profile: bool | None = None) -> int:
-    sizes = QUICK if quick else FULL
+def _stack_up() -> tuple[Stack, Settings]:
+    """The stack, started where it is not up, and the environment's settings pointed at it."""
     stack = Stack()
     stack_up(stack)
     base = Settings.from_env(
@@ -370,6 +370,12 @@ def run(quick: bool, out: Path, profile: bool | None = None) -> int:
         cassandra_hosts=",".join(stack.cassandra_hosts),
         cassandra_port=stack.cassandra_port,
     )
+    return stack, base
+
+
+def run(quick: bool, out: Path, profile: bool | None = None) -> int:
+    sizes = QUICK if quick else FULL
+    stack, base = _stack_up()
     servers = {status.name.capitalize(): status.version or "?" for status in stack.status()}
     load_before, others_before = load_average(), _others()
     machine = _machine()  # its yardstick timed before the servers are loaded
@@ -410,13 +416,7 @@ def run(quick: bool, out: Path, profile: bool | None = None) -> int:
 def run_subscription(events: int, out: Path | None = None) -> int:
     """Only the subscription scenario (`--only subscription`), at `events` events; prints its
     rows (BENCHMARKS.md is left as the last full run wrote it)."""
-    stack = Stack()
-    stack_up(stack)
-    base = Settings.from_env(
-        kafka_bootstrap=stack.kafka_bootstrap,
-        cassandra_hosts=",".join(stack.cassandra_hosts),
-        cassandra_port=stack.cassandra_port,
-    )
+    _, base = _stack_up()
     sizes = SubscriptionSizes(events=events, journals=max(2, min(100, events // 100)))
     section = asyncio.run(bench_subscription(base, sizes))
     for row in section.rows:

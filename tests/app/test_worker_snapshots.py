@@ -7,21 +7,14 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from stack import Stack
 from tests.journal.journal_contract import events
 from tests.journal.snapshot_contract import SnapshotContract
-from tests.support.harness import Harness, harness, unique
+from tests.support.harness import Harness, unique
 from tests.support.http_api import journal_path
 from tests.support.snapshot_api import HttpSnapshots
 from tests.support.workers import WorkerProcess, running_workers, suite_over
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-async def connected(stack: Stack, keyspace: str) -> AsyncIterator[Harness]:
-    async with harness(stack, keyspace, "journal_worker_snap") as one:
-        yield one
 
 
 @pytest.fixture(scope="module")

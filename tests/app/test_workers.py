@@ -7,20 +7,13 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 
-from stack import Stack
 from tests.journal.journal_contract import JournalContract, events
 from tests.support.eventually import answered
-from tests.support.harness import Harness, harness, unique
+from tests.support.harness import Harness
 from tests.support.http_api import HttpError, HttpJournals
 from tests.support.workers import WorkerProcess, metric, suite_over
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-async def connected(stack: Stack) -> AsyncIterator[Harness]:
-    async with harness(stack, unique("kj_workers"), "journal_workers") as one:
-        yield one
 
 
 @pytest.fixture(scope="module")

@@ -8,20 +8,13 @@ from collections.abc import AsyncIterator
 import pytest
 
 from journal.core.model import TextPayload
-from stack import Stack
 from tests.journal.journal_contract import events
 from tests.journal.snapshot_contract import SnapshotContract
-from tests.support.harness import Harness, harness, unique
+from tests.support.harness import Harness, unique
 from tests.support.snapshot_api import HttpSnapshots
 from tests.support.workers import WorkerProcess, metric, suite_over
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-async def connected(stack: Stack) -> AsyncIterator[Harness]:
-    async with harness(stack, unique("kj_workers_snap"), "journal_workers_snap") as one:
-        yield one
 
 
 @pytest.fixture(scope="module")
