@@ -27,6 +27,12 @@ SEQ_NR_CONFLICT_EXIT = 3  # a conditional append found the journal elsewhere
 OUTCOME_UNKNOWN_EXIT = 75  # EX_TEMPFAIL: retry with the same --idempotency-key to learn it
 
 
+def _failed(command: str, message: str, exit_code: int) -> int:
+    """Say why `kafka-journal <command>` failed on stderr; its exit code."""
+    print(f"kafka-journal {command}: {message}", file=sys.stderr)
+    return exit_code
+
+
 def parse_append_body(data: str | None) -> ParsedAppend:
     """The append's POST body, from `--data` or else standard input, parsed as HTTP does."""
     from web.validation import parse_append
@@ -110,8 +116,7 @@ def subscribe(settings: Settings, after: str | None, tags: str | None, live: boo
     try:
         position = None if after is None else SubscriptionPosition.parse(after)
     except InvalidValue as error:
-        print(f"kafka-journal subscribe: invalid_query: --after: {error}", file=sys.stderr)
-        return 2
+        return _failed("subscribe", f"invalid_query: --after: {error}", 2)
     wanted = [tag for tag in (tags or "").split(",") if tag]
 
     async def run() -> None:
@@ -134,11 +139,9 @@ def subscribe(settings: Settings, after: str | None, tags: str | None, live: boo
     except KeyboardInterrupt:
         return 0
     except Unavailable as error:  # resume later with --after the last position printed
-        print(f"kafka-journal subscribe: unavailable: {error}", file=sys.stderr)
-        return OUTCOME_UNKNOWN_EXIT
+        return _failed("subscribe", f"unavailable: {error}", OUTCOME_UNKNOWN_EXIT)
     except JournalTruncated as error:
-        print(f"kafka-journal subscribe: journal_truncated: {error}", file=sys.stderr)
-        return 1
+        return _failed("subscribe", f"journal_truncated: {error}", 1)
     return 0
 
 
@@ -191,15 +194,11 @@ def run_client(
         command = prepare()
         asyncio.run(_run(settings, journal_id, command))
     except ApiError as error:
-        print(f"kafka-journal {name}: {error.code}: {error.message}", file=sys.stderr)
-        return 2
+        return _failed(name, f"{error.code}: {error.message}", 2)
     except SeqNrConflict as conflict:
-        print(f"kafka-journal {name}: seq_nr_conflict: {conflict}", file=sys.stderr)
-        return SEQ_NR_CONFLICT_EXIT
+        return _failed(name, f"seq_nr_conflict: {conflict}", SEQ_NR_CONFLICT_EXIT)
     except OutcomeUnknown as error:
-        print(f"kafka-journal {name}: outcome_unknown: {error}", file=sys.stderr)
-        return OUTCOME_UNKNOWN_EXIT
+        return _failed(name, f"outcome_unknown: {error}", OUTCOME_UNKNOWN_EXIT)
     except ValueError as error:
-        print(f"kafka-journal {name}: {error}", file=sys.stderr)
-        return 2
+        return _failed(name, str(error), 2)
     return 0

@@ -67,6 +67,10 @@ class AppendSizes:
     concurrency: int = 64
 
 
+# `_measure` of one run's clients, servers and URLs: (mode, per_append, concurrency, total)
+Measure = Callable[[str, int, int, int], Awaitable[Timed]]
+
+
 async def _measure(
     mode: str,
     per_append: int,
@@ -189,14 +193,10 @@ async def bench_append(
             await settle()
             await _contended(section, http, worker_url, contended)
             if profile:
-                section.profile = await _profile(
-                    journals, raw, http, worker_url, raw_url, sizes.concurrency, sizes.concurrent
-                )
+                section.profile = await _profile(measure, sizes.concurrency, sizes.concurrent)
                 if worker_pid is not None:
                     section.profile += "\n\nworker during HTTP appends (1 event, c=64), py-spy:\n"
-                    section.profile += await _profile_worker(
-                        worker_pid, journals, raw, http, worker_url, raw_url, sizes.concurrency
-                    )
+                    section.profile += await _profile_worker(worker_pid, measure, sizes.concurrency)
     finally:
         await raw.stop()
     return section
@@ -295,15 +295,7 @@ async def _contended(
     )
 
 
-async def _profile(
-    journals: Journals,
-    raw: AIOKafkaProducer,
-    http: aiohttp.ClientSession,
-    url: str,
-    raw_url: str,
-    concurrency: int,
-    total: int,
-) -> str:
+async def _profile(measure: Measure, concurrency: int, total: int) -> str:
     """pyinstrument's view of the direct client appending 1 event at `concurrency`."""
     try:
         from pyinstrument import Profiler
@@ -311,27 +303,18 @@ async def _profile(
         return "(pyinstrument is not installed: no profile)"
     profiler = Profiler(interval=0.0005, async_mode="disabled")
     profiler.start()  # the load generator, in this process
-    await _measure("direct", 1, concurrency, total, journals, raw, http, url, raw_url)
+    await measure("direct", 1, concurrency, total)
     profiler.stop()
     text: str = profiler.output_text(unicode=False, color=False, show_all=False)
     lines = text.strip().splitlines()
     return "load generator (direct appends, 1 event, c=64), pyinstrument:\n" + "\n".join(lines[:50])
 
 
-async def _profile_worker(
-    pid: int,
-    journals: Journals,
-    raw: AIOKafkaProducer,
-    http: aiohttp.ClientSession,
-    url: str,
-    raw_url: str,
-    concurrency: int,
-    seconds: float = 8,
-) -> str:
+async def _profile_worker(pid: int, measure: Measure, concurrency: int, seconds: float = 8) -> str:
     """py-spy on the worker while HTTP appends of 1 event run at `concurrency`."""
     sampling = asyncio.create_task(py_spy(pid, seconds))
     while not sampling.done():
-        await _measure("http", 1, concurrency, concurrency * 10, journals, raw, http, url, raw_url)
+        await measure("http", 1, concurrency, concurrency * 10)
     return await sampling
 
 

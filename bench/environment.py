@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 from bench.common import unique
 from devtools.workers import WorkerProcess
+from journal.client.journals import Journals
 from journal.kafka.replicate import wait_replicated
 from journal.kafka.topic import end_offsets
 from journal.settings import Settings
@@ -21,6 +24,20 @@ def settings_for(base: Settings, prefix: str, partitions: int = 3) -> Settings:
         keyspace=unique(f"bench_{prefix}"),
         partitions=partitions,
     )
+
+
+@asynccontextmanager
+async def connected(settings: Settings) -> AsyncIterator[tuple[Journals, CassandraStore]]:
+    """A store on the settings' keyspace and the direct client reading through it, closed at
+    exit: the client's own store would wait for Cassandra (`ConnectingStore`), the bench's
+    reads go through a connected one's session."""
+    store = await CassandraStore.connect(settings.cassandra_config())
+    journals = await Journals.connect(settings, store=store)
+    try:
+        yield journals, store
+    finally:
+        await journals.close()
+        await store.close()
 
 
 def worker(settings: Settings, datadir: Path) -> WorkerProcess:

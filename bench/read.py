@@ -55,6 +55,15 @@ class ReadSizes:
     repetitions: int
     warmup: int = 3
 
+    def method(self, template: str) -> str:
+        """A section's method text (`METHOD`, `OFFLINE_METHOD`) at these sizes."""
+        return template.format(
+            small=self.small_backlog,
+            large=self.large_backlog,
+            reps=self.repetitions,
+            warm=self.warmup,
+        )
+
 
 async def _fill(producer: AIOKafkaProducer, topic: str, count: int) -> None:
     """`count` one-event Appends of 10,000 other journals into partition 0, pipelined."""
@@ -117,15 +126,7 @@ async def bench_read(
 ) -> Section:
     """`journals` must be on a fresh topic of one partition, over `store` (the baseline reads
     from it alone)."""
-    section = Section(
-        "Read (recovery)",
-        METHOD.format(
-            small=sizes.small_backlog,
-            large=sizes.large_backlog,
-            reps=sizes.repetitions,
-            warm=sizes.warmup,
-        ),
-    )
+    section = Section("Read (recovery)", sizes.method(METHOD))
     topic = journals.topic
     producer = _producer(kafka)
     await producer.start()
@@ -223,15 +224,7 @@ async def bench_offline(
 ) -> Section:
     """Reads with Cassandra down; `journals` (over `store`) and `worker` on a fresh
     1-partition topic."""
-    section = Section(
-        "Reads with Cassandra down",
-        OFFLINE_METHOD.format(
-            small=sizes.small_backlog,
-            large=sizes.large_backlog,
-            reps=sizes.repetitions,
-            warm=sizes.warmup,
-        ),
-    )
+    section = Section("Reads with Cassandra down", sizes.method(OFFLINE_METHOD))
     kafka, topic = worker.settings.kafka_access(), journals.topic
     await worker.wait_ready()
     await _write(journals, unique("before"))

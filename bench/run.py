@@ -25,7 +25,7 @@ from app.provision import stack_up
 from bench.append import AppendSizes, bench_append, bench_compression
 from bench.common import Row, Section, load_average
 from bench.consumer import bench_consumer
-from bench.environment import quiet_cassandra, settings_for, settle, worker
+from bench.environment import connected, quiet_cassandra, settings_for, settle, worker
 from bench.huge import bench_huge
 from bench.read import ReadSizes, bench_offline, bench_read
 from bench.replication import (
@@ -216,12 +216,8 @@ async def _read_sections(
     base: Settings, sizes: Sizes, stack: Stack, workdir: Path
 ) -> list[Section]:
     """Reads and consumer costs, on 1-partition topics of their own."""
-    # the direct client's own store would wait for Cassandra (`ConnectingStore`): the
-    # sections read through a connected one's session too
     settings = settings_for(base, "read", partitions=1)
-    store = await CassandraStore.connect(settings.cassandra_config())
-    journals = await Journals.connect(settings, store=store)
-    try:
+    async with connected(settings) as (journals, store):
         read = await _guarded(
             "Read (recovery)", bench_read(journals, store, base.kafka_access(), sizes.read), store
         )
@@ -229,24 +225,18 @@ async def _read_sections(
             "Kafka consumer costs",
             bench_consumer(base.kafka_access(), settings.topic, sizes.consumer_repetitions),
         )
-    finally:
-        await journals.close()
-        await store.close()
     settings = settings_for(base, "offline", partitions=1)
-    store = await CassandraStore.connect(settings.cassandra_config())
-    journals = await Journals.connect(settings, store=store)
-    process = worker(settings, workdir / "offline")
-    process.start()
-    try:
-        offline = await _guarded(
-            "Reads with Cassandra down",
-            bench_offline(journals, store, process, stack, sizes.read),
-            store,
-        )
-    finally:
-        process.stop()
-        await journals.close()
-        await store.close()
+    async with connected(settings) as (journals, store):
+        process = worker(settings, workdir / "offline")
+        process.start()
+        try:
+            offline = await _guarded(
+                "Reads with Cassandra down",
+                bench_offline(journals, store, process, stack, sizes.read),
+                store,
+            )
+        finally:
+            process.stop()
     return [read, offline, consumer]
 
 
@@ -318,40 +308,37 @@ async def _worker_sections(
 ) -> list[Section]:
     """Everything with a worker, on a 3-partition topic it serves."""
     settings = settings_for(base, "worker", partitions=3)
-    store = await CassandraStore.connect(settings.cassandra_config())
-    journals = await Journals.connect(settings, store=store)
-    process = worker(settings, workdir / "worker")
-    try:
-        replication = await _guarded(
-            "Replication",
-            _replication(settings, journals, store, process, sizes.replication, profile),
-        )
-        if process.process is None:
-            process.start()
-        await process.wait_ready()
-        append = await _guarded(
-            "Append",
-            bench_append(
-                journals,
-                base.kafka_access(),
-                str(process.url),
-                sizes.append,
-                settle=lambda: settle(settings, store),
-                profile=profile,
-                worker_pid=process.pid,
-            ),
-            store,
-        )
-        huge = await _guarded(
-            "Huge journal over HTTP",
-            bench_huge(journals, store, process, sizes.huge_events),
-            store,
-        )
-        return [append, replication, huge]
-    finally:
-        process.stop()
-        await journals.close()
-        await store.close()
+    async with connected(settings) as (journals, store):
+        process = worker(settings, workdir / "worker")
+        try:
+            replication = await _guarded(
+                "Replication",
+                _replication(settings, journals, store, process, sizes.replication, profile),
+            )
+            if process.process is None:
+                process.start()
+            await process.wait_ready()
+            append = await _guarded(
+                "Append",
+                bench_append(
+                    journals,
+                    base.kafka_access(),
+                    str(process.url),
+                    sizes.append,
+                    settle=lambda: settle(settings, store),
+                    profile=profile,
+                    worker_pid=process.pid,
+                ),
+                store,
+            )
+            huge = await _guarded(
+                "Huge journal over HTTP",
+                bench_huge(journals, store, process, sizes.huge_events),
+                store,
+            )
+            return [append, replication, huge]
+        finally:
+            process.stop()
 
 
 async def _scenarios(
@@ -379,8 +366,8 @@ async def _scenarios(
     return [*sections, spark, consumer]
 
 
-def run(quick: bool, out: Path, profile: bool | None = None) -> int:
-    sizes = QUICK if quick else FULL
+def _stack_up() -> tuple[Stack, Settings]:
+    """The stack, started where it is not up, and the environment's settings pointed at it."""
     stack = Stack()
     stack_up(stack)
     base = Settings.from_env(
@@ -388,6 +375,12 @@ def run(quick: bool, out: Path, profile: bool | None = None) -> int:
         cassandra_hosts=",".join(stack.cassandra_hosts),
         cassandra_port=stack.cassandra_port,
     )
+    return stack, base
+
+
+def run(quick: bool, out: Path, profile: bool | None = None) -> int:
+    sizes = QUICK if quick else FULL
+    stack, base = _stack_up()
     servers = {status.name.capitalize(): status.version or "?" for status in stack.status()}
     load_before, others_before = load_average(), _others()
     machine = _machine()  # its yardstick timed before the servers are loaded
@@ -428,13 +421,7 @@ def run(quick: bool, out: Path, profile: bool | None = None) -> int:
 def run_subscription(events: int, out: Path | None = None) -> int:
     """Only the subscription scenario (`--only subscription`), at `events` events; prints its
     rows (BENCHMARKS.md is left as the last full run wrote it)."""
-    stack = Stack()
-    stack_up(stack)
-    base = Settings.from_env(
-        kafka_bootstrap=stack.kafka_bootstrap,
-        cassandra_hosts=",".join(stack.cassandra_hosts),
-        cassandra_port=stack.cassandra_port,
-    )
+    _, base = _stack_up()
     sizes = SubscriptionSizes(events=events, journals=max(2, min(100, events // 100)))
     section = asyncio.run(bench_subscription(base, sizes))
     for row in section.rows:

@@ -16,7 +16,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from app.garbage import worker_garbage_collector
 from app.http_tokens import client_headers
 from bench.common import Row, Section, median, percentile, spread
-from bench.environment import settings_for, worker
+from bench.environment import connected, settings_for, worker
 from bench.workload import events
 from devtools.workers import WorkerProcess
 from journal.client.journals import Journals
@@ -24,7 +24,6 @@ from journal.kafka.replicate import AlreadyQuarantined, replicate_to_now, wait_r
 from journal.kafka.subscription import Heartbeat, SubscribedEvent, SubscriptionPosition
 from journal.kafka.topic import end_offsets
 from journal.settings import Settings
-from journal.store.cassandra import CassandraStore
 
 _HEARTBEAT = b'{"heartbeat"'
 
@@ -205,9 +204,7 @@ async def bench_subscription(base: Settings, sizes: SubscriptionSizes) -> Sectio
             gap_ms=sizes.gap_ms,
         ),
     )
-    store = await CassandraStore.connect(settings.cassandra_config())
-    journals = await Journals.connect(settings, store=store)
-    try:
+    async with connected(settings) as (journals, store):
         ids = [f"j{i}" for i in range(sizes.journals)]
         await _write(journals, sizes, ids[: len(ids) // 2] if len(ids) > 1 else ids)
         await replicate_to_now(settings.kafka_access(), store, settings.topic, AlreadyQuarantined())
@@ -284,7 +281,4 @@ async def bench_subscription(base: Settings, sizes: SubscriptionSizes) -> Sectio
                 f"{spread(direct_rates)} events/s",
             )
         )
-    finally:
-        await journals.close()
-        await store.close()
     return section

@@ -16,6 +16,10 @@ the `stack` itself when KJ_SECURITY=on, otherwise a second stack beside it (data
 KJ_SECURITY=on, integration tests not marked `secured` are deselected: they talk to the
 servers without logins by design (`KJ_SECURITY=on make test` = unit + secured tests).
 
+`keyspace` gives each module a fresh keyspace its harnesses share (one per module: creating
+one is slow); `connected`, a harness on it shared by the module's tests (a module that needs
+another defines its own).
+
 `vectors` gives wire-format tests kafka-journal's reference vectors, read at test time from
 ../shared (never copied).
 """
@@ -23,13 +27,14 @@ servers without logins by design (`KJ_SECURITY=on make test` = unit + secured te
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
 from app.provision import stack_up
 from stack import Stack, StackSettings
+from tests.support.harness import Harness, harness, unique
 
 _WAIT_FOR_OTHER_SESSIONS = 200.0  # seconds; below the 300 s per-test timeout in pyproject
 
@@ -67,6 +72,26 @@ def secured_stack(request: pytest.FixtureRequest) -> Iterator[Stack]:
         yield request.getfixturevalue("stack")
         return
     yield from _run(StackSettings.from_env().secured_twin())
+
+
+def _module_name(request: pytest.FixtureRequest) -> str:
+    return str(request.module.__name__).rpartition(".")[2].removeprefix("test_")
+
+
+@pytest.fixture(scope="module")
+def keyspace(request: pytest.FixtureRequest) -> str:
+    """kj_<the module's name without test_>_<random>."""
+    return unique(f"kj_{_module_name(request)}")
+
+
+@pytest.fixture(scope="module")
+async def connected(
+    request: pytest.FixtureRequest, stack: Stack, keyspace: str
+) -> AsyncIterator[Harness]:
+    """A harness on the module's keyspace and a fresh topic of 3 partitions, for the module's
+    tests to share."""
+    async with harness(stack, keyspace, f"journal_{_module_name(request)}") as one:
+        yield one
 
 
 def _interop_dir() -> Path:

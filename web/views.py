@@ -125,9 +125,7 @@ class JournalViews:
             # time to it is the core's read latency; the rest is streaming at the client's pace.
             with self._metrics.timed("journal_read_duration_seconds"):
                 first = await anext(records, None)
-            response = web.StreamResponse(headers={"Cache-Control": "no-store"})
-            response.content_type = NDJSON
-            await response.prepare(request)
+            response = await _ndjson_response(request)
             if first is not None and not await _stream(
                 request, response, first, records, self._metrics
             ):
@@ -149,9 +147,7 @@ class JournalViews:
         items = self._backend.subscribe(query.after, query.tags, query.live)
         async with _closing(items):
             first = await anext(items, None)
-            response = web.StreamResponse(headers={"Cache-Control": "no-store"})
-            response.content_type = NDJSON
-            await response.prepare(request)
+            response = await _ndjson_response(request)
             if first is not None and not await _stream_items(
                 request, response, first, items, self._metrics
             ):
@@ -212,6 +208,14 @@ async def _closing(records: AsyncIterator[_Item]) -> AsyncIterator[AsyncIterator
         aclose = getattr(records, "aclose", None)
         if aclose is not None:
             await aclose()
+
+
+async def _ndjson_response(request: web.Request) -> web.StreamResponse:
+    """A read's or a subscription's response, started: NDJSON, never cached."""
+    response = web.StreamResponse(headers={"Cache-Control": "no-store"})
+    response.content_type = NDJSON
+    await response.prepare(request)
+    return response
 
 
 async def _stream(

@@ -1,6 +1,6 @@
 """Two workers of one fresh Faust app, shared by the modules that serve the suite over both.
 
-`workers` is module-scoped, as each module's own `connected` harness it starts them on: a
+`workers` is module-scoped, as the `connected` harness it starts them on (tests/conftest.py): a
 module that needs them otherwise (static membership, HTTP security) defines its own.
 """
 

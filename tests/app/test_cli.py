@@ -120,6 +120,17 @@ def test_seq_nrs_out_of_range_are_refused() -> None:
     assert "--from" in result.output
 
 
+def server_flags(settings: Settings) -> list[str]:
+    """The flags that point a command at the settings' servers, topic and keyspace."""
+    return [
+        f"--kafka-bootstrap={settings.kafka_bootstrap}",
+        f"--cassandra-hosts={settings.cassandra_hosts}",
+        f"--cassandra-port={settings.cassandra_port}",
+        f"--topic={settings.topic}",
+        f"--keyspace={settings.keyspace}",
+    ]
+
+
 @pytest.mark.integration
 async def test_lag_prints_each_partitions_unreplicated_records(
     stack: Stack, capsys: pytest.CaptureFixture[str]
@@ -130,14 +141,7 @@ async def test_lag_prints_each_partitions_unreplicated_records(
         for n in range(1, 4):
             await journal.append(events(n, n))
         partition = connected.journals.writer.partition_of(journal.key)
-        flags = [
-            "lag",
-            f"--kafka-bootstrap={settings.kafka_bootstrap}",
-            f"--cassandra-hosts={settings.cassandra_hosts}",
-            f"--cassandra-port={settings.cassandra_port}",
-            f"--topic={settings.topic}",
-            f"--keyspace={settings.keyspace}",
-        ]
+        flags = ["lag", *server_flags(settings)]
 
         def rows() -> dict[int, list[str]]:
             assert main(flags) == 0
@@ -165,14 +169,7 @@ async def test_subscribe_prints_events_and_resumes_after_a_position(
         settings = connected.settings
         await connected.journals.journal("a").append(events(1, 2))
         await connected.journals.journal("b").append(events(1, 1))
-        flags = [
-            "subscribe",
-            f"--kafka-bootstrap={settings.kafka_bootstrap}",
-            f"--cassandra-hosts={settings.cassandra_hosts}",
-            f"--cassandra-port={settings.cassandra_port}",
-            f"--topic={settings.topic}",
-            f"--keyspace={settings.keyspace}",
-        ]
+        flags = ["subscribe", *server_flags(settings)]
 
         def lines(*more: str) -> list[dict[str, object]]:
             assert main([*flags, *more]) == 0
@@ -197,11 +194,7 @@ async def test_journals_prints_the_ids_of_a_prefix_page_after_page(
         await connected.journals.journal("p-2").purge()
         flags = [
             "journals",
-            f"--kafka-bootstrap={settings.kafka_bootstrap}",
-            f"--cassandra-hosts={settings.cassandra_hosts}",
-            f"--cassandra-port={settings.cassandra_port}",
-            f"--topic={settings.topic}",
-            f"--keyspace={settings.keyspace}",
+            *server_flags(settings),
             "--prefix=p-",
         ]
 

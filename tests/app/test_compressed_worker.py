@@ -28,14 +28,9 @@ from tests.support.compressed import (
 from tests.support.eventually import eventually
 from tests.support.harness import Harness, harness, unique
 from tests.support.http_api import HttpJournals, client_session
-from tests.support.workers import WorkerProcess, wait_replicated
+from tests.support.workers import WorkerProcess, suite_over
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def keyspace(stack: Stack) -> str:
-    return unique("kj_worker_codecs")
 
 
 @pytest.fixture
@@ -63,12 +58,9 @@ def worker(
 @pytest.fixture
 async def api(connected: Harness, worker: WorkerProcess) -> AsyncIterator[HttpJournals]:
     await worker.wait_ready()
-
-    async def settle() -> None:
-        await wait_replicated(connected.settings, connected.journals.store)
-
-    async with client_session(connected.settings) as session:
-        yield HttpJournals(session, [worker.url], settle)
+    store = connected.journals.store
+    async with suite_over(HttpJournals, [worker], connected.settings, store) as api:
+        yield api
 
 
 async def test_batches_of_every_codec_read_back_over_http(

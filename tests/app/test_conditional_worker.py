@@ -11,21 +11,14 @@ import pytest
 from yarl import URL
 
 from journal.errors import SeqNrConflict
-from stack import Stack
 from tests.journal.journal_contract import events
-from tests.support.harness import Harness, harness, unique
+from tests.support.harness import Harness, unique
 from tests.support.http_api import client_session, journal_path
 from tests.support.workers import WorkerProcess, wait_replicated
 
 pytestmark = pytest.mark.integration
 
 Answer = tuple[int, dict[str, object]]
-
-
-@pytest.fixture(scope="module")
-async def connected(stack: Stack) -> AsyncIterator[Harness]:
-    async with harness(stack, unique("kj_cond_worker"), "cond_worker") as one:
-        yield one
 
 
 @pytest.fixture(scope="module")

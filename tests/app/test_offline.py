@@ -10,7 +10,7 @@ How the read's cost stays flat as the pile grows is measured in `kafka-journal b
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 
 import aiohttp
 import pytest
@@ -25,7 +25,7 @@ from journal.metrics import METRICS
 from stack import Stack
 from tests.journal.journal_contract import events
 from tests.support.eventually import eventually
-from tests.support.harness import Harness, harness, unique
+from tests.support.harness import Harness
 from tests.support.http_api import HttpJournals, client_session
 from tests.support.workers import WorkerProcess, running_workers, wait_replicated
 
@@ -33,12 +33,6 @@ pytestmark = pytest.mark.integration
 
 PILE = 20_000
 OTHERS = 1_000
-
-
-@pytest.fixture(scope="module")
-async def connected(stack: Stack) -> AsyncIterator[Harness]:
-    async with harness(stack, unique("kj_offline"), "journal_offline") as one:
-        yield one
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ import os
 import random
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -29,8 +29,7 @@ import orjson
 import pytest
 from yarl import URL
 
-from stack import Stack
-from tests.support.harness import Harness, harness, unique
+from tests.support.harness import Harness, unique
 from tests.support.http_api import client_session, journal_path
 from tests.support.workers import WorkerProcess, running_workers, wait_replicated
 
@@ -185,12 +184,6 @@ class Writer:
         while time.monotonic() < until:
             [operation] = self.client.rng.choices(operations, weights=[45, 25, 10, 15, 5])
             await operation()
-
-
-@pytest.fixture(scope="module")
-async def connected(stack: Stack) -> AsyncIterator[Harness]:
-    async with harness(stack, unique("kj_chaos"), "journal_chaos") as one:
-        yield one
 
 
 @pytest.fixture(scope="module")

@@ -16,13 +16,13 @@ import pytest
 from journal.client.journals import Journals
 from stack import Stack
 from tests.journal.journal_contract import JournalContract, events
-from tests.support.http_api import HttpJournals, client_session
+from tests.support.http_api import HttpJournals
 from tests.support.secured import Granted, granted_journal
 from tests.support.workers import (
     WorkerProcess,
     metric,
     running_workers,
-    wait_replicated,
+    suite_over,
     wait_settled,
 )
 
@@ -53,12 +53,8 @@ async def api(
     granted: Granted, client: Journals, workers: list[WorkerProcess]
 ) -> AsyncIterator[HttpJournals]:
     await wait_settled(workers)  # both hold partitions: half the requests are forwarded
-
-    async def settle() -> None:
-        await wait_replicated(granted.settings, client.store)
-
-    async with client_session(granted.settings) as session:
-        yield HttpJournals(session, [w.url for w in workers], settle)
+    async with suite_over(HttpJournals, workers, granted.settings, client.store) as api:
+        yield api
 
 
 class TestTwoSecuredWorkers(JournalContract):

@@ -20,8 +20,7 @@ from yarl import URL
 from app.forwarding import FORWARDED_HEADER
 from app.http_tokens import minter_of
 from journal.settings import HttpAuthSettings
-from stack import Stack
-from tests.support.harness import Harness, harness, unique
+from tests.support.harness import Harness, unique
 from tests.support.http_api import journal_path
 from tests.support.workers import WorkerProcess, running_workers, wait_settled
 from web.auth import Scope, TokenMinter
@@ -60,12 +59,6 @@ def key_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def tokens(key_file: Path) -> Tokens:
     minter = minter_of(HttpAuthSettings(jwt_key_file=key_file))
     return Tokens(minter, key_file.read_text())
-
-
-@pytest.fixture(scope="module")
-async def connected(stack: Stack) -> AsyncIterator[Harness]:
-    async with harness(stack, unique("kj_secured"), "journal_secured") as one:
-        yield one
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,7 @@ from tests.support.harness import Harness, harness, unique
 from tests.support.http_api import HttpError, HttpJournals, client_session
 from tests.support.listing import all_pages, existing, populate
 from tests.support.show import FULL
-from tests.support.workers import WorkerProcess, wait_replicated
+from tests.support.workers import WorkerProcess, suite_over, wait_replicated
 
 pytestmark = pytest.mark.integration
 
@@ -47,11 +47,6 @@ class KillShow:
 KILL_SHOW = KillShow(200, 100, 8, 500, 900.0) if FULL else KillShow(4, 30, 4, 15, 90.0)
 
 T = TypeVar("T")
-
-
-@pytest.fixture(scope="module")
-def keyspace(stack: Stack) -> str:
-    return unique("kj_worker")
 
 
 @pytest.fixture(scope="module")
@@ -77,12 +72,8 @@ def worker(connected: Harness, tmp_path_factory: pytest.TempPathFactory) -> Iter
 async def api(connected: Harness, worker: WorkerProcess) -> AsyncIterator[HttpJournals]:
     await worker.wait_ready()
     store = connected.journals.store
-
-    async def settle() -> None:
-        await wait_replicated(connected.settings, store)
-
-    async with client_session(connected.settings) as session:
-        yield HttpJournals(session, [worker.url], settle)
+    async with suite_over(HttpJournals, [worker], connected.settings, store) as api:
+        yield api
 
 
 class TestOneWorker(JournalContract):

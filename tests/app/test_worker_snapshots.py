@@ -5,29 +5,16 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 
-import aiohttp
 import pytest
 
-from stack import Stack
 from tests.journal.journal_contract import events
 from tests.journal.snapshot_contract import SnapshotContract
-from tests.support.harness import Harness, harness, unique
+from tests.support.harness import Harness, unique
 from tests.support.http_api import journal_path
 from tests.support.snapshot_api import HttpSnapshots
-from tests.support.workers import WorkerProcess, running_workers, wait_replicated
+from tests.support.workers import WorkerProcess, running_workers, suite_over
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def keyspace(stack: Stack) -> str:
-    return unique("kj_worker_snap")
-
-
-@pytest.fixture(scope="module")
-async def connected(stack: Stack, keyspace: str) -> AsyncIterator[Harness]:
-    async with harness(stack, keyspace, "journal_worker_snap") as one:
-        yield one
 
 
 @pytest.fixture(scope="module")
@@ -40,12 +27,8 @@ def worker(connected: Harness, tmp_path_factory: pytest.TempPathFactory) -> Iter
 async def api(connected: Harness, worker: WorkerProcess) -> AsyncIterator[HttpSnapshots]:
     await worker.wait_ready()
     store = connected.journals.store
-
-    async def settle() -> None:
-        await wait_replicated(connected.settings, store)
-
-    async with aiohttp.ClientSession() as session:
-        yield HttpSnapshots(session, [worker.url], settle)
+    async with suite_over(HttpSnapshots, [worker], connected.settings, store) as api:
+        yield api
 
 
 class TestSnapshotsOverHttp(SnapshotContract):

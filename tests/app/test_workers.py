@@ -7,32 +7,21 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 
-from stack import Stack
 from tests.journal.journal_contract import JournalContract, events
 from tests.support.eventually import answered
-from tests.support.harness import Harness, harness, unique
-from tests.support.http_api import HttpError, HttpJournals, client_session
-from tests.support.workers import WorkerProcess, metric, wait_replicated
+from tests.support.harness import Harness
+from tests.support.http_api import HttpError, HttpJournals
+from tests.support.workers import WorkerProcess, metric, suite_over
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-async def connected(stack: Stack) -> AsyncIterator[Harness]:
-    async with harness(stack, unique("kj_workers"), "journal_workers") as one:
-        yield one
 
 
 @pytest.fixture(scope="module")
 async def api(connected: Harness, workers: list[WorkerProcess]) -> AsyncIterator[HttpJournals]:
     """Over both `workers` (tests/app/conftest.py: settled, the partitions split)."""
     store = connected.journals.store
-
-    async def settle() -> None:
-        await wait_replicated(connected.settings, store)
-
-    async with client_session(connected.settings) as session:
-        yield HttpJournals(session, [w.url for w in workers], settle)
+    async with suite_over(HttpJournals, workers, connected.settings, store) as api:
+        yield api
 
 
 class TestTwoWorkers(JournalContract):

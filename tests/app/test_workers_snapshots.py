@@ -5,36 +5,24 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-import aiohttp
 import pytest
 
 from journal.core.model import TextPayload
-from stack import Stack
 from tests.journal.journal_contract import events
 from tests.journal.snapshot_contract import SnapshotContract
-from tests.support.harness import Harness, harness, unique
+from tests.support.harness import Harness, unique
 from tests.support.snapshot_api import HttpSnapshots
-from tests.support.workers import WorkerProcess, metric, wait_replicated
+from tests.support.workers import WorkerProcess, metric, suite_over
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-async def connected(stack: Stack) -> AsyncIterator[Harness]:
-    async with harness(stack, unique("kj_workers_snap"), "journal_workers_snap") as one:
-        yield one
 
 
 @pytest.fixture(scope="module")
 async def api(connected: Harness, workers: list[WorkerProcess]) -> AsyncIterator[HttpSnapshots]:
     """Over both `workers` (tests/app/conftest.py: settled, the partitions split)."""
     store = connected.journals.store
-
-    async def settle() -> None:
-        await wait_replicated(connected.settings, store)
-
-    async with aiohttp.ClientSession() as session:
-        yield HttpSnapshots(session, [w.url for w in workers], settle)
+    async with suite_over(HttpSnapshots, workers, connected.settings, store) as api:
+        yield api
 
 
 class TestSnapshotsOverTwoWorkers(SnapshotContract):

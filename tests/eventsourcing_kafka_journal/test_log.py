@@ -22,9 +22,7 @@ from eventsourcing_kafka_journal.wire import (
     tracking_headers,
     tracking_journal_id,
 )
-from journal.kafka.producer import JournalProducer
-from journal.kafka.replicate import KafkaQuarantine, replicate_to_now
-from tests.support.harness import unique
+from tests.support.harness import replicate_now, unique
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("stack_environment")]
 
@@ -35,15 +33,7 @@ def _replicate_and_expire(connection: Connection) -> None:
 
     async def run() -> None:
         settings = connection.settings
-        store = connection.store
-        producer = JournalProducer(settings.kafka_access())
-        await producer.start()
-        try:
-            await replicate_to_now(
-                settings.kafka_access(), store, settings.topic, KafkaQuarantine(producer)
-            )
-        finally:
-            await producer.stop()
+        await replicate_now(settings, connection.store)
         end = await connection.log.end()
         admin = AIOKafkaAdminClient(**settings.kafka_access().client_options())
         await admin.start()

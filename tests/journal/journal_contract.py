@@ -1,8 +1,9 @@
 """The semantic suite of "a journal": every way to reach journals passes it.
 
 A subclass provides the `api` fixture (a tests.support.journal_api.JournalApi) and a fresh
-`journal_id` per test. `api.settle()` lets replication run where the subclass wants it to, so
-one subclass can test with nothing replicated, another with everything replicated.
+`journal_id` per test. `api.settle()` lets replication run where the subclass wants it to: an
+`api` that asks for `replicating` runs the suite twice, with nothing replicated and with
+replication between steps.
 """
 
 from __future__ import annotations
@@ -31,6 +32,16 @@ class JournalContract:
     @pytest.fixture
     def journal_id(self) -> str:
         return f"j-{uuid.uuid4().hex[:12]}"
+
+    @pytest.fixture(
+        scope="class",
+        params=[False, True],
+        ids=["nothing_replicated", "replicated_between_steps"],
+    )
+    @classmethod
+    def replicating(cls, request: pytest.FixtureRequest) -> bool:
+        """Whether the `api` asking for it replicates in settle()."""
+        return bool(request.param)
 
     async def test_an_unknown_journal_is_empty(self, api: JournalApi, journal_id: str) -> None:
         assert await api.read(journal_id) == []

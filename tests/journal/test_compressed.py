@@ -34,14 +34,9 @@ from tests.support.compressed import (
     read_partition,
 )
 from tests.support.eventually import WITHIN_S, answered
-from tests.support.harness import Harness, harness, unique
+from tests.support.harness import Harness, harness
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def keyspace() -> str:
-    return unique("kj_compressed")
 
 
 @pytest.fixture

@@ -100,11 +100,6 @@ def test_idempotency_keys_are_short_printable_ascii(key: str) -> None:
 # --- against the servers ----------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def keyspace(stack: Stack) -> str:
-    return unique("kj_cond")
-
-
 @pytest.fixture
 async def direct(stack: Stack, keyspace: str) -> AsyncIterator[Harness]:
     async with harness(stack, keyspace, "cond") as connected:

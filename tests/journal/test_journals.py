@@ -13,7 +13,7 @@ from aiokafka.structs import TopicPartition
 
 from journal.client.journals import Journals
 from journal.core.index import IndexAnswer, Indexed, NotIndexed
-from journal.core.model import SEQ_NR_MAX, Event, EventRecord, JournalKey, TextPayload
+from journal.core.model import SEQ_NR_MAX, Event, JournalKey, TextPayload
 from journal.errors import AppendTooLarge, JournalTruncated, StoreUnavailable
 from journal.kafka.records import KafkaReadConfig, KafkaRecords
 from journal.metrics import METRICS
@@ -25,6 +25,7 @@ from stack import Stack
 from tests.journal.journal_contract import JournalContract, events, seq_nrs
 from tests.support.eventually import answered, eventually
 from tests.support.harness import Harness, harness, unique
+from tests.support.stores import DelegatingJournal
 
 pytestmark = pytest.mark.integration
 
@@ -65,29 +66,16 @@ class Direct:
             await self.harness.replicate()
 
 
-@pytest.fixture(scope="module")
-def keyspace(stack: Stack) -> str:
-    return unique("kj_test")
-
-
 async def direct(stack: Stack, keyspace: str, replicating: bool) -> AsyncIterator[Direct]:
     async with harness(stack, keyspace, "journal") as connected:
         yield Direct(connected, replicating)
 
 
-class TestNothingReplicated(JournalContract):
+class TestDirect(JournalContract):
     @pytest.fixture(scope="class")
     @classmethod
-    async def api(cls, stack: Stack, keyspace: str) -> AsyncIterator[Direct]:
-        async for api in direct(stack, keyspace, replicating=False):
-            yield api
-
-
-class TestReplicatedBetweenSteps(JournalContract):
-    @pytest.fixture(scope="class")
-    @classmethod
-    async def api(cls, stack: Stack, keyspace: str) -> AsyncIterator[Direct]:
-        async for api in direct(stack, keyspace, replicating=True):
+    async def api(cls, stack: Stack, keyspace: str, replicating: bool) -> AsyncIterator[Direct]:
+        async for api in direct(stack, keyspace, replicating):
             yield api
 
 
@@ -353,30 +341,12 @@ async def test_a_head_over_its_memory_budget_is_fetched_as_it_streams(api: Direc
     await kafka.close()
 
 
-class StalePage(EventualJournal):
+class StalePage(DelegatingJournal):
     """The store, except that its first page is one read before replication moved on."""
 
     def __init__(self, store: EventualJournal, page: FirstPage) -> None:
-        self._store, self._page = store, page
-
-    async def pointer(self, topic: str, partition: int) -> int | None:
-        return await self._store.pointer(topic, partition)
-
-    async def pointers(self, topic: str) -> dict[int, int]:
-        return await self._store.pointers(topic)
-
-    async def journal_ids(
-        self, topic: str, prefix: str = "", after: str | None = None, limit: int = 100
-    ) -> list[str]:
-        return await self._store.journal_ids(topic, prefix, after, limit)
-
-    async def meta(self, key: JournalKey) -> JournalMeta | None:
-        return await self._store.meta(key)
-
-    def read(
-        self, key: JournalKey, meta: JournalMeta, from_: int = 1, to: int = SEQ_NR_MAX
-    ) -> AsyncIterator[EventRecord]:
-        return self._store.read(key, meta, from_, to)
+        super().__init__(store)
+        self._page = page
 
     async def first_page(self, key: JournalKey, from_: int, to: int) -> FirstPage:
         return self._page

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import resource
-from collections.abc import AsyncIterator
 
 import pytest
 
 from journal.core.model import Event, Json, JsonPayload
-from stack import Stack
-from tests.support.harness import Harness, harness, unique
+from tests.support.harness import Harness
 
 pytestmark = pytest.mark.integration
 
@@ -21,12 +19,6 @@ PAYLOAD: Json = {"text": "x" * 200}  # about 300 bytes an event, encoded
 def rss_bytes() -> int:
     with open("/proc/self/statm") as statm:
         return int(statm.read().split()[1]) * resource.getpagesize()
-
-
-@pytest.fixture(scope="module")
-async def connected(stack: Stack) -> AsyncIterator[Harness]:
-    async with harness(stack, unique("kj_large"), "journal_large") as one:
-        yield one
 
 
 async def test_a_huge_journal_streams_in_bounded_memory(connected: Harness) -> None:

@@ -12,7 +12,7 @@ from journal.core.index import IndexAnswer, RecordIndex
 from journal.core.model import JournalKey
 from stack import Stack
 from tests.journal.test_journals import Direct
-from tests.support.harness import harness, unique
+from tests.support.harness import harness
 from tests.support.listing import all_pages, events, existing, populate
 
 pytestmark = pytest.mark.integration
@@ -32,11 +32,6 @@ class KeysFromKafka:
 
     async def close(self) -> None:
         return None
-
-
-@pytest.fixture(scope="module")
-def keyspace(stack: Stack) -> str:
-    return unique("kj_ids")
 
 
 @pytest.fixture(params=["tail_index", "kafka_keys"])

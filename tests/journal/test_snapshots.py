@@ -42,11 +42,6 @@ class DirectSnapshots(Direct):
 
 
 @pytest.fixture(scope="module")
-def keyspace(stack: Stack) -> str:
-    return unique("kj_snap")
-
-
-@pytest.fixture(scope="module")
 async def api(stack: Stack, keyspace: str) -> AsyncIterator[DirectSnapshots]:
     """Replication runs only in settle(): before it, Kafka holds what the store lacks."""
     async with harness(stack, keyspace, "snapshots") as connected:

@@ -18,31 +18,21 @@ from journal.store.base import EventualJournal, JournalMeta
 from journal.store.memory import MemoryStore
 from pipeline.audit_check import Difference, JournalAudit
 from tests.support.actions import append, delete, mark, purge
+from tests.support.stores import DelegatingJournal
 
 KEY = JournalKey("topic", "id")
 
 
-class Damaged(EventualJournal):
+class Damaged(DelegatingJournal):
     """A MemoryStore's read side with rows dropped, replaced or added, or another row."""
 
     def __init__(self, store: MemoryStore) -> None:
-        self.store = store
+        super().__init__(store)
         self.dropped: set[int] = set()
         self.changed: dict[int, EventRecord] = {}
         self.extra: dict[int, EventRecord] = {}
         self.meta_of: JournalMeta | None = None
         self.row_missing = False
-
-    async def pointer(self, topic: str, partition: int) -> int | None:
-        return await self.store.pointer(topic, partition)
-
-    async def pointers(self, topic: str) -> dict[int, int]:
-        return await self.store.pointers(topic)
-
-    async def journal_ids(
-        self, topic: str, prefix: str = "", after: str | None = None, limit: int = 100
-    ) -> list[str]:
-        return await self.store.journal_ids(topic, prefix, after, limit)
 
     async def meta(self, key: JournalKey) -> JournalMeta | None:
         if self.row_missing:

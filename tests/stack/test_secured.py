@@ -18,7 +18,6 @@ from journal.client.journals import Journals
 from journal.core.model import Event, JsonPayload
 from journal.errors import KafkaAccessDenied, StoreAccessDenied
 from journal.kafka.producer import JournalProducer
-from journal.kafka.replicate import KafkaQuarantine, replicate_to_now
 from journal.store.cassandra import CassandraStore
 from kjconfig.access import (
     CASSANDRA_ADMIN,
@@ -29,7 +28,7 @@ from kjconfig.access import (
 )
 from stack import Stack
 from stack.cli import format_status
-from tests.support.harness import unique
+from tests.support.harness import replicate_now, unique
 from tests.support.http_api import client_session
 from tests.support.secured import Granted, granted_journal
 from tests.support.workers import wait_replicated
@@ -90,14 +89,9 @@ async def test_the_client_appends_and_reads_and_the_replicator_replicates(
 
     replicator = granted.as_role("replicator")
     store = await CassandraStore.connect(replicator.cassandra_config())
-    producer = JournalProducer(replicator.kafka_access())
-    await producer.start()
     try:
-        await replicate_to_now(
-            replicator.kafka_access(), store, replicator.topic, KafkaQuarantine(producer)
-        )
+        await replicate_now(replicator, store)
     finally:
-        await producer.stop()
         await store.close()
     meta = await client.store.meta(journal.key)  # the client's role reads what was written
     assert meta is not None and meta.seq_nr == 2

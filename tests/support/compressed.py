@@ -33,63 +33,61 @@ REFERENCE = {
 ZSTD_UNAVAILABLE = Path(__file__).with_name("zstd_unavailable")
 
 
+Record = tuple[str, bytes, list[tuple[str, bytes]]]  # journal id, value, headers
+
+
+async def _produce_together(
+    settings: Settings, codec: str, linger_ms: int, records: list[Record]
+) -> list[int]:
+    """`records` sent to their journals' partitions at once (so batched), compressed with
+    `codec`; their offsets."""
+    kafka = AIOKafkaProducer(
+        bootstrap_servers=settings.kafka_bootstrap, compression_type=codec, linger_ms=linger_ms
+    )
+    await kafka.start()
+    try:
+        sent = [
+            await kafka.send(
+                settings.topic,
+                value,
+                key=journal_id.encode(),
+                partition=partition_of(journal_id, settings.partitions),
+                headers=headers,
+            )
+            for journal_id, value, headers in records
+        ]
+        return [metadata.offset for metadata in await asyncio.gather(*sent)]
+    finally:
+        await kafka.stop()
+
+
 async def produce_reference(
     settings: Settings, vectors: Path, codec: str, suffix: str = ""
 ) -> dict[str, list[Event]]:
     """kafka-journal's records, one per journal `<name><suffix>`, sent together (so one
     batch per partition) compressed with `codec`; the events each journal then holds."""
     expected: dict[str, list[Event]] = {}
-    kafka = AIOKafkaProducer(
-        bootstrap_servers=settings.kafka_bootstrap, compression_type=codec, linger_ms=20
-    )
-    await kafka.start()
-    try:
-        sent = []
-        for name, (header_file, value_file, payload_type) in REFERENCE.items():
-            value = (vectors / value_file).read_bytes()
-            events = list(decode_events(payload_type, value).events)
-            header = orjson.loads((vectors / header_file).read_bytes())
-            header["append"]["range"] = {"from": events[0].seq_nr, "to": events[-1].seq_nr}
-            journal_id = f"{name}{suffix}"
-            expected[journal_id] = events
-            sent.append(
-                await kafka.send(
-                    settings.topic,
-                    value,
-                    key=journal_id.encode(),
-                    partition=partition_of(journal_id, settings.partitions),
-                    headers=[(ACTION_HEADER, orjson.dumps(header))],
-                )
-            )
-        await asyncio.gather(*sent)
-    finally:
-        await kafka.stop()
+    records: list[Record] = []
+    for name, (header_file, value_file, payload_type) in REFERENCE.items():
+        value = (vectors / value_file).read_bytes()
+        events = list(decode_events(payload_type, value).events)
+        header = orjson.loads((vectors / header_file).read_bytes())
+        header["append"]["range"] = {"from": events[0].seq_nr, "to": events[-1].seq_nr}
+        journal_id = f"{name}{suffix}"
+        expected[journal_id] = events
+        records.append((journal_id, value, [(ACTION_HEADER, orjson.dumps(header))]))
+    await _produce_together(settings, codec, 20, records)
     return expected
 
 
 async def produce_zstd_batch(settings: Settings, journal_id: str, seq_nrs: range) -> list[int]:
     """Appends of `seq_nrs` (one record each) to `journal_id` in one zstd batch; offsets."""
-    kafka = AIOKafkaProducer(
-        bootstrap_servers=settings.kafka_bootstrap, compression_type="zstd", linger_ms=50
-    )
-    await kafka.start()
-    try:
-        sent = []
-        for seq_nr in seq_nrs:
-            payload_type, value = encode_events(Events((Event(seq_nr),)))
-            header = AppendHeader(SeqRange(seq_nr, seq_nr), payload_type)
-            sent.append(
-                await kafka.send(
-                    settings.topic,
-                    value,
-                    key=journal_id.encode(),
-                    partition=partition_of(journal_id, settings.partitions),
-                    headers=record_headers(header, {}),
-                )
-            )
-        return [metadata.offset for metadata in await asyncio.gather(*sent)]
-    finally:
-        await kafka.stop()
+    records: list[Record] = []
+    for seq_nr in seq_nrs:
+        payload_type, value = encode_events(Events((Event(seq_nr),)))
+        header = AppendHeader(SeqRange(seq_nr, seq_nr), payload_type)
+        records.append((journal_id, value, record_headers(header, {})))
+    return await _produce_together(settings, "zstd", 50, records)
 
 
 def ids_in_one_partition(partitions: int, count: int) -> tuple[list[str], str]:

@@ -12,7 +12,7 @@ from journal.kafka.producer import JournalProducer
 from journal.kafka.replicate import KafkaQuarantine, replicate_to_now
 from journal.kafka.topic import TopicSpec, ensure_topic, quarantine_topic
 from journal.settings import Settings
-from journal.store.base import JournalMeta
+from journal.store.base import EventualStore, JournalMeta
 from journal.store.cassandra import CassandraStore
 from stack import Stack
 
@@ -60,6 +60,17 @@ class Harness:
             self.settings.topic,
             KafkaQuarantine(self.producer),
         )
+
+
+async def replicate_now(settings: Settings, store: EventualStore) -> dict[int, int]:
+    """`Harness.replicate` without a harness: with a producer of its own for the quarantine."""
+    producer = JournalProducer(settings.kafka_access())
+    await producer.start()
+    try:
+        quarantine = KafkaQuarantine(producer)
+        return await replicate_to_now(settings.kafka_access(), store, settings.topic, quarantine)
+    finally:
+        await producer.stop()
 
 
 @asynccontextmanager

@@ -3,8 +3,9 @@ to replicate."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from typing import TypeVar
 
 import aiohttp
 import pytest
@@ -17,6 +18,7 @@ from journal.settings import Settings
 from journal.store.base import EventualJournal
 from tests.support.eventually import WITHIN_S, eventually
 from tests.support.harness import unique
+from tests.support.http_api import HttpJournals, client_session
 
 __all__ = [
     "REPO",
@@ -24,9 +26,12 @@ __all__ = [
     "end_offsets",
     "metric",
     "running_workers",
+    "suite_over",
     "wait_replicated",
     "wait_settled",
 ]
+
+Api = TypeVar("Api", bound=HttpJournals)
 
 
 @contextmanager
@@ -107,3 +112,17 @@ async def wait_replicated(
     """Until the store's pointers reach the topic's current end: the agents replicated it."""
     ends = await end_offsets(settings.kafka_access(), settings.topic, settings.partitions)
     await wait_pointers(store, settings.topic, ends, timeout_s)
+
+
+@asynccontextmanager
+async def suite_over(
+    kind: type[Api], workers: Sequence[WorkerProcess], settings: Settings, store: EventualJournal
+) -> AsyncIterator[Api]:
+    """The semantic suite's `kind` over `workers` (round robin) with the settings' token
+    (`client_session`); its settle() waits until the agents replicated (`wait_replicated`)."""
+
+    async def settle() -> None:
+        await wait_replicated(settings, store)
+
+    async with client_session(settings) as session:
+        yield kind(session, [worker.url for worker in workers], settle)

@@ -15,7 +15,7 @@ import pytest
 from journal.core.model import SEQ_NR_MAX
 from stack import Stack
 from tests.journal.journal_contract import JournalContract, events
-from tests.support.harness import Harness, harness, unique
+from tests.support.harness import Harness, harness
 from tests.support.http_api import HttpJournals, journal_path, nothing
 from tests.web.served import Served, serve
 from web import DirectBackend, create_app
@@ -33,11 +33,6 @@ class HttpApi(HttpJournals):
         self.harness = connected
 
 
-@pytest.fixture(scope="module")
-def keyspace(stack: Stack) -> str:
-    return unique("kj_web")
-
-
 async def http_api(stack: Stack, keyspace: str, replicating: bool) -> AsyncIterator[HttpApi]:
     async with (
         harness(stack, keyspace, "journal_web") as connected,
@@ -46,19 +41,11 @@ async def http_api(stack: Stack, keyspace: str, replicating: bool) -> AsyncItera
         yield HttpApi(served, connected, replicating)
 
 
-class TestHttpNothingReplicated(JournalContract):
+class TestHttp(JournalContract):
     @pytest.fixture(scope="class")
     @classmethod
-    async def api(cls, stack: Stack, keyspace: str) -> AsyncIterator[HttpApi]:
-        async for api in http_api(stack, keyspace, replicating=False):
-            yield api
-
-
-class TestHttpReplicatedBetweenSteps(JournalContract):
-    @pytest.fixture(scope="class")
-    @classmethod
-    async def api(cls, stack: Stack, keyspace: str) -> AsyncIterator[HttpApi]:
-        async for api in http_api(stack, keyspace, replicating=True):
+    async def api(cls, stack: Stack, keyspace: str, replicating: bool) -> AsyncIterator[HttpApi]:
+        async for api in http_api(stack, keyspace, replicating):
             yield api
 
 
