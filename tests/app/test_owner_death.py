@@ -1,5 +1,5 @@
-"""Two workers, one killed -9 every 20 s for a minute (KJ_CHAOS_S: longer) under appends, reads, deletes and purges
-sent through both: no 500, every answer right or a 503 that a retry resolves, nothing
+"""Two workers, one killed -9 every 20 s for a minute (KJ_CHAOS_S: longer) under appends,
+reads, deletes and purges sent through both: no 500, every answer right or a 503 that a retry resolves, nothing
 acknowledged lost.
 
 The workers use static group membership (`--instance-id`), as a deployment that restarts them
