@@ -1,6 +1,6 @@
 """Two workers, one killed -9 every 20 s for a minute (KJ_CHAOS_S: longer) under appends,
-reads, deletes and purges sent through both: no 500, every answer right or a 503 that a retry resolves, nothing
-acknowledged lost.
+reads, deletes and purges sent through both: no 500, every answer right or a 503 that a retry
+resolves, nothing acknowledged lost.
 
 The workers use static group membership (`--instance-id`), as a deployment that restarts them
 should: the killed worker is restarted at once, as a supervisor would, and takes its partitions
