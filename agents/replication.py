@@ -175,6 +175,8 @@ class WorkerReplication:
             time.time() - record.timestamp_ms / 1000
         )
         state = await self._state(record.partition, record.offset)
+        if state is None:
+            return  # a partition this worker no longer owns: its new owner replicates it
         if state.gap_end == GAP_UNKNOWN:  # the first record of an assigned partition
             state.gap_end = record.offset - 1  # the tables lack only what came before it
             if state.pointer + 1 < record.offset:
@@ -213,7 +215,6 @@ class WorkerReplication:
         state.wake.set()
 
     def _start(self, partition: int, state: _ReplicatedPartition) -> None:
-        self._owned.assign(partition)
         self._owned.set_replicated(partition, state.pointer)
         state.task = asyncio.create_task(self._replicate(partition, state))
         self._partitions[partition] = state
@@ -230,9 +231,13 @@ class WorkerReplication:
         for partition in list(self._partitions):
             await self.revoke(partition)
 
-    async def _state(self, partition: int, first_offset: int) -> _ReplicatedPartition:
+    async def _state(self, partition: int, first_offset: int) -> _ReplicatedPartition | None:
+        """The partition's replication, started at its first record; None if this worker does
+        not own it (any more): only Faust's assignment makes a worker an owner. A partition
+        revoked while its pointer was read and then replicated here anyway would have two
+        writers, and its later real assignment would find stale rows and skip the catch-up."""
         state = self._partitions.get(partition)
-        if state is None:
+        if state is None and self._owned.owns(partition):
             # never wait for the store here: the agent must keep consuming while it is down
             try:
                 pointer = await self._store.pointer(self._topic, partition)
@@ -243,6 +248,8 @@ class WorkerReplication:
             assigned = self._partitions.get(partition)
             if assigned is not None:  # `assigned` came while the pointer was read
                 return assigned
+            if not self._owned.owns(partition):  # revoked while the pointer was read
+                return None
             if state.pointer + 1 < first_offset:  # Faust committed ahead of replication
                 state.catch_up_from = state.pointer + 1
                 state.gap_end = first_offset - 1

@@ -67,7 +67,9 @@ class OwnedPartitions:
         return -1 if owned is None else owned.floor
 
     def set_floor(self, partition: int, offset: int) -> None:
-        self._owned.setdefault(partition, _Owned()).floor = offset
+        owned = self._owned.get(partition)
+        if owned is not None:  # else revoked meanwhile: ownership comes from `assign` only
+            owned.floor = offset
 
     def set_replicated(self, partition: int, pointer: int) -> None:
         owned = self._owned.get(partition)
@@ -76,8 +78,8 @@ class OwnedPartitions:
 
     def advance(self, partition: int, offset: int) -> None:
         """Every record of `partition` up to `offset` is in the tables."""
-        owned = self._owned.setdefault(partition, _Owned())
-        if offset <= owned.processed:
+        owned = self._owned.get(partition)
+        if owned is None or offset <= owned.processed:
             return
         owned.processed = offset
         METRICS.gauge("journal_agent_offset", partition=str(partition)).set(offset)

@@ -104,11 +104,16 @@ class Store(MemoryStore):
         self.failing = False
         self.gate = asyncio.Event()
         self.gate.set()
+        self.pointer_gate = asyncio.Event()  # pointer reads wait while it is clear
+        self.pointer_gate.set()
+        self.pointer_reads = 0  # begun
         self.saved: list[tuple[int, int]] = []  # (pointer, records quarantined by then)
         self.refused = 0  # pointer reads refused while down
         self._quarantine = quarantine
 
     async def pointer(self, topic: str, partition: int) -> int | None:
+        self.pointer_reads += 1
+        await self.pointer_gate.wait()
         if self.down:
             self.refused += 1
             raise StoreUnavailable("the store is down")
@@ -196,6 +201,7 @@ async def agent() -> AsyncIterator[Agent]:
     owned = OwnedPartitions()
     tables = JournalTables(Table(), Table())
     skipped = SkippedBatches()
+    owned.assign(PARTITION)  # Faust's assignment: records come after it, the agent's may not
     work = WorkerReplication(
         TOPIC, store, quarantine, tables, owned, log, skipped, max_backoff_s=0.2
     )

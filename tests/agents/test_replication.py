@@ -5,6 +5,8 @@ agent is behind the store or the store behind the agent, and the quarantine."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from agents import replication
@@ -196,4 +198,22 @@ async def test_a_quarantine_that_fails_is_retried_and_the_agent_goes_on() -> Non
         await ag.handle(ag.log.append(A, 1, 1))
         await until_pointer(ag, 1)
         assert ag.quarantine.delivered == [(malformed, "no journal.action header")]
+        assert await ag.store.seq_nrs(A) == [1]
+
+
+async def test_a_record_of_a_partition_revoked_while_its_pointer_is_read_is_left_alone() -> None:
+    # only Faust's assignment makes an owner: else two workers would replicate the partition,
+    # and this one's later assignment would skip its catch-up and fold onto stale rows
+    async with agent() as ag:
+        record = ag.log.append(A, 1, 1)
+        ag.store.pointer_gate.clear()
+        handling = asyncio.create_task(ag.handle(record))
+        await until(lambda: ag.store.pointer_reads == 1, "the agent reads the pointer")
+        await ag.work.revoke(PARTITION)
+        ag.store.pointer_gate.set()
+        await handling
+        assert not ag.owned.owns(PARTITION)
+        ag.owned.assign(PARTITION)  # it comes back: a fresh start, the catch-up included
+        ag.work.assigned(PARTITION)
+        await until_pointer(ag, 0)
         assert await ag.store.seq_nrs(A) == [1]

@@ -7,6 +7,7 @@ from tables.partitions import OwnedPartitions
 
 async def test_a_waiter_wakes_when_its_offset_is_processed() -> None:
     progress = OwnedPartitions()
+    progress.assign(0)
     progress.advance(0, 3)
     waiter = asyncio.create_task(progress.wait_for(0, 7, timeout_s=5))
     await asyncio.sleep(0.01)
@@ -29,9 +30,20 @@ async def test_waiting_is_bounded_and_fails_for_partitions_not_owned() -> None:
 
 async def test_offsets_never_go_back() -> None:
     progress = OwnedPartitions()
+    progress.assign(0)
     progress.advance(0, 9)
     progress.advance(0, 4)
     assert progress.processed(0) == 9
+
+
+async def test_only_an_assignment_makes_a_partition_owned() -> None:
+    # a record handled after its partition was revoked must not make this worker its owner
+    owned = OwnedPartitions()
+    owned.assign(0)
+    owned.revoke(0)
+    owned.advance(0, 9)
+    owned.set_floor(0, 4)
+    assert not owned.owns(0) and owned.processed(0) == -1 and owned.floor(0) == -1
 
 
 async def test_the_replicated_pointer_only_grows_and_goes_with_the_partition() -> None:
