@@ -386,7 +386,7 @@ def _compression_rows(section: Section, per_append: int, latencies: dict[str, li
     value, headers = raw_append(1, per_append)
     random_events = Events(
         tuple(
-            Event(n, frozenset({"bench"}), JsonPayload({"n": n, "pad": os.urandom(130).hex()}))
+            Event(n, frozenset({"bench"}), JsonPayload.of({"n": n, "pad": os.urandom(130).hex()}))
             for n in range(1, per_append + 1)
         )
     )

@@ -219,7 +219,7 @@ async def raw_inserts(settings: Settings, rows: int, per_batch: int = 1) -> floa
         stamp = int(time.time() * 1_000_000)
 
         def record(seq_nr: int) -> EventRecord:
-            event = Event(seq_nr, _RAW_TAGS, JsonPayload(payload(seq_nr)))
+            event = Event(seq_nr, _RAW_TAGS, JsonPayload.of(payload(seq_nr)))
             return EventRecord(event, now, 0, seq_nr)
 
         async def write(lane: int, round_: int) -> None:

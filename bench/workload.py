@@ -24,7 +24,8 @@ def payload(seq_nr: int) -> dict[str, Json]:
 
 def events(first: int, count: int) -> list[Event]:
     return [
-        Event(n, frozenset({"bench"}), JsonPayload(payload(n))) for n in range(first, first + count)
+        Event(n, frozenset({"bench"}), JsonPayload.of(payload(n)))
+        for n in range(first, first + count)
     ]
 
 

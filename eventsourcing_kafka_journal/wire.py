@@ -78,7 +78,7 @@ def _fields(stored: StoredEvent) -> dict[str, Json]:
 
 def encode_event(stored: StoredEvent, seq_nr: int) -> Event:
     state = base64.b64encode(stored.state).decode("ascii")
-    return Event(seq_nr, payload=JsonPayload({**_fields(stored), "state": state}))
+    return Event(seq_nr, payload=JsonPayload.of({**_fields(stored), "state": state}))
 
 
 def encode_snapshot(stored: StoredEvent) -> BinaryPayload:
@@ -101,7 +101,7 @@ def decode_snapshot(journal_id: str, payload: Payload) -> StoredEvent | None:
 
 
 def tracking_event(tracking: Tracking, seq_nr: int) -> Event:
-    return Event(seq_nr, payload=JsonPayload({"tracking": tracking.notification_id}))
+    return Event(seq_nr, payload=JsonPayload.of({"tracking": tracking.notification_id}))
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,16 +120,19 @@ class Decoded:
 def decode_event(journal_id: str, record: EventRecord) -> Decoded | None:
     """The stored event in `record`; None for an event not written by this module."""
     payload = record.event.payload
-    if not isinstance(payload, JsonPayload) or not isinstance(payload.value, dict):
+    if not isinstance(payload, JsonPayload):
         return None
-    state = payload.value.get("state")
+    fields = payload.value
+    if not isinstance(fields, dict):
+        return None
+    state = fields.get("state")
     if not isinstance(state, str):
         return None
     try:
         data = base64.b64decode(state, validate=True)
     except ValueError:
         return None
-    stored = _stored_of(journal_id, payload.value, data)
+    stored = _stored_of(journal_id, fields, data)
     return None if stored is None else Decoded(stored, record.seq_nr)
 
 

@@ -35,7 +35,7 @@ the audit reads it (replication moved on), is skipped: its differences would be 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 from journal.codec.actions import events_of
 from journal.core.fold import JournalState, Verdict
@@ -268,10 +268,10 @@ def _state(state: JournalState) -> str:
 def _changed(expected: EventRecord, stored: EventRecord) -> str:
     """Which fields of an event differ, e.g. 'event: Kafka ..., stored ...'."""
     parts = []
-    for spec in fields(EventRecord):
-        want, got = getattr(expected, spec.name), getattr(stored, spec.name)
+    for name in EventRecord.__struct_fields__:
+        want, got = getattr(expected, name), getattr(stored, name)
         if want != got:
-            parts.append(f"{spec.name}: Kafka {_short(want)}, stored {_short(got)}")
+            parts.append(f"{name}: Kafka {_short(want)}, stored {_short(got)}")
     return "; ".join(parts) or "differs"
 
 

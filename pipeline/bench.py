@@ -71,7 +71,7 @@ async def write_events(
             for round_ in rounds:
                 first = round_ * per_append + 1
                 batch = [
-                    Event(n, frozenset({"bench"}), JsonPayload({"n": n, "pad": "x" * 64}))
+                    Event(n, frozenset({"bench"}), JsonPayload.of({"n": n, "pad": "x" * 64}))
                     for n in range(first, first + per_append)
                 ]
                 async with semaphore:

@@ -82,8 +82,8 @@ def export_row(key: JournalKey, record: EventRecord) -> tuple[Any, ...]:
     payload = record.event.payload
     kind = json = text = data = None
     match payload:
-        case JsonPayload(value):
-            kind, json = "json", orjson.dumps(value).decode()
+        case JsonPayload(raw):
+            kind, json = "json", raw.decode()
         case TextPayload(value):
             kind, text = "text", value
         case BinaryPayload(value):
@@ -113,7 +113,7 @@ def event_record_of(row: Any) -> EventRecord:
     """The EventRecord of an exported row (a Row read back by Spark, or a `SCHEMA` tuple)."""
     match row["payload_type"]:
         case "json":
-            payload: JsonPayload | TextPayload | BinaryPayload | None = JsonPayload(
+            payload: JsonPayload | TextPayload | BinaryPayload | None = JsonPayload.of(
                 orjson.loads(row["payload_json"])
             )
         case "text":

@@ -28,8 +28,8 @@ from web.duration import expire_after_to_iso
 def payload_fields(payload: Payload | None) -> dict[str, Any]:
     """An event's payload as the API writes it: one of payload, payloadText, payloadBinary."""
     match payload:
-        case JsonPayload(value):
-            return {"payload": value}
+        case JsonPayload():
+            return {"payload": payload.value}
         case TextPayload(text):
             return {"payloadText": text}
         case BinaryPayload(raw):

@@ -57,6 +57,7 @@ from journal.core.model import (
     Payload,
     PayloadMetadata,
     TextPayload,
+    of_json,
 )
 from web.duration import iso_to_duration
 from web.error_answers import ErrorCode
@@ -206,7 +207,7 @@ class EventIn(_Wire):
     def _payload(self) -> Payload | None:
         given = self.model_fields_set
         if "payload" in given:
-            return JsonPayload(self.payload)
+            return of_json(self.payload)
         if "payloadText" in given:
             return TextPayload(self.payloadText)
         if "payloadBinary" in given:
@@ -300,7 +301,7 @@ class SnapshotIn(_Wire):
             return TextPayload(self.payloadText)
         if "payloadBinary" in given:
             return BinaryPayload(self.payloadBinary)
-        return JsonPayload(self.payload)
+        return JsonPayload.of(self.payload)
 
 
 def _query_number(value: object) -> int:

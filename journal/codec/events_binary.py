@@ -30,10 +30,12 @@ from journal.core.model import (
     BinaryPayload,
     Event,
     Events,
+    InvalidValue,
     JsonPayload,
     Payload,
     PayloadMetadata,
     TextPayload,
+    checked_json_payload,
 )
 
 VERSION_0: Final = 0
@@ -91,8 +93,8 @@ def _encode_payload(payload: Payload | None, seq_nr: int) -> tuple[int, bytes]:
             return _NONE, b""
         case BinaryPayload(data):
             return _BINARY, bytes(data)
-        case JsonPayload(value):
-            return _JSON, dumps(value, f"event {seq_nr} payload")
+        case JsonPayload(text):
+            return _JSON, text
         case TextPayload(text):
             return _TEXT, _utf8(text, f"event {seq_nr} payload")
         case _:
@@ -114,7 +116,10 @@ def _decode_event(reader: _Reader) -> Event:
     elif kind == _BINARY:
         payload = BinaryPayload(payload_reader.rest())
     elif kind == _JSON:
-        payload = JsonPayload(loads(payload_reader.rest(), f"{payload_reader.where} (json)"))
+        try:
+            payload = checked_json_payload(payload_reader.rest())
+        except InvalidValue as e:
+            raise DecodeError(f"{payload_reader.where} (json): {e}") from e
     elif kind == _TEXT:
         payload = TextPayload(payload_reader.text())
     else:

@@ -19,6 +19,8 @@ from __future__ import annotations
 import functools
 from typing import cast
 
+import msgspec
+
 from journal.codec.errors import DecodeError, EncodeError
 from journal.codec.json_value import (
     dumps,
@@ -36,30 +38,88 @@ from journal.core.model import (
     BinaryPayload,
     Event,
     Events,
+    InvalidValue,
     Json,
     JsonPayload,
     Payload,
     PayloadMetadata,
     TextPayload,
+    json_payload,
+    of_json,
 )
 
 _WHERE = "json record value"
 
 
 def encode_events_json(events: Events) -> bytes:
-    return dumps(
-        {
-            "events": [_event_to_json(event) for event in events.events],
-            "metadata": payload_metadata_to_json(events.metadata),
-        },
-        _WHERE,
-    )
+    """The record value; each JSON payload's text is embedded as it is, not re-encoded."""
+    metadata = payload_metadata_to_json(events.metadata)
+    value = {
+        "events": [_event_to_json(event) for event in events.events],
+        "metadata": msgspec.Raw(dumps(metadata, f"{_WHERE}.metadata")) if metadata else {},
+    }
+    try:
+        return msgspec.json.encode(value)
+    except UnicodeEncodeError as e:  # a lone surrogate in a tag or a text payload
+        raise EncodeError(f"{_WHERE} cannot be written: {e}") from e
+
+
+class _EventValue(msgspec.Struct, gc=False):
+    """An event of the record value as this project and kafka-journal write it; the payload's
+    JSON text is kept as it is (an empty Raw: no `payload` field)."""
+
+    seqNr: int
+    tags: tuple[str, ...]
+    payloadType: str | None = None
+    payload: msgspec.Raw = msgspec.Raw()
+
+
+class _RecordValue(msgspec.Struct, gc=False):
+    events: list[_EventValue]
+    metadata: msgspec.Raw = msgspec.Raw()
+
+
+_DECODER = msgspec.json.Decoder(_RecordValue)
+_TEXT = msgspec.json.Decoder(str)
+_NO_TAGS: frozenset[str] = frozenset()
+_NO_METADATA = PayloadMetadata()
+_NULL = b"null"
 
 
 def decode_events_json(value: bytes) -> Events:
-    decoded = loads(value, _WHERE)
-    plain = plain_events(decoded)
-    return checked_events(decoded) if plain is None else plain
+    """Every record a subscription, replication or read decodes comes here: one pass of
+    msgspec reads the envelope (seqNrs, tags, types) and only delimits each payload, whose
+    text becomes the payload as it is. A value of any other shape is read again by the
+    checked reader, which names its fault (or reads a form the fast one does not take)."""
+    try:
+        decoded = _DECODER.decode(value)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return checked_events(loads(value, _WHERE))
+    events = [_event(raw) for raw in decoded.events]
+    if not events or None in events:
+        return checked_events(loads(value, _WHERE))
+    raw_metadata = decoded.metadata
+    if not raw_metadata or bytes(raw_metadata) == _NULL:
+        return Events(tuple(cast(list[Event], events)), _NO_METADATA)
+    metadata = payload_metadata_from_json(loads(raw_metadata, _WHERE), f"{_WHERE}.metadata")
+    return Events(tuple(cast(list[Event], events)), metadata)
+
+
+def _event(raw: _EventValue) -> Event | None:
+    """The event, or None when it is not of the plain shape (the checked reader decides)."""
+    tags = _tag_set(raw.tags) if raw.tags else _NO_TAGS
+    payload_type = raw.payloadType
+    text = raw.payload
+    if payload_type is None or payload_type == "json":
+        return Event(raw.seqNr, tags, json_payload(bytes(text)) if text else None)
+    if payload_type == "text":
+        if not text:
+            return Event(raw.seqNr, tags)
+        try:
+            return Event(raw.seqNr, tags, TextPayload(_TEXT.decode(text)))
+        except msgspec.DecodeError:
+            return None
+    return None
 
 
 def checked_events(decoded: Json) -> Events:
@@ -79,88 +139,34 @@ def checked_events(decoded: Json) -> Events:
     )
 
 
-_NO_TAGS: frozenset[str] = frozenset()
 _TAG_SETS: dict[tuple[str, ...], frozenset[str]] = {}  # events of a topic share few tag lists
 _TAG_SETS_MAX = 4096
 
 
-def plain_events(decoded: Json) -> Events | None:
-    """The value as `decode_events_json` reads it, when it has the shape this project and
-    kafka-journal write (every field of the expected type); None for anything else, which the
-    validating reader then reads, or names the fault of. Every record a subscription,
-    replication or read decodes comes here: a few type checks and lookups per event instead
-    of a checked read of every field.
-    """
-    if type(decoded) is not dict:
-        return None
-    raw_events = decoded.get("events")
-    if type(raw_events) is not list or not raw_events:
-        return None
-    events: list[Event] = []
-    for raw in raw_events:
-        if type(raw) is not dict:
-            return None
-        seq_nr = raw.get("seqNr")
-        tags = raw.get("tags")
-        if type(seq_nr) is not int or type(tags) is not list:
-            return None
-        tag_set = _tag_set(tags) if tags else _NO_TAGS
-        if tag_set is None:
-            return None
-        payload_type = raw.get("payloadType")
-        value = raw.get("payload")
-        payload: Payload | None
-        if payload_type is None or payload_type == "json":
-            payload = None if value is None else JsonPayload(value)  # null: none, as Event says
-        elif payload_type == "text" and type(value) is str:
-            payload = TextPayload(value)
-        elif payload_type == "text" and "payload" not in raw:
-            payload = None
-        else:
-            return None
-        events.append(Event(seq_nr, tag_set, payload))  # checks the seqNr's range
-    metadata = decoded.get("metadata")
-    if metadata is None:
-        return Events(tuple(events))
-    return Events(tuple(events), payload_metadata_from_json(metadata, f"{_WHERE}.metadata"))
-
-
-def _tag_set(tags: list[Json]) -> frozenset[str] | None:
-    """The tags as a set, shared between events with the same list; None unless strings."""
-    key = cast("tuple[str, ...]", tuple(tags))  # strings once found in the cache, or checked
-    try:
-        return _TAG_SETS[key]
-    except KeyError:
-        pass
-    except TypeError:  # an unhashable element: not a string
-        return None
-    if not all(type(tag) is str for tag in key):
-        return None
-    if len(_TAG_SETS) >= _TAG_SETS_MAX:
-        _TAG_SETS.clear()
-    tag_set = _TAG_SETS[key] = frozenset(key)
+def _tag_set(tags: tuple[str, ...]) -> frozenset[str]:
+    """The tags as a set, shared between events with the same tags."""
+    tag_set = _TAG_SETS.get(tags)
+    if tag_set is None:
+        if len(_TAG_SETS) >= _TAG_SETS_MAX:
+            _TAG_SETS.clear()
+        tag_set = _TAG_SETS[tags] = frozenset(tags)
     return tag_set
 
 
-def _event_to_json(event: Event) -> dict[str, Json]:
-    # the hot path of every append: exact-type checks first, `match` only for the rest
+def _event_to_json(event: Event) -> dict[str, object]:
     payload = event.payload
-    tags: list[Json] = list(_tags_in_order(event.tags))
-    kind = type(payload)
-    if kind is JsonPayload:
+    tags = _tags_in_order(event.tags)
+    if type(payload) is JsonPayload:  # the hot path of every append
         return {
             "seqNr": event.seq_nr,
             "tags": tags,
             "payloadType": "json",
-            "payload": cast(JsonPayload, payload).value,
+            "payload": msgspec.Raw(payload.raw),
         }
-    obj: dict[str, Json] = {"seqNr": event.seq_nr, "tags": tags}
+    obj: dict[str, object] = {"seqNr": event.seq_nr, "tags": tags}
     match payload:
         case None:
             pass
-        case JsonPayload(value):
-            obj["payloadType"] = "json"
-            obj["payload"] = value
         case TextPayload(text):
             obj["payloadType"] = "text"
             obj["payload"] = text
@@ -199,4 +205,7 @@ def _payload_from_json(obj: dict[str, object], where: str) -> Payload | None:
     value = obj["payload"]
     if payload_type == "text":
         return TextPayload(expect_str(value, f"{where}.payload"))
-    return JsonPayload(cast(Json, value))  # whatever orjson decoded is a Json value
+    try:
+        return of_json(cast(Json, value))  # whatever orjson decoded is a Json value
+    except InvalidValue as e:
+        raise DecodeError(f"{where}.payload: {e}") from e

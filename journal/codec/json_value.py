@@ -8,67 +8,31 @@ decoder states its schema as a sequence of reads and never lets a KeyError or Ty
 
 from __future__ import annotations
 
-import math
 from typing import cast
 
-import orjson
+import msgspec
 
 from journal.codec.errors import DecodeError, EncodeError
-from journal.core.model import Json
+from journal.core.model import InvalidValue, Json, encode_json
 
 JsonObject = dict[str, object]
 
 
 def dumps(value: object, what: str) -> bytes:
-    """`value` as JSON; EncodeError unless it is strictly a `Json` value.
-
-    orjson refuses much (integers beyond 64 bits, lone surrogates, non-string keys, most
-    foreign types) but writes NaN as null, tuples as lists, and dates, UUIDs or enums as their
-    text: each would read back as a different value. So the bytes are read back and compared,
-    all in C, which costs less than walking the value in Python; only a value that fails is
-    walked, to name what in it is not JSON.
-    """
+    """`value` as compact JSON; EncodeError unless it is strictly a `Json` value (see
+    `journal.core.model.encode_json`)."""
     try:
-        encoded = orjson.dumps(value)
-    except orjson.JSONEncodeError as e:
-        raise EncodeError(f"{what} cannot be written as JSON: {e}") from e
-    if orjson.loads(encoded) != value:
-        _check_json(value, what)
-        raise EncodeError(f"{what} would not read back as the same value")
-    return encoded
+        return encode_json(value, what)
+    except InvalidValue as e:
+        raise EncodeError(str(e)) from e
 
 
-def loads(raw: bytes, what: str) -> Json:
+def loads(raw: bytes | msgspec.Raw, what: str) -> Json:
+    """Any JSON, integers beyond 64 bits included (orjson would refuse them)."""
     try:
-        return cast(Json, orjson.loads(raw))
-    except orjson.JSONDecodeError as e:
+        return cast(Json, msgspec.json.decode(raw))
+    except (msgspec.DecodeError, UnicodeDecodeError) as e:
         raise DecodeError(f"{what} is not valid JSON: {e}") from e
-
-
-_SCALARS = frozenset({str, int, bool, type(None)})
-
-
-def _check_json(value: object, what: str) -> None:
-    """Name what in `value` is not strictly Json. Iterative, so a deep value cannot hit
-    RecursionError."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        kind = type(item)
-        if kind in _SCALARS:
-            continue
-        if kind is dict or isinstance(item, dict):
-            for key, nested in cast(dict[object, object], item).items():
-                if not isinstance(key, str):
-                    raise EncodeError(f"{what} contains a non-string object key {key!r}")
-                stack.append(nested)
-        elif kind is list or isinstance(item, list):
-            stack.extend(cast(list[object], item))
-        elif isinstance(item, float):
-            if not math.isfinite(item):
-                raise EncodeError(f"{what} contains a non-finite number {item!r}")
-        elif not isinstance(item, (bool, int, str)):  # subclasses (IntEnum...) are their value
-            raise EncodeError(f"{what} contains a {type(item).__name__}, which is not JSON")
 
 
 def type_name(value: object) -> str:

@@ -1,7 +1,11 @@
 """The journal's domain: keys, seqNrs, events and the actions that travel through Kafka.
 
-Everything here is plain immutable data with validation at construction, so an invalid
-value cannot reach the codec, the writer or the store.
+Everything here is plain immutable data. Values built once per action (keys, ranges, headers)
+check themselves at construction. Values built once per *event* (`Event`, its payload,
+`EventRecord`) are slotted structs the garbage collector does not track and that check nothing
+when built: a journal's reads, replication and subscriptions make millions of them. Their
+entry points check them instead: `check_consecutive` (every append, every decoded record) and
+`JsonPayload.of` / `json_payload` (every JSON payload that did not arrive as checked JSON text).
 """
 
 from __future__ import annotations
@@ -11,7 +15,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
-from typing import TypeAlias
+from typing import TypeAlias, cast
+
+import msgspec
+import orjson
 
 # raised by the validation below; defined with the other errors, re-exported for callers
 from journal.errors import InvalidValue as InvalidValue
@@ -72,45 +79,94 @@ class PayloadType(Enum):
     TEXT = "text"  # an event's payload kind only; a record value is never of this type
 
 
-@dataclass(frozen=True, slots=True)
-class JsonPayload:
-    value: Json
+class JsonPayload(msgspec.Struct, frozen=True, gc=False):
+    """A JSON payload as its text: checked once where it entered, then carried as these bytes
+    into the record value, the store's column and a read's answer, never parsed again on the
+    way. The bytes are the payload: number spellings and integers beyond 64 bits survive, and
+    two spellings of one value are two payloads (compare `value`s to compare meanings)."""
+
+    raw: bytes
+
+    @classmethod
+    def of(cls, value: Json) -> JsonPayload:
+        """`value` written as compact JSON; InvalidValue unless it is strictly a Json value."""
+        return cls(encode_json(value, "payload"))
+
+    @property
+    def value(self) -> Json:
+        return cast(Json, msgspec.json.decode(self.raw))
 
 
-@dataclass(frozen=True, slots=True)
-class TextPayload:
+class TextPayload(msgspec.Struct, frozen=True, gc=False):
     value: str
 
 
-@dataclass(frozen=True, slots=True)
-class BinaryPayload:
+class BinaryPayload(msgspec.Struct, frozen=True, gc=False):
     value: bytes
 
 
 Payload: TypeAlias = JsonPayload | TextPayload | BinaryPayload
 
+_NULL = b"null"
 
-@dataclass(frozen=True, slots=True)
-class Event:
-    """One event of a journal. `payload` is None for an event that carries only its seqNr.
+
+def json_payload(raw: bytes) -> JsonPayload | None:
+    """A payload from JSON text a decoder checked already; None for `null`.
 
     A JSON null payload is no payload: kafka-journal reads `"payload": null` back as none, so
-    its users never see a null payload; normalising here gives this journal's users the same
-    answer whichever way the event travels (API, direct client, JSON or binary record, store).
-    """
+    its users never see a null payload. Every JSON payload passes here or through `of_json`, so
+    this journal's users get that answer whichever way an event travels."""
+    return None if raw == _NULL else JsonPayload(raw)
+
+
+_JSON_TEXT = msgspec.json.Decoder(msgspec.Raw)
+
+
+def checked_json_payload(text: bytes) -> JsonPayload | None:
+    """A payload from JSON text not checked yet; InvalidValue unless it is one JSON value.
+    Checking only delimits the value (no Python objects are built); whitespace around it goes."""
+    try:
+        return json_payload(bytes(_JSON_TEXT.decode(text)))
+    except (msgspec.DecodeError, UnicodeDecodeError) as e:
+        raise InvalidValue(f"payload is not valid JSON: {e}") from e
+
+
+def of_json(value: Json) -> JsonPayload | None:
+    """A payload from a decoded JSON value; None for null (see `json_payload`)."""
+    return None if value is None else JsonPayload.of(value)
+
+
+def encode_json(value: object, what: str) -> bytes:
+    """`value` as compact JSON; InvalidValue unless it is strictly a Json value.
+
+    orjson writes it (msgspec when it holds an integer beyond 64 bits, which orjson refuses).
+    Both refuse much (lone surrogates, most foreign types) but write NaN as null, tuples as
+    lists, dates, UUIDs or enums as text: each reads back as another value. So the bytes are
+    read back and compared, all in C, which costs less than a walk of the value in Python."""
+    try:
+        encoded = orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        try:
+            encoded = msgspec.json.encode(value)
+        except (TypeError, ValueError, OverflowError, UnicodeError) as e:
+            raise InvalidValue(f"{what} cannot be written as JSON: {e}") from e
+    if msgspec.json.decode(encoded) != value:
+        raise InvalidValue(f"{what} would not read back as the same JSON value: {value!r:.200}")
+    return encoded
+
+
+class Event(msgspec.Struct, frozen=True, gc=False):
+    """One event of a journal. `payload` is None for an event that carries only its seqNr.
+
+    Built unchecked (see the module's docstring): `check_consecutive` checks the seqNrs of an
+    append's events; a JSON payload was checked where its text was made."""
 
     seq_nr: int
     tags: frozenset[str] = frozenset()
     payload: Payload | None = None
 
-    def __post_init__(self) -> None:
-        check_seq_nr(self.seq_nr)
-        if isinstance(self.payload, JsonPayload) and self.payload.value is None:
-            object.__setattr__(self, "payload", None)  # frozen: the one normalisation
 
-
-@dataclass(frozen=True, slots=True)
-class PayloadMetadata:
+class PayloadMetadata(msgspec.Struct, frozen=True, gc=False):
     """Metadata stored with the events of an Append (kafka-journal's RecordMetadata.payload)."""
 
     expire_after: str | None = None  # kafka-journal's duration text, e.g. "1 day"
@@ -125,10 +181,11 @@ class HeaderMetadata:
 
 
 def check_consecutive(events: tuple[Event, ...]) -> SeqRange:
-    """The range of a batch of events; raises InvalidValue unless they are consecutive."""
+    """The range of a batch of events; raises InvalidValue unless they are consecutive seqNrs
+    in SEQ_NR_MIN..SEQ_NR_MAX (the range checks its ends)."""
     if not events:
         raise InvalidValue("an append needs at least one event")
-    first = events[0].seq_nr
+    first = check_seq_nr(events[0].seq_nr)
     # one comparison of lists in C: every record a read or subscription decodes passes here
     if [event.seq_nr for event in events] == list(range(first, first + len(events))):
         return SeqRange(first, events[-1].seq_nr)
@@ -210,8 +267,7 @@ class ActionRecord:
     events: tuple[EventRecord, ...] | None = field(default=None, compare=False, repr=False)
 
 
-@dataclass(frozen=True, slots=True)
-class EventRecord:
+class EventRecord(msgspec.Struct, frozen=True, gc=False):
     """An event as a read returns it: the event plus where and when it was written."""
 
     event: Event
@@ -219,15 +275,14 @@ class EventRecord:
     partition: int
     offset: int
     metadata: PayloadMetadata = PayloadMetadata()
-    headers: Mapping[str, str] = field(default_factory=dict)
+    headers: Mapping[str, str] = {}
 
     @property
     def seq_nr(self) -> int:
         return self.event.seq_nr
 
 
-@dataclass(frozen=True, slots=True)
-class Position:
+class Position(msgspec.Struct, frozen=True, gc=False):
     """Where an action landed in Kafka."""
 
     partition: int

@@ -25,8 +25,6 @@ from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-import orjson
-
 from journal.core.fold import JournalState, JournalWrite
 from journal.core.model import (
     SEQ_NR_MAX,
@@ -195,8 +193,8 @@ def snapshot_bytes(payload: Payload) -> tuple[str, bytes]:
     """A snapshot payload as the store keeps it: its kind and its bytes (whose length the
     size limit counts)."""
     match payload:
-        case JsonPayload(value):
-            return "json", orjson.dumps(value)
+        case JsonPayload(text):
+            return "json", text
         case TextPayload(value):
             return "text", value.encode("utf-8")
         case BinaryPayload(value):
@@ -206,7 +204,7 @@ def snapshot_bytes(payload: Payload) -> tuple[str, bytes]:
 def snapshot_payload(kind: str, data: bytes) -> Payload:
     """The payload `snapshot_bytes` made `kind` and `data` of."""
     if kind == "json":
-        return JsonPayload(orjson.loads(data))
+        return JsonPayload(data)
     if kind == "text":
         return TextPayload(data.decode("utf-8"))
     return BinaryPayload(data)

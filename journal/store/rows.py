@@ -19,6 +19,7 @@ from journal.core.model import (
     Payload,
     PayloadMetadata,
     TextPayload,
+    json_payload,
 )
 from journal.store.base import JournalMeta
 
@@ -31,8 +32,8 @@ def _payload_columns(payload: Payload | None) -> tuple[object, object, object]:
     """An event row's payload_type, payload_txt and payload_bin; the columns a payload does not
     use are unset (`event_row` says why)."""
     match payload:
-        case JsonPayload(value):
-            return "json", orjson.dumps(value).decode(), UNSET_VALUE
+        case JsonPayload(raw):
+            return "json", raw.decode(), UNSET_VALUE
         case TextPayload(value):
             return "text", value, UNSET_VALUE
         case BinaryPayload(value):
@@ -43,8 +44,8 @@ def _payload_columns(payload: Payload | None) -> tuple[object, object, object]:
 
 def _payload_of(kind: str | None, text: str | None, data: bytes | None) -> Payload | None:
     match kind:
-        case "json":
-            return JsonPayload(orjson.loads(text or "null"))
+        case "json":  # the store holds the text the payload was checked as
+            return None if text is None else json_payload(text.encode())
         case "text":
             return TextPayload(text or "")
         case "binary":

@@ -24,7 +24,7 @@ def test_a_snapshot_payload_returns_the_stored_event_with_its_id_type_and_raw_st
 
 def test_another_writers_snapshot_payload_is_not_a_stored_event() -> None:
     for payload in (
-        JsonPayload({"version": 1, "topic": "t", "uuid": False}),
+        JsonPayload.of({"version": 1, "topic": "t", "uuid": False}),
         BinaryPayload(b"no fields"),
         BinaryPayload(b'["version"]\nstate'),
         BinaryPayload(b'{"version": true, "topic": "t"}\nstate'),

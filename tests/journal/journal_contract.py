@@ -19,7 +19,7 @@ from tests.support.journal_api import JournalApi
 
 def events(first: int, last: int) -> list[Event]:
     return [
-        Event(n, frozenset({"even" if n % 2 == 0 else "odd"}), JsonPayload({"n": n}))
+        Event(n, frozenset({"even" if n % 2 == 0 else "odd"}), JsonPayload.of({"n": n}))
         for n in range(first, last + 1)
     ]
 
@@ -60,8 +60,8 @@ class JournalContract:
     ) -> None:
         """Invariant 8: B's append does not continue the journal A left, so it never counts,
         before or after replication (the store keeps no trace of it either)."""
-        a = [Event(n, payload=JsonPayload({"writer": "a", "n": n})) for n in (1, 2, 3)]
-        b = [Event(n, payload=JsonPayload({"writer": "b", "n": n})) for n in (1, 2)]
+        a = [Event(n, payload=JsonPayload.of({"writer": "a", "n": n})) for n in (1, 2, 3)]
+        b = [Event(n, payload=JsonPayload.of({"writer": "b", "n": n})) for n in (1, 2)]
         await api.append(journal_id, a)
         await api.append(journal_id, b)
         assert await api.read(journal_id) == a
@@ -93,7 +93,7 @@ class JournalContract:
 
     async def test_every_payload_kind_round_trips(self, api: JournalApi, journal_id: str) -> None:
         written = [
-            Event(1, frozenset({"a", "b"}), JsonPayload({"k": [1, 2.5, None, True, "s"]})),
+            Event(1, frozenset({"a", "b"}), JsonPayload.of({"k": [1, 2.5, None, True, "s"]})),
             Event(2, frozenset(), TextPayload("plain text ✓")),
             Event(3, frozenset({"bin"}), BinaryPayload(bytes(range(256)))),
             Event(4),

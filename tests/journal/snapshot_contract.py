@@ -16,7 +16,7 @@ from journal.errors import SnapshotBeyondJournal, SnapshotTooLarge
 from tests.journal.journal_contract import events
 from tests.support.snapshot_api import SnapshotApi
 
-SIX = JsonPayload({"state": "at six"})
+SIX = JsonPayload.of({"state": "at six"})
 
 
 class SnapshotContract:
@@ -28,7 +28,7 @@ class SnapshotContract:
         self, api: SnapshotApi, journal_id: str
     ) -> None:
         await api.append(journal_id, events(1, 9))
-        three, six, nine = JsonPayload([1, None]), TextPayload("six"), BinaryPayload(b"\x00\xff")
+        three, six, nine = JsonPayload.of([1, None]), TextPayload("six"), BinaryPayload(b"\x00\xff")
         await api.put_snapshot(journal_id, 3, three)
         await api.put_snapshot(journal_id, 9, nine)
         await api.put_snapshot(journal_id, 6, six)
@@ -62,12 +62,12 @@ class SnapshotContract:
     async def test_delete_removes_up_to_its_seq_nr(self, api: SnapshotApi, journal_id: str) -> None:
         await api.append(journal_id, events(1, 9))
         for seq_nr in (3, 6, 9):
-            await api.put_snapshot(journal_id, seq_nr, JsonPayload(seq_nr))
+            await api.put_snapshot(journal_id, seq_nr, JsonPayload.of(seq_nr))
         await api.delete_snapshots(journal_id, 6)
-        assert await api.latest_snapshot(journal_id) == (9, JsonPayload(9))
+        assert await api.latest_snapshot(journal_id) == (9, JsonPayload.of(9))
         assert await api.latest_snapshot(journal_id, 8) is None
-        await api.put_snapshot(journal_id, 3, JsonPayload("again"))  # a later put counts
-        assert await api.latest_snapshot(journal_id, 8) == (3, JsonPayload("again"))
+        await api.put_snapshot(journal_id, 3, JsonPayload.of("again"))  # a later put counts
+        assert await api.latest_snapshot(journal_id, 8) == (3, JsonPayload.of("again"))
 
     async def test_a_purge_removes_them_and_none_comes_back_when_the_journal_restarts(
         self, api: SnapshotApi, journal_id: str

@@ -51,7 +51,7 @@ async def test_compressed_batches_read_back_before_and_after_replication(
 ) -> None:
     settings = connected.settings
     expected = await produce_reference(settings, vectors, codec)
-    own = [Event(1, payload=JsonPayload({"codec": codec})), Event(2, payload=TextPayload("t"))]
+    own = [Event(1, payload=JsonPayload.of({"codec": codec})), Event(2, payload=TextPayload("t"))]
     producer = JournalProducer(settings.kafka_access(), compression_type=codec)
     await producer.start()
     try:  # this journal's own writer, compressing

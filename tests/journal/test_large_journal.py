@@ -24,10 +24,12 @@ def rss_bytes() -> int:
 async def test_a_huge_journal_streams_in_bounded_memory(connected: Harness) -> None:
     journal = connected.journals.journal("huge")
     for first in range(1, EVENTS + 1, PER_APPEND):
-        batch = [Event(n, payload=JsonPayload(PAYLOAD)) for n in range(first, first + PER_APPEND)]
+        batch = [
+            Event(n, payload=JsonPayload.of(PAYLOAD)) for n in range(first, first + PER_APPEND)
+        ]
         await journal.append(batch)
     await connected.replicate()
-    await journal.append([Event(EVENTS + 1, payload=JsonPayload(PAYLOAD))])  # a head, too
+    await journal.append([Event(EVENTS + 1, payload=JsonPayload.of(PAYLOAD))])  # a head, too
 
     baseline = peak = rss_bytes()
     expected = 1

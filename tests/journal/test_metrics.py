@@ -68,7 +68,7 @@ async def test_the_writer_times_acknowledged_writes_per_action(stack: Stack) -> 
     try:
         writer = JournalWriter(producer, 1, metrics=metrics)
         key = JournalKey(topic, "j")
-        await writer.append(key, Events((Event(1, payload=JsonPayload(1)),)))
+        await writer.append(key, Events((Event(1, payload=JsonPayload.of(1)),)))
         await writer.delete(key, 1)
     finally:
         await producer.stop()

@@ -54,7 +54,7 @@ async def test_reads_see_every_acknowledged_append_across_a_broker_restart(
             nonlocal checked
             journal = writer.journal(journal_id)
             for n in range(1, APPENDS + 1):
-                batch = [Event(n, payload=JsonPayload({"n": n}))]
+                batch = [Event(n, payload=JsonPayload.of({"n": n}))]
                 # a retry after a lost answer repeats the append: a no-op if the first landed
                 await despite_the_restart(lambda: journal.append(batch), "append")  # noqa: B023
                 read = await despite_the_restart(

@@ -86,9 +86,9 @@ async def test_a_put_that_saw_the_journal_before_a_purge_never_counts(
     await api.settle()
     assert await journal.snapshots.latest() is None
     assert await stored_marks(api, journal_id) == []  # shadowed by the Purge's deletion
-    await journal.snapshots.put(7, JsonPayload("after"))
+    await journal.snapshots.put(7, JsonPayload.of("after"))
     found = await journal.snapshots.latest()
-    assert found is not None and (found.seq_nr, found.payload) == (7, JsonPayload("after"))
+    assert found is not None and (found.seq_nr, found.payload) == (7, JsonPayload.of("after"))
 
 
 async def test_latest_honours_a_purge_not_replicated_yet(api: DirectSnapshots) -> None:
@@ -96,7 +96,7 @@ async def test_latest_honours_a_purge_not_replicated_yet(api: DirectSnapshots) -
     journal_id = unique("head_purge")
     journal = api.journals.journal(journal_id)
     await api.append(journal_id, events(1, 3))
-    await journal.snapshots.put(3, JsonPayload("old"))
+    await journal.snapshots.put(3, JsonPayload.of("old"))
     await api.settle()
     await api.purge(journal_id)
     await api.append(journal_id, events(1, 4))

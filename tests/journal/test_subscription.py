@@ -69,7 +69,7 @@ class Written:
 
 def event(journal_id: str, seq_nr: int, rejected: bool = False) -> Event:
     tags = frozenset({"even" if seq_nr % 2 == 0 else "odd"})
-    return Event(seq_nr, tags, JsonPayload({"j": journal_id, "n": seq_nr, "rejected": rejected}))
+    return Event(seq_nr, tags, JsonPayload.of({"j": journal_id, "n": seq_nr, "rejected": rejected}))
 
 
 async def write(h: Harness, written: Written, rounds: int, seed: int) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 
+from msgspec.structs import replace as struct_replace
+
 from journal.codec.actions import events_of
 from journal.core.fold import fold_batch
 from journal.core.model import (
@@ -96,7 +98,9 @@ async def test_a_removed_and_a_changed_event_are_found() -> None:
     store = await replicated(RECORDS)
     store.dropped.add(4)
     stored = await row(store.store, 5)
-    store.changed[5] = replace(stored, event=replace(stored.event, payload=TextPayload("x")))
+    store.changed[5] = struct_replace(
+        stored, event=struct_replace(stored.event, payload=TextPayload("x"))
+    )
     differences, _ = await audit(store, RECORDS)
     assert [(d.kind, d.detail.split(" (")[0]) for d in differences] == [
         ("missing_event", "seqNr 4"),

@@ -21,7 +21,7 @@ async def test_rebuild_and_audit_run_as_the_replicator(
     granted = await granted_journal(secured_stack)
     async with await Journals.connect(granted.settings) as client:
         for journal_id in ("a-1", "b-1"):
-            await client.journal(journal_id).append([Event(1, payload=JsonPayload(1)), Event(2)])
+            await client.journal(journal_id).append([Event(1, payload=JsonPayload.of(1)), Event(2)])
         replicator = granted.as_role("replicator")  # Kafka: Read; Cassandra: journal_writer
         result = await rebuild(spark, replicator, "earliest", progress=lambda line: None)
         assert result.counts.events == 4

@@ -63,7 +63,7 @@ class _Append:
 def _payload(rng: random.Random, n: int) -> Payload | None:
     kind = rng.random()
     if kind < 0.55:
-        return JsonPayload({"n": n, "s": "x" * rng.randint(0, 20), "l": [1, 2.5, None, True]})
+        return JsonPayload.of({"n": n, "s": "x" * rng.randint(0, 20), "l": [1, 2.5, None, True]})
     if kind < 0.75:
         return TextPayload(f"text {n} ü")
     if kind < 0.9:

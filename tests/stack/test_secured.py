@@ -84,7 +84,7 @@ async def test_the_client_appends_and_reads_and_the_replicator_replicates(
     granted: Granted, client: Journals
 ) -> None:
     journal = client.journal("order-1")
-    await journal.append([Event(1, payload=JsonPayload({"placed": 3})), Event(2)])
+    await journal.append([Event(1, payload=JsonPayload.of({"placed": 3})), Event(2)])
     assert [r.seq_nr async for r in journal.read()] == [1, 2]
 
     replicator = granted.as_role("replicator")

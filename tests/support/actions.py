@@ -23,7 +23,7 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def event(seq_nr: int) -> Event:
-    return Event(seq_nr, frozenset({f"t{seq_nr % 3}"}), JsonPayload({"n": seq_nr}))
+    return Event(seq_nr, frozenset({f"t{seq_nr % 3}"}), JsonPayload.of({"n": seq_nr}))
 
 
 def record(key: JournalKey, offset: int, header: ActionHeader, value: bytes = b"") -> ActionRecord:

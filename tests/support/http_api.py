@@ -42,7 +42,7 @@ def event_of(line: dict[str, object]) -> Event:
     assert isinstance(tags, list) and isinstance(seq_nr, int)
     payload: Payload | None = None
     if "payload" in line:
-        payload = JsonPayload(line["payload"])  # type: ignore[arg-type]
+        payload = JsonPayload.of(line["payload"])  # type: ignore[arg-type]
     elif "payloadText" in line:
         payload = TextPayload(str(line["payloadText"]))
     elif "payloadBinary" in line:

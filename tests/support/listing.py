@@ -12,7 +12,7 @@ IdPages = Callable[[str, str | None, int], Awaitable[tuple[list[str], str | None
 
 
 def events(first: int, last: int) -> list[Event]:
-    return [Event(n, payload=JsonPayload(n)) for n in range(first, last + 1)]
+    return [Event(n, payload=JsonPayload.of(n)) for n in range(first, last + 1)]
 
 
 async def all_pages(pages: IdPages, prefix: str, limit: int) -> list[list[str]]:

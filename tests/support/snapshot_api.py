@@ -38,7 +38,7 @@ def payload_of(answer: dict[str, object]) -> Payload:
         return TextPayload(str(answer["payloadText"]))
     if "payloadBinary" in answer:
         return BinaryPayload(base64.b64decode(str(answer["payloadBinary"])))
-    return JsonPayload(answer["payload"])  # type: ignore[arg-type]
+    return JsonPayload.of(answer["payload"])  # type: ignore[arg-type]
 
 
 class HttpSnapshots(HttpJournals):

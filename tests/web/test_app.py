@@ -175,11 +175,11 @@ def test_a_subscription_line_is_the_models_line_however_it_is_made() -> None:
     headers, positions shared or not, and a number orjson cannot write."""
     full, h = PayloadMetadata("1 day", {"m": [1, 2.5, None]}), {"h": "v"}
     records = [
-        EventRecord(Event(1, frozenset("ba"), JsonPayload({"x": [1, "é"]})), T0, 0, 5, full, h),
+        EventRecord(Event(1, frozenset("ba"), JsonPayload.of({"x": [1, "é"]})), T0, 0, 5, full, h),
         EventRecord(Event(2, frozenset(), TextPayload("t")), T0, 0, 5, full, h),
         EventRecord(Event(3, frozenset(), BinaryPayload(b"\x00\x01")), T0, 1, 5),
         EventRecord(Event(4), T0, 1, 6),
-        EventRecord(Event(5, frozenset(), JsonPayload(2**70)), T0, 1, 7),
+        EventRecord(Event(5, frozenset(), JsonPayload.of(2**70)), T0, 1, 7),
     ]
     inside, last = SubscriptionPosition.of({0: 4, 1: 2}), SubscriptionPosition.of({0: 5, 1: 2})
     items: list[SubscriptionItem] = [

@@ -80,7 +80,7 @@ def test_a_full_append_parses() -> None:
     parsed = parse_append(FULL_APPEND)
     assert parsed == ParsedAppend(
         events=(
-            Event(7, frozenset({"x", "y"}), JsonPayload({"a": [1, 2.5, None, True]})),
+            Event(7, frozenset({"x", "y"}), JsonPayload.of({"a": [1, 2.5, None, True]})),
             Event(8, frozenset(), TextPayload("text ✓")),
             Event(9, frozenset(), BinaryPayload(b"\x00\xff")),
             Event(10),
@@ -98,7 +98,7 @@ def test_optional_fields_may_be_null_or_absent() -> None:
 
 def test_the_largest_seq_nr_and_64_bit_payload_numbers_are_accepted() -> None:
     parsed = parse_append(LIMITS_APPEND)
-    assert parsed.events == (Event(SEQ_NR_MAX, payload=JsonPayload([2**64 - 1, -(2**63)])),)
+    assert parsed.events == (Event(SEQ_NR_MAX, payload=JsonPayload.of([2**64 - 1, -(2**63)])),)
 
 
 def test_integers_beyond_64_bits_stay_exact() -> None:

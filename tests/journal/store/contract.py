@@ -57,7 +57,7 @@ def expected(*records: ActionRecord) -> list[EventRecord]:
 
 
 def snapshot(seq_nr: int, mark: int, payload: Payload | None = None) -> Snapshot:
-    return Snapshot(seq_nr, payload or JsonPayload({"at": seq_nr, "mark": mark}), WHEN, mark)
+    return Snapshot(seq_nr, payload or JsonPayload.of({"at": seq_nr, "mark": mark}), WHEN, mark)
 
 
 async def latest(
@@ -200,7 +200,7 @@ class EventualStoreContract:
     @pytest.mark.parametrize(
         "payload",
         [
-            JsonPayload({"state": [1, "two", None]}),
+            JsonPayload.of({"state": [1, "two", None]}),
             TextPayload("état"),
             BinaryPayload(bytes(range(SNAPSHOT_LIMIT))),  # the limit, in several chunks
             BinaryPayload(b""),
