@@ -30,7 +30,8 @@ from kjconfig.access import KafkaAccess
 
 METHOD = (
     "Closed loop: `concurrency` lanes, each appending to its own journal in sequence, {appends}"
-    " appends per repetition, {reps} repetitions after one warm-up; throughput is the median "
+    " appends per repetition, {reps} repetitions after one warm-up, the modes interleaved in an "
+    "order rotated every repetition; throughput is the median "
     "over repetitions (spread min..max), latency percentiles pool all repetitions. Raw "
     "baseline: an idempotent acks=all AIOKafkaProducer (linger 0, lz4 and the batch size of the"
     " writer's) sending the very record bytes (value + headers) the writer produces for the "
@@ -50,7 +51,9 @@ METHOD = (
     " {contended} appends are accepted. Before each measured mode the worker replicates "
     "everything appended so far: one mode's backlog does not load the next. Conditional appends"
     " take their verdicts from the worker's keys-only tail of the partitions it owns, not from "
-    "its replicating agent."
+    "its replicating agent. CPU per append, each mode: the load generator's (this process, over the"
+    " appends) and the worker's (over the appends until they are replicated: it replicates "
+    "every mode's but raw HTTP's), and the raw HTTP server's for raw HTTP."
 )
 
 MODES = ("raw", "direct", "http_raw", "http", "http_conditional")
@@ -152,9 +155,10 @@ async def bench_append(
             aiohttp.ClientSession(connector=connector, headers=headers) as http,
         ):
             raw_url = f"http://127.0.0.1:{raw_port}"
-            # whose CPU time an HTTP mode costs: the worker's (with its replication) or the
-            # raw server's
-            servers = {"http_raw": raw_pid} | ({} if worker_pid is None else {"http": worker_pid})
+            # whose CPU time a mode costs beside the load generator's: the worker's (it
+            # replicates every mode's appends but the raw HTTP server's, and serves HTTP), and
+            # the raw HTTP server's
+            servers = {"http_raw": raw_pid} | ({} if worker_pid is None else {"worker": worker_pid})
 
             async def measure(mode: str, per_append: int, concurrency: int, total: int) -> Timed:
                 return await _measure(
@@ -165,29 +169,37 @@ async def bench_append(
                 for concurrency in (1, sizes.concurrency):
                     total = sizes.sequential if concurrency == 1 else sizes.concurrent
                     results: dict[str, list[Timed]] = {}
-                    server_cpu_s = dict.fromkeys(servers, 0.0)  # over the repetitions
+                    # over the repetitions: (mode, process) -> CPU seconds
+                    cpu_s: dict[tuple[str, str], float] = {}
                     for mode in MODES:
                         await measure(mode, per_append, concurrency, max(concurrency, total // 5))
-                    for _ in range(sizes.repetitions):
-                        for mode in MODES:  # interleaved, so drift hits all alike
+                    for repetition in range(sizes.repetitions):
+                        # interleaved, so drift hits all alike; rotated, so no mode always
+                        # follows the same one
+                        shift = repetition % len(MODES)
+                        for mode in MODES[shift:] + MODES[:shift]:
                             await settle()
-                            pid = servers.get(mode)
-                            cpu_before = process_cpu_s(pid) if pid else 0.0
+                            before = _cpu(servers)
                             timed = await measure(mode, per_append, concurrency, total)
+                            generator = process_cpu_s(os.getpid())  # not its settling
                             results.setdefault(mode, []).append(timed)
-                            if pid is not None:
-                                await settle()  # the worker's replication is part of its cost
-                                server_cpu_s[mode] += process_cpu_s(pid) - cpu_before
+                            await settle()  # the worker's replication is part of its cost
+                            after = _cpu(servers) | {_GENERATOR: generator}
+                            for process in after:
+                                if process == "http_raw" and mode != "http_raw":
+                                    continue  # it serves that mode alone
+                                spent = after[process] - before[process]
+                                cpu_s[mode, process] = cpu_s.get((mode, process), 0.0) + spent
                     _rows(section, per_append, concurrency, results)
-                    for mode, cpu_s in server_cpu_s.items():
-                        requests = sum(len(run.latencies_ms) for run in results[mode])
+                    for (mode, process), spent in cpu_s.items():
+                        measured = sum(len(run.latencies_ms) for run in results[mode])
                         section.add(
                             Row(
                                 f"{mode} {per_append} ev/append, c={concurrency}: "
-                                + ("worker CPU" if mode == "http" else "server CPU"),
-                                cpu_s / requests * 1e6,
-                                "us/request",
-                                note=_SERVER_CPU[mode],
+                                + _CPU_NAMES[process],
+                                spent / measured * 1e6,
+                                "us/append",
+                                note=_CPU_NOTES[process],
                             )
                         )
             await settle()
@@ -202,11 +214,25 @@ async def bench_append(
     return section
 
 
-_SERVER_CPU = {
-    "http": "the worker process's CPU time (user + system, every thread: HTTP, the replicating "
-    "agent, drivers) over its requests, until they are replicated",
+_GENERATOR = "generator"
+_CPU_NAMES = {
+    _GENERATOR: "load generator CPU",
+    "worker": "worker CPU",
+    "http_raw": "server CPU",
+}
+_CPU_NOTES = {
+    _GENERATOR: "this process's CPU time (user + system, every thread) over the appends alone",
+    "worker": "the worker process's CPU time (user + system, every thread: HTTP, the "
+    "replicating agent, drivers) over the appends, until they are replicated",
     "http_raw": "the raw HTTP server's CPU time (user + system, every thread) over its requests",
 }
+
+
+def _cpu(servers: dict[str, int]) -> dict[str, float]:
+    """The CPU seconds used so far by the load generator (this process) and by `servers`."""
+    return {_GENERATOR: process_cpu_s(os.getpid())} | {
+        name: process_cpu_s(pid) for name, pid in servers.items()
+    }
 
 
 def _rows(

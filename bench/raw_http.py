@@ -5,8 +5,8 @@ One aiohttp server, one idempotent acks=all AIOKafkaProducer with the writer's s
 of an append's body is parsed with orjson, its events re-encoded with orjson and produced to the
 journal's partition of a topic of its own (no worker replicates it); the answer is the last
 seqNr. No validation, no header codec, no fold, no replication, no tables. Run as a child process
-(`python -m bench.raw_http PORT TOPIC PARTITIONS`, Kafka from the `KJ_*` environment) so that
-its CPU, like the worker's, is not the load generator's.
+(`python -m bench.raw_http PORT TOPIC PARTITIONS`, Kafka from the `KJ_*` environment) on
+uvloop, as the worker runs, so that its CPU, like the worker's, is not the load generator's.
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 import orjson
+import uvloop
 from aiohttp import web
 
 from bench.workload import raw_producer
@@ -59,26 +60,22 @@ async def serve(port: int, topic: str, partitions: int) -> None:
 
 
 @asynccontextmanager
-async def raw_http_server(
-    bootstrap: str, port: int, topic: str, partitions: int
-) -> AsyncIterator[int]:
-    """The baseline server as a child process, ready; yields its pid. Its Kafka login, if any,
-    comes from the environment, as the bench workers' do."""
+async def server_process(module: str, args: list[str], env: dict[str, str]) -> AsyncIterator[int]:
+    """`python -m module *args` (a baseline server printing "ready" once it listens) as a
+    child process with `env` over this one's environment, ready; yields its pid."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "bench.raw_http",
-        str(port),
-        topic,
-        str(partitions),
+        module,
+        *args,
         stdout=subprocess.PIPE,
-        env={**os.environ, "KJ_KAFKA_BOOTSTRAP": bootstrap},
+        env={**os.environ, **env},
     )
     try:
         assert process.stdout is not None
         line = await asyncio.wait_for(process.stdout.readline(), 60)
         if line.strip() != b"ready":
-            raise RuntimeError(f"the raw HTTP baseline did not start (exit {process.returncode})")
+            raise RuntimeError(f"{module} did not start (exit {process.returncode})")
         yield process.pid
     finally:
         if process.returncode is None:
@@ -86,5 +83,14 @@ async def raw_http_server(
             await process.wait()
 
 
+def raw_http_server(
+    bootstrap: str, port: int, topic: str, partitions: int
+) -> AbstractAsyncContextManager[int]:
+    """The baseline server as a child process, ready; yields its pid. Its Kafka login, if any,
+    comes from the environment, as the bench workers' do."""
+    args = [str(port), topic, str(partitions)]
+    return server_process("bench.raw_http", args, {"KJ_KAFKA_BOOTSTRAP": bootstrap})
+
+
 if __name__ == "__main__":
-    asyncio.run(serve(int(sys.argv[1]), sys.argv[2], int(sys.argv[3])))
+    uvloop.run(serve(int(sys.argv[1]), sys.argv[2], int(sys.argv[3])))

@@ -10,10 +10,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import aiohttp
+import orjson
 from aiokafka import AIOKafkaProducer
 
 from app.http_tokens import client_headers
 from bench.common import Row, Section, percentile, timed, unique
+from bench.raw_read_http import RawReads
 from bench.workload import events, raw_append
 from devtools.workers import WorkerProcess
 from journal.client.journals import Journals
@@ -22,6 +24,7 @@ from journal.core.model import JournalKey
 from journal.kafka.replicate import AlreadyQuarantined, replicate_to_now, wait_replicated
 from journal.kafka.topic import end_offsets
 from journal.metrics import METRICS
+from journal.settings import Settings
 from journal.store.cassandra import CassandraStore
 from kjconfig.access import KafkaAccess
 from stack import Stack
@@ -29,8 +32,9 @@ from stack import Stack
 METHOD = (
     "Journals of 100 events (10 appends of 10, ~300 bytes an event) on a fresh 1-partition "
     "topic; a read is `[r async for r in journal.read()]` with the direct client, every event "
-    "checked. Baseline: the store's read of the same 100 rows alone (`first_page`: one "
-    "prepared-statement query, its rows decoded). (a) fully replicated (`replicate_to_now`); "
+    "checked. Baseline: a raw read of the same 100 rows: the store's read statement on a driver "
+    "session of its own, each row's payload text decoded with orjson (`bench/raw_read_http.py`"
+    "); the two alternate, read by read. (a) fully replicated (`replicate_to_now`); "
     "Kafka records written per read from the partition's end offset before and after the "
     "reads; (b) replication stopped (no replicator runs): {small:,} then {large:,} one-event "
     "Appends of other journals piled after the pointer, then the journal's last append (10 "
@@ -96,6 +100,21 @@ async def _sample(operation: Callable[[], Awaitable[None]], sizes: ReadSizes) ->
     return [await timed(operation) for _ in range(sizes.repetitions)]
 
 
+async def _alternating(
+    first: Callable[[], Awaitable[None]], second: Callable[[], Awaitable[None]], sizes: ReadSizes
+) -> tuple[list[float], list[float]]:
+    """`_sample` of both, read by read (in turn first), so that drift hits both alike."""
+    for _ in range(sizes.warmup):
+        await first()
+        await second()
+    samples: tuple[list[float], list[float]] = ([], [])
+    for repetition in range(sizes.repetitions):
+        order = ((0, first), (1, second)) if repetition % 2 == 0 else ((1, second), (0, first))
+        for index, operation in order:
+            samples[index].append(await timed(operation))
+    return samples
+
+
 def _reader(journals: Journals, journal_id: str) -> Callable[[], Awaitable[None]]:
     async def read() -> None:
         got = [r async for r in journals.journal(journal_id).read()]
@@ -122,29 +141,31 @@ async def _caught_up(
 
 
 async def bench_read(
-    journals: Journals, store: CassandraStore, kafka: KafkaAccess, sizes: ReadSizes
+    journals: Journals, store: CassandraStore, settings: Settings, sizes: ReadSizes
 ) -> Section:
-    """`journals` must be on a fresh topic of one partition, over `store` (the baseline reads
-    from it alone)."""
+    """`journals` must be on `settings`' fresh topic of one partition, over `store` on its
+    keyspace."""
     section = Section("Read (recovery)", sizes.method(METHOD))
-    topic = journals.topic
+    topic, kafka = journals.topic, settings.kafka_access()
     producer = _producer(kafka)
     await producer.start()
+    raw = await RawReads.connect(settings)
     try:
         replicated, stopped = unique("replicated"), unique("stopped")
         await _write(journals, replicated)
         await _write(journals, stopped, last_first=81)
         await replicate_to_now(kafka, store, topic, AlreadyQuarantined())
 
-        replicated_key = JournalKey(topic, replicated)
-
         async def baseline() -> None:
-            page = await store.first_page(replicated_key, 1, 100)
-            assert len(page.events) == 100, len(page.events)
+            count = 0
+            async for page in raw.pages(topic, replicated):
+                for row in page:
+                    orjson.loads(row.payload_txt)
+                count += len(page)
+            assert count == 100, count
 
-        base = await _sample(baseline, sizes)
         end_before = (await end_offsets(kafka, topic, 1))[0]
-        replicated_reads = await _sample(_reader(journals, replicated), sizes)
+        base, replicated_reads = await _alternating(baseline, _reader(journals, replicated), sizes)
         written = (await end_offsets(kafka, topic, 1))[0] - end_before
         reads_done = sizes.warmup + sizes.repetitions
 
@@ -156,6 +177,7 @@ async def bench_read(
         await _caught_up(journals, kafka, stopped)
         large = await _sample(_reader(journals, stopped), sizes)
     finally:
+        await raw.close()
         await producer.stop()
 
     base_p50 = percentile(base, 50)

@@ -11,11 +11,15 @@ from bench.common import Row, Section, percentile
 
 ANALYSIS_START = "<!-- analysis -->"
 ANALYSIS_END = "<!-- /analysis -->"
+# the stamp's line, first in a hand-written analysis: when it was written
+_STAMP = re.compile(r"^_Hand-written analysis, written (?P<date>[^;]+);.*$", re.MULTILINE)
+_RUN_DATE = re.compile(r"^- date: (?P<date>.+)$", re.MULTILINE)
 
 
 @dataclass(slots=True)
 class RunInfo:
     mode: str  # "full" or "quick"
+    commit: str  # short hash, "(dirty)" if the tree had changes
     date: str
     machine: list[str]
     versions: dict[str, str]
@@ -156,6 +160,7 @@ def write(
     analysis = ""
     if ANALYSIS_START in old and ANALYSIS_END in old:
         analysis = old[old.index(ANALYSIS_START) : old.index(ANALYSIS_END) + len(ANALYSIS_END)]
+        analysis = stamped(analysis, old, info.date)
     out = [
         "# Benchmarks",
         "",
@@ -167,6 +172,7 @@ def write(
         "## Machine and run",
         "",
         f"- date: {info.date}",
+        f"- commit: {info.commit}",
         *[f"- {line}" for line in info.machine],
         "- versions: " + ", ".join(f"{k} {v}" for k, v in info.versions.items()),
         "- load average (1/5/15 min) before: "
@@ -224,6 +230,28 @@ def write(
                 "",
             ]
     markdown.write_text("\n".join(out))
+
+
+def stamped(analysis: str, old: str, date: str) -> str:
+    """The hand-written `analysis` carried over from the `old` file, its first line saying when
+    it was written and that this run (of `date`) did not write it, so that staleness shows.
+    An analysis without a stamp gets the old file's run date: it was written after that run.
+    """
+    body = analysis[len(ANALYSIS_START) : -len(ANALYSIS_END)].strip("\n")
+    stamp = _STAMP.search(body)
+    if stamp is not None:
+        written = stamp.group("date")
+        body = body[: stamp.start()] + body[stamp.end() :].lstrip("\n")
+    else:
+        run = _RUN_DATE.search(old)
+        written = (
+            f"after the run of {run.group('date')}" if run is not None else "at an unknown date"
+        )
+    line = (
+        f"_Hand-written analysis, written {written}; carried over unchanged by the run of "
+        f"{date}: its numbers are that earlier run's where the two differ._"
+    )
+    return "\n".join([ANALYSIS_START, line, "", body, ANALYSIS_END])
 
 
 def _trim(profile: str, lines: int = 140) -> list[str]:

@@ -1,6 +1,6 @@
 """`kafka-journal bench [--quick] [--out DIR]`: every scenario, then BENCHMARKS.md.
 
-Full run: sizes fit ~15 minutes on a 2-core machine; `--quick` uses tiny sizes (under a
+Full run: sizes fit ~30 minutes on a 2-core machine; `--quick` uses tiny sizes (under a
 minute, no Spark) only to prove the harness works. Fresh topics and keyspaces every run; the
 worker process it starts is stopped on the way out, whatever happens.
 """
@@ -28,6 +28,7 @@ from bench.consumer import bench_consumer
 from bench.environment import connected, quiet_cassandra, settings_for, settle, worker
 from bench.huge import bench_huge
 from bench.read import ReadSizes, bench_offline, bench_read
+from bench.recovery import RecoverySizes, bench_recovery
 from bench.replication import (
     METHOD as REPLICATION_METHOD,
 )
@@ -35,6 +36,7 @@ from bench.replication import (
     RAW_BATCH,
     ReplicationResults,
     ReplicationSizes,
+    bench_spread_backlog,
     lag,
     profile_catch_up,
     quarantine_rate,
@@ -69,13 +71,15 @@ class Sizes:
     spark_events: int  # 0: skip
     subscription: SubscriptionSizes
     tail_records: int  # the direct client's tail index: records it indexes
+    recovery: RecoverySizes
+    spread_events: int  # the backlog over 100 journals a fresh worker replicates
 
 
 FULL = Sizes(
-    # c=64 repetitions last ~0.2-2 s each: five of 6,400 appends, so that one noisy moment of
+    # c=64 repetitions last ~0.2-2 s each: seven of 4,800 appends, so that one noisy moment of
     # this shared host does not decide the median (three of 3,200 once spread 0.7-2.7x of it)
-    AppendSizes(sequential=300, concurrent=6400, repetitions=5),
-    ReadSizes(small_backlog=20_000, large_backlog=1_000_000, repetitions=20),
+    AppendSizes(sequential=300, concurrent=4800, repetitions=7),
+    ReadSizes(small_backlog=20_000, large_backlog=1_000_000, repetitions=100),
     ReplicationSizes(
         events=300_000, raw_rows=20_000, lag_rate=5000, lag_seconds=10, malformed=300_000
     ),
@@ -84,6 +88,8 @@ FULL = Sizes(
     spark_events=1_000_000,  # as issue 10 asks: ~1.5 min here
     subscription=SubscriptionSizes(events=100_000),
     tail_records=300_000,
+    recovery=RecoverySizes(events=20_000, repetitions=5),
+    spread_events=100_000,
 )
 QUICK = Sizes(
     AppendSizes(sequential=20, concurrent=128, repetitions=1),
@@ -95,6 +101,8 @@ QUICK = Sizes(
     spark_events=1000,
     subscription=SubscriptionSizes(events=2000, journals=20, repetitions=1, live=20),
     tail_records=3000,
+    recovery=RecoverySizes(events=500, repetitions=2),
+    spread_events=2000,
 )
 SCALING = [
     "the huge journal has {huge:,} events, not 1,000,000: writing and replicating 1,000,000 "
@@ -103,6 +111,10 @@ SCALING = [
     "replication throughput is measured on a {repl:,}-event backlog; raw INSERTs on {raw:,} rows",
     "Spark rebuild on {spark:,} events",
     "subscription throughput on {subscription:,} events over 8 partitions",
+    "appends: {append_reps} repetitions of {concurrent:,} appends at c=64 (5 of 6,400 before: "
+    "more repetitions, in a rotated order, for the same time)",
+    "recovery: one journal of {recovery:,} events, {recovery_reps} reads of each kind; the spread "
+    "backlog: {spread:,} events",
 ]
 
 
@@ -152,6 +164,24 @@ def _python_loop_s() -> float:
             total += i
         best = min(best, time.perf_counter() - started)
     return best
+
+
+def _commit() -> str:
+    """The checkout's commit, short, and "dirty" if its tree has changes."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        changes = subprocess.run(
+            ["git", "status", "--porcelain"], cwd=REPO, capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown (no git)"
+    return f"{head} (dirty)" if changes else head
 
 
 def _versions(servers: dict[str, str]) -> dict[str, str]:
@@ -219,11 +249,12 @@ async def _read_sections(
     settings = settings_for(base, "read", partitions=1)
     async with connected(settings) as (journals, store):
         read = await _guarded(
-            "Read (recovery)", bench_read(journals, store, base.kafka_access(), sizes.read), store
+            "Read (recovery)", bench_read(journals, store, settings, sizes.read), store
         )
         consumer = await _guarded(
             "Kafka consumer costs",
             bench_consumer(base.kafka_access(), settings.topic, sizes.consumer_repetitions),
+            store,
         )
     settings = settings_for(base, "offline", partitions=1)
     async with connected(settings) as (journals, store):
@@ -336,7 +367,12 @@ async def _worker_sections(
                 bench_huge(journals, store, process, sizes.huge_events),
                 store,
             )
-            return [append, replication, huge]
+            recovery = await _guarded(
+                "Recovery",
+                bench_recovery(journals, process, lambda: settle(settings, store), sizes.recovery),
+                store,
+            )
+            return [append, replication, huge, recovery]
         finally:
             process.stop()
 
@@ -345,25 +381,45 @@ async def _scenarios(
     base: Settings, sizes: Sizes, stack: Stack, workdir: Path, profile: bool
 ) -> list[Section]:
     read, offline, consumer = await _read_sections(base, sizes, stack, workdir)
-    append, replication, huge = await _worker_sections(base, sizes, workdir, profile)
-    compression = await _guarded(
-        "Append compression",
-        bench_compression(
-            settings_for(base, "compression", partitions=1),
-            sizes.append.sequential,
-            sizes.append.repetitions,
-        ),
-    )
-    subscription = await _guarded("Subscription", bench_subscription(base, sizes.subscription))
-    tail = await _guarded("Tail index", bench_tail_index(base, sizes.tail_records))
-    sections = [append, compression, read, offline, replication, huge, subscription, tail]
-    if sizes.spark_events:
-        spark = await _guarded(
-            "Spark rebuild", bench_spark(settings_for(base, "spark"), sizes.spark_events)
+    append, replication, huge, recovery = await _worker_sections(base, sizes, workdir, profile)
+    spread_settings = settings_for(base, "spread", partitions=3)
+    # the spread backlog's store; the later scenarios' Cassandra quiet is asked of it too
+    store = await CassandraStore.connect(spread_settings.cassandra_config())
+    try:
+        spread = await _guarded(
+            "Replication of a spread backlog",
+            bench_spread_backlog(
+                spread_settings,
+                store,
+                workdir / "worker-spread",
+                sizes.spread_events,
+                lambda: _quiet(store),
+            ),
+            store,
         )
-    else:
-        spark = Section("Spark rebuild", "Not run (no Spark events asked for).")
-    return [*sections, spark, consumer]
+        compression = await _guarded(
+            "Append compression",
+            bench_compression(
+                settings_for(base, "compression", partitions=1),
+                sizes.append.sequential,
+                sizes.append.repetitions,
+            ),
+            store,
+        )
+        subscription = await _guarded(
+            "Subscription", bench_subscription(base, sizes.subscription), store
+        )
+        tail = await _guarded("Tail index", bench_tail_index(base, sizes.tail_records), store)
+        if sizes.spark_events:
+            spark = await _guarded(
+                "Spark rebuild", bench_spark(settings_for(base, "spark"), sizes.spark_events), store
+            )
+        else:
+            spark = Section("Spark rebuild", "Not run (no Spark events asked for).")
+    finally:
+        await store.close()
+    sections = [append, compression, read, recovery, offline, replication, spread, huge]
+    return [*sections, subscription, tail, spark, consumer]
 
 
 def _stack_up() -> tuple[Stack, Settings]:
@@ -384,6 +440,7 @@ def run(quick: bool, out: Path, profile: bool | None = None) -> int:
     servers = {status.name.capitalize(): status.version or "?" for status in stack.status()}
     load_before, others_before = load_average(), _others()
     machine = _machine()  # its yardstick timed before the servers are loaded
+    commit = _commit()  # before the run writes BENCHMARKS.md into the tree
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kj-bench-") as workdir:
         sections = asyncio.run(
@@ -392,6 +449,7 @@ def run(quick: bool, out: Path, profile: bool | None = None) -> int:
     seconds = time.monotonic() - started
     info = RunInfo(
         mode="quick" if quick else "full",
+        commit=commit,
         date=f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
         machine=machine,
         versions=_versions(servers),
@@ -407,6 +465,11 @@ def run(quick: bool, out: Path, profile: bool | None = None) -> int:
                 raw=sizes.replication.raw_rows,
                 spark=sizes.spark_events,
                 subscription=sizes.subscription.events,
+                append_reps=sizes.append.repetitions,
+                concurrent=sizes.append.concurrent,
+                recovery=sizes.recovery.events,
+                recovery_reps=sizes.recovery.repetitions,
+                spread=sizes.spread_events,
             )
             for line in SCALING
         ],

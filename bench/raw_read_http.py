@@ -1,0 +1,132 @@
+"""The raw baselines of reading a journal: its `events` rows SELECTed with the driver alone, and
+a minimal HTTP server writing them as NDJSON.
+
+`RawReads` runs the store's own read statement (`Statements.read`, paged at its fetch size) on
+a session of its own, one page at a time: no journal row, pointer, fence or head, no
+`EventRecord`s. The server (`python -m bench.raw_read_http PORT TOPIC KEYSPACE`, Cassandra from
+the `KJ_*` environment, run on uvloop as the worker is, in a child process so that its CPU is
+not the load generator's) answers GET /journals/{id}/events with one NDJSON line per row (one
+`orjson.dumps` each, the payload text passed through as it is stored) and one write per page.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+import orjson
+import uvloop
+from aiohttp import web
+from cassandra.cluster import Cluster, ResponseFuture, Session
+from cassandra.query import PreparedStatement
+
+from bench.raw_http import server_process
+from journal.core.model import SEQ_NR_MAX
+from journal.settings import Settings
+from journal.store.cluster import open_session
+from journal.store.statements import Statements
+
+NDJSON = "application/x-ndjson"
+# the driver's timestamps are naive UTC: written with a Z, as the API writes them
+_LINE = orjson.OPT_APPEND_NEWLINE | orjson.OPT_NAIVE_UTC | orjson.OPT_UTC_Z
+
+
+def _page(response: ResponseFuture) -> asyncio.Future[list[Any]]:
+    """The page `response` is fetching, as an asyncio future (the driver's callbacks fire on
+    its I/O thread)."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[list[Any]] = loop.create_future()
+    response.clear_callbacks()
+    response.add_callbacks(
+        lambda rows: loop.call_soon_threadsafe(future.set_result, list(rows or ())),
+        lambda error: loop.call_soon_threadsafe(future.set_exception, error),
+    )
+    return future
+
+
+class RawReads:
+    """A journal's `events` rows, page by page, on a driver session of its own."""
+
+    def __init__(self, cluster: Cluster, session: Session, statement: PreparedStatement) -> None:
+        self._cluster = cluster
+        self._session = session
+        self._statement = statement
+
+    @classmethod
+    async def connect(cls, settings: Settings) -> RawReads:
+        """On the settings' Cassandra and keyspace, whose tables exist."""
+        cluster, session = await open_session(settings.cassandra_config())
+        # the store's statement, prepared as the store prepares it (fetch size included)
+        statements = await asyncio.to_thread(Statements, session, settings.keyspace)
+        return cls(cluster, session, statements.read)
+
+    async def pages(self, topic: str, journal_id: str) -> AsyncIterator[list[Any]]:
+        """The rows of the journal's first segment (the bench's journals fit in one), a page
+        at a time; the next page is asked for once this one is taken."""
+        params = (topic, journal_id, 0, 1, SEQ_NR_MAX)
+        response = self._session.execute_async(self._statement, params)
+        while True:
+            rows = await _page(response)
+            yield rows
+            if not response.has_more_pages:
+                return
+            response.start_fetching_next_page()
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self._cluster.shutdown)
+
+
+def line(row: Any) -> bytes:
+    """An event row as one NDJSON line: the fields of the API's line that the row holds."""
+    fields = {
+        "seqNr": row.seq_nr,
+        "payload": orjson.Fragment(row.payload_txt.encode()),
+        "tags": sorted(row.tags or ()),
+        "timestamp": row.timestamp,
+        "partition": row.partition,
+        "offset": row.offset,
+    }
+    return orjson.dumps(fields, option=_LINE)
+
+
+async def serve(port: int, topic: str, keyspace: str) -> None:
+    reads = await RawReads.connect(Settings.from_env(keyspace=keyspace))
+
+    async def read(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse()
+        response.content_type = NDJSON
+        await response.prepare(request)
+        async for page in reads.pages(topic, request.match_info["id"]):
+            await response.write(b"".join([line(row) for row in page]))
+        await response.write_eof()
+        return response
+
+    app = web.Application()
+    app.router.add_get("/journals/{id}/events", read)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    print("ready", flush=True)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await runner.cleanup()
+        await reads.close()
+
+
+def raw_read_server(settings: Settings, port: int) -> AbstractAsyncContextManager[int]:
+    """The raw HTTP read server on the settings' topic and keyspace, as a child process, ready;
+    yields its pid. Its Cassandra login, if any, comes from the environment."""
+    env = {
+        "KJ_CASSANDRA_HOSTS": settings.cassandra_hosts,
+        "KJ_CASSANDRA_PORT": str(settings.cassandra_port),
+    }
+    args = [str(port), settings.topic, settings.keyspace]
+    return server_process("bench.raw_read_http", args, env)
+
+
+if __name__ == "__main__":
+    uvloop.run(serve(int(sys.argv[1]), sys.argv[2], sys.argv[3]))
