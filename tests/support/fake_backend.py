@@ -20,6 +20,7 @@ from journal.core.model import (
     Payload,
     PayloadMetadata,
     Position,
+    check_consecutive,
 )
 from journal.errors import KafkaUnavailable, SeqNrConflict, SnapshotBeyondJournal, SnapshotTooLarge
 from journal.kafka.subscription import (
@@ -97,6 +98,7 @@ class FakeJournal:
         idempotency_key: str | None = None,
     ) -> Position:
         self._check()
+        check_consecutive(tuple(events))  # as the core's append does
         records = self.backend.records.setdefault(self.id, [])
         last = records[-1].seq_nr if records else 0
         if expected_seq_nr is not None and expected_seq_nr != last:
