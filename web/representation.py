@@ -10,9 +10,12 @@ null payload reads back as none, as in kafka-journal (see `journal.core.model.Ev
 from __future__ import annotations
 
 import base64
+import re
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+import msgspec
 import orjson
 from aiohttp import web
 from pydantic import BaseModel
@@ -38,80 +41,106 @@ def payload_fields(payload: Payload | None) -> dict[str, Any]:
             return {}
 
 
-def event_out(record: EventRecord) -> schema.EventOut:
-    return schema.EventOut(**_event_fields(record))
-
-
-def _event_fields(record: EventRecord) -> dict[str, Any]:
-    return {**_own_fields(record.event), **_append_fields(record)}
-
-
-def _own_fields(event: model.Event) -> dict[str, Any]:
-    """The fields of an event line that are the event's own: seqNr, payload, tags."""
-    return {"seqNr": event.seq_nr, **payload_fields(event.payload), "tags": sorted(event.tags)}
-
-
-def _append_fields(record: EventRecord) -> dict[str, Any]:
-    """The fields of an event line that every event of its Append shares."""
-    optional: dict[str, Any] = {}
-    if record.metadata.data is not None:
-        optional["metadata"] = record.metadata.data
-    expire_after = record.metadata.expire_after
-    iso_expire_after = None if expire_after is None else expire_after_to_iso(expire_after)
-    if iso_expire_after is not None:
-        optional["expireAfter"] = iso_expire_after
-    if record.headers:
-        optional["headers"] = dict(record.headers)
-    return {
-        "timestamp": iso_timestamp(record.timestamp),
-        "partition": record.partition,
-        "offset": record.offset,
-        **optional,
-    }
-
-
 def event_line(record: EventRecord) -> bytes:
     """One NDJSON line (newline included)."""
-    return schema.to_json(event_out(record)) + b"\n"
+    return EventLines().line(record)
 
 
 def subscription_line(item: SubscriptionItem) -> bytes:
     """One NDJSON line of a subscription: an event with its journal id and position, or a
     heartbeat."""
-    if isinstance(item, Heartbeat):
-        heartbeat = schema.HeartbeatOut(heartbeat=True, position=item.position.encode())
-        return schema.to_json(heartbeat) + b"\n"
-    fields = _event_fields(item.record)
-    line = schema.SubscribedEventOut(id=item.key.id, position=item.position.encode(), **fields)
-    return schema.to_json(line) + b"\n"
+    return SubscriptionLines().line(item)
+
+
+_NEWLINES = re.compile(rb"[\r\n]")
+
+
+def _payload_entry(payload: Payload | None) -> tuple[str, object] | None:
+    """An event's payload as a line's field: a JSON payload's text embedded as it is (it was
+    checked where it entered); a newline between its tokens would end the line, so it goes."""
+    match payload:
+        case JsonPayload(raw):
+            if b"\n" in raw or b"\r" in raw:  # JSON strings hold none: they are whitespace
+                raw = _NEWLINES.sub(b" ", raw)
+            return "payload", orjson.Fragment(raw)
+        case TextPayload(text):
+            return "payloadText", text
+        case BinaryPayload(raw):
+            return "payloadBinary", base64.b64encode(raw).decode("ascii")
+        case None:
+            return None
+
+
+class EventLines:
+    """Event lines as a read writes them, in the field order of `schema.EventOut`: what the
+    events of one Append share (timestamp, partition, offset, metadata, headers) is made once
+    per Append, and a line is written by orjson from values the core checked already."""
+
+    def __init__(self) -> None:
+        self._append: tuple[int, int] | None = None
+        self._shared: dict[str, Any] = {}
+
+    def line(self, record: EventRecord) -> bytes:
+        return orjson.dumps(self.fields(record), option=orjson.OPT_APPEND_NEWLINE)
+
+    def lines(self, records: Iterable[EventRecord]) -> bytes:
+        """The lines of `records`, joined: one write."""
+        return b"".join([self.line(record) for record in records])
+
+    def fields(self, record: EventRecord) -> dict[str, Any]:
+        event = record.event
+        fields: dict[str, Any] = {"seqNr": event.seq_nr}
+        payload = _payload_entry(event.payload)
+        if payload is not None:
+            fields[payload[0]] = payload[1]
+        fields["tags"] = sorted(event.tags) if event.tags else []
+        append = (record.partition, record.offset)
+        if append != self._append:
+            self._append, self._shared = append, _append_fields(record)
+        fields.update(self._shared)
+        return fields
+
+
+def _append_fields(record: EventRecord) -> dict[str, Any]:
+    """The fields of an event line that every event of its Append shares."""
+    shared: dict[str, Any] = {
+        "timestamp": iso_timestamp(record.timestamp),
+        "partition": record.partition,
+        "offset": record.offset,
+    }
+    data = record.metadata.data
+    if data is not None:  # msgspec: orjson refuses integers beyond 64 bits
+        shared["metadata"] = orjson.Fragment(msgspec.json.encode(data))
+    expire_after = record.metadata.expire_after
+    iso_expire_after = None if expire_after is None else expire_after_to_iso(expire_after)
+    if iso_expire_after is not None:
+        shared["expireAfter"] = iso_expire_after
+    if record.headers:
+        shared["headers"] = dict(record.headers)
+    return shared
 
 
 class SubscriptionLines:
-    """`subscription_line` for the items of one stream, as they come: what the events of one
-    Append share (id, timestamp, metadata, headers...) and each position's encoding are made
-    once, and a line is written by orjson from values the core checked already, in the
-    field order of `schema.SubscribedEventOut`, rather than validated again per event."""
+    """Lines of one subscription's stream, as they come: an event's line as a read writes it
+    (`EventLines`) with its journal's `id` and `position` (each position encoded once: an
+    Append's events share one but the last), in the field order of
+    `schema.SubscribedEventOut`; a heartbeat's line."""
 
     def __init__(self) -> None:
-        self._append: tuple[model.JournalKey, int, int] | None = None
-        self._shared: dict[str, Any] = {}
+        self._events = EventLines()
         self._position: SubscriptionPosition | None = None
         self._encoded = ""
 
     def line(self, item: SubscriptionItem) -> bytes:
-        if isinstance(item, Heartbeat):
-            return subscription_line(item)
-        record = item.record
-        append = (item.key, record.partition, record.offset)
-        if append != self._append:
-            self._append, self._shared = append, {**_append_fields(record), "id": item.key.id}
-        if item.position is not self._position:  # an Append's events share one but the last
+        if item.position is not self._position:
             self._position, self._encoded = item.position, item.position.encode()
-        fields = {**_own_fields(record.event), **self._shared, "position": self._encoded}
-        try:
-            return orjson.dumps(fields, option=orjson.OPT_APPEND_NEWLINE)
-        except orjson.JSONEncodeError:  # a number beyond 64 bits in a payload: pydantic's
-            return subscription_line(item)
+        if isinstance(item, Heartbeat):
+            heartbeat = {"heartbeat": True, "position": self._encoded}
+            return orjson.dumps(heartbeat, option=orjson.OPT_APPEND_NEWLINE)
+        fields = self._events.fields(item.record)
+        fields["id"] = item.key.id
+        fields["position"] = self._encoded
+        return orjson.dumps(fields, option=orjson.OPT_APPEND_NEWLINE)
 
 
 def info_out(journal_id: str, info: journals.JournalInfo) -> schema.JournalInfoOut:
@@ -124,6 +153,15 @@ def ids_out(page: listing.JournalIdPage) -> schema.JournalIdPageOut:
 
 def position_out(position: model.Position) -> schema.PositionOut:
     return schema.PositionOut(partition=position.partition, offset=position.offset)
+
+
+def position_json(position: model.Position) -> bytes:
+    """`position_out`'s JSON, written directly: the answer of every append."""
+    return b'{"partition":%d,"offset":%d}' % (position.partition, position.offset)
+
+
+def position_response(position: model.Position) -> web.Response:
+    return web.Response(body=position_json(position), content_type="application/json")
 
 
 def deleted_out(deleted: journals.Deleted) -> schema.DeletedOut:

@@ -1,7 +1,9 @@
 """The API's requests and answers as pydantic models: the one statement of its schema.
 
-Validation (`web.validation`), the answers' JSON (`to_json`) and `/openapi.json`
-(`web.openapi`) all come from these models. Field names are the wire's (camelCase), so an
+`/openapi.json` (`web.openapi`) is generated from these models, the query parameters are
+validated by them and the answers that are not streamed are written from them (`to_json`).
+Request bodies are decoded by `web.validation`'s msgspec structs, which take the shape these
+models describe, with the rules stated below. Field names are the wire's (camelCase), so an
 error's location reads as the client wrote it. Class names are the OpenAPI schemas' names; an
 answer that renders a core class is named for it plus `Out` (`PositionOut` renders
 `journal.core.model.Position`), so no name here means something else in the core.
@@ -13,24 +15,17 @@ Append body (`POST /journals/{id}/events`):
 
 An event carries at most one of `payload` (any JSON, null included), `payloadText` (a string)
 and `payloadBinary` (canonical standard base64); with none it has no payload. seqNrs are
-consecutive and in 1..2^63-1. JSON values are kept to what the journal's codec can store
-unchanged: integers in the signed/unsigned 64-bit range, finite numbers, valid Unicode, nesting
-at most `MAX_DEPTH` levels.
-
-The models check shapes, types and each field's rules; what any JSON value must be (valid
-Unicode, 64-bit integers, finite numbers, bounded nesting) is vouched for by the parser or
-checked in one walk by `web.validation` before a model sees the value.
+consecutive and in 1..2^63-1. A payload is kept as its JSON text: finite numbers, valid
+Unicode, nesting at most `MAX_DEPTH` levels, integers of any size. The metadata is a value the
+journal's codec stores: integers in the signed/unsigned 64-bit range besides.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Iterable
 from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
-    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -38,8 +33,6 @@ from pydantic import (
     StrictInt,
     StrictStr,
     WithJsonSchema,
-    field_validator,
-    model_validator,
 )
 from pydantic_core import PydanticCustomError
 
@@ -50,16 +43,7 @@ from journal.codec import ACTION_HEADER
 from journal.core.model import (
     SEQ_NR_MAX,
     SEQ_NR_MIN,
-    BinaryPayload,
-    Event,
-    InvalidValue,
-    JsonPayload,
-    Payload,
-    PayloadMetadata,
-    TextPayload,
-    of_json,
 )
-from web.duration import iso_to_duration
 from web.error_answers import ErrorCode
 
 # The codec writes payloads with orjson, which refuses nesting beyond 254 levels and integers
@@ -103,51 +87,19 @@ def refusal(code: ErrorCode, message: str) -> PydanticCustomError:
     return PydanticCustomError(code.value, message)
 
 
-def _canonical_base64(value: object) -> bytes:
-    if not isinstance(value, str):
-        raise PydanticCustomError(
-            "base64", "must be a string, got {type}", {"type": json_type(value)}
-        )
-    try:
-        raw = base64.b64decode(value, validate=True)
-    except (binascii.Error, ValueError) as e:
-        raise PydanticCustomError("base64", f"is not standard base64: {e}") from None
-    # only the canonical form: a client's encoding bug must not pass as a different payload
-    if base64.b64encode(raw).decode("ascii") != value:
-        raise PydanticCustomError("base64", "is not canonical base64 (padding or trailing bits)")
-    return raw
-
-
-def _expire_after(value: str) -> str:
-    try:
-        return str(iso_to_duration(value))
-    except InvalidValue as e:
-        raise PydanticCustomError("duration", f"{e}") from None
-
-
 RESERVED_HEADERS = frozenset({ACTION_HEADER, *CONDITIONAL_HEADERS})
 _RESERVED_NAMES: list[Any] = sorted(RESERVED_HEADERS)  # Any: pydantic types schema extras as JSON
-
-
-def _header_name(name: str) -> str:
-    if not name:
-        raise refusal(ErrorCode.INVALID_HEADERS, "must not be empty")
-    if name in RESERVED_HEADERS:
-        raise refusal(ErrorCode.INVALID_HEADERS, "is the journal's own")
-    return name
 
 
 SeqNr = Annotated[StrictInt, Field(ge=SEQ_NR_MIN, le=SEQ_NR_MAX)]
 # allOf: pydantic would try to resolve a bare $ref among its own definitions
 JsonValue = Annotated[Any, WithJsonSchema({"allOf": [{"$ref": JSON_VALUE_REF}]})]
 Base64 = Annotated[
-    bytes,
-    PlainValidator(_canonical_base64),
+    str,
     WithJsonSchema({"type": "string", "contentEncoding": "base64", "pattern": _BASE64}),
 ]
 ExpireAfter = Annotated[
     StrictStr,
-    AfterValidator(_expire_after),
     WithJsonSchema(
         {
             "type": "string",
@@ -158,7 +110,10 @@ ExpireAfter = Annotated[
         }
     ),
 ]
-HeaderName = Annotated[StrictStr, AfterValidator(_header_name)]
+# a payload is kept as its text: any JSON value, integers of any size
+PayloadValue = Annotated[
+    Any, WithJsonSchema({"description": "any JSON value, kept as written (integers of any size)"})
+]
 
 PAYLOAD_FIELDS = ("payload", "payloadText", "payloadBinary")
 
@@ -186,33 +141,10 @@ class EventIn(_Wire):
     )
 
     seqNr: SeqNr
-    payload: JsonValue = absent()
+    payload: PayloadValue = absent()
     payloadText: StrictStr = absent()
     payloadBinary: Base64 = absent()
     tags: list[StrictStr] | None = None
-
-    @model_validator(mode="after")
-    def _one_payload(self) -> EventIn:
-        given = [name for name in PAYLOAD_FIELDS if name in self.model_fields_set]
-        if len(given) > 1:
-            raise refusal(
-                ErrorCode.INVALID_PAYLOAD,
-                f"has {' and '.join(given)}: an event carries at most one payload",
-            )
-        return self
-
-    def event(self) -> Event:
-        return Event(self.seqNr, frozenset(self.tags or ()), self._payload())
-
-    def _payload(self) -> Payload | None:
-        given = self.model_fields_set
-        if "payload" in given:
-            return of_json(self.payload)
-        if "payloadText" in given:
-            return TextPayload(self.payloadText)
-        if "payloadBinary" in given:
-            return BinaryPayload(self.payloadBinary)
-        return None
 
 
 class AppendRequest(_Wire):
@@ -222,7 +154,7 @@ class AppendRequest(_Wire):
         min_length=1, description="Consecutive seqNrs, written atomically as one Kafka record."
     )
     metadata: JsonValue = Field(default=None, description="stored with the events (any JSON)")
-    headers: dict[HeaderName, StrictStr] | None = Field(
+    headers: dict[StrictStr, StrictStr] | None = Field(
         default=None,
         description=f"Kafka record headers; {', '.join(sorted(RESERVED_HEADERS))} are reserved.",
         json_schema_extra={"propertyNames": {"minLength": 1, "not": {"enum": _RESERVED_NAMES}}},
@@ -238,37 +170,6 @@ class AppendRequest(_Wire):
         "`outcome_unknown` if the verdict could not be learnt.",
     )
 
-    @field_validator("events")
-    @classmethod
-    def _consecutive(cls, events: list[EventIn]) -> list[EventIn]:
-        for i in range(1, len(events)):
-            previous, current = events[i - 1].seqNr, events[i].seqNr
-            if current != previous + 1:
-                beyond = " (beyond 2^63-1)" if previous == SEQ_NR_MAX else ""
-                raise refusal(
-                    ErrorCode.INVALID_SEQ_NR,
-                    f"must have consecutive seqNrs: events[{i}].seqNr is {current}, "
-                    f"expected {previous + 1}{beyond}",
-                )
-        return events
-
-    @model_validator(mode="after")
-    def _expectation_meets_the_events(self) -> AppendRequest:
-        expected, first = self.expectedSeqNr, self.events[0].seqNr
-        if expected is not None and expected != first - 1:
-            raise refusal(
-                ErrorCode.INVALID_SEQ_NR,
-                f"expectedSeqNr {expected} cannot be met by events from seqNr {first}: "
-                f"it must be {first - 1}",
-            )
-        return self
-
-    def core_events(self) -> tuple[Event, ...]:
-        return tuple(event.event() for event in self.events)
-
-    def core_metadata(self) -> PayloadMetadata:
-        return PayloadMetadata(expire_after=self.expireAfter, data=self.metadata)
-
 
 class SnapshotIn(_Wire):
     """The body of `PUT /journals/{id}/snapshots/{seqNr}`: exactly one of payload (any JSON,
@@ -280,28 +181,9 @@ class SnapshotIn(_Wire):
         }
     )
 
-    payload: JsonValue = absent()
+    payload: PayloadValue = absent()
     payloadText: StrictStr = absent()
     payloadBinary: Base64 = absent()
-
-    @model_validator(mode="after")
-    def _one_payload(self) -> SnapshotIn:
-        given = [name for name in PAYLOAD_FIELDS if name in self.model_fields_set]
-        if len(given) != 1:
-            raise refusal(
-                ErrorCode.INVALID_PAYLOAD,
-                f"has {' and '.join(given) or 'none of payload, payloadText, payloadBinary'}: "
-                "a snapshot carries exactly one payload",
-            )
-        return self
-
-    def core_payload(self) -> Payload:
-        given = self.model_fields_set
-        if "payloadText" in given:
-            return TextPayload(self.payloadText)
-        if "payloadBinary" in given:
-            return BinaryPayload(self.payloadBinary)
-        return JsonPayload.of(self.payload)
 
 
 def _query_number(value: object) -> int:
@@ -421,7 +303,7 @@ class EventOut(_Wire):
     """One line of a read; at most one of the payload fields is present."""
 
     seqNr: SeqNr
-    payload: JsonValue = absent()
+    payload: PayloadValue = absent()
     payloadText: str = absent()
     payloadBinary: str = absent(json_schema_extra={"contentEncoding": "base64"})
     tags: list[str]
@@ -468,7 +350,7 @@ class SnapshotOut(_Wire):
     """A snapshot: exactly one of the payload fields is present."""
 
     seqNr: SeqNr
-    payload: JsonValue = absent()
+    payload: PayloadValue = absent()
     payloadText: str = absent()
     payloadBinary: str = absent(json_schema_extra={"contentEncoding": "base64"})
     timestamp: str = Field(json_schema_extra={"format": "date-time"}, description="when it was put")

@@ -1,46 +1,57 @@
 """Request parsing: untrusted bytes and query strings in, the core's typed values out.
 
-The schema is `web.schema`'s models; this module feeds them and turns their complaints into
-`ApiError`s (400, with a code from `ErrorCode` and a message naming the offending field), and
-raises nothing else, so bad input can never become a 500. Parsing is strict: unknown fields and
-query parameters are refused (a misspelt `expire_after` must not be silently ignored), numbers
-must be exact integers, strings must be valid Unicode.
+Every refusal is an `ApiError` (400, with a code from `ErrorCode` and a message naming the
+offending field), and nothing else is raised, so bad input can never become a 500. Parsing is
+strict: unknown fields and query parameters are refused (a misspelt `expire_after` must not be
+silently ignored), numbers must be exact integers, strings must be valid Unicode.
 
-A body is parsed with orjson, whose result is then trusted (valid UTF-8, finite numbers,
-integers within 64 bits): nothing walks the payload again here. orjson silently turns integers
-beyond 64 bits into floats, so a body with a run of 19 or more digits, or one orjson refuses, is
-parsed again with the stdlib parser, which keeps integers exact and lets the checks name the
-offending field.
+A body is decoded in one msgspec pass into the structs below, which state its shape (the
+OpenAPI document describes the same shape from `web.schema`'s models): a JSON payload is only
+delimited and kept as its text, which the record value, the store and a read's answer carry
+as it is (integers beyond 64 bits included). When msgspec refuses a body, or a glance finds
+what it does not check (see `_decode`), the stdlib parser reads the body again, exactly, and
+names the fault. Query strings go through `web.schema`'s pydantic models.
 An event's JSON `null` payload is no payload, as kafka-journal reads it.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import functools
 import json
 import math
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar, cast
 from urllib.parse import unquote_to_bytes
 
-import orjson
+import msgspec
 from multidict import MultiMapping
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from journal.client.conditional import check_idempotency_key
-from journal.core.model import SEQ_NR_MAX, SEQ_NR_MIN, Event, InvalidValue, Payload, PayloadMetadata
+from journal.core.model import (
+    SEQ_NR_MAX,
+    SEQ_NR_MIN,
+    BinaryPayload,
+    Event,
+    InvalidValue,
+    Json,
+    JsonPayload,
+    Payload,
+    PayloadMetadata,
+    TextPayload,
+    json_payload,
+)
 from journal.kafka.subscription import SubscriptionPosition
 from web import schema
+from web.duration import iso_to_duration
 from web.error_answers import ApiError, ErrorCode, bad_request
+from web.schema import INT_MAX, INT_MIN, MAX_DEPTH
 
-# A run of 19 digits may be a number orjson turns into a float (beyond 64 bits; -2^63 and
-# 2^64-1 have 19 and 20 digits), or just digits in a string: either way the stdlib parser
-# decides, exactly. Found by mapping every digit to 0 and searching (a regex takes 10x longer).
-_DIGITS_TO_ZERO = bytes.maketrans(b"0123456789", b"0" * 10)
-_LONG_DIGITS = b"0" * 19
-_CODES = {code.value: code for code in ErrorCode}
 # the code of an error, by the first field of its location that has one of its own
 _FIELD_CODES = {
     "seqNr": ErrorCode.INVALID_SEQ_NR,
@@ -54,10 +65,6 @@ _FIELD_CODES = {
 _EXPECTED = {
     "int_type": "an integer",
     "string_type": "a string",
-    "list_type": "an array",
-    "dict_type": "a JSON object",
-    "model_type": "a JSON object",
-    "model_attributes_type": "a JSON object",
 }
 
 Model = TypeVar("Model", bound=BaseModel)
@@ -101,19 +108,197 @@ def parse_journal_id(raw_segment: str) -> str:
     return journal_id
 
 
-def parse_json(body: bytes) -> tuple[object, bool]:
-    """The body's JSON value, and whether it is trusted (see the module docstring).
+# --- bodies: one msgspec pass; the stdlib parser only explains a refusal ---------------------
 
-    Strict: UTF-8 only (no UTF-16 guessing), no NaN/Infinity, no out-of-range floats.
-    """
-    # more brackets than MAX_DEPTH (strings' included: an overestimate) may nest too deeply
-    shallow = body.count(b"[") + body.count(b"{") <= schema.MAX_DEPTH
-    if shallow and _LONG_DIGITS not in body.translate(_DIGITS_TO_ZERO):
+
+class _EventBody(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """An event of an append body (see `web.schema.EventIn`); `payload` is its JSON text as
+    sent, only delimited (empty: absent)."""
+
+    seqNr: Annotated[int, msgspec.Meta(ge=SEQ_NR_MIN, le=SEQ_NR_MAX)]
+    payload: msgspec.Raw = msgspec.Raw()
+    payloadText: str | msgspec.UnsetType = msgspec.UNSET
+    payloadBinary: str | msgspec.UnsetType = msgspec.UNSET
+    tags: frozenset[str] | None = None
+
+
+class _AppendBody(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """An append body (see `web.schema.AppendRequest`)."""
+
+    events: Annotated[list[_EventBody], msgspec.Meta(min_length=1)]
+    metadata: msgspec.Raw = msgspec.Raw()
+    headers: dict[str, str] | None = None
+    expireAfter: str | None = None
+    expectedSeqNr: Annotated[int, msgspec.Meta(ge=0, le=SEQ_NR_MAX - 1)] | None = None
+
+
+class _SnapshotBody(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """A snapshot body (see `web.schema.SnapshotIn`)."""
+
+    payload: msgspec.Raw = msgspec.Raw()
+    payloadText: str | msgspec.UnsetType = msgspec.UNSET
+    payloadBinary: str | msgspec.UnsetType = msgspec.UNSET
+
+
+_Body = TypeVar("_Body", _AppendBody, _SnapshotBody)
+_DECODERS: dict[type[Any], msgspec.json.Decoder[Any]] = {
+    body: msgspec.json.Decoder(body) for body in (_AppendBody, _SnapshotBody)
+}
+_NO_TAGS: frozenset[str] = frozenset()
+# a number the payload's text may hold but no float can: 1e999, or 309 digits and a fraction
+_OUT_OF_RANGE = re.compile(rb"[eE][-+]?[0-9]{3}|[0-9]{309}")
+
+
+def parse_append(body: bytes) -> ParsedAppend:
+    """Parse and check an append body (see `web.schema.AppendRequest`). The seqNrs are each
+    in range here; that they follow each other is the core's `check_consecutive`'s to say, at
+    the append."""
+    request = _decode(_AppendBody, body)
+    events = tuple([_event(raw, i) for i, raw in enumerate(request.events)])
+    metadata = request.metadata
+    if body.count(b"[") + body.count(b"{") > MAX_DEPTH:  # one of them may nest too deeply
+        texts = [e.payload.raw for e in events if type(e.payload) is JsonPayload]
+        _check_depths(body, [*texts, bytes(metadata)])
+    headers = request.headers or {}
+    for name in headers:
+        _check_header_name(name)
+    expected, first = request.expectedSeqNr, events[0].seq_nr
+    if expected is not None and expected != first - 1:
+        raise bad_request(
+            ErrorCode.INVALID_SEQ_NR,
+            f"the body expectedSeqNr {expected} cannot be met by events from seqNr {first}: "
+            f"it must be {first - 1}",
+        )
+    return ParsedAppend(
+        events=events,
+        metadata=PayloadMetadata(
+            expire_after=None
+            if request.expireAfter is None
+            else _expire_after(request.expireAfter),
+            data=None if not metadata else _metadata(bytes(metadata)),
+        ),
+        headers=headers,
+        expected_seq_nr=expected,
+    )
+
+
+def parse_snapshot(body: bytes) -> Payload:
+    """Parse and check a snapshot body (see `web.schema.SnapshotIn`): exactly one payload, a
+    JSON null included."""
+    request = _decode(_SnapshotBody, body)
+    given = _payloads_given(request)
+    if len(given) != 1:
+        raise bad_request(
+            ErrorCode.INVALID_PAYLOAD,
+            f"the body has {' and '.join(given) or 'none of payload, payloadText, payloadBinary'}"
+            ": a snapshot carries exactly one payload",
+        )
+    if request.payload:
+        text = bytes(request.payload)
+        if text.count(b"[") + text.count(b"{") > MAX_DEPTH:
+            _check_depths(body, [text])
+        return JsonPayload(text)
+    if request.payloadText is not msgspec.UNSET:
+        return TextPayload(request.payloadText)
+    assert request.payloadBinary is not msgspec.UNSET  # given: one of the three
+    return BinaryPayload(_base64(request.payloadBinary, ("payloadBinary",)))
+
+
+def _decode(kind: type[_Body], body: bytes) -> _Body:
+    """The body as `kind`, in one pass: msgspec checks the syntax, the envelope's types and
+    ranges, and only delimits the payloads. What it does not check of them: UTF-8 (for a body
+    that is not ASCII) and numbers no float can hold (for a body that may have one, by a glance
+    at its text; then the exact parse decides)."""
+    try:
+        decoded: _Body = _DECODERS[kind].decode(body)
+    except (msgspec.DecodeError, RecursionError) as e:  # a ValidationError is a DecodeError
+        raise _explain(kind, body, e) from None
+    if not body.isascii():
         try:
-            return orjson.loads(body), True
-        except orjson.JSONDecodeError:
-            pass  # the stdlib parser says why, or parses what orjson refuses to (surrogates)
-    return _parse_json_exactly(body), False
+            body.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise bad_request(ErrorCode.MALFORMED_JSON, f"the body is not UTF-8: {e}") from None
+    if _OUT_OF_RANGE.search(body) is not None:
+        _check_exactly(body)
+    return decoded
+
+
+def _event(raw: _EventBody, index: int) -> Event:
+    tags = raw.tags or _NO_TAGS
+    text, binary = raw.payloadText, raw.payloadBinary
+    if text is msgspec.UNSET and binary is msgspec.UNSET:  # the hot path: JSON or no payload
+        return Event(raw.seqNr, tags, json_payload(bytes(raw.payload)) if raw.payload else None)
+    given = _payloads_given(raw)
+    if len(given) > 1:
+        raise bad_request(
+            ErrorCode.INVALID_PAYLOAD,
+            f"events[{index}] has {' and '.join(given)}: an event carries at most one payload",
+        )
+    if text is not msgspec.UNSET:
+        return Event(raw.seqNr, tags, TextPayload(text))
+    assert binary is not msgspec.UNSET
+    return Event(
+        raw.seqNr, tags, BinaryPayload(_base64(binary, ("events", index, "payloadBinary")))
+    )
+
+
+def _payloads_given(body: _EventBody | _SnapshotBody) -> list[str]:
+    given = (
+        bool(body.payload),
+        body.payloadText is not msgspec.UNSET,
+        body.payloadBinary is not msgspec.UNSET,
+    )
+    return [name for name, is_given in zip(schema.PAYLOAD_FIELDS, given, strict=True) if is_given]
+
+
+def _base64(text: str, loc: tuple[int | str, ...]) -> bytes:
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError) as e:
+        raise _refused(loc, f"is not standard base64: {e}") from None
+    # only the canonical form: a client's encoding bug must not pass as a different payload
+    if base64.b64encode(raw).decode("ascii") != text:
+        raise _refused(loc, "is not canonical base64 (padding or trailing bits)")
+    return raw
+
+
+def _expire_after(text: str) -> str:
+    try:
+        return str(iso_to_duration(text))
+    except InvalidValue as e:
+        raise bad_request(ErrorCode.INVALID_EXPIRE_AFTER, f"expireAfter {e}") from None
+
+
+def _check_header_name(name: str) -> None:
+    if not name:
+        raise bad_request(ErrorCode.INVALID_HEADERS, "the header name '' must not be empty")
+    if name in schema.RESERVED_HEADERS:
+        raise bad_request(
+            ErrorCode.INVALID_HEADERS, f"the header name {name!r} is the journal's own"
+        )
+
+
+def _metadata(text: bytes) -> Json:
+    """The append's metadata as a value: stored as the codec writes it, so held to the codec's
+    rules (64-bit integers, bounded nesting)."""
+    value = cast(Json, msgspec.json.decode(text))
+    _check_values(value, ("metadata",))
+    return value
+
+
+def _check_depths(body: bytes, texts: Iterable[bytes]) -> None:
+    """The exact check of the body if one of these texts has more brackets than MAX_DEPTH
+    (strings' included: an overestimate of its nesting)."""
+    if any(text.count(b"[") + text.count(b"{") > MAX_DEPTH for text in texts):
+        _check_exactly(body)
+
+
+def _check_exactly(body: bytes) -> object:
+    """The body parsed by the stdlib parser, which keeps integers exact and names what it
+    refuses, then walked (`_check_values`); ApiError for the first fault."""
+    value = _parse_json_exactly(body)
+    _check_values(value, ())
+    return value
 
 
 def _parse_json_exactly(body: bytes) -> object:
@@ -129,26 +314,81 @@ def _parse_json_exactly(body: bytes) -> object:
         raise bad_request(ErrorCode.MALFORMED_JSON, f"the body is not valid JSON: {e}") from None
 
 
-def parse_append(body: bytes) -> ParsedAppend:
-    """Parse and check an append body (see `web.schema.AppendRequest`)."""
-    value, trusted = parse_json(body)
-    if not trusted:
-        _check_values(value)
-    request = validate(schema.AppendRequest, value)
-    return ParsedAppend(
-        events=request.core_events(),
-        metadata=request.core_metadata(),
-        headers=request.headers or {},
-        expected_seq_nr=request.expectedSeqNr,
-    )
+def _explain(kind: type[Any], body: bytes, error: Exception) -> ApiError:
+    """The answer to a body msgspec refused: the exact parse and walk name a fault of the JSON
+    or of a value; else msgspec's complaint of the shape, with the field as the client wrote
+    it and the code of that field."""
+    value = _check_exactly(body)
+    if not isinstance(error, msgspec.ValidationError):
+        return bad_request(ErrorCode.MALFORMED_JSON, f"the body is not valid JSON: {error}")
+    found = _COMPLAINT.fullmatch(str(error))
+    assert found is not None  # the pattern takes any text
+    detail, loc = found["detail"], _loc(found["path"] or "", value)
+    unknown = _UNKNOWN_FIELD.fullmatch(detail)
+    if unknown is not None:
+        fields = (_EventBody if loc and isinstance(loc[-1], int) else kind).__struct_fields__
+        return bad_request(
+            ErrorCode.INVALID_BODY,
+            f"{_where(loc, 'the body')} has unknown field(s) {unknown[1]!r}; "
+            f"known: {', '.join(sorted(fields))}",
+        )
+    missing = _MISSING_FIELD.fullmatch(detail)
+    if missing is not None:
+        loc, message = (*loc, missing[1]), "is missing"
+    else:
+        message = _message(detail)
+    return bad_request(_code_at(loc), f"{_where(loc, 'the body')} {message}")
 
 
-def parse_snapshot(body: bytes) -> Payload:
-    """Parse and check a snapshot body (see `web.schema.SnapshotIn`)."""
-    value, trusted = parse_json(body)
-    if not trusted:
-        _check_values(value)
-    return validate(schema.SnapshotIn, value).core_payload()
+# msgspec's ValidationError: "<detail>" or "<detail> - at `$<path>`"
+_COMPLAINT = re.compile(r"(?P<detail>.*?)(?: - at `\$(?P<path>.*)`)?", re.DOTALL)
+_PATH_PART = re.compile(r"\.(\w+)|\[(\d+)\]|\[\.\.\.\]")
+_UNKNOWN_FIELD = re.compile(r"Object contains unknown field `(.*)`")
+_MISSING_FIELD = re.compile(r"Object missing required field `(.*)`")
+_EXPECTED_TYPE = re.compile(r"Expected `([^`]*)`, got `([^`]*)`")
+_BOUND = re.compile(r"Expected `\w+` (>=|<=) (-?\d+)")
+_TYPE_NAMES = {
+    "int": "an integer",
+    "str": "a string",
+    "array": "an array",
+    "object": "a JSON object",
+    "null": "null",
+    "bool": "a boolean",
+    "float": "a number",
+}
+_GOT = {"int": "number", "float": "number", "str": "string", "bool": "boolean"}
+
+
+def _loc(path: str, value: object) -> tuple[int | str, ...]:
+    """msgspec's path as a location; a map's key (msgspec writes `[...]`) found in `value`,
+    the first whose value is not a string (the only rule of a map's values here)."""
+    loc: list[int | str] = []
+    for part in _PATH_PART.finditer(path):
+        name, index = part[1], part[2]
+        if name is not None:
+            loc.append(name)
+        elif index is not None:
+            loc.append(int(index))
+        else:
+            mapping = value
+            for step in loc:
+                mapping = mapping[step]  # type: ignore[index]
+            assert isinstance(mapping, dict)
+            loc.append(next(k for k, v in mapping.items() if not isinstance(v, str)))
+    return tuple(loc)
+
+
+def _message(detail: str) -> str:
+    expected = _EXPECTED_TYPE.fullmatch(detail)
+    if expected is not None:
+        wanted = " or ".join(_TYPE_NAMES.get(t, t) for t in expected[1].split(" | "))
+        return f"must be {wanted}, got {_GOT.get(expected[2], expected[2])}"
+    bound = _BOUND.fullmatch(detail)
+    if bound is not None:
+        return f"must be {'at least' if bound[1] == '>=' else 'at most'} {bound[2]}"
+    if detail == "Expected `array` of length >= 1":
+        return "must not be empty"
+    return detail
 
 
 def parse_snapshot_seq_nr(raw: str) -> int:
@@ -193,7 +433,7 @@ def validate(model: type[Model], value: object) -> Model:
     try:
         return model.model_validate(value)
     except ValidationError as e:
-        raise _api_error(model, e.errors(include_url=False)) from None
+        raise _api_error(e.errors(include_url=False)) from None
 
 
 def parse_read_query(query: MultiMapping[str]) -> ParsedRead:
@@ -256,24 +496,25 @@ def _param_names(model: type[BaseModel]) -> tuple[str, ...]:
     return tuple(schema.wire_names(model))
 
 
-# --- what orjson vouches for, checked when it did not parse the body ---------------------------
+# --- what the exact parse checks -------------------------------------------------------------
 
 
-def _check_values(value: object) -> None:
+def _check_values(value: object, root: tuple[int | str, ...]) -> None:
     """Refuse what the codec would store differently or not at all: lone surrogates (which
-    UTF-8, hence Kafka and Cassandra, cannot carry), integers beyond 64 bits, nesting deeper
-    than MAX_DEPTH below a field. One iterative walk (no recursion); the offence is named by
-    its place and gets the code of its field."""
-    stack: list[tuple[object, tuple[int | str, ...]]] = [(value, ())]
+    UTF-8, hence Kafka and Cassandra, cannot carry), integers beyond 64 bits outside a payload
+    (a payload is kept as its text, the others are values), nesting deeper than MAX_DEPTH
+    below a field. One iterative walk (no recursion); the offence is named by its place and
+    gets the code of its field."""
+    stack: list[tuple[object, tuple[int | str, ...]]] = [(value, root)]
     while stack:
         item, loc = stack.pop()
-        if len(loc) > schema.MAX_DEPTH + _FIELD_DEPTH:
+        if len(loc) > MAX_DEPTH + _FIELD_DEPTH:
             field = loc[:_FIELD_DEPTH] if loc[0] == "events" else loc[:1]
-            raise _refused(field, f"is nested deeper than {schema.MAX_DEPTH} levels")
+            raise _refused(field, f"is nested deeper than {MAX_DEPTH} levels")
         if isinstance(item, str):
             _check_text(item, loc)
         elif isinstance(item, int) and not isinstance(item, bool):
-            if not schema.INT_MIN <= item <= schema.INT_MAX:
+            if not INT_MIN <= item <= INT_MAX and not _in_payload(loc):
                 raise _refused(loc, f"holds the integer {item}, beyond 64 bits")
         elif isinstance(item, list):
             stack.extend((nested, (*loc, i)) for i, nested in enumerate(item))
@@ -284,6 +525,10 @@ def _check_values(value: object) -> None:
 
 
 _FIELD_DEPTH = 3  # a payload's place: events, its index, payload
+
+
+def _in_payload(loc: tuple[int | str, ...]) -> bool:
+    return loc[:1] == ("payload",) or (loc[:1] == ("events",) and loc[2:3] == ("payload",))
 
 
 def _check_text(text: str, loc: tuple[int | str, ...]) -> None:
@@ -300,26 +545,11 @@ def _refused(loc: tuple[int | str, ...], message: str) -> ApiError:
 # --- validation errors as the API's errors ----------------------------------------------------
 
 
-def _api_error(model: type[BaseModel], errors: Sequence[ErrorDetails]) -> ApiError:
-    query = not issubclass(model, (schema.AppendRequest, schema.SnapshotIn))
+def _api_error(errors: Sequence[ErrorDetails]) -> ApiError:
     first = errors[0]
-    loc = first["loc"]
-    if first["type"] == "extra_forbidden":
-        where = _where(loc[:-1], "the body")
-        unknown = [
-            e["loc"][-1]
-            for e in errors
-            if e["type"] == "extra_forbidden" and e["loc"][:-1] == loc[:-1]
-        ]
-        known = ", ".join(sorted(schema.wire_names(_model_at(model, loc[:-1]))))
-        return bad_request(
-            ErrorCode.INVALID_BODY,
-            f"{where} has unknown field(s) {', '.join(map(repr, unknown))}; known: {known}",
-        )
-    code = _CODES.get(first["type"])
-    if code is None:
-        code = ErrorCode.INVALID_QUERY if query else _code_at(loc)
-    return bad_request(code, f"{_where(loc, 'the body')} {_message(first)}")
+    return bad_request(
+        ErrorCode.INVALID_QUERY, f"{_where(first['loc'], 'the query')} {_pydantic_message(first)}"
+    )
 
 
 def _code_at(loc: tuple[int | str, ...]) -> ErrorCode:
@@ -330,7 +560,7 @@ def _code_at(loc: tuple[int | str, ...]) -> ErrorCode:
     return ErrorCode.INVALID_BODY
 
 
-def _message(error: ErrorDetails) -> str:
+def _pydantic_message(error: ErrorDetails) -> str:
     kind, value = error["type"], error["input"]
     context: Mapping[str, Any] = error.get("ctx", {})
     if kind == "missing":
@@ -362,20 +592,6 @@ def _where(loc: tuple[int | str, ...], root: str) -> str:
             text += f".{part}" if text else part
             in_map = part == "headers"
     return text or root
-
-
-def _model_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> type[BaseModel]:
-    """The model the fields at `loc` belong to (for the list of known fields)."""
-    for part in loc:
-        if isinstance(part, str):
-            annotation = model.model_fields[part].annotation
-            nested = [
-                arg
-                for arg in getattr(annotation, "__args__", ())
-                if isinstance(arg, type) and issubclass(arg, BaseModel)
-            ]
-            model = nested[0] if nested else model
-    return model
 
 
 def _refuse_constant(name: str) -> object:

@@ -9,7 +9,8 @@ A read streams NDJSON: the first event (or the end) is awaited *before* the resp
 prepared, because the reading flow does all of its checking (its fence: the partition's high
 watermark, or a Mark it produces with `read_fence=mark`; the pointer, head, truncation) before
 yielding anything; so every failure of the flow still gets a proper status. After that,
-events are written one line at a time as the journal yields them; a failure mid-stream breaks
+events are written a batch at a time as the journal yields them (a page of the store, the
+head's events), a write each; a failure mid-stream breaks
 the connection (see `StreamInterrupted`) rather than ending the body as if the journal ended.
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -25,22 +27,23 @@ from typing import TypeVar
 from aiohttp import web
 
 from journal.core.model import EventRecord
-from journal.errors import JournalError
+from journal.errors import InvalidValue, JournalError
 from journal.kafka.subscription import SubscriptionItem
 from journal.metrics import METRICS, Metrics
 from web.backend import JournalBackend, JournalHandle
 from web.body import read_body
-from web.error_answers import ErrorCode, StreamInterrupted
+from web.error_answers import ErrorCode, StreamInterrupted, bad_request
 from web.failures import unavailable
 from web.grant import listing_prefix
 from web.representation import (
+    EventLines,
     SubscriptionLines,
     deleted_out,
-    event_line,
     ids_out,
     info_out,
     json_response,
     position_out,
+    position_response,
 )
 from web.validation import (
     check_no_params,
@@ -75,6 +78,12 @@ class JournalViews:
         self._backend = backend
         self._limits = limits
         self._metrics = metrics
+        # looked up once: a child's lookup by name costs more than its increment
+        self._appended = metrics.counter("http_appended_events_total")
+        self._read_latency = metrics.histogram("journal_read_duration_seconds")
+        self._streamed = metrics.counter("http_streamed_events_total")
+        self._interrupted = metrics.counter("http_streams_interrupted_total")
+        self._subscription_lines = metrics.counter("http_subscription_lines_total")
 
     def _check_ready(self) -> None:
         if not self._backend.ready():
@@ -104,31 +113,37 @@ class JournalViews:
         check_no_params(request.query)
         idempotency_key = parse_idempotency_key(request.headers)
         append = parse_append(await read_body(request, self._limits.max_body_bytes))
-        position = await journal.append(
-            append.events,
-            metadata=append.metadata,
-            headers=append.headers,
-            expected_seq_nr=append.expected_seq_nr,
-            idempotency_key=idempotency_key,
-        )
-        self._metrics.counter("http_appended_events_total").inc(len(append.events))
-        return json_response(position_out(position))
+        try:
+            position = await journal.append(
+                append.events,
+                metadata=append.metadata,
+                headers=append.headers,
+                expected_seq_nr=append.expected_seq_nr,
+                idempotency_key=idempotency_key,
+            )
+        except InvalidValue as e:
+            # the parse checked all of the body but the succession of its seqNrs, which the
+            # core checks once, at the append (`check_consecutive`)
+            raise bad_request(ErrorCode.INVALID_SEQ_NR, f"the body's events: {e}") from None
+        self._appended.inc(len(append.events))
+        return position_response(position)
 
     async def read(self, request: web.Request) -> web.StreamResponse:
         """GET /journals/{id}/events?from&to&limit -> 200 NDJSON, streamed; empty if unknown."""
         _, journal = self._journal(request)
         query = parse_read_query(request.query)
-        records = journal.read(query.from_, query.to, query.limit)
-        async with _closing(records):
+        batches = journal.read_batches(query.from_, query.to, query.limit)
+        async with _closing(batches):
             # before prepare(): the reading flow's failures can still become a status. The
             # flow does all of its work (fence, pointer, head) before the first event, so the
             # time to it is the core's read latency; the rest is streaming at the client's pace.
-            with self._metrics.timed("journal_read_duration_seconds"):
-                first = await anext(records, None)
+            started = time.perf_counter()
+            try:
+                first = await anext(batches, None)
+            finally:
+                self._read_latency.observe(time.perf_counter() - started)
             response = await _ndjson_response(request)
-            if first is not None and not await _stream(
-                request, response, first, records, self._metrics
-            ):
+            if first is not None and not await self._stream(request, response, first, batches):
                 return response  # the client left; aiohttp closes the connection quietly
             await response.write_eof()
         return response
@@ -148,12 +163,76 @@ class JournalViews:
         async with _closing(items):
             first = await anext(items, None)
             response = await _ndjson_response(request)
-            if first is not None and not await _stream_items(
-                request, response, first, items, self._metrics
-            ):
+            if first is not None and not await self._stream_items(request, response, first, items):
                 return response
             await response.write_eof()
         return response
+
+    async def _stream(
+        self,
+        request: web.Request,
+        response: web.StreamResponse,
+        first: list[EventRecord],
+        rest: AsyncIterator[list[EventRecord]],
+    ) -> bool:
+        """Write `first` and then `rest`, a write per list of events (a write per line would
+        cost more than making it); False if the client went away meanwhile."""
+        sent = 0
+        lines = EventLines()
+        try:
+            await response.write(lines.lines(first))
+            sent = len(first)
+            async for batch in rest:
+                await response.write(lines.lines(batch))
+                sent += len(batch)
+        except Exception as e:
+            # a failed write: the client went away; the core's Unavailable is a ConnectionError
+            if isinstance(e, ConnectionError) and not isinstance(e, JournalError):
+                return False
+            self._interrupted.inc()
+            log.warning(
+                "read of %s broke after %d events, connection dropped: %s: %s",
+                request.path,
+                sent,
+                type(e).__name__,
+                e,
+            )
+            raise StreamInterrupted(str(e)) from e
+        finally:
+            self._streamed.inc(sent)
+        return True
+
+    async def _stream_items(
+        self,
+        request: web.Request,
+        response: web.StreamResponse,
+        first: Sequence[SubscriptionItem],
+        rest: AsyncIterator[Sequence[SubscriptionItem]],
+    ) -> bool:
+        """`_stream` for a subscription: a line per item, a write per list of them; False if
+        the client went away. A failure drops the connection: the client resumes after the
+        last position it got."""
+        sent = 0
+        lines = SubscriptionLines()
+        try:
+            await response.write(b"".join([lines.line(item) for item in first]))
+            sent = len(first)
+            async for batch in rest:
+                await response.write(b"".join([lines.line(item) for item in batch]))
+                sent += len(batch)
+        except ConnectionError as e:
+            if not isinstance(e, JournalError):  # the client left (Unavailable is one too)
+                return False
+            self._interrupted.inc()
+            log.warning("subscription broke after %d lines: %s: %s", sent, type(e).__name__, e)
+            raise StreamInterrupted(str(e)) from e
+        except Exception as e:
+            self._interrupted.inc()
+            log.warning("subscription broke after %d lines: %s: %s", sent, type(e).__name__, e)
+            raise StreamInterrupted(str(e)) from e
+        finally:
+            self._subscription_lines.inc(sent)
+        return True
 
     async def info(self, request: web.Request) -> web.Response:
         """GET /journals/{id} -> 200 {"id", "seqNr", "deleteTo"} (nulls for an unknown one)."""
@@ -216,69 +295,3 @@ async def _ndjson_response(request: web.Request) -> web.StreamResponse:
     response.content_type = NDJSON
     await response.prepare(request)
     return response
-
-
-async def _stream(
-    request: web.Request,
-    response: web.StreamResponse,
-    first: EventRecord,
-    rest: AsyncIterator[EventRecord],
-    metrics: Metrics,
-) -> bool:
-    """Write `first` and then `rest`, a line each; False if the client went away meanwhile."""
-    sent = 0
-    try:
-        await response.write(event_line(first))
-        sent = 1
-        async for record in rest:
-            await response.write(event_line(record))
-            sent += 1
-    except Exception as e:
-        # a failed write: the client went away; the core's Unavailable is a ConnectionError too
-        if isinstance(e, ConnectionError) and not isinstance(e, JournalError):
-            return False
-        metrics.counter("http_streams_interrupted_total").inc()
-        log.warning(
-            "read of %s broke after %d events, connection dropped: %s: %s",
-            request.path,
-            sent,
-            type(e).__name__,
-            e,
-        )
-        raise StreamInterrupted(str(e)) from e
-    finally:
-        metrics.counter("http_streamed_events_total").inc(sent)
-    return True
-
-
-async def _stream_items(
-    request: web.Request,
-    response: web.StreamResponse,
-    first: Sequence[SubscriptionItem],
-    rest: AsyncIterator[Sequence[SubscriptionItem]],
-    metrics: Metrics,
-) -> bool:
-    """`_stream` for a subscription: a line per item, a write per list of them (a write per
-    line would cost more than making it); False if the client went away. A failure drops
-    the connection: the client resumes after the last position it got."""
-    sent = 0
-    lines = SubscriptionLines()
-    try:
-        await response.write(b"".join([lines.line(item) for item in first]))
-        sent = len(first)
-        async for batch in rest:
-            await response.write(b"".join([lines.line(item) for item in batch]))
-            sent += len(batch)
-    except ConnectionError as e:
-        if not isinstance(e, JournalError):  # the client left (Unavailable is one too)
-            return False
-        metrics.counter("http_streams_interrupted_total").inc()
-        log.warning("subscription broke after %d lines: %s: %s", sent, type(e).__name__, e)
-        raise StreamInterrupted(str(e)) from e
-    except Exception as e:
-        metrics.counter("http_streams_interrupted_total").inc()
-        log.warning("subscription broke after %d lines: %s: %s", sent, type(e).__name__, e)
-        raise StreamInterrupted(str(e)) from e
-    finally:
-        metrics.counter("http_subscription_lines_total").inc(sent)
-    return True

@@ -446,6 +446,15 @@ class Journal:
         self, from_: int = 1, to: int = SEQ_NR_MAX, limit: int | None = None
     ) -> AsyncIterator[EventRecord]:
         """Stream the events in [from_, to], at most `limit`, in seqNr order."""
+        async for batch in self.read_batches(from_, to, limit):
+            for record in batch:
+                yield record
+
+    async def read_batches(
+        self, from_: int = 1, to: int = SEQ_NR_MAX, limit: int | None = None
+    ) -> AsyncIterator[list[EventRecord]]:
+        """`read`, a non-empty list of events at a time as the flow gets them: a page of the
+        store's, the head's events, a fetch of the events it spilled."""
         check_seq_nr(from_, "from")
         check_seq_nr(to, "to")
         if limit is not None and limit < 0:
@@ -461,55 +470,71 @@ class Journal:
             raise
         remaining = SEQ_NR_MAX if limit is None else limit
         try:
-            async for record in self._events(view, from_, to, page):
+            async for batch in self._batches(view, from_, to, page):
                 if remaining <= 0:
                     return
-                remaining -= 1
-                yield record
+                if len(batch) > remaining:
+                    batch = batch[:remaining]
+                remaining -= len(batch)
+                yield batch
+                if remaining == 0:
+                    return
         finally:
             page.cancel()  # not needed (a purged or unknown journal), or the reader left early
 
-    async def _events(
+    async def _batches(
         self, view: JournalView, from_: int, to: int, page: Awaitable[FirstPage]
-    ) -> AsyncIterator[EventRecord]:
-        """The store's events above deleteTo (unless the head purged them), then the head's."""
+    ) -> AsyncIterator[list[EventRecord]]:
+        """The store's events above deleteTo (unless the head purged them), then the head's;
+        each list non-empty."""
         head, meta = view.head, view.meta
         last = max(head.state.delete_to, from_ - 1)
         if meta is not None and not head.purged:
             stop = min(to, meta.seq_nr or 0)
             first = await page
             if first.fits(meta):
+                batch = []
                 for record in first.events:
                     if record.seq_nr <= last:
                         continue  # deleted, or before `from_`
                     if record.seq_nr != last + 1 or record.seq_nr > stop:
                         break  # replicated after the page was read: `read` gets the rest
                     last = record.seq_nr
-                    yield record
+                    batch.append(record)
+                if batch:
+                    yield batch
             if last < stop:
                 rest = JournalMeta(
                     meta.partition, meta.offset, meta.seq_nr, last, meta.segment_size
                 )
-                async for record in self._journals.store.read(self.key, rest, last + 1, to):
-                    if record.seq_nr > last:  # strictly increasing, whatever the store streams
-                        last = record.seq_nr
-                        yield record
-        async for record in self._head_events(view):
-            if last < record.seq_nr <= to:
-                last = record.seq_nr
-                yield record
+                pages = self._journals.store.read_pages(self.key, rest, last + 1, to)
+                async for stored in pages:
+                    batch = []
+                    for record in stored:
+                        if record.seq_nr > last:  # strictly increasing, whatever the store says
+                            last = record.seq_nr
+                            batch.append(record)
+                    if batch:
+                        yield batch
+        async for held in self._head_batches(view):
+            batch = []
+            for record in held:
+                if last < record.seq_nr <= to:
+                    last = record.seq_nr
+                    batch.append(record)
+            if batch:
+                yield batch
 
-    async def _head_events(self, view: JournalView) -> AsyncIterator[EventRecord]:
+    async def _head_batches(self, view: JournalView) -> AsyncIterator[Sequence[EventRecord]]:
         """The head's events: those it holds, then those it spilled, fetched a few at a time."""
-        for record in view.head.events:
-            yield record
+        yield view.head.events
         spilled = view.head.spilled
         if spilled:
             METRICS.counter("journal_reads_spilled_total").inc()
         for start in range(0, len(spilled), _SPILL_FETCH):
             offsets = spilled[start : start + _SPILL_FETCH]
-            async for record in self._journals.fetch_events(self.key, view.partition, offsets):
-                yield record
+            fetched = self._journals.fetch_events(self.key, view.partition, offsets)
+            yield [record async for record in fetched]
 
     async def delete(self, to: int) -> Deleted:
         """Delete events up to min(to, last seqNr); a no-op when nothing new would go."""

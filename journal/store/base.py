@@ -121,6 +121,18 @@ class EventualJournal(ABC):
         `meta` comes from a preceding `meta()` call: the caller decides how fresh it must be.
         """
 
+    async def read_pages(
+        self,
+        key: JournalKey,
+        meta: JournalMeta,
+        from_: int = 1,
+        to: int = SEQ_NR_MAX,
+    ) -> AsyncIterator[list[EventRecord]]:
+        """`read`, a non-empty list of events at a time as the store fetches them (a store
+        without pages: an event at a time)."""
+        async for record in self.read(key, meta, from_, to):
+            yield [record]
+
     def appends(
         self, topic: str, partition: int, after: int, to: int
     ) -> AsyncIterator[StoredAppend]:

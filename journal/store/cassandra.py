@@ -102,6 +102,11 @@ class CassandraStore(EventualStore):
     ) -> AsyncIterator[EventRecord]:
         return self._reads.read(key, meta, from_, to)
 
+    def read_pages(
+        self, key: JournalKey, meta: JournalMeta, from_: int = 1, to: int = SEQ_NR_MAX
+    ) -> AsyncIterator[list[EventRecord]]:
+        return self._reads.read_pages(key, meta, from_, to)
+
     def appends(
         self, topic: str, partition: int, after: int, to: int
     ) -> AsyncIterator[StoredAppend]:

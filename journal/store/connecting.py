@@ -97,6 +97,12 @@ class ConnectingStore(EventualStore):
         async for record in self._reached().read(key, meta, from_, to):
             yield record
 
+    async def read_pages(
+        self, key: JournalKey, meta: JournalMeta, from_: int = 1, to: int = SEQ_NR_MAX
+    ) -> AsyncIterator[list[EventRecord]]:
+        async for page in self._reached().read_pages(key, meta, from_, to):
+            yield page
+
     async def appends(
         self, topic: str, partition: int, after: int, to: int
     ) -> AsyncIterator[StoredAppend]:

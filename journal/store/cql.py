@@ -109,11 +109,19 @@ async def stream(
     session: Session, statement: str | Statement, params: Params = None
 ) -> AsyncIterator[Any]:
     """Yield the rows of a query page by page; the next page is fetched only when needed."""
+    async for rows in stream_pages(session, statement, params):
+        for row in rows:
+            yield row
+
+
+async def stream_pages(
+    session: Session, statement: str | Statement, params: Params = None
+) -> AsyncIterator[list[Any]]:
+    """Yield the pages of a query's rows; the next page is fetched only when needed."""
     response = session.execute_async(statement, params)
     rows = await _future_of_page(response)
     while True:
-        for row in rows:
-            yield row
+        yield rows
         if not response.has_more_pages:
             return
         response.start_fetching_next_page()  # resets the result; the callbacks come after

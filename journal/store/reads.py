@@ -45,19 +45,28 @@ class Reads:
     async def read(
         self, key: JournalKey, meta: JournalMeta, from_: int = 1, to: int = SEQ_NR_MAX
     ) -> AsyncIterator[EventRecord]:
+        async for page in self.read_pages(key, meta, from_, to):
+            for record in page:
+                yield record
+
+    async def read_pages(
+        self, key: JournalKey, meta: JournalMeta, from_: int = 1, to: int = SEQ_NR_MAX
+    ) -> AsyncIterator[list[EventRecord]]:
+        """`read`, a page of the driver's at a time."""
         if meta.seq_nr is None:
             return
         size = meta.segment_size or self._segment_size
         start = max(from_, (meta.delete_to or 0) + 1)
         stop = min(to, meta.seq_nr)
         for segment in range(start // size, stop // size + 1):
-            rows = cql.stream(
+            pages = cql.stream_pages(
                 self._session,
                 self._statements.read,
                 (key.topic, key.id, segment, start, stop),
             )
-            async for event_row in rows:
-                yield event_record_of(event_row)
+            async for rows in pages:
+                if rows:
+                    yield [event_record_of(row) for row in rows]
 
     async def appends(
         self, topic: str, partition: int, after: int, to: int

@@ -20,6 +20,7 @@ from journal.core.model import (
     Payload,
     PayloadMetadata,
     Position,
+    check_consecutive,
 )
 from journal.errors import KafkaUnavailable, SeqNrConflict, SnapshotBeyondJournal, SnapshotTooLarge
 from journal.kafka.subscription import (
@@ -97,6 +98,7 @@ class FakeJournal:
         idempotency_key: str | None = None,
     ) -> Position:
         self._check()
+        check_consecutive(tuple(events))  # as the core's append does
         records = self.backend.records.setdefault(self.id, [])
         last = records[-1].seq_nr if records else 0
         if expected_seq_nr is not None and expected_seq_nr != last:
@@ -116,6 +118,19 @@ class FakeJournal:
                     raise KafkaUnavailable("the broker went away mid-read")
                 sent += 1
                 yield record
+
+    async def read_batches(
+        self, from_: int = 1, to: int = 2**63 - 1, limit: int | None = None
+    ) -> AsyncIterator[list[EventRecord]]:
+        """`read`, three events at a time: a client sees lines of several writes."""
+        batch: list[EventRecord] = []
+        async for record in self.read(from_, to, limit):
+            batch.append(record)
+            if len(batch) == 3:
+                yield batch
+                batch = []
+        if batch:
+            yield batch
 
     async def info(self) -> JournalInfo:
         self._check()

@@ -49,6 +49,7 @@ from tests.support.fake_backend import (
 )
 from tests.support.http_api import journal_path
 from tests.web.served import Served, serve
+from tests.web.test_validation import GAPPED_APPENDS
 from web import add_routes, create_app
 from web.error_answers import ErrorCode
 from web.openapi import openapi_document
@@ -139,6 +140,26 @@ async def test_an_append_reads_back_with_every_field(served: Served, backend: Fa
         {"seqNr": 3, "payloadBinary": "AAE=", "tags": [], **common},
         {"seqNr": 4, "tags": [], **common},
     ]
+
+
+async def test_a_payload_round_trips_byte_exact_big_integers_included(served: Served) -> None:
+    payload = f'{{"big": [{2**64}, {-(2**63) - 1}, {10**40}], "f": 1.50, "e": 2E3}}'.encode()
+    path = journal_path("big", "/events")
+    sent = b'{"events": [{"seqNr": 1, "payload": ' + payload + b"}]}"
+    status, _, _ = await call(served, "POST", path, data=sent)
+    assert status == 200
+    async with served.session.get(served.at(path)) as response:
+        line = await response.read()
+    assert line.startswith(b'{"seqNr":1,"payload":' + payload + b',"tags":[]')
+    assert orjson.loads(line.replace(payload, b"0"))["payload"] == 0  # the rest is JSON
+
+
+@pytest.mark.parametrize("raw", GAPPED_APPENDS)
+async def test_seq_nrs_that_do_not_follow_each_other_are_400(served: Served, raw: bytes) -> None:
+    path = journal_path("gap", "/events")
+    assert await error_of(served, "POST", path, data=raw) == (400, ErrorCode.INVALID_SEQ_NR)
+    _, body, _ = await call(served, "POST", path, data=GAPPED_APPENDS[0])
+    assert "must be consecutive: 3 follows 1" in str(body)
 
 
 async def test_a_subscription_streams_events_with_id_and_position_then_a_heartbeat(
