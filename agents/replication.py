@@ -165,15 +165,15 @@ class WorkerReplication:
         # catching up replays records the agent has seen: quarantined once is enough
         self._replayer = Replicator(store, AlreadyQuarantined(quarantine), rows)
         self._partitions: dict[int, _ReplicatedPartition] = {}
+        # per record: looked up once
+        self._record_delay = METRICS.histogram("journal_agent_record_delay_seconds")
 
     async def handle(self, record: RawRecord, end: int | None = None) -> None:
         """One record; call while its event is Faust's current event (tables need that).
         `end`: the partition's end offset, if the consumer knows it (for the lag)."""
         # how long after its append the agent sees a record: reads and conditional appends
         # wait for that (the fetch wait and the GIL showed up here first)
-        METRICS.histogram("journal_agent_record_delay_seconds").observe(
-            time.time() - record.timestamp_ms / 1000
-        )
+        self._record_delay.observe(time.time() - record.timestamp_ms / 1000)
         state = await self._state(record.partition, record.offset)
         if state is None:
             return  # a partition this worker no longer owns: its new owner replicates it

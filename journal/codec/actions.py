@@ -7,19 +7,24 @@ encoded events of an Append (empty otherwise); every other header is the user's.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
+
+import msgspec
 
 from journal.codec.action_header import ACTION_HEADER, decode_action_header, encode_action_header
 from journal.codec.errors import DecodeError
 from journal.codec.events import decode_events
+from journal.codec.events_binary import decode_events_binary
+from journal.codec.events_json import decode_events_json
 from journal.core.model import (
     ActionHeader,
     ActionRecord,
     AppendHeader,
     EventRecord,
+    Events,
     InvalidValue,
     JournalKey,
+    PayloadType,
     SeqRange,
 )
 from journal.errors import JournalError
@@ -27,8 +32,7 @@ from journal.errors import JournalError
 RawHeaders = Sequence[tuple[str, bytes]]
 
 
-@dataclass(frozen=True, slots=True)
-class RawRecord:
+class RawRecord(msgspec.Struct, frozen=True, gc=False):
     """A Kafka record as any client hands it over (aiokafka, Faust, Spark rows)."""
 
     topic: str
@@ -74,7 +78,8 @@ def parse_checked(record: RawRecord) -> ActionRecord | None:
 
 
 def _action(record: RawRecord, check_events: bool) -> ActionRecord | None:
-    raw_header = action_header_of(record.headers)
+    headers = record.headers
+    raw_header = action_header_of(headers)
     if raw_header is None:
         raise MalformedRecord(record, f"no {ACTION_HEADER} header")
     try:
@@ -83,19 +88,22 @@ def _action(record: RawRecord, check_events: bool) -> ActionRecord | None:
         raise MalformedRecord(record, f"bad {ACTION_HEADER} header: {error}") from None
     if header is None:
         return None
-    if not record.key:
+    raw_key = record.key
+    if not raw_key:
         raise MalformedRecord(record, "no key (journal id)")
     try:
-        key = JournalKey(record.topic, record.key.decode("utf-8"))
-        user_headers = {
-            name: value.decode("utf-8") for name, value in record.headers if name != ACTION_HEADER
-        }
+        key = _journal_key(record.topic, raw_key)
+        user_headers = (
+            _NO_HEADERS
+            if len(headers) == 1
+            else {name: value.decode("utf-8") for name, value in headers if name != ACTION_HEADER}
+        )
     except (UnicodeDecodeError, InvalidValue) as error:
         raise MalformedRecord(record, f"bad key or header: {error}") from None
     timestamp = datetime.fromtimestamp(record.timestamp_ms / 1000, UTC)
     value = record.value or b""
     events = None
-    if check_events and isinstance(header, AppendHeader):
+    if check_events and type(header) is AppendHeader:
         try:
             events = _event_records(
                 header, value, timestamp, record.partition, record.offset, user_headers
@@ -105,6 +113,23 @@ def _action(record: RawRecord, check_events: bool) -> ActionRecord | None:
     return ActionRecord(
         key, record.partition, record.offset, timestamp, header, value, user_headers, events
     )
+
+
+# no Mapping of headers is ever changed: the records without user headers share this one
+_NO_HEADERS: Mapping[str, str] = {}
+
+_KEYS: dict[tuple[str, bytes], JournalKey] = {}  # a partition's records share few journals
+_KEYS_MAX = 65536
+
+
+def _journal_key(topic: str, raw_key: bytes) -> JournalKey:
+    """The journal of a record key, shared between the records of one journal."""
+    found = _KEYS.get((topic, raw_key))
+    if found is None:
+        if len(_KEYS) >= _KEYS_MAX:
+            _KEYS.clear()
+        found = _KEYS[(topic, raw_key)] = JournalKey(topic, raw_key.decode("utf-8"))
+    return found
 
 
 def events_of(record: ActionRecord) -> Sequence[EventRecord]:
@@ -129,14 +154,16 @@ def _event_records(
     headers: Mapping[str, str],
 ) -> tuple[EventRecord, ...]:
     """The events of an Append's `value`, checked against its header."""
-    decoded = decode_events(header.payload_type, value)  # consecutive seqNrs, checked
-    if not decoded.events:
-        raise DecodeError("an Append without events")
-    first, last = decoded.events[0].seq_nr, decoded.events[-1].seq_nr
-    if first != header.range.from_ or last != header.range.to:
-        raise DecodeError(
-            f"events {SeqRange(first, last)} do not match the header's {header.range}"
-        )
+    decoded = _plain_events(header, value)
+    if decoded is None:  # anything but the header's seqNrs: decoded again to name the fault
+        decoded = decode_events(header.payload_type, value)  # consecutive seqNrs, checked
+        if not decoded.events:
+            raise DecodeError("an Append without events")
+        first, last = decoded.events[0].seq_nr, decoded.events[-1].seq_nr
+        if first != header.range.from_ or last != header.range.to:
+            raise DecodeError(
+                f"events {SeqRange(first, last)} do not match the header's {header.range}"
+            )
     metadata = decoded.metadata
     return tuple(
         [
@@ -144,6 +171,26 @@ def _event_records(
             for event in decoded.events
         ]
     )
+
+
+def _plain_events(header: AppendHeader, value: bytes) -> Events | None:
+    """The events of the value if their seqNrs are exactly the header's range (a checked
+    SeqRange: so they are consecutive and in bounds, in one comparison); None otherwise."""
+    try:
+        if header.payload_type is PayloadType.JSON:
+            decoded = decode_events_json(value)
+        elif header.payload_type is PayloadType.BINARY:
+            decoded = decode_events_binary(value)
+        else:
+            return None
+    except (DecodeError, InvalidValue):
+        return None
+    seq, events = header.range, decoded.events
+    if len(events) != seq.to - seq.from_ + 1 or [event.seq_nr for event in events] != list(
+        range(seq.from_, seq.to + 1)
+    ):
+        return None
+    return decoded
 
 
 def record_headers(

@@ -84,6 +84,7 @@ _TEXT = msgspec.json.Decoder(str)
 _NO_TAGS: frozenset[str] = frozenset()
 _NO_METADATA = PayloadMetadata()
 _NULL = b"null"
+_NO_METADATA_TEXTS = (_NULL, b"{}")  # what every writer writes for none: no need to decode
 
 
 def decode_events_json(value: bytes) -> Events:
@@ -99,7 +100,7 @@ def decode_events_json(value: bytes) -> Events:
     if not events or None in events:
         return checked_events(loads(value, _WHERE))
     raw_metadata = decoded.metadata
-    if not raw_metadata or bytes(raw_metadata) == _NULL:
+    if not raw_metadata or bytes(raw_metadata) in _NO_METADATA_TEXTS:
         return Events(tuple(cast(list[Event], events)), _NO_METADATA)
     metadata = payload_metadata_from_json(loads(raw_metadata, _WHERE), f"{_WHERE}.metadata")
     return Events(tuple(cast(list[Event], events)), metadata)

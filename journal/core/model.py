@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
 from typing import TypeAlias, cast
@@ -247,12 +247,13 @@ class MarkHeader:
 ActionHeader: TypeAlias = AppendHeader | DeleteHeader | PurgeHeader | MarkHeader
 
 
-@dataclass(frozen=True, slots=True)
-class ActionRecord:
+class ActionRecord(msgspec.Struct, frozen=True, gc=False):
     """One record of the action topic as the core sees it, payload still encoded.
 
     `value` is the raw record value: the encoded Events of an Append, empty otherwise.
     Decoding it is deferred so that a reader can skip records without touching payloads.
+    One per record a read, replication or a subscription meets: untracked by the GC, like
+    the per-event values.
     """
 
     key: JournalKey
@@ -261,10 +262,11 @@ class ActionRecord:
     timestamp: datetime
     header: ActionHeader
     value: bytes = b""
-    headers: Mapping[str, str] = field(default_factory=dict)
+    headers: Mapping[str, str] = {}
     # An Append's events once replication has decoded them to check them
-    # (`journal.codec.actions.parse_checked`), so they are decoded once; not part of its identity.
-    events: tuple[EventRecord, ...] | None = field(default=None, compare=False, repr=False)
+    # (`journal.codec.actions.parse_checked`), so they are decoded once. Nothing compares
+    # records (they are values of a log, known by their offsets): equality is by every field.
+    events: tuple[EventRecord, ...] | None = None
 
 
 class EventRecord(msgspec.Struct, frozen=True, gc=False):

@@ -39,6 +39,7 @@ from collections.abc import AsyncIterator, Collection, Iterable, Mapping, Sequen
 from dataclasses import dataclass
 from typing import TypeAlias
 
+import msgspec
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.structs import ConsumerRecord
 
@@ -62,8 +63,7 @@ _POINTER_REFRESH_S = 1.0  # how often the tail asks the pointer, to evict states
 Offsets: TypeAlias = tuple[tuple[int, int], ...]  # (partition, offset), by partition
 
 
-@dataclass(frozen=True, slots=True)
-class SubscriptionPosition:
+class SubscriptionPosition(msgspec.Struct, frozen=True, gc=False):
     """Per partition, the offset of the last record a subscriber has handled (-1: none)."""
 
     offsets: Offsets = ()
@@ -98,8 +98,8 @@ class SubscriptionPosition:
         return cls.of(offsets)
 
 
-@dataclass(frozen=True, slots=True)
-class SubscribedEvent:
+# per event: structs the garbage collector does not track (see journal.core.model)
+class SubscribedEvent(msgspec.Struct, frozen=True, gc=False):
     """An accepted event of journal `key`; resume after `position` to get what follows it."""
 
     key: JournalKey
@@ -107,8 +107,7 @@ class SubscribedEvent:
     position: SubscriptionPosition
 
 
-@dataclass(frozen=True, slots=True)
-class Heartbeat:
+class Heartbeat(msgspec.Struct, frozen=True, gc=False):
     """Nothing to deliver for a while (or the end of a finite subscription): where it is."""
 
     position: SubscriptionPosition
@@ -486,16 +485,17 @@ class Subscription:
             return
         tags = self._tags
         before, after = around
+        last = events[-1]
         if len(events) > 1:
             inside = SubscriptionPosition(
                 (*before, (reader.partition, offset - 1), *after) if offset > 0 else before + after
             )
-            into += [
-                SubscribedEvent(key, r, inside)
-                for r in events[:-1]
-                if not tags or tags & r.event.tags
-            ]
-        last = events[-1]
+            if tags:
+                into += [
+                    SubscribedEvent(key, r, inside) for r in events[:-1] if tags & r.event.tags
+                ]
+            else:
+                into += [SubscribedEvent(key, r, inside) for r in events[:-1]]
         if not tags or tags & last.event.tags:
             position = SubscriptionPosition((*before, (reader.partition, offset), *after))
             into.append(SubscribedEvent(key, last, position))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import replace
 
 from msgspec.structs import replace as struct_replace
 
@@ -160,7 +159,12 @@ async def test_a_rejected_append_takes_no_effect_and_must_not_be_stored() -> Non
 
 async def test_a_retried_append_is_a_no_op() -> None:
     first = append(KEY, 0, 1, 3)
-    retried = [first, replace(first, offset=1), append(KEY, 2, 4, 4), replace(first, offset=3)]
+    retried = [
+        first,
+        struct_replace(first, offset=1),
+        append(KEY, 2, 4, 4),
+        struct_replace(first, offset=3),
+    ]
     store = await replicated(retried)
     meta = await store.meta(KEY)
     assert meta is not None and (meta.seq_nr, meta.offset) == (4, 2)

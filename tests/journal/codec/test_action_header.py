@@ -16,7 +16,7 @@ from journal.client.conditional import CONDITIONAL_HEADERS, Idempotency
 from journal.codec import ACTION_HEADER, DecodeError, EncodeError
 from journal.codec import decode_action_header as decode
 from journal.codec import encode_action_header as encode
-from journal.codec.action_header import checked_action_header, plain_append
+from journal.codec.action_header import checked_action_header, plain_append, plain_append_text
 from journal.codec.actions import RawRecord, parse
 from journal.core.model import (
     SEQ_NR_MAX,
@@ -266,9 +266,9 @@ APPEND_FIELDS = ("range", "payloadType", "origin", "version", "metadata")
 def test_the_plain_reading_agrees_with_the_checked_one(
     header: AppendHeader, data: st.DataObject
 ) -> None:
-    """`plain_append` (the fast path) answers what `checked_action_header` does, or leaves the
-    header to it: for written Appends and for any of their fields replaced (or removed) by any
-    JSON, or another action's name added."""
+    """`plain_append` and `plain_append_text` (the fast paths) answer what
+    `checked_action_header` does, or leave the header to it: for written Appends and for any of
+    their fields replaced (or removed) by any JSON, or another action's name added."""
     obj = orjson.loads(encode(header))
     body = obj["append"]
     for _ in range(data.draw(st.integers(0, 2))):
@@ -288,6 +288,8 @@ def test_the_plain_reading_agrees_with_the_checked_one(
         checked = error
     plain = plain_append(obj)
     assert plain is None or plain == checked, (plain, checked)
+    plain_text = plain_append_text(orjson.dumps(obj))
+    assert plain_text is None or plain_text == checked, (plain_text, checked)
 
 
 @pytest.mark.parametrize("name", sorted(n for n in EXPECTED if n.startswith("Append-")))

@@ -11,6 +11,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
+from msgspec.structs import replace as struct_replace
 
 from journal.codec.actions import events_of
 from journal.core.fold import fold_batch
@@ -83,7 +84,7 @@ class EventualStoreContract:
         assert meta is not None and (meta.seq_nr, meta.delete_to, meta.offset) == (12, None, 1)
 
     async def test_metadata_and_headers_survive(self, store: EventualStore) -> None:
-        record = replace(a.append(KEY, 0, 1, 2), headers={"h": "v"})
+        record = struct_replace(a.append(KEY, 0, 1, 2), headers={"h": "v"})
         await apply(store, record)
         (first, _) = await read_all(store, KEY)
         assert first.headers == {"h": "v"}
