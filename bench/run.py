@@ -346,9 +346,15 @@ async def _worker_sections(
                 "Replication",
                 _replication(settings, journals, store, process, sizes.replication, profile),
             )
-            if process.process is None:
-                process.start()
-            await process.wait_ready()
+            try:  # the replication scenario stops the worker; a worker that cannot come
+                # back fails the scenarios that need it, not the run
+                if process.process is None:
+                    process.start()
+                await process.wait_ready()
+            except Exception as error:
+                titles = ("Append", "Huge journal over HTTP", "Recovery")
+                append, huge, recovery = (_failed(title, error) for title in titles)
+                return [append, replication, huge, recovery]
             append = await _guarded(
                 "Append",
                 bench_append(

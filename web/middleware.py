@@ -15,7 +15,7 @@ import time
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
-from journal.metrics import Metrics
+from journal.metrics import CountingChild, Metrics, ObservingChild
 from web.error_answers import ErrorCode, StreamInterrupted, error_response
 from web.failures import api_error_of
 
@@ -71,6 +71,9 @@ def _http_exception_response(request: web.Request, e: web.HTTPException) -> web.
 
 
 def metrics_middleware(metrics: Metrics) -> Middleware:
+    # each request's two children, by (method, route, status): one dict lookup per request
+    children: dict[tuple[str, str, str], tuple[CountingChild, ObservingChild]] = {}
+
     @web.middleware
     async def measured(request: web.Request, handler: Handler) -> web.StreamResponse:
         started = time.perf_counter()
@@ -87,10 +90,17 @@ def metrics_middleware(metrics: Metrics) -> Middleware:
         finally:
             # a streamed read is timed to its end: the histogram shows what clients wait
             elapsed = time.perf_counter() - started
-            metrics.counter("http_requests_total", method=method, route=route, status=status).inc()
-            metrics.histogram("http_request_duration_seconds", method=method, route=route).observe(
-                elapsed
-            )
+            key = (method, route, status)
+            pair = children.get(key)
+            if pair is None:
+                pair = children[key] = (
+                    metrics.counter(
+                        "http_requests_total", method=method, route=route, status=status
+                    ),
+                    metrics.histogram("http_request_duration_seconds", method=method, route=route),
+                )
+            pair[0].inc()
+            pair[1].observe(elapsed)
 
     return measured
 

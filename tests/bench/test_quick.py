@@ -23,6 +23,8 @@ SECTIONS = (
     "Spark rebuild",
     "Kafka consumer costs",
     "Subscription",
+    "Recovery",
+    "Replication of a spread backlog",
 )
 
 

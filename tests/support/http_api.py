@@ -32,6 +32,9 @@ def journal_path(journal_id: str, suffix: str = "") -> str:
     return f"/journals/{quote(journal_id, safe='')}{suffix}"
 
 
+_JSON = {"Content-Type": "application/json"}
+
+
 def event_json(event: Event) -> dict[str, object]:
     """An event as a client sends it (the same payload fields the API answers with)."""
     return {"seqNr": event.seq_nr, "tags": sorted(event.tags), **payload_fields(event.payload)}
@@ -84,8 +87,12 @@ class HttpJournals:
             return parsed
 
     async def append(self, journal_id: str, batch: Sequence[Event]) -> None:
-        body = {"events": [event_json(e) for e in batch]}
-        answer = await self.request_json("POST", journal_path(journal_id, "/events"), json=body)
+        # compact, as `JsonPayload.of` writes a payload: the API keeps a payload's text as sent,
+        # so the events read back (by any path) are these events, byte for byte
+        body = orjson.dumps({"events": [event_json(e) for e in batch]})
+        answer = await self.request_json(
+            "POST", journal_path(journal_id, "/events"), data=body, headers=_JSON
+        )
         assert set(answer) == {"partition", "offset"}
 
     async def read(
