@@ -79,7 +79,7 @@ async def bench_huge(
         Row("stream: events/s", rate, "events/s", note=f"{lines:,} events, {seconds:.1f} s")
     )
     section.add(
-        Row("worker peak RSS growth", growth_mb, "MB", goal="<= 100 MB", met=growth_mb <= 100)
+        Row("worker peak RSS growth", growth_mb, "MB", goal="<= 50 MB", met=growth_mb <= 50)
     )
     section.notes.append(
         f"worker VmRSS before {before['VmRSS'] / 1024:.0f} MB, peak {peak / 1024:.0f} MB, "

@@ -190,8 +190,8 @@ async def bench_read(
             percentile(replicated_reads, 50),
             "ms",
             base_p50,
-            "p50 <= 1.2x baseline",
-            percentile(replicated_reads, 50) <= 1.2 * base_p50,
+            "p50 <= 1.3x baseline",
+            percentile(replicated_reads, 50) <= 1.3 * base_p50,
             f"{min(replicated_reads):.3g}..{max(replicated_reads):.3g}",
         )
     )

@@ -39,7 +39,8 @@ METHOD = (
     "the same event rows, and {raw_batched:,} rows in unlogged batches of 10 rows of one "
     "journal's segment (one Cassandra partition), the shape replication writes a journal's "
     "events in: the worker's headline is against these. "
-    "Lag: appends of 10 events paced at {rate:,} events/s for {seconds} s while the worker "
+    "Lag: appends of 10 events paced at 30% of the worker's replication rate measured above "
+    "(rounded to 100 events/s) for {seconds} s while the worker "
     "runs; lag = time from the append's acknowledgement until the partition's pointer "
     "covers its offset (50 ms polling: lags are rounded up to that resolution). No profiler "
     "runs while a rate is measured: the profile comes from a run of its own, after them."
@@ -50,7 +51,6 @@ METHOD = (
 class ReplicationSizes:
     events: int
     raw_rows: int
-    lag_rate: int  # events/s
     lag_seconds: float
     malformed: int = 1000  # quarantine rate: malformed records, and as many valid ones
 
@@ -380,8 +380,8 @@ def replication_rows(section: Section, results: ReplicationResults, target: int)
             r.worker_rate,
             "events/s",
             r.raw_batched_rate,
-            ">= 20000/s",
-            r.worker_rate >= 20_000,
+            ">= 0.9x raw batched",
+            r.worker_rate >= 0.9 * r.raw_batched_rate,
             note=f"baseline: raw batched INSERTs; {r.worker_rate / r.raw_rate:.2f}x raw "
             "single-row INSERTs",
         )

@@ -80,9 +80,7 @@ FULL = Sizes(
     # this shared host does not decide the median (three of 3,200 once spread 0.7-2.7x of it)
     AppendSizes(sequential=300, concurrent=4800, repetitions=7),
     ReadSizes(small_backlog=20_000, large_backlog=1_000_000, repetitions=100),
-    ReplicationSizes(
-        events=300_000, raw_rows=20_000, lag_rate=5000, lag_seconds=10, malformed=300_000
-    ),
+    ReplicationSizes(events=300_000, raw_rows=20_000, lag_seconds=10, malformed=300_000),
     huge_events=200_000,
     consumer_repetitions=10,
     spark_events=1_000_000,  # as issue 10 asks: ~1.5 min here
@@ -94,7 +92,7 @@ FULL = Sizes(
 QUICK = Sizes(
     AppendSizes(sequential=20, concurrent=128, repetitions=1),
     ReadSizes(small_backlog=200, large_backlog=2000, repetitions=3, warmup=1),
-    ReplicationSizes(events=2000, raw_rows=1000, lag_rate=1000, lag_seconds=2, malformed=500),
+    ReplicationSizes(events=2000, raw_rows=1000, lag_seconds=2, malformed=500),
     huge_events=3000,
     consumer_repetitions=3,
     # tiny, so the quick run proves the Spark harness end to end (Spark's start is ~30 s)
@@ -292,7 +290,6 @@ async def _replication(
             raw=sizes.raw_rows,
             raw_batched=raw_batched,
             one_event=one_event,
-            rate=sizes.lag_rate,
             seconds=sizes.lag_seconds,
         ),
     )
@@ -312,7 +309,9 @@ async def _replication(
     quarantine = await quarantine_rate(settings, sizes.malformed)
     quiet += await _quiet(store)
     _log("replication: lag")
-    lags, offered = await lag(journals, store, sizes.lag_rate, sizes.lag_seconds)
+    # issue 26: at 30% of the capacity this run measured, so the goal means the same anywhere
+    lag_rate = max(100, round(0.3 * worker_rate / 100) * 100)
+    lags, offered = await lag(journals, store, lag_rate, sizes.lag_seconds)
     results = ReplicationResults(
         worker_rate=worker_rate,
         worker_one_event_rate=worker_one_event_rate,
@@ -324,7 +323,7 @@ async def _replication(
         offered=offered,
         quarantine=quarantine,
     )
-    replication_rows(replication, results, sizes.lag_rate)
+    replication_rows(replication, results, lag_rate)
     if profile:
         _log("replication: a profiled catch-up (its rate is not reported)")
         replication.profile = await profile_catch_up(
