@@ -4,10 +4,12 @@ values of its `events` row (what it lacks left unset) and such a row back into a
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from collections.abc import Mapping
+from datetime import UTC
+from types import MappingProxyType
 from typing import Any, cast
 
-import orjson
+import msgspec
 from cassandra.query import UNSET_VALUE
 
 from journal.core.model import (
@@ -42,15 +44,13 @@ def _payload_columns(payload: Payload | None) -> tuple[object, object, object]:
 
 
 def _payload_of(kind: str | None, text: str | None, data: bytes | None) -> Payload | None:
-    match kind:
-        case "json":  # the store holds the text the payload was checked as
-            return None if text is None else json_payload(text.encode())
-        case "text":
-            return TextPayload(text or "")
-        case "binary":
-            return BinaryPayload(data or b"")
-        case _:
-            return None
+    if kind == "json":  # the store holds the text the payload was checked as: not parsed
+        return None if text is None else json_payload(text.encode())
+    if kind == "text":
+        return TextPayload(text or "")
+    if kind == "binary":
+        return BinaryPayload(data or b"")
+    return None
 
 
 def event_row(key: JournalKey, size: int, record: EventRecord, stamp: int) -> tuple[Any, ...]:
@@ -73,7 +73,8 @@ def event_row(key: JournalKey, size: int, record: EventRecord, stamp: int) -> tu
         text,
         data,
         UNSET_VALUE if metadata.expire_after is None else metadata.expire_after,
-        UNSET_VALUE if metadata.data is None else orjson.dumps(metadata.data).decode(),
+        # msgspec: a payload's metadata may hold integers beyond 64 bits, which orjson refuses
+        UNSET_VALUE if metadata.data is None else msgspec.json.encode(metadata.data).decode(),
         record.headers or UNSET_VALUE,
         stamp,
     )
@@ -81,26 +82,27 @@ def event_row(key: JournalKey, size: int, record: EventRecord, stamp: int) -> tu
 
 _NO_METADATA = PayloadMetadata()
 _NO_TAGS: frozenset[str] = frozenset()
+_NO_HEADERS: Mapping[str, str] = MappingProxyType({})
 
 
 def event_record_of(row: Any) -> EventRecord:
-    timestamp: datetime = row.timestamp
-    metadata = (
-        _NO_METADATA
-        if row.expire_after is None and row.metadata is None
-        else PayloadMetadata(
-            row.expire_after, None if row.metadata is None else orjson.loads(row.metadata)
-        )
-    )
+    """A row as the read returns it; the hot loop of every stored read (positional, so that
+    a page of rows costs as little Python as it can)."""
+    expire_after, metadata_text = row.expire_after, row.metadata
+    tags, headers = row.tags, row.headers
     return EventRecord(
-        event=Event(
+        Event(
             row.seq_nr,
-            frozenset(row.tags) if row.tags else _NO_TAGS,
+            frozenset(tags) if tags else _NO_TAGS,
             _payload_of(row.payload_type, row.payload_txt, row.payload_bin),
         ),
-        timestamp=timestamp.replace(tzinfo=UTC),
-        partition=row.partition,
-        offset=row.offset,
-        metadata=metadata,
-        headers=dict(row.headers) if row.headers else {},
+        row.timestamp.replace(tzinfo=UTC),
+        row.partition,
+        row.offset,
+        _NO_METADATA
+        if expire_after is None and metadata_text is None
+        else PayloadMetadata(
+            expire_after, None if metadata_text is None else msgspec.json.decode(metadata_text)
+        ),
+        dict(headers) if headers else _NO_HEADERS,
     )
