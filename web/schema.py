@@ -160,6 +160,12 @@ class AppendRequest(_Wire):
         min_length=1,
         description="Consecutive seqNrs (or none: at the journal's end), written atomically "
         "as one Kafka record.",
+        json_schema_extra={  # every event with a seqNr, or none
+            "anyOf": [
+                {"items": {"required": ["seqNr"]}},
+                {"items": {"not": {"required": ["seqNr"]}}},
+            ]
+        },
     )
     metadata: JsonValue = Field(default=None, description="stored with the events (any JSON)")
     headers: dict[StrictStr, StrictStr] | None = Field(

@@ -81,6 +81,7 @@ from journal.core.model import (
     SeqRange,
 )
 from journal.errors import (
+    AccessDenied,
     IdempotencyKeyReused,
     IdempotencyUnresolved,
     InvalidValue,
@@ -348,6 +349,8 @@ class ConditionalAppends:
                 return await produce(extra)
             try:
                 position = await produce(extra)
+            except AccessDenied:
+                raise  # refused before anything was written: it says which right is missing
             except _UNSURE as error:
                 raise OutcomeUnknown(
                     f"{key}: the append may or may not be written: {error!r}"
@@ -407,6 +410,8 @@ class ConditionalAppends:
                 header, produce = number(first)
                 try:
                     position = await produce(extra)
+                except AccessDenied:
+                    raise  # refused before anything was written
                 except _UNSURE as error:
                     self._unsure(key, idempotency, header.range)
                     raise OutcomeUnknown(
@@ -447,7 +452,7 @@ class ConditionalAppends:
         (see the module); None if there was none within the bounds; IdempotencyUnresolved
         when the bounds cannot tell."""
         end = (await self._look(key)).seq_nr
-        searched, span = 0, _SEARCH_FIRST
+        searched, span = 0, min(_SEARCH_FIRST, self._search_events)
         horizon = datetime.now(UTC) - self._retry_window
         while end > 0:
             start = max(1, end - span + 1)

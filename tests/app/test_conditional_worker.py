@@ -105,7 +105,7 @@ async def test_an_idempotent_retry_gets_the_first_answer_and_adds_nothing(
         (1, {"writer": "a"}, offset),
         (2, {"writer": "a"}, offset),
     ]
-    # unconditional appends are as they were: acknowledged once Kafka has them
+    # a plain append that continues the journal: verified by default, accepted
     assert (await post(session, worker.url, journal_id, body(3, 3, "c")))[0] == 200
     assert [seq_nr for seq_nr, _, _ in await read(session, worker.url, journal_id)] == [1, 2, 3]
 

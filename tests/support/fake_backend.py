@@ -216,7 +216,8 @@ class FakeSnapshots:
         return Position(0, 101)
 
 
-APPEND: dict[str, object] = {"json": {"events": [{"seqNr": 1, "payload": {"a": 1}}]}}
+# at the journal's end: answered 200 however often it is sent
+APPEND: dict[str, object] = {"json": {"events": [{"payload": {"a": 1}}]}}
 JOURNAL_REQUESTS: list[tuple[str, str, dict[str, object]]] = [
     ("POST", journal_path("j", "/events"), APPEND),
     ("GET", journal_path("j", "/events"), {}),
