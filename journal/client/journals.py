@@ -479,7 +479,7 @@ class Journal:
             None
             if idempotency_key is None
             else Idempotency.of_request(
-                idempotency_key, encoded_from(1).value, header_metadata, user_headers, True
+                idempotency_key, encoded_from(1).value, header_metadata, user_headers, at_end=True
             )
         )
         return await journals.conditional.append_at_end(

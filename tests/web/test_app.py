@@ -28,6 +28,7 @@ from journal.core.model import (
 from journal.errors import (
     AppendTooLarge,
     IdempotencyKeyReused,
+    IdempotencyUnresolved,
     JournalTruncated,
     KafkaUnavailable,
     OutcomeUnknown,
@@ -395,6 +396,7 @@ async def test_not_ready_is_503_with_retry_after(served: Served, backend: FakeBa
         (TimeoutError(), 503, ErrorCode.UNAVAILABLE),
         (OutcomeUnknown("the verdict was not read"), 503, ErrorCode.OUTCOME_UNKNOWN),
         (IdempotencyKeyReused("k"), 422, ErrorCode.IDEMPOTENCY_KEY_REUSED),
+        (IdempotencyUnresolved("k"), 422, ErrorCode.IDEMPOTENCY_KEY_UNRESOLVED),
         (AppendTooLarge("2 MB"), 413, ErrorCode.APPEND_TOO_LARGE),
         # aiohttp's client errors reach here only from a call to another worker that nothing
         # classified (the forwarder does, see tests/app/test_forwarding.py): outcome unknown
