@@ -225,22 +225,32 @@ def _client_command(function: _F) -> _F:
     help="append only if this is the journal's last seqNr (0: none); overrides the body's",
 )
 @click.option("--idempotency-key", default=None, help="makes a retry of this append safe")
+@click.option(
+    "--ack",
+    type=click.Choice(["verified", "kafka"]),
+    default="verified",
+    show_default=True,
+    help="verified: once the log accepted the append (else exit 3); kafka: once Kafka "
+    "acknowledged the record, for the journal's only writer",
+)
 def append(
     journal_id: str,
     data: str | None,
     expected_seq_nr: int | None,
     idempotency_key: str | None,
+    ack: str,
     **values: Any,
 ) -> int:
-    """Append events: the HTTP API's POST body, from --data or stdin. Exits 3 on a seqNr
-    conflict (the journal's last seqNr on stderr), 75 when the outcome is unknown."""
+    """Append events: the HTTP API's POST body, from --data or stdin (events without seqNrs:
+    at the journal's end). Exits 3 on a seqNr conflict (the journal's last seqNr on stderr),
+    75 when the outcome is unknown."""
     from app import client
 
     return client.run_client(
         "append",
         load(Settings, values),
         journal_id,
-        lambda: client.append(data, expected_seq_nr, idempotency_key),
+        lambda: client.append(data, expected_seq_nr, idempotency_key, ack),
     )
 
 

@@ -2,8 +2,9 @@
 the command line.
 
 Input and output use the HTTP API's JSON forms, so a body that works with curl works here:
-`append` takes the POST body (from `--data` or standard input; `--expected-seq-nr` and
-`--idempotency-key` as the API's `expectedSeqNr` and `Idempotency-Key`), `read` prints NDJSON lines,
+`append` takes the POST body (from `--data` or standard input; `--expected-seq-nr`,
+`--idempotency-key` and `--ack` as the API's `expectedSeqNr`, `Idempotency-Key` and `ack`),
+`read` prints NDJSON lines,
 `journals` prints ids one a line, the others print the JSON object the API answers with. Bad
 input exits 2 with the API's error message; everything goes through the same validation as HTTP.
 
@@ -41,10 +42,15 @@ def parse_append_body(data: str | None) -> ParsedAppend:
 
 
 def append(
-    data: str | None, expected_seq_nr: int | None = None, idempotency_key: str | None = None
+    data: str | None,
+    expected_seq_nr: int | None = None,
+    idempotency_key: str | None = None,
+    ack: str = "verified",
 ) -> JournalCommand:
-    """`expected_seq_nr` (when given) stands for the body's `expectedSeqNr`."""
+    """`expected_seq_nr` (when given) stands for the body's `expectedSeqNr`; `ack` is the
+    API's (verified: answered once the log accepted the append; kafka: at Kafka's ack)."""
     from journal.client.conditional import check_idempotency_key
+    from journal.core.model import Ack
 
     request = parse_append_body(data)  # before connecting: bad input costs no round trip
     if idempotency_key is not None:
@@ -52,17 +58,19 @@ def append(
     expected = request.expected_seq_nr if expected_seq_nr is None else expected_seq_nr
 
     async def command(journal: Journal, out: BinaryIO) -> None:
-        from web.representation import position_out
-        from web.schema import to_json
+        from web.backend import append_to
+        from web.representation import appended_json
 
-        position = await journal.append(
+        appended = await append_to(
+            journal,
             request.events,
             metadata=request.metadata,
             headers=request.headers,
             expected_seq_nr=expected,
             idempotency_key=idempotency_key,
+            ack=Ack(ack),
         )
-        out.write(to_json(position_out(position)) + b"\n")
+        out.write(appended_json(appended) + b"\n")
 
     return command
 

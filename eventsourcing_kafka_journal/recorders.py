@@ -134,7 +134,8 @@ class _Recording:
     async def _append(self, batch: _Batch, first: int, headers: dict[str, str]) -> Position:
         journal = self._connection.journals.journal(batch.journal_id)
         events = [encode_event(s, first + i) for i, s in enumerate(batch.events)]
-        position = await journal.append(events, expected_seq_nr=first - 1, headers=headers)
+        # verified, the default: accepted only if the journal is at first - 1, else SeqNrConflict
+        position = await journal.append(events, headers=headers)
         if first == 1:
             self._connection.bases.put(batch.journal_id, batch.first_version)
         return position
@@ -152,10 +153,8 @@ class _Recording:
         journal = self._connection.journals.journal(tracking_journal_id(tracking.application_name))
         last = (await journal.info()).seq_nr or 0
         try:
-            position = await journal.append(
-                [tracking_event(tracking, last + 1)],
-                expected_seq_nr=last,
-                headers=tracking_headers(tracking),
+            position = await journal.append(  # verified: only if the journal is at `last`
+                [tracking_event(tracking, last + 1)], headers=tracking_headers(tracking)
             )
             await self._connection.tracking.recorded(tracking, position.offset)
             return position

@@ -111,6 +111,11 @@ class IdempotencyKeyReused(JournalError, ValueError):
     """An idempotency key that took effect with another request than the one repeating it."""
 
 
+class IdempotencyUnresolved(JournalError, ValueError):
+    """A keyed append at the end whose search for an earlier attempt could not tell (see
+    `journal.client.conditional`): nothing was produced; retrying the same cannot help."""
+
+
 class OutcomeUnknown(Unavailable):
     """A conditional append whose verdict could not be learnt (Kafka or the store failed
     between producing it and reading it back): it is wholly visible or wholly absent."""

@@ -10,11 +10,21 @@ backend's. The views never look behind it.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Collection, Mapping, Sequence
-from typing import Protocol
+from typing import Protocol, TypeGuard, cast
 
 from journal.client.journals import Deleted, JournalInfo, Journals
 from journal.client.listing import JournalIdPage
-from journal.core.model import Event, EventRecord, Payload, PayloadMetadata, Position
+from journal.core.model import (
+    Ack,
+    Appended,
+    Event,
+    EventRecord,
+    NewEvent,
+    Payload,
+    PayloadMetadata,
+    Position,
+)
+from journal.errors import InvalidValue
 from journal.kafka.subscription import SubscriptionItem, SubscriptionPosition
 from journal.store.base import Snapshot
 
@@ -40,9 +50,24 @@ class JournalHandle(Protocol):
         headers: Mapping[str, str] | None = ...,
         expected_seq_nr: int | None = ...,
         idempotency_key: str | None = ...,
-    ) -> Position:
-        """Append consecutive events atomically; returns once Kafka acknowledged them (with
-        `expected_seq_nr`: once the log accepted them; SeqNrConflict if it did not)."""
+        ack: Ack = ...,
+    ) -> Appended:
+        """Append consecutive events atomically; returns once the log accepted them
+        (SeqNrConflict if it did not), or with `Ack.KAFKA` and no `expected_seq_nr` once
+        Kafka acknowledged them."""
+        ...
+
+    async def append_at_end(
+        self,
+        events: Sequence[NewEvent],
+        *,
+        metadata: PayloadMetadata = ...,
+        headers: Mapping[str, str] | None = ...,
+        expected_seq_nr: int | None = ...,
+        idempotency_key: str | None = ...,
+    ) -> Appended:
+        """Append events at the journal's end, numbered by the process that serialises the
+        journal's appends; returns once the log accepted them, with their seqNrs."""
         ...
 
     def read(
@@ -69,6 +94,45 @@ class JournalHandle(Protocol):
 
     @property
     def snapshots(self) -> SnapshotsHandle: ...
+
+
+async def append_to(
+    journal: JournalHandle,
+    events: tuple[Event, ...] | tuple[NewEvent, ...],
+    *,
+    metadata: PayloadMetadata,
+    headers: Mapping[str, str],
+    expected_seq_nr: int | None,
+    idempotency_key: str | None,
+    ack: Ack,
+) -> Appended:
+    """A parsed append (`web.validation.ParsedAppend`'s parts) to `journal`: events with
+    seqNrs as they are, events without at the journal's end (which only `Ack.VERIFIED` can
+    answer: their seqNrs are known once the log accepted them)."""
+    if _numbered(events):
+        return await journal.append(
+            events,
+            metadata=metadata,
+            headers=headers,
+            expected_seq_nr=expected_seq_nr,
+            idempotency_key=idempotency_key,
+            ack=ack,
+        )
+    if ack is not Ack.VERIFIED:
+        raise InvalidValue(
+            "events without seqNrs are numbered by the journal: only ack=verified answers them"
+        )
+    return await journal.append_at_end(
+        cast(tuple[NewEvent, ...], events),  # the parse gives one kind or the other
+        metadata=metadata,
+        headers=headers,
+        expected_seq_nr=expected_seq_nr,
+        idempotency_key=idempotency_key,
+    )
+
+
+def _numbered(events: tuple[Event, ...] | tuple[NewEvent, ...]) -> TypeGuard[tuple[Event, ...]]:
+    return isinstance(events[0], Event)
 
 
 class JournalBackend(Protocol):

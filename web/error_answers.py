@@ -41,6 +41,8 @@ class ErrorCode(StrEnum):
     SNAPSHOT_BEYOND_JOURNAL = "snapshot_beyond_journal"  # 409: its seqNr is past the journal's
     SNAPSHOT_NOT_FOUND = "snapshot_not_found"  # 404: no snapshot at or below maxSeqNr
     IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"  # 422: the key took another request
+    # 422: a keyed append at the end whose earlier attempt could be beyond the search's bounds
+    IDEMPOTENCY_KEY_UNRESOLVED = "idempotency_key_unresolved"
     NOT_READY = "not_ready"  # 503: this worker, or the owner of the journal, is (re)starting
     UNAVAILABLE = "unavailable"  # 503: Kafka or Cassandra cannot be reached in time
     UNDECODABLE_RECORDS = "undecodable_records"  # 503: the head spans a batch not decodable here

@@ -12,6 +12,9 @@ answer with, or None when it is not a known failure (the caller then answers 500
   `snapshot_beyond_journal` with the journal's last seqNr.
 - `SeqNrConflict` -> 409 `seq_nr_conflict` with the journal's last seqNr: reread, decide again.
 - `IdempotencyKeyReused` -> 422 `idempotency_key_reused`: a client bug, retrying cannot help.
+- `IdempotencyUnresolved` -> 422 `idempotency_key_unresolved`: a keyed append at the end whose
+  earlier attempt the bounded search could not rule out; nothing was appended, and the same
+  request cannot do better (expectedSeqNr or a new key can).
 - `OutcomeUnknown` -> 503 `outcome_unknown` with `Retry-After`: a conditional append was produced
   but its verdict could not be read; retry with the same Idempotency-Key to learn it.
 - `UndecodableBatch` -> 503 `undecodable_records` with `Retry-After`: the journal's
@@ -34,6 +37,7 @@ import aiohttp
 from journal.errors import (
     AppendTooLarge,
     IdempotencyKeyReused,
+    IdempotencyUnresolved,
     JournalTruncated,
     OutcomeUnknown,
     SeqNrConflict,
@@ -76,6 +80,8 @@ def api_error_of(error: BaseException, retry_after_s: int) -> ApiError | None:
         )
     if isinstance(error, IdempotencyKeyReused):
         return ApiError(422, ErrorCode.IDEMPOTENCY_KEY_REUSED, str(error))
+    if isinstance(error, IdempotencyUnresolved):
+        return ApiError(422, ErrorCode.IDEMPOTENCY_KEY_UNRESOLVED, f"{error}; nothing was appended")
     if isinstance(error, OutcomeUnknown):
         return unavailable(
             ErrorCode.OUTCOME_UNKNOWN,

@@ -74,6 +74,7 @@ _ANSWERS: tuple[type[BaseModel], ...] = (
     schema.SnapshotOut,
     schema.SnapshotStored,
     schema.PositionOut,
+    schema.AppendedOut,
     schema.EventOut,
     schema.JournalInfoOut,
     schema.DeletedOut,
@@ -197,11 +198,15 @@ _RESPONSES: JsonDoc = {
         {"Retry-After": {"schema": {"type": "integer"}, "description": "seconds"}},
     ),
     "SeqNrConflict": _error_response(
-        "`seq_nr_conflict`: the journal's last seqNr (`error.seqNr`) is not `expectedSeqNr`; "
-        "nothing of the append is or will be visible."
+        "`seq_nr_conflict`: the journal's last seqNr (`error.seqNr`) is not the one the append "
+        "needs (`expectedSeqNr`, or the seqNr before its first event); nothing of the append "
+        "is or will be visible."
     ),
     "IdempotencyKeyReused": _error_response(
-        "`idempotency_key_reused`: the `Idempotency-Key` took effect with another request."
+        "`idempotency_key_reused`: the `Idempotency-Key` took effect with another request; "
+        "`idempotency_key_unresolved`: an append at the end whose earlier attempt could lie "
+        "beyond the search's bounds (the journal's newest events, back to one older than the "
+        "retry window); nothing was appended."
     ),
     "InternalError": _error_response("`internal_error`: a bug, logged with its traceback."),
     "Unauthorized": _error_response(
@@ -238,8 +243,10 @@ _IDEMPOTENCY_KEY: JsonDoc = {
     "in": "header",
     "required": False,
     "description": "Makes a retry safe: the same key with the same body, once the first "
-    "attempt took effect, answers that attempt's 200 and adds nothing; with another body, 422. "
-    "Remembered as long as the append's first event is (the key travels in its record).",
+    "attempt took effect, answers that attempt's 200 (its seqNrs) and adds nothing; with "
+    "another body, 422. Remembered as long as the append's first event is (the key travels in "
+    "its record); for events without seqNrs, found among the journal's newest events within a "
+    "retry window (10 minutes by default), else 422 `idempotency_key_unresolved`.",
     "schema": {"type": "string", "minLength": 1, "maxLength": MAX_IDEMPOTENCY_KEY},
 }
 
@@ -266,13 +273,21 @@ _OPERATIONS: dict[str, JsonDoc] = {
     },
     "append": {
         "summary": "Append consecutive events atomically.",
-        "parameters": [_IDEMPOTENCY_KEY],
+        "description": "Events with seqNrs are appended as numbered; events without any are "
+        "numbered by the worker that serialises the journal's appends, from the journal's last "
+        "seqNr + 1, so concurrent writers do not conflict. By default (`ack=verified`) the "
+        "answer is 200 only once the log accepted the append, 409 if it did not.",
+        "parameters": [*_parameters(schema.AppendQuery), _IDEMPOTENCY_KEY],
         "requestBody": {
             "required": True,
             "content": _json_content(_ref("schemas", "AppendRequest")),
         },
         "responses": {
-            "200": _ok("Kafka acknowledged (acks=all).", _ref("schemas", "PositionOut")),
+            "200": _ok(
+                "Accepted by the log (ack=verified), or acknowledged by Kafka (ack=kafka): "
+                "where the record landed and the seqNrs of its events.",
+                _ref("schemas", "AppendedOut"),
+            ),
             **_errors("400", "409", "413", "422", "503"),
         },
     },

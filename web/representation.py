@@ -155,13 +155,19 @@ def position_out(position: model.Position) -> schema.PositionOut:
     return schema.PositionOut(partition=position.partition, offset=position.offset)
 
 
-def position_json(position: model.Position) -> bytes:
-    """`position_out`'s JSON, written directly: the answer of every append."""
-    return b'{"partition":%d,"offset":%d}' % (position.partition, position.offset)
+def appended_json(appended: model.Appended) -> bytes:
+    """An append's answer (`schema.AppendedOut`), written directly: every append's."""
+    seq_nrs = appended.seq_nrs
+    return b'{"partition":%d,"offset":%d,"seqNr":{"from":%d,"to":%d}}' % (
+        appended.partition,
+        appended.offset,
+        seq_nrs.from_,
+        seq_nrs.to,
+    )
 
 
-def position_response(position: model.Position) -> web.Response:
-    return web.Response(body=position_json(position), content_type="application/json")
+def appended_response(appended: model.Appended) -> web.Response:
+    return web.Response(body=appended_json(appended), content_type="application/json")
 
 
 def deleted_out(deleted: journals.Deleted) -> schema.DeletedOut:

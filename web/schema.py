@@ -11,7 +11,10 @@ answer that renders a core class is named for it plus `Out` (`PositionOut` rende
 Append body (`POST /journals/{id}/events`):
 
     {"events": [{"seqNr": 1, "payload": <any JSON>, "tags": ["t"]}, ...],
-     "metadata": <any JSON>?, "headers": {"name": "value"}?, "expireAfter": "P1D"?}
+     "metadata": <any JSON>?, "headers": {"name": "value"}?, "expireAfter": "P1D"?,
+     "expectedSeqNr": 0?}
+
+Every event has a `seqNr`, or none has: then they are appended at the journal's end.
 
 An event carries at most one of `payload` (any JSON, null included), `payloadText` (a string)
 and `payloadBinary` (canonical standard base64); with none it has no payload. seqNrs are
@@ -140,7 +143,10 @@ class EventIn(_Wire):
         }
     )
 
-    seqNr: SeqNr
+    seqNr: SeqNr = absent(
+        description="every event of a body has one (consecutive), or none has: then the "
+        "server gives them the journal's next seqNrs (append at the end)"
+    )
     payload: PayloadValue = absent()
     payloadText: StrictStr = absent()
     payloadBinary: Base64 = absent()
@@ -151,7 +157,15 @@ class AppendRequest(_Wire):
     """The body of an append; its events are written atomically as one Kafka record."""
 
     events: list[EventIn] = Field(
-        min_length=1, description="Consecutive seqNrs, written atomically as one Kafka record."
+        min_length=1,
+        description="Consecutive seqNrs (or none: at the journal's end), written atomically "
+        "as one Kafka record.",
+        json_schema_extra={  # every event with a seqNr, or none
+            "anyOf": [
+                {"items": {"required": ["seqNr"]}},
+                {"items": {"not": {"required": ["seqNr"]}}},
+            ]
+        },
     )
     metadata: JsonValue = Field(default=None, description="stored with the events (any JSON)")
     headers: dict[StrictStr, StrictStr] | None = Field(
@@ -165,9 +179,10 @@ class AppendRequest(_Wire):
         ge=0,
         le=SEQ_NR_MAX - 1,
         description="Append only if this is the journal's last seqNr (0: no events), i.e. the "
-        "first event's seqNr - 1: the answer is then 200 only once the log accepted the append, "
-        "409 `seq_nr_conflict` (with the journal's `seqNr`) if it is elsewhere, and 503 "
-        "`outcome_unknown` if the verdict could not be learnt.",
+        "first event's seqNr - 1 (events without seqNrs then get expectedSeqNr + 1 on): 200 "
+        "only once the log accepted the append, 409 `seq_nr_conflict` (with the journal's "
+        "`seqNr`) if it is elsewhere, and 503 `outcome_unknown` if the verdict could not be "
+        "learnt, whatever `ack` says.",
     )
 
 
@@ -212,6 +227,21 @@ QueryCount = Annotated[
     Field(ge=0, le=SEQ_NR_MAX),
     WithJsonSchema({"type": "integer", "minimum": 0, "maximum": SEQ_NR_MAX}),
 ]
+
+
+class AppendQuery(_Wire):
+    """`POST /journals/{id}/events`: when the append is answered."""
+
+    ack: Literal["verified", "kafka"] = Field(
+        default="verified",
+        description="verified: 200 once the log's fold accepted the append (409 "
+        "`seq_nr_conflict` with the journal's `seqNr` if its first seqNr does not continue the "
+        "journal, nothing of it visible; 503 `outcome_unknown` if the verdict could not be "
+        "learnt). kafka: 200 once Kafka acknowledged the record (acks=all), the fold unseen: "
+        "an append that does not continue the journal is acknowledged and never visible; for "
+        "a writer that knows it is the journal's only one. Events without seqNrs need "
+        "`verified`.",
+    )
 
 
 class ReadQuery(_Wire):
@@ -297,6 +327,21 @@ class PositionOut(_Wire):
 
     partition: int = Field(ge=0)
     offset: int = Field(ge=0)
+
+
+class SeqRangeOut(_Wire):
+    """An inclusive range of seqNrs."""
+
+    from_: SeqNr = Field(alias="from")
+    to: SeqNr
+
+
+class AppendedOut(_Wire):
+    """An append's answer: where its record landed, and the seqNrs of its events."""
+
+    partition: int = Field(ge=0)
+    offset: int = Field(ge=0)
+    seqNr: SeqRangeOut
 
 
 class EventOut(_Wire):

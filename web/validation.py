@@ -36,11 +36,13 @@ from journal.client.conditional import check_idempotency_key
 from journal.core.model import (
     SEQ_NR_MAX,
     SEQ_NR_MIN,
+    Ack,
     BinaryPayload,
     Event,
     InvalidValue,
     Json,
     JsonPayload,
+    NewEvent,
     Payload,
     PayloadMetadata,
     TextPayload,
@@ -72,9 +74,10 @@ Model = TypeVar("Model", bound=BaseModel)
 
 @dataclass(frozen=True, slots=True)
 class ParsedAppend:
-    """A parsed append: consecutive events, their metadata and the record's user headers."""
+    """A parsed append: consecutive events (or events without seqNrs, to append at the
+    journal's end), their metadata and the record's user headers."""
 
-    events: tuple[Event, ...]
+    events: tuple[Event, ...] | tuple[NewEvent, ...]
     metadata: PayloadMetadata = PayloadMetadata()
     headers: dict[str, str] = field(default_factory=dict)
     expected_seq_nr: int | None = None
@@ -115,7 +118,9 @@ class _EventBody(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     """An event of an append body (see `web.schema.EventIn`); `payload` is its JSON text as
     sent, only delimited (empty: absent)."""
 
-    seqNr: Annotated[int, msgspec.Meta(ge=SEQ_NR_MIN, le=SEQ_NR_MAX)]
+    seqNr: Annotated[int, msgspec.Meta(ge=SEQ_NR_MIN, le=SEQ_NR_MAX)] | msgspec.UnsetType = (
+        msgspec.UNSET
+    )
     payload: msgspec.Raw = msgspec.Raw()
     payloadText: str | msgspec.UnsetType = msgspec.UNSET
     payloadBinary: str | msgspec.UnsetType = msgspec.UNSET
@@ -152,9 +157,23 @@ _OUT_OF_RANGE = re.compile(rb"[eE][-+]?[0-9]{3}|[0-9]{309}")
 def parse_append(body: bytes) -> ParsedAppend:
     """Parse and check an append body (see `web.schema.AppendRequest`). The seqNrs are each
     in range here; that they follow each other is the core's `check_consecutive`'s to say, at
-    the append."""
+    the append. Events without seqNrs (all of them, or it is a 400) are to append at the end."""
     request = _decode(_AppendBody, body)
-    events = tuple([_event(raw, i) for i, raw in enumerate(request.events)])
+    numbered = [raw.seqNr is not msgspec.UNSET for raw in request.events]
+    if all(numbered):
+        events: tuple[Event, ...] | tuple[NewEvent, ...] = tuple(
+            [_event(raw, i) for i, raw in enumerate(request.events)]
+        )
+    elif not any(numbered):
+        events = tuple([_new_event(raw, i) for i, raw in enumerate(request.events)])
+    else:
+        missing = numbered.index(False) if numbered[0] else numbered.index(True)
+        raise bad_request(
+            ErrorCode.INVALID_SEQ_NR,
+            f"events[{missing}] {'has no' if numbered[0] else 'has a'} seqNr and events[0] "
+            f"{'has one' if numbered[0] else 'has none'}: every event of a body has a seqNr, or "
+            "none has (then they are appended at the journal's end)",
+        )
     metadata = request.metadata
     if body.count(b"[") + body.count(b"{") > MAX_DEPTH:  # one of them may nest too deeply
         texts = [e.payload.raw for e in events if type(e.payload) is JsonPayload]
@@ -162,8 +181,9 @@ def parse_append(body: bytes) -> ParsedAppend:
     headers = request.headers or {}
     for name in headers:
         _check_header_name(name)
-    expected, first = request.expectedSeqNr, events[0].seq_nr
-    if expected is not None and expected != first - 1:
+    expected = request.expectedSeqNr
+    first = events[0].seq_nr if isinstance(events[0], Event) else None
+    if expected is not None and first is not None and expected != first - 1:
         raise bad_request(
             ErrorCode.INVALID_SEQ_NR,
             f"the body expectedSeqNr {expected} cannot be met by events from seqNr {first}: "
@@ -224,10 +244,21 @@ def _decode(kind: type[_Body], body: bytes) -> _Body:
 
 
 def _event(raw: _EventBody, index: int) -> Event:
+    assert raw.seqNr is not msgspec.UNSET  # the body's events all have one
     tags = raw.tags or _NO_TAGS
-    text, binary = raw.payloadText, raw.payloadBinary
-    if text is msgspec.UNSET and binary is msgspec.UNSET:  # the hot path: JSON or no payload
+    if raw.payloadText is msgspec.UNSET and raw.payloadBinary is msgspec.UNSET:  # the hot path
         return Event(raw.seqNr, tags, json_payload(bytes(raw.payload)) if raw.payload else None)
+    return Event(raw.seqNr, tags, _event_payload(raw, index))
+
+
+def _new_event(raw: _EventBody, index: int) -> NewEvent:
+    return NewEvent(raw.tags or _NO_TAGS, _event_payload(raw, index))
+
+
+def _event_payload(raw: _EventBody, index: int) -> Payload | None:
+    text, binary = raw.payloadText, raw.payloadBinary
+    if text is msgspec.UNSET and binary is msgspec.UNSET:  # JSON or no payload
+        return json_payload(bytes(raw.payload)) if raw.payload else None
     given = _payloads_given(raw)
     if len(given) > 1:
         raise bad_request(
@@ -235,11 +266,9 @@ def _event(raw: _EventBody, index: int) -> Event:
             f"events[{index}] has {' and '.join(given)}: an event carries at most one payload",
         )
     if text is not msgspec.UNSET:
-        return Event(raw.seqNr, tags, TextPayload(text))
+        return TextPayload(text)
     assert binary is not msgspec.UNSET
-    return Event(
-        raw.seqNr, tags, BinaryPayload(_base64(binary, ("events", index, "payloadBinary")))
-    )
+    return BinaryPayload(_base64(binary, ("events", index, "payloadBinary")))
 
 
 def _payloads_given(body: _EventBody | _SnapshotBody) -> list[str]:
@@ -434,6 +463,11 @@ def validate(model: type[Model], value: object) -> Model:
         return model.model_validate(value)
     except ValidationError as e:
         raise _api_error(e.errors(include_url=False)) from None
+
+
+def parse_append_query(query: MultiMapping[str]) -> Ack:
+    """`ack` (default verified): when an append is answered."""
+    return Ack(validate(schema.AppendQuery, _only_params(query, schema.AppendQuery)).ack)
 
 
 def parse_read_query(query: MultiMapping[str]) -> ParsedRead:

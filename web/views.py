@@ -30,7 +30,7 @@ from journal.core.model import EventRecord
 from journal.errors import InvalidValue, JournalError
 from journal.kafka.subscription import SubscriptionItem
 from journal.metrics import METRICS, Metrics
-from web.backend import JournalBackend, JournalHandle
+from web.backend import JournalBackend, JournalHandle, append_to
 from web.body import read_body
 from web.error_answers import ErrorCode, StreamInterrupted, bad_request
 from web.failures import unavailable
@@ -38,16 +38,17 @@ from web.grant import listing_prefix
 from web.representation import (
     EventLines,
     SubscriptionLines,
+    appended_response,
     deleted_out,
     ids_out,
     info_out,
     json_response,
     position_out,
-    position_response,
 )
 from web.validation import (
     check_no_params,
     parse_append,
+    parse_append_query,
     parse_delete_query,
     parse_idempotency_key,
     parse_ids_query,
@@ -107,26 +108,29 @@ class JournalViews:
         return json_response(ids_out(page))
 
     async def append(self, request: web.Request) -> web.Response:
-        """POST /journals/{id}/events -> 200 {"partition", "offset"} once Kafka acknowledged
-        (with `expectedSeqNr`: once the log accepted it; 409 if it rejected it)."""
+        """POST /journals/{id}/events?ack -> 200 {"partition", "offset", "seqNr": {"from",
+        "to"}} once the log accepted it (409 if it rejected it); with ack=kafka and seqNrs,
+        once Kafka acknowledged it. Events without seqNrs are appended at the journal's end."""
         _, journal = self._journal(request)
-        check_no_params(request.query)
+        ack = parse_append_query(request.query)
         idempotency_key = parse_idempotency_key(request.headers)
         append = parse_append(await read_body(request, self._limits.max_body_bytes))
         try:
-            position = await journal.append(
+            appended = await append_to(
+                journal,
                 append.events,
                 metadata=append.metadata,
                 headers=append.headers,
                 expected_seq_nr=append.expected_seq_nr,
                 idempotency_key=idempotency_key,
+                ack=ack,
             )
         except InvalidValue as e:
             # the parse checked all of the body but the succession of its seqNrs, which the
-            # core checks once, at the append (`check_consecutive`)
+            # core checks once, at the append (`check_consecutive`), and what `ack` allows
             raise bad_request(ErrorCode.INVALID_SEQ_NR, f"the body's events: {e}") from None
         self._appended.inc(len(append.events))
-        return position_response(position)
+        return appended_response(appended)
 
     async def read(self, request: web.Request) -> web.StreamResponse:
         """GET /journals/{id}/events?from&to&limit -> 200 NDJSON, streamed; empty if unknown."""

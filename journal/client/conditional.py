@@ -35,6 +35,28 @@ attempt where it can only be: the journal's event at the request's first seqNr (
 read, store or head, on any worker, after any failover). Same key and digest -> the first
 attempt's position, nothing produced; same key, other digest -> `IdempotencyKeyReused`. So no
 table of keys is kept anywhere: a key is remembered as long as its event is (until deleted).
+
+**Appends at the end** (`ConditionalAppends.append_at_end`) are numbered here, under the
+journal's lock: look at the journal's last seqNr (the remembered state when the index shows
+nothing newer, else the reading flow), number the events from last + 1, produce, take the
+verdict. Writers through one process so never conflict; a rival outside it (another process)
+can make an attempt lose, and nothing of a lost attempt is visible, so it looks again and
+retries, `AT_END_ATTEMPTS` times at most (then SeqNrConflict). With an expected seqNr `n` it is
+a conditional append from `n + 1`.
+
+A keyed append at the end has no seqNr to find its first attempt at, so a retry searches:
+1. this process's memory of its recent keyed appends at the end (bounded, least recently used
+   out): an accepted one answers; one whose outcome was unknown is retried at the same seqNrs,
+   so that the log accepts at most one of the two (the event there tells which);
+2. else the journal's newest events (the reading flow: store and head), newest chunk first,
+   back to one older than `retry_window_s` or to seqNr 1, at most `search_events` events: an
+   event carrying the key answers (its Append's position and range).
+Not found within those bounds, the search cannot tell (`IdempotencyUnresolved`, nothing
+produced): the journal's newest events are all younger than the window (a busy journal, or
+its older events deleted). The limits, honestly: a retry later than `retry_window_s` after the
+first attempt (by the records' timestamps: clocks of producers) is a new request; and a first
+attempt still in flight in another process's producer (a former owner's) when the retry
+searches may land after it, both accepted.
 """
 
 from __future__ import annotations
@@ -45,12 +67,23 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 from journal.core.fold import JournalState
 from journal.core.index import Indexed, OffsetRun, RecordIndex
-from journal.core.model import AppendHeader, EventRecord, HeaderMetadata, JournalKey, Position
+from journal.core.model import (
+    Appended,
+    AppendHeader,
+    EventRecord,
+    HeaderMetadata,
+    JournalKey,
+    Position,
+    SeqRange,
+)
 from journal.errors import (
+    AccessDenied,
     IdempotencyKeyReused,
+    IdempotencyUnresolved,
     InvalidValue,
     JournalTruncated,
     OutcomeUnknown,
@@ -69,6 +102,8 @@ REQUEST_DIGEST_HEADER = "journal.request-digest"
 #: record headers a user may not set: they would pass for another request's key
 CONDITIONAL_HEADERS = frozenset({IDEMPOTENCY_KEY_HEADER, REQUEST_DIGEST_HEADER})
 MAX_IDEMPOTENCY_KEY = 255  # characters; printable ASCII
+AT_END_ATTEMPTS = 8  # an append at the end, numbered again after a rival took the end
+_SEARCH_FIRST = 32  # events: the newest chunk a keyed append at the end searches first
 
 # Failures after which a produced record's fate is not known here
 _UNSURE: tuple[type[BaseException], ...] = (KafkaError, Unavailable, TimeoutError, ConnectionError)
@@ -97,11 +132,13 @@ class Idempotency:
         value: bytes,
         header_metadata: HeaderMetadata,
         headers: Mapping[str, str],
+        at_end: bool = False,
     ) -> Idempotency:
-        """The digest covers the encoded events with their metadata (`value`, deterministic)
-        and the user's headers and header metadata: everything a read would return."""
+        """The digest covers the encoded events with their metadata (`value`, deterministic;
+        for an append at the end, the events numbered from 1, and that it is one) and the
+        user's headers and header metadata: everything a read would return."""
         digest = hashlib.sha256(value)
-        digest.update(repr((header_metadata.data, sorted(headers.items()))).encode())
+        digest.update(repr((header_metadata.data, sorted(headers.items()), at_end)).encode())
         return cls(check_idempotency_key(key), digest.hexdigest())
 
     @classmethod
@@ -146,6 +183,10 @@ class JournalLocks:
 
 
 Produce = Callable[[Mapping[str, str]], Awaitable[Position]]
+#: the events of an append at the end numbered from a seqNr: the Append's header and producer
+Numbered = Callable[[int], tuple[AppendHeader, Produce]]
+#: the journal's events in [from, to] (the reading flow)
+ReadEvents = Callable[[JournalKey, int, int], AsyncIterator[EventRecord]]
 
 
 def records_between(runs: Sequence[OffsetRun], after: int, upto: int) -> int | None:
@@ -198,10 +239,41 @@ class KnownStates:
             self._known.popitem(last=False)
 
 
+@dataclass(frozen=True, slots=True)
+class KeyedAttempt:
+    """A keyed append at the end made here: its digest, the seqNrs it was given and its answer
+    once accepted (None: its outcome is unknown)."""
+
+    digest: str
+    seq_nrs: SeqRange
+    appended: Appended | None
+
+
+class KeyedAttempts:
+    """This process's recent keyed appends at the end, by journal and key, least recently used
+    first out."""
+
+    def __init__(self, capacity: int) -> None:
+        self._capacity = capacity
+        self._attempts: OrderedDict[tuple[JournalKey, str], KeyedAttempt] = OrderedDict()
+
+    def get(self, key: JournalKey, idempotency_key: str) -> KeyedAttempt | None:
+        attempt = self._attempts.get((key, idempotency_key))
+        if attempt is not None:
+            self._attempts.move_to_end((key, idempotency_key))
+        return attempt
+
+    def put(self, key: JournalKey, idempotency_key: str, attempt: KeyedAttempt) -> None:
+        self._attempts[key, idempotency_key] = attempt
+        self._attempts.move_to_end((key, idempotency_key))
+        if len(self._attempts) > self._capacity:
+            self._attempts.popitem(last=False)
+
+
 class ConditionalAppends:
     """The protocol of the module, over what one process's `Journals` reads with: its
     partitioner, its fence, its reading flow (`head`), the store's row of a journal (`meta`)
-    and the event at a seqNr (`event`)."""
+    the event at a seqNr (`event`) and its events in a range (`read`)."""
 
     def __init__(
         self,
@@ -211,7 +283,10 @@ class ConditionalAppends:
         meta: Callable[[JournalKey], Awaitable[JournalMeta | None]],
         event: Callable[[JournalKey, int], Awaitable[EventRecord | None]],
         index: RecordIndex,
+        read: ReadEvents,
         remembered: int = 10_000,
+        retry_window_s: float = 600.0,
+        search_events: int = 4096,
     ) -> None:
         self._partition_of = partition_of
         self._fence = fence
@@ -221,6 +296,10 @@ class ConditionalAppends:
         self._index = index  # asked for verdicts; the reading flow asks the client's own
         self._locks = JournalLocks()
         self._known = KnownStates(remembered)
+        self._read = read
+        self._attempts = KeyedAttempts(remembered)
+        self._retry_window = timedelta(seconds=retry_window_s)
+        self._search_events = search_events
 
     async def append(
         self,
@@ -229,10 +308,22 @@ class ConditionalAppends:
         expected_seq_nr: int | None,
         idempotency: Idempotency | None,
         produce: Produce,
-    ) -> Position:
+    ) -> Appended:
         """Append through `produce` (given the extra record headers) if the journal is at
         `expected_seq_nr` (None: unconditional, produced whatever the journal's state);
         `header` is the Append's, as produced."""
+        return Appended.at(
+            await self._append(key, header, expected_seq_nr, idempotency, produce), header.range
+        )
+
+    async def _append(
+        self,
+        key: JournalKey,
+        header: AppendHeader,
+        expected_seq_nr: int | None,
+        idempotency: Idempotency | None,
+        produce: Produce,
+    ) -> Position:
         first = header.range.from_
         if expected_seq_nr is not None and expected_seq_nr != first - 1:
             raise InvalidValue(
@@ -258,6 +349,8 @@ class ConditionalAppends:
                 return await produce(extra)
             try:
                 position = await produce(extra)
+            except AccessDenied:
+                raise  # refused before anything was written: it says which right is missing
             except _UNSURE as error:
                 raise OutcomeUnknown(
                     f"{key}: the append may or may not be written: {error!r}"
@@ -269,6 +362,119 @@ class ConditionalAppends:
             if earlier is not None:
                 return earlier  # a zombie's copy of our own first attempt won: that one holds
             raise SeqNrConflict(rejected_at, expected_seq_nr)
+
+    async def append_at_end(
+        self,
+        key: JournalKey,
+        count: int,
+        number: Numbered,
+        expected_seq_nr: int | None,
+        idempotency: Idempotency | None,
+    ) -> Appended:
+        """Append `count` events numbered here from the journal's last seqNr + 1 (`number`
+        encodes them from a seqNr); with `expected_seq_nr`, only if the journal is at it (see the
+        module). A keyed retry answers its first attempt, found as the module says."""
+        if expected_seq_nr is not None:
+            header, produce = number(expected_seq_nr + 1)
+            return await self.append(key, header, expected_seq_nr, idempotency, produce)
+        async with self._locks.hold(key):
+            pinned: SeqRange | None = None
+            if idempotency is not None:
+                attempt = self._attempts.get(key, idempotency.key)
+                if attempt is None:
+                    found = await self._search(key, idempotency, count)
+                    if found is not None:
+                        return found
+                elif attempt.digest != idempotency.digest:
+                    raise IdempotencyKeyReused(
+                        f"idempotency key {idempotency.key!r} was used for another request "
+                        f"(the events {attempt.seq_nrs.from_}..{attempt.seq_nrs.to})"
+                    )
+                elif attempt.appended is not None:
+                    return attempt.appended
+                else:
+                    pinned = attempt.seq_nrs  # its outcome is unknown: the same seqNrs again
+            extra = idempotency.headers() if idempotency is not None else {}
+            last = first = 0
+            for _ in range(AT_END_ATTEMPTS):
+                last = (await self._look(key)).seq_nr
+                first = last + 1
+                if pinned is not None:
+                    if last >= pinned.from_:
+                        earlier = await self._earlier(key, pinned.from_, last, idempotency)
+                        if earlier is not None:
+                            return self._accepted(key, idempotency, Appended.at(earlier, pinned))
+                    elif last == pinned.from_ - 1:
+                        first = pinned.from_
+                    pinned = None  # else another's events hold its seqNrs: it never can
+                header, produce = number(first)
+                try:
+                    position = await produce(extra)
+                except AccessDenied:
+                    raise  # refused before anything was written
+                except _UNSURE as error:
+                    self._unsure(key, idempotency, header.range)
+                    raise OutcomeUnknown(
+                        f"{key}: the append may or may not be written: {error!r}"
+                    ) from error
+                try:
+                    rejected_at = await self._verdict(key, header, position)
+                except OutcomeUnknown:
+                    self._unsure(key, idempotency, header.range)
+                    raise
+                if rejected_at is None:
+                    appended = Appended.at(position, header.range)
+                    return self._accepted(key, idempotency, appended)
+                earlier = await self._earlier(key, first, rejected_at, idempotency)
+                if earlier is not None:  # a copy of our own unsure attempt won
+                    return self._accepted(key, idempotency, Appended.at(earlier, header.range))
+                # a rival outside this process took the end: nothing of ours is visible
+                last = rejected_at
+            raise SeqNrConflict(last, first - 1)
+
+    def _accepted(
+        self, key: JournalKey, idempotency: Idempotency | None, appended: Appended
+    ) -> Appended:
+        if idempotency is not None:
+            attempt = KeyedAttempt(idempotency.digest, appended.seq_nrs, appended)
+            self._attempts.put(key, idempotency.key, attempt)
+        return appended
+
+    def _unsure(self, key: JournalKey, idempotency: Idempotency | None, seq_nrs: SeqRange) -> None:
+        if idempotency is not None:
+            attempt = KeyedAttempt(idempotency.digest, seq_nrs, None)
+            self._attempts.put(key, idempotency.key, attempt)
+
+    async def _search(
+        self, key: JournalKey, idempotency: Idempotency, count: int
+    ) -> Appended | None:
+        """The first attempt of a keyed append at the end, from the journal's newest events
+        (see the module); None if there was none within the bounds; IdempotencyUnresolved
+        when the bounds cannot tell."""
+        end = (await self._look(key)).seq_nr
+        searched, span = 0, min(_SEARCH_FIRST, self._search_events)
+        horizon = datetime.now(UTC) - self._retry_window
+        while end > 0:
+            start = max(1, end - span + 1)
+            records = [record async for record in self._read(key, start, end)]
+            found = _first_attempt(records, idempotency, count)
+            if found is not None:
+                return found
+            searched += end - start + 1
+            if not records or records[0].event.seq_nr != start:
+                break  # deleted events below: they may have held it
+            if start == 1 or _utc(records[0].timestamp) < horizon:
+                return None  # the journal's start, or older than any retry
+            if searched >= self._search_events:
+                break
+            end, span = start - 1, min(span * 4, self._search_events - searched)
+        else:
+            return None  # an empty journal
+        raise IdempotencyUnresolved(
+            f"idempotency key {idempotency.key!r}: the journal's newest events (back to "
+            f"seqNr {start}) hold no earlier attempt, and older ones may: append with "
+            "expectedSeqNr, or a new key"
+        )
 
     def _continues(self, key: JournalKey, first: int) -> bool:
         """Whether, as far as this process knows, events from `first` continue the journal."""
@@ -383,3 +589,31 @@ class ConditionalAppends:
                 f"(the events from seqNr {first} at offset {found.offset})"
             )
         return Position(found.partition, found.offset)
+
+
+def _first_attempt(
+    records: Sequence[EventRecord], idempotency: Idempotency, count: int
+) -> Appended | None:
+    """The Append among `records` (seqNr order, the newest of the journal not searched yet)
+    that carries the key: its position and range (its last event is among `records`: a newer
+    chunk would have held it; it has `count` events, as the digest says);
+    IdempotencyKeyReused for another request's digest."""
+    for record in reversed(records):
+        stored = Idempotency.of_record(record)
+        if stored is None or stored.key != idempotency.key:
+            continue
+        if stored.digest != idempotency.digest:
+            raise IdempotencyKeyReused(
+                f"idempotency key {idempotency.key!r} was used for another request "
+                f"(the events to seqNr {record.event.seq_nr} at offset {record.offset})"
+            )
+        last = record.event.seq_nr
+        return Appended.at(
+            Position(record.partition, record.offset), SeqRange(last - count + 1, last)
+        )
+    return None
+
+
+def _utc(timestamp: datetime) -> datetime:
+    """The store's timestamps are UTC without saying so."""
+    return timestamp if timestamp.tzinfo is not None else timestamp.replace(tzinfo=UTC)

@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapp
 from dataclasses import dataclass
 from types import TracebackType
 
-from journal.client.conditional import ConditionalAppends, Idempotency
+from journal.client.conditional import ConditionalAppends, Idempotency, Produce
 from journal.client.listing import DEFAULT_LIMIT, JournalIdPage, JournalIds
 from journal.client.snapshots import JournalSnapshots
 from journal.codec.actions import events_of
@@ -31,12 +31,15 @@ from journal.core.fold import JournalState
 from journal.core.index import IndexAnswer, Indexed, OffsetRun, RecordIndex
 from journal.core.model import (
     SEQ_NR_MAX,
+    Ack,
+    Appended,
     AppendHeader,
     Event,
     EventRecord,
     Events,
     HeaderMetadata,
     JournalKey,
+    NewEvent,
     PayloadMetadata,
     Position,
     check_seq_nr,
@@ -56,7 +59,7 @@ from journal.kafka.subscription import (
 )
 from journal.kafka.tail import TailConfig, TailIndex
 from journal.kafka.topic import ensure_topic
-from journal.kafka.writer import JournalWriter, encode_append
+from journal.kafka.writer import EncodedAppend, JournalWriter, encode_append
 from journal.metrics import METRICS
 from journal.settings import Settings
 from journal.store.base import EventualJournal, EventualStore, FirstPage, JournalMeta
@@ -137,6 +140,7 @@ class Journals:
             store.meta,
             self._event,
             index if verdicts is None else verdicts,
+            self._events,
         )
         self._listing: JournalIds | None = None
 
@@ -249,6 +253,10 @@ class Journals:
         async for record in Journal(self, key).read(seq_nr, seq_nr, 1):
             return record
         return None
+
+    def _events(self, key: JournalKey, from_: int, to: int) -> AsyncIterator[EventRecord]:
+        """The journal's events in [from_, to]: the reading flow's."""
+        return Journal(self, key).read(from_, to)
 
     async def view(
         self, key: JournalKey, until: int | None = None, index: RecordIndex | None = None
@@ -399,20 +407,27 @@ class Journal:
         headers: Mapping[str, str] | None = None,
         expected_seq_nr: int | None = None,
         idempotency_key: str | None = None,
-    ) -> Position:
-        """Append consecutive events atomically; returns once Kafka acknowledged (acks=all).
+        ack: Ack = Ack.VERIFIED,
+    ) -> Appended:
+        """Append consecutive events atomically: where the record landed and their seqNrs.
 
-        With `expected_seq_nr` (the journal's last seqNr as the caller knows it, 0 for none),
-        returns only once the log accepted the append, else raises SeqNrConflict; with
-        `idempotency_key`, a repeated request answers the first one's position
-        (journal/client/conditional.py). OutcomeUnknown when the verdict could not be learnt.
+        `Ack.VERIFIED` (the default) returns only once the log accepted the append, as if
+        `expected_seq_nr` were the seqNr before the first event: else SeqNrConflict (nothing
+        of it is visible), OutcomeUnknown when the verdict could not be learnt
+        (journal/client/conditional.py). `Ack.KAFKA` returns once Kafka acknowledged the
+        record (acks=all) without a verdict, unless `expected_seq_nr` is given: for a writer
+        that knows it is the journal's only one. With `idempotency_key`, a repeated request
+        answers the first one's position.
         """
         journals = self._journals
         batch = Events(tuple(events), metadata)
+        if ack is Ack.VERIFIED and expected_seq_nr is None:
+            expected_seq_nr = batch.range.from_ - 1
         if expected_seq_nr is None and idempotency_key is None:
-            return await journals.writer.append(
+            position = await journals.writer.append(
                 self.key, batch, metadata=header_metadata, headers=headers, origin=journals.origin
             )
+            return Appended.at(position, batch.range)
         encoded = encode_append(batch)
         user_headers = dict(headers or {})
         idempotency = (
@@ -422,20 +437,71 @@ class Journal:
                 idempotency_key, encoded.value, header_metadata, user_headers
             )
         )
+        header = AppendHeader(encoded.range, encoded.payload_type)  # as the fold sees it
+        produce = self._producer(encoded, header_metadata, user_headers)
+        return await journals.conditional.append(
+            self.key, header, expected_seq_nr, idempotency, produce
+        )
+
+    async def append_at_end(
+        self,
+        events: Sequence[NewEvent],
+        *,
+        metadata: PayloadMetadata = PayloadMetadata(),
+        header_metadata: HeaderMetadata = HeaderMetadata(),
+        headers: Mapping[str, str] | None = None,
+        expected_seq_nr: int | None = None,
+        idempotency_key: str | None = None,
+    ) -> Appended:
+        """Append events at the journal's end: this process numbers them from its last seqNr
+        + 1 under the journal's lock, so writers through it never conflict; returns once the
+        log accepted them, with the seqNrs they got. With `expected_seq_nr`, only if the
+        journal is still at it (else SeqNrConflict). With `idempotency_key`, a retry answers
+        the first attempt, found within the bounds journal/client/conditional.py states
+        (else IdempotencyUnresolved, nothing appended). OutcomeUnknown when the verdict could
+        not be learnt.
+        """
+        if not events:
+            raise InvalidValue("an append needs at least one event")
+        journals = self._journals
+        user_headers = dict(headers or {})
+
+        def encoded_from(first: int) -> EncodedAppend:
+            numbered = tuple([event.numbered(first + i) for i, event in enumerate(events)])
+            return encode_append(Events(numbered, metadata))
+
+        def number(first: int) -> tuple[AppendHeader, Produce]:
+            encoded = encoded_from(first)
+            header = AppendHeader(encoded.range, encoded.payload_type)
+            return header, self._producer(encoded, header_metadata, user_headers)
+
+        idempotency = (
+            None
+            if idempotency_key is None
+            else Idempotency.of_request(
+                idempotency_key, encoded_from(1).value, header_metadata, user_headers, at_end=True
+            )
+        )
+        return await journals.conditional.append_at_end(
+            self.key, len(events), number, expected_seq_nr, idempotency
+        )
+
+    def _producer(
+        self, encoded: EncodedAppend, header_metadata: HeaderMetadata, headers: dict[str, str]
+    ) -> Produce:
+        """What produces an encoded Append, given the conditional protocol's extra headers."""
+        journals = self._journals
 
         async def produce(extra: Mapping[str, str]) -> Position:
             return await journals.writer.append_encoded(
                 self.key,
                 encoded,
                 metadata=header_metadata,
-                headers={**user_headers, **extra},
+                headers={**headers, **extra},
                 origin=journals.origin,
             )
 
-        header = AppendHeader(encoded.range, encoded.payload_type)  # as the fold sees it
-        return await journals.conditional.append(
-            self.key, header, expected_seq_nr, idempotency, produce
-        )
+        return produce
 
     async def info(self) -> JournalInfo:
         """The last seqNr and deleteTo, as a read starting now would see them."""

@@ -166,6 +166,17 @@ class Event(msgspec.Struct, frozen=True, gc=False):
     payload: Payload | None = None
 
 
+class NewEvent(msgspec.Struct, frozen=True, gc=False):
+    """An event to append at the journal's end: the seqNr is the journal's to give
+    (`Journal.append_at_end`)."""
+
+    tags: frozenset[str] = frozenset()
+    payload: Payload | None = None
+
+    def numbered(self, seq_nr: int) -> Event:
+        return Event(seq_nr, self.tags, self.payload)
+
+
 class PayloadMetadata(msgspec.Struct, frozen=True, gc=False):
     """Metadata stored with the events of an Append (kafka-journal's RecordMetadata.payload)."""
 
@@ -289,3 +300,22 @@ class Position(msgspec.Struct, frozen=True, gc=False):
 
     partition: int
     offset: int
+
+
+class Ack(Enum):
+    """When an append is answered: VERIFIED once the log's fold accepted it (else
+    SeqNrConflict), KAFKA once Kafka acknowledged the record (acks=all), fold unseen: for a
+    writer that knows it is the journal's only one."""
+
+    VERIFIED = "verified"
+    KAFKA = "kafka"
+
+
+class Appended(Position, frozen=True, gc=False):
+    """An append's answer: where its record landed, and the seqNrs its events have there."""
+
+    seq_nrs: SeqRange
+
+    @classmethod
+    def at(cls, position: Position, seq_nrs: SeqRange) -> Appended:
+        return cls(position.partition, position.offset, seq_nrs)

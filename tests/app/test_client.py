@@ -35,7 +35,7 @@ def test_the_client_commands_round_trip(stack: Stack) -> None:
     body = '{"events": [{"seqNr": 1, "payload": {"a": 1}}, {"seqNr": 2, "payloadText": "b"}]}'
     appended = cli(env, "append", "order-1", "--data", body)
     assert appended.returncode == 0, appended.stderr
-    assert set(orjson.loads(appended.stdout)) == {"partition", "offset"}
+    assert set(orjson.loads(appended.stdout)) == {"partition", "offset", "seqNr"}
     lines = [orjson.loads(line) for line in cli(env, "read", "order-1").stdout.splitlines()]
     assert [(e["seqNr"], e.get("payload"), e.get("payloadText")) for e in lines] == [
         (1, {"a": 1}, None),

@@ -105,7 +105,7 @@ async def test_an_idempotent_retry_gets_the_first_answer_and_adds_nothing(
         (1, {"writer": "a"}, offset),
         (2, {"writer": "a"}, offset),
     ]
-    # unconditional appends are as they were: acknowledged once Kafka has them
+    # a plain append that continues the journal: verified by default, accepted
     assert (await post(session, worker.url, journal_id, body(3, 3, "c")))[0] == 200
     assert [seq_nr for seq_nr, _, _ in await read(session, worker.url, journal_id)] == [1, 2, 3]
 
@@ -124,3 +124,53 @@ async def test_the_direct_client_and_a_worker_take_the_same_verdicts(
         await journal.append(events(2, 3), expected_seq_nr=1)
     assert conflict.value.seq_nr == 2
     assert [r.seq_nr async for r in journal.read()] == [1, 2]
+
+
+async def test_a_plain_append_that_does_not_continue_the_journal_is_409_and_never_seen(
+    session: aiohttp.ClientSession, worker: WorkerProcess, connected: Harness
+) -> None:
+    journal_id = unique("plain")
+    status, first = await post(session, worker.url, journal_id, body(1, 2, "a"))
+    assert (status, first["seqNr"]) == (200, {"from": 1, "to": 2})
+    for gap_or_over in (body(4, 4, "b"), body(2, 3, "b")):
+        status, lost = await post(session, worker.url, journal_id, gap_or_over)
+        assert (status, lost["error"]["code"], lost["error"]["seqNr"]) == (  # type: ignore[index]
+            409,
+            "seq_nr_conflict",
+            2,
+        )
+    offset = first["offset"]
+    only_the_first = [(1, {"writer": "a"}, offset), (2, {"writer": "a"}, offset)]
+    assert await read(session, worker.url, journal_id) == only_the_first
+    await wait_replicated(connected.settings, connected.journals.store)
+    assert await read(session, worker.url, journal_id) == only_the_first
+    assert (await connected.stored(journal_id))[1] == [1, 2]
+
+
+async def test_eight_writers_appending_at_the_end_through_a_worker_get_contiguous_ranges(
+    session: aiohttp.ClientSession, worker: WorkerProcess
+) -> None:
+    journal_id = unique("at-end")
+    target = worker.url.with_path(journal_path(journal_id, "/events"), encoded=True)
+
+    async def writer(n: int) -> list[tuple[int, int, int]]:
+        got = []
+        for step in range(10):
+            sent = {"events": [{"payload": {"writer": n, "step": step, "i": i}} for i in range(3)]}
+            async with session.post(target, json=sent) as response:
+                answer = orjson.loads(await response.read())
+                assert response.status == 200, answer
+            got.append((answer["seqNr"]["from"], answer["seqNr"]["to"], answer["offset"]))
+        return got
+
+    answers = await asyncio.gather(*(writer(n) for n in range(8)))
+    lines = await read(session, worker.url, journal_id)
+    assert [seq_nr for seq_nr, _, _ in lines] == list(range(1, 8 * 10 * 3 + 1))
+    for n, got in enumerate(answers):
+        for step, (low, high, offset) in enumerate(got):
+            held = [(seq_nr, payload) for seq_nr, payload, at in lines if at == offset]
+            assert held == [(low + i, {"writer": n, "step": step, "i": i}) for i in range(3)], (
+                n,
+                step,
+            )
+            assert high == low + 2

@@ -16,6 +16,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import OffsetAndMetadata, TopicPartition
 
+from journal.core.model import Ack
 from journal.kafka.subscription import SubscriptionPosition
 from journal.kafka.topic import TopicSpec, end_offsets, ensure_topic
 from kjconfig.access import KafkaAccess
@@ -453,7 +454,7 @@ async def test_kill_9_amid_writes_and_a_resumed_http_subscriber_misses_nothing(
                 if sum(acked.values()) >= len(ids) * appends // 3:
                     a_third.set()
                 if n % 7 == 0:  # from seqNr 1 again: the fold rejects it
-                    await journal.append([rejected])
+                    await journal.append([rejected], ack=Ack.KAFKA)
 
     async def session(limit: int) -> bool:
         """One stream of at most `limit` lines; whether it reached the end."""

@@ -20,7 +20,15 @@ from journal.client.conditional import (
 from journal.client.journals import Journal, Journals
 from journal.core.fold import JournalState
 from journal.core.index import OffsetRun
-from journal.core.model import HeaderMetadata, JournalKey, Position
+from journal.core.model import (
+    Ack,
+    HeaderMetadata,
+    JournalKey,
+    JsonPayload,
+    NewEvent,
+    Position,
+    SeqRange,
+)
 from journal.errors import IdempotencyKeyReused, InvalidValue, SeqNrConflict
 from journal.metrics import METRICS
 from stack import Stack
@@ -205,3 +213,60 @@ async def test_a_writer_that_knows_the_journal_skips_reads_until_a_rival_writes(
     assert await read_seq_nrs(journal) == [1, 2, 3]
     await journal.append(events(4, 4), expected_seq_nr=3)
     assert await read_seq_nrs(journal) == [1, 2, 3, 4]
+
+
+@pytest.mark.integration
+async def test_a_plain_append_that_does_not_continue_the_journal_is_refused_and_never_seen(
+    direct: Harness,
+) -> None:
+    """Verified by default: the log's verdict answers, and what it rejected no read shows,
+    before replication or after."""
+    journal = direct.journals.journal(unique("plain"))
+    appended = await journal.append(events(1, 2))
+    assert appended.seq_nrs == SeqRange(1, 2)
+    with pytest.raises(SeqNrConflict) as conflict:
+        await journal.append(events(4, 4))  # a gap
+    assert conflict.value.seq_nr == 2
+    with pytest.raises(SeqNrConflict):
+        await journal.append(events(2, 3))  # over the journal's last event
+    assert await read_seq_nrs(journal) == [1, 2]
+    await direct.replicate()
+    assert await read_seq_nrs(journal) == [1, 2]
+    assert (await direct.stored(journal.key.id))[1] == [1, 2]
+    # the old mode: acknowledged by Kafka, rejected by the fold, still never seen
+    await journal.append(events(4, 4), ack=Ack.KAFKA)
+    assert await read_seq_nrs(journal) == [1, 2]
+
+
+@pytest.mark.integration
+async def test_writers_appending_at_the_end_through_one_client_get_contiguous_ranges(
+    direct: Harness,
+) -> None:
+    journal = direct.journals.journal(unique("at-end"))
+
+    async def writer(n: int) -> list[tuple[SeqRange, int, list[NewEvent]]]:
+        got = []
+        for step in range(5):
+            new = [NewEvent(payload=JsonPayload.of({"w": n, "s": step, "i": i})) for i in range(2)]
+            appended = await journal.append_at_end(new)
+            got.append((appended.seq_nrs, appended.offset, new))
+        return got
+
+    answers = [a for got in await asyncio.gather(*(writer(n) for n in range(8))) for a in got]
+    records = [r async for r in journal.read()]
+    assert [r.seq_nr for r in records] == list(range(1, 8 * 5 * 2 + 1))
+    for seq_nrs, offset, sent in answers:  # each answer's range holds exactly its events
+        held = [r.event for r in records if r.offset == offset]
+        assert held == [e.numbered(seq_nrs.from_ + i) for i, e in enumerate(sent)]
+        assert seq_nrs.to == seq_nrs.from_ + len(sent) - 1
+    key = "retry-1"
+    first = await journal.append_at_end([NewEvent()], idempotency_key=key)
+    assert await journal.append_at_end([NewEvent()], idempotency_key=key) == first
+    await direct.replicate()  # found in the store as well as in Kafka, by another client too
+    other = await Journals.connect(direct.settings)
+    try:
+        again = await other.journal(journal.key.id).append_at_end([NewEvent()], idempotency_key=key)
+    finally:
+        await other.close()
+    assert again == first
+    assert await read_seq_nrs(journal) == list(range(1, 8 * 5 * 2 + 2))

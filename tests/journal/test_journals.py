@@ -13,7 +13,7 @@ from aiokafka.structs import TopicPartition
 
 from journal.client.journals import Journals
 from journal.core.index import IndexAnswer, Indexed, NotIndexed
-from journal.core.model import SEQ_NR_MAX, Event, JournalKey, TextPayload
+from journal.core.model import SEQ_NR_MAX, Ack, Event, JournalKey, TextPayload
 from journal.errors import AppendTooLarge, JournalTruncated, StoreUnavailable
 from journal.kafka.records import KafkaReadConfig, KafkaRecords
 from journal.metrics import METRICS
@@ -42,7 +42,7 @@ class Direct:
         return self.harness.journals
 
     async def append(self, journal_id: str, batch: Sequence[Event]) -> None:
-        await self.journals.journal(journal_id).append(batch)
+        await self.journals.journal(journal_id).append(batch, ack=Ack.KAFKA)
 
     async def read(
         self, journal_id: str, from_: int = 1, to: int | None = None, limit: int | None = None

@@ -15,7 +15,7 @@ from typing import TypeVar
 import pytest
 
 from journal.client.journals import Journals
-from journal.core.model import Event, EventRecord, JsonPayload
+from journal.core.model import Ack, Event, EventRecord, JsonPayload
 from journal.errors import Unavailable
 from stack import Stack
 from tests.support.eventually import answered
@@ -56,7 +56,10 @@ async def test_reads_see_every_acknowledged_append_across_a_broker_restart(
             for n in range(1, APPENDS + 1):
                 batch = [Event(n, payload=JsonPayload.of({"n": n}))]
                 # a retry after a lost answer repeats the append: a no-op if the first landed
-                await despite_the_restart(lambda: journal.append(batch), "append")  # noqa: B023
+                await despite_the_restart(
+                    lambda: journal.append(batch, ack=Ack.KAFKA),  # noqa: B023
+                    "append",
+                )
                 read = await despite_the_restart(
                     lambda: _seq_nrs(reader.journal(journal_id).read()),
                     f"read of {journal_id}",

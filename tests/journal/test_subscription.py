@@ -14,7 +14,7 @@ from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
 from aiokafka.structs import TopicPartition
 
 from journal.client.journals import Journals
-from journal.core.model import Event, JournalKey, JsonPayload
+from journal.core.model import Ack, Event, JournalKey, JsonPayload
 from journal.errors import InvalidValue
 from journal.kafka.subscription import (
     Heartbeat,
@@ -85,7 +85,8 @@ async def write(h: Harness, written: Written, rounds: int, seed: int) -> None:
         await journal.append([event(journal_id, s) for s in range(last + 1, last + n + 1)])
         seq_nrs.extend(range(last + 1, last + n + 1))
         if rng.random() < 0.3:
-            await journal.append([event(journal_id, s, rejected=True) for s in (1, 2)])
+            rejected = [event(journal_id, s, rejected=True) for s in (1, 2)]
+            await journal.append(rejected, ack=Ack.KAFKA)
         if rng.random() < 0.15 and len(seq_nrs) > 1:
             to = seq_nrs[-1] - 1
             await journal.delete(to)
@@ -235,8 +236,9 @@ async def test_beyond_retention_a_purged_journal_s_events_never_come_back(h: Har
     events table, and the events the journal got after the Purge carry other offsets: a
     subscriber from the store gets the journal's new events only."""
     purged, kept = h.journals.journal("purged"), h.journals.journal("kept")
-    await purged.append([event("purged", 1, rejected=True), event("purged", 2, rejected=True)])
-    await purged.append([event("purged", 3, rejected=True)])
+    both = [event("purged", 1, rejected=True), event("purged", 2, rejected=True)]
+    await purged.append(both, ack=Ack.KAFKA)
+    await purged.append([event("purged", 3, rejected=True)], ack=Ack.KAFKA)
     await kept.append([event("kept", 1)])
     await h.replicate()  # the Appends stored, then the Purge in another batch
     await purged.purge()

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from journal.client.journals import Journals
 from journal.codec import encode_action_header
 from journal.core.model import (
+    Ack,
     AppendHeader,
     BinaryPayload,
     Event,
@@ -115,11 +116,13 @@ async def write_workload(
             events = [
                 Event(n, payload=TextPayload(f"rival {step}")) for n in range(first, first + 3)
             ]
-            await journal.append(events)
+            await journal.append(events, ack=Ack.KAFKA)  # as a sole writer's: the fold judges
             work.rivals += 1
         elif roll < 0.78 and journal_id in last_appends:
             retried = last_appends[journal_id]  # a no-op, deleted since or not
-            await journal.append(retried.events, metadata=retried.metadata, headers=retried.headers)
+            await journal.append(
+                retried.events, metadata=retried.metadata, headers=retried.headers, ack=Ack.KAFKA
+            )
             work.retries += 1
         elif roll < 0.9:
             await journal.delete(rng.randint(1, last))
@@ -144,8 +147,9 @@ async def _race(journals: Journals, journal_id: str) -> Race:
     winner = [Event(n, payload=TextPayload(f"winner {n}")) for n in (1, 2, 3)]
     rival = "rival"
     won = await journal.append(winner)
-    lost = await journal.append([Event(n, payload=TextPayload(rival)) for n in (1, 2)])
-    retry = await journal.append(winner)
+    rivals = [Event(n, payload=TextPayload(rival)) for n in (1, 2)]
+    lost = await journal.append(rivals, ack=Ack.KAFKA)
+    retry = await journal.append(winner, ack=Ack.KAFKA)
     return Race(journal_id, won, lost, retry, rival)
 
 

@@ -14,9 +14,12 @@ from datetime import UTC, datetime
 from journal.client.journals import Deleted, JournalInfo
 from journal.client.listing import JournalIdPage
 from journal.core.model import (
+    Ack,
+    Appended,
     Event,
     EventRecord,
     JournalKey,
+    NewEvent,
     Payload,
     PayloadMetadata,
     Position,
@@ -45,6 +48,7 @@ class FakeBackend:
     break_after: int | None = None
     records: dict[str, list[EventRecord]] = field(default_factory=dict)
     snapshots: dict[str, dict[int, Snapshot]] = field(default_factory=dict)
+    acks: list[Ack] = field(default_factory=list)  # each accepted append's
 
     def journal(self, journal_id: str) -> JournalHandle:
         return FakeJournal(self, journal_id)
@@ -96,16 +100,42 @@ class FakeJournal:
         headers: Mapping[str, str] | None = None,
         expected_seq_nr: int | None = None,
         idempotency_key: str | None = None,
-    ) -> Position:
+        ack: Ack = Ack.VERIFIED,
+    ) -> Appended:
         self._check()
-        check_consecutive(tuple(events))  # as the core's append does
+        seq_nrs = check_consecutive(tuple(events))  # as the core's append does
         records = self.backend.records.setdefault(self.id, [])
         last = records[-1].seq_nr if records else 0
+        if ack is Ack.VERIFIED and expected_seq_nr is None:
+            expected_seq_nr = seq_nrs.from_ - 1
         if expected_seq_nr is not None and expected_seq_nr != last:
             raise SeqNrConflict(last, expected_seq_nr)
+        self.backend.acks.append(ack)
         offset = len(records)
         records += [EventRecord(e, T0, 0, offset, metadata, dict(headers or {})) for e in events]
-        return Position(0, offset)
+        return Appended(0, offset, seq_nrs)
+
+    async def append_at_end(
+        self,
+        events: Sequence[NewEvent],
+        *,
+        metadata: PayloadMetadata = PayloadMetadata(),
+        headers: Mapping[str, str] | None = None,
+        expected_seq_nr: int | None = None,
+        idempotency_key: str | None = None,
+    ) -> Appended:
+        self._check()
+        records = self.backend.records.get(self.id, [])
+        last = records[-1].seq_nr if records else 0
+        first = last + 1 if expected_seq_nr is None else expected_seq_nr + 1
+        numbered = [event.numbered(first + i) for i, event in enumerate(events)]
+        return await self.append(
+            numbered,
+            metadata=metadata,
+            headers=headers,
+            expected_seq_nr=expected_seq_nr,
+            idempotency_key=idempotency_key,
+        )
 
     async def read(
         self, from_: int = 1, to: int = 2**63 - 1, limit: int | None = None
@@ -186,7 +216,8 @@ class FakeSnapshots:
         return Position(0, 101)
 
 
-APPEND: dict[str, object] = {"json": {"events": [{"seqNr": 1, "payload": {"a": 1}}]}}
+# at the journal's end: answered 200 however often it is sent
+APPEND: dict[str, object] = {"json": {"events": [{"payload": {"a": 1}}]}}
 JOURNAL_REQUESTS: list[tuple[str, str, dict[str, object]]] = [
     ("POST", journal_path("j", "/events"), APPEND),
     ("GET", journal_path("j", "/events"), {}),

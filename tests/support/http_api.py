@@ -91,9 +91,9 @@ class HttpJournals:
         # so the events read back (by any path) are these events, byte for byte
         body = orjson.dumps({"events": [event_json(e) for e in batch]})
         answer = await self.request_json(
-            "POST", journal_path(journal_id, "/events"), data=body, headers=_JSON
+            "POST", journal_path(journal_id, "/events?ack=kafka"), data=body, headers=_JSON
         )
-        assert set(answer) == {"partition", "offset"}
+        assert set(answer) == {"partition", "offset", "seqNr"}
 
     async def read(
         self, journal_id: str, from_: int = 1, to: int | None = None, limit: int | None = None

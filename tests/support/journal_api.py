@@ -9,7 +9,10 @@ from journal.core.model import Event
 
 
 class JournalApi(Protocol):
-    async def append(self, journal_id: str, events: Sequence[Event]) -> None: ...
+    async def append(self, journal_id: str, events: Sequence[Event]) -> None:
+        """Append as Kafka acknowledges it (ack=kafka): the fold decides what is visible, and
+        the suite checks it decides alike on every path."""
+        ...
 
     async def read(
         self, journal_id: str, from_: int = 1, to: int | None = None, limit: int | None = None

@@ -16,6 +16,7 @@ import pytest
 from aiohttp import web
 
 from journal.core.model import (
+    Ack,
     BinaryPayload,
     Event,
     EventRecord,
@@ -27,6 +28,7 @@ from journal.core.model import (
 from journal.errors import (
     AppendTooLarge,
     IdempotencyKeyReused,
+    IdempotencyUnresolved,
     JournalTruncated,
     KafkaUnavailable,
     OutcomeUnknown,
@@ -115,7 +117,8 @@ async def test_an_append_reads_back_with_every_field(served: Served, backend: Fa
             "expireAfter": "PT36H",
         },
     )
-    assert (status, body) == (200, {"partition": 0, "offset": 0})
+    answer = {"partition": 0, "offset": 0, "seqNr": {"from": 1, "to": 4}}
+    assert (status, body) == (200, answer)
     assert [r.event for r in backend.records["a/b c"]] == [  # '/' and ' ' survive the path
         Event(1, frozenset({"a", "z"})),  # a null payload is none (journal.core.model.Event)
         Event(2, frozenset(), TextPayload("t")),
@@ -393,6 +396,7 @@ async def test_not_ready_is_503_with_retry_after(served: Served, backend: FakeBa
         (TimeoutError(), 503, ErrorCode.UNAVAILABLE),
         (OutcomeUnknown("the verdict was not read"), 503, ErrorCode.OUTCOME_UNKNOWN),
         (IdempotencyKeyReused("k"), 422, ErrorCode.IDEMPOTENCY_KEY_REUSED),
+        (IdempotencyUnresolved("k"), 422, ErrorCode.IDEMPOTENCY_KEY_UNRESOLVED),
         (AppendTooLarge("2 MB"), 413, ErrorCode.APPEND_TOO_LARGE),
         # aiohttp's client errors reach here only from a call to another worker that nothing
         # classified (the forwarder does, see tests/app/test_forwarding.py): outcome unknown
@@ -422,7 +426,7 @@ async def test_a_conditional_append_on_another_seq_nr_is_409_with_it(served: Ser
     path = journal_path("c", "/events")
     assert (await call(served, "POST", path, **body(1, 0)))[:2] == (
         200,
-        {"partition": 0, "offset": 0},
+        {"partition": 0, "offset": 0, "seqNr": {"from": 1, "to": 1}},
     )
     status, answer, headers = await call(served, "POST", path, **body(1, 0))
     assert status == 409 and "Retry-After" not in headers
@@ -440,6 +444,54 @@ async def test_a_conditional_append_on_another_seq_nr_is_409_with_it(served: Ser
     reserved = {"events": [{"seqNr": 2}], "headers": {"journal.idempotency-key": "k"}}
     assert await error_of(served, "POST", path, json=reserved) == (400, ErrorCode.INVALID_HEADERS)
     assert (await call(served, "GET", journal_path("c")))[1]["seqNr"] == 1
+
+
+async def test_a_plain_append_that_does_not_continue_the_journal_is_409_unless_ack_kafka(
+    served: Served, backend: FakeBackend
+) -> None:
+    path = journal_path("v", "/events")
+    two = {"events": [{"seqNr": 1}, {"seqNr": 2}]}
+    answer = {"partition": 0, "offset": 0, "seqNr": {"from": 1, "to": 2}}
+    assert (await call(served, "POST", path, json=two))[:2] == (200, answer)
+    status, body, _ = await call(served, "POST", path, json={"events": [{"seqNr": 5}]})
+    assert (status, body["error"]["seqNr"]) == (409, 2)  # type: ignore[index]
+    assert backend.acks == [Ack.VERIFIED]  # verified by default; the 409 wrote nothing
+    # the old mode, per request: answered at Kafka's acknowledgement, the fold unseen
+    status, body, _ = await call(
+        served, "POST", f"{path}?ack=kafka", json={"events": [{"seqNr": 3}]}
+    )
+    assert (status, body["seqNr"]) == (200, {"from": 3, "to": 3})
+    assert backend.acks == [Ack.VERIFIED, Ack.KAFKA]
+    assert await error_of(served, "POST", f"{path}?ack=all", json=two) == (
+        400,
+        ErrorCode.INVALID_QUERY,
+    )
+
+
+async def test_events_without_seq_nrs_are_appended_at_the_end_and_told_their_seq_nrs(
+    served: Served, backend: FakeBackend
+) -> None:
+    path = journal_path("e", "/events")
+    first = await call(served, "POST", path, json={"events": [{"payload": 1}, {"payload": 2}]})
+    assert first[:2] == (200, {"partition": 0, "offset": 0, "seqNr": {"from": 1, "to": 2}})
+    second = await call(served, "POST", path, json={"events": [{"payloadText": "t"}]})
+    assert second[:2] == (200, {"partition": 0, "offset": 2, "seqNr": {"from": 3, "to": 3}})
+    assert [r.event for r in backend.records["e"]] == [
+        Event(1, payload=JsonPayload(b"1")),
+        Event(2, payload=JsonPayload(b"2")),
+        Event(3, payload=TextPayload("t")),
+    ]
+    # "at the end if the journal is still at n"
+    at_3 = {"events": [{}], "expectedSeqNr": 3}
+    assert (await call(served, "POST", path, json=at_3))[1]["seqNr"] == {"from": 4, "to": 4}
+    status, body, _ = await call(served, "POST", path, json=at_3)
+    assert (status, body["error"]["seqNr"]) == (409, 4)  # type: ignore[index]
+    # numbered by the journal: only a verified answer can tell the seqNrs; mixing is refused
+    refused = await error_of(served, "POST", f"{path}?ack=kafka", json={"events": [{}]})
+    assert refused == (400, ErrorCode.INVALID_SEQ_NR)
+    mixed = {"events": [{"seqNr": 5}, {}]}
+    assert await error_of(served, "POST", path, json=mixed) == (400, ErrorCode.INVALID_SEQ_NR)
+    assert [r.seq_nr for r in backend.records["e"]] == [1, 2, 3, 4]
 
 
 async def test_a_failure_mid_stream_breaks_the_body(

@@ -59,6 +59,7 @@ def _field_body(name: str, value: object) -> bytes:
 INVALID_BODIES = [
     *(body(obj) for obj in test_validation.WRONG_SHAPES),
     *test_validation.BAD_SEQ_NRS,
+    *test_validation.MIXED_SEQ_NRS,
     *map(_event_body, test_validation.BAD_PAYLOAD_EVENTS),
     *map(_event_body, test_validation.SURROGATE_EVENTS),
     *(_field_body("headers", value) for value in test_validation.BAD_HEADERS),

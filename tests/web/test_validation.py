@@ -10,9 +10,11 @@ from multidict import MultiDict, MultiDictProxy
 
 from journal.core.model import (
     SEQ_NR_MAX,
+    Ack,
     BinaryPayload,
     Event,
     JsonPayload,
+    NewEvent,
     PayloadMetadata,
     TextPayload,
 )
@@ -23,6 +25,7 @@ from web.validation import (
     ParsedAppend,
     ParsedRead,
     parse_append,
+    parse_append_query,
     parse_delete_query,
     parse_journal_id,
     parse_read_query,
@@ -74,7 +77,12 @@ LIMITS_APPEND = (
 BIG_INTS_PAYLOAD = f'[{2**64}, {-(2**63) - 1}, {{"n": {10**40}}}]'.encode()
 BIG_INTS_APPEND = b'{"events": [{"seqNr": 1, "payload": ' + BIG_INTS_PAYLOAD + b"}]}"
 #: every append body the tests here hold valid
-VALID_APPENDS = [FULL_APPEND, NULLS_APPEND, LIMITS_APPEND, BIG_INTS_APPEND]
+#: appends at the journal's end: no event has a seqNr
+AT_END_APPENDS = [
+    body({"events": [{"payload": 1}, {"payloadText": "t", "tags": ["x"]}], "expectedSeqNr": 4}),
+    body({"events": [{}]}),
+]
+VALID_APPENDS = [FULL_APPEND, NULLS_APPEND, LIMITS_APPEND, BIG_INTS_APPEND, *AT_END_APPENDS]
 
 
 def test_a_full_append_parses() -> None:
@@ -175,7 +183,6 @@ def test_wrong_shapes_and_types(obj: object) -> None:
 
 
 BAD_SEQ_NRS = [
-    b'{"events":[{"payload":1}]}',
     b'{"events":[{"seqNr":0}]}',
     b'{"events":[{"seqNr":-1}]}',
     b'{"events":[{"seqNr":"1"}]}',
@@ -199,6 +206,38 @@ GAPPED_APPENDS = [
 @pytest.mark.parametrize("raw", BAD_SEQ_NRS)
 def test_bad_seq_nrs(raw: bytes) -> None:
     fails(ErrorCode.INVALID_SEQ_NR, parse_append, raw)
+
+
+def test_events_without_seq_nrs_are_to_append_at_the_end() -> None:
+    with_some, without_any = (parse_append(raw) for raw in AT_END_APPENDS)
+    assert with_some == ParsedAppend(
+        events=(NewEvent(payload=JsonPayload(b"1")), NewEvent(frozenset({"x"}), TextPayload("t"))),
+        expected_seq_nr=4,  # "at the end if the journal is still at 4": from seqNr 5
+    )
+    assert without_any.events == (NewEvent(),)
+
+
+#: every event of a body has a seqNr, or none has
+MIXED_SEQ_NRS = [
+    b'{"events":[{"seqNr":1},{"payload":2}]}',
+    b'{"events":[{"payload":1},{"seqNr":2}]}',
+    b'{"events":[{},{},{"seqNr":3}]}',
+]
+
+
+@pytest.mark.parametrize("raw", MIXED_SEQ_NRS)
+def test_a_body_mixing_events_with_and_without_seq_nrs_is_refused(raw: bytes) -> None:
+    error = fails(ErrorCode.INVALID_SEQ_NR, parse_append, raw)
+    assert "every event of a body has a seqNr, or none has" in error.message
+
+
+def test_the_ack_parameter_says_when_an_append_is_answered() -> None:
+    assert parse_append_query(query()) is Ack.VERIFIED
+    assert parse_append_query(query(("ack", "verified"))) is Ack.VERIFIED
+    assert parse_append_query(query(("ack", "kafka"))) is Ack.KAFKA
+    for pairs in ([("ack", "")], [("ack", "KAFKA")], [("ack", "kafka"), ("ack", "kafka")]):
+        fails(ErrorCode.INVALID_QUERY, parse_append_query, query(*pairs))
+    fails(ErrorCode.INVALID_QUERY, parse_append_query, query(("acks", "all")))
 
 
 def test_an_out_of_range_seq_nr_is_named_in_the_message() -> None:
