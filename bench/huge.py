@@ -12,6 +12,7 @@ from bench.common import Row, Section, unique
 from bench.workload import events
 from devtools.workers import WorkerProcess
 from journal.client.journals import Journals
+from journal.core.model import Ack
 from journal.kafka.replicate import wait_replicated
 from journal.kafka.topic import end_offsets
 from journal.store.cassandra import CassandraStore
@@ -33,7 +34,7 @@ async def bench_huge(
     journal = journals.journal(journal_id)
     started = time.monotonic()
     for first in range(1, count + 1, 1000):
-        await journal.append(events(first, min(1000, count - first + 1)))
+        await journal.append(events(first, min(1000, count - first + 1)), ack=Ack.KAFKA)
     written = time.monotonic()
     s = journals.writer.partitions
     ends = await end_offsets(worker.settings.kafka_access(), journals.topic, s)

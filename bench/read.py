@@ -20,7 +20,7 @@ from bench.workload import events, raw_append
 from devtools.workers import WorkerProcess
 from journal.client.journals import Journals
 from journal.core.index import Indexed
-from journal.core.model import JournalKey
+from journal.core.model import Ack, JournalKey
 from journal.kafka.replicate import AlreadyQuarantined, replicate_to_now, wait_replicated
 from journal.kafka.topic import end_offsets
 from journal.metrics import METRICS
@@ -91,7 +91,7 @@ def _producer(kafka: KafkaAccess) -> AIOKafkaProducer:
 
 async def _write(journals: Journals, journal_id: str, last_first: int = 91) -> None:
     for first in range(1, last_first + 1, 10):
-        await journals.journal(journal_id).append(events(first, 10))
+        await journals.journal(journal_id).append(events(first, 10), ack=Ack.KAFKA)
 
 
 async def _sample(operation: Callable[[], Awaitable[None]], sizes: ReadSizes) -> list[float]:
@@ -170,7 +170,7 @@ async def bench_read(
         reads_done = sizes.warmup + sizes.repetitions
 
         await _fill(producer, topic, sizes.small_backlog)
-        await journals.journal(stopped).append(events(91, 10))
+        await journals.journal(stopped).append(events(91, 10), ack=Ack.KAFKA)
         await _caught_up(journals, kafka, stopped)
         small = await _sample(_reader(journals, stopped), sizes)
         await _fill(producer, topic, sizes.large_backlog - sizes.small_backlog)

@@ -15,7 +15,7 @@ from bench.profile import py_spy
 from bench.workload import closed_loop, events, payload
 from devtools.workers import WorkerProcess
 from journal.client.journals import Journals
-from journal.core.model import Event, EventRecord, JournalKey, JsonPayload, Position
+from journal.core.model import Ack, Event, EventRecord, JournalKey, JsonPayload, Position
 from journal.kafka.producer import JournalProducer
 from journal.kafka.replicate import (
     AlreadyQuarantined,
@@ -62,7 +62,7 @@ async def write_backlog(journals: Journals, count: int, per_append: int = 10) ->
 
     async def write(lane: int, round_: int) -> None:
         first = round_ * per_append + 1
-        await journals.journal(f"{prefix}-{lane}").append(events(first, per_append))
+        await journals.journal(f"{prefix}-{lane}").append(events(first, per_append), ack=Ack.KAFKA)
 
     await closed_loop(write, 100, appends)
     return appends
@@ -314,7 +314,9 @@ async def lag(
         lane = index % lanes
         first = next_seq[lane]
         next_seq[lane] += 10
-        position = await journals.journal(f"{prefix}-{lane}").append(events(first, 10))
+        position = await journals.journal(f"{prefix}-{lane}").append(
+            events(first, 10), ack=Ack.KAFKA
+        )
         pending.append((loop.time(), position))
 
     async def poll() -> None:

@@ -20,6 +20,7 @@ from bench.environment import connected, settings_for, worker
 from bench.workload import events
 from devtools.workers import WorkerProcess
 from journal.client.journals import Journals
+from journal.core.model import Ack
 from journal.kafka.replicate import AlreadyQuarantined, replicate_to_now, wait_replicated
 from journal.kafka.subscription import Heartbeat, SubscribedEvent, SubscriptionPosition
 from journal.kafka.topic import end_offsets
@@ -65,7 +66,7 @@ async def _write(journals: Journals, sizes: SubscriptionSizes, ids: list[str]) -
     async def writer(journal_id: str) -> None:
         journal = journals.journal(journal_id)
         for i in range(per_journal):
-            await journal.append(events(i * sizes.batch + 1, sizes.batch))
+            await journal.append(events(i * sizes.batch + 1, sizes.batch), ack=Ack.KAFKA)
 
     for start in range(0, len(ids), 20):  # 20 writers at a time
         await asyncio.gather(*(writer(j) for j in ids[start : start + 20]))
@@ -139,7 +140,7 @@ async def _latencies(
         await asyncio.wait_for(ready.wait(), 30)  # the subscriber is at the end
         journal = journals.journal("live")
         for n in range(1, sizes.live + 1):
-            await journal.append(events(n, 1))
+            await journal.append(events(n, 1), ack=Ack.KAFKA)
             acked[n] = time.perf_counter()
             await asyncio.sleep(sizes.gap_ms / 1000)
         await asyncio.wait_for(done.wait(), 60)
