@@ -33,6 +33,7 @@ from eventsourcing_kafka_journal.recorders import (
     KafkaTrackingRecorder,
 )
 from eventsourcing_kafka_journal.wire import decode_snapshot, encode_event
+from journal.core.model import Ack
 from tests.support.harness import unique
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("stack_environment")]
@@ -143,7 +144,7 @@ def test_a_rejected_append_takes_no_notification_id() -> None:
         assert recorder.insert_events([StoredEvent(first, 1, "opened", b"a")]) == [1]
         journals = factory.connection.journals
         rival = [encode_event(StoredEvent(first, 1, "rival", b"r"), 1)]
-        factory.connection.run(lambda: journals.journal(str(first)).append(rival))
+        factory.connection.run(lambda: journals.journal(str(first)).append(rival, ack=Ack.KAFKA))
         assert recorder.insert_events([StoredEvent(second, 1, "opened", b"b")]) == [2]
         notifications = recorder.select_notifications(None, 10)
         assert [(n.id, n.originator_id, n.topic) for n in notifications] == [

@@ -44,7 +44,11 @@ from journal.kafka.head import JournalHead
 from journal.store.base import JournalMeta
 
 KEY = JournalKey("t", "j")
-NOW = datetime.now(UTC)
+
+
+def now() -> datetime:
+    """The records' timestamps: the search's window is measured from the real clock."""
+    return datetime.now(UTC)
 
 
 @dataclass
@@ -73,9 +77,9 @@ class MemoryLog:
         self.records.append(Record(key, header, dict(headers), at))
         return len(self.records) - 1
 
-    def rival(self, count: int = 1, at: datetime = NOW) -> None:
+    def rival(self, count: int = 1, at: datetime | None = None) -> None:
         """Another process appends at the end as it sees it."""
-        self.add(KEY, self.state(KEY).seq_nr + 1, count, {}, at)
+        self.add(KEY, self.state(KEY).seq_nr + 1, count, {}, now() if at is None else at)
 
     def state(self, key: JournalKey, until: int | None = None) -> JournalState:
         return self.fold(key, until)[0]
@@ -112,7 +116,7 @@ class MemoryLog:
                 if self.lost_before_landing:
                     self.lost_before_landing = False
                     raise KafkaUnavailable("the broker went away before it got the record")
-                offset = self.add(KEY, first, count, extra, NOW)
+                offset = self.add(KEY, first, count, extra, now())
                 self.produced += 1
                 if self.landed_then_lost:
                     self.landed_then_lost = False
@@ -297,7 +301,7 @@ async def test_the_search_for_a_first_attempt_is_bounded_and_says_when_it_cannot
     # events older than the retry window end the search: none older can be a retry's
     old = MemoryLog()
     for _ in range(40):
-        old.rival(1, at=NOW - timedelta(hours=1))
+        old.rival(1, at=now() - timedelta(hours=1))
     old.rival(1)
     appended = await at_end(old.process(search_events=16), old, 1, key=Idempotency("k", "d"))
     assert appended.seq_nrs == SeqRange(42, 42)

@@ -215,7 +215,7 @@ async def test_after_retention_the_audit_is_exact_from_a_purge_and_partial_befor
         deleted = await partial.delete(2)
         assert deleted.position is not None
         await partial.append(events(6, 7))
-        await partial.append(events(3, 4))  # a rival from a stale view
+        await partial.append(events(3, 4), ack=Ack.KAFKA)  # a rival from a stale view
         await h.replicate()
         admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap)
         await admin.start()
