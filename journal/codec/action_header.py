@@ -102,13 +102,12 @@ def encode_action_header(header: ActionHeader) -> bytes:
 
 def decode_action_header(raw: bytes) -> ActionHeader | None:
     """The action in a `journal.action` header; None for an unknown action; else DecodeError."""
-    cached = type(raw) is bytes  # not a bytearray (a Spark row's), which cannot be a key
-    plain = _PLAIN_APPENDS.get(raw) if cached else None
+    plain = _PLAIN_APPENDS.get(raw)
     if plain is not None:
         return plain
     plain = plain_append_text(raw)
     if plain is not None:
-        if cached and plain.metadata is _NO_HEADER_METADATA:  # shared: nothing mutable in it
+        if plain.metadata is _NO_HEADER_METADATA:  # shared: nothing mutable in it
             if len(_PLAIN_APPENDS) >= _PLAIN_APPENDS_MAX:
                 _PLAIN_APPENDS.clear()
             _PLAIN_APPENDS[raw] = plain

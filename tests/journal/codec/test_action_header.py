@@ -316,10 +316,10 @@ def test_a_record_with_our_headers_reads_as_the_vector(vectors: Path, name: str)
     assert set(ours) == CONDITIONAL_HEADERS
 
 
-def test_a_repeated_append_header_decodes_to_the_same_header_and_a_bytearray_decodes_too() -> None:
+def test_a_repeated_append_header_decodes_to_the_same_header() -> None:
     raw = b'{"append":{"range":{"from":3,"to":4},"payloadType":"json","metadata":{}}}'
     first, again = decode(raw), decode(bytes(raw))
-    assert first == again == decode(bytearray(raw))
+    assert first == again
     assert isinstance(first, AppendHeader) and first.range == SeqRange(3, 4)
 
 
