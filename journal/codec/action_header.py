@@ -102,8 +102,15 @@ def encode_action_header(header: ActionHeader) -> bytes:
 
 def decode_action_header(raw: bytes) -> ActionHeader | None:
     """The action in a `journal.action` header; None for an unknown action; else DecodeError."""
+    plain = _PLAIN_APPENDS.get(raw)
+    if plain is not None:
+        return plain
     plain = plain_append_text(raw)
     if plain is not None:
+        if plain.metadata is _NO_HEADER_METADATA:  # shared: nothing mutable in it
+            if len(_PLAIN_APPENDS) >= _PLAIN_APPENDS_MAX:
+                _PLAIN_APPENDS.clear()
+            _PLAIN_APPENDS[raw] = plain
         return plain
     obj = expect_object(loads(raw, "action header"), "action header")
     plain = plain_append(obj)
@@ -129,6 +136,11 @@ class _AppendAction(msgspec.Struct, gc=False, forbid_unknown_fields=True):
 
 _APPEND_DECODER = msgspec.json.Decoder(_AppendAction)
 _NO_HEADER_METADATA = HeaderMetadata()
+
+# Appends of the same range by one writer carry the same header text (their journals differ):
+# decoded once. Only headers without metadata data (no mutable Json to share).
+_PLAIN_APPENDS: dict[bytes, AppendHeader] = {}
+_PLAIN_APPENDS_MAX = 4096
 
 
 def plain_append_text(raw: bytes) -> AppendHeader | None:

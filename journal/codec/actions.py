@@ -100,7 +100,7 @@ def _action(record: RawRecord, check_events: bool) -> ActionRecord | None:
         )
     except (UnicodeDecodeError, InvalidValue) as error:
         raise MalformedRecord(record, f"bad key or header: {error}") from None
-    timestamp = datetime.fromtimestamp(record.timestamp_ms / 1000, UTC)
+    timestamp = _timestamp(record.timestamp_ms)
     value = record.value or b""
     events = None
     if check_events and type(header) is AppendHeader:
@@ -129,6 +129,20 @@ def _journal_key(topic: str, raw_key: bytes) -> JournalKey:
         if len(_KEYS) >= _KEYS_MAX:
             _KEYS.clear()
         found = _KEYS[(topic, raw_key)] = JournalKey(topic, raw_key.decode("utf-8"))
+    return found
+
+
+_TIMESTAMPS: dict[int, datetime] = {}  # a fetch's records share few milliseconds
+_TIMESTAMPS_MAX = 4096
+
+
+def _timestamp(ms: int) -> datetime:
+    """A record's timestamp, shared between the records of one millisecond."""
+    found = _TIMESTAMPS.get(ms)
+    if found is None:
+        if len(_TIMESTAMPS) >= _TIMESTAMPS_MAX:
+            _TIMESTAMPS.clear()
+        found = _TIMESTAMPS[ms] = datetime.fromtimestamp(ms / 1000, UTC)
     return found
 
 
@@ -186,10 +200,13 @@ def _plain_events(header: AppendHeader, value: bytes) -> Events | None:
     except (DecodeError, InvalidValue):
         return None
     seq, events = header.range, decoded.events
-    if len(events) != seq.to - seq.from_ + 1 or [event.seq_nr for event in events] != list(
-        range(seq.from_, seq.to + 1)
-    ):
+    first = seq.from_
+    if len(events) != seq.to - first + 1:
         return None
+    for event in events:  # consecutive from the range's first, so up to its last
+        if event.seq_nr != first:
+            return None
+        first += 1
     return decoded
 
 

@@ -96,31 +96,37 @@ def decode_events_json(value: bytes) -> Events:
         decoded = _DECODER.decode(value)
     except (msgspec.DecodeError, UnicodeDecodeError):
         return checked_events(loads(value, _WHERE))
-    events = [_event(raw) for raw in decoded.events]
-    if not events or None in events:
+    events: list[Event] = []
+    add = events.append
+    tag_sets = _TAG_SETS
+    # one loop, no call per event but the payload's: every event of every record passes here
+    for raw in decoded.events:
+        tags = raw.tags
+        if not tags:
+            tag_set = _NO_TAGS
+        else:
+            found = tag_sets.get(tags)
+            tag_set = _tag_set(tags) if found is None else found
+        payload_type = raw.payloadType
+        text = raw.payload
+        if payload_type is None or payload_type == "json":
+            add(Event(raw.seqNr, tag_set, json_payload(bytes(text)) if text else None))
+        elif payload_type != "text":
+            return checked_events(loads(value, _WHERE))
+        elif not text:
+            add(Event(raw.seqNr, tag_set))
+        else:
+            try:
+                add(Event(raw.seqNr, tag_set, TextPayload(_TEXT.decode(text))))
+            except msgspec.DecodeError:
+                return checked_events(loads(value, _WHERE))
+    if not events:
         return checked_events(loads(value, _WHERE))
     raw_metadata = decoded.metadata
     if not raw_metadata or bytes(raw_metadata) in _NO_METADATA_TEXTS:
-        return Events(tuple(cast(list[Event], events)), _NO_METADATA)
+        return Events(tuple(events), _NO_METADATA)
     metadata = payload_metadata_from_json(loads(raw_metadata, _WHERE), f"{_WHERE}.metadata")
-    return Events(tuple(cast(list[Event], events)), metadata)
-
-
-def _event(raw: _EventValue) -> Event | None:
-    """The event, or None when it is not of the plain shape (the checked reader decides)."""
-    tags = _tag_set(raw.tags) if raw.tags else _NO_TAGS
-    payload_type = raw.payloadType
-    text = raw.payload
-    if payload_type is None or payload_type == "json":
-        return Event(raw.seqNr, tags, json_payload(bytes(text)) if text else None)
-    if payload_type == "text":
-        if not text:
-            return Event(raw.seqNr, tags)
-        try:
-            return Event(raw.seqNr, tags, TextPayload(_TEXT.decode(text)))
-        except msgspec.DecodeError:
-            return None
-    return None
+    return Events(tuple(events), metadata)
 
 
 def checked_events(decoded: Json) -> Events:

@@ -314,3 +314,17 @@ def test_a_record_with_our_headers_reads_as_the_vector(vectors: Path, name: str)
     assert action.header == EXPECTED[name][0]
     assert action.headers == ours
     assert set(ours) == CONDITIONAL_HEADERS
+
+
+def test_a_repeated_append_header_decodes_to_the_same_header() -> None:
+    raw = b'{"append":{"range":{"from":3,"to":4},"payloadType":"json","metadata":{}}}'
+    first, again = decode(raw), decode(bytes(raw))
+    assert first == again
+    assert isinstance(first, AppendHeader) and first.range == SeqRange(3, 4)
+
+
+def test_append_headers_with_metadata_data_are_not_shared() -> None:
+    raw = b'{"append":{"range":{"from":1,"to":1},"payloadType":"json","metadata":{"data":{"a":1}}}}'
+    first, again = decode(raw), decode(raw)
+    assert isinstance(first, AppendHeader) and isinstance(again, AppendHeader)
+    assert first == again and first.metadata.data is not again.metadata.data
