@@ -48,6 +48,15 @@ async def serve(port: int, topic: str, partitions: int) -> None:
 
     app = web.Application()
     app.router.add_post("/journals/{id}/events", append)
+    try:
+        await serve_until_stopped(app, port)
+    finally:
+        await producer.stop()
+
+
+async def serve_until_stopped(app: web.Application, port: int) -> None:
+    """Serve `app` on 127.0.0.1:`port`, say "ready" (`server_process` waits for it), and
+    serve until the process is stopped."""
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", port).start()
@@ -56,7 +65,6 @@ async def serve(port: int, topic: str, partitions: int) -> None:
         await asyncio.Event().wait()
     finally:
         await runner.cleanup()
-        await producer.stop()
 
 
 @asynccontextmanager

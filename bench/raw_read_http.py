@@ -23,7 +23,7 @@ from aiohttp import web
 from cassandra.cluster import Cluster, ResponseFuture, Session
 from cassandra.query import PreparedStatement
 
-from bench.raw_http import server_process
+from bench.raw_http import serve_until_stopped, server_process
 from journal.core.model import SEQ_NR_MAX
 from journal.settings import Settings
 from journal.store.cluster import open_session
@@ -106,14 +106,9 @@ async def serve(port: int, topic: str, keyspace: str) -> None:
 
     app = web.Application()
     app.router.add_get("/journals/{id}/events", read)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    print("ready", flush=True)
     try:
-        await asyncio.Event().wait()
+        await serve_until_stopped(app, port)
     finally:
-        await runner.cleanup()
         await reads.close()
 
 
