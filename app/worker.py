@@ -75,7 +75,7 @@ def create_app(settings: WorkerSettings, partitions: int) -> faust.App:
     )
     skipped = SkippedBatches()  # the undecodable batches the agent's consumer went past
     app.transport = guarded_transport(app, skipped)  # agents/poison.py
-    tables = define_tables(app, partitions)
+    tables = define_tables(app, partitions, kafka)
     owned = OwnedPartitions()
     work: Deferred[WorkerReplication] = Deferred()
     journals: Deferred[Journals] = Deferred()

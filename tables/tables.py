@@ -17,6 +17,7 @@ partition's floor).
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +26,9 @@ import faust
 
 from journal.core.index import OffsetRuns
 from journal.core.model import ActionRecord, AppendHeader, DeleteHeader, PurgeHeader
+from journal.kafka.topic import end_offsets
+from kjconfig.access import KafkaAccess
+from tables.store import IndexTable
 from tables.values import decode_runs, encode_runs
 
 FLUSH_RECORDS = 500  # a partition's records between two flushes of its changes, at most
@@ -108,16 +112,31 @@ def _current(table: Any, pending: dict[bytes, OffsetRuns], key: bytes) -> Offset
 
 # the appends table's name: its changelog topic's too; forwarding asks its owners by it
 APPENDS_TABLE = "append-offsets"
+DELETIONS_TABLE = "deletion-offsets"
 
 
-def define_tables(app: faust.App, partitions: int) -> JournalTables:
+def define_tables(app: faust.App, partitions: int, kafka: KafkaAccess) -> JournalTables:
+    """The tables; a partition's local state its changelog no longer holds is dropped
+    (`tables.store`): `kafka` is where the changelogs' ends are asked."""
+
     def table(name: str, help: str) -> Any:
-        return app.Table(name, key_type=bytes, value_type=bytes, partitions=partitions, help=help)
+        return app.tables.add(
+            IndexTable(
+                app,
+                changelog_ends=functools.partial(end_offsets, kafka),
+                name=name,
+                beacon=app.tables.beacon,
+                key_type=bytes,
+                value_type=bytes,
+                partitions=partitions,
+                help=help,
+            )
+        )
 
     return JournalTables(
         appends=table(APPENDS_TABLE, "per journal: offsets of its Appends not known replicated"),
         deletions=table(
-            "deletion-offsets",
+            DELETIONS_TABLE,
             "per journal: offsets of its Deletes and Purges not known replicated",
         ),
     )

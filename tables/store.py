@@ -1,0 +1,96 @@
+"""The tables' store: Faust's RocksDB store, which drops a partition's local state when that
+state is of a changelog longer than the one Kafka holds now.
+
+The tables are an index of the action log, kept in a data dir that can outlive its Kafka (a
+rebuilt cluster, recreated topics; `make clean` keeps the worker's data dir). Faust's recovery
+then stops the worker with ConsistencyError (the persisted changelog offset is above the
+topic's end), or, for an offset of 0, keeps the old state. So when partitions are assigned,
+before recovery reads their persisted offsets (Faust's table manager rebalances the tables
+first), each one whose persisted offset is not below its changelog's end offset is emptied,
+with a warning, and recovery rebuilds it from the changelog as a new worker's.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Set
+from typing import Any
+
+import faust
+from faust.stores import rocksdb
+
+log = logging.getLogger(__name__)
+
+# a topic and its partition count -> each partition's end offset (its next record's)
+ChangelogEnds = Callable[[str, int], Awaitable[dict[int, int]]]
+
+
+class IndexStore(rocksdb.Store):  # type: ignore[misc]
+    def __init__(self, *args: Any, changelog_ends: ChangelogEnds, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._changelog_ends = changelog_ends
+
+    async def on_rebalance(
+        self,
+        assigned: Set[Any],
+        revoked: Set[Any],
+        newly_assigned: Set[Any],
+        generation_id: int = 0,
+    ) -> None:
+        await super().on_rebalance(assigned, revoked, newly_assigned, generation_id)
+        topic = self.table.changelog_topic.get_topic_name()
+        async with self.db_lock:
+            await self._discard_stale({tp for tp in assigned if tp.topic == topic}, topic)
+
+    async def _discard_stale(self, tps: Set[Any], topic: str) -> None:
+        persisted = {tp.partition: self.persisted_offset(tp) for tp in tps}
+        persisted = {p: offset for p, offset in persisted.items() if offset is not None}
+        if not persisted:  # a new worker's: nothing to compare (and no Kafka query)
+            return
+        ends = await self._changelog_ends(topic, self.table.partitions)
+        for partition, offset in sorted(persisted.items()):
+            end = ends[partition]
+            if offset >= end:
+                log.warning(
+                    "discarding the local state of table %s partition %d: its persisted "
+                    "changelog offset %d is not below the end of %s (%d), which was emptied "
+                    "or recreated; the partition is rebuilt from it",
+                    self.table.name,
+                    partition,
+                    offset,
+                    topic,
+                    end,
+                )
+                self._empty(partition)
+
+    def _empty(self, partition: int) -> None:
+        db = self._db_for_partition(partition)
+        for key in list(self._visible_keys(db)):
+            db.delete(key)
+        db.delete(self.offset_key)
+        self._key_index.clear()  # it may name this partition for keys it no longer holds
+
+
+class IndexTable(faust.Table):  # type: ignore[misc]
+    """A table on an `IndexStore` (Faust picks a store class by its URL's scheme, from a
+    registry of its own: this one is chosen here instead)."""
+
+    def __init__(self, app: faust.App, *, changelog_ends: ChangelogEnds, **kwargs: Any) -> None:
+        self._changelog_ends = changelog_ends
+        super().__init__(app, **kwargs)
+
+    def _new_store(self) -> IndexStore:
+        # the arguments Faust's own `_new_store_by_url` gives a store
+        return IndexStore(
+            self._store or self.app.conf.store,
+            self.app,
+            self,
+            table_name=self.name,
+            key_type=self.key_type,
+            key_serializer=self.key_serializer,
+            value_serializer=self.value_serializer,
+            value_type=self.value_type,
+            loop=self.loop,
+            options=self.options,
+            changelog_ends=self._changelog_ends,
+        )
