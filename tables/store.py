@@ -39,7 +39,7 @@ class IndexStore(rocksdb.Store):  # type: ignore[misc]
     ) -> None:
         await super().on_rebalance(assigned, revoked, newly_assigned, generation_id)
         topic = self.table.changelog_topic.get_topic_name()
-        async with self.db_lock:
+        async with self.db_lock:  # every assigned partition, kept ones too, as recovery checks
             await self._discard_stale({tp for tp in assigned if tp.topic == topic}, topic)
 
     async def _discard_stale(self, tps: Set[Any], topic: str) -> None:
