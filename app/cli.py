@@ -4,7 +4,9 @@ Contract: `main(argv)` returns the exit code. The settings' flags are generated 
 settings models (`settings_options`): each field's flag, `KJ_*` variable, meaning and default
 come from the model, so `--help` shows what the loader reads. Commands import their
 implementation lazily, so `kafka-journal --help` and `kafka-journal stack status` never load
-Faust, aiohttp or PySpark. A bad setting exits 2 naming its variable or flag. `pipeline` and
+Faust, aiohttp or PySpark, and the client verbs work in a core install (no extra): a command
+that needs an extra (`worker`, `run`, `bench`, `pipeline`) exits 1 naming it when it is
+missing. A bad setting exits 2 naming its variable or flag. `pipeline` and
 `bench` stand above app: they run as programs of their own (`python -m pipeline.commands`,
 `python -m bench.run`), never imported from here.
 """
@@ -14,7 +16,8 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Callable, Mapping
-from functools import partial
+from functools import partial, wraps
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -63,6 +66,39 @@ def settings_options(model: type[KJSettings]) -> Callable[[_F], _F]:
 def _metavar(info: FieldInfo) -> str:
     kinds: dict[object, str] = {int: "INT", float: "FLOAT", Path: "PATH"}
     return kinds.get(info.annotation, "TEXT")
+
+
+# the modules each optional extra of pyproject.toml brings that a command imports
+_EXTRAS: Mapping[str, tuple[str, ...]] = {
+    "worker": ("faust", "rocksdict", "uvloop"),
+    "spark": ("pyspark",),
+    "bench": ("faust", "matplotlib"),
+}
+
+
+def _installed(module: str) -> bool:
+    # an imported one first: faust swaps its module for one without __spec__ (find_spec fails)
+    return sys.modules.get(module) is not None or find_spec(module) is not None
+
+
+def needs_extra(extra: str) -> Callable[[_F], _F]:
+    """The command exits 1 naming `extra` when a module it brings is not installed (checked
+    when the command runs, so its `--help` works without it)."""
+
+    def decorate(function: _F) -> _F:
+        @wraps(function)
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            missing = [module for module in _EXTRAS[extra] if not _installed(module)]
+            if missing:
+                raise click.ClickException(
+                    f"this command needs the {extra!r} extra ({', '.join(missing)} missing): "
+                    f"pip install 'kafka-journal[{extra}]'"
+                )
+            return function(*args, **kwargs)
+
+        return checked  # type: ignore[return-value]
+
+    return decorate
 
 
 def load(model: type[_Settings], values: Mapping[str, Any]) -> _Settings:
@@ -119,6 +155,7 @@ def status(**values: Any) -> int:
 
 
 def _worker_command(function: _F) -> _F:
+    function = needs_extra("worker")(function)
     function = click.option(
         "--loglevel", default="info", show_default=True, help="the worker's log level"
     )(function)
@@ -347,6 +384,7 @@ def pipeline(arguments: tuple[str, ...]) -> int:
 
 
 @cli.command()
+@needs_extra("bench")
 @click.option("--quick", is_flag=True, help="tiny sizes: prove the harness")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None)
 @click.option(
