@@ -28,6 +28,7 @@ from app.garbage import tune_garbage_collector
 from app.settings import WorkerSettings
 from journal.core.model import SEQ_NR_MAX
 from journal.settings import HttpAuthSettings, Settings
+from journal.version import VERSION
 from kjconfig.settings import KJSettings, SettingsError, describe_field, is_secret
 from stack.settings import StackSettings
 
@@ -110,6 +111,7 @@ def load(model: type[_Settings], values: Mapping[str, Any]) -> _Settings:
 
 
 @click.group(context_settings=CONTEXT)
+@click.version_option(VERSION, "--version", prog_name="kafka-journal")
 def cli() -> None:
     """An event-sourcing journal on Kafka with Cassandra as the eventual store."""
 
@@ -191,24 +193,39 @@ def run(loglevel: str, **values: Any) -> int:
 
 @cli.command()
 @settings_options(Settings)
-def lag(**values: Any) -> int:
+@click.option("--json", "as_json", is_flag=True, help="one JSON object instead of the table")
+@click.option(
+    "--max-lag",
+    type=click.IntRange(min=0),
+    default=None,
+    metavar="RECORDS",
+    help="exit 1 when any partition lags more records than this (a probe for alerting)",
+)
+def lag(as_json: bool, max_lag: int | None, **values: Any) -> int:
     """Replication lag per partition: end offset - pointer - 1, and the oldest record's age."""
     settings = load(Settings, values)
     import asyncio
 
-    from journal.kafka.lag import format_lag, replication_lag
+    from journal.kafka.lag import PartitionLag, format_lag, lag_json, replication_lag
     from journal.store.cassandra import CassandraStore
 
-    async def measure() -> str:
+    async def measure() -> list[PartitionLag]:
         store = await CassandraStore.connect(settings.cassandra_config())
         try:
-            lags = await replication_lag(settings.kafka_access(), store, settings.topic)
+            return await replication_lag(settings.kafka_access(), store, settings.topic)
         finally:
             await store.close()
-        return format_lag(settings.topic, lags)
 
-    print(asyncio.run(measure()))
-    return 0
+    lags = asyncio.run(measure())
+    print((lag_json if as_json else format_lag)(settings.topic, lags))
+    behind = [lag for lag in lags if max_lag is not None and lag.records > max_lag]
+    for lag in behind:
+        print(
+            f"kafka-journal lag: partition {lag.partition} lags {lag.records} records "
+            f"(--max-lag {max_lag})",
+            file=sys.stderr,
+        )
+    return 1 if behind else 0
 
 
 # --- tokens -----------------------------------------------------------------------------------
