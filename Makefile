@@ -43,7 +43,7 @@ unit: install  ## the tests that need no server
 integration: install
 	$(BIN)/pytest -m integration
 
-bench: install  ## the benchmarks against raw baselines; rewrites BENCHMARKS.md (~10 min)
+bench: install  ## the benchmarks against raw baselines; rewrites BENCHMARKS.md
 	$(BIN)/kafka-journal bench
 
 stack-up: install-worker
