@@ -6,7 +6,7 @@ ENV PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 
 WORKDIR /app
 # Only what `pip install .` needs: the virtualenv, .stack data and caches stay out of the image.
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE constraints.txt ./
 COPY kjconfig ./kjconfig
 COPY journal ./journal
 COPY app ./app
@@ -16,7 +16,8 @@ COPY web ./web
 COPY pipeline ./pipeline
 COPY stack ./stack
 COPY jars ./jars
-RUN pip install --no-cache-dir .
+# the worker extra (Faust, RocksDB, uvloop) at the versions CI tests
+RUN pip install --no-cache-dir -c constraints.txt '.[worker]'
 
 # Run unprivileged, from a directory it owns: Faust writes its table state (RocksDB) under
 # the working directory unless told otherwise.

@@ -3,21 +3,32 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: run test install lint typecheck unit integration bench stack-up stack-down clean
+# constraints.txt: the exact versions CI installs, inside pyproject.toml's ranges
+PIP    := $(BIN)/pip install --quiet -c constraints.txt
 
-run: install  ## real Kafka + Cassandra started locally, a worker serving the HTTP API
+.PHONY: run test install install-worker lint typecheck unit integration bench stack-up stack-down clean
+
+run: install-worker  ## real Kafka + Cassandra started locally, a worker serving the HTTP API
 	$(BIN)/kafka-journal run
 
 test: install lint typecheck  ## ruff, mypy, pytest (starts the stack); KJ_SECURITY=on: unit + secured tests
 	$(BIN)/pytest
 
-install: $(VENV)/.installed
+install: $(VENV)/.installed  ## every extra the tests, lint, typecheck and bench need
 
-$(VENV)/.installed: pyproject.toml
+install-worker: $(VENV)/.installed-worker  ## only what running a worker needs
+
+$(BIN)/pip:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,spark,bench,eventsourcing]'
+
+$(VENV)/.installed-worker: pyproject.toml constraints.txt | $(BIN)/pip
+	$(PIP) -e '.[worker]'
 	touch $@
+
+$(VENV)/.installed: pyproject.toml constraints.txt | $(BIN)/pip
+	$(PIP) -e '.[worker,dev,spark,bench,eventsourcing]'
+	touch $@ $(VENV)/.installed-worker
 
 lint: install
 	$(BIN)/ruff check .
@@ -32,13 +43,13 @@ unit: install  ## the tests that need no server
 integration: install
 	$(BIN)/pytest -m integration
 
-bench: install  ## the benchmarks against raw baselines; rewrites BENCHMARKS.md (~10 min)
+bench: install  ## the benchmarks against raw baselines; rewrites BENCHMARKS.md
 	$(BIN)/kafka-journal bench
 
-stack-up: install
+stack-up: install-worker
 	$(BIN)/kafka-journal stack up
 
-stack-down: install
+stack-down: install-worker
 	$(BIN)/kafka-journal stack down
 
 clean: stack-down

@@ -4,7 +4,9 @@ Contract: `main(argv)` returns the exit code. The settings' flags are generated 
 settings models (`settings_options`): each field's flag, `KJ_*` variable, meaning and default
 come from the model, so `--help` shows what the loader reads. Commands import their
 implementation lazily, so `kafka-journal --help` and `kafka-journal stack status` never load
-Faust, aiohttp or PySpark. A bad setting exits 2 naming its variable or flag. `pipeline` and
+Faust, aiohttp or PySpark, and the client verbs work in a core install (no extra): a command
+that needs an extra (`worker`, `run`, `bench`, `pipeline`) exits 1 naming it when it is
+missing. A bad setting exits 2 naming its variable or flag. `pipeline` and
 `bench` stand above app: they run as programs of their own (`python -m pipeline.commands`,
 `python -m bench.run`), never imported from here.
 """
@@ -14,7 +16,8 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Callable, Mapping
-from functools import partial
+from functools import partial, wraps
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -25,6 +28,7 @@ from app.garbage import tune_garbage_collector
 from app.settings import WorkerSettings
 from journal.core.model import SEQ_NR_MAX
 from journal.settings import HttpAuthSettings, Settings
+from journal.version import VERSION
 from kjconfig.settings import KJSettings, SettingsError, describe_field, is_secret
 from stack.settings import StackSettings
 
@@ -65,6 +69,39 @@ def _metavar(info: FieldInfo) -> str:
     return kinds.get(info.annotation, "TEXT")
 
 
+# the modules each optional extra of pyproject.toml brings that a command imports
+_EXTRAS: Mapping[str, tuple[str, ...]] = {
+    "worker": ("faust", "rocksdict", "uvloop"),
+    "spark": ("pyspark",),
+    "bench": ("faust", "matplotlib"),
+}
+
+
+def _installed(module: str) -> bool:
+    # an imported one first: faust swaps its module for one without __spec__ (find_spec fails)
+    return sys.modules.get(module) is not None or find_spec(module) is not None
+
+
+def needs_extra(extra: str) -> Callable[[_F], _F]:
+    """The command exits 1 naming `extra` when a module it brings is not installed (checked
+    when the command runs, so its `--help` works without it)."""
+
+    def decorate(function: _F) -> _F:
+        @wraps(function)
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            missing = [module for module in _EXTRAS[extra] if not _installed(module)]
+            if missing:
+                raise click.ClickException(
+                    f"this command needs the {extra!r} extra ({', '.join(missing)} missing): "
+                    f"pip install 'kafka-journal[{extra}]'"
+                )
+            return function(*args, **kwargs)
+
+        return checked  # type: ignore[return-value]
+
+    return decorate
+
+
 def load(model: type[_Settings], values: Mapping[str, Any]) -> _Settings:
     """`model` from flags `values` (None: not given) over variables; UsageError if bad."""
     try:
@@ -74,6 +111,7 @@ def load(model: type[_Settings], values: Mapping[str, Any]) -> _Settings:
 
 
 @click.group(context_settings=CONTEXT)
+@click.version_option(VERSION, "--version", prog_name="kafka-journal")
 def cli() -> None:
     """An event-sourcing journal on Kafka with Cassandra as the eventual store."""
 
@@ -119,6 +157,7 @@ def status(**values: Any) -> int:
 
 
 def _worker_command(function: _F) -> _F:
+    function = needs_extra("worker")(function)
     function = click.option(
         "--loglevel", default="info", show_default=True, help="the worker's log level"
     )(function)
@@ -154,24 +193,39 @@ def run(loglevel: str, **values: Any) -> int:
 
 @cli.command()
 @settings_options(Settings)
-def lag(**values: Any) -> int:
+@click.option("--json", "as_json", is_flag=True, help="one JSON object instead of the table")
+@click.option(
+    "--max-lag",
+    type=click.IntRange(min=0),
+    default=None,
+    metavar="RECORDS",
+    help="exit 1 when any partition lags more records than this (a probe for alerting)",
+)
+def lag(as_json: bool, max_lag: int | None, **values: Any) -> int:
     """Replication lag per partition: end offset - pointer - 1, and the oldest record's age."""
     settings = load(Settings, values)
     import asyncio
 
-    from journal.kafka.lag import format_lag, replication_lag
+    from journal.kafka.lag import PartitionLag, format_lag, lag_json, replication_lag
     from journal.store.cassandra import CassandraStore
 
-    async def measure() -> str:
+    async def measure() -> list[PartitionLag]:
         store = await CassandraStore.connect(settings.cassandra_config())
         try:
-            lags = await replication_lag(settings.kafka_access(), store, settings.topic)
+            return await replication_lag(settings.kafka_access(), store, settings.topic)
         finally:
             await store.close()
-        return format_lag(settings.topic, lags)
 
-    print(asyncio.run(measure()))
-    return 0
+    lags = asyncio.run(measure())
+    print((lag_json if as_json else format_lag)(settings.topic, lags))
+    behind = [lag for lag in lags if max_lag is not None and lag.records > max_lag]
+    for lag in behind:
+        print(
+            f"kafka-journal lag: partition {lag.partition} lags {lag.records} records "
+            f"(--max-lag {max_lag})",
+            file=sys.stderr,
+        )
+    return 1 if behind else 0
 
 
 # --- tokens -----------------------------------------------------------------------------------
@@ -347,6 +401,7 @@ def pipeline(arguments: tuple[str, ...]) -> int:
 
 
 @cli.command()
+@needs_extra("bench")
 @click.option("--quick", is_flag=True, help="tiny sizes: prove the harness")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None)
 @click.option(

@@ -1,13 +1,13 @@
 """A worker's settings: the journal's (`journal.settings.Settings`) plus its own place.
 
-Every value has a `KJ_*` variable (KJ_WEB_PORT, KJ_DATADIR, KJ_INSTANCE_ID, ...) and a flag
+Every value has a `KJ_*` variable (KJ_WEB_HOST, KJ_WEB_URL, KJ_WEB_PORT, KJ_DATADIR, ...) and a flag
 of `kafka-journal worker` (see `kjconfig.settings.KJSettings`); flags win.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from pydantic import Field, model_validator
 
@@ -15,14 +15,22 @@ from journal.settings import Settings
 from kjconfig.settings import KJSettings
 
 DEFAULT_APP_ID = "kafka-journal"  # the worker's consumer group and its topics' prefix
+_WILDCARDS = ("0.0.0.0", "::", "[::]")  # bind addresses that name no one interface
 
 
 class WorkerSettings(KJSettings):
     journal: Settings = Field(
         default_factory=lambda: Settings(role="worker"), description="the journal's settings"
     )
-    web_host: str = Field(default="127.0.0.1", description="HTTP address")
+    web_host: str = Field(
+        default="127.0.0.1", description="HTTP address to bind (0.0.0.0: every interface)"
+    )
     web_port: int = Field(default=6066, gt=0, lt=65536, description="HTTP port")
+    web_url: str | None = Field(
+        default=None,
+        description="the URL other workers forward requests to and the worker announces "
+        "(default http://<web host>:<web port>; needed when the web host is 0.0.0.0 or ::)",
+    )
     datadir: Path = Field(  # the factory only types it: _datadir_per_port sets the default
         default_factory=lambda: Path(".worker"),
         description="tables' local state (default .worker/<port>)",
@@ -61,6 +69,17 @@ class WorkerSettings(KJSettings):
             return {**values, "datadir": f".worker/{values.get('web_port', 6066)}"}
         return values
 
+    @model_validator(mode="after")
+    def _reachable_url(self) -> Self:
+        """Forwarding needs an address others can reach: a wildcard bind is none."""
+        if self.web_url is None and self.web_host in _WILDCARDS:
+            raise ValueError(
+                f"KJ_WEB_HOST={self.web_host} binds every interface: set KJ_WEB_URL to the URL "
+                "other workers reach this one at"
+            )
+        return self
+
     @property
     def url(self) -> str:
-        return f"http://{self.web_host}:{self.web_port}"
+        """Where other workers and clients reach this worker (KJ_WEB_URL or the bind address)."""
+        return self.web_url or f"http://{self.web_host}:{self.web_port}"

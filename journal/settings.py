@@ -8,9 +8,9 @@ and its flag; a bad value raises `SettingsError` naming the one it came from.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Self
+from typing import TYPE_CHECKING, Any, Literal, Self
 
-from pydantic import Field, FilePath, SecretStr, model_validator
+from pydantic import Field, FilePath, SecretStr, field_validator, model_validator
 
 from kjconfig.access import (
     CASSANDRA_ROLES,
@@ -23,6 +23,7 @@ from kjconfig.access import (
     ScramMechanism,
     dev_password,
 )
+from kjconfig.hosts import parse_hosts, shared_port
 from kjconfig.settings import KJSettings
 
 if TYPE_CHECKING:  # loaded on use: the command line's --help needs no drivers
@@ -104,7 +105,8 @@ class Settings(KJSettings):
         default="127.0.0.1:9092", description="Kafka servers, host:port,..."
     )
     cassandra_hosts: str = Field(
-        default="127.0.0.1", description="Cassandra hosts, comma-separated"
+        default="127.0.0.1",
+        description="Cassandra hosts, host[:port],... (a port given here is the Cassandra port)",
     )
     cassandra_port: int = Field(default=9042, gt=0, lt=65536, description="Cassandra's native port")
     topic: str = Field(default="journal", min_length=1, description="the action topic")
@@ -206,9 +208,32 @@ class Settings(KJSettings):
         """Whether the HTTP API demands tokens: KJ_HTTP_SECURITY, else KJ_SECURITY."""
         return (self.http_auth.http_security or self.security) == "on"
 
+    @model_validator(mode="before")
+    @classmethod
+    def _port_from_hosts(cls, values: Any) -> Any:
+        """`KJ_CASSANDRA_HOSTS=cassandra:9042`: the hosts' port becomes `cassandra_port` (as a
+        stack's external Cassandra's does), so the hosts keep no port and the port one place."""
+        if not isinstance(values, dict) or not isinstance(values.get("cassandra_hosts"), str):
+            return values
+        try:
+            hosts = parse_hosts(values["cassandra_hosts"])
+        except ValueError:
+            return values  # `_hosts` names the variable
+        port = shared_port(hosts)
+        if port is None:
+            return values
+        bare = ",".join(host for host, _port in hosts)
+        return {**values, "cassandra_hosts": bare, "cassandra_port": port}
+
+    @field_validator("cassandra_hosts")
+    @classmethod
+    def _hosts(cls, raw: str) -> str:
+        parse_hosts(raw)
+        return raw
+
     @property
     def cassandra_host_list(self) -> tuple[str, ...]:
-        return tuple(h.strip() for h in self.cassandra_hosts.split(",") if h.strip())
+        return tuple(host for host, _port in parse_hosts(self.cassandra_hosts))
 
     def cassandra_config(self) -> CassandraConfig:
         from journal.store.cassandra import CassandraConfig

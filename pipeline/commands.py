@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import click
 
-from app.cli import CONTEXT, load, run_group, settings_options
+from app.cli import CONTEXT, load, needs_extra, run_group, settings_options
 from journal.settings import Settings
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -26,6 +26,7 @@ def pipeline() -> None:
 
 
 def _pipeline_command(function: _F) -> _F:
+    function = needs_extra("spark")(function)
     function = settings_options(Settings)(function)
     function = click.option(
         "--shuffle-partitions", type=click.IntRange(min=1), default=8, show_default=True

@@ -32,6 +32,7 @@ from pydantic import AliasChoices, BeforeValidator, Field, field_validator
 
 import jars
 from kjconfig.access import CassandraLogin, KafkaAccess, cassandra_admin, kafka_admin
+from kjconfig.hosts import HostPort, bootstrap_servers, parse_hosts, shared_port
 from kjconfig.settings import KJSettings, current_environment
 
 StackMode = Literal["local", "docker"]
@@ -52,44 +53,16 @@ def _default_jar_cache() -> Path:
     return jars.cache_root(current_environment())
 
 
-def _split_host_port(item: str) -> tuple[str, int | None]:
-    """`host` or `host:port`; IPv6 literals are written `[::1]:9042`."""
-    if item.startswith("["):
-        host, _, rest = item[1:].partition("]")
-        port = rest.removeprefix(":") or None
-    elif item.count(":") == 1:
-        host, port = item.split(":")
-    else:
-        host, port = item, None
-    if not host:
-        raise ValueError(f"empty host in {item!r}")
-    if port is None:
-        return host, None
-    if not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"bad port in {item!r}")
-    return host, int(port)
-
-
-def _items(raw: object) -> list[str]:
-    return [item.strip() for item in str(raw).split(",") if item.strip()]
-
-
 def _kafka_bootstrap(raw: object) -> str | None:
-    if raw is None or not _items(raw):
+    if raw is None:
         return None
-    for item in _items(raw):
-        if _split_host_port(item)[1] is None:
-            raise ValueError(f"{item!r} needs a port (host:port)")
-    return ",".join(_items(raw))
+    return bootstrap_servers(raw) or None  # blank: no external Kafka
 
 
-def _cassandra_hosts(raw: object) -> tuple[tuple[str, int | None], ...] | None:
+def _cassandra_hosts(raw: object) -> tuple[HostPort, ...] | None:
     if raw is None or isinstance(raw, tuple):
         return raw
-    parsed = tuple(_split_host_port(item) for item in _items(raw))
-    if len({port for _host, port in parsed if port is not None}) > 1:
-        raise ValueError(f"{raw!r}: all hosts must use the same port")
-    return parsed or None
+    return parse_hosts(raw) or None
 
 
 def _optional_port(raw: object) -> object:
@@ -162,7 +135,7 @@ class StackSettings(KJSettings):
         validation_alias=AliasChoices("KJ_KAFKA_BOOTSTRAP", "external_kafka_bootstrap"),
         description="external Kafka (host:port,...): start none, only check its health",
     )
-    external_cassandra: tuple[tuple[str, int | None], ...] | None = Field(
+    external_cassandra: tuple[HostPort, ...] | None = Field(
         default=None,
         validation_alias=AliasChoices("KJ_CASSANDRA_HOSTS", "external_cassandra"),
         description="external Cassandra (host[:port],...): start none, only check its health",
@@ -175,7 +148,7 @@ class StackSettings(KJSettings):
 
     @field_validator("external_cassandra", mode="before")
     @classmethod
-    def _hosts(cls, raw: object) -> tuple[tuple[str, int | None], ...] | None:
+    def _hosts(cls, raw: object) -> tuple[HostPort, ...] | None:
         return _cassandra_hosts(raw)
 
     @field_validator("data_dir", "jar_cache", mode="after")
@@ -200,8 +173,8 @@ class StackSettings(KJSettings):
     @property
     def cassandra_port(self) -> int:
         """The port clients use: the external hosts' own, or the native port."""
-        ports = {port for _host, port in self.external_cassandra or () if port is not None}
-        return ports.pop() if ports else self.cassandra_native_port
+        port = shared_port(self.external_cassandra or ())
+        return self.cassandra_native_port if port is None else port
 
     @property
     def kafka_bootstrap(self) -> str:

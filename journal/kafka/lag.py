@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from journal.kafka.consumers import start_consumer, stop_consumer
@@ -71,3 +72,20 @@ def format_lag(topic: str, lags: list[PartitionLag]) -> str:
         )
     lines.append(f"total lag: {sum(lag.records for lag in lags)} records")
     return "\n".join(lines)
+
+
+def lag_json(topic: str, lags: list[PartitionLag]) -> str:
+    """`format_lag`'s numbers as one JSON object (`kafka-journal lag --json`): `lagSeconds` is
+    the age of the oldest unreplicated record, null when nothing lags or it is unknown."""
+    partitions = [
+        {
+            "partition": lag.partition,
+            "endOffset": lag.end,
+            "pointer": lag.pointer,
+            "lagRecords": lag.records,
+            "lagSeconds": lag.oldest_s,
+        }
+        for lag in lags
+    ]
+    total = sum(lag.records for lag in lags)
+    return orjson.dumps({"topic": topic, "partitions": partitions, "lagRecords": total}).decode()

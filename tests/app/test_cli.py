@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import re
 from pathlib import Path
+from typing import Any
 
 import click
 import orjson
@@ -14,6 +15,7 @@ from click.testing import CliRunner
 from app.cli import cli, main
 from app.settings import WorkerSettings
 from journal.settings import Settings
+from journal.version import VERSION
 from kjconfig.settings import KJSettings, is_secret
 from pipeline.commands import pipeline
 from stack import Stack, StackSettings
@@ -154,6 +156,44 @@ async def test_lag_prints_each_partitions_unreplicated_records(
         await connected.replicate()
         caught_up = await asyncio.to_thread(rows)
         assert caught_up[partition][1:5] == ["3", "2", "0", "-"]
+
+
+@pytest.mark.integration
+async def test_lag_as_json_and_its_bound_on_records(
+    stack: Stack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async with harness(stack, unique("kj_lag_json"), "journal_lag_json") as connected:
+        settings = connected.settings
+        journal = connected.journals.journal("behind")
+        for n in range(1, 4):
+            await journal.append(events(n, n))
+        partition = connected.journals.writer.partition_of(journal.key)
+
+        def lag(*flags: str) -> tuple[int, dict[str, Any], str]:
+            code = main(["lag", "--json", *flags, *server_flags(settings)])
+            out, err = capsys.readouterr()
+            return code, orjson.loads(out), err
+
+        code, report, _ = await asyncio.to_thread(lag)
+        assert code == 0
+        assert report["topic"] == settings.topic
+        assert report["lagRecords"] == 3
+        behind = next(p for p in report["partitions"] if p["partition"] == partition)
+        assert (behind["endOffset"], behind["pointer"], behind["lagRecords"]) == (3, -1, 3)
+        assert behind["lagSeconds"] >= 0
+        assert (await asyncio.to_thread(lag, "--max-lag", "3"))[0] == 0
+        code, _, err = await asyncio.to_thread(lag, "--max-lag", "2")
+        assert code == 1
+        assert f"partition {partition} lags 3 records" in err
+        await connected.replicate()
+        code, report, _ = await asyncio.to_thread(lag, "--max-lag", "0")
+        assert code == 0
+        assert report["lagRecords"] == 0
+
+
+def test_version_is_the_journals(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"kafka-journal, version {VERSION}\n"
 
 
 def test_a_bad_subscription_position_exits_2(capsys: pytest.CaptureFixture[str]) -> None:

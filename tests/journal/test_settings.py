@@ -9,6 +9,7 @@ import pytest
 from app.settings import WorkerSettings
 from journal.settings import Settings
 from kjconfig.settings import SettingsError
+from stack.settings import StackSettings
 
 
 def test_variables_override_defaults_and_flags_override_variables() -> None:
@@ -34,6 +35,32 @@ def test_a_bad_variable_is_named(env: dict[str, str], named: str) -> None:
     with pytest.raises(SettingsError) as raised:
         WorkerSettings.from_env(env)
     assert str(raised.value).startswith(named), raised.value
+
+
+def test_cassandra_hosts_may_name_their_port_as_a_stacks_external_ones_do() -> None:
+    env = {"KJ_CASSANDRA_HOSTS": " c1:9142, c2 ", "KJ_CASSANDRA_PORT": "9043"}
+    settings = Settings.from_env(env)
+    assert settings.cassandra_host_list == ("c1", "c2")
+    assert settings.cassandra_port == 9142
+    assert settings.cassandra_config().port == 9142
+    assert settings.replace(keyspace="other").cassandra_port == 9142
+    stack = StackSettings.from_env(env)  # one parser: the same list means the same servers
+    assert (stack.cassandra_hosts, stack.cassandra_port) == (["c1", "c2"], 9142)
+    plain = Settings.from_env({"KJ_CASSANDRA_HOSTS": "c1,[::1]", "KJ_CASSANDRA_PORT": "9043"})
+    assert (plain.cassandra_host_list, plain.cassandra_port) == (("c1", "::1"), 9043)
+
+
+@pytest.mark.parametrize("hosts", ["c1:9042,c2:9043", "c1:port", ":9042"])
+def test_a_bad_cassandra_host_list_is_named(hosts: str) -> None:
+    with pytest.raises(SettingsError, match=r"^KJ_CASSANDRA_HOSTS="):
+        Settings.from_env({"KJ_CASSANDRA_HOSTS": hosts})
+
+
+def test_a_worker_bound_to_every_interface_needs_the_url_it_is_reached_at() -> None:
+    with pytest.raises(SettingsError, match="KJ_WEB_URL"):
+        WorkerSettings.from_env({"KJ_WEB_HOST": "0.0.0.0"})
+    env = {"KJ_WEB_HOST": "0.0.0.0", "KJ_WEB_URL": "http://worker:6066"}
+    assert WorkerSettings.from_env(env).url == "http://worker:6066"
 
 
 def test_a_bad_flag_is_named_as_a_flag() -> None:

@@ -154,5 +154,6 @@ def test_dockerfile_installs_the_project_on_python_311_and_runs_the_worker() -> 
         if line.strip() and not line.lstrip().startswith("#")
     ]
     assert lines[0] == "FROM python:3.11-slim"
-    assert any(re.fullmatch(r"RUN pip install (--no-cache-dir )?\.", line) for line in lines)
+    install = r"RUN pip install (--no-cache-dir )?-c constraints\.txt '\.\[worker\]'"
+    assert any(re.fullmatch(install, line) for line in lines)
     assert lines[-1] == 'CMD ["kafka-journal", "worker"]'
