@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+import threading
 from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -195,16 +196,30 @@ def port_open(host: str, port: int, timeout: float = 1.0) -> bool:
         return False
 
 
+_QUIETING = threading.Lock()
+_quieted: dict[str, tuple[int, int]] = {}  # logger name -> (probes in flight, level before)
+
+
 @contextlib.contextmanager
 def _quiet(logger_name: str) -> Iterator[None]:
-    """Silence a driver's connection warnings while probing a server that may be down."""
+    """Silence a driver's connection warnings while probing a server that may be down.
+
+    Counted, so that probes in parallel threads (a cluster's nodes) restore the level only
+    when the last one ends, not while another still runs."""
     logger = logging.getLogger(logger_name)
-    previous = logger.level
-    logger.setLevel(logging.CRITICAL)
+    with _QUIETING:
+        count, previous = _quieted.get(logger_name, (0, logger.level))
+        _quieted[logger_name] = (count + 1, previous)
+        logger.setLevel(logging.CRITICAL)
     try:
         yield None
     finally:
-        logger.setLevel(previous)
+        with _QUIETING:
+            count, previous = _quieted.pop(logger_name)
+            if count > 1:
+                _quieted[logger_name] = (count - 1, previous)
+            else:
+                logger.setLevel(previous)
 
 
 def cassandra_release_version(
