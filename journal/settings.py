@@ -111,10 +111,17 @@ class Settings(KJSettings):
     cassandra_port: int = Field(default=9042, gt=0, lt=65536, description="Cassandra's native port")
     topic: str = Field(default="journal", min_length=1, description="the action topic")
     keyspace: str = Field(default="journal", min_length=1, description="the Cassandra keyspace")
-    # the action topic, when this process creates it; production: RF 3, min ISR 2, >= 24 h
+    # the action topic, when this process creates it; production: RF 3, min ISR 2 (what the
+    # defaults give on 3 brokers or more), >= 24 h
     partitions: int = Field(default=8, gt=0, description="partitions of the topic, when created")
-    replication_factor: int = Field(default=1, gt=0, description="the topic's, when created")
-    min_insync_replicas: int = Field(default=1, gt=0, description="the topic's, when created")
+    replication_factor: int | None = Field(
+        default=None, gt=0, description="the topic's, when created (default: min(3, brokers))"
+    )
+    min_insync_replicas: int | None = Field(
+        default=None,
+        gt=0,
+        description="the topic's, when created (default: 2 of 3 replicas, else 1)",
+    )
     retention_ms: int = Field(
         default=7 * DAY_MS, gt=0, description="the topic's retention when created; keep it >= 24 h"
     )

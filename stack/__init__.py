@@ -9,6 +9,7 @@ KJ_CASSANDRA_HOSTS) and only probed. Entry points:
     # with KJ_SECURITY=on, app.provision.stack_up(stack) also gives the journal its rights
     stack.kafka_bootstrap, stack.cassandra_hosts, stack.cassandra_port
     stack.kafka.restart()      # fault tests: one server while the other runs
+    stack.kafka.nodes[1].kill9()  # with KJ_KAFKA_BROKERS=3: one node of the cluster
     stack.down()
 
 From the shell: `kafka-journal stack up|down|status`. It needs nothing of `journal/`: only
@@ -17,7 +18,7 @@ From the shell: `kafka-journal stack up|down|status`. It needs nothing of `journ
 
 from stack.cassandra import CassandraServer
 from stack.errors import StackError
-from stack.kafka import KafkaServer
+from stack.kafka import KafkaCluster, KafkaServer
 from stack.server import ExternalServer, JvmServer, Server, ServerStatus
 from stack.settings import StackSettings
 from stack.stack import Stack
@@ -26,6 +27,7 @@ __all__ = [
     "CassandraServer",
     "ExternalServer",
     "JvmServer",
+    "KafkaCluster",
     "KafkaServer",
     "Server",
     "ServerStatus",

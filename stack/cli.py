@@ -6,7 +6,9 @@ commands, and the settings' flags from `StackSettings`):
   healthy. Servers keep running after the command ends.
 - `down`: stop both servers cleanly; 0 when done (external servers are left alone).
 - `status`: one block per server (kind, address, pid, ports, version, data dir, log, health);
-  0 when both are healthy, 1 otherwise.
+  a Kafka cluster's block has a line per node (up/down, pid, ports), the controller quorum
+  (leader, voters) and the count of under-replicated partitions. 0 when both servers (every
+  node) are healthy, 1 otherwise.
 Progress of long steps goes to stderr, the status to stdout. A `StackError` or a bad
 setting is printed as one message with exit code 2, not a traceback.
 """
@@ -25,8 +27,30 @@ if TYPE_CHECKING:
     from stack.stack import Stack
 
 
+def _ports(status: ServerStatus) -> str:
+    return ", ".join(f"{role} {port}" for role, port in status.ports.items()) or "-"
+
+
+def _node_line(node: ServerStatus) -> str:
+    pid = node.pid if node.pid is not None else "-"
+    return f"  {node.name:<9} {'up' if node.healthy else 'DOWN'}, pid {pid}, {_ports(node)}"
+
+
 def format_status(status: ServerStatus) -> str:
-    ports = ", ".join(f"{role} {port}" for role, port in status.ports.items()) or "-"
+    if status.nodes:
+        lines = [
+            f"{status.name}: {'healthy' if status.healthy else 'NOT healthy'} ({status.kind}, "
+            f"{len(status.nodes)} nodes)",
+            f"  address   {status.address}",
+            *(_node_line(node) for node in status.nodes),
+            *(f"  {title:<9} {text}" for title, text in status.facts),
+            f"  version   {status.version or '-'}",
+            f"  data dir  {status.data_dir or '-'}",
+        ]
+        if status.detail and not status.healthy:
+            lines.append(f"  why       {status.detail}")
+        return "\n".join(lines)
+    ports = _ports(status)
     lines = [
         f"{status.name}: {'healthy' if status.healthy else 'NOT healthy'} ({status.kind})",
         f"  address   {status.address}",

@@ -7,6 +7,10 @@ Contract:
   answers Metadata only once it has joined the quorum and caught up. It is blocking and runs
   its own event loop (in a thread when the caller's is running), so it works from sync code,
   threads and running loops alike.
+- `kafka_quorum(kafka, timeout)` asks for the KRaft controller quorum (DescribeQuorum, which a
+  broker forwards to the active controller; aiokafka has no call for it, so the request is
+  declared here): its leader and voters. `under_replicated(kafka, timeout)` counts the
+  partitions whose in-sync replicas are fewer than their replicas. Both run as the probe does.
 - `cassandra_release_version(hosts, port, timeout)` opens a real cassandra-driver session and
   reads `release_version` from `system.local`, or raises `ProbeError`. A plain TCP connect goes
   first, so polling a server that is still booting costs no driver set-up and logs no warnings.
@@ -19,7 +23,8 @@ import asyncio
 import contextlib
 import logging
 import socket
-from collections.abc import Callable, Iterator
+import threading
+from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -35,6 +40,8 @@ from tenacity import (
 T = TypeVar("T")
 
 if TYPE_CHECKING:
+    from aiokafka.admin import AIOKafkaAdminClient
+
     from kjconfig.access import CassandraLogin, KafkaAccess
 
 
@@ -93,7 +100,15 @@ class KafkaMetadata:
     brokers: tuple[KafkaBroker, ...]
 
 
-async def _describe_cluster(kafka: KafkaAccess, within_s: float) -> dict[str, Any]:
+@dataclass(frozen=True)
+class KafkaQuorum:
+    leader_id: int
+    voters: tuple[int, ...]
+
+
+async def _with_admin(
+    kafka: KafkaAccess, within_s: float, ask: Callable[[AIOKafkaAdminClient], Awaitable[T]]
+) -> T:
     # Imported here, as the Cassandra driver below: settings and CLI help must not pay for it.
     from aiokafka.admin import AIOKafkaAdminClient
 
@@ -105,38 +120,71 @@ async def _describe_cluster(kafka: KafkaAccess, within_s: float) -> dict[str, An
     try:
         async with asyncio.timeout(within_s):
             await admin.start()
-            cluster: dict[str, Any] = await admin.describe_cluster()
-            return cluster
+            return await ask(admin)
     finally:
         await admin.close()
 
 
-def _run_blocking(kafka: KafkaAccess, timeout: float) -> dict[str, Any]:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:  # no loop in this thread: run one here
-        return asyncio.run(_describe_cluster(kafka, timeout))
-    # a running loop cannot be blocked into: give the probe its own loop in a thread
-    with ThreadPoolExecutor(1, thread_name_prefix="kafka-probe") as pool:
-        return pool.submit(asyncio.run, _describe_cluster(kafka, timeout)).result()
-
-
-def kafka_metadata(kafka: KafkaAccess, timeout: float = 5.0) -> KafkaMetadata:
-    """Ask the bootstrap servers for cluster metadata (see the module contract)."""
+def _ask_kafka(
+    kafka: KafkaAccess, timeout: float, ask: Callable[[AIOKafkaAdminClient], Awaitable[T]]
+) -> T:
+    """`ask`'s answer from an admin client on its own loop; Kafka's failures as ProbeError."""
     from aiokafka.errors import KafkaError
+
+    def run() -> T:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # no loop in this thread: run one here
+            return asyncio.run(_with_admin(kafka, timeout, ask))
+        # a running loop cannot be blocked into: give the probe its own loop in a thread
+        with ThreadPoolExecutor(1, thread_name_prefix="kafka-probe") as pool:
+            return pool.submit(asyncio.run, _with_admin(kafka, timeout, ask)).result()
 
     bootstrap = kafka.bootstrap
     try:
         with _quiet("aiokafka"):
-            cluster = _run_blocking(kafka, timeout)
+            return run()
     except TimeoutError as error:
         raise ProbeError(f"Kafka at {bootstrap}: no answer within {timeout:g} s") from error
     except (KafkaError, OSError) as error:
         raise ProbeError(f"Kafka at {bootstrap}: {error}") from error
+
+
+async def _describe_cluster(admin: AIOKafkaAdminClient) -> dict[str, Any]:
+    cluster: dict[str, Any] = await admin.describe_cluster()
+    return cluster
+
+
+def kafka_metadata(kafka: KafkaAccess, timeout: float = 5.0) -> KafkaMetadata:
+    """Ask the bootstrap servers for cluster metadata (see the module contract)."""
+    bootstrap = kafka.bootstrap
+    cluster = _ask_kafka(kafka, timeout, _describe_cluster)
     brokers = tuple(KafkaBroker(b["node_id"], b["host"], b["port"]) for b in cluster["brokers"])
     if not brokers:
         raise ProbeError(f"Kafka at {bootstrap} lists no brokers yet")
     return KafkaMetadata(cluster["cluster_id"], cluster["controller_id"], brokers)
+
+
+async def _describe_quorum(admin: AIOKafkaAdminClient) -> KafkaQuorum:
+    from stack.quorum import describe_quorum
+
+    leader, voters = await describe_quorum(admin)
+    return KafkaQuorum(leader, voters)
+
+
+def kafka_quorum(kafka: KafkaAccess, timeout: float = 5.0) -> KafkaQuorum:
+    """The KRaft controller quorum's leader and voters (see the module contract)."""
+    return _ask_kafka(kafka, timeout, _describe_quorum)
+
+
+async def _under_replicated(admin: AIOKafkaAdminClient) -> int:
+    topics = await admin.describe_topics()
+    return sum(len(p["isr"]) < len(p["replicas"]) for topic in topics for p in topic["partitions"])
+
+
+def under_replicated(kafka: KafkaAccess, timeout: float = 5.0) -> int:
+    """How many partitions of all topics have fewer in-sync replicas than replicas."""
+    return _ask_kafka(kafka, timeout, _under_replicated)
 
 
 def port_open(host: str, port: int, timeout: float = 1.0) -> bool:
@@ -148,16 +196,30 @@ def port_open(host: str, port: int, timeout: float = 1.0) -> bool:
         return False
 
 
+_QUIETING = threading.Lock()
+_quieted: dict[str, tuple[int, int]] = {}  # logger name -> (probes in flight, level before)
+
+
 @contextlib.contextmanager
 def _quiet(logger_name: str) -> Iterator[None]:
-    """Silence a driver's connection warnings while probing a server that may be down."""
+    """Silence a driver's connection warnings while probing a server that may be down.
+
+    Counted, so that probes in parallel threads (a cluster's nodes) restore the level only
+    when the last one ends, not while another still runs."""
     logger = logging.getLogger(logger_name)
-    previous = logger.level
-    logger.setLevel(logging.CRITICAL)
+    with _QUIETING:
+        count, previous = _quieted.get(logger_name, (0, logger.level))
+        _quieted[logger_name] = (count + 1, previous)
+        logger.setLevel(logging.CRITICAL)
     try:
         yield None
     finally:
-        logger.setLevel(previous)
+        with _QUIETING:
+            count, previous = _quieted.pop(logger_name)
+            if count > 1:
+                _quieted[logger_name] = (count - 1, previous)
+            else:
+                logger.setLevel(previous)
 
 
 def cassandra_release_version(

@@ -1,14 +1,21 @@
-"""A single-node Apache Kafka (KRaft, combined broker + controller) as a child JVM.
+"""Apache Kafka in KRaft mode as child JVMs: one node, or a cluster of three (KJ_KAFKA_BROKERS).
 
-Contract: `KafkaServer(settings)` keeps everything under `<data dir>/kafka/`:
+Contract: `KafkaServer(settings, node)` is one node (combined broker + controller) and keeps
+everything under `<data dir>/kafka/` (one node) or `<data dir>/kafka-<id>/` (a cluster's):
 `server.properties`, `log4j2.xml`, `data/` (log.dirs, which also holds the KRaft metadata log),
 `logs/server.log` (the broker's INFO log), `logs/kafka.out` (JVM stdout/stderr), `kafka.pid`.
 The storage is formatted once with `kafka.tools.StorageTool` from the same jars as the broker;
-the broker runs `kafka.Kafka server.properties` and is ready when a Metadata request is answered.
+the node runs `kafka.Kafka server.properties` and is ready when it answers a Metadata request
+that lists it. `KafkaCluster(settings)` is the three nodes as one `Server`: started together
+(a node is ready only once a majority of the quorum runs), formatted with one cluster id,
+stopped together; `nodes` are the single nodes, for fault tests that kill one.
 
 Choices (say why, since tests and the Faust app depend on them):
-- Static quorum (`controller.quorum.voters`), so formatting needs no `--standalone`.
-- Replication factor 1 and min ISR 1 for every internal topic: there is one broker.
+- Static quorum (`controller.quorum.voters`, every node a voter), so formatting needs no
+  `--standalone` or `--initial-controllers`.
+- One node: replication factor 1 and min ISR 1 for every internal topic. Three nodes:
+  replication factor 3 and min ISR 2 for internal topics and as the topics' defaults, and no
+  unclean leader election, so an acknowledged record (acks=all) survives one node's loss.
 - `group.initial.rebalance.delay.ms=0`: the first consumer of a group gets its partitions at once.
 - `offsets.topic.num.partitions=10` (default 50): the first group join creates __consumer_offsets,
   and 50 partitions on a 2-core machine delay it for seconds; 10 keeps groups spread.
@@ -21,15 +28,27 @@ Choices (say why, since tests and the Faust app depend on them):
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import subprocess
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from stack.errors import StackError
-from stack.health import ProbeError, kafka_metadata
+from stack.health import (
+    STATUS_PROBE_S,
+    ProbeError,
+    answers,
+    kafka_metadata,
+    kafka_quorum,
+    under_replicated,
+)
 from stack.jars import classpath_arg
+from stack.progress import Progress, print_progress
 from stack.security import kafka_properties, scram_format_arguments
-from stack.server import JvmServer
+from stack.server import JvmServer, ServerStatus
+from stack.settings import KafkaNode, StackSettings
 
 _LOG4J2 = """<?xml version="1.0" encoding="UTF-8"?>
 <!-- Written by stack/kafka.py on every start; edits are overwritten. -->
@@ -62,15 +81,42 @@ def new_cluster_id() -> str:
             return text
 
 
+def _cluster_id(meta_properties: Path) -> str | None:
+    """The `cluster.id` a formatted node's meta.properties holds, or None if not formatted."""
+    try:
+        lines = meta_properties.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    ids = [line.partition("=")[2].strip() for line in lines if line.startswith("cluster.id=")]
+    return ids[0] if ids else None
+
+
 class KafkaServer(JvmServer):
     """Apache Kafka (version pinned in stack/maven/kafka.pom.xml), one KRaft node."""
 
     name = "kafka"
     stop_timeout = 60.0
 
+    def __init__(
+        self,
+        settings: StackSettings,
+        node: KafkaNode | None = None,
+        *,
+        progress: Progress = print_progress,
+        tie_to_parent: bool = False,
+    ) -> None:
+        super().__init__(settings, progress=progress, tie_to_parent=tie_to_parent)
+        self.node = settings.kafka_nodes[0] if node is None else node
+        # what a first format writes; a cluster sets its nodes' one id before preparing them
+        self.cluster_id: str | None = None
+
+    @property
+    def label(self) -> str:
+        return self.name if self.settings.kafka_brokers == 1 else f"kafka-{self.node.node_id}"
+
     @property
     def bootstrap(self) -> str:
-        return f"{self.settings.host}:{self.settings.kafka_port}"
+        return f"{self.settings.host}:{self.node.port}"
 
     @property
     def address(self) -> str:
@@ -78,10 +124,12 @@ class KafkaServer(JvmServer):
 
     @property
     def ports(self) -> dict[str, int]:
-        return {
-            "broker": self.settings.kafka_port,
-            "controller": self.settings.kafka_controller_port,
-        }
+        return {"broker": self.node.port, "controller": self.node.controller_port}
+
+    @property
+    def formatted_cluster_id(self) -> str | None:
+        """The cluster id this node's storage was formatted with, None before its format."""
+        return _cluster_id(self.log_dir / "meta.properties")
 
     @property
     def server_log(self) -> Path:
@@ -97,26 +145,47 @@ class KafkaServer(JvmServer):
 
     def server_properties(self) -> dict[str, str]:
         host = self.settings.host
-        port, controller = self.settings.kafka_port, self.settings.kafka_controller_port
+        port, controller = self.node.port, self.node.controller_port
+        return (
+            {
+                "process.roles": "broker,controller",
+                "node.id": str(self.node.node_id),
+                "controller.quorum.voters": self.settings.kafka_quorum_voters,
+                "listeners": f"PLAINTEXT://{host}:{port},CONTROLLER://{host}:{controller}",
+                "advertised.listeners": f"PLAINTEXT://{host}:{port}",
+                "controller.listener.names": "CONTROLLER",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                "inter.broker.listener.name": "PLAINTEXT",
+                "log.dirs": str(self.log_dir),
+                "offsets.topic.replication.factor": "1",
+                "offsets.topic.num.partitions": "10",
+                "transaction.state.log.replication.factor": "1",
+                "transaction.state.log.min.isr": "1",
+                "share.coordinator.state.topic.replication.factor": "1",
+                "share.coordinator.state.topic.min.isr": "1",
+                "group.initial.rebalance.delay.ms": "0",
+                "auto.create.topics.enable": "true",
+            }
+            | self._replication_properties()
+            | (kafka_properties(host, port, controller) if self.settings.security == "on" else {})
+        )
+
+    def _replication_properties(self) -> dict[str, str]:
+        """A cluster's: every topic (internal ones too) on all three nodes, and writes with
+        acks=all need two of them. One node: nothing more than above."""
+        if self.settings.kafka_brokers == 1:
+            return {}
+        replicas, min_isr = str(self.settings.kafka_brokers), "2"
         return {
-            "process.roles": "broker,controller",
-            "node.id": "1",
-            "controller.quorum.voters": f"1@{host}:{controller}",
-            "listeners": f"PLAINTEXT://{host}:{port},CONTROLLER://{host}:{controller}",
-            "advertised.listeners": f"PLAINTEXT://{host}:{port}",
-            "controller.listener.names": "CONTROLLER",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "log.dirs": str(self.log_dir),
-            "offsets.topic.replication.factor": "1",
-            "offsets.topic.num.partitions": "10",
-            "transaction.state.log.replication.factor": "1",
-            "transaction.state.log.min.isr": "1",
-            "share.coordinator.state.topic.replication.factor": "1",
-            "share.coordinator.state.topic.min.isr": "1",
-            "group.initial.rebalance.delay.ms": "0",
-            "auto.create.topics.enable": "true",
-        } | (kafka_properties(host, port, controller) if self.settings.security == "on" else {})
+            "default.replication.factor": replicas,
+            "min.insync.replicas": min_isr,
+            "unclean.leader.election.enable": "false",
+            "offsets.topic.replication.factor": replicas,
+            "transaction.state.log.replication.factor": replicas,
+            "transaction.state.log.min.isr": min_isr,
+            "share.coordinator.state.topic.replication.factor": replicas,
+            "share.coordinator.state.topic.min.isr": min_isr,
+        }
 
     @property
     def _security_marker(self) -> Path:
@@ -141,16 +210,17 @@ class KafkaServer(JvmServer):
             if formatted != security:
                 # SCRAM users exist only if created at format time: a mismatch cannot work
                 raise StackError(
-                    f"kafka: {self.log_dir} was formatted with security {formatted}, and this "
-                    f"stack runs with security {security}: use another KJ_STACK_DIR or wipe it"
+                    f"{self.label}: {self.log_dir} was formatted with security {formatted}, and "
+                    f"this stack runs with security {security}: use another KJ_STACK_DIR or wipe it"
                 )
             return
-        self.progress(f"kafka: formatting KRaft storage in {self.log_dir} (once)")
+        self.progress(f"{self.label}: formatting KRaft storage in {self.log_dir} (once)")
+        cluster_id = new_cluster_id() if self.cluster_id is None else self.cluster_id
         scram = scram_format_arguments() if security == "on" else []
         command = [
             java, f"-Dlog4j2.configurationFile={self.home / 'log4j2.xml'}",
             "-cp", classpath_arg(jars), "kafka.tools.StorageTool",
-            "format", "-t", new_cluster_id(), "-c", str(self.properties_file), "--ignore-formatted",
+            "format", "-t", cluster_id, "-c", str(self.properties_file), "--ignore-formatted",
             *scram,
         ]  # fmt: skip
         done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
@@ -158,7 +228,7 @@ class KafkaServer(JvmServer):
             output = (done.stdout + done.stderr)[-3000:]
             for argument in scram:  # the passwords are in the arguments it may echo
                 output = output.replace(argument, "--add-scram ***")
-            raise StackError(f"kafka storage format failed:\n{output}")
+            raise StackError(f"{self.label} storage format failed:\n{output}")
         self._security_marker.write_text(security + "\n", encoding="utf-8")
 
     def _command(self, java: str, jars: list[Path]) -> list[str]:
@@ -176,7 +246,117 @@ class KafkaServer(JvmServer):
         ]  # fmt: skip
 
     def _probe(self, timeout: float) -> str | None:
-        metadata = kafka_metadata(self.settings.kafka_access, timeout)
-        if not any(b.port == self.settings.kafka_port for b in metadata.brokers):
+        metadata = kafka_metadata(self.settings.kafka_access_at(self.bootstrap), timeout)
+        if not any(b.port == self.node.port for b in metadata.brokers):
             raise ProbeError(f"the broker at {self.bootstrap} advertises {metadata.brokers}")
         return None
+
+
+def _each(nodes: list[KafkaServer], action: Callable[[KafkaServer], None]) -> None:
+    """`action` on every node at once; the first error raised after all had their turn."""
+    if not nodes:
+        return
+    with ThreadPoolExecutor(len(nodes), thread_name_prefix="kafka-node") as pool:
+        errors = [f.exception() for f in [pool.submit(action, node) for node in nodes]]
+    for error in errors:
+        if error is not None:
+            raise error
+
+
+class KafkaCluster:
+    """The local Kafka as KJ_KAFKA_BROKERS KRaft nodes, one `Server` (module contract)."""
+
+    name = "kafka"
+    controllable = True
+
+    def __init__(
+        self,
+        settings: StackSettings,
+        *,
+        progress: Progress = print_progress,
+        tie_to_parent: bool = False,
+    ) -> None:
+        self.settings = settings
+        self.progress = progress
+        self.nodes = tuple(
+            KafkaServer(settings, node, progress=progress, tie_to_parent=tie_to_parent)
+            for node in settings.kafka_nodes
+        )
+
+    @property
+    def address(self) -> str:
+        return self.settings.kafka_bootstrap
+
+    def start(self, timeout: float | None = None) -> bool:
+        """Start every node that is down, all before waiting: a node is ready only once a
+        majority of the quorum runs. True if this call launched any node; if one does not
+        become ready, the nodes this call launched are stopped again and the error raised."""
+        with contextlib.ExitStack() as locks:
+            for node in self.nodes:  # always in node order: two callers cannot deadlock
+                locks.enter_context(node._exclusive())
+            down = [node for node in self.nodes if not node.healthy()]
+            if not down:
+                return False
+            launch = [node for node in down if node.pid() is None]
+            formatted = {node.formatted_cluster_id for node in self.nodes} - {None}
+            if len(formatted) > 1:
+                raise StackError(f"kafka: the nodes' storage belongs to clusters {formatted}")
+            cluster_id = formatted.pop() if formatted else new_cluster_id()
+            for node in launch:
+                node.cluster_id = cluster_id
+                self.progress(f"{node.label} {node.version}: starting")
+            _each(launch, lambda node: node.prepare())  # one JVM per format: in parallel
+            try:
+                for node in launch:
+                    node.spawn()
+                _each(down, lambda node: node.wait_ready(timeout))
+            except BaseException:
+                _each(launch, lambda node: node._stop_unlocked(None))
+                raise
+            return bool(launch)
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Stop every node at once: each broker's controlled shutdown needs the quorum."""
+        _each(list(self.nodes), lambda node: node.stop(timeout))
+
+    def restart(self, timeout: float | None = None) -> None:
+        self.stop()
+        self.start(timeout)
+
+    def kill9(self) -> None:
+        for node in self.nodes:
+            node.kill9()
+
+    def pid(self) -> int | None:
+        """The first running node's pid; None when no node runs."""
+        return next((pid for pid in (node.pid() for node in self.nodes) if pid), None)
+
+    def healthy(self) -> bool:
+        """Every node answers (the cluster may serve with fewer; `status` shows which)."""
+        return all(answers(node._probe) for node in self.nodes)
+
+    def status(self) -> ServerStatus:
+        nodes = tuple(node.status() for node in self.nodes)
+        facts = [("quorum", "unknown: no node answers")]
+        if any(status.healthy for status in nodes):
+            access = self.settings.kafka_access
+            try:
+                quorum = kafka_quorum(access, STATUS_PROBE_S)
+                voters = ", ".join(map(str, quorum.voters))
+                facts = [("quorum", f"leader {quorum.leader_id}, voters {voters}")]
+                count = under_replicated(access, STATUS_PROBE_S)
+                facts.append(("replicas", f"{count} partition(s) under-replicated"))
+            except ProbeError as error:
+                facts = [("quorum", f"unknown: {error}")]
+        down = [status.name for status in nodes if not status.healthy]
+        return ServerStatus(
+            name=self.name,
+            kind="local",
+            address=self.address,
+            healthy=not down,
+            version=nodes[0].version,
+            data_dir=self.settings.data_dir,
+            detail=f"{', '.join(down)} down" if down else None,
+            nodes=nodes,
+            facts=tuple(facts),
+        )

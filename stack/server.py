@@ -4,9 +4,10 @@ Contract:
 - `Server` is the protocol `Stack`, the CLI and fault tests use: start/stop/restart/kill9 one
   server while the other keeps running, ask whether it is healthy, and read its status.
   `controllable` is False for servers this process may not touch (external ones).
-- `JvmServer` runs one server as a child JVM under `<data dir>/<name>/`: config files, data,
-  logs (`logs/`), and `<name>.pid`. `start` = `prepare` (Java, jars, configs, one-time storage
-  set-up; safe from any thread) + `spawn` + `wait_ready` (the real protocol probe answers, or
+- `JvmServer` runs one server as a child JVM under `<data dir>/<label>/` (`label` is `name`,
+  or a cluster node's own, e.g. kafka-2): config files, data, logs (`logs/`), and
+  `<name>.pid`. `start` = `prepare` (Java, jars, configs, one-time storage set-up; safe from
+  any thread) + `spawn` + `wait_ready` (the real protocol probe answers, or
   the JVM died and the error shows the end of its logs). A server that is already healthy is
   left alone. `start` and `stop` hold a lock file in the server's directory, so concurrent
   sessions (threads or processes) never launch two JVMs on one data directory. Subclasses
@@ -50,6 +51,8 @@ class ServerStatus:
     data_dir: Path | None = None
     log_file: Path | None = None
     detail: str | None = None  # why it is not healthy, when known
+    nodes: tuple[ServerStatus, ...] = ()  # a cluster's members, each with its own status
+    facts: tuple[tuple[str, str], ...] = ()  # more (title, text) lines, e.g. a cluster's quorum
 
 
 class Server(Protocol):
@@ -142,8 +145,13 @@ class JvmServer(ABC):
     # -- files ---------------------------------------------------------------------------------
 
     @property
+    def label(self) -> str:
+        """The name in messages and the data dir's name: `name`, or one node's of a cluster."""
+        return self.name
+
+    @property
     def home(self) -> Path:
-        return self.settings.data_dir / self.name
+        return self.settings.data_dir / self.label
 
     @property
     def pid_file(self) -> Path:
@@ -191,7 +199,7 @@ class JvmServer(ABC):
         assert self._argv is not None
         running = self.pid()
         if running is not None:
-            raise StackError(f"{self.name} already runs (pid {running}, {self.pid_file})")
+            raise StackError(f"{self.label} already runs (pid {running}, {self.pid_file})")
         pid = process.spawn(
             self._argv,
             cwd=self.home,
@@ -199,7 +207,7 @@ class JvmServer(ABC):
             pid_file=self.pid_file,
             tie_to_parent=self.tie_to_parent,
         )
-        self.progress(f"{self.name}: started pid {pid}, log {self.server_log}")
+        self.progress(f"{self.label}: started pid {pid}, log {self.server_log}")
         return pid
 
     def wait_ready(self, timeout: float | None = None) -> None:
@@ -210,7 +218,7 @@ class JvmServer(ABC):
         def still_running() -> None:
             if self.pid() is None:
                 raise StackError(
-                    f"{self.name} exited before it was ready; end of {self.server_log}:\n"
+                    f"{self.label} exited before it was ready; end of {self.server_log}:\n"
                     f"{_tail(self.server_log, 25)}\nend of {self.console_log}:\n"
                     f"{_tail(self.console_log, 15)}"
                 )
@@ -219,11 +227,11 @@ class JvmServer(ABC):
             until_answered(lambda: self._probe(timeout=5.0), limit, between=still_running)
         except ProbeError as error:
             raise StackError(
-                f"{self.name} (pid {self.pid()}) not ready after {limit:.0f} s ({error}); "
+                f"{self.label} (pid {self.pid()}) not ready after {limit:.0f} s ({error}); "
                 f"see {self.server_log}"
             ) from error
         self.progress(
-            f"{self.name}: ready at {self.address} after {time.monotonic() - started:.1f} s"
+            f"{self.label}: ready at {self.address} after {time.monotonic() - started:.1f} s"
         )
 
     @contextlib.contextmanager
@@ -250,11 +258,11 @@ class JvmServer(ABC):
                 return False
             launched = self.pid() is None
             if launched:
-                self.progress(f"{self.name} {self.version}: starting")
+                self.progress(f"{self.label} {self.version}: starting")
                 self.prepare()
                 self.spawn()
             else:
-                self.progress(f"{self.name}: already starting (pid {self.pid()}), waiting")
+                self.progress(f"{self.label}: already starting (pid {self.pid()}), waiting")
             try:
                 self.wait_ready(timeout)
             except BaseException:
@@ -277,7 +285,7 @@ class JvmServer(ABC):
         with contextlib.suppress(OSError):
             self.pid_file.unlink()
         how = "stopped" if graceful else "did not stop in time; killed"
-        self.progress(f"{self.name}: {how} (pid {pid}, {time.monotonic() - started:.1f} s)")
+        self.progress(f"{self.label}: {how} (pid {pid}, {time.monotonic() - started:.1f} s)")
 
     def restart(self, timeout: float | None = None) -> None:
         self.stop()
@@ -288,7 +296,7 @@ class JvmServer(ABC):
         pid = self.pid()
         if pid is not None:
             process.kill9(pid)
-            self.progress(f"{self.name}: killed -9 (pid {pid})")
+            self.progress(f"{self.label}: killed -9 (pid {pid})")
 
     def healthy(self) -> bool:
         return answers(self._probe)
@@ -312,7 +320,7 @@ class JvmServer(ABC):
             version = self.version  # what `start` would run
         # else: healthy without our pid is someone else's server; its version is unknown
         return ServerStatus(
-            name=self.name,
+            name=self.label,
             kind="local",
             address=self.address,
             healthy=healthy,

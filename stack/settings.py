@@ -13,7 +13,10 @@ Variables:
   KJ_JAR_CACHE              jar cache (default $XDG_CACHE_HOME or ~/.cache, /kafka-journal/jars)
   KJ_JAVA                   java executable (default: a Java 17 found on this machine)
   KJ_STACK_HOST             address the local servers listen on (default 127.0.0.1)
-  KJ_KAFKA_PORT, KJ_KAFKA_CONTROLLER_PORT, KJ_KAFKA_HEAP
+  KJ_KAFKA_PORT, KJ_KAFKA_CONTROLLER_PORT, KJ_KAFKA_HEAP (the heap of each Kafka node)
+  KJ_KAFKA_BROKERS          1 (default) | 3: KRaft nodes, each broker + controller; node i
+                            (0, 1, 2) listens on KJ_KAFKA_PORT + 2i and
+                            KJ_KAFKA_CONTROLLER_PORT + 2i (9092/9093, 9094/9095, 9096/9097)
   KJ_CASSANDRA_PORT, KJ_CASSANDRA_STORAGE_PORT, KJ_CASSANDRA_JMX_PORT (0 or empty: no JMX port)
   KJ_CASSANDRA_HEAP_MIN, KJ_CASSANDRA_HEAP_MAX
   KJ_STACK_TIMEOUT          seconds a server may take to become ready (default 180)
@@ -25,10 +28,11 @@ Variables:
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AliasChoices, BeforeValidator, Field, field_validator
+from pydantic import AliasChoices, BeforeValidator, Field, field_validator, model_validator
 
 import jars
 from kjconfig.access import CassandraLogin, KafkaAccess, cassandra_admin, kafka_admin
@@ -65,12 +69,30 @@ def _cassandra_hosts(raw: object) -> tuple[HostPort, ...] | None:
     return parse_hosts(raw) or None
 
 
+def _count(raw: object) -> object:
+    """A count from a variable's text ("3"), for a Literal field that pydantic matches exactly."""
+    return int(raw) if isinstance(raw, str) and raw.strip().isdigit() else raw
+
+
 def _optional_port(raw: object) -> object:
     return None if raw in ("", "0", 0) else raw
 
 
 Port = Annotated[int, Field(gt=0, lt=65536)]
 Heap = Annotated[str, Field(pattern=_HEAP.pattern)]
+
+# Node i's ports are the base ports + 2i: the default broker and controller ports (9092, 9093)
+# are adjacent, and a stride of 2 interleaves the nodes' ports instead of colliding.
+_NODE_PORT_STRIDE = 2
+
+
+@dataclass(frozen=True)
+class KafkaNode:
+    """One KRaft node of the local Kafka (broker and controller in one JVM)."""
+
+    node_id: int
+    port: int
+    controller_port: int
 
 
 class StackSettings(KJSettings):
@@ -102,7 +124,14 @@ class StackSettings(KJSettings):
     kafka_controller_port: Port = Field(
         default=9093, description="the local KRaft controller's port"
     )
-    kafka_heap: Heap = Field(default="512m", description="the local Kafka's heap, e.g. 512m or 1g")
+    kafka_heap: Heap = Field(
+        default="512m", description="the heap of each local Kafka node, e.g. 512m or 1g"
+    )
+    kafka_brokers: Annotated[Literal[1, 3], BeforeValidator(_count)] = Field(
+        default=1,
+        description="local Kafka nodes (each broker + controller): 1, or 3 with replication "
+        "factor 3 and min ISR 2; node i's ports are the Kafka and controller ports + 2i",
+    )
     cassandra_native_port: Port = Field(
         default=9042,
         validation_alias=AliasChoices("KJ_CASSANDRA_PORT", "cassandra_native_port"),
@@ -151,6 +180,16 @@ class StackSettings(KJSettings):
     def _hosts(cls, raw: object) -> tuple[HostPort, ...] | None:
         return _cassandra_hosts(raw)
 
+    @model_validator(mode="after")
+    def _distinct_kafka_ports(self) -> StackSettings:
+        ports = [p for node in self.kafka_nodes for p in (node.port, node.controller_port)]
+        if len(set(ports)) != len(ports) or max(ports) >= 65536:
+            raise ValueError(
+                f"KJ_KAFKA_PORT and KJ_KAFKA_CONTROLLER_PORT give {self.kafka_brokers} Kafka "
+                f"node(s) the ports {ports}: they must be distinct and below 65536"
+            )
+        return self
+
     @field_validator("data_dir", "jar_cache", mode="after")
     @classmethod
     def _absolute(cls, path: Path) -> Path:
@@ -177,11 +216,28 @@ class StackSettings(KJSettings):
         return self.cassandra_native_port if port is None else port
 
     @property
+    def kafka_nodes(self) -> tuple[KafkaNode, ...]:
+        """The local Kafka's nodes, ids from 1, ports derived as KJ_KAFKA_BROKERS says."""
+        return tuple(
+            KafkaNode(
+                node_id=i + 1,
+                port=self.kafka_port + _NODE_PORT_STRIDE * i,
+                controller_port=self.kafka_controller_port + _NODE_PORT_STRIDE * i,
+            )
+            for i in range(self.kafka_brokers)
+        )
+
+    @property
+    def kafka_quorum_voters(self) -> str:
+        """`controller.quorum.voters`: every node is a controller, "id@host:port,..."."""
+        return ",".join(f"{n.node_id}@{self.host}:{n.controller_port}" for n in self.kafka_nodes)
+
+    @property
     def kafka_bootstrap(self) -> str:
-        """The bootstrap servers clients use, external or local."""
+        """The bootstrap servers clients use, external or local (every local broker)."""
         if self.external_kafka_bootstrap is not None:
             return self.external_kafka_bootstrap
-        return f"{self.host}:{self.kafka_port}"
+        return ",".join(f"{self.host}:{node.port}" for node in self.kafka_nodes)
 
     @property
     def cassandra_hosts(self) -> list[str]:
@@ -207,9 +263,13 @@ class StackSettings(KJSettings):
     @property
     def kafka_access(self) -> KafkaAccess:
         """How the stack itself reaches Kafka: as the admin when secured."""
+        return self.kafka_access_at(self.kafka_bootstrap)
+
+    def kafka_access_at(self, bootstrap: str) -> KafkaAccess:
+        """How the stack reaches the brokers at `bootstrap` (one node, say): as `kafka_access`."""
         if self.security == "on":
-            return kafka_admin(self.kafka_bootstrap)
-        return KafkaAccess(self.kafka_bootstrap)
+            return kafka_admin(bootstrap)
+        return KafkaAccess(bootstrap)
 
     @property
     def cassandra_login(self) -> CassandraLogin | None:

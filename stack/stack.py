@@ -1,4 +1,5 @@
-"""The development stack: one Kafka and one Cassandra, up and down together.
+"""The development stack: one Kafka (one node, or a cluster of three) and one Cassandra, up
+and down together.
 
 Contract:
 - `Stack(settings)` picks each server's kind: external when KJ_KAFKA_BOOTSTRAP /
@@ -16,7 +17,8 @@ Contract:
   must not stop a stack the developer brought up), after waiting (bounded) for other
   processes that still hold a lease on it. External servers are never stopped.
 - `kafka` and `cassandra` are the server objects, for fault tests that stop, restart or
-  kill one server while the other keeps running.
+  kill one server while the other keeps running. With KJ_KAFKA_BROKERS=3, `kafka` is a
+  `KafkaCluster` (stack/kafka.py) whose `nodes` can be killed one at a time.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from stack import leases
 from stack.cassandra import CassandraServer
 from stack.errors import StackError
 from stack.health import cassandra_release_version, kafka_metadata
-from stack.kafka import KafkaServer
+from stack.kafka import KafkaCluster, KafkaServer
 from stack.progress import Progress, print_progress
 from stack.security import ensure_cassandra_roles
 from stack.server import ExternalServer, JvmServer, Server, ServerStatus
@@ -68,6 +70,15 @@ def _in_parallel(servers: list[Server], action: Callable[[Server], None]) -> lis
     return errors
 
 
+def _jvms(server: Server) -> tuple[JvmServer, ...]:
+    """The child JVMs behind a server: itself, a cluster's nodes, or none (external, docker)."""
+    if isinstance(server, JvmServer):
+        return (server,)
+    if isinstance(server, KafkaCluster):
+        return server.nodes
+    return ()
+
+
 class Stack:
     """Kafka + Cassandra for development, tests and the demo (see the module contract)."""
 
@@ -84,6 +95,8 @@ class Stack:
         s = self.settings
         if s.security == "on" and s.mode == "docker":
             raise StackError("KJ_SECURITY=on runs local servers (stack/security.py), not docker")
+        if s.kafka_brokers > 1 and s.mode == "docker" and not s.kafka_external:
+            raise StackError("KJ_KAFKA_BROKERS=3 runs local Kafka nodes, not docker")
         docker: tuple[Server, Server] | None = None
         if s.mode == "docker" and not (s.kafka_external and s.cassandra_external):
             from stack.docker import docker_servers  # testcontainers only when asked for
@@ -95,6 +108,8 @@ class Stack:
             self.kafka = _external_kafka(s.kafka_access, progress)
         elif docker is not None:
             self.kafka = docker[0]
+        elif s.kafka_brokers > 1:
+            self.kafka = KafkaCluster(s, progress=progress, tie_to_parent=tie_to_parent)
         else:
             self.kafka = KafkaServer(s, progress=progress, tie_to_parent=tie_to_parent)
         if s.external_cassandra_hosts is not None:
@@ -125,7 +140,7 @@ class Stack:
     @property
     def local(self) -> bool:
         """Whether both servers are this stack's own JVMs (not containers, not external)."""
-        return all(isinstance(server, JvmServer) for server in self.servers)
+        return all(_jvms(server) for server in self.servers)
 
     @property
     def started(self) -> frozenset[str]:
@@ -135,8 +150,8 @@ class Stack:
     def up(self, timeout: float | None = None) -> list[str]:
         """Make both servers healthy, starting what is missing; return the names started."""
         for server in self.servers:
-            if isinstance(server, JvmServer):
-                leases.take(server.home)
+            for jvm in _jvms(server):
+                leases.take(jvm.home)
         outcome: dict[str, bool | BaseException] = {}
 
         def bring_up(server: Server) -> None:
@@ -168,14 +183,14 @@ class Stack:
     @staticmethod
     def _untie(server: Server) -> None:
         """A server this Stack did not start must outlive it, even once a fault test restarts it."""
-        if isinstance(server, JvmServer):
-            server.tie_to_parent = False
+        for jvm in _jvms(server):
+            jvm.tie_to_parent = False
 
     @staticmethod
     def _release(servers: Iterable[Server]) -> None:
         for server in servers:
-            if isinstance(server, JvmServer):
-                leases.drop(server.home)
+            for jvm in _jvms(server):
+                leases.drop(jvm.home)
 
     def down(self, *, only_started: bool = False, wait_for_others: float = 0.0) -> None:
         """Stop the servers (or only those this object started); external ones are left.
@@ -192,13 +207,14 @@ class Stack:
         self._release(s for s in self.servers if s not in targets)
 
         def shut(server: Server) -> None:
-            if only_started and isinstance(server, JvmServer) and wait_for_others > 0:
-                others = leases.holders(server.home)
-                if others:
-                    self.progress(f"{server.name}: still used by pids {others}, waiting")
-                    others = leases.wait_until_released(server.home, wait_for_others)
-                if others:
-                    self.progress(f"{server.name}: stopping although pids {others} use it")
+            if only_started and wait_for_others > 0:
+                for jvm in _jvms(server):
+                    others = leases.holders(jvm.home)
+                    if others:
+                        self.progress(f"{jvm.label}: still used by pids {others}, waiting")
+                        others = leases.wait_until_released(jvm.home, wait_for_others)
+                    if others:
+                        self.progress(f"{jvm.label}: stopping although pids {others} use it")
             server.stop()
 
         errors = _in_parallel(targets, shut)

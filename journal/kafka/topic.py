@@ -19,11 +19,22 @@ _NOT_AUTHORIZED = (29, 31)  # topic, cluster authorization failed
 
 @dataclass(frozen=True, slots=True)
 class TopicSpec:
+    """A topic as `ensure_topic` creates it; None replication settings come from the cluster
+    (`replication_for`)."""
+
     name: str
     partitions: int
-    replication_factor: int = 1
-    min_insync_replicas: int = 1
+    replication_factor: int | None = None
+    min_insync_replicas: int | None = None
     retention_ms: int = 7 * 24 * 60 * 60 * 1000
+
+
+def replication_for(spec: TopicSpec, brokers: int) -> tuple[int, int]:
+    """The replication factor and min ISR `spec` gets on a cluster of `brokers` live brokers:
+    its own, or else min(3, brokers) replicas, of which 2 must be in sync when there are 3
+    (one broker may fail without stopping acks=all writes), else 1."""
+    replicas = spec.replication_factor or min(3, brokers)
+    return replicas, spec.min_insync_replicas or (2 if replicas >= 3 else 1)
 
 
 def quarantine_topic(topic: str) -> str:
@@ -34,6 +45,8 @@ def quarantine_topic(topic: str) -> str:
 async def ensure_topic(kafka: KafkaAccess, spec: TopicSpec, timeout_s: float = 30.0) -> int:
     """Create the topic unless it exists; return its partition count once all have leaders.
 
+    Its replication comes from `replication_for` and the brokers the cluster lists now (live
+    ones: a topic created while a broker of three is down gets two replicas).
     An existing topic keeps its own settings: its partition count is what counts. A principal
     without the Create right (security on: an administrator creates the topics) uses the
     topic if it exists, and gets `KafkaAccessDenied` naming the right if it does not.
@@ -41,14 +54,16 @@ async def ensure_topic(kafka: KafkaAccess, spec: TopicSpec, timeout_s: float = 3
     admin = AIOKafkaAdminClient(**kafka.client_options())
     await admin.start()
     try:
+        brokers = len((await admin.describe_cluster())["brokers"])
+        replicas, min_insync = replication_for(spec, brokers)
         response = await admin.create_topics(
             [
                 NewTopic(
                     spec.name,
                     spec.partitions,
-                    spec.replication_factor,
+                    replicas,
                     topic_configs={
-                        "min.insync.replicas": str(spec.min_insync_replicas),
+                        "min.insync.replicas": str(min_insync),
                         "retention.ms": str(spec.retention_ms),
                     },
                 )

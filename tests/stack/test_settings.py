@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from stack import ExternalServer, Stack, StackError, StackSettings
+from stack import ExternalServer, KafkaCluster, KafkaServer, Stack, StackError, StackSettings
 from stack.java import find_java
 from stack.progress import no_progress
+from stack.settings import KafkaNode
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -155,3 +156,81 @@ def test_the_secured_twin_runs_beside_the_plain_stack(tmp_path: Path) -> None:
         twin.kafka_access.login is not None and twin.kafka_access.login.username == "journal-admin"
     )
     assert plain.kafka_access.login is None and plain.cassandra_login is None
+
+
+def test_one_broker_is_the_default_and_keeps_its_ports() -> None:
+    settings = StackSettings.from_env(
+        {"KJ_KAFKA_PORT": "19092", "KJ_KAFKA_CONTROLLER_PORT": "19192"}
+    )
+    assert settings.kafka_brokers == 1
+    assert settings.kafka_nodes == (KafkaNode(1, 19092, 19192),)
+    assert settings.kafka_quorum_voters == "1@127.0.0.1:19192"
+    assert settings.kafka_bootstrap == "127.0.0.1:19092"
+
+
+def test_three_brokers_get_ports_two_apart_and_one_quorum_of_all() -> None:
+    settings = StackSettings.from_env(
+        {"KJ_KAFKA_BROKERS": "3", "KJ_KAFKA_PORT": "19092", "KJ_KAFKA_CONTROLLER_PORT": "19192"}
+    )
+    assert settings.kafka_nodes == (
+        KafkaNode(1, 19092, 19192),
+        KafkaNode(2, 19094, 19194),
+        KafkaNode(3, 19096, 19196),
+    )
+    assert settings.kafka_quorum_voters == ("1@127.0.0.1:19192,2@127.0.0.1:19194,3@127.0.0.1:19196")
+    # clients (the worker, the tests) are handed every broker
+    assert settings.kafka_bootstrap == "127.0.0.1:19092,127.0.0.1:19094,127.0.0.1:19096"
+    defaults = StackSettings.from_env({"KJ_KAFKA_BROKERS": "3"})
+    assert [(n.port, n.controller_port) for n in defaults.kafka_nodes] == [
+        (9092, 9093),
+        (9094, 9095),
+        (9096, 9097),
+    ]
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"KJ_KAFKA_BROKERS": "2"},
+        {"KJ_KAFKA_BROKERS": "3", "KJ_KAFKA_CONTROLLER_PORT": "9094"},  # 9094, 9096 twice
+        {"KJ_KAFKA_BROKERS": "3", "KJ_KAFKA_PORT": "65533"},  # 65535 + 2 is no port
+        {"KJ_KAFKA_CONTROLLER_PORT": "9092"},
+    ],
+)
+def test_kafka_node_counts_and_ports_that_cannot_work_are_refused(env: dict[str, str]) -> None:
+    with pytest.raises(ValueError, match="KJ_KAFKA"):
+        StackSettings.from_env(env)
+
+
+def test_a_three_node_cluster_is_the_stacks_kafka(tmp_path: Path) -> None:
+    settings = StackSettings.from_env({"KJ_STACK_DIR": str(tmp_path), "KJ_KAFKA_BROKERS": "3"})
+    stack = Stack(settings, progress=no_progress)
+    assert isinstance(stack.kafka, KafkaCluster)
+    assert [node.home.name for node in stack.kafka.nodes] == ["kafka-1", "kafka-2", "kafka-3"]
+    assert stack.kafka_bootstrap == stack.kafka.address == settings.kafka_bootstrap
+    properties = stack.kafka.nodes[1].server_properties()
+    assert properties["node.id"] == "2"
+    assert properties["listeners"] == ("PLAINTEXT://127.0.0.1:9094,CONTROLLER://127.0.0.1:9095")
+    assert properties["controller.quorum.voters"] == settings.kafka_quorum_voters
+    assert {
+        key: properties[key]
+        for key in (
+            "default.replication.factor",
+            "min.insync.replicas",
+            "unclean.leader.election.enable",
+            "offsets.topic.replication.factor",
+            "transaction.state.log.replication.factor",
+            "transaction.state.log.min.isr",
+        )
+    } == {
+        "default.replication.factor": "3",
+        "min.insync.replicas": "2",
+        "unclean.leader.election.enable": "false",
+        "offsets.topic.replication.factor": "3",
+        "transaction.state.log.replication.factor": "3",
+        "transaction.state.log.min.isr": "2",
+    }
+    one = Stack(StackSettings.from_env({"KJ_STACK_DIR": str(tmp_path)}), progress=no_progress)
+    assert isinstance(one.kafka, KafkaServer) and one.kafka.home.name == "kafka"
+    assert "default.replication.factor" not in one.kafka.server_properties()
+    assert list(tmp_path.iterdir()) == [], "constructing a stack writes nothing"
