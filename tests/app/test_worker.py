@@ -151,7 +151,7 @@ async def _wait_for_lag(
             text = await got.text()
         for line in text.splitlines():
             name, _, value = line.partition(f"{{{labels}}} ")
-            if value and name.startswith("journal_replication_lag_"):
+            if value and name.startswith("kafka_journal_replication_lag_"):
                 found[name] = float(value)
         records = found.get("kafka_journal_replication_lag_records")
         assert records is not None and wanted(records), found
