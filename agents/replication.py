@@ -53,7 +53,7 @@ from journal.kafka.replicate import (
     StoredRows,
     replicate_range,
 )
-from journal.metrics import METRICS, set_replication_lag
+from journal.metrics import METRICS, forget_replication_lag, set_replication_lag
 from journal.store.base import EventualStore
 from kjconfig.access import KafkaAccess
 from tables.partitions import OwnedPartitions
@@ -166,7 +166,7 @@ class WorkerReplication:
         self._replayer = Replicator(store, AlreadyQuarantined(quarantine), rows)
         self._partitions: dict[int, _ReplicatedPartition] = {}
         # per record: looked up once
-        self._record_delay = METRICS.histogram("journal_agent_record_delay_seconds")
+        self._record_delay = METRICS.histogram("kafka_journal_agent_record_delay_seconds")
 
     async def handle(self, record: RawRecord, end: int | None = None) -> None:
         """One record; call while its event is Faust's current event (tables need that).
@@ -226,6 +226,7 @@ class WorkerReplication:
         self._replicator.forget(partition)
         self._tables.forget(partition)
         self._owned.revoke(partition)
+        forget_replication_lag(METRICS, self._topic, partition)  # its new owner reports it
 
     async def close(self) -> None:
         for partition in list(self._partitions):
@@ -291,7 +292,7 @@ class WorkerReplication:
                 backoff = 0.2
             except Exception as error:  # the store or Kafka failed: replay from Kafka later
                 self._publish_lag(partition, state)
-                METRICS.counter("journal_replication_failures_total").inc()
+                METRICS.counter("kafka_journal_replication_failures_total").inc()
                 log.warning(
                     "replicating partition %s failed, again in %.1fs: %r", partition, backoff, error
                 )
@@ -302,6 +303,8 @@ class WorkerReplication:
                 state.wake.set()
 
     def _publish_lag(self, partition: int, state: _ReplicatedPartition) -> None:
+        if self._partitions.get(partition) is not state:
+            return  # revoked: no lag series for a partition this worker does not own
         since = state.unreplicated_since_ms
         set_replication_lag(
             METRICS,

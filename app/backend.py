@@ -1,14 +1,17 @@
-"""The worker as the HTTP API's backend: journals through the core, readiness from Faust.
+"""The worker as the HTTP API's backend: journals through the core, ready once it is connected.
 
 Any worker answers any journal request correctly: reads on a partition this worker does not
 own fall back to a scan of the partition (see journal/client/journals.py), and a listing of journal
 ids reads the keys of unreplicated records from Kafka (journal/client/listing.py says why).
+
+So a worker serves while its group rebalances (forwarding serves a request here when the
+owner is not known): readiness is not the group's stability, else every worker of the group
+would leave a load balancer at once on each rebalance.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Collection, Sequence
-from typing import Any
 
 from journal.client.deferred import Deferred
 from journal.client.journals import Journals
@@ -18,8 +21,7 @@ from web.backend import JournalHandle
 
 
 class WorkerBackend:
-    def __init__(self, app: Any, journals: Deferred[Journals]) -> None:
-        self._app = app
+    def __init__(self, journals: Deferred[Journals]) -> None:
         self._journals = journals
 
     def journal(self, journal_id: str) -> JournalHandle:
@@ -29,7 +31,7 @@ class WorkerBackend:
         return await self._journals.value().ids(prefix, after, limit)  # ready() said yes
 
     def ready(self) -> bool:
-        return self._journals.done() and not self._app.rebalancing
+        return self._journals.done()
 
     def subscribe(
         self, after: SubscriptionPosition | None, tags: Collection[str], live: bool

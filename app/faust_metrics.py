@@ -1,29 +1,34 @@
-"""Faust's own consumer metrics in the worker's /metrics, read from its Monitor when scraped.
+"""Faust's own consumer metrics in the worker's /metrics.
 
 Faust's `Monitor` (a sensor every app has) already counts what its consumer and streams do;
-this collector only reads it at scrape time, so it costs nothing per event. Exposed:
+`FaustMonitorCollector` only reads it at scrape time, so it costs nothing per event. Exposed:
 
-- `faust_events_total`, `faust_events_per_second`: events the worker's streams took (the
-  replicating agent's records), total and over Faust's last one-second sample;
-- `faust_event_runtime_median_seconds`: the median time an event spent in its agent;
-- `faust_messages_received_total{topic}`: records the consumer fetched, per topic;
-- `faust_commit_latency_median_seconds`, `faust_send_latency_median_seconds`: of the last
-  offset commits and producer sends Faust kept (30 and 100);
-- `faust_rebalances_total`, `faust_assigned_partitions{topic,kind="active"|"standby"}`: how
-  often the group rebalanced, and what this worker holds now.
+- `kafka_journal_faust_events_total`: events the worker's streams took (the replicating
+  agent's records);
+- `kafka_journal_faust_messages_received_total{topic}`: records the consumer fetched, per topic;
+- `kafka_journal_faust_rebalances_total`, `kafka_journal_faust_assigned_partitions{topic,kind=
+  "active"|"standby"}`: how often the group rebalanced, and what this worker holds now.
 
-A median over no samples yet is left out rather than reported as 0.
+The Monitor's rates and recent latencies are left out: a rate or a median cannot be summed
+across workers. `FaustTimings`, a sensor of its own, observes each offset commit and producer
+send into histograms instead (`kafka_journal_faust_commit_duration_seconds`,
+`kafka_journal_faust_send_duration_seconds`).
 """
 
 from __future__ import annotations
 
-import statistics
+import time
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
+import faust
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+from journal.metrics import NAMESPACE, Metrics
+
+_N = NAMESPACE + "_faust_"
 
 
 class FaustMonitorCollector(Collector):
@@ -35,40 +40,26 @@ class FaustMonitorCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         monitor = self._app.monitor
         yield CounterMetricFamily(
-            "faust_events", "events the worker's streams took", value=monitor.events_total
-        )
-        yield GaugeMetricFamily(
-            "faust_events_per_second",
-            "events the worker's streams took in Faust's last one-second sample",
-            value=monitor.events_s,
+            _N + "events",
+            "Events the worker's Faust streams took (the replicating agent's records)",
+            value=monitor.events_total,
         )
         received = CounterMetricFamily(
-            "faust_messages_received", "records Faust's consumer fetched", labels=["topic"]
+            _N + "messages_received",
+            "Records the worker's Faust consumer fetched, by topic",
+            labels=["topic"],
         )
         for topic, count in sorted(monitor.messages_received_by_topic.items()):
             received.add_metric([topic], count)
         yield received
-        yield from _median(
-            "faust_event_runtime_median_seconds",
-            "median time an event spent in its agent (Faust's recent events)",
-            monitor.events_runtime,
-        )
-        yield from _median(
-            "faust_commit_latency_median_seconds",
-            "median time of Faust's recent offset commits",
-            monitor.commit_latency,
-        )
-        yield from _median(
-            "faust_send_latency_median_seconds",
-            "median time of Faust's recent producer sends",
-            monitor.send_latency,
-        )
         yield CounterMetricFamily(
-            "faust_rebalances", "rebalances this worker took part in", value=monitor.rebalances
+            _N + "rebalances",
+            "Consumer group rebalances this worker took part in",
+            value=monitor.rebalances,
         )
         assigned = GaugeMetricFamily(
-            "faust_assigned_partitions",
-            "partitions assigned to this worker now, by topic and kind",
+            _N + "assigned_partitions",
+            "Partitions assigned to this worker now, by topic and kind (active or standby)",
             labels=["topic", "kind"],
         )
         assignor = self._app.assignor
@@ -81,7 +72,24 @@ class FaustMonitorCollector(Collector):
         yield assigned
 
 
-def _median(name: str, documentation: str, samples: Iterable[float]) -> Iterator[Metric]:
-    values = list(samples)
-    if values:
-        yield GaugeMetricFamily(name, documentation, value=statistics.median(values))
+class FaustTimings(faust.Sensor):  # type: ignore[misc]
+    """Times Faust's offset commits and producer sends (add it to `app.sensors`)."""
+
+    def __init__(self, metrics: Metrics, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._commits = metrics.histogram(_N + "commit_duration_seconds")
+        self._sends = metrics.histogram(_N + "send_duration_seconds")
+
+    def on_commit_initiated(self, consumer: Any) -> float:
+        return time.perf_counter()
+
+    def on_commit_completed(self, consumer: Any, state: float) -> None:
+        self._commits.observe(time.perf_counter() - state)
+
+    def on_send_initiated(
+        self, producer: Any, topic: str, message: Any, keysize: int, valsize: int
+    ) -> float:
+        return time.perf_counter()
+
+    def on_send_completed(self, producer: Any, state: float, metadata: Any) -> None:
+        self._sends.observe(time.perf_counter() - state)

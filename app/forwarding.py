@@ -6,8 +6,9 @@ Mark: journal/kafka/fence.py); any other worker must scan the partition in Kafka
 
 Faust's `table_route` is not used: it drops request bodies and buffers answers. This proxy
 streams both ways (an append's body, a read's NDJSON) and marks what it forwarded, so a
-request is forwarded at most once. When the owner is unknown (a rebalance), the request is
-served here.
+request is forwarded at most once, with this worker's request id (`web.request_id`), so both
+workers' log lines name it. When the owner is unknown (a rebalance), the request is served
+here. Nothing logged here names a header: the Authorization header goes on, never into a log.
 
 When the owner fails (killed, restarting), what the client gets depends on how far the
 request went, never a 500:
@@ -47,6 +48,7 @@ from tables.partitions import OwnedPartitions
 from web.app import DEFAULT_RETRY_AFTER_S
 from web.error_answers import ApiError, ErrorCode, StreamInterrupted
 from web.failures import unavailable
+from web.request_id import REQUEST_ID_HEADER, current_request_id
 from web.views import journal_id_of
 
 log = logging.getLogger(__name__)
@@ -119,7 +121,7 @@ def _same(a: URL, b: URL) -> bool:
 
 
 class _OwnerFailed(Exception):
-    kind = ""  # the label of journal_forward_failures_total
+    kind = ""  # the label of kafka_journal_forward_failures_total
 
     def __init__(self, owner: URL, error: aiohttp.ClientError) -> None:
         super().__init__(f"{owner}: {type(error).__name__}: {error or 'no detail'}")
@@ -162,7 +164,7 @@ async def _on_headers_sent(
 
 
 def _failed(kind: type[_OwnerFailed], owner: URL, error: aiohttp.ClientError) -> _OwnerFailed:
-    METRICS.counter("journal_forward_failures_total", kind=kind.kind).inc()
+    METRICS.counter("kafka_journal_forward_failures_total", kind=kind.kind).inc()
     return kind(owner, error)
 
 
@@ -266,10 +268,13 @@ class Forwarder:
             )
         headers = _end_to_end(request.headers)
         headers[FORWARDED_HEADER] = "1"
+        request_id = current_request_id.get()
+        if request_id is not None:  # the owner's log lines name the same request
+            headers[REQUEST_ID_HEADER] = request_id
         target = owner.with_path(request.raw_path.split("?")[0], encoded=True).with_query(
             request.query_string
         )
-        METRICS.counter("journal_forwarded_requests_total").inc()
+        METRICS.counter("kafka_journal_forwarded_requests_total").inc()
         body = request.content if request.can_read_body else None
         sending = _Sending()
         try:
@@ -320,7 +325,7 @@ async def _chunks(answer: aiohttp.ClientResponse, owner: URL) -> AsyncIterator[b
         async for chunk in answer.content.iter_any():
             yield chunk
     except aiohttp.ClientError as error:
-        METRICS.counter("journal_forward_failures_total", kind="stream_broken").inc()
+        METRICS.counter("kafka_journal_forward_failures_total", kind="stream_broken").inc()
         log.warning("the owner %s broke a streamed answer: %r", owner, error)
         raise StreamInterrupted(f"the owner {owner} broke its answer: {error!r}") from error
 

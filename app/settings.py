@@ -7,7 +7,7 @@ of `kafka-journal worker` (see `kjconfig.settings.KJSettings`); flags win.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 from pydantic import Field, model_validator
 
@@ -50,6 +50,9 @@ class WorkerSettings(KJSettings):
         default=2.0,
         gt=0,
         description="how long a read waits for the owner's agent to reach the read's fence",
+    )
+    log_format: Literal["text", "json"] = Field(
+        default="text", description="text, or json: one JSON object per line (app/logs.py)"
     )
 
     @model_validator(mode="before")

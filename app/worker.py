@@ -19,9 +19,10 @@ from agents.poison import SkippedBatches, guarded_transport
 from agents.replicating_agent import define_replicating_agent
 from agents.replication import KafkaReplay, WorkerReplication
 from app.backend import WorkerBackend
-from app.faust_metrics import FaustMonitorCollector
+from app.faust_metrics import FaustMonitorCollector, FaustTimings
 from app.forwarding import Forwarder, Owners
 from app.http_tokens import guard_of
+from app.logs import json_logging
 from app.settings import WorkerSettings
 from journal.client.deferred import Deferred
 from journal.client.journals import Journals
@@ -173,7 +174,8 @@ async def _connect(
         replication.assigned(partition)
     journals.set(client)
     log.info("worker ready at %s", settings.url)
-    print(_welcome(settings.url, settings.journal.http_security_on), flush=True)
+    if settings.log_format == "text":  # a terminal's; JSON lines are for a log collector
+        print(_welcome(settings.url, settings.journal.http_security_on), flush=True)
 
 
 def _broker_credentials(kafka: KafkaAccess) -> faust.SASLCredentials | None:
@@ -214,13 +216,14 @@ def _mount_web(
     web_app = app.web.web_app
     add_routes(
         web_app,
-        WorkerBackend(app, journals),
+        WorkerBackend(journals),
         max_body_bytes=settings.max_body_bytes,
         guard=guard_of(settings.journal),
         max_snapshot_bytes=settings.journal.max_snapshot_bytes,
     )
     # Faust's own consumer metrics, next to ours in /metrics (read when scraped)
     METRICS.registry.register(FaustMonitorCollector(app))
+    app.sensors.add(FaustTimings(METRICS))
     owners = Owners(app, owned, APPENDS_TABLE, partitions, settings.url)
     forwarder = Forwarder(owners)
     # inside the API's error middleware and token check: a forwarded request was checked here
@@ -247,7 +250,13 @@ def run_worker(settings: WorkerSettings, loglevel: str = "info") -> int:
     partitions = prepare_topic(settings)
     settings.datadir.mkdir(parents=True, exist_ok=True)
     app = create_app(settings, partitions)
-    worker = faust.Worker(app, loglevel=loglevel)
+    json_logs = settings.log_format == "json"
+    worker = faust.Worker(
+        app,
+        loglevel=loglevel,
+        logging_config=json_logging(loglevel) if json_logs else None,
+        quiet=json_logs,  # Faust's banner is not JSON
+    )
     # its terminal spinner sets the root logger to DEBUG at levels >= WARN, so every debug
     # call of aiokafka and Faust would build a LogRecord (~8% of a busy worker's CPU)
     worker.spinner = None

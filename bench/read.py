@@ -321,7 +321,7 @@ def _index_misses() -> dict[str, float]:
         sample.labels["reason"]: sample.value
         for family in METRICS.registry.collect()
         for sample in family.samples
-        if sample.name == "journal_index_misses_total"
+        if sample.name == "kafka_journal_index_misses_total"
     }
 
 
@@ -340,7 +340,7 @@ async def _worker_at(worker: WorkerProcess, http: aiohttp.ClientSession, end: in
         offsets = [
             float(line.split()[-1])
             for line in text.splitlines()
-            if line.startswith("journal_agent_offset{")
+            if line.startswith("kafka_journal_agent_offset{")
         ]
         if offsets and max(offsets) >= end - 1:
             return

@@ -5,8 +5,17 @@ a second app in the same process builds its own and reads only what it caused. `
 this process's default: the core counts on it with `METRICS.counter(name, **labels).inc()`,
 and a web app renders whichever `Metrics` it was given at `/metrics`.
 
+Every metric is declared once, in `CATALOGUE`: its kind, the HELP text an operator reads, and
+a histogram's buckets. A name outside it, or used as another kind, raises ValueError at first
+use, which tests catch at once. Names follow Prometheus' conventions, so a sum or a quantile
+can be taken across workers: one namespace (`kafka_journal_`), counters end in `_total`,
+histograms name their unit, and nothing is a rate or a quantile computed here.
+
 A metric's label names are fixed by its first use (Prometheus requires one label set per
-name): a later call with other label names raises ValueError, which tests catch at once.
+name): a later call with other label names raises ValueError.
+
+Each registry also serves the process' CPU, memory and file descriptors, the garbage
+collector's counts, the Python version and `kafka_journal_build_info{version}`.
 """
 
 from __future__ import annotations
@@ -15,13 +24,33 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Protocol, TypeVar
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+import prometheus_client
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.metrics import MetricWrapperBase
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
+
+from journal.version import VERSION
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
+NAMESPACE = "kafka_journal"
+
+# A `_created` gauge beside every counter and histogram doubles the series for a start time
+# that `kafka_journal_process_start_time_seconds` already gives.
+prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
 
 # Seconds: from a sub-millisecond local call to a read that waits out a rebalance.
 LATENCY_BUCKETS: tuple[float, ...] = (
@@ -40,6 +69,160 @@ LATENCY_BUCKETS: tuple[float, ...] = (
     5.0,
     10.0,
 )
+# Seconds a subscription (GET /events) stays open: from a catch-up that ends at once to a live
+# one followed for a day.
+SUBSCRIPTION_BUCKETS: tuple[float, ...] = (
+    1.0,
+    10.0,
+    60.0,
+    300.0,
+    900.0,
+    3600.0,
+    4 * 3600.0,
+    12 * 3600.0,
+    24 * 3600.0,
+)
+
+Kind = Literal["counter", "gauge", "histogram"]
+
+
+@dataclass(frozen=True, slots=True)
+class MetricSpec:
+    kind: Kind
+    help: str
+    buckets: tuple[float, ...] = LATENCY_BUCKETS  # a histogram's
+
+
+def _counter(help: str) -> MetricSpec:
+    return MetricSpec("counter", help)
+
+
+def _gauge(help: str) -> MetricSpec:
+    return MetricSpec("gauge", help)
+
+
+def _histogram(help: str, buckets: tuple[float, ...] = LATENCY_BUCKETS) -> MetricSpec:
+    return MetricSpec("histogram", help, buckets)
+
+
+_N = NAMESPACE + "_"
+
+CATALOGUE: dict[str, MetricSpec] = {
+    # HTTP API (web/)
+    _N + "http_requests_total": _counter(
+        "HTTP requests answered, by method, route template and status ('aborted': the client "
+        "left or the handler failed past every error handler); subscriptions included"
+    ),
+    _N + "http_request_duration_seconds": _histogram(
+        "Time from a request's arrival to its answer's end (a streamed read: its last event), "
+        "by method and route; subscriptions (GET /events) are measured apart"
+    ),
+    _N + "http_subscription_duration_seconds": _histogram(
+        "How long subscriptions (GET /events) stayed open, by status; observed when one ends",
+        SUBSCRIPTION_BUCKETS,
+    ),
+    _N + "http_subscriptions_open": _gauge("Subscriptions (GET /events) open now"),
+    _N + "http_subscription_lines_total": _counter(
+        "Lines (events and heartbeats) sent to subscriptions"
+    ),
+    _N + "http_appended_events_total": _counter("Events appended through the HTTP API"),
+    _N + "http_streamed_events_total": _counter("Events sent in answers to reads"),
+    _N + "http_streams_interrupted_total": _counter(
+        "Reads and subscriptions whose connection was dropped mid-stream because the server "
+        "failed (not because the client left)"
+    ),
+    _N + "read_duration_seconds": _histogram(
+        "Time a read took to its first event (fence, pointer, head): the core's read latency, "
+        "without the streaming at the client's pace"
+    ),
+    # the core (journal/)
+    _N + "write_duration_seconds": _histogram(
+        "Time from handing an action to the producer to Kafka's acknowledgement, by action"
+    ),
+    _N + "reads_total": _counter(
+        "Reads by how the head was found: 'index' or 'store' on the partition's owner, "
+        "'scan_<reason>' when the partition had to be scanned in Kafka"
+    ),
+    _N + "reads_spilled_total": _counter(
+        "Reads whose head was too large to hold and was fetched again in pieces"
+    ),
+    _N + "truncated_reads_total": _counter(
+        "Reads that needed records Kafka no longer keeps and the store never got: the journal "
+        "must be repaired"
+    ),
+    _N + "appends_rejected_total": _counter(
+        "Appends the log rejected, by reason ('conflict': the journal was elsewhere, "
+        "'duplicate': a repeat)"
+    ),
+    _N + "conditional_verdicts_total": _counter(
+        "Verdicts on conditional appends, by path ('memory': from the followed tail, 'read': "
+        "from a fold of the journal)"
+    ),
+    _N + "index_misses_total": _counter(
+        "Look-ups of the journal index that could not answer, by reason; the read then scans"
+    ),
+    _N + "index_dropped_records_total": _counter(
+        "Records the tail index dropped because it held its maximum of journals"
+    ),
+    _N + "index_expired_records_total": _counter(
+        "Records that expired from Kafka before the tail index saw them"
+    ),
+    _N + "malformed_records_skipped_total": _counter(
+        "Records of the action topic that could not be decoded and were skipped"
+    ),
+    _N + "producer_replaced_total": _counter(
+        "Times the Kafka producer was stuck and replaced by a fresh one"
+    ),
+    _N + "subscription_whole_folds_total": _counter(
+        "Subscriptions that folded a partition from offset 0 because the store was down"
+    ),
+    _N + "subscription_store_reads_total": _counter(
+        "Subscriptions that read events from the store because Kafka no longer had them"
+    ),
+    # replication (agents/, journal/kafka/replicate.py)
+    _N + "replication_lag_records": _gauge(
+        "Records of a partition this worker owns that are not yet replicated to the store"
+    ),
+    _N + "replication_lag_seconds": _gauge(
+        "Age of the oldest record of a partition this worker owns that is not yet "
+        "replicated (0 when none)"
+    ),
+    _N + "replication_failures_total": _counter(
+        "Failed replication attempts of a partition (the store or Kafka failed); retried"
+    ),
+    _N + "replication_row_reads_total": _counter(
+        "Journal rows the replicator read from the store because it had not cached them"
+    ),
+    _N + "records_expired_unreplicated_total": _counter(
+        "Records that expired from Kafka before replication stored them: lost to the store"
+    ),
+    _N + "quarantined_records_total": _counter(
+        "Records replication could not apply, sent to the quarantine topic, by topic"
+    ),
+    _N + "poison_batches_total": _counter(
+        "Record batches of the action topic the consumer could not decode and skipped, by topic"
+    ),
+    _N + "agent_record_delay_seconds": _histogram(
+        "Time from a record's append to the replicating agent seeing it"
+    ),
+    _N + "agent_offset": _gauge(
+        "Last offset of a partition this worker owns that its agent put in the tables"
+    ),
+    # forwarding (app/forwarding.py)
+    _N + "forwarded_requests_total": _counter(
+        "Journal requests this worker forwarded to their partition's owner"
+    ),
+    _N + "forward_failures_total": _counter(
+        "Forwards that failed, by kind ('never_reached', 'outcome_unknown', 'stream_broken')"
+    ),
+    # Faust's consumer and producer (app/faust_metrics.py)
+    _N + "faust_commit_duration_seconds": _histogram("Time of the worker's offset commits"),
+    _N + "faust_send_duration_seconds": _histogram(
+        "Time of the worker's Faust producer sends (table changelogs), to the acknowledgement"
+    ),
+    # this process
+    _N + "build_info": _gauge("Always 1; its label says which version of Kafka Journal runs"),
+}
 
 
 class CountingChild(Protocol):
@@ -53,12 +236,20 @@ class ObservingChild(Protocol):
 class SettingChild(Protocol):
     def set(self, value: float) -> None: ...
 
+    def inc(self, amount: float = 1) -> None: ...
 
-_Family = TypeVar("_Family", bound=MetricWrapperBase)
+    def dec(self, amount: float = 1) -> None: ...
+
+
+_KINDS: dict[Kind, type[MetricWrapperBase]] = {
+    "counter": Counter,
+    "gauge": Gauge,
+    "histogram": Histogram,
+}
 
 
 class Metrics:
-    """Counters, histograms and gauges of one registry, created on first use."""
+    """The metrics of `CATALOGUE` in one registry, created on first use, and the process'."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
@@ -67,19 +258,31 @@ class Metrics:
         # too much for every request and append
         self._children: dict[tuple[str, tuple[tuple[str, str], ...]], Any] = {}
         self._lock = threading.Lock()  # the Cassandra driver's threads may count too
+        ProcessCollector(namespace=NAMESPACE, registry=self.registry)
+        # these two name their series without a namespace option: python_gc_*, python_info
+        self.registry.register(_Namespaced(GCCollector(registry=CollectorRegistry())))
+        self.registry.register(_Namespaced(PlatformCollector(registry=None)))
+        self.gauge(_N + "build_info", version=VERSION).set(1)
 
     def counter(self, name: str, **labels: str) -> CountingChild:
-        child: CountingChild = self._child(Counter, name, labels)
+        child: CountingChild = self._child("counter", name, labels)
         return child
 
     def histogram(self, name: str, **labels: str) -> ObservingChild:
-        """A latency histogram, in seconds (`LATENCY_BUCKETS`)."""
-        child: ObservingChild = self._child(Histogram, name, labels, buckets=LATENCY_BUCKETS)
+        """A histogram, in seconds, of the catalogue's buckets."""
+        child: ObservingChild = self._child("histogram", name, labels)
         return child
 
     def gauge(self, name: str, **labels: str) -> SettingChild:
-        child: SettingChild = self._child(Gauge, name, labels)
+        child: SettingChild = self._child("gauge", name, labels)
         return child
+
+    def remove(self, name: str, **labels: str) -> None:
+        """Drop the series of `name` with these labels (if any), as if never set: a gauge of
+        a partition this worker no longer owns must not keep reporting its last value."""
+        if self._children.pop((name, tuple(labels.items())), None) is not None:
+            family = self._families[name]
+            family.remove(*(labels[label] for label in sorted(labels)))
 
     @contextmanager
     def timed(self, name: str, **labels: str) -> Iterator[None]:
@@ -101,36 +304,58 @@ class Metrics:
         """The Prometheus text exposition format (`CONTENT_TYPE`)."""
         return generate_latest(self.registry)
 
-    def _child(
-        self, kind: type[MetricWrapperBase], name: str, labels: dict[str, str], **options: object
-    ) -> Any:
+    def _child(self, kind: Kind, name: str, labels: dict[str, str]) -> Any:
         key = (name, tuple(labels.items()))
         child = self._children.get(key)
         if child is None:
-            family = self._family(kind, name, labels, **options)
+            family = self._family(kind, name, labels)
             child = family.labels(**labels) if labels else family
             self._children[key] = child
-        elif not isinstance(self._families[name], kind):
-            raise ValueError(f"metric {name} is a {type(self._families[name]).__name__}")
+        elif CATALOGUE[name].kind != kind:
+            raise _wrong_kind(name, kind)
         return child
 
-    def _family(
-        self, kind: type[_Family], name: str, labels: dict[str, str], **options: object
-    ) -> _Family:
+    def _family(self, kind: Kind, name: str, labels: dict[str, str]) -> MetricWrapperBase:
+        spec = CATALOGUE.get(name)
+        if spec is None:
+            raise ValueError(f"metric {name} is not in journal.metrics.CATALOGUE")
+        if spec.kind != kind:
+            raise _wrong_kind(name, kind)
+        options = {"buckets": spec.buckets} if kind == "histogram" else {}
         with self._lock:
             family = self._families.get(name)
             if family is None:
-                family = kind(
+                family = _KINDS[kind](
                     name,
-                    name.replace("_", " "),
+                    spec.help,
                     labelnames=sorted(labels),
                     registry=self.registry,
                     **options,  # type: ignore[arg-type]
                 )
                 self._families[name] = family
-        if not isinstance(family, kind):
-            raise ValueError(f"metric {name} is a {type(family).__name__}, not a {kind.__name__}")
         return family
+
+
+def _wrong_kind(name: str, kind: Kind) -> ValueError:
+    declared = _KINDS[CATALOGUE[name].kind].__name__
+    return ValueError(f"metric {name} is a {declared}, not a {_KINDS[kind].__name__}")
+
+
+class _Namespaced(Collector):
+    """Another collector's series, their names in this project's namespace."""
+
+    def __init__(self, collector: Collector) -> None:
+        self._collector = collector
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self._collector.collect():
+            renamed = Metric(_N + family.name, family.documentation, family.type, family.unit)
+            renamed.samples = [s._replace(name=_N + s.name) for s in family.samples]
+            yield renamed
+
+
+def replication_lag_labels(topic: str, partition: int) -> dict[str, str]:
+    return {"topic": topic, "partition": str(partition)}
 
 
 def set_replication_lag(
@@ -139,9 +364,16 @@ def set_replication_lag(
     """How far replication is behind on `topic`'s `partition`: the records it has still to
     apply (end offset minus the next offset to replicate), and how long ago the oldest of
     them was written (0 when none); set by the replicating agent as it goes."""
-    labels = {"topic": topic, "partition": str(partition)}
-    metrics.gauge("journal_replication_lag_records", **labels).set(records)
-    metrics.gauge("journal_replication_lag_seconds", **labels).set(seconds)
+    labels = replication_lag_labels(topic, partition)
+    metrics.gauge(_N + "replication_lag_records", **labels).set(records)
+    metrics.gauge(_N + "replication_lag_seconds", **labels).set(seconds)
+
+
+def forget_replication_lag(metrics: Metrics, topic: str, partition: int) -> None:
+    """No lag series for a partition this worker no longer owns (its new owner reports it)."""
+    labels = replication_lag_labels(topic, partition)
+    metrics.remove(_N + "replication_lag_records", **labels)
+    metrics.remove(_N + "replication_lag_seconds", **labels)
 
 
 METRICS = Metrics()

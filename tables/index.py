@@ -43,5 +43,5 @@ class TableIndex:
 
 
 def _missed(reason: str) -> NotIndexed:
-    METRICS.counter("journal_index_misses_total", reason=reason).inc()
+    METRICS.counter("kafka_journal_index_misses_total", reason=reason).inc()
     return NotIndexed(reason)

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 
 from journal.metrics import METRICS
 
+_OFFSET = "kafka_journal_agent_offset"
+
 
 @dataclass(slots=True)
 class _Owned:
@@ -41,6 +43,7 @@ class OwnedPartitions:
 
     def revoke(self, partition: int) -> None:
         owned = self._owned.pop(partition, None)
+        METRICS.remove(_OFFSET, partition=str(partition))  # its new owner reports it
         if owned is not None:
             for _, _, waiter in owned.waiters:
                 if not waiter.done():
@@ -82,7 +85,7 @@ class OwnedPartitions:
         if owned is None or offset <= owned.processed:
             return
         owned.processed = offset
-        METRICS.gauge("journal_agent_offset", partition=str(partition)).set(offset)
+        METRICS.gauge(_OFFSET, partition=str(partition)).set(offset)
         waiters = owned.waiters
         while waiters and waiters[0][0] <= offset:
             waiter = heapq.heappop(waiters)[2]

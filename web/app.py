@@ -3,10 +3,10 @@
     app = create_app(DirectBackend(journals))            # its own aiohttp Application
     add_routes(faust_web_app, backend)                   # onto an existing one, before startup
 
-`add_routes` also installs the API's middlewares on the host application (JSON errors,
-request metrics) unless told not to; they then apply to the host's other routes too, which is
-what a single HTTP surface wants (a JSON 404 for every unknown path). Middlewares can only be
-added before the application starts.
+`add_routes` also installs the API's middlewares on the host application (request ids, JSON
+errors, request metrics) unless told not to; they then apply to the host's other routes too,
+which is what a single HTTP surface wants (a JSON 404 for every unknown path). Middlewares can
+only be added before the application starts.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from web.auth import Guard
 from web.backend import JournalBackend
 from web.middleware import error_middleware, metrics_middleware
 from web.ops import OpsViews
+from web.request_id import echo_request_id, request_id_middleware
 from web.routes import ROUTES, Views
 from web.snapshots import SnapshotViews, snapshot_body_limit
 from web.views import JournalViews, Limits
@@ -53,8 +54,17 @@ def add_routes(
     for route in ROUTES:  # add_route, not add_get: no HEAD (see web.routes)
         app.router.add_route(route.method, route.path, getattr(views[route.views], route.handler))
     if middlewares:
-        # metrics outermost, so it counts the status the error middleware finally chose
-        app.middlewares.extend([metrics_middleware(metrics), error_middleware(retry_after_s)])
+        # the request id outermost, so every line logged for the request carries it; metrics
+        # next, so it counts the status the error middleware finally chose
+        long_lived = frozenset(route.path for route in ROUTES if route.long_lived)
+        app.middlewares.extend(
+            [
+                request_id_middleware,
+                metrics_middleware(metrics, long_lived),
+                error_middleware(retry_after_s),
+            ]
+        )
+        app.on_response_prepare.append(echo_request_id)
     if guard is not None:
         # inside the error middleware (its 401/403 get the API's body), before any middleware
         # added later, such as forwarding: a request is checked before it goes anywhere

@@ -2,7 +2,7 @@
 
 `JournalBackend` is the seam between the views and the process they run in: the direct client
 (`DirectBackend`, always ready) or the Faust worker (`app.backend.WorkerBackend`), ready once
-its core is connected and while no rebalance runs. Either serves every journal itself; the
+its core is connected. Either serves every journal itself; the
 worker's forwarding to a partition's owner is a middleware (`app.forwarding`), not the
 backend's. The views never look behind it.
 """

@@ -60,7 +60,7 @@ def api_error_of(error: BaseException, retry_after_s: int) -> ApiError | None:
             410,
             ErrorCode.JOURNAL_TRUNCATED,
             f"events of this journal were lost: {error}. Retrying will not help; an operator "
-            "must repair the journal (see the journal_truncated_reads_total metric)",
+            "must repair the journal (see the kafka_journal_truncated_reads_total metric)",
         )
     if isinstance(error, SeqNrConflict):
         return ApiError(

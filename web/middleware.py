@@ -4,7 +4,9 @@
 wrong method 405, ...) into the same JSON shape, maps known failures of the core and its
 drivers (see `web.failures`) and answers anything else with a logged 500. `metrics_middleware`
 counts requests by method, route template (never the raw path: ids would explode the label
-space) and status, and observes their latency per method and route in a histogram.
+space) and status, and observes their latency per method and route in a histogram; a
+long-lived route's requests (subscriptions) are observed in a histogram of their own, by
+status, and counted while open: a day-long subscription is no request latency.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import time
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
-from journal.metrics import CountingChild, Metrics, ObservingChild
+from journal.metrics import NAMESPACE, CountingChild, Metrics, ObservingChild
 from web.error_answers import ErrorCode, StreamInterrupted, error_response
 from web.failures import api_error_of
 
@@ -70,15 +72,26 @@ def _http_exception_response(request: web.Request, e: web.HTTPException) -> web.
     return error_response(e.status, code, message, headers)
 
 
-def metrics_middleware(metrics: Metrics) -> Middleware:
+_REQUESTS = NAMESPACE + "_http_requests_total"
+_REQUEST_DURATION = NAMESPACE + "_http_request_duration_seconds"
+_SUBSCRIPTION_DURATION = NAMESPACE + "_http_subscription_duration_seconds"
+_SUBSCRIPTIONS_OPEN = NAMESPACE + "_http_subscriptions_open"
+
+
+def metrics_middleware(metrics: Metrics, long_lived: frozenset[str] = frozenset()) -> Middleware:
+    """`long_lived`: the route templates measured as subscriptions."""
     # each request's two children, by (method, route, status): one dict lookup per request
     children: dict[tuple[str, str, str], tuple[CountingChild, ObservingChild]] = {}
+    subscriptions_open = metrics.gauge(_SUBSCRIPTIONS_OPEN)
 
     @web.middleware
     async def measured(request: web.Request, handler: Handler) -> web.StreamResponse:
         started = time.perf_counter()
         route = _route_label(request)
         method = request.method if request.method in _METHODS else "other"
+        subscription = route in long_lived
+        if subscription:
+            subscriptions_open.inc()
         status = "aborted"  # the handler raised past every error handler, or the client left
         try:
             response = await handler(request)
@@ -94,13 +107,15 @@ def metrics_middleware(metrics: Metrics) -> Middleware:
             pair = children.get(key)
             if pair is None:
                 pair = children[key] = (
-                    metrics.counter(
-                        "http_requests_total", method=method, route=route, status=status
-                    ),
-                    metrics.histogram("http_request_duration_seconds", method=method, route=route),
+                    metrics.counter(_REQUESTS, method=method, route=route, status=status),
+                    metrics.histogram(_SUBSCRIPTION_DURATION, status=status)
+                    if subscription
+                    else metrics.histogram(_REQUEST_DURATION, method=method, route=route),
                 )
             pair[0].inc()
             pair[1].observe(elapsed)
+            if subscription:
+                subscriptions_open.dec()
 
     return measured
 

@@ -29,7 +29,7 @@ Every error is `{"error": {"code", "message"}}`; clients branch on `code`:
 400 malformed input (never a 500), 404 unknown route, 405 wrong method, 413 body or append too
 large, 410 `journal_truncated`, 409 `seq_nr_conflict` (a conditional append, `expectedSeqNr`,
 found the journal elsewhere), 422 `idempotency_key_reused`, 503 + `Retry-After` while this
-worker is not ready (starting, rebalancing), Kafka/Cassandra are unreachable, or the outcome
+worker is not ready (starting), Kafka/Cassandra are unreachable, or the outcome
 is unknown (`outcome_unknown`: the journal's owner died with the request, or a conditional
 append could not learn its verdict), 500 only for bugs.
 
@@ -192,7 +192,7 @@ _RESPONSES: JsonDoc = {
         "nothing was stored."
     ),
     "Unavailable": _error_response(
-        "`not_ready` (this worker or the journal's owner starting, rebalancing), `unavailable` "
+        "`not_ready` (this worker starting, or the journal's owner unreachable), `unavailable` "
         "(Kafka/Cassandra unreachable) or `outcome_unknown` (the owner died with the request: it "
         "may have been applied; repeat it, an append of the same seqNrs or a delete is safe).",
         {"Retry-After": {"schema": {"type": "integer"}, "description": "seconds"}},
@@ -387,7 +387,7 @@ _OPERATIONS: dict[str, JsonDoc] = {
     },
     "healthz": _ops("The process is up.", _ok("up", _ref("schemas", "Status"))),
     "readyz": _ops(
-        "Ready to serve journals (assigned and recovered).",
+        "Ready to serve journal requests (connected), also while the group rebalances.",
         _ok("ready", _ref("schemas", "Status")),
         {"503": _ref("responses", "Unavailable")},
     ),

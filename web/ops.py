@@ -1,8 +1,9 @@
 """Operational routes: liveness, readiness, metrics, the API's own description.
 
-`/healthz` answers 200 while the process can answer at all. `/readyz` asks the backend (a Faust
-worker is ready once its core is connected and while no rebalance runs): 200 or 503 +
-Retry-After, so load balancers stop sending journal requests it would refuse anyway.
+`/healthz` answers 200 while the process can answer at all, and does nothing else. `/readyz`
+asks the backend whether this process can serve journal requests (a Faust worker: once its
+core is connected, also while its group rebalances, as it serves or forwards requests then):
+200 or 503 + Retry-After, so load balancers stop sending requests it would refuse anyway.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ class OpsViews:
         if not self._backend.ready():
             raise unavailable(
                 ErrorCode.NOT_READY,
-                "not ready to serve journals (starting or rebalancing)",
+                "not ready to serve journals (starting)",
                 self._retry_after_s,
             )
         return json_response(Status(status="ready"))

@@ -27,7 +27,8 @@ class Route:
     """One route: what serves it, the scope a token needs for it (None: open to anyone), and
     its OpenAPI operationId. `lists_within_prefix`: a route without an {id} that filters what
     it answers by the token's prefix itself; any other route without an {id} refuses a
-    prefix-limited token."""
+    prefix-limited token. `long_lived`: its answer lasts as long as the client wants (a live
+    subscription), so its time says nothing of latency and is measured apart."""
 
     method: str
     path: str
@@ -36,6 +37,7 @@ class Route:
     scope: Scope | None
     operation_id: str
     lists_within_prefix: bool = False
+    long_lived: bool = False
 
     @property
     def key(self) -> RouteKey:
@@ -53,7 +55,7 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/journals/{id}", "journals", "info", Scope.READ, "info"),
     Route("DELETE", "/journals/{id}", "journals", "purge", Scope.DELETE, "purge"),
     # every journal's events: a prefix-limited token is refused
-    Route("GET", "/events", "journals", "subscribe", Scope.READ, "subscribe"),
+    Route("GET", "/events", "journals", "subscribe", Scope.READ, "subscribe", long_lived=True),
     Route(
         "PUT", "/journals/{id}/snapshots/{seqNr}", "snapshots", "put", Scope.WRITE, "putSnapshot"
     ),

@@ -80,17 +80,17 @@ class JournalViews:
         self._limits = limits
         self._metrics = metrics
         # looked up once: a child's lookup by name costs more than its increment
-        self._appended = metrics.counter("http_appended_events_total")
-        self._read_latency = metrics.histogram("journal_read_duration_seconds")
-        self._streamed = metrics.counter("http_streamed_events_total")
-        self._interrupted = metrics.counter("http_streams_interrupted_total")
-        self._subscription_lines = metrics.counter("http_subscription_lines_total")
+        self._appended = metrics.counter("kafka_journal_http_appended_events_total")
+        self._read_latency = metrics.histogram("kafka_journal_read_duration_seconds")
+        self._streamed = metrics.counter("kafka_journal_http_streamed_events_total")
+        self._interrupted = metrics.counter("kafka_journal_http_streams_interrupted_total")
+        self._subscription_lines = metrics.counter("kafka_journal_http_subscription_lines_total")
 
     def _check_ready(self) -> None:
         if not self._backend.ready():
             raise unavailable(
                 ErrorCode.NOT_READY,
-                "this worker is not ready to serve journals (starting or rebalancing)",
+                "this worker is not ready to serve journals (starting)",
                 self._limits.retry_after_s,
             )
 
@@ -159,7 +159,7 @@ class JournalViews:
         if not self._backend.ready():
             raise unavailable(
                 ErrorCode.NOT_READY,
-                "this worker is not ready to serve subscriptions (starting or rebalancing)",
+                "this worker is not ready to serve subscriptions (starting)",
                 self._limits.retry_after_s,
             )
         query = parse_subscribe_query(request.query)

@@ -528,7 +528,8 @@ class ConditionalAppends:
         try:
             state = await self._folded_in_memory(key, header, position)
             METRICS.counter(
-                "journal_conditional_verdicts_total", path="read" if state is None else "memory"
+                "kafka_journal_conditional_verdicts_total",
+                path="read" if state is None else "memory",
             ).inc()
             if state is None:
                 state = (await self._head(key, until=offset + 1, index=self._index)).state

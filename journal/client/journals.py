@@ -5,7 +5,7 @@ The reading flow (design.md), for every read and every look at a journal's state
    Mark: `journal.kafka.fence`). Meanwhile the store's row of the journal is read.
 2. The index (a worker's tables, or this process's `TailIndex`) says where the journal's
    actions below the fence are, without touching other journals' records. If it cannot tell,
-   the partition is scanned from the store's pointer (counted: `journal_reads_total`).
+   the partition is scanned from the store's pointer (counted: `kafka_journal_reads_total`).
 3. The records the store does not reflect yet are fetched by offset and folded onto the
    store's state with the one fold (`journal.kafka.head.fold_head`). Nothing there: the store
    answers alone and Kafka is not read.
@@ -297,9 +297,9 @@ class Journals:
         after = max(base.offset, found.needs)
         runs = [r for r in found.runs if r.last > after and r.first < fence]
         if not runs:
-            METRICS.counter("journal_reads_total", path="store").inc()
+            METRICS.counter("kafka_journal_reads_total", path="store").inc()
             return JournalView(partition, meta, JournalHead.of_store(base))
-        METRICS.counter("journal_reads_total", path="index").inc()
+        METRICS.counter("kafka_journal_reads_total", path="index").inc()
         actions = self.kafka.fetch(key, partition, runs, after, fence)
         head = await fold_head(base, actions, self.kafka.config.head_budget_bytes)
         return JournalView(partition, meta, head)
@@ -307,7 +307,7 @@ class Journals:
     async def _view_scanned(
         self, key: JournalKey, partition: int, fence: int, reason: str
     ) -> JournalView:
-        METRICS.counter("journal_reads_total", path=f"scan_{reason}").inc()
+        METRICS.counter("kafka_journal_reads_total", path=f"scan_{reason}").inc()
         pointer = await self.store.pointer(key.topic, partition)
         meta = await self.store.meta(key)  # after the pointer: it reflects at least that much
         base = JournalState() if meta is None else meta.state
@@ -340,7 +340,7 @@ class Journals:
             head = await fold_whole(self.kafka.scan(key, partition, None, fence), budget)
         if head is None:
             raise StoreUnavailable(f"{error}; Kafka alone no longer holds all of {key}") from error
-        METRICS.counter("journal_reads_total", path=path).inc()
+        METRICS.counter("kafka_journal_reads_total", path=path).inc()
         return JournalView(partition, None, head)
 
     def subscribe(
@@ -596,7 +596,7 @@ class Journal:
         yield view.head.events
         spilled = view.head.spilled
         if spilled:
-            METRICS.counter("journal_reads_spilled_total").inc()
+            METRICS.counter("kafka_journal_reads_spilled_total").inc()
         for start in range(0, len(spilled), _SPILL_FETCH):
             offsets = spilled[start : start + _SPILL_FETCH]
             fetched = self._journals.fetch_events(self.key, view.partition, offsets)

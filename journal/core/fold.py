@@ -97,7 +97,7 @@ class JournalState:
 
 def count_rejected(key: JournalKey, record: ActionRecord, verdict: Verdict) -> None:
     """Count a rejected Append; log conflicts (a writer lost a race), not retries."""
-    METRICS.counter("journal_appends_rejected_total", reason=verdict.value).inc()
+    METRICS.counter("kafka_journal_appends_rejected_total", reason=verdict.value).inc()
     if verdict is Verdict.CONFLICT:
         log.info(
             "%s: the Append of %s at offset %s does not continue the journal: rejected",

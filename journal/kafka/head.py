@@ -115,6 +115,6 @@ def _events_or_skip(action: ActionRecord) -> Sequence[EventRecord] | None:
     try:
         return events_of(action)
     except (DecodeError, InvalidValue) as error:
-        METRICS.counter("journal_malformed_records_skipped_total").inc()
+        METRICS.counter("kafka_journal_malformed_records_skipped_total").inc()
         log.warning("skipping an Append at offset %s: %s", action.offset, error)
         return None

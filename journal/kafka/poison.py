@@ -67,7 +67,7 @@ def note(poison: Poison) -> None:
     if seen in _noted:
         return
     _noted.add(seen)
-    METRICS.counter("journal_poison_batches_total", topic=poison.topic).inc()
+    METRICS.counter("kafka_journal_poison_batches_total", topic=poison.topic).inc()
     log.error(
         "%s-%s: the batch at offset %s cannot be decoded (%s): reads spanning it fail, "
         "replication skips it",

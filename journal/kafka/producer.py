@@ -129,7 +129,7 @@ class JournalProducer:
     async def _replace_stuck(self, stuck: AIOKafkaProducer, error: Exception) -> None:
         """The failed send is retried once on the fresh producer, by the caller."""
         log.warning("the Kafka producer is stuck (%r): replacing it", error)
-        METRICS.counter("journal_producer_replaced_total").inc()
+        METRICS.counter("kafka_journal_producer_replaced_total").inc()
         await self._replace(stuck)
 
     async def send(self, topic: str, value: bytes | None, **kwargs: Any) -> asyncio.Future[Any]:

@@ -176,7 +176,7 @@ class KafkaRecords:
 
 
 def _truncated(tp: TopicPartition, needed: int, kept_from: int) -> JournalTruncated:
-    METRICS.counter("journal_truncated_reads_total").inc()
+    METRICS.counter("kafka_journal_truncated_reads_total").inc()
     return JournalTruncated(
         f"{tp.topic}-{tp.partition}: records from offset {needed} are needed but Kafka keeps "
         f"only offsets from {kept_from}: they expired before replication stored them"
@@ -187,7 +187,7 @@ def _parse_or_skip(message: ConsumerRecord[bytes, bytes], key: JournalKey) -> Ac
     try:
         action = parse(raw_record(message))
     except MalformedRecord as error:
-        METRICS.counter("journal_malformed_records_skipped_total").inc()
+        METRICS.counter("kafka_journal_malformed_records_skipped_total").inc()
         log.warning("skipping a malformed record in a head: %s", error)
         return None
     return action if action is not None and action.key == key else None

@@ -77,7 +77,7 @@ class KafkaQuarantine:
     async def put(self, record: RawRecord, reason: str) -> None:
         self._pending.append((record, reason, await self._send(record, reason)))
         self._summary.add(record, reason)
-        METRICS.counter("journal_quarantined_records_total", topic=record.topic).inc()
+        METRICS.counter("kafka_journal_quarantined_records_total", topic=record.topic).inc()
 
     async def flush(self) -> None:
         # a record leaves `_pending` only once delivered: a failed flush loses nothing
@@ -174,7 +174,7 @@ class StoredRows:
         found = {key: row for key in keys if (row := cached.get(key)) is not None}
         missing = [key for key in keys if key not in found]
         if missing:
-            METRICS.counter("journal_replication_row_reads_total").inc(len(missing))
+            METRICS.counter("kafka_journal_replication_row_reads_total").inc(len(missing))
             found |= await store.stored(missing)
         return found
 
@@ -317,14 +317,14 @@ async def replicate_range(
 
     Records below the log start expired before replication (an outage longer than Kafka's
     retention): they are gone for good; the consumer starts at the log start, and the loss is
-    logged and counted (`journal_records_expired_unreplicated_total`) for an operator."""
+    logged and counted (`kafka_journal_records_expired_unreplicated_total`) for an operator."""
     if start >= end:
         return
     consumer.assign([tp])
     log_start = (await consumer.beginning_offsets([tp]))[tp]
     if log_start > start:
         lost = min(log_start, end) - start
-        METRICS.counter("journal_records_expired_unreplicated_total").inc(lost)
+        METRICS.counter("kafka_journal_records_expired_unreplicated_total").inc(lost)
         log.error(
             "%s-%s: offsets %s..%s expired before replication: %s records lost",
             tp.topic,

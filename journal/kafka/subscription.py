@@ -440,7 +440,7 @@ class Subscription:
         if reader.whole or await log_start(consumer, tp) != 0:
             raise failure
         # Kafka holds the whole partition: fold it from offset 0, without the store
-        METRICS.counter("journal_subscription_whole_folds_total").inc()
+        METRICS.counter("kafka_journal_subscription_whole_folds_total").inc()
         log.warning("%s-%s: the store is down: folding from 0", tp.topic, tp.partition)
         reader.go_whole()
         consumer.seek(tp, 0)
@@ -456,7 +456,7 @@ class Subscription:
                 f"{self._topic}-{reader.partition}: records up to offset {to} are gone from "
                 f"Kafka, but the store has them only up to {reader.pointer}"
             )
-        METRICS.counter("journal_subscription_store_reads_total").inc()
+        METRICS.counter("kafka_journal_subscription_store_reads_total").inc()
         stored = self._store.appends(self._topic, reader.partition, reader.cursor, to)
         around = self._around(reader.partition)
         async for append in stored:

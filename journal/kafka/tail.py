@@ -190,13 +190,13 @@ class TailIndex:
         state = await self._followed_state(partition)
         if state is None or (state.position < fence and not await self._reach(state, fence)):
             reason = "behind" if state is not None and state.followed else "unfollowed"
-            METRICS.counter("journal_index_misses_total", reason=reason).inc()
+            METRICS.counter("kafka_journal_index_misses_total", reason=reason).inc()
             return NotIndexed(reason)
         if state.poisoned_to > state.pruned_to:
-            METRICS.counter("journal_index_misses_total", reason="poison").inc()
+            METRICS.counter("kafka_journal_index_misses_total", reason="poison").inc()
             return NotIndexed("poison")
         if state.expired_to > state.pruned_to:
-            METRICS.counter("journal_index_misses_total", reason="expired").inc()
+            METRICS.counter("kafka_journal_index_misses_total", reason="expired").inc()
             return NotIndexed("expired")
         raw_key = key.id.encode("utf-8")
         growing = state.journals.get(raw_key)
@@ -206,7 +206,7 @@ class TailIndex:
             else growing.frozen()
         )
         if runs.pruned_to > state.pruned_to:  # it may own records not indexed nor stored yet
-            METRICS.counter("journal_index_misses_total", reason="overflow").inc()
+            METRICS.counter("kafka_journal_index_misses_total", reason="overflow").inc()
             return NotIndexed("overflow")
         return Indexed(runs.runs, runs.pruned_to, runs.pruned_to == -1 and state.start == 0)
 
@@ -246,7 +246,7 @@ class TailIndex:
         consumer = self._consumer
         assert consumer is not None
         limit = self._config.max_journals
-        dropped = METRICS.counter("journal_index_dropped_records_total")
+        dropped = METRICS.counter("kafka_journal_index_dropped_records_total")
         while True:
             try:
                 if self._followed.is_set():
@@ -303,7 +303,7 @@ class TailIndex:
             log_start = to  # cannot tell: assume the worst, a scan still answers right
         if log_start > state.position:
             state.expired_to = max(state.expired_to, min(log_start, to) - 1)
-            METRICS.counter("journal_index_expired_records_total").inc(
+            METRICS.counter("kafka_journal_index_expired_records_total").inc(
                 min(log_start, to) - state.position
             )
 

@@ -96,7 +96,7 @@ class JournalWriter:
         self._max_record_bytes = max_record_bytes
         # looked up once: the append path is hot, a labelled child lookup is not free
         self._latency: dict[type[ActionHeader], ObservingChild] = {
-            kind: metrics.histogram("journal_write_duration_seconds", action=action)
+            kind: metrics.histogram("kafka_journal_write_duration_seconds", action=action)
             for kind, action in _ACTION_NAMES.items()
         }
 

@@ -12,6 +12,7 @@ import pytest
 from agents import replication
 from journal.core.model import JournalKey
 from journal.kafka.poison import QUARANTINE_SKIPPED_HEADER, Poison, Skipped
+from journal.metrics import METRICS
 from tests.agents.memory import PARTITION, TOPIC, agent, replicated, until, until_pointer
 
 A = JournalKey(TOPIC, "a")
@@ -217,3 +218,22 @@ async def test_a_record_of_a_partition_revoked_while_its_pointer_is_read_is_left
         ag.work.assigned(PARTITION)
         await until_pointer(ag, 0)
         assert await ag.store.seq_nrs(A) == [1]
+
+
+async def test_a_revoked_partition_has_no_lag_or_offset_series_left() -> None:
+    """Its new owner reports them: a worker that lost it must not report its last values."""
+    labels = {"topic": TOPIC, "partition": str(PARTITION)}
+    lag = ("kafka_journal_replication_lag_records", "kafka_journal_replication_lag_seconds")
+    async with agent() as ag:
+        ag.assigned()
+        await ag.handle(ag.log.append(A, 1, 1))
+        await until_pointer(ag, 0)
+        await until(lambda: _sample(lag[0], labels) is not None, "the lag is published")
+        assert _sample("kafka_journal_agent_offset", {"partition": str(PARTITION)}) == 0
+        await ag.work.revoke(PARTITION)
+        assert [_sample(name, labels) for name in lag] == [None, None]
+        assert _sample("kafka_journal_agent_offset", {"partition": str(PARTITION)}) is None
+
+
+def _sample(name: str, labels: dict[str, str]) -> float | None:
+    return METRICS.registry.get_sample_value(name, labels)

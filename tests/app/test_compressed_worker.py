@@ -104,5 +104,5 @@ async def test_a_worker_consumes_past_a_batch_it_cannot_decode(
     assert [e.seq_nr for e in await api.read(victim)] == [1]  # 2..4 could not be decoded
     async with client_session(settings) as session, session.get(worker.url / "metrics") as got:
         text = await got.text()
-    assert f'journal_poison_batches_total{{topic="{settings.topic}"}} 1' in text
+    assert f'kafka_journal_poison_batches_total{{topic="{settings.topic}"}} 1' in text
     assert worker.process is not None and worker.process.poll() is None

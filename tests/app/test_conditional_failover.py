@@ -121,7 +121,7 @@ async def test_an_idempotent_retry_after_the_owner_changed_gets_the_first_answer
             async def verdicts(worker: WorkerProcess) -> float:
                 async with session.get(worker.url / "metrics") as answer:
                     text = await answer.text()
-                name = "journal_conditional_verdicts_total"
+                name = "kafka_journal_conditional_verdicts_total"
                 return sum(float(s.split()[-1]) for s in text.splitlines() if s.startswith(name))
 
             status, first = await post(workers[0])

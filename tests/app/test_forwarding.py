@@ -30,6 +30,12 @@ from tests.support.http_api import journal_path
 from tests.web.served import Served, serve
 from web.error_answers import ErrorCode
 from web.middleware import error_middleware
+from web.request_id import (
+    REQUEST_ID_HEADER,
+    current_request_id,
+    echo_request_id,
+    request_id_middleware,
+)
 
 RETRY_AFTER_S = 7
 APPEND = orjson.dumps({"events": [{"seqNr": 1, "payload": {"n": 1}}]})
@@ -159,7 +165,7 @@ def error(got: Got) -> tuple[int, str, str | None]:
 
 
 def failures(kind: str) -> float:
-    return METRICS.value("journal_forward_failures_total", kind=kind)
+    return METRICS.value("kafka_journal_forward_failures_total", kind=kind)
 
 
 # --- never reached: the request goes where the partition went -------------------------------
@@ -331,3 +337,44 @@ async def test_an_owner_killed_with_the_request_then_the_partition_moving_here()
         if process.returncode is None:
             process.kill()
             await process.wait()
+
+
+# --- the request id travels with the request --------------------------------------------------
+
+
+@asynccontextmanager
+async def id_recording_owner(seen: list[tuple[str | None, str | None]]) -> AsyncIterator[URL]:
+    """An owner behind the request id middleware, recording the id it got and the one current
+    while it handles the request."""
+
+    async def handler(request: web.Request) -> web.Response:
+        seen.append((request.headers.get(REQUEST_ID_HEADER), current_request_id.get()))
+        return await answer("owner", request)
+
+    app = web.Application(middlewares=[request_id_middleware])
+    app.add_routes([web.get("/journals/{id}", handler)])
+    async with serve(app) as served:
+        yield served.url
+
+
+@pytest.mark.parametrize("sent", [None, "client-chosen-1"])
+async def test_a_forwarded_request_keeps_its_request_id(sent: str | None) -> None:
+    seen: list[tuple[str | None, str | None]] = []
+    async with id_recording_owner(seen) as owner:
+        forwarder = Forwarder(Assignment([owner]), retry_after_s=RETRY_AFTER_S)
+        app = web.Application(middlewares=[request_id_middleware, forwarder.middleware])
+        app.on_response_prepare.append(echo_request_id)
+        app.add_routes(journal_routes("front"))
+        headers = {} if sent is None else {REQUEST_ID_HEADER: sent}
+        try:
+            async with (
+                serve(app) as served,
+                served.session.get(served.at(journal_path("j")), headers=headers) as got,
+            ):
+                assert got.status == 200
+                answered_id = got.headers[REQUEST_ID_HEADER]
+        finally:
+            await forwarder.close()
+    assert seen == [(answered_id, answered_id)]
+    if sent is not None:
+        assert answered_id == sent

@@ -86,7 +86,7 @@ async def test_reads_stay_exact_and_indexed_with_cassandra_down_under_a_pile(
             await http.append("old", events(6, 8))
             assert await http.delete("old", 3) == 3
 
-            index_path = 'journal_reads_total{path="kafka_only_index"}'
+            index_path = 'kafka_journal_reads_total{path="kafka_only_index"}'
             before = await metric(worker, session, index_path)
 
             async def worker_read_through_its_tables() -> bool:
@@ -101,10 +101,12 @@ async def test_reads_stay_exact_and_indexed_with_cassandra_down_under_a_pile(
             # the direct client's tail follows the pile on its own: the read below asserts
             # its path, so wait until the index holds new-http whole (it never pruned it)
             await eventually(lambda: indexed_whole(direct, "new-http"), "direct index caught up")
-            direct_before = METRICS.value("journal_reads_total", path="kafka_only_index")
+            direct_before = METRICS.value("kafka_journal_reads_total", path="kafka_only_index")
             assert [r.event async for r in direct.journal("new-http").read()] == events(1, 10)
             assert [r.event async for r in direct.journal("old").read()] == events(4, 8)
-            assert METRICS.value("journal_reads_total", path="kafka_only_index") > direct_before
+            assert (
+                METRICS.value("kafka_journal_reads_total", path="kafka_only_index") > direct_before
+            )
         finally:
             stack.cassandra.start()
         await wait_replicated(settings, direct.store, timeout_s=240)

@@ -65,7 +65,7 @@ async def test_both_workers_own_partitions_and_forward_to_each_other(
     api: HttpJournals, workers: list[WorkerProcess], granted: Granted
 ) -> None:
     async def forwarded() -> float:
-        return sum([await metric(w, "journal_forwarded_requests_total") for w in workers])
+        return sum([await metric(w, "kafka_journal_forwarded_requests_total") for w in workers])
 
     before = await forwarded()
     for n in range(1, 9):

@@ -87,7 +87,7 @@ async def forwarded_total(session: aiohttp.ClientSession, url: URL, tokens: Toke
     status, body, _ = await call(session, "GET", url / "metrics", tokens.header(Scope.ADMIN))
     assert status == 200, body
     lines = body.decode().splitlines()
-    name = "journal_forwarded_requests_total"
+    name = "kafka_journal_forwarded_requests_total"
     return sum(float(line.split()[-1]) for line in lines if line.startswith(name))
 
 
@@ -183,7 +183,7 @@ async def test_metrics_needs_admin_and_health_is_open(
     for url in urls:
         assert (await call(session, "GET", url / "metrics", tokens.header(Scope.READ)))[0] == 403
         status, body, _ = await call(session, "GET", url / "metrics", tokens.header(Scope.ADMIN))
-        assert status == 200 and b"http_requests_total" in body
+        assert status == 200 and b"kafka_journal_http_requests_total" in body
         for path in ("healthz", "readyz", "openapi.json"):
             assert (await call(session, "GET", url / path))[0] == 200, path
 

@@ -110,7 +110,7 @@ async def test_a_malformed_record_is_quarantined_and_replication_goes_on(
     assert quarantined == 1
     async with client_session(settings) as session, session.get(worker.url / "metrics") as got:
         text = await got.text()
-    assert f'journal_quarantined_records_total{{topic="{settings.topic}"}} 1' in text
+    assert f'kafka_journal_quarantined_records_total{{topic="{settings.topic}"}} 1' in text
 
 
 async def test_journal_ids_page_through_what_exists(api: HttpJournals) -> None:
@@ -151,11 +151,11 @@ async def _wait_for_lag(
             text = await got.text()
         for line in text.splitlines():
             name, _, value = line.partition(f"{{{labels}}} ")
-            if value and name.startswith("journal_replication_lag_"):
+            if value and name.startswith("kafka_journal_replication_lag_"):
                 found[name] = float(value)
-        records = found.get("journal_replication_lag_records")
+        records = found.get("kafka_journal_replication_lag_records")
         assert records is not None and wanted(records), found
-        return records, found["journal_replication_lag_seconds"]
+        return records, found["kafka_journal_replication_lag_seconds"]
 
     return await eventually(lag, f"the lag of partition {partition} as wanted")
 
@@ -320,15 +320,15 @@ async def test_fausts_own_consumer_metrics_are_in_the_metrics(
     samples = {
         name: float(value)
         for name, _, value in (line.rpartition(" ") for line in lines)
-        if name.startswith("faust_")
+        if name.startswith("kafka_journal_faust_")
     }
-    assert samples["faust_events_total"] >= 1
+    assert samples["kafka_journal_faust_events_total"] >= 1
     topic = connected.settings.topic
-    assert samples[f'faust_messages_received_total{{topic="{topic}"}}'] >= 1
+    assert samples[f'kafka_journal_faust_messages_received_total{{topic="{topic}"}}'] >= 1
     # one worker holds every partition of the action topic
-    active = f'faust_assigned_partitions{{kind="active",topic="{topic}"}}'
+    active = f'kafka_journal_faust_assigned_partitions{{kind="active",topic="{topic}"}}'
     assert samples[active] == connected.settings.partitions
-    assert samples["faust_rebalances_total"] >= 1
+    assert samples["kafka_journal_faust_rebalances_total"] >= 1
 
 
 @pytest.mark.parametrize(

@@ -31,16 +31,19 @@ class TestTwoWorkers(JournalContract):
 async def test_requests_are_forwarded_to_the_owner_and_read_from_its_tables(
     api: HttpJournals, workers: list[WorkerProcess]
 ) -> None:
-    forwarded = [await metric(w, "journal_forwarded_requests_total") for w in workers]
+    forwarded = [await metric(w, "kafka_journal_forwarded_requests_total") for w in workers]
     for n in range(1, 9):
         await api.append("spread", events(n, n))
         assert [e.seq_nr for e in await api.read("spread")] == list(range(1, n + 1))
-    after = [await metric(w, "journal_forwarded_requests_total") for w in workers]
+    after = [await metric(w, "kafka_journal_forwarded_requests_total") for w in workers]
     assert sum(after) > sum(forwarded)
     # every read was answered by the owner, from its tables or its store, never by a scan
-    owner_paths = ('journal_reads_total{path="index"}', 'journal_reads_total{path="store"}')
+    owner_paths = (
+        'kafka_journal_reads_total{path="index"}',
+        'kafka_journal_reads_total{path="store"}',
+    )
     assert sum([await metric(w, p) for w in workers for p in owner_paths]) >= 8
-    scans = 'journal_reads_total{path="scan_not_owner"}'
+    scans = 'kafka_journal_reads_total{path="scan_not_owner"}'
     assert sum([await metric(w, scans) for w in workers]) == 0
 
 

@@ -33,7 +33,7 @@ async def test_snapshot_requests_are_forwarded_to_the_owner(
     api: HttpSnapshots, workers: list[WorkerProcess]
 ) -> None:
     async def forwarded() -> float:
-        return sum([await metric(w, "journal_forwarded_requests_total") for w in workers])
+        return sum([await metric(w, "kafka_journal_forwarded_requests_total") for w in workers])
 
     before = await forwarded()
     journal_id = unique("forwarded")

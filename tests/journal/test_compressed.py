@@ -102,7 +102,7 @@ async def test_a_batch_that_cannot_be_decoded_is_skipped_not_a_stall(
     assert [r.seq_nr async for r in journals.journal(bystander).read()] == [1, 2]
     # From here this process cannot decode zstd batches, as before the codecs were a dependency.
     monkeypatch.setattr(aiokafka.codec, "has_zstd", lambda: False)
-    counted = METRICS.value("journal_poison_batches_total", topic=settings.topic)
+    counted = METRICS.value("kafka_journal_poison_batches_total", topic=settings.topic)
 
     assert [r.seq_nr async for r in journals.journal(other).read()] == [1]
     with pytest.raises(UndecodableBatch, match=f"offset {poisoned[0]}"):
@@ -111,7 +111,7 @@ async def test_a_batch_that_cannot_be_decoded_is_skipped_not_a_stall(
         await journals.journal(victim).info()
     # a journal of the same partition is read from its own records: the batch is not touched
     assert [r.seq_nr async for r in journals.journal(bystander).read()] == [1, 2]
-    assert METRICS.value("journal_poison_batches_total", topic=settings.topic) == counted + 1
+    assert METRICS.value("kafka_journal_poison_batches_total", topic=settings.topic) == counted + 1
 
     pointers = await asyncio.wait_for(connected.replicate(), WITHIN_S)
     assert pointers[partition] > poisoned[-1]  # replication went past the batch

@@ -186,7 +186,7 @@ def test_records_between_counts_a_journals_records_in_a_range_or_says_it_cannot(
 
 def verdict_paths() -> dict[str, float]:
     return {
-        path: METRICS.value("journal_conditional_verdicts_total", path=path)
+        path: METRICS.value("kafka_journal_conditional_verdicts_total", path=path)
         for path in ("memory", "read")
     }
 

@@ -103,7 +103,7 @@ async def test_a_purge_in_the_unreplicated_head_voids_the_store(api: Direct) -> 
 
 
 def read_paths() -> dict[str, float]:
-    return {p: METRICS.value("journal_reads_total", path=p) for p in ("store", "index")}
+    return {p: METRICS.value("kafka_journal_reads_total", path=p) for p in ("store", "index")}
 
 
 async def test_fully_replicated_reads_skip_kafka(api: Direct) -> None:
@@ -151,15 +151,15 @@ async def test_a_malformed_record_is_skipped_by_reads_and_quarantined(api: Direc
         headers=[("journal.action", b"{not json")],
     )
     await api.append("j", events(3, 3))
-    skipped = METRICS.value("journal_malformed_records_skipped_total")
+    skipped = METRICS.value("kafka_journal_malformed_records_skipped_total")
     assert seq_nrs(await api.read("j")) == [1, 2, 3]
-    assert METRICS.value("journal_malformed_records_skipped_total") == skipped + 1
+    assert METRICS.value("kafka_journal_malformed_records_skipped_total") == skipped + 1
     quarantined = METRICS.value(
-        "journal_quarantined_records_total", topic=api.harness.settings.topic
+        "kafka_journal_quarantined_records_total", topic=api.harness.settings.topic
     )
     await api.harness.replicate()
     assert (
-        METRICS.value("journal_quarantined_records_total", topic=api.harness.settings.topic)
+        METRICS.value("kafka_journal_quarantined_records_total", topic=api.harness.settings.topic)
         == quarantined + 1
     )
     assert seq_nrs(await api.read("j")) == [1, 2, 3]
@@ -264,7 +264,7 @@ async def test_the_keyspace_is_created_with_the_schema(api: Direct) -> None:
 
 def kafka_only_reads() -> float:
     paths = ("kafka_only_index", "kafka_only_scan")
-    return sum(METRICS.value("journal_reads_total", path=p) for p in paths)
+    return sum(METRICS.value("kafka_journal_reads_total", path=p) for p in paths)
 
 
 async def test_with_cassandra_down_reads_come_from_kafka_alone(api: Direct, stack: Stack) -> None:
@@ -334,10 +334,10 @@ async def test_a_head_over_its_memory_budget_is_fetched_as_it_streams(api: Direc
     for first in range(1, 300, 10):
         await journal.append(events(first, first + 9))  # nothing is replicated
     await journal.delete(50)
-    spilled = METRICS.value("journal_reads_spilled_total")
+    spilled = METRICS.value("kafka_journal_reads_spilled_total")
     assert [r.seq_nr async for r in journal.read()] == list(range(51, 301))
     assert [r.seq_nr async for r in journal.read(from_=120, to=135)] == list(range(120, 136))
-    assert METRICS.value("journal_reads_spilled_total") == spilled + 2
+    assert METRICS.value("kafka_journal_reads_spilled_total") == spilled + 2
     await kafka.close()
 
 

@@ -16,33 +16,33 @@ from tests.support.harness import unique
 
 def test_counters_are_labelled_and_registries_are_separate() -> None:
     mine, other = Metrics(), Metrics()
-    mine.counter("journal_reads_total", path="replicated").inc()
-    mine.counter("journal_reads_total", path="replicated").inc(2)
-    mine.counter("journal_reads_total", path="kafka_only").inc()
-    assert mine.value("journal_reads_total", path="replicated") == 3
-    assert mine.value("journal_reads_total", path="kafka_only") == 1
-    assert other.value("journal_reads_total", path="replicated") == 0
-    assert b'journal_reads_total{path="replicated"} 3.0' in mine.render()
-    assert b"journal_reads_total" not in other.render()
+    mine.counter("kafka_journal_reads_total", path="replicated").inc()
+    mine.counter("kafka_journal_reads_total", path="replicated").inc(2)
+    mine.counter("kafka_journal_reads_total", path="kafka_only").inc()
+    assert mine.value("kafka_journal_reads_total", path="replicated") == 3
+    assert mine.value("kafka_journal_reads_total", path="kafka_only") == 1
+    assert other.value("kafka_journal_reads_total", path="replicated") == 0
+    assert b'kafka_journal_reads_total{path="replicated"} 3.0' in mine.render()
+    assert b"kafka_journal_reads_total" not in other.render()
 
 
 def test_a_metric_keeps_its_label_names_and_its_kind() -> None:
     metrics = Metrics()
-    metrics.counter("journal_heads_total", source="tables").inc()
+    metrics.counter("kafka_journal_reads_total", source="tables").inc()
     with pytest.raises(ValueError):
-        metrics.counter("journal_heads_total", origin="tables")
+        metrics.counter("kafka_journal_reads_total", origin="tables")
     with pytest.raises(ValueError, match="is a Counter"):
-        metrics.gauge("journal_heads_total", source="tables")
+        metrics.gauge("kafka_journal_reads_total", source="tables")
 
 
 def test_histograms_time_blocks_also_when_they_raise() -> None:
     metrics = Metrics()
-    with metrics.timed("journal_read_duration_seconds"):
+    with metrics.timed("kafka_journal_read_duration_seconds"):
         pass
-    with pytest.raises(RuntimeError), metrics.timed("journal_read_duration_seconds"):
+    with pytest.raises(RuntimeError), metrics.timed("kafka_journal_read_duration_seconds"):
         raise RuntimeError("the read failed")
-    assert metrics.value("journal_read_duration_seconds_count") == 2
-    assert metrics.value("journal_read_duration_seconds_bucket", le="+Inf") == 2
+    assert metrics.value("kafka_journal_read_duration_seconds_count") == 2
+    assert metrics.value("kafka_journal_read_duration_seconds_bucket", le="+Inf") == 2
 
 
 def test_replication_lag_is_a_gauge_per_partition() -> None:
@@ -50,10 +50,10 @@ def test_replication_lag_is_a_gauge_per_partition() -> None:
     set_replication_lag(metrics, "journal", 0, 12, 1.5)
     set_replication_lag(metrics, "journal", 1, 3, 0.25)
     set_replication_lag(metrics, "journal", 0, 5, 0.5)
-    lag = "journal_replication_lag_records"
+    lag = "kafka_journal_replication_lag_records"
     assert metrics.value(lag, topic="journal", partition="0") == 5
     assert metrics.value(lag, topic="journal", partition="1") == 3
-    seconds = "journal_replication_lag_seconds"
+    seconds = "kafka_journal_replication_lag_seconds"
     assert metrics.value(seconds, topic="journal", partition="0") == 0.5
     assert metrics.value(seconds, topic="journal", partition="1") == 0.25
 
@@ -72,7 +72,7 @@ async def test_the_writer_times_acknowledged_writes_per_action(stack: Stack) -> 
         await writer.delete(key, 1)
     finally:
         await producer.stop()
-    written = "journal_write_duration_seconds_count"
+    written = "kafka_journal_write_duration_seconds_count"
     assert metrics.value(written, action="append") == 1
     assert metrics.value(written, action="delete") == 1
     assert metrics.value(written, action="purge") == 0

@@ -148,9 +148,9 @@ async def test_records_expired_before_replication_are_counted_and_replication_go
         await admin.delete_records({tp: RecordsToDelete(last.offset + 1)})  # as retention
     finally:
         await admin.close()
-    lost = METRICS.value("journal_records_expired_unreplicated_total")
+    lost = METRICS.value("kafka_journal_records_expired_unreplicated_total")
     pointers = await connected.replicate()
-    assert METRICS.value("journal_records_expired_unreplicated_total") == lost + 2
+    assert METRICS.value("kafka_journal_records_expired_unreplicated_total") == lost + 2
     ends = await end_offsets(settings.kafka_access(), settings.topic, settings.partitions)
     assert pointers[partition] == ends[partition] - 1
     assert (await connected.stored(neighbour))[1] == [1]

@@ -294,11 +294,11 @@ async def test_with_the_store_down_a_resumed_subscriber_folds_from_offset_0(
     await h.replicate()
     await write(h, written, rounds=SHOW.rounds(5, of=10), seed=8)
     before, _ = await take(h.journals, None, 10)
-    folds = METRICS.value("journal_subscription_whole_folds_total")
+    folds = METRICS.value("kafka_journal_subscription_whole_folds_total")
     stack.cassandra.stop()
     try:
         delivered = await resumed(h.journals, random.Random(9), after=before[-1].position)
     finally:
         stack.cassandra.start()
     check(written, before + delivered)
-    assert METRICS.value("journal_subscription_whole_folds_total") > folds
+    assert METRICS.value("kafka_journal_subscription_whole_folds_total") > folds

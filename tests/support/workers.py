@@ -43,6 +43,7 @@ def running_workers(
     app_id: str | None = None,
     env: Mapping[str, str] | None = None,
     static_membership: bool = False,
+    loglevel: str = "info",
 ) -> Iterator[list[WorkerProcess]]:
     """`count` worker processes of one Faust app (a fresh one unless `app_id`), so they share
     the partitions, started, and stopped at exit. `static_membership` gives each an instance id:
@@ -54,6 +55,7 @@ def running_workers(
             app_id,
             tmp_path_factory.mktemp(f"w{n}") / "data",
             instance_id=f"{app_id}-{n}" if static_membership else None,
+            loglevel=loglevel,
             env=dict(env or {}),
         )
         for n in range(count)
@@ -92,7 +94,7 @@ async def wait_settled(
     for worker in workers:
         await worker.wait_ready()  # fails at once, with its log, if a worker exited
     settings = workers[0].settings
-    active = f'faust_assigned_partitions{{kind="active",topic="{settings.topic}"}}'
+    active = f'kafka_journal_faust_assigned_partitions{{kind="active",topic="{settings.topic}"}}'
 
     async def split() -> list[float]:
         async with aiohttp.ClientSession() as session:

@@ -238,9 +238,9 @@ async def test_health_readiness_metrics(api: HttpApi) -> None:
     async with session.get(api.served.at("/metrics")) as response:
         assert response.status == 200
         text = await response.text()
-    assert "# TYPE http_requests_total counter" in text
+    assert "# TYPE kafka_journal_http_requests_total counter" in text
     assert 'route="/journals/{id}/events"' in text
-    assert "journal_reads_total" in text  # the core's counters are there too
+    assert "kafka_journal_reads_total" in text  # the core's counters are there too
 
 
 async def test_openapi_describes_every_route_of_the_app(api: HttpApi) -> None:

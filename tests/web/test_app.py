@@ -8,6 +8,7 @@ and check what a client sees.
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import AsyncIterator, Mapping
 
 import aiohttp
@@ -511,8 +512,8 @@ async def test_a_failure_mid_stream_breaks_the_body(
             async for line in response.content:
                 lines.append(line)
     assert [orjson.loads(line)["seqNr"] for line in lines] == [1, 2, 3]
-    assert metrics.value("http_streams_interrupted_total") == 1
-    assert metrics.value("http_streamed_events_total") == 3
+    assert metrics.value("kafka_journal_http_streams_interrupted_total") == 1
+    assert metrics.value("kafka_journal_http_streamed_events_total") == 3
     backend.break_after = None
     assert (await call(served, "GET", journal_path("j")))[0] == 200
 
@@ -557,17 +558,20 @@ async def test_requests_are_counted_and_timed_by_route_template(
     for n in range(3):
         await call(served, "GET", journal_path(f"id-{n}"))
     await call(served, "GET", "/nope")
-    assert metrics.value("http_requests_total", status="200", **route) == 3
-    assert metrics.value("http_request_duration_seconds_count", **route) == 3
-    assert metrics.value("http_request_duration_seconds_sum", **route) > 0
+    assert metrics.value("kafka_journal_http_requests_total", status="200", **route) == 3
+    assert metrics.value("kafka_journal_http_request_duration_seconds_count", **route) == 3
+    assert metrics.value("kafka_journal_http_request_duration_seconds_sum", **route) > 0
     async with served.session.get(served.at("/metrics")) as response:
         assert response.status == 200
         assert response.headers["Content-Type"].startswith("text/plain; version=")
         text = await response.text()
-    assert 'http_requests_total{method="GET",route="/journals/{id}",status="200"} 3.0' in text
     assert (
-        'http_request_duration_seconds_bucket{le="+Inf",method="GET",route="/journals/{id}"} 3.0'
+        'kafka_journal_http_requests_total{method="GET",route="/journals/{id}",status="200"} 3.0'
         in text
+    )
+    assert (
+        "kafka_journal_http_request_duration_seconds_bucket"
+        '{le="+Inf",method="GET",route="/journals/{id}"} 3.0' in text
     )
     assert 'route="unmatched",status="404"' in text
     assert "id-0" not in text
@@ -577,7 +581,7 @@ async def test_reads_are_timed_to_their_first_event(served: Served, metrics: Met
     await call(served, "POST", journal_path("j", "/events"), json=APPEND["json"])
     for _ in range(2):
         assert (await call(served, "GET", journal_path("j", "/events")))[0] == 200
-    assert metrics.value("journal_read_duration_seconds_count") == 2
+    assert metrics.value("kafka_journal_read_duration_seconds_count") == 2
 
 
 def routes_of(app: web.Application) -> set[tuple[str, str]]:
@@ -616,3 +620,36 @@ async def test_routes_mount_onto_an_existing_app(backend: FakeBackend) -> None:
             assert await response.text() == "hi"
         assert (await call(served, "GET", journal_path("j")))[0] == 200
         assert await error_of(served, "GET", "/elsewhere") == (404, ErrorCode.NOT_FOUND)
+
+
+async def test_a_subscription_is_measured_apart_from_request_latency(
+    served: Served, backend: FakeBackend, metrics: Metrics
+) -> None:
+    """A live subscription lasts hours: in the request latency histogram it would land far
+    beyond its top bucket; it is counted as a request, and timed in a histogram of its own."""
+    backend.records["j"] = [EventRecord(Event(1, frozenset(), TextPayload("x")), T0, 0, 1)]
+    async with served.session.get(served.at("/events?live=false")) as response:
+        assert response.status == 200
+        await response.read()
+    route = {"method": "GET", "route": "/events"}
+    assert metrics.value("kafka_journal_http_requests_total", status="200", **route) == 1
+    assert metrics.value("kafka_journal_http_request_duration_seconds_count", **route) == 0
+    lasted = "kafka_journal_http_subscription_duration_seconds_count"
+    assert metrics.value(lasted, status="200") == 1
+    assert metrics.value("kafka_journal_http_subscriptions_open") == 0
+    await call(served, "GET", journal_path("j"))  # other routes are still timed as requests
+    timed = {"method": "GET", "route": "/journals/{id}"}
+    assert metrics.value("kafka_journal_http_request_duration_seconds_count", **timed) == 1
+
+
+async def test_each_answer_names_its_request_id_the_clients_own_if_plain(served: Served) -> None:
+    _, _, headers = await call(served, "GET", "/healthz", headers={"X-Request-Id": "abc-1.2:3"})
+    assert headers["X-Request-Id"] == "abc-1.2:3"
+    _, _, headers = await call(served, "GET", "/nope")  # errors too
+    generated = headers["X-Request-Id"]
+    assert re.fullmatch(r"[0-9a-f]{32}", generated)
+    _, _, headers = await call(served, "GET", "/healthz")
+    assert headers["X-Request-Id"] != generated
+    for unfit in ("has space", "x" * 129, 'quote"d'):
+        _, _, headers = await call(served, "GET", "/healthz", headers={"X-Request-Id": unfit})
+        assert re.fullmatch(r"[0-9a-f]{32}", headers["X-Request-Id"]), unfit
