@@ -504,9 +504,11 @@ class Journal:
         return produce
 
     async def info(self) -> JournalInfo:
-        """The last seqNr and deleteTo, as a read starting now would see them."""
-        view = await self._journals.view(self.key)
-        return view.info
+        """The last seqNr and deleteTo, as a read starting now would see them (a journal this
+        process appended to or looked at lately, from memory when the index shows nothing
+        newer: journal/client/conditional.py `look`)."""
+        state = await self._journals.conditional.look(self.key)
+        return JournalInfo(state.seq_nr or None, state.delete_to or None)
 
     async def read(
         self, from_: int = 1, to: int = SEQ_NR_MAX, limit: int | None = None

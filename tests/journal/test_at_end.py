@@ -305,3 +305,45 @@ async def test_the_search_for_a_first_attempt_is_bounded_and_says_when_it_cannot
     old.rival(1)
     appended = await at_end(old.process(search_events=16), old, 1, key=Idempotency("k", "d"))
     assert appended.seq_nrs == SeqRange(42, 42)
+
+
+async def test_writers_waiting_together_are_numbered_in_one_round() -> None:
+    log = MemoryLog()
+    appends = log.process()
+    looks = 0
+    look = appends.look
+
+    async def counted(key: JournalKey) -> JournalState:
+        nonlocal looks
+        looks += 1
+        return await look(key)
+
+    appends.look = counted  # type: ignore[method-assign]
+    answers = await asyncio.gather(*(at_end(appends, log, 1) for _ in range(8)))
+    assert sorted(a.seq_nrs.from_ for a in answers) == list(range(1, 9))
+    assert looks == 1  # all eight arrived before the round began: one look numbers them all
+
+
+async def test_a_rival_within_a_round_makes_the_round_number_again_after_it() -> None:
+    log = MemoryLog()
+    appends = log.process()
+    log.rivals = [1]  # lands just before the first of our records
+    answers = await asyncio.gather(*(at_end(appends, log, 2) for _ in range(3)))
+    assert seq_nrs(log) == list(range(1, 1 + 1 + 3 * 2))
+    assert log.produced == 3 + 3  # the round lost to the rival (invisible), then all accepted
+    assert sorted(a.seq_nrs.from_ for a in answers) == [2, 4, 6]
+
+
+async def test_a_lost_produce_in_a_round_is_unknown_and_the_others_are_accepted() -> None:
+    log = MemoryLog()
+    appends = log.process()
+    await at_end(appends, log, 1)
+    log.lost_before_landing = True  # the next of ours never lands
+    answers = await asyncio.gather(
+        *(at_end(appends, log, 1) for _ in range(3)), return_exceptions=True
+    )
+    unknown = [a for a in answers if isinstance(a, OutcomeUnknown)]
+    accepted = sorted(a.seq_nrs.from_ for a in answers if isinstance(a, Appended))
+    assert len(unknown) == 1
+    assert accepted == [2, 3]
+    assert seq_nrs(log) == [1, 2, 3]
