@@ -158,6 +158,10 @@ CATALOGUE: dict[str, MetricSpec] = {
         "Verdicts on conditional appends, by path ('memory': from the followed tail, 'read': "
         "from a fold of the journal)"
     ),
+    _N + "conditional_verdict_seconds": _histogram(
+        "Time from producing a verified append (or one with expectedSeqNr) to the fold's verdict "
+        "on it, as the append waits: the produce's acknowledgement, then the tail's sight of it"
+    ),
     _N + "index_misses_total": _counter(
         "Look-ups of the journal index that could not answer, by reason; the read then scans"
     ),

@@ -371,7 +371,7 @@ class ConditionalAppends:
         self._attempts = KeyedAttempts(remembered)
         self._rounds = _AtEndRounds()
         # from the produce to the fold's verdict, as the append waits for it (issue 27's goal)
-        self._to_verdict = METRICS.histogram("journal_conditional_verdict_seconds")
+        self._to_verdict = METRICS.histogram("kafka_journal_conditional_verdict_seconds")
         self._retry_window = timedelta(seconds=retry_window_s)
         self._search_events = search_events
 
