@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import aiohttp
 from aiokafka import AIOKafkaProducer
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
+from prometheus_client.parser import text_string_to_metric_families
 
 from app.http_tokens import client_headers
 from bench.common import Row, Section, Timed, median, percentile, spread, unique
@@ -21,7 +22,7 @@ from devtools.workers import free_port
 from journal.client.journals import Journals
 from journal.codec import encode_events
 from journal.codec.actions import record_headers
-from journal.core.model import Ack, AppendHeader, Event, Events, JournalKey, JsonPayload
+from journal.core.model import Ack, AppendHeader, Event, Events, JournalKey, Json, JsonPayload
 from journal.kafka.producer import JournalProducer
 from journal.kafka.topic import TopicSpec, ensure_topic
 from journal.kafka.writer import JournalWriter, partition_of
@@ -48,9 +49,12 @@ METHOD = (
     " HTTP is asked for the Kafka acknowledgement (`?ack=kafka`, as the direct client's "
     "`Ack.KAFKA`); HTTP verified is the default, answered once the fold accepted the append "
     "(each lane's journal is its own, so every append is accepted), compared with HTTP. "
-    "Contended: {writers} HTTP writers on one "
-    "journal, each reading the journal's seqNr and appending 1 event with `expectedSeqNr` until"
-    " {contended} appends are accepted. Before each measured mode the worker replicates "
+    "Contention (issue 27): {writers} HTTP writers appending 1 event at a time for "
+    "{contention_s:g} s each: to journals of their own (verified, the baseline), at the end of "
+    "one journal (no seqNrs: the owner numbers them) and to one journal with `expectedSeqNr`, "
+    "reading its seqNr after every 409; produce -> verdict is read from the worker's histogram "
+    "over the last "
+    "two. Before each measured mode the worker replicates "
     "everything appended so far: one mode's backlog does not load the next. Conditional appends"
     " take their verdicts from the worker's keys-only tail of the partitions it owns, not from "
     "its replicating agent. CPU per append, each mode: the load generator's (this process, over the"
@@ -140,9 +144,11 @@ async def bench_append(
     """The append section; `journals` writes to the topic the worker at `worker_url` serves;
     `settle` returns once the worker has replicated everything appended so far."""
     appends = f"{sizes.sequential} (c=1) / {sizes.concurrent} (c={sizes.concurrency})"
-    contended = sizes.sequential
     method = METHOD.format(
-        appends=appends, reps=sizes.repetitions, writers=CONTENDED_WRITERS, contended=contended
+        appends=appends,
+        reps=sizes.repetitions,
+        writers=CONTENDED_WRITERS,
+        contention_s=CONTENTION_S,
     )
     section = Section("Append", method)
     raw_topic = f"{journals.topic}-raw-http"  # the raw HTTP baseline's: no worker replicates it
@@ -207,7 +213,7 @@ async def bench_append(
                     if concurrency > 1:
                         _cpu_goals(section, label, per_append, per_append_us)
             await settle()
-            await _contended(section, http, worker_url, contended)
+            await _contention(section, http, worker_url)
             if profile:
                 section.profile = await _profile(measure, sizes.concurrency, sizes.concurrent)
                 if worker_pid is not None:
@@ -322,40 +328,154 @@ def _rows(
         section.add(Row(f"{mode} {label}: p99.9", p999, "ms", raw_p999 if baseline else None))
 
 
-async def _contended(
-    section: Section, http: aiohttp.ClientSession, url: str, accepted_goal: int
-) -> None:
-    """`CONTENDED_WRITERS` writers on one journal: read its seqNr, append with expectedSeqNr."""
-    journal_url = f"{url}/journals/{unique('contended')}"
-    accepted = rejected = 0
+CONTENTION_S = 10.0  # each contention mode runs this long
 
-    async def writer() -> None:
+
+async def bench_contention(worker_url: str) -> Section:
+    """The contention rows alone, in a section of their own (`--contention-only`)."""
+    section = Section("Append contention", "")
+    headers = client_headers(Settings.from_env())
+    async with aiohttp.ClientSession(headers=headers) as http:
+        await _contention(section, http, worker_url)
+    return section
+
+
+async def _contention(section: Section, http: aiohttp.ClientSession, url: str) -> None:
+    """Issue 27's contention rows: `CONTENDED_WRITERS` HTTP writers for `CONTENTION_S` each
+    mode: on journals of their own (verified appends: the baseline), at the end of one journal
+    (no seqNrs: the owner numbers them), and on one journal with `expectedSeqNr` and a re-read
+    of its seqNr after each 409; and, from the worker's histogram over the last two, the time
+    from produce to verdict at the owner."""
+    own = await _writers(http, url, "own")
+    section.add(
+        Row(
+            f"{CONTENDED_WRITERS} writers, a journal each, verified: appends/s",
+            own.accepted / own.elapsed_s,
+            "appends/s",
+            note=f"{own.accepted} appends in {own.elapsed_s:.1f} s: the baseline of the next",
+        )
+    )
+    before = await _verdict_buckets(http, url)
+    at_end = await _writers(http, url, "at_end")
+    rate = at_end.accepted / at_end.elapsed_s
+    section.add(
+        Row(
+            f"{CONTENDED_WRITERS} writers at the end of one journal: accepted appends/s",
+            rate,
+            "appends/s",
+            own.accepted / own.elapsed_s,
+            ">= 1000/s",
+            rate >= 1000,
+            note=f"baseline: the same writers on journals of their own; {at_end.rejected} of "
+            f"{at_end.accepted + at_end.rejected} answers were not 200",
+        )
+    )
+    contended = await _writers(http, url, "expected")
+    rate = contended.accepted / contended.elapsed_s
+    attempts = contended.accepted + contended.rejected
+    section.add(
+        Row(
+            f"{CONTENDED_WRITERS} writers on one journal, expectedSeqNr, re-read on 409: "
+            "accepted appends/s",
+            rate,
+            "appends/s",
+            own.accepted / own.elapsed_s,
+            ">= 200/s",
+            rate >= 200,
+            note=f"{contended.rejected} of {attempts} attempts were 409; "
+            f"{2 * attempts / contended.elapsed_s:.0f} requests/s (a GET and a POST each)",
+        )
+    )
+    after = await _verdict_buckets(http, url)
+    delta = [(bound, after.get(bound, 0) - before.get(bound, 0)) for bound in sorted(after)]
+    for q, goal_ms in ((50, 5.0), (99, 50.0)):
+        bound_ms = _bucket_percentile(delta, q) * 1000
+        section.add(
+            Row(
+                f"produce -> verdict at the owner (the last two modes): p{q}",
+                bound_ms,
+                "ms",
+                None,
+                f"<= {goal_ms:g} ms",
+                bound_ms <= goal_ms,
+                note="the upper bound of the worker's histogram bucket that holds it",
+            )
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Tally:
+    accepted: int
+    rejected: int
+    elapsed_s: float
+
+
+async def _writers(http: aiohttp.ClientSession, url: str, mode: str) -> _Tally:
+    """`CONTENDED_WRITERS` writers appending 1 event at a time for `CONTENTION_S`: `own`, each
+    to a journal of its own (seqNrs it knows, verified); `at_end`, all at the end of one
+    journal; `expected`, all to one journal, reading its seqNr before each expectedSeqNr."""
+    journal = unique(f"contention-{mode}")
+    accepted = rejected = 0
+    deadline = time.perf_counter() + CONTENTION_S
+
+    async def writer(lane: int) -> None:
         nonlocal accepted, rejected
-        while accepted < accepted_goal:
-            async with http.get(journal_url) as info:
-                seq_nr = (await info.json())["seqNr"] or 0
-            body = http_body(seq_nr + 1, 1)
-            body["expectedSeqNr"] = seq_nr
-            async with http.post(f"{journal_url}/events", json=body) as response:
+        own_url = f"{url}/journals/{journal}-{lane}"
+        shared_url = f"{url}/journals/{journal}"
+        seq_nr = 0
+        while time.perf_counter() < deadline:
+            if mode == "own":
+                body: dict[str, Json] = http_body(seq_nr + 1, 1)
+                target = own_url
+            elif mode == "at_end":
+                body, target = {"events": [{"payload": {"lane": lane}}]}, shared_url
+            else:
+                async with http.get(shared_url) as info:
+                    seq_nr = (await info.json())["seqNr"] or 0
+                body, target = http_body(seq_nr + 1, 1), shared_url
+                body["expectedSeqNr"] = seq_nr
+            async with http.post(f"{target}/events", json=body) as response:
                 await response.read()
                 if response.status == 200:
                     accepted += 1
-                elif response.status == 409:
+                    seq_nr += 1
+                elif response.status == 409 and mode == "expected":
                     rejected += 1
                 else:
-                    raise RuntimeError(f"contended append: {response.status}")
+                    raise RuntimeError(f"{mode} append: {response.status}")
 
     started = time.perf_counter()
-    await asyncio.gather(*(writer() for _ in range(CONTENDED_WRITERS)))
-    elapsed = time.perf_counter() - started
-    section.add(
-        Row(
-            f"http_conditional contended, {CONTENDED_WRITERS} writers on one journal: accepted",
-            accepted / elapsed,
-            "appends/s",
-            note=f"{rejected} of {accepted + rejected} attempts were 409",
-        )
-    )
+    await asyncio.gather(*(writer(lane) for lane in range(CONTENDED_WRITERS)))
+    return _Tally(accepted, rejected, time.perf_counter() - started)
+
+
+_VERDICT_HISTOGRAM = "kafka_journal_conditional_verdict_seconds"
+
+
+async def _verdict_buckets(http: aiohttp.ClientSession, url: str) -> dict[float, float]:
+    """The worker's verdict histogram: cumulative counts by upper bound (seconds)."""
+    async with http.get(f"{url}/metrics") as response:
+        text = await response.text()
+    buckets: dict[float, float] = {}
+    for family in text_string_to_metric_families(text):
+        if family.name != _VERDICT_HISTOGRAM:
+            continue
+        for sample in family.samples:
+            if sample.name.endswith("_bucket"):
+                bound = float(sample.labels["le"])
+                buckets[bound] = buckets.get(bound, 0.0) + sample.value
+    return buckets
+
+
+def _bucket_percentile(cumulative: list[tuple[float, float]], q: float) -> float:
+    """The upper bound of the bucket holding the q-th percentile (NaN without samples)."""
+    total = cumulative[-1][1] if cumulative else 0.0
+    if total <= 0:
+        return float("nan")
+    for bound, count in cumulative:
+        if count >= q / 100 * total:
+            return bound
+    return float("inf")
 
 
 async def _profile(measure: Measure, concurrency: int, total: int) -> str:

@@ -22,7 +22,7 @@ from importlib import metadata
 from pathlib import Path
 
 from app.provision import stack_up
-from bench.append import AppendSizes, bench_append, bench_compression
+from bench.append import AppendSizes, bench_append, bench_compression, bench_contention
 from bench.common import Row, Section, load_average
 from bench.consumer import bench_consumer
 from bench.environment import connected, quiet_cassandra, settings_for, settle, worker
@@ -498,6 +498,27 @@ def run_subscription(events: int, out: Path | None = None) -> int:
     return 0
 
 
+def run_contention(out: Path) -> int:
+    """Only the append section's contention rows (`--contention-only`), against a worker of
+    their own; prints them (BENCHMARKS.md is left as the last full run wrote it)."""
+    _, base = _stack_up()
+    settings = settings_for(base, "contention", partitions=3)
+
+    async def measure() -> Section:
+        process = worker(settings, out / ".bench-contention" / "worker")
+        process.start()
+        try:
+            await process.wait_ready()
+            return await bench_contention(str(process.url))
+        finally:
+            process.stop()
+
+    for row in asyncio.run(measure()).rows:
+        ratio = "" if row.ratio is None else f" ({row.ratio:.2f}x of {row.baseline:,.0f})"
+        print(f"{row.name}: {row.value:,.1f} {row.unit}{ratio} {row.goal} {row.note}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kafka-journal bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="tiny sizes: prove the harness")
@@ -509,7 +530,14 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="run only the subscription scenario at this many events; print its numbers",
     )
+    parser.add_argument(
+        "--contention-only",
+        action="store_true",
+        help="run only the append section's contention rows (issue 27); print them",
+    )
     args = parser.parse_args(argv)
+    if args.contention_only:
+        return run_contention(args.out)
     if args.subscription_only is not None:
         return run_subscription(args.subscription_only, args.out)
     return run(args.quick, args.out)
