@@ -186,7 +186,7 @@ class Journals:
             owned.append(kafka.close)
             if index is None:
                 tail = TailConfig(kafka=kafka_access)
-                index = await TailIndex.start(settings.topic, range(partitions), store, tail)
+                index = await TailIndex.on_demand(settings.topic, range(partitions), store, tail)
                 owned.append(index.close)
             fence: Fence
             if settings.read_fence == "mark":
@@ -420,15 +420,15 @@ class Journal:
         answers the first one's position.
         """
         journals = self._journals
-        batch = Events(tuple(events), metadata)
+        # checked and encoded once: the range is the encoding's
+        encoded = encode_append(Events(tuple(events), metadata))
         if ack is Ack.VERIFIED and expected_seq_nr is None:
-            expected_seq_nr = batch.range.from_ - 1
+            expected_seq_nr = encoded.range.from_ - 1
         if expected_seq_nr is None and idempotency_key is None:
-            position = await journals.writer.append(
-                self.key, batch, metadata=header_metadata, headers=headers, origin=journals.origin
+            position = await journals.writer.append_encoded(
+                self.key, encoded, metadata=header_metadata, headers=headers, origin=journals.origin
             )
-            return Appended.at(position, batch.range)
-        encoded = encode_append(batch)
+            return Appended.at(position, encoded.range)
         user_headers = dict(headers or {})
         idempotency = (
             None
