@@ -49,7 +49,7 @@ class ServerStatus:
     version: str | None = None
     data_dir: Path | None = None
     log_file: Path | None = None
-    detail: str | None = None  # why it is not healthy, when known
+    detail: str | None = None  # why it is not healthy, when known; or what it reports (Spark)
 
 
 class Server(Protocol):
@@ -127,6 +127,14 @@ class JvmServer(ABC):
     def _configure(self) -> None:
         """Write the config files (every start, so changed settings apply)."""
 
+    def _jars(self) -> list[Path]:
+        """The classpath (default: the jars `stack/maven/<name>.pom.xml` pins)."""
+        return classpath(self.name, self.settings.jar_cache, self.progress)
+
+    def _environment(self) -> dict[str, str] | None:
+        """The JVM's environment (default None: this process's)."""
+        return None
+
     def _prepare_storage(self, java: str, jars: list[Path]) -> None:
         """One-time storage set-up before the first start (default: nothing)."""
         del java, jars
@@ -172,7 +180,7 @@ class JvmServer(ABC):
     def prepare(self) -> None:
         """Find Java, resolve the jars, write configs, set up storage once. Thread-safe."""
         java = find_java(self.settings.java, self.accepted_java)
-        jars = classpath(self.name, self.settings.jar_cache, self.progress)
+        jars = self._jars()
         self.home.mkdir(parents=True, exist_ok=True)
         (self.home / "logs").mkdir(exist_ok=True)
         self._configure()
@@ -197,6 +205,7 @@ class JvmServer(ABC):
             cwd=self.home,
             log_file=self.console_log,
             pid_file=self.pid_file,
+            env=self._environment(),
             tie_to_parent=self.tie_to_parent,
         )
         self.progress(f"{self.name}: started pid {pid}, log {self.server_log}")

@@ -16,7 +16,8 @@ Contract:
   must not stop a stack the developer brought up), after waiting (bounded) for other
   processes that still hold a lease on it. External servers are never stopped.
 - `kafka` and `cassandra` are the server objects, for fault tests that stop, restart or
-  kill one server while the other keeps running.
+  kill one server while the other keeps running; `spark` is the Spark standalone master and
+  worker (stack/spark.py) with KJ_SPARK=standalone, else empty. They come up with the others.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from stack.progress import Progress, print_progress
 from stack.security import ensure_cassandra_roles
 from stack.server import ExternalServer, JvmServer, Server, ServerStatus
 from stack.settings import StackSettings
+from stack.spark import spark_servers
 
 
 def _external_kafka(kafka: KafkaAccess, progress: Progress) -> ExternalServer:
@@ -105,10 +107,11 @@ class Stack:
             self.cassandra = docker[1]
         else:
             self.cassandra = CassandraServer(s, progress=progress, tie_to_parent=tie_to_parent)
+        self.spark = spark_servers(s, progress=progress, tie_to_parent=tie_to_parent)
 
     @property
-    def servers(self) -> tuple[Server, Server]:
-        return self.kafka, self.cassandra
+    def servers(self) -> tuple[Server, ...]:
+        return self.kafka, self.cassandra, *self.spark
 
     @property
     def kafka_bootstrap(self) -> str:
