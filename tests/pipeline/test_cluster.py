@@ -19,7 +19,7 @@ import pytest
 from devtools.workers import free_port
 from journal.settings import Settings
 from stack import Stack, StackSettings
-from stack.spark import SparkMaster, SparkWorker
+from stack.spark import SparkMaster, SparkWorker, master_state
 from tests.pipeline.rows import TABLES, rows
 from tests.pipeline.workload import write_malformed, write_workload
 from tests.support.harness import harness, unique
@@ -30,8 +30,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A master and a worker of our own; the master's URL."""
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StackSettings]:
+    """A master and a worker of our own (`spark_master_url`)."""
     settings = StackSettings.from_env().replace(
         data_dir=tmp_path_factory.mktemp("spark"),
         spark="standalone",
@@ -46,7 +46,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     try:
         master.start()
         worker.start()
-        yield master.address
+        yield settings
     finally:
         worker.stop()
         master.stop()
@@ -74,14 +74,17 @@ async def pipeline(command: str, master: str, settings: Settings, *more: str) ->
     return out.decode()
 
 
-async def test_rebuild_and_audit_run_on_a_standalone_cluster(stack: Stack, cluster: str) -> None:
+async def test_rebuild_and_audit_run_on_a_standalone_cluster(
+    stack: Stack, cluster: StackSettings
+) -> None:
+    master = cluster.spark_master_url
     async with harness(stack, unique("pipe_cluster_a"), "pipe_cluster") as h:
         work = await write_workload(h.journals, seed=28, actions=40, journal_count=6)
         malformed = await write_malformed(h.producer, h.settings.topic)
         await h.replicate()
         rebuilt = h.settings.replace(keyspace=unique("pipe_cluster_b"))
 
-        report = await pipeline("rebuild", cluster, rebuilt, "--from", "earliest")
+        report = await pipeline("rebuild", master, rebuilt, "--from", "earliest")
         assert f"{malformed} malformed" in report
         for table in TABLES:
             a = await rows(h.store, h.settings.keyspace, table)
@@ -89,5 +92,8 @@ async def test_rebuild_and_audit_run_on_a_standalone_cluster(stack: Stack, clust
             assert a == await rows(h.store, rebuilt.keyspace, table), table
         assert work.events > 50
 
-        report = await pipeline("audit", cluster, rebuilt)
+        report = await pipeline("audit", master, rebuilt)
         assert report.startswith("audit: OK:"), report
+    # Both ran on the cluster, not on a local master: it lists them, finished.
+    apps = master_state(cluster, 5.0)["completedapps"]
+    assert [(app["name"], app["state"]) for app in apps] == [("kafka-journal", "FINISHED")] * 2
