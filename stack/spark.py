@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from stack.errors import StackError
-from stack.health import ProbeError, until_answered
+from stack.health import STATUS_PROBE_S, ProbeError, until_answered
 from stack.jars import classpath_arg
 from stack.java import find_java
 from stack.progress import Progress, print_progress
@@ -136,7 +136,7 @@ class SparkMaster(_SparkServer):
         if not status.healthy:
             return status
         try:
-            state = master_state(self.settings, 3.0)
+            state = master_state(self.settings, STATUS_PROBE_S)
         except ProbeError as error:
             return dataclasses.replace(status, healthy=False, detail=str(error))
         workers = state.get("aliveworkers", 0)
