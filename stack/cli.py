@@ -60,8 +60,8 @@ def format_status(status: ServerStatus) -> str:
         f"  data dir  {status.data_dir or '-'}",
         f"  log       {status.log_file or '-'}",
     ]
-    if status.detail and not status.healthy:
-        lines.append(f"  why       {status.detail}")
+    if status.detail:
+        lines.append(f"  {'state' if status.healthy else 'why  '}     {status.detail}")
     return "\n".join(lines)
 
 

@@ -50,7 +50,7 @@ class ServerStatus:
     version: str | None = None
     data_dir: Path | None = None
     log_file: Path | None = None
-    detail: str | None = None  # why it is not healthy, when known
+    detail: str | None = None  # why it is not healthy, when known; or what it reports (Spark)
     nodes: tuple[ServerStatus, ...] = ()  # a cluster's members, each with its own status
     facts: tuple[tuple[str, str], ...] = ()  # more (title, text) lines, e.g. a cluster's quorum
 
@@ -130,6 +130,14 @@ class JvmServer(ABC):
     def _configure(self) -> None:
         """Write the config files (every start, so changed settings apply)."""
 
+    def _jars(self) -> list[Path]:
+        """The classpath (default: the jars `stack/maven/<name>.pom.xml` pins)."""
+        return classpath(self.name, self.settings.jar_cache, self.progress)
+
+    def _environment(self) -> dict[str, str] | None:
+        """The JVM's environment (default None: this process's)."""
+        return None
+
     def _prepare_storage(self, java: str, jars: list[Path]) -> None:
         """One-time storage set-up before the first start (default: nothing)."""
         del java, jars
@@ -180,7 +188,7 @@ class JvmServer(ABC):
     def prepare(self) -> None:
         """Find Java, resolve the jars, write configs, set up storage once. Thread-safe."""
         java = find_java(self.settings.java, self.accepted_java)
-        jars = classpath(self.name, self.settings.jar_cache, self.progress)
+        jars = self._jars()
         self.home.mkdir(parents=True, exist_ok=True)
         (self.home / "logs").mkdir(exist_ok=True)
         self._configure()
@@ -205,6 +213,7 @@ class JvmServer(ABC):
             cwd=self.home,
             log_file=self.console_log,
             pid_file=self.pid_file,
+            env=self._environment(),
             tie_to_parent=self.tie_to_parent,
         )
         self.progress(f"{self.label}: started pid {pid}, log {self.server_log}")

@@ -21,6 +21,9 @@ Variables:
   KJ_CASSANDRA_HEAP_MIN, KJ_CASSANDRA_HEAP_MAX
   KJ_STACK_TIMEOUT          seconds a server may take to become ready (default 180)
   KJ_SECURITY               off (default) | on: SASL/SCRAM + ACLs, Cassandra roles
+  KJ_SPARK                  none (default) | standalone: a Spark master and one worker too
+  KJ_SPARK_MASTER_PORT, KJ_SPARK_WEBUI_PORT, KJ_SPARK_WORKER_PORT, KJ_SPARK_WORKER_WEBUI_PORT
+  KJ_SPARK_WORKER_CORES, KJ_SPARK_WORKER_MEMORY   what the worker offers executors (2, 1g)
   KJ_KAFKA_BOOTSTRAP        external Kafka ("host:port,..."): start none, only check health
   KJ_CASSANDRA_HOSTS        external Cassandra ("host[:port],..."): start none, only check health
 """
@@ -159,6 +162,20 @@ class StackSettings(KJSettings):
         description="on: Kafka with SASL/SCRAM and ACLs, Cassandra with passwords and roles "
         "(stack/security.py)",
     )
+    spark: Literal["none", "standalone"] = Field(
+        default="none",
+        description="standalone: a Spark master and one worker as child JVMs (stack/spark.py)",
+    )
+    spark_master_port: Port = Field(default=7077, description="the Spark master's port")
+    spark_webui_port: Port = Field(
+        default=8080, description="the Spark master's web UI (JSON at /json/)"
+    )
+    spark_worker_port: Port = Field(default=7078, description="the Spark worker's port")
+    spark_worker_webui_port: Port = Field(default=8081, description="the Spark worker's web UI")
+    spark_worker_cores: int = Field(default=2, gt=0, description="cores the Spark worker offers")
+    spark_worker_memory: Heap = Field(
+        default="1g", description="memory the Spark worker offers its executors"
+    )
     external_kafka_bootstrap: str | None = Field(
         default=None,
         validation_alias=AliasChoices("KJ_KAFKA_BOOTSTRAP", "external_kafka_bootstrap"),
@@ -259,6 +276,10 @@ class StackSettings(KJSettings):
             external_kafka_bootstrap=None,
             external_cassandra=None,
         )
+
+    @property
+    def spark_master_url(self) -> str:
+        return f"spark://{self.host}:{self.spark_master_port}"
 
     @property
     def kafka_access(self) -> KafkaAccess:

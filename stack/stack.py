@@ -18,7 +18,9 @@ Contract:
   processes that still hold a lease on it. External servers are never stopped.
 - `kafka` and `cassandra` are the server objects, for fault tests that stop, restart or
   kill one server while the other keeps running. With KJ_KAFKA_BROKERS=3, `kafka` is a
-  `KafkaCluster` (stack/kafka.py) whose `nodes` can be killed one at a time.
+  `KafkaCluster` (stack/kafka.py) whose `nodes` can be killed one at a time. `spark` is the
+  Spark standalone master and worker (stack/spark.py) with KJ_SPARK=standalone, else empty;
+  they come up with the others.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from stack.progress import Progress, print_progress
 from stack.security import ensure_cassandra_roles
 from stack.server import ExternalServer, JvmServer, Server, ServerStatus
 from stack.settings import StackSettings
+from stack.spark import spark_servers
 
 
 def _external_kafka(kafka: KafkaAccess, progress: Progress) -> ExternalServer:
@@ -120,10 +123,11 @@ class Stack:
             self.cassandra = docker[1]
         else:
             self.cassandra = CassandraServer(s, progress=progress, tie_to_parent=tie_to_parent)
+        self.spark = spark_servers(s, progress=progress, tie_to_parent=tie_to_parent)
 
     @property
-    def servers(self) -> tuple[Server, Server]:
-        return self.kafka, self.cassandra
+    def servers(self) -> tuple[Server, ...]:
+        return self.kafka, self.cassandra, *self.spark
 
     @property
     def kafka_bootstrap(self) -> str:

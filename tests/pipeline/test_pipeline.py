@@ -28,32 +28,13 @@ from pipeline.cli import Audit, execute
 from pipeline.export import event_record_of, export
 from pipeline.rebuild import RebuildResult, rebuild
 from stack import Stack
+from tests.pipeline.rows import TABLES, rows
 from tests.pipeline.workload import Workload, write_malformed, write_workload
 from tests.support.actions import event
 from tests.support.compressed import CODECS, produce_reference
 from tests.support.harness import Harness, harness, unique
 
 pytestmark = pytest.mark.integration
-
-# Every column of the four tables, with the write time of one cell of each row.
-TABLES = {
-    "events": (
-        "topic, id, segment, seq_nr, partition, offset, timestamp, tags, payload_type, "
-        "payload_txt, payload_bin, expire_after, metadata, headers, writetime(offset)",
-        4,
-    ),
-    "journals": (
-        "topic, id, partition, offset, seq_nr, delete_to, segment_size, writetime(offset)",
-        2,
-    ),
-    "pointers": ("topic, partition, offset, writetime(offset)", 2),
-    "appends": (
-        "topic, partition, bucket, offset, id, first_seq_nr, last_seq_nr, segment_size, "
-        "writetime(id)",
-        4,
-    ),
-    "journal_ids": ("topic, bucket, id", 3),  # key columns only: no writetime to compare
-}
 
 
 @dataclass
@@ -80,15 +61,6 @@ async def replicated(stack: Stack, spark: SparkSession) -> AsyncIterator[Replica
         progress: list[str] = []
         result = await rebuild(spark, rebuilt, "earliest", progress=progress.append)
         yield Replicated(h, work, malformed, rebuilt, result, progress)
-
-
-async def rows(store: CassandraStore, keyspace: str, table: str) -> dict[tuple[Any, ...], Any]:
-    columns, key_size = TABLES[table]
-    query = f"SELECT {columns} FROM {keyspace}.{table}"
-    return {
-        tuple(row[:key_size]): tuple(row)
-        async for row in cql.stream(store.session_for_tests, query)
-    }
 
 
 async def test_rebuild_writes_the_rows_the_core_replication_writes(
