@@ -57,6 +57,7 @@ class ExpiryWindow:
             self.horizon = soonest.pop()[0] - 1
         self._sorted = soonest  # (deadline, key), ascending
         self._at = {key: at for at, key in soonest}
+        self._purging: set[bytes] = set()  # held, their Purge produced, not handled yet
 
     def __len__(self) -> int:
         return len(self._sorted)
@@ -78,16 +79,26 @@ class ExpiryWindow:
         if len(self._sorted) > self._bound:
             last_at, last_key = self._sorted.pop()
             del self._at[last_key]
+            self._purging.discard(last_key)
             self.horizon = min(self.horizon, last_at - 1)
 
     def clear(self, key: bytes) -> None:
         at = self._at.pop(key, None)
         if at is not None:
             del self._sorted[bisect.bisect_left(self._sorted, (at, key))]
+            self._purging.discard(key)
+
+    def purging(self, key: bytes) -> None:
+        """A Purge of `key` was produced: not due again, but held until the agent handles a
+        Purge or an Append of it (its table entry goes then)."""
+        if key in self._at:
+            self._purging.add(key)
 
     def due(self, now_ms: int) -> list[bytes]:
-        """The held journals whose deadline is at or before `now_ms`, soonest first."""
-        return [key for _, key in self._sorted[: self._count_due(now_ms)]]
+        """The held journals whose deadline is at or before `now_ms`, soonest first, but for
+        those being purged."""
+        due = self._sorted[: self._count_due(now_ms)]
+        return [key for _, key in due if key not in self._purging]
 
     def _count_due(self, now_ms: int) -> int:
         return bisect.bisect_left(self._sorted, (now_ms + 1, b""))
@@ -149,11 +160,11 @@ class ExpiryIndex:
         return [key.decode("utf-8") for key in window.due(now_ms)]
 
     def purged(self, partition: int, journal_id: str) -> None:
-        """A Purge of the journal was produced: not due again here (the agent clears the table
-        when it handles the Purge)."""
+        """A Purge of the journal was produced: not due again here; the agent clears its
+        deadline when it handles the Purge."""
         window = self._windows.get(partition)
         if window is not None:
-            window.clear(journal_id.encode("utf-8"))
+            window.purging(journal_id.encode("utf-8"))
 
     def forget(self, partition: int) -> None:
         """The partition went; when it comes back its window is loaded again."""

@@ -104,3 +104,18 @@ def test_the_windows_are_per_partition() -> None:
     index.record(ActionRecord(other.key, 1, 0, other.timestamp, other.header, events=other.events))
     assert index.due(0, T0_MS + 1000) == ["j"]
     assert index.due(1, T0_MS + 1000) == ["k"]
+
+
+def test_a_journal_being_purged_is_not_due_again_and_its_purge_empties_the_table() -> None:
+    table = Table()
+    index = ExpiryIndex(table)
+    key = JournalKey("t", "j")
+    index.record(append("j", 0, "1 second"))
+    assert index.due(0, T0_MS + 1000) == ["j"]
+    index.purged(0, "j")  # its Purge produced
+    assert index.due(0, T0_MS + 1000) == []
+    index.record(a.purge(key, 1))  # the agent handles it
+    assert table.partitions[0] == {}
+    index.record(append("j", 2, None, after_ms=2000))  # a new journal, expiring never
+    index.forget(0)  # loaded again (a rebalance): nothing left to purge
+    assert index.due(0, FOREVER - 1) == []
