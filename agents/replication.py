@@ -5,8 +5,9 @@ For each record, in offset order per partition, the agent (`agents/replicating_a
 `WorkerReplication.handle`, which:
 1. parses it; a malformed record is copied to the quarantine topic (counted, logged), and so
    is a marker of each undecodable batch the consumer went past (agents/poison.py) before it;
-2. notes its offset in the tables (Appends', or Deletes' and Purges') while it is Faust's
-   current event;
+2. notes its offset in the tables (Appends', or Deletes' and Purges'), and an Append's or
+   Purge's effect on the journal's deadline (`tables/expiry.py`), while it is Faust's current
+   event;
 3. advances the partition's processed offset: readers waiting for their fence may go on;
 4. queues it for the partition's replicator, a background task that applies whatever has
    queued up since its last write in one batch, then advances the store's pointer.
@@ -56,6 +57,7 @@ from journal.kafka.replicate import (
 from journal.metrics import METRICS, forget_replication_lag, set_replication_lag
 from journal.store.base import EventualStore
 from kjconfig.access import KafkaAccess
+from tables.expiry import ExpiryIndex
 from tables.partitions import OwnedPartitions
 from tables.tables import JournalTables
 
@@ -151,8 +153,11 @@ class WorkerReplication:
         replay: Replay,
         skipped: SkippedBatches,
         max_backoff_s: float = 10.0,
+        expiry: ExpiryIndex | None = None,
     ) -> None:
+        """`expiry`: the journals' deadlines, kept with the tables (a worker's; None: none)."""
         self._topic = topic
+        self._expiry = expiry
         self._quarantine = quarantine
         self._skipped = skipped
         self._store = store
@@ -190,6 +195,8 @@ class WorkerReplication:
         actions = await _retrying(lambda: self._replicator.parse([record]))
         for action in actions:
             self._tables.record(action, state.pointer)
+            if self._expiry is not None:
+                self._expiry.record(action)
         # `last` and the queue move together, with no await between: the replicator takes
         # both at once, and a pointer saved past a record whose actions are not in its batch
         # would tell readers the store holds what it does not (the chaos test found this)
@@ -225,6 +232,8 @@ class WorkerReplication:
             state.task.cancel()
         self._replicator.forget(partition)
         self._tables.forget(partition)
+        if self._expiry is not None:
+            self._expiry.forget(partition)
         self._owned.revoke(partition)
         forget_replication_lag(METRICS, self._topic, partition)  # its new owner reports it
 

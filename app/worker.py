@@ -15,6 +15,7 @@ from typing import Any
 
 import faust
 
+from agents.expiry import Expirer
 from agents.poison import SkippedBatches, guarded_transport
 from agents.replicating_agent import define_replicating_agent
 from agents.replication import KafkaReplay, WorkerReplication
@@ -34,6 +35,7 @@ from journal.metrics import METRICS
 from journal.store.cassandra import CassandraStore
 from journal.store.connecting import ConnectingStore
 from kjconfig.access import KafkaAccess
+from tables.expiry import ExpiryIndex, define_expiry_table
 from tables.index import TableIndex
 from tables.partitions import OwnedPartitions
 from tables.tables import APPENDS_TABLE, JournalTables, define_tables
@@ -77,6 +79,7 @@ def create_app(settings: WorkerSettings, partitions: int) -> faust.App:
     skipped = SkippedBatches()  # the undecodable batches the agent's consumer went past
     app.transport = guarded_transport(app, skipped)  # agents/poison.py
     tables = define_tables(app, partitions, kafka)
+    expiry = define_expiry_table(app, partitions, kafka)
     owned = OwnedPartitions()
     work: Deferred[WorkerReplication] = Deferred()
     journals: Deferred[Journals] = Deferred()
@@ -88,7 +91,19 @@ def create_app(settings: WorkerSettings, partitions: int) -> faust.App:
 
     @app.task
     async def connect() -> None:
-        await _connect(settings, tables, owned, skipped, work, journals, verdicts, closers)
+        await _connect(settings, tables, expiry, owned, skipped, work, journals, verdicts, closers)
+
+    @app.task
+    async def expire() -> None:  # expired journals of the owned partitions (agents/expiry.py)
+        client = await journals.wait()
+
+        def settled() -> bool:
+            return not app.rebalancing  # so the tables are recovered
+
+        expirer = Expirer(
+            journal.topic, expiry, owned, client.writer, client.fence, settled, settings.read_wait_s
+        )
+        await expirer.run()
 
     @app.on_partitions_assigned.connect
     async def on_assigned(sender: Any, assigned: set[Any], **kwargs: Any) -> None:
@@ -122,6 +137,7 @@ def create_app(settings: WorkerSettings, partitions: int) -> faust.App:
 async def _connect(
     settings: WorkerSettings,
     tables: JournalTables,
+    expiry: ExpiryIndex,
     owned: OwnedPartitions,
     skipped: SkippedBatches,
     work: Deferred[WorkerReplication],
@@ -167,6 +183,7 @@ async def _connect(
         owned,
         KafkaReplay(kafka, journal.topic),
         skipped,
+        expiry=expiry,
     )
     closers.append(replication.close)
     work.set(replication)

@@ -209,6 +209,10 @@ CATALOGUE: dict[str, MetricSpec] = {
     _N + "agent_record_delay_seconds": _histogram(
         "Time from a record's append to the replicating agent seeing it"
     ),
+    _N + "journals_expired_total": _counter(
+        "Journals purged because their expireAfter passed: Purges produced by their partition's "
+        "owner"
+    ),
     _N + "agent_offset": _gauge(
         "Last offset of a partition this worker owns that its agent put in the tables"
     ),
