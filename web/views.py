@@ -332,8 +332,9 @@ def _wants_event_stream(request: web.Request) -> bool:
 async def _within_prefix(
     batches: AsyncIterator[Sequence[SubscriptionItem]], prefix: str
 ) -> AsyncIterator[Sequence[SubscriptionItem]]:
-    """The items of journals whose id starts with `prefix`, and every heartbeat (they carry
-    the position on, past the events left out); a batch left empty is skipped."""
+    """The items of journals whose id starts with `prefix`, and every heartbeat; a batch
+    left empty becomes a heartbeat at its last position, so the client's position moves past
+    the events left out (and a stream of others' events still starts the response)."""
     try:
         async for batch in batches:
             kept = [
@@ -341,7 +342,6 @@ async def _within_prefix(
                 for item in batch
                 if isinstance(item, Heartbeat) or item.key.id.startswith(prefix)
             ]
-            if kept:
-                yield kept
+            yield kept or [Heartbeat(batch[-1].position)]
     finally:
         await _aclose(batches)

@@ -128,3 +128,12 @@ async def test_the_console_is_served_with_a_strict_content_policy(served: Served
     async with served.session.get(served.at("/ui/secrets.txt")) as answer:
         assert answer.status == 404
         assert (await answer.json())["error"]["code"] == ErrorCode.NOT_FOUND
+
+
+async def test_a_batch_of_other_journals_events_moves_the_position_on(served: Served) -> None:
+    # the fake yields a batch per journal: b-1's, all left out, comes as a heartbeat
+    async with served.session.get(served.at("/events?prefix=a-")) as answer:
+        lines = [orjson.loads(line) for line in (await answer.text()).splitlines()]
+    assert [line.get("seqNr") for line in lines] == [1, 2, 3, None, None]
+    assert lines[3] == {"heartbeat": True, "position": lines[3]["position"]}
+    assert lines[3]["position"] != lines[2]["position"]

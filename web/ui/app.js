@@ -70,8 +70,8 @@ $("token-form").addEventListener("submit", (e) => {
   token = $("token").value.trim();
   $("token").value = "";
   showClaims();
+  route(); // the page again, with the token
   say(token ? "Token set." : "No token.");
-  route();
 });
 
 $("token-forget").addEventListener("click", () => {
@@ -110,6 +110,10 @@ function sparkline(points) {
   svg.setAttribute("aria-label", `lag over the last minutes, now ${last.records} records`);
   const now = Date.now();
   const top = Math.max(1, ...points.map((p) => p.records));
+  const frame = document.createElementNS(ns, "rect"); // the window, so an empty chart shows
+  frame.setAttribute("width", "120");
+  frame.setAttribute("height", "24");
+  svg.append(frame);
   const line = document.createElementNS(ns, "polyline");
   line.setAttribute(
     "points",
@@ -400,6 +404,7 @@ window.dropTail = () => tail.abort && tail.abort.abort(new Error("dropped"));
 
 function route() {
   clearInterval(pollTimer);
+  say(""); // a message belongs to the page it came from
   const hash = location.hash || "#/overview";
   const [, page, ...rest] = hash.split("/");
   const id = page === "journal" ? decodeURIComponent(rest.join("/")) : null;
