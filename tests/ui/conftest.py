@@ -1,9 +1,6 @@
-"""A real headless Chromium (Debian's, `make browser`) driven through Playwright, and one
-worker with HTTP security on, serving the console, on the dev stack's Kafka and Cassandra.
-
-Playwright's own browser downloads are never used: the browser is /usr/bin/chromium. Each
-test gets a fresh context (its own profile: no cookies, storage or cache of another test).
-"""
+"""A real headless Chromium (`devtools.browser`) and one worker with HTTP security on,
+serving the console, on the dev stack's Kafka and Cassandra. Each test gets a fresh browser
+context (no cookies, storage or cache of another test)."""
 
 from __future__ import annotations
 
@@ -12,27 +9,14 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from playwright.async_api import Browser, Page, ViewportSize, async_playwright
+from playwright.async_api import Browser, Page, async_playwright
 
 from app.http_tokens import minter_of
+from devtools.browser import VIEWPORT, launch
 from journal.settings import HttpAuthSettings
 from tests.support.harness import Harness
 from tests.support.workers import WorkerProcess, running_workers, wait_settled
 from web.auth import Scope, TokenMinter
-
-CHROMIUM = "/usr/bin/chromium"
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-# a laptop's screen
-VIEWPORT = ViewportSize(width=1280, height=800)
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +53,7 @@ async def worker(worker_process: WorkerProcess, minter: tuple[TokenMinter, Path]
 @pytest.fixture(scope="module")
 async def browser() -> AsyncIterator[Browser]:
     async with async_playwright() as playwright:
-        chromium = await playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        chromium = await launch(playwright)
         try:
             yield chromium
         finally:

@@ -16,6 +16,7 @@ import aiohttp
 import pytest
 from playwright.async_api import Page, Request, expect
 
+from bench.console import bench_console
 from devtools.workers import REPO
 from tests.support.harness import Harness, unique
 from tests.support.http_api import journal_path
@@ -203,3 +204,15 @@ async def test_the_quarantine_page_shows_the_count(
     await open_console(page, worker, mint(minter, Scope.ADMIN), "#/quarantine")
     await expect(page.locator("#quarantine-count")).to_have_text("0")
     await shot(page, "quarantine")
+
+
+async def test_the_console_bench_measures_the_overview_and_the_tail(
+    worker: WorkerProcess, minter: tuple[TokenMinter, Path]
+) -> None:
+    writer = {"Authorization": f"Bearer {mint(minter, Scope.WRITE)}"}
+    operator = mint(minter, Scope.ADMIN, Scope.READ)
+    timings = await bench_console(worker.url, operator, writer, loads=3, appends=10)
+    summary = timings.summary()
+    print("console bench:", {name: round(value, 4) for name, value in summary.items()})
+    assert len(timings.overview_s) == 3 and len(timings.tail_delay_s) == 10
+    assert summary["tail_delay_p99_s"] < TAIL_DELAY_S
