@@ -6,17 +6,23 @@ BIN    := $(VENV)/bin
 # constraints.txt: the exact versions CI installs, inside pyproject.toml's ranges
 PIP    := $(BIN)/pip install --quiet -c constraints.txt
 
-.PHONY: run test install install-worker lint typecheck unit integration bench stack-up stack-down clean
+.PHONY: run test install install-worker browser lint typecheck unit integration bench stack-up stack-down clean
 
 run: install-worker  ## real Kafka + Cassandra started locally, a worker serving the HTTP API
 	$(BIN)/kafka-journal run
 
-test: install lint typecheck  ## ruff, mypy, pytest (starts the stack); KJ_SECURITY=on: unit + secured tests
+test: install browser lint typecheck  ## ruff, mypy, pytest (starts the stack); KJ_SECURITY=on: unit + secured tests
 	$(BIN)/pytest
 
 install: $(VENV)/.installed  ## every extra the tests, lint, typecheck and bench need
 
 install-worker: $(VENV)/.installed-worker  ## only what running a worker needs
+
+# tests/ui drive Debian's Chromium through Playwright (no browser download: `playwright install`
+# is never run); installed here when missing and apt-get is there
+browser:  ## the Chromium the console's browser tests use
+	@test -x /usr/bin/chromium || ! command -v apt-get >/dev/null || \
+		(apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium)
 
 $(BIN)/pip:
 	$(PYTHON) -m venv $(VENV)
@@ -40,7 +46,7 @@ typecheck: install
 unit: install  ## the tests that need no server
 	$(BIN)/pytest -m 'not integration'
 
-integration: install
+integration: install browser
 	$(BIN)/pytest -m integration
 
 bench: install  ## the benchmarks against raw baselines; rewrites BENCHMARKS.md

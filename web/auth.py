@@ -13,8 +13,9 @@ forwarded it.
 
 Answers: 401 + `WWW-Authenticate: Bearer ...` (RFC 6750) without a token or with a bad,
 expired or foreign one; 403 for a missing scope or a journal id outside the token's prefix.
-A prefix-limited token lists journal ids within its prefix only (`web.grant.listing_prefix`)
-and is refused by the other routes that span every journal (GET /events, /metrics).
+A prefix-limited token lists journal ids (GET /journals) and subscribes (GET /events) within
+its prefix only (`web.grant.listing_prefix`), and is refused by the other routes that span
+every journal (/metrics, /status).
 Messages never repeat the token.
 """
 

@@ -26,6 +26,7 @@ class ErrorCode(StrEnum):
     INVALID_EXPIRE_AFTER = "invalid_expire_after"  # 400: not a positive ISO 8601 duration
     INVALID_HEADERS = "invalid_headers"  # 400: not string to string, or a reserved name
     INVALID_QUERY = "invalid_query"  # 400: a bad, repeated, missing or unknown query parameter
+    # (or a bad Last-Event-ID: the position `after` gives, as an SSE client resends it)
     INVALID_JOURNAL_ID = "invalid_journal_id"  # 400: an id Kafka/Cassandra cannot key on
     INCOMPLETE_BODY = "incomplete_body"  # 400: the client stopped sending mid-body
     UNAUTHORIZED = "unauthorized"  # 401: no bearer token, or a bad or expired one

@@ -48,8 +48,11 @@ silently.
 With security on (`KJ_SECURITY=on`), every route but `/healthz`, `/readyz` and this document
 needs `Authorization: Bearer <JWT>` whose `scope` grants it: `journal:read` (GET a journal or
 its events), `journal:write` (append), `journal:delete` (delete, purge), `journal:admin`
-(`/metrics`). 401 `unauthorized` (with `WWW-Authenticate`) without a valid token, 403
-`forbidden` without the scope or for a journal id outside the token's prefix claim."""
+(`/metrics`, `/status`); the console's files (`/ui`) are open, the API they call is not. A
+token limited to a journal id prefix lists ids (`/journals`) and subscribes (`/events`) within
+it, and is refused by `/metrics` and `/status`. 401 `unauthorized` (with `WWW-Authenticate`)
+without a valid token, 403 `forbidden` without the scope or for a journal id outside the
+token's prefix claim."""
 
 _SUBSCRIBE = """\
 Every event the journals' logs accepted (never an Append the conflict rule rejected), one JSON
@@ -63,7 +66,12 @@ exact anyway. Events older than Kafka's retention come from Cassandra, in the sa
 Events a Delete or Purge removed before the subscription reached them may be absent; events
 it delivered stay delivered. `live=true` never ends and writes `{"heartbeat": true,
 "position"}` after 5 s without events; `live=false` ends at the high watermarks as of its
-start, with a last heartbeat line. Any worker serves it (no forwarding). 503 while Cassandra
+start, with a last heartbeat line. `prefix` keeps the events of journals whose id starts with
+it (heartbeats still carry the position past the others). With `Accept: text/event-stream` the
+same items come as server-sent events: an event's line as `data:` with its position as `id:`,
+a heartbeat as the comment `: hb` and an `id:` alone; an EventSource reconnects with
+`Last-Event-ID`, which resumes as `after` does (and wins over it). Any worker serves it (no
+forwarding). 503 while Cassandra
 is down, unless Kafka still holds the partitions from offset 0; 410 when records expired from
 Kafka before replication stored them."""
 
@@ -82,6 +90,7 @@ _ANSWERS: tuple[type[BaseModel], ...] = (
     schema.Status,
     schema.SubscribedEventOut,
     schema.HeartbeatOut,
+    schema.WorkerStatusOut,
 )
 
 
@@ -251,6 +260,20 @@ _IDEMPOTENCY_KEY: JsonDoc = {
 }
 
 
+_LAST_EVENT_ID: JsonDoc = {
+    "name": "Last-Event-ID",
+    "in": "header",
+    "required": False,
+    "description": "A `position` (an SSE event's `id`): resume after it, as `after` does; "
+    "an EventSource sends it when it reconnects. Wins over `after`.",
+    "schema": {"type": "string", "minLength": 1},
+}
+
+_SUBSCRIBED_LINE: JsonDoc = {
+    "oneOf": [_ref("schemas", "SubscribedEventOut"), _ref("schemas", "HeartbeatOut")]
+}
+
+
 def _ops(summary: str, response: JsonDoc, extra: JsonDoc | None = None) -> JsonDoc:
     return {"summary": summary, "responses": {"200": response, **(extra or {})}}
 
@@ -331,20 +354,17 @@ _OPERATIONS: dict[str, JsonDoc] = {
     "subscribe": {
         "summary": "Stream every journal's accepted events, resumably.",
         "description": _SUBSCRIBE,
-        "parameters": _parameters(schema.SubscribeQuery),
+        "parameters": [*_parameters(schema.SubscribeQuery), _LAST_EVENT_ID],
         "responses": {
             "200": {
-                "description": "NDJSON, streamed: events and heartbeats. A failure after the "
-                "first line drops the connection; resume after the last position received.",
+                "description": "NDJSON (or server-sent events), streamed: events and "
+                "heartbeats. A failure after the first line drops the connection; resume after "
+                "the last position received.",
                 "content": {
-                    "application/x-ndjson": {
-                        "schema": {
-                            "oneOf": [
-                                _ref("schemas", "SubscribedEventOut"),
-                                _ref("schemas", "HeartbeatOut"),
-                            ]
-                        }
-                    }
+                    "application/x-ndjson": {"schema": _SUBSCRIBED_LINE},
+                    # OpenAPI 3.1 has no schema for an event stream's items: the lines
+                    # are `data:` as described above
+                    "text/event-stream": {"schema": {"type": "string"}},
                 },
             },
             **_errors(*_READ_ERRORS),
@@ -396,6 +416,32 @@ _OPERATIONS: dict[str, JsonDoc] = {
         {"description": "metrics", "content": {"text/plain": {"schema": {"type": "string"}}}},
         {"401": _ref("responses", "Unauthorized"), "403": _ref("responses", "Forbidden")},
     ),
+    "status": _ops(
+        "This worker's partitions with their replication lag, quarantined records, requests.",
+        _ok(
+            "From this worker's own metrics (counters since it started).",
+            _ref("schemas", "WorkerStatusOut"),
+        ),
+        {"401": _ref("responses", "Unauthorized"), "403": _ref("responses", "Forbidden")},
+    ),
+    "console": _ops(
+        "The operators' console: a page over this API (it asks for a token when security is on).",
+        {"description": "the page", "content": {"text/html": {"schema": {"type": "string"}}}},
+    ),
+    "consoleFile": {
+        "summary": "A file of the console (its script and style sheet).",
+        "responses": {
+            "200": {
+                "description": "the file",
+                "content": {
+                    "text/javascript": {"schema": {"type": "string"}},
+                    "text/css": {"schema": {"type": "string"}},
+                    "text/html": {"schema": {"type": "string"}},
+                },
+            },
+            "404": _ref("responses", "NotFound"),
+        },
+    },
     "openapi": _ops(
         "This document.",
         {"description": "OpenAPI 3.1", "content": _json_content({"type": "object"})},
@@ -406,6 +452,13 @@ _OPERATIONS: dict[str, JsonDoc] = {
 _PATH_PARAMETERS: dict[str, JsonDoc] = {
     "id": _ref("parameters", "JournalId"),
     "seqNr": _SNAPSHOT_SEQ_NR,
+    "file": {
+        "name": "file",
+        "in": "path",
+        "required": True,
+        "description": "A file of the console: index.html, app.js or style.css.",
+        "schema": {"type": "string"},
+    },
 }
 
 

@@ -1,12 +1,18 @@
-"""Operational routes: liveness, readiness, metrics, the API's own description.
+"""Operational routes: liveness, readiness, metrics, status, the API's own description, and
+the operators' console.
 
 `/healthz` answers 200 while the process can answer at all, and does nothing else. `/readyz`
 asks the backend whether this process can serve journal requests (a Faust worker: once its
 core is connected, also while its group rebalances, as it serves or forwards requests then):
 200 or 503 + Retry-After, so load balancers stop sending requests it would refuse anyway.
+
+The console (`/ui`) is the static files of `web/ui/`, read once: a page that calls this API
+with the operator's token, so it shows what any client of the API sees and can do no more.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import orjson
 from aiohttp import web
@@ -18,6 +24,20 @@ from web.failures import unavailable
 from web.openapi import openapi_document
 from web.representation import json_response
 from web.schema import Status
+from web.status import worker_status
+
+CONSOLE_DIR = Path(__file__).parent / "ui"
+_CONSOLE_TYPES = {
+    ".html": "text/html",
+    ".js": "text/javascript",
+    ".css": "text/css",
+}
+# the console's files only: no inline script, no other origin
+_CONSOLE_HEADERS = {
+    "Cache-Control": "no-cache",
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:",
+    "X-Content-Type-Options": "nosniff",
+}
 
 
 class OpsViews:
@@ -26,6 +46,11 @@ class OpsViews:
         self._metrics = metrics
         self._retry_after_s = retry_after_s
         self._openapi = orjson.dumps(openapi_document())  # static: rendered once
+        self._console = {
+            path.name: (path.read_bytes(), _CONSOLE_TYPES[path.suffix])
+            for path in CONSOLE_DIR.iterdir()
+            if path.suffix in _CONSOLE_TYPES
+        }
 
     async def healthz(self, request: web.Request) -> web.Response:
         return json_response(Status(status="ok"))
@@ -47,3 +72,21 @@ class OpsViews:
 
     async def openapi(self, request: web.Request) -> web.Response:
         return web.Response(body=self._openapi, content_type="application/json")
+
+    async def status(self, request: web.Request) -> web.Response:
+        return json_response(worker_status(self._metrics))
+
+    async def console(self, request: web.Request) -> web.Response:
+        return self._console_file("index.html")
+
+    async def console_file(self, request: web.Request) -> web.Response:
+        return self._console_file(request.match_info["file"])
+
+    def _console_file(self, name: str) -> web.Response:
+        found = self._console.get(name)
+        if found is None:
+            raise web.HTTPNotFound()
+        body, content_type = found
+        return web.Response(
+            body=body, content_type=content_type, charset="utf-8", headers=_CONSOLE_HEADERS
+        )

@@ -13,7 +13,7 @@ import base64
 import re
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 import orjson
@@ -120,11 +120,25 @@ def _append_fields(record: EventRecord) -> dict[str, Any]:
     return shared
 
 
+NDJSON = "application/x-ndjson"
+EVENT_STREAM = "text/event-stream"
+
+
+class SubscriptionFrames(Protocol):
+    """How a subscription's items are written: NDJSON lines or server-sent events."""
+
+    content_type: str
+
+    def line(self, item: SubscriptionItem) -> bytes: ...
+
+
 class SubscriptionLines:
     """Lines of one subscription's stream, as they come: an event's line as a read writes it
     (`EventLines`) with its journal's `id` and `position` (each position encoded once: an
     Append's events share one but the last), in the field order of
     `schema.SubscribedEventOut`; a heartbeat's line."""
+
+    content_type = NDJSON
 
     def __init__(self) -> None:
         self._events = EventLines()
@@ -141,6 +155,31 @@ class SubscriptionLines:
         fields["id"] = item.key.id
         fields["position"] = self._encoded
         return orjson.dumps(fields, option=orjson.OPT_APPEND_NEWLINE)
+
+    @property
+    def position(self) -> str:
+        """The encoded position of the last item written."""
+        return self._encoded
+
+
+class SubscriptionEvents:
+    """A subscription as server-sent events: an event's line (`SubscriptionLines`) as the
+    `data:` of an SSE event whose `id:` is its position, so an EventSource reconnects with
+    `Last-Event-ID` set to it; a heartbeat as a comment (`: hb`) followed by an `id:` alone,
+    which moves the client's last event id on without firing an event. Positions are
+    base64url and lines are single JSON lines, so neither can break the framing."""
+
+    content_type = EVENT_STREAM
+
+    def __init__(self) -> None:
+        self._lines = SubscriptionLines()
+
+    def line(self, item: SubscriptionItem) -> bytes:
+        encoded = self._lines.line(item)  # also encodes the position, once per position
+        position = self._lines.position.encode("ascii")
+        if isinstance(item, Heartbeat):
+            return b": hb\nid: %s\n\n" % position
+        return b"id: %s\ndata: %s\n" % (position, encoded)  # the line ends with its newline
 
 
 def info_out(journal_id: str, info: journals.JournalInfo) -> schema.JournalInfoOut:

@@ -54,8 +54,17 @@ ROUTES: tuple[Route, ...] = (
     Route("DELETE", "/journals/{id}/events", "journals", "delete", Scope.DELETE, "delete"),
     Route("GET", "/journals/{id}", "journals", "info", Scope.READ, "info"),
     Route("DELETE", "/journals/{id}", "journals", "purge", Scope.DELETE, "purge"),
-    # every journal's events: a prefix-limited token is refused
-    Route("GET", "/events", "journals", "subscribe", Scope.READ, "subscribe", long_lived=True),
+    # every journal's events: a prefix-limited token gets those within its prefix
+    Route(
+        "GET",
+        "/events",
+        "journals",
+        "subscribe",
+        Scope.READ,
+        "subscribe",
+        lists_within_prefix=True,
+        long_lived=True,
+    ),
     Route(
         "PUT", "/journals/{id}/snapshots/{seqNr}", "snapshots", "put", Scope.WRITE, "putSnapshot"
     ),
@@ -78,5 +87,9 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/healthz", "ops", "healthz", None, "healthz"),
     Route("GET", "/readyz", "ops", "readyz", None, "readyz"),
     Route("GET", "/metrics", "ops", "metrics", Scope.ADMIN, "metrics"),
+    Route("GET", "/status", "ops", "status", Scope.ADMIN, "status"),
     Route("GET", "/openapi.json", "ops", "openapi", None, "openapi"),
+    # the operators' console: static files, open (the API behind them is not)
+    Route("GET", "/ui", "ops", "console", None, "console"),
+    Route("GET", "/ui/{file}", "ops", "console_file", None, "consoleFile"),
 )

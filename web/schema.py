@@ -274,6 +274,12 @@ class SubscribeQuery(_Wire):
         description="true: stream forever, heartbeats while idle; false: end at the high "
         "watermarks as of the start",
     )
+    prefix: StrictStr = Field(
+        default="",
+        max_length=100_000,
+        description="only events of journals whose id starts with it (a token limited to a "
+        "prefix: within it, its own by default)",
+    )
 
 
 class SnapshotPath(_Wire):
@@ -418,6 +424,28 @@ class JournalIdPageOut(_Wire):
 
 class Status(_Wire):
     status: str
+
+
+class PartitionStatusOut(_Wire):
+    """A partition this worker owns, and how far its replication is behind."""
+
+    partition: int
+    lagRecords: int = Field(description="records not yet replicated to the store")
+    lagSeconds: float = Field(description="age of the oldest of them (0 when none)")
+
+
+class WorkerStatusOut(_Wire):
+    """What this worker knows of itself, from its own metrics: counters since it started."""
+
+    version: str
+    partitions: list[PartitionStatusOut] = Field(
+        description="the partitions it owns (replicates), ascending"
+    )
+    quarantinedRecords: int = Field(description="records replication sent to quarantine")
+    requests: int = Field(description="HTTP requests answered")
+    clientErrors: int = Field(description="of them, answered 4xx")
+    serverErrors: int = Field(description="of them, answered 5xx or aborted")
+    subscriptionsOpen: int = Field(description="subscriptions (GET /events) open now")
 
 
 def to_json(answer: BaseModel) -> bytes:

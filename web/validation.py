@@ -478,23 +478,32 @@ def parse_read_query(query: MultiMapping[str]) -> ParsedRead:
 
 @dataclass(frozen=True, slots=True)
 class ParsedSubscription:
-    """Where a subscription starts (None: from the start), its tags (none: every event), and
-    whether it goes on forever."""
+    """Where a subscription starts (None: from the start), its tags (none: every event),
+    whether it goes on forever, and the prefix of the journal ids it follows ("": all)."""
 
     after: SubscriptionPosition | None = None
     tags: frozenset[str] = frozenset()
     live: bool = False
+    prefix: str = ""
 
 
-def parse_subscribe_query(query: MultiMapping[str]) -> ParsedSubscription:
-    """`after` (a position this API wrote), `tags` (comma-separated), `live` (true|false)."""
+def parse_subscribe_query(
+    query: MultiMapping[str], last_event_id: str | None = None
+) -> ParsedSubscription:
+    """`after` (a position this API wrote), `tags` (comma-separated), `live` (true|false),
+    `prefix`; `last_event_id` (the `Last-Event-ID` header, a position too) wins over `after`:
+    an SSE client reconnects to the same URL with it, further on than the URL's `after`."""
     parsed = validate(schema.SubscribeQuery, _only_params(query, schema.SubscribeQuery))
+    if last_event_id:
+        source, position = "Last-Event-ID", last_event_id
+    else:
+        source, position = "after", parsed.after
     try:
-        after = None if parsed.after is None else SubscriptionPosition.parse(parsed.after)
+        after = None if position is None else SubscriptionPosition.parse(position)
     except InvalidValue as e:
-        raise bad_request(ErrorCode.INVALID_QUERY, f"after: {e}") from None
+        raise bad_request(ErrorCode.INVALID_QUERY, f"{source}: {e}") from None
     tags = frozenset(t for t in (parsed.tags or "").split(",") if t)
-    return ParsedSubscription(after, tags, parsed.live == "true")
+    return ParsedSubscription(after, tags, parsed.live == "true", parsed.prefix)
 
 
 def parse_ids_query(query: MultiMapping[str]) -> schema.IdsQuery:

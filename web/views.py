@@ -28,7 +28,7 @@ from aiohttp import web
 
 from journal.core.model import EventRecord
 from journal.errors import InvalidValue, JournalError
-from journal.kafka.subscription import SubscriptionItem
+from journal.kafka.subscription import Heartbeat, SubscriptionItem
 from journal.metrics import METRICS, Metrics
 from web.backend import JournalBackend, JournalHandle, append_to
 from web.body import read_body
@@ -36,7 +36,11 @@ from web.error_answers import ErrorCode, StreamInterrupted, bad_request
 from web.failures import unavailable
 from web.grant import listing_prefix
 from web.representation import (
+    EVENT_STREAM,
+    NDJSON,
     EventLines,
+    SubscriptionEvents,
+    SubscriptionFrames,
     SubscriptionLines,
     appended_response,
     deleted_out,
@@ -60,8 +64,6 @@ from web.validation import (
 log = logging.getLogger(__name__)
 
 _Item = TypeVar("_Item")
-
-NDJSON = "application/x-ndjson"
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,21 +155,32 @@ class JournalViews:
         return response
 
     async def subscribe(self, request: web.Request) -> web.StreamResponse:
-        """GET /events?after&tags&live -> 200 NDJSON, streamed: accepted events of every
-        journal, each with its id and position, and heartbeats. As a read, the first line is
-        awaited before the response starts, so a failure to start is a status."""
+        """GET /events?after&tags&live&prefix -> 200 NDJSON, or server-sent events for
+        `Accept: text/event-stream`, streamed: accepted events of every journal (or of those
+        whose id starts with `prefix`), each with its id and position, and heartbeats. A
+        `Last-Event-ID` header (an SSE client's reconnection) resumes after that position,
+        before `after`. As a read, the first line is awaited before the response starts, so a
+        failure to start is a status."""
         if not self._backend.ready():
             raise unavailable(
                 ErrorCode.NOT_READY,
                 "this worker is not ready to serve subscriptions (starting)",
                 self._limits.retry_after_s,
             )
-        query = parse_subscribe_query(request.query)
+        query = parse_subscribe_query(request.query, request.headers.get("Last-Event-ID"))
+        prefix = listing_prefix(request, query.prefix)  # within the caller's token's
+        frames: SubscriptionFrames = (
+            SubscriptionEvents() if _wants_event_stream(request) else SubscriptionLines()
+        )
         items = self._backend.subscribe(query.after, query.tags, query.live)
+        if prefix:
+            items = _within_prefix(items, prefix)
         async with _closing(items):
             first = await anext(items, None)
-            response = await _ndjson_response(request)
-            if first is not None and not await self._stream_items(request, response, first, items):
+            response = await _streaming_response(request, frames.content_type)
+            if first is not None and not await self._stream_items(
+                request, response, frames, first, items
+            ):
                 return response
             await response.write_eof()
         return response
@@ -210,14 +223,14 @@ class JournalViews:
         self,
         request: web.Request,
         response: web.StreamResponse,
+        lines: SubscriptionFrames,
         first: Sequence[SubscriptionItem],
         rest: AsyncIterator[Sequence[SubscriptionItem]],
     ) -> bool:
-        """`_stream` for a subscription: a line per item, a write per list of them; False if
-        the client went away. A failure drops the connection: the client resumes after the
-        last position it got."""
+        """`_stream` for a subscription: a line (or event) per item, a write per list of them;
+        False if the client went away. A failure drops the connection: the client resumes
+        after the last position it got."""
         sent = 0
-        lines = SubscriptionLines()
         try:
             await response.write(b"".join([lines.line(item) for item in first]))
             sent = len(first)
@@ -288,14 +301,47 @@ async def _closing(records: AsyncIterator[_Item]) -> AsyncIterator[AsyncIterator
     try:
         yield records
     finally:
-        aclose = getattr(records, "aclose", None)
-        if aclose is not None:
-            await aclose()
+        await _aclose(records)
+
+
+async def _aclose(records: AsyncIterator[_Item]) -> None:
+    aclose = getattr(records, "aclose", None)
+    if aclose is not None:
+        await aclose()
 
 
 async def _ndjson_response(request: web.Request) -> web.StreamResponse:
-    """A read's or a subscription's response, started: NDJSON, never cached."""
+    """A read's response, started: NDJSON, never cached."""
+    return await _streaming_response(request, NDJSON)
+
+
+async def _streaming_response(request: web.Request, content_type: str) -> web.StreamResponse:
+    """A read's or a subscription's response, started, never cached."""
     response = web.StreamResponse(headers={"Cache-Control": "no-store"})
-    response.content_type = NDJSON
+    response.content_type = content_type
     await response.prepare(request)
     return response
+
+
+def _wants_event_stream(request: web.Request) -> bool:
+    """Whether the client asked for server-sent events (an EventSource sends just that)."""
+    accepted = request.headers.get("Accept", "")
+    return any(part.split(";")[0].strip() == EVENT_STREAM for part in accepted.split(","))
+
+
+async def _within_prefix(
+    batches: AsyncIterator[Sequence[SubscriptionItem]], prefix: str
+) -> AsyncIterator[Sequence[SubscriptionItem]]:
+    """The items of journals whose id starts with `prefix`, and every heartbeat; a batch
+    left empty becomes a heartbeat at its last position, so the client's position moves past
+    the events left out (and a stream of others' events still starts the response)."""
+    try:
+        async for batch in batches:
+            kept = [
+                item
+                for item in batch
+                if isinstance(item, Heartbeat) or item.key.id.startswith(prefix)
+            ]
+            yield kept or [Heartbeat(batch[-1].position)]
+    finally:
+        await _aclose(batches)

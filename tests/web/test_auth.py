@@ -6,6 +6,7 @@ import time
 from collections.abc import AsyncIterator, Mapping
 
 import jwt
+import orjson
 import pytest
 from aiohttp import web
 
@@ -257,8 +258,13 @@ async def test_a_prefix_limited_token_lists_only_the_ids_within_its_prefix(
             served, "GET", f"/journals?prefix={outside}", limited
         )
         assert (status, code) == (403, ErrorCode.FORBIDDEN) and "'a-'" in message, outside
-    status, _, _, _ = await error_of(served, "GET", "/events", limited)
-    assert status == 403  # every journal's events: still refused
+    # a subscription: the events of the journals within the token's prefix only (issue 30)
+    async with served.session.get(served.at("/events"), headers=limited) as answer:
+        assert answer.status == 200, await answer.text()
+        lines = [orjson.loads(line) for line in (await answer.text()).splitlines()]
+    assert sorted({line["id"] for line in lines if "id" in line}) == ["a-1", "a-2"]
+    status, code, _, _ = await error_of(served, "GET", "/events?prefix=b-", limited)
+    assert (status, code) == (403, ErrorCode.FORBIDDEN)
 
 
 async def test_metrics_needs_admin_and_ops_routes_stay_open(served: Served) -> None:
@@ -268,6 +274,16 @@ async def test_metrics_needs_admin_and_ops_routes_stay_open(served: Served) -> N
         assert await status_of(served, "GET", path) == 200, path
     # no route: the 404 says nothing about journals, so it needs no token
     assert (await error_of(served, "GET", "/nope"))[:2] == (404, ErrorCode.NOT_FOUND)
+
+
+async def test_status_needs_admin_and_the_console_files_are_open(served: Served) -> None:
+    assert await status_of(served, "GET", "/status") == 401
+    assert await status_of(served, "GET", "/status", bearer(token(Scope.READ))) == 403
+    limited_admin = bearer(token(Scope.ADMIN, prefix="a-"))
+    assert await status_of(served, "GET", "/status", limited_admin) == 403  # spans every journal
+    assert await status_of(served, "GET", "/status", bearer(token(Scope.ADMIN))) == 200
+    for path in ("/ui", "/ui/app.js", "/ui/style.css", "/ui/index.html"):
+        assert await status_of(served, "GET", path) == 200, path
 
 
 async def test_metrics_can_be_configured_open() -> None:

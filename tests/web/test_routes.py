@@ -34,10 +34,10 @@ def described_routes() -> set[RouteKey]:
 
 def test_the_served_routes_the_scopes_and_the_openapi_paths_are_one_set() -> None:
     declared = [route.key for route in ROUTES]
-    assert len(set(declared)) == len(declared) == 14
+    assert len(set(declared)) == len(declared) == 17
     assert served_routes() == set(ROUTE_SCOPES) == described_routes() == set(declared)
     assert METRICS_ROUTE in ROUTE_SCOPES
-    assert {("GET", "/journals")} == PREFIX_FILTERING_ROUTES
+    assert {("GET", "/journals"), ("GET", "/events")} == PREFIX_FILTERING_ROUTES
 
 
 def test_every_operation_has_its_own_operation_id() -> None:

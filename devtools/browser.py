@@ -1,0 +1,27 @@
+"""Debian's Chromium, headless, through Playwright: for the console's tests and its bench.
+
+Playwright's own browser downloads are never used (`playwright install` is never run): the
+browser is /usr/bin/chromium, which `make browser` installs.
+"""
+
+from __future__ import annotations
+
+from playwright.async_api import Browser, Playwright, ViewportSize
+
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+)
+VIEWPORT = ViewportSize(width=1280, height=800)  # a laptop's screen
+
+
+async def launch(playwright: Playwright) -> Browser:
+    """Chromium with a fresh profile of its own (Playwright makes one per launch)."""
+    return await playwright.chromium.launch(executable_path=CHROMIUM, args=list(FLAGS))
