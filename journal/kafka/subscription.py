@@ -58,6 +58,7 @@ log = logging.getLogger(__name__)
 HEARTBEAT_S = 5.0
 _FETCH_RECORDS = 500  # records per fetch, all partitions together
 _POINTER_REFRESH_S = 1.0  # how often the tail asks the pointer, to evict states
+_LISTING_WINDOW = 1000  # offsets per query of the table of accepted Appends, read ahead
 
 
 Offsets: TypeAlias = tuple[tuple[int, int], ...]  # (partition, offset), by partition
@@ -134,6 +135,79 @@ class _Seen:
     last: int
 
 
+def _retrieved(task: asyncio.Task[object]) -> None:
+    """A read ahead's failure is raised where it is awaited; one never awaited is dropped."""
+    if not task.cancelled():
+        task.exception()
+
+
+@dataclass(frozen=True, slots=True)
+class _Window:
+    """The offsets in (after, to] whose Appends the store's table lists, being read."""
+
+    after: int
+    to: int
+    offsets: asyncio.Task[frozenset[int]]
+
+
+class _Listing:
+    """A partition's table of accepted Appends below the pointer, read ahead a window at a
+    time (one query per window, not per fetch; the next window is read while the reader is
+    in the current one). A window up to a pointer read before its query is final: replication
+    writes the table before it moves the pointer. At most two windows are kept."""
+
+    def __init__(self, store: EventualJournal, topic: str, partition: int) -> None:
+        self.store = store
+        self.topic = topic
+        self.partition = partition
+        self.windows: list[_Window] = []  # contiguous, ascending
+
+    def prefetch(self, after: int, pointer: int) -> None:
+        """Read the window after `after` (up to `pointer`, read before) unless it is."""
+        if after < pointer and not any(w.after <= after < w.to for w in self.windows):
+            self._read(after, pointer, after)
+
+    async def listed(self, first: int, last: int, pointer: int) -> Collection[int]:
+        """The listed offsets, among others, of [first, last] (`last` <= `pointer`, read
+        before); the window after them read ahead."""
+        kept = [w for w in self.windows if w.to >= first]
+        self._drop([w for w in self.windows if w.to < first])
+        if not kept or kept[0].after >= first:
+            self._drop(kept)
+            kept = [self._read(first - 1, pointer, last)]
+        while kept[-1].to < last:
+            kept.append(self._read(kept[-1].to, pointer, last))
+        self.windows = kept
+        try:
+            sets = [await w.offsets for w in kept if w.after < last]
+        except BaseException:
+            self.close()
+            raise
+        self.prefetch(kept[-1].to, pointer)
+        return sets[0] if len(sets) == 1 else frozenset().union(*sets)
+
+    def close(self) -> None:
+        self._drop(self.windows)
+        self.windows = []
+
+    def _read(self, after: int, pointer: int, at_least: int) -> _Window:
+        to = min(pointer, max(at_least, after + _LISTING_WINDOW))
+        task = asyncio.create_task(self._offsets(after, to))
+        task.add_done_callback(_retrieved)
+        window = _Window(after, to, task)
+        self.windows.append(window)
+        return window
+
+    async def _offsets(self, after: int, to: int) -> frozenset[int]:
+        stored = self.store.appends(self.topic, self.partition, after, to)
+        return frozenset([s.offset async for s in stored])
+
+    @staticmethod
+    def _drop(windows: Iterable[_Window]) -> None:
+        for window in windows:
+            window.offsets.cancel()
+
+
 class _Rewind(Exception):
     """The reader must read its partition again from `offset` (folding quietly up to where it
     was) before it can take the fold's verdicts."""
@@ -165,6 +239,8 @@ class _PartitionReader:
         self.folding = False  # in the tail: verdicts from the fold
         self.seen: OrderedDict[JournalKey, _Seen] = OrderedDict()  # by last record
         self.pointer_read_at = 0.0
+        self.pointer_ahead: asyncio.Task[int | None] | None = None  # the tail's refresh
+        self.listing = _Listing(store, topic, partition)
         self.whole = False  # the store down: folded from offset 0 without it
 
     def seek(self, offset: int) -> None:
@@ -177,15 +253,25 @@ class _PartitionReader:
         return [m for m in fetched if m.offset >= self.next and (end is None or m.offset < end)]
 
     async def read_pointer(self) -> int:
-        pointer = await self.store.pointer(self.topic, self.partition)
+        self.took_pointer(await self.store.pointer(self.topic, self.partition))
+        return self.pointer
+
+    def took_pointer(self, pointer: int | None) -> None:
         self.pointer = max(self.pointer, -1 if pointer is None else pointer)
         self.pointer_read_at = asyncio.get_running_loop().time()
-        return self.pointer
+
+    def close(self) -> None:
+        """Cancel what is read ahead."""
+        self.listing.close()
+        if self.pointer_ahead is not None:
+            self.pointer_ahead.cancel()
+            self.pointer_ahead = None
 
     def go_whole(self) -> None:
         """Fold from offset 0 with no store (`seek` there): Kafka holds the whole partition."""
         self.whole, self.folding, self.quiet_to = True, True, max(self.quiet_to, self.cursor)
         self.seen.clear()
+        self.close()
 
     async def accepted(self, actions: Sequence[ActionRecord]) -> list[ActionRecord]:
         """The accepted Appends among `actions` (this partition's, in offset order) that are
@@ -198,7 +284,10 @@ class _PartitionReader:
             await self.read_pointer()
         if not self.folding:
             replicated = [a for a in actions if a.offset <= self.pointer]
-            listed = await self._listed(replicated)
+            appends = [a.offset for a in replicated if isinstance(a.header, AppendHeader)]
+            listed: Collection[int] = ()
+            if appends:
+                listed = await self.listing.listed(appends[0], appends[-1], self.pointer)
             kept = [a for a in replicated if a.offset in listed and a.offset > self.quiet_to]
             rest = actions[len(replicated) :]
             if not rest:
@@ -230,7 +319,7 @@ class _PartitionReader:
         # records a row already reflected: the table has their verdicts
         listed = await self._listed([a for a in actions if a.offset <= self.seen[a.key].replicated])
         accepted = self._fold(actions, listed)
-        await self._evict()
+        self._evict()
         return accepted
 
     async def _rows(self, keys: Collection[JournalKey], first: int) -> None:
@@ -244,7 +333,7 @@ class _PartitionReader:
             state = JournalState() if meta is None else meta.state
             self.seen[key] = _Seen(state, state.offset, first - 1)
 
-    def _fold(self, actions: Sequence[ActionRecord], listed: set[int]) -> list[ActionRecord]:
+    def _fold(self, actions: Sequence[ActionRecord], listed: Collection[int]) -> list[ActionRecord]:
         accepted: list[ActionRecord] = []
         for action in actions:
             seen = self.seen.get(action.key)
@@ -261,17 +350,24 @@ class _PartitionReader:
             self.seen.move_to_end(action.key)
         return accepted
 
-    async def _evict(self) -> None:
-        """Forget the journals whose records the store now reflects: read again if seen."""
+    def _evict(self) -> None:
+        """Forget the journals whose records the store reflects (read again if seen), by the
+        pointer read in the background meanwhile (its failure raised here); read it again
+        now and then."""
+        ahead = self.pointer_ahead
+        if ahead is not None and ahead.done():
+            self.pointer_ahead = None
+            self.took_pointer(ahead.result())
+            while self.seen:
+                key, seen = next(iter(self.seen.items()))
+                if seen.last > self.pointer:
+                    break
+                del self.seen[key]
         loop = asyncio.get_running_loop()
-        if loop.time() - self.pointer_read_at < _POINTER_REFRESH_S:
-            return
-        pointer = await self.read_pointer()
-        while self.seen:
-            key, seen = next(iter(self.seen.items()))
-            if seen.last > pointer:
-                break
-            del self.seen[key]
+        if self.pointer_ahead is None and loop.time() - self.pointer_read_at >= _POINTER_REFRESH_S:
+            self.pointer_read_at = loop.time()
+            self.pointer_ahead = asyncio.create_task(self.store.pointer(self.topic, self.partition))
+            self.pointer_ahead.add_done_callback(_retrieved)
 
     def restart_after_gap(self, first: int) -> None:
         """Records went missing under the reader (expired), up to `first`: filled from the
@@ -309,23 +405,41 @@ class Subscription:
 
     async def batches(self) -> AsyncIterator[list[SubscriptionItem]]:
         """The items as they come, a non-empty list at a time: what one fetch gave."""
-        consumer = await start_consumer(
-            self._config.kafka,
-            fetch_max_wait_ms=self._config.fetch_max_wait_ms,
-            max_partition_fetch_bytes=self._config.max_partition_fetch_bytes,
-        )
+        pointers = asyncio.create_task(self._pointers())  # while Kafka's answers are awaited
+        pointers.add_done_callback(_retrieved)
         try:
-            async for batch in self._run(consumer):
+            consumer = await start_consumer(
+                self._config.kafka,
+                fetch_max_wait_ms=self._config.fetch_max_wait_ms,
+                max_partition_fetch_bytes=self._config.max_partition_fetch_bytes,
+            )
+        except BaseException:
+            pointers.cancel()
+            raise
+        try:
+            async for batch in self._run(consumer, pointers):
                 yield batch
         finally:
+            pointers.cancel()
+            for reader in self._readers:
+                reader.close()
             await stop_consumer(consumer)
 
-    async def _run(self, consumer: AIOKafkaConsumer) -> AsyncIterator[list[SubscriptionItem]]:
+    async def _run(
+        self, consumer: AIOKafkaConsumer, pointers: asyncio.Task[None]
+    ) -> AsyncIterator[list[SubscriptionItem]]:
+        # assigned first: the topic's metadata is asked now, which the offsets wait for (not
+        # knowing its leaders, they would retry after a backoff); the fetches start meanwhile
+        consumer.assign(self._tps)
+        for reader in self._readers:
+            consumer.seek(self._tps[reader.partition], reader.next)
         try:
-            starts = await consumer.beginning_offsets(self._tps)
-            ends = await consumer.end_offsets(self._tps)
+            starts, ends = await asyncio.gather(
+                consumer.beginning_offsets(self._tps), consumer.end_offsets(self._tps)
+            )
         except KafkaError as error:
             raise core_error(error, f"{self._topic}: no offsets") from error
+        await pointers
         # live=false ends at the high watermarks as of the start
         stop_at = {tp.partition: ends[tp] for tp in self._tps} if not self._live else None
         for reader in self._readers:  # beyond retention first: from the store
@@ -333,10 +447,10 @@ class Subscription:
             if reader.cursor + 1 < starts[tp]:
                 async for batch in self._from_store(reader, starts[tp] - 1):
                     yield batch
-        consumer.assign(self._tps)
         for reader in self._readers:
             consumer.seek(self._tps[reader.partition], reader.next)
             reader.seek(reader.next)
+            reader.listing.prefetch(reader.next - 1, reader.pointer)  # with the first fetch
         loop = asyncio.get_running_loop()
         quiet_since = loop.time()
         while True:
@@ -380,6 +494,16 @@ class Subscription:
             elif loop.time() - quiet_since >= self._config.heartbeat_s:
                 quiet_since = loop.time()
                 yield [Heartbeat(self.position())]
+
+    async def _pointers(self) -> None:
+        """Every partition's pointer, in one query. The store down: each reader asks its
+        own where it needs it (and fails there, as it would have without this)."""
+        try:
+            pointers = await self._store.pointers(self._topic)
+        except StoreUnavailable:
+            return
+        for reader in self._readers:
+            reader.took_pointer(pointers.get(reader.partition))
 
     def _done(self, tp: TopicPartition, stop_at: Mapping[int, int]) -> bool:
         partition: int = tp.partition
