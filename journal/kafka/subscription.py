@@ -260,6 +260,11 @@ class _PartitionReader:
         self.pointer = max(self.pointer, -1 if pointer is None else pointer)
         self.pointer_read_at = asyncio.get_running_loop().time()
 
+    def _pointer_stale(self) -> bool:
+        """Any pointer read serves (the tail then starts after it); one read lately (as all
+        are at the start) is not asked again."""
+        return asyncio.get_running_loop().time() - self.pointer_read_at >= _POINTER_REFRESH_S
+
     def close(self) -> None:
         """Cancel what is read ahead."""
         self.listing.close()
@@ -280,8 +285,8 @@ class _PartitionReader:
             return []
         if self.whole:
             return self._fold(actions, set())
-        if not self.folding and actions[-1].offset > self.pointer:
-            await self.read_pointer()
+        if not self.folding and actions[-1].offset > self.pointer and self._pointer_stale():
+            await self.read_pointer()  # replication may have gone further
         if not self.folding:
             replicated = [a for a in actions if a.offset <= self.pointer]
             appends = [a.offset for a in replicated if isinstance(a.header, AppendHeader)]
@@ -363,9 +368,8 @@ class _PartitionReader:
                 if seen.last > self.pointer:
                     break
                 del self.seen[key]
-        loop = asyncio.get_running_loop()
-        if self.pointer_ahead is None and loop.time() - self.pointer_read_at >= _POINTER_REFRESH_S:
-            self.pointer_read_at = loop.time()
+        if self.pointer_ahead is None and self._pointer_stale():
+            self.pointer_read_at = asyncio.get_running_loop().time()
             self.pointer_ahead = asyncio.create_task(self.store.pointer(self.topic, self.partition))
             self.pointer_ahead.add_done_callback(_retrieved)
 
