@@ -50,7 +50,7 @@ from journal.errors import InvalidValue, JournalTruncated, KafkaUnavailable, Sto
 from journal.kafka.consumers import log_start, raw_record, start_consumer, stop_consumer
 from journal.kafka.driver_errors import POISON_ERRORS, KafkaError, core_error
 from journal.metrics import METRICS
-from journal.store.base import EventualJournal
+from journal.store.base import EventualJournal, JournalMeta
 from kjconfig.access import KafkaAccess
 
 log = logging.getLogger(__name__)
@@ -62,6 +62,7 @@ _LISTING_WINDOW = 1000  # offsets per query of the table of accepted Appends, re
 
 
 Offsets: TypeAlias = tuple[tuple[int, int], ...]  # (partition, offset), by partition
+Fetched: TypeAlias = dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]
 
 
 class SubscriptionPosition(msgspec.Struct, frozen=True, gc=False):
@@ -240,6 +241,9 @@ class _PartitionReader:
         self.seen: OrderedDict[JournalKey, _Seen] = OrderedDict()  # by last record
         self.pointer_read_at = 0.0
         self.pointer_ahead: asyncio.Task[int | None] | None = None  # the tail's refresh
+        self.boundary = -1  # the pointer the tail started after
+        # rows of the next fetch's journals, read ahead: (the pointer asked before, the read)
+        self.rows_ahead: dict[JournalKey, tuple[int, asyncio.Task[JournalMeta | None]]] = {}
         self.listing = _Listing(store, topic, partition)
         self.whole = False  # the store down: folded from offset 0 without it
 
@@ -265,8 +269,30 @@ class _PartitionReader:
         are at the start) is not asked again."""
         return asyncio.get_running_loop().time() - self.pointer_read_at >= _POINTER_REFRESH_S
 
+    def read_rows_ahead(self, fetched: Sequence[ConsumerRecord[bytes, bytes]]) -> None:
+        """Ask the rows of the journals of `fetched` (the next fetch) that the tail has no
+        state of. Only `_rows` of the next fetch takes them (see there), then they are
+        dropped: they are never older than one fetch."""
+        if self.whole or not (self.folding or fetched[-1].offset > self.pointer):
+            return  # no rows needed: verdicts from the table or the fold alone
+        for raw in {m.key for m in fetched if m.key}:
+            try:
+                key = JournalKey(self.topic, raw.decode("utf-8"))
+            except (UnicodeDecodeError, InvalidValue):
+                continue  # a malformed record: the fold never sees it
+            if key not in self.seen and key not in self.rows_ahead:
+                read = asyncio.create_task(self.store.meta(key))
+                read.add_done_callback(_retrieved)
+                self.rows_ahead[key] = (self.pointer, read)
+
+    def drop_rows_ahead(self) -> None:
+        for _, read in self.rows_ahead.values():
+            read.cancel()
+        self.rows_ahead.clear()
+
     def close(self) -> None:
         """Cancel what is read ahead."""
+        self.drop_rows_ahead()
         self.listing.close()
         if self.pointer_ahead is not None:
             self.pointer_ahead.cancel()
@@ -304,6 +330,7 @@ class _PartitionReader:
     def _enter_tail(self) -> None:
         self.folding = True
         self.seen.clear()
+        self.boundary = self.pointer
         if self.read_from > self.pointer + 1:
             self.quiet_to = max(self.quiet_to, self.cursor)
             self.folding = False  # until the rewound reader reaches the pointer again
@@ -331,9 +358,19 @@ class _PartitionReader:
         """Read the rows of journals seen first in the tail. Every record of the partition
         since the pointer was read has been folded, so a journal seen first at offset y had
         no record in between: its row (read after the pointer) is its state before y, unless
-        the row reflects y or later, whose records then take the table's verdicts."""
+        the row reflects y or later, whose records then take the table's verdicts. A row
+        read ahead serves if it was asked after that pointer (or a later one) was read, as
+        no record was handled since."""
         ordered = list(keys)
-        metas = await asyncio.gather(*(self.store.meta(key) for key in ordered))
+        ahead = self.rows_ahead
+        metas = await asyncio.gather(
+            *(
+                ahead.pop(key)[1]
+                if key in ahead and ahead[key][0] >= self.boundary
+                else self.store.meta(key)
+                for key in ordered
+            )
+        )
         for key, meta in zip(ordered, metas, strict=True):
             state = JournalState() if meta is None else meta.state
             self.seen[key] = _Seen(state, state.offset, first - 1)
@@ -457,6 +494,7 @@ class Subscription:
             reader.listing.prefetch(reader.next - 1, reader.pointer)  # with the first fetch
         loop = asyncio.get_running_loop()
         quiet_since = loop.time()
+        ahead: Fetched | Exception | None = None  # the next fetch, taken early
         while True:
             if stop_at is not None:
                 done = [tp for tp in self._tps if self._done(tp, stop_at)]
@@ -464,8 +502,14 @@ class Subscription:
                 if len(done) == len(self._tps):
                     yield [Heartbeat(self.position())]
                     return
-            wait_s = max(0.0, quiet_since + self._config.heartbeat_s - loop.time())
-            batches = await self._fetch(consumer, min(wait_s, 1.0))
+            if ahead is None:
+                wait_s = max(0.0, quiet_since + self._config.heartbeat_s - loop.time())
+                batches = await self._fetch(consumer, min(wait_s, 1.0))
+            elif isinstance(ahead, Exception):
+                raise ahead
+            else:
+                batches = ahead
+            ahead = None
             delivered = False
             chunks: list[tuple[_PartitionReader, list[ConsumerRecord[bytes, bytes]]]] = []
             for tp, fetched in batches.items():
@@ -490,14 +534,30 @@ class Subscription:
             # every partition's chunk at once (their store queries overlap); the fetch's
             # events as one list: a generator step per event costs more than the event
             batch = [item for chunk in await self._handle(consumer, chunks) for item in chunk]
+            for reader in self._readers:
+                reader.drop_rows_ahead()
             if batch:
                 delivered = True
+                ahead = await self._look_ahead(consumer)
                 yield batch
             if delivered:
                 quiet_since = loop.time()
             elif loop.time() - quiet_since >= self._config.heartbeat_s:
                 quiet_since = loop.time()
                 yield [Heartbeat(self.position())]
+
+    async def _look_ahead(self, consumer: AIOKafkaConsumer) -> Fetched | Exception:
+        """The next fetch where the consumer holds it already, taken before this one is
+        delivered, so that the rows its journals will need are read meanwhile; its failure
+        is raised when it is handled."""
+        try:
+            batches = await self._fetch(consumer, 0.0)
+        except Exception as error:  # raised in its turn, as a fetch then would
+            return error
+        for tp, fetched in batches.items():
+            if fetched:
+                self._readers[tp.partition].read_rows_ahead(fetched)
+        return batches
 
     async def _pointers(self) -> None:
         """Every partition's pointer, in one query. The store down: each reader asks its
@@ -513,11 +573,9 @@ class Subscription:
         partition: int = tp.partition
         return self._readers[partition].cursor >= stop_at[partition] - 1
 
-    async def _fetch(
-        self, consumer: AIOKafkaConsumer, timeout_s: float
-    ) -> dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]:
+    async def _fetch(self, consumer: AIOKafkaConsumer, timeout_s: float) -> Fetched:
         try:
-            batches: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]
+            batches: Fetched
             batches = await consumer.getmany(
                 timeout_ms=int(timeout_s * 1000), max_records=_FETCH_RECORDS
             )
