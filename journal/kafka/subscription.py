@@ -5,10 +5,12 @@ Appends the fold accepted (`journal.core.fold`): never a rejected Append. It nev
 verdict itself; it takes each one from one of two places:
 - **Replicated records** (at or below the store's pointer): replication stored the accepted
   Appends in the store's `appends` table, by offset. Within Kafka's retention the records are
-  read from Kafka and kept if the table lists them (one range query per fetched chunk); beyond
-  it, the table's Appends are read back from the store's events, in the same order.
+  read from Kafka and kept if the table lists them (one range query per window of offsets,
+  the next window read ahead); beyond it, the table's Appends are read back from the store's
+  events, in the same order.
 - **The tail** (above the pointer): each journal's actions are folded with
-  `JournalState.apply` onto the state of the journal's store row, read on first sight. A row
+  `JournalState.apply` onto the state of the journal's store row, read on first sight (or
+  while the fetch before is delivered, where Kafka's consumer holds the next already). A row
   that already reflects a record (replication passed it meanwhile) defers to the table for
   that record. States are evicted once the pointer passes their journal's last record, so
   they are bounded by the unreplicated tail, like the tail index.
