@@ -490,8 +490,8 @@ class Subscription:
             if reader.cursor + 1 < starts[tp]:
                 async for batch in self._from_store(reader, starts[tp] - 1):
                     yield batch
+                consumer.seek(tp, reader.next)  # a seek drops what was fetched: only here
         for reader in self._readers:
-            consumer.seek(self._tps[reader.partition], reader.next)
             reader.seek(reader.next)
             reader.listing.prefetch(reader.next - 1, reader.pointer)  # with the first fetch
         loop = asyncio.get_running_loop()
