@@ -5,10 +5,12 @@ Appends the fold accepted (`journal.core.fold`): never a rejected Append. It nev
 verdict itself; it takes each one from one of two places:
 - **Replicated records** (at or below the store's pointer): replication stored the accepted
   Appends in the store's `appends` table, by offset. Within Kafka's retention the records are
-  read from Kafka and kept if the table lists them (one range query per fetched chunk); beyond
-  it, the table's Appends are read back from the store's events, in the same order.
+  read from Kafka and kept if the table lists them (one range query per window of offsets,
+  the next window read ahead); beyond it, the table's Appends are read back from the store's
+  events, in the same order.
 - **The tail** (above the pointer): each journal's actions are folded with
-  `JournalState.apply` onto the state of the journal's store row, read on first sight. A row
+  `JournalState.apply` onto the state of the journal's store row, read on first sight (or
+  while the fetch before is delivered, where Kafka's consumer holds the next already). A row
   that already reflects a record (replication passed it meanwhile) defers to the table for
   that record. States are evicted once the pointer passes their journal's last record, so
   they are bounded by the unreplicated tail, like the tail index.
@@ -50,7 +52,7 @@ from journal.errors import InvalidValue, JournalTruncated, KafkaUnavailable, Sto
 from journal.kafka.consumers import log_start, raw_record, start_consumer, stop_consumer
 from journal.kafka.driver_errors import POISON_ERRORS, KafkaError, core_error
 from journal.metrics import METRICS
-from journal.store.base import EventualJournal
+from journal.store.base import EventualJournal, JournalMeta
 from kjconfig.access import KafkaAccess
 
 log = logging.getLogger(__name__)
@@ -58,9 +60,11 @@ log = logging.getLogger(__name__)
 HEARTBEAT_S = 5.0
 _FETCH_RECORDS = 500  # records per fetch, all partitions together
 _POINTER_REFRESH_S = 1.0  # how often the tail asks the pointer, to evict states
+_LISTING_WINDOW = 1000  # offsets per query of the table of accepted Appends, read ahead
 
 
 Offsets: TypeAlias = tuple[tuple[int, int], ...]  # (partition, offset), by partition
+Fetched: TypeAlias = dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]
 
 
 class SubscriptionPosition(msgspec.Struct, frozen=True, gc=False):
@@ -134,6 +138,79 @@ class _Seen:
     last: int
 
 
+def _retrieved(task: asyncio.Task[object]) -> None:
+    """A read ahead's failure is raised where it is awaited; one never awaited is dropped."""
+    if not task.cancelled():
+        task.exception()
+
+
+@dataclass(frozen=True, slots=True)
+class _Window:
+    """The offsets in (after, to] whose Appends the store's table lists, being read."""
+
+    after: int
+    to: int
+    offsets: asyncio.Task[frozenset[int]]
+
+
+class _Listing:
+    """A partition's table of accepted Appends below the pointer, read ahead a window at a
+    time (one query per window, not per fetch; the next window is read while the reader is
+    in the current one). A window up to a pointer read before its query is final: replication
+    writes the table before it moves the pointer. At most two windows are kept."""
+
+    def __init__(self, store: EventualJournal, topic: str, partition: int) -> None:
+        self.store = store
+        self.topic = topic
+        self.partition = partition
+        self.windows: list[_Window] = []  # contiguous, ascending
+
+    def prefetch(self, after: int, pointer: int) -> None:
+        """Read the window after `after` (up to `pointer`, read before) unless it is."""
+        if after < pointer and not any(w.after <= after < w.to for w in self.windows):
+            self._read(after, pointer, after)
+
+    async def listed(self, first: int, last: int, pointer: int) -> Collection[int]:
+        """The listed offsets, among others, of [first, last] (`last` <= `pointer`, read
+        before); the window after them read ahead."""
+        kept = [w for w in self.windows if w.to >= first]
+        self._drop([w for w in self.windows if w.to < first])
+        if not kept or kept[0].after >= first:
+            self._drop(kept)
+            kept = [self._read(first - 1, pointer, last)]
+        while kept[-1].to < last:
+            kept.append(self._read(kept[-1].to, pointer, last))
+        self.windows = kept
+        try:
+            sets = [await w.offsets for w in kept if w.after < last]
+        except BaseException:
+            self.close()
+            raise
+        self.prefetch(kept[-1].to, pointer)
+        return sets[0] if len(sets) == 1 else frozenset().union(*sets)
+
+    def close(self) -> None:
+        self._drop(self.windows)
+        self.windows = []
+
+    def _read(self, after: int, pointer: int, at_least: int) -> _Window:
+        to = min(pointer, max(at_least, after + _LISTING_WINDOW))
+        task = asyncio.create_task(self._offsets(after, to))
+        task.add_done_callback(_retrieved)
+        window = _Window(after, to, task)
+        self.windows.append(window)
+        return window
+
+    async def _offsets(self, after: int, to: int) -> frozenset[int]:
+        stored = self.store.appends(self.topic, self.partition, after, to)
+        return frozenset([s.offset async for s in stored])
+
+    @staticmethod
+    def _drop(windows: Iterable[_Window]) -> None:
+        for window in windows:
+            window.offsets.cancel()
+
+
 class _Rewind(Exception):
     """The reader must read its partition again from `offset` (folding quietly up to where it
     was) before it can take the fold's verdicts."""
@@ -165,6 +242,11 @@ class _PartitionReader:
         self.folding = False  # in the tail: verdicts from the fold
         self.seen: OrderedDict[JournalKey, _Seen] = OrderedDict()  # by last record
         self.pointer_read_at = 0.0
+        self.pointer_ahead: asyncio.Task[int | None] | None = None  # the tail's refresh
+        self.boundary = -1  # the pointer the tail started after
+        # rows of the next fetch's journals, read ahead: (the pointer asked before, the read)
+        self.rows_ahead: dict[JournalKey, tuple[int, asyncio.Task[JournalMeta | None]]] = {}
+        self.listing = _Listing(store, topic, partition)
         self.whole = False  # the store down: folded from offset 0 without it
 
     def seek(self, offset: int) -> None:
@@ -177,15 +259,52 @@ class _PartitionReader:
         return [m for m in fetched if m.offset >= self.next and (end is None or m.offset < end)]
 
     async def read_pointer(self) -> int:
-        pointer = await self.store.pointer(self.topic, self.partition)
+        self.took_pointer(await self.store.pointer(self.topic, self.partition))
+        return self.pointer
+
+    def took_pointer(self, pointer: int | None) -> None:
         self.pointer = max(self.pointer, -1 if pointer is None else pointer)
         self.pointer_read_at = asyncio.get_running_loop().time()
-        return self.pointer
+
+    def _pointer_stale(self) -> bool:
+        """Any pointer read serves (the tail then starts after it); one read lately (as all
+        are at the start) is not asked again."""
+        return asyncio.get_running_loop().time() - self.pointer_read_at >= _POINTER_REFRESH_S
+
+    def read_rows_ahead(self, fetched: Sequence[ConsumerRecord[bytes, bytes]]) -> None:
+        """Ask the rows of the journals of `fetched` (the next fetch) that the tail has no
+        state of. Only `_rows` of the next fetch takes them (see there), then they are
+        dropped: they are never older than one fetch."""
+        if self.whole or not (self.folding or fetched[-1].offset > self.pointer):
+            return  # no rows needed: verdicts from the table or the fold alone
+        for raw in {m.key for m in fetched if m.key}:
+            try:
+                key = JournalKey(self.topic, raw.decode("utf-8"))
+            except (UnicodeDecodeError, InvalidValue):
+                continue  # a malformed record: the fold never sees it
+            if key not in self.seen and key not in self.rows_ahead:
+                read = asyncio.create_task(self.store.meta(key))
+                read.add_done_callback(_retrieved)
+                self.rows_ahead[key] = (self.pointer, read)
+
+    def drop_rows_ahead(self) -> None:
+        for _, read in self.rows_ahead.values():
+            read.cancel()
+        self.rows_ahead.clear()
+
+    def close(self) -> None:
+        """Cancel what is read ahead."""
+        self.drop_rows_ahead()
+        self.listing.close()
+        if self.pointer_ahead is not None:
+            self.pointer_ahead.cancel()
+            self.pointer_ahead = None
 
     def go_whole(self) -> None:
         """Fold from offset 0 with no store (`seek` there): Kafka holds the whole partition."""
         self.whole, self.folding, self.quiet_to = True, True, max(self.quiet_to, self.cursor)
         self.seen.clear()
+        self.close()
 
     async def accepted(self, actions: Sequence[ActionRecord]) -> list[ActionRecord]:
         """The accepted Appends among `actions` (this partition's, in offset order) that are
@@ -194,11 +313,14 @@ class _PartitionReader:
             return []
         if self.whole:
             return self._fold(actions, set())
-        if not self.folding and actions[-1].offset > self.pointer:
-            await self.read_pointer()
+        if not self.folding and actions[-1].offset > self.pointer and self._pointer_stale():
+            await self.read_pointer()  # replication may have gone further
         if not self.folding:
             replicated = [a for a in actions if a.offset <= self.pointer]
-            listed = await self._listed(replicated)
+            appends = [a.offset for a in replicated if isinstance(a.header, AppendHeader)]
+            listed: Collection[int] = ()
+            if appends:
+                listed = await self.listing.listed(appends[0], appends[-1], self.pointer)
             kept = [a for a in replicated if a.offset in listed and a.offset > self.quiet_to]
             rest = actions[len(replicated) :]
             if not rest:
@@ -210,6 +332,7 @@ class _PartitionReader:
     def _enter_tail(self) -> None:
         self.folding = True
         self.seen.clear()
+        self.boundary = self.pointer
         if self.read_from > self.pointer + 1:
             self.quiet_to = max(self.quiet_to, self.cursor)
             self.folding = False  # until the rewound reader reaches the pointer again
@@ -230,21 +353,31 @@ class _PartitionReader:
         # records a row already reflected: the table has their verdicts
         listed = await self._listed([a for a in actions if a.offset <= self.seen[a.key].replicated])
         accepted = self._fold(actions, listed)
-        await self._evict()
+        self._evict()
         return accepted
 
     async def _rows(self, keys: Collection[JournalKey], first: int) -> None:
         """Read the rows of journals seen first in the tail. Every record of the partition
         since the pointer was read has been folded, so a journal seen first at offset y had
         no record in between: its row (read after the pointer) is its state before y, unless
-        the row reflects y or later, whose records then take the table's verdicts."""
+        the row reflects y or later, whose records then take the table's verdicts. A row
+        read ahead serves if it was asked after that pointer (or a later one) was read, as
+        no record was handled since."""
         ordered = list(keys)
-        metas = await asyncio.gather(*(self.store.meta(key) for key in ordered))
+        ahead = self.rows_ahead
+        metas = await asyncio.gather(
+            *(
+                ahead.pop(key)[1]
+                if key in ahead and ahead[key][0] >= self.boundary
+                else self.store.meta(key)
+                for key in ordered
+            )
+        )
         for key, meta in zip(ordered, metas, strict=True):
             state = JournalState() if meta is None else meta.state
             self.seen[key] = _Seen(state, state.offset, first - 1)
 
-    def _fold(self, actions: Sequence[ActionRecord], listed: set[int]) -> list[ActionRecord]:
+    def _fold(self, actions: Sequence[ActionRecord], listed: Collection[int]) -> list[ActionRecord]:
         accepted: list[ActionRecord] = []
         for action in actions:
             seen = self.seen.get(action.key)
@@ -261,17 +394,23 @@ class _PartitionReader:
             self.seen.move_to_end(action.key)
         return accepted
 
-    async def _evict(self) -> None:
-        """Forget the journals whose records the store now reflects: read again if seen."""
-        loop = asyncio.get_running_loop()
-        if loop.time() - self.pointer_read_at < _POINTER_REFRESH_S:
-            return
-        pointer = await self.read_pointer()
-        while self.seen:
-            key, seen = next(iter(self.seen.items()))
-            if seen.last > pointer:
-                break
-            del self.seen[key]
+    def _evict(self) -> None:
+        """Forget the journals whose records the store reflects (read again if seen), by the
+        pointer read in the background meanwhile (its failure raised here); read it again
+        now and then."""
+        ahead = self.pointer_ahead
+        if ahead is not None and ahead.done():
+            self.pointer_ahead = None
+            self.took_pointer(ahead.result())
+            while self.seen:
+                key, seen = next(iter(self.seen.items()))
+                if seen.last > self.pointer:
+                    break
+                del self.seen[key]
+        if self.pointer_ahead is None and self._pointer_stale():
+            self.pointer_read_at = asyncio.get_running_loop().time()
+            self.pointer_ahead = asyncio.create_task(self.store.pointer(self.topic, self.partition))
+            self.pointer_ahead.add_done_callback(_retrieved)
 
     def restart_after_gap(self, first: int) -> None:
         """Records went missing under the reader (expired), up to `first`: filled from the
@@ -309,23 +448,41 @@ class Subscription:
 
     async def batches(self) -> AsyncIterator[list[SubscriptionItem]]:
         """The items as they come, a non-empty list at a time: what one fetch gave."""
-        consumer = await start_consumer(
-            self._config.kafka,
-            fetch_max_wait_ms=self._config.fetch_max_wait_ms,
-            max_partition_fetch_bytes=self._config.max_partition_fetch_bytes,
-        )
+        pointers = asyncio.create_task(self._pointers())  # while Kafka's answers are awaited
+        pointers.add_done_callback(_retrieved)
         try:
-            async for batch in self._run(consumer):
+            consumer = await start_consumer(
+                self._config.kafka,
+                fetch_max_wait_ms=self._config.fetch_max_wait_ms,
+                max_partition_fetch_bytes=self._config.max_partition_fetch_bytes,
+            )
+        except BaseException:
+            pointers.cancel()
+            raise
+        try:
+            async for batch in self._run(consumer, pointers):
                 yield batch
         finally:
+            pointers.cancel()
+            for reader in self._readers:
+                reader.close()
             await stop_consumer(consumer)
 
-    async def _run(self, consumer: AIOKafkaConsumer) -> AsyncIterator[list[SubscriptionItem]]:
+    async def _run(
+        self, consumer: AIOKafkaConsumer, pointers: asyncio.Task[None]
+    ) -> AsyncIterator[list[SubscriptionItem]]:
+        # assigned first: the topic's metadata is asked now, which the offsets wait for (not
+        # knowing its leaders, they would retry after a backoff); the fetches start meanwhile
+        consumer.assign(self._tps)
+        for reader in self._readers:
+            consumer.seek(self._tps[reader.partition], reader.next)
         try:
-            starts = await consumer.beginning_offsets(self._tps)
-            ends = await consumer.end_offsets(self._tps)
+            starts, ends = await asyncio.gather(
+                consumer.beginning_offsets(self._tps), consumer.end_offsets(self._tps)
+            )
         except KafkaError as error:
             raise core_error(error, f"{self._topic}: no offsets") from error
+        await pointers
         # live=false ends at the high watermarks as of the start
         stop_at = {tp.partition: ends[tp] for tp in self._tps} if not self._live else None
         for reader in self._readers:  # beyond retention first: from the store
@@ -333,12 +490,13 @@ class Subscription:
             if reader.cursor + 1 < starts[tp]:
                 async for batch in self._from_store(reader, starts[tp] - 1):
                     yield batch
-        consumer.assign(self._tps)
+                consumer.seek(tp, reader.next)  # a seek drops what was fetched: only here
         for reader in self._readers:
-            consumer.seek(self._tps[reader.partition], reader.next)
             reader.seek(reader.next)
+            reader.listing.prefetch(reader.next - 1, reader.pointer)  # with the first fetch
         loop = asyncio.get_running_loop()
         quiet_since = loop.time()
+        ahead: Fetched | Exception | None = None  # the next fetch, taken early
         while True:
             if stop_at is not None:
                 done = [tp for tp in self._tps if self._done(tp, stop_at)]
@@ -346,8 +504,14 @@ class Subscription:
                 if len(done) == len(self._tps):
                     yield [Heartbeat(self.position())]
                     return
-            wait_s = max(0.0, quiet_since + self._config.heartbeat_s - loop.time())
-            batches = await self._fetch(consumer, min(wait_s, 1.0))
+            if ahead is None:
+                wait_s = max(0.0, quiet_since + self._config.heartbeat_s - loop.time())
+                batches = await self._fetch(consumer, min(wait_s, 1.0))
+            elif isinstance(ahead, Exception):
+                raise ahead
+            else:
+                batches = ahead
+            ahead = None
             delivered = False
             chunks: list[tuple[_PartitionReader, list[ConsumerRecord[bytes, bytes]]]] = []
             for tp, fetched in batches.items():
@@ -372,8 +536,11 @@ class Subscription:
             # every partition's chunk at once (their store queries overlap); the fetch's
             # events as one list: a generator step per event costs more than the event
             batch = [item for chunk in await self._handle(consumer, chunks) for item in chunk]
+            for reader in self._readers:
+                reader.drop_rows_ahead()
             if batch:
                 delivered = True
+                ahead = await self._look_ahead(consumer)
                 yield batch
             if delivered:
                 quiet_since = loop.time()
@@ -381,15 +548,36 @@ class Subscription:
                 quiet_since = loop.time()
                 yield [Heartbeat(self.position())]
 
+    async def _look_ahead(self, consumer: AIOKafkaConsumer) -> Fetched | Exception:
+        """The next fetch where the consumer holds it already, taken before this one is
+        delivered, so that the rows its journals will need are read meanwhile; its failure
+        is raised when it is handled."""
+        try:
+            batches = await self._fetch(consumer, 0.0)
+        except Exception as error:  # raised in its turn, as a fetch then would
+            return error
+        for tp, fetched in batches.items():
+            if fetched:
+                self._readers[tp.partition].read_rows_ahead(fetched)
+        return batches
+
+    async def _pointers(self) -> None:
+        """Every partition's pointer, in one query. The store down: each reader asks its
+        own where it needs it (and fails there, as it would have without this)."""
+        try:
+            pointers = await self._store.pointers(self._topic)
+        except StoreUnavailable:
+            return
+        for reader in self._readers:
+            reader.took_pointer(pointers.get(reader.partition))
+
     def _done(self, tp: TopicPartition, stop_at: Mapping[int, int]) -> bool:
         partition: int = tp.partition
         return self._readers[partition].cursor >= stop_at[partition] - 1
 
-    async def _fetch(
-        self, consumer: AIOKafkaConsumer, timeout_s: float
-    ) -> dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]:
+    async def _fetch(self, consumer: AIOKafkaConsumer, timeout_s: float) -> Fetched:
         try:
-            batches: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]
+            batches: Fetched
             batches = await consumer.getmany(
                 timeout_ms=int(timeout_s * 1000), max_records=_FETCH_RECORDS
             )
