@@ -1,8 +1,8 @@
 """The console (`/ui`) in a real browser: how long the overview takes to show a worker's
 partitions, and how long an acknowledged append takes to appear in the live tail.
 
-Not part of `kafka-journal bench`'s report: the console's tests (tests/ui) run it against
-their worker and check the tail's p99 against the 2 s the console promises.
+`console_section` is `kafka-journal bench`'s "Console" section; the console's tests (tests/ui)
+run `bench_console` small against their worker.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import aiohttp
 from playwright.async_api import Page, async_playwright
 from yarl import URL
 
-from bench.common import percentile, unique
+from bench.common import Row, Section, percentile, unique
 from devtools.browser import VIEWPORT, launch
 
 METHOD = (
@@ -101,3 +101,18 @@ async def _tail_delays(
             await page.wait_for_selector(f"#tail-events tbody tr[data-seq-nr='{n}']")
             delays.append(time.perf_counter() - acknowledged)
     return delays
+
+
+async def console_section(url: URL, loads: int = 10, appends: int = 50) -> Section:
+    """The bench's section: overview load and live tail delay, p50/p99 (no HTTP security on
+    the bench's worker: any token is let through)."""
+    timings = await bench_console(url, "bench", {}, loads=loads, appends=appends)
+    section = Section("Console", METHOD.format(loads=loads, appends=appends))
+    summary = timings.summary()
+    for name, key in (("overview load", "overview"), ("live tail delay", "tail_delay")):
+        for q in (50, 99):
+            value = summary[f"{key}_p{q}_s"] * 1000
+            goal, met = ("<= 2000 ms", value <= 2000) if key == "tail_delay" else ("", None)
+            section.add(Row(f"{name}: p{q}", value, "ms", None, goal, met))
+    section.samples["live tail delay"] = [s * 1000 for s in timings.tail_delay_s]
+    return section

@@ -24,6 +24,7 @@ from pathlib import Path
 from app.provision import stack_up
 from bench.append import AppendSizes, bench_append, bench_compression, bench_contention
 from bench.common import Row, Section, load_average
+from bench.console import console_section
 from bench.consumer import bench_consumer
 from bench.environment import connected, quiet_cassandra, settings_for, settle, worker
 from bench.huge import bench_huge
@@ -49,7 +50,7 @@ from bench.replication import (
     write_backlog,
 )
 from bench.report import RunInfo, write
-from bench.spark import bench_spark
+from bench.spark import bench_spark, bench_spark_on_cluster
 from bench.subscription import SubscriptionSizes, bench_subscription
 from bench.tail_index import bench_tail_index
 from devtools.workers import WorkerProcess
@@ -73,6 +74,10 @@ class Sizes:
     tail_records: int  # the direct client's tail index: records it indexes
     recovery: RecoverySizes
     spread_events: int  # the backlog over 100 journals a fresh worker replicates
+    console_loads: int = 10  # overview loads in the browser (the tail takes 50 appends)
+    # the standalone Spark cluster against local[2]: fewer events than `spark_events` (one
+    # worker of 1 GiB; the comparison, not the size, is the point)
+    spark_cluster_events: int = 200_000
 
 
 FULL = Sizes(
@@ -101,6 +106,7 @@ QUICK = Sizes(
     tail_records=3000,
     recovery=RecoverySizes(events=500, repetitions=2),
     spread_events=2000,
+    console_loads=2,
 )
 SCALING = [
     "the huge journal has {huge:,} events, not 1,000,000: writing and replicating 1,000,000 "
@@ -351,9 +357,9 @@ async def _worker_sections(
                     process.start()
                 await process.wait_ready()
             except Exception as error:
-                titles = ("Append", "Huge journal over HTTP", "Recovery")
-                append, huge, recovery = (_failed(title, error) for title in titles)
-                return [append, replication, huge, recovery]
+                titles = ("Append", "Huge journal over HTTP", "Recovery", "Console")
+                append, huge, recovery, console = (_failed(title, error) for title in titles)
+                return [append, replication, huge, recovery, console]
             append = await _guarded(
                 "Append",
                 bench_append(
@@ -377,7 +383,10 @@ async def _worker_sections(
                 bench_recovery(journals, process, lambda: settle(settings, store), sizes.recovery),
                 store,
             )
-            return [append, replication, huge, recovery]
+            console = await _guarded(
+                "Console", console_section(process.url, sizes.console_loads), store
+            )
+            return [append, replication, huge, recovery, console]
         finally:
             process.stop()
 
@@ -386,7 +395,9 @@ async def _scenarios(
     base: Settings, sizes: Sizes, stack: Stack, workdir: Path, profile: bool
 ) -> list[Section]:
     read, offline, consumer = await _read_sections(base, sizes, stack, workdir)
-    append, replication, huge, recovery = await _worker_sections(base, sizes, workdir, profile)
+    append, replication, huge, recovery, console = await _worker_sections(
+        base, sizes, workdir, profile
+    )
     spread_settings = settings_for(base, "spread", partitions=3)
     # the spread backlog's store; the later scenarios' Cassandra quiet is asked of it too
     store = await CassandraStore.connect(spread_settings.cassandra_config())
@@ -419,12 +430,22 @@ async def _scenarios(
             spark = await _guarded(
                 "Spark rebuild", bench_spark(settings_for(base, "spark"), sizes.spark_events), store
             )
+            spark_cluster = await _guarded(
+                "Spark rebuild on a standalone cluster",
+                bench_spark_on_cluster(
+                    settings_for(base, "spark_cluster"),
+                    min(sizes.spark_events, sizes.spark_cluster_events),
+                    workdir / "spark",
+                ),
+                store,
+            )
         else:
             spark = Section("Spark rebuild", "Not run (no Spark events asked for).")
+            spark_cluster = Section("Spark rebuild on a standalone cluster", "Not run.")
     finally:
         await store.close()
     sections = [append, compression, read, recovery, offline, replication, spread, huge]
-    return [*sections, subscription, tail, spark, consumer]
+    return [*sections, console, subscription, tail, spark, spark_cluster, consumer]
 
 
 def _stack_up() -> tuple[Stack, Settings]:

@@ -11,7 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import Row, Section
+from devtools.workers import free_port
 from journal.settings import Settings
+from stack.settings import StackSettings
+from stack.spark import SparkMaster, SparkWorker
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -144,3 +147,24 @@ def _result(path: Path) -> dict[str, Any] | None:
         return None
     result: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     return result
+
+
+async def bench_spark_on_cluster(settings: Settings, events: int, workdir: Path) -> Section:
+    """`bench_spark_cluster` on a standalone master and worker of the run's own (free ports,
+    under `workdir`), stopped at the end."""
+    cluster = StackSettings.from_env().replace(
+        data_dir=workdir,
+        spark="standalone",
+        spark_master_port=free_port(),
+        spark_webui_port=free_port(),
+        spark_worker_port=free_port(),
+        spark_worker_webui_port=free_port(),
+    )
+    master, worker = SparkMaster(cluster), SparkWorker(cluster)
+    try:
+        await asyncio.to_thread(master.start)
+        await asyncio.to_thread(worker.start)
+        return await bench_spark_cluster(settings, events, cluster.spark_master_url)
+    finally:
+        await asyncio.to_thread(worker.stop)
+        await asyncio.to_thread(master.stop)

@@ -25,6 +25,8 @@ SECTIONS = (
     "Subscription",
     "Recovery",
     "Replication of a spread backlog",
+    "Console",
+    "Spark rebuild on a standalone cluster",
 )
 
 
