@@ -29,7 +29,16 @@ from app.settings import WorkerSettings
 from journal.core.model import SEQ_NR_MAX
 from journal.settings import HttpAuthSettings, Settings
 from journal.version import VERSION
-from kjconfig.settings import KJSettings, SettingsError, describe_field, is_secret
+from kjconfig.settings import (
+    RENAMED,
+    KJSettings,
+    SettingsError,
+    describe_field,
+    flag_of_variable,
+    is_secret,
+    renamed_use,
+    warn_deprecated,
+)
 from stack.settings import StackSettings
 
 # every command line's (pipeline/commands.py is one of its own)
@@ -39,6 +48,9 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 # Flags kept from before they were generated: `pipeline --bootstrap`.
 _FLAG_ALIASES: Mapping[str, tuple[str, ...]] = {"kafka_bootstrap": ("--bootstrap",)}
+# A renamed setting's old flag (kjconfig.settings.RENAMED) is a hidden option of its own, so
+# `load` knows it was used and warns: its value goes to `<field><_OLD_FLAG><old variable>`.
+_OLD_FLAG = "__old__"
 
 
 def settings_options(model: type[KJSettings]) -> Callable[[_F], _F]:
@@ -59,9 +71,31 @@ def settings_options(model: type[KJSettings]) -> Callable[[_F], _F]:
                 help=f"{describe_field(info)} [env {variable}]",
             )
             function = option(function)
+            for old in (old for old, new in RENAMED.items() if new == variable):
+                hidden = click.option(
+                    flag_of_variable(old),
+                    f"{name}{_OLD_FLAG}{old.lower()}",
+                    default=None,
+                    hidden=True,
+                )
+                function = hidden(function)
         return function
 
     return decorate
+
+
+def _with_old_flags(values: Mapping[str, Any]) -> dict[str, Any]:
+    """`values` with each old flag's value under its field (the new flag wins), warned."""
+    moved = {key: value for key, value in values.items() if _OLD_FLAG not in key}
+    for key, value in values.items():
+        if _OLD_FLAG not in key or value is None:
+            continue
+        name, old = key.split(_OLD_FLAG, 1)
+        old_flag, new_flag = flag_of_variable(old.upper()), flag_of_variable(RENAMED[old.upper()])
+        warn_deprecated(renamed_use(old_flag, new_flag, moved.get(name) is not None))
+        if moved.get(name) is None:
+            moved[name] = value
+    return moved
 
 
 def _metavar(info: FieldInfo) -> str:
@@ -105,7 +139,7 @@ def needs_extra(extra: str) -> Callable[[_F], _F]:
 def load(model: type[_Settings], values: Mapping[str, Any]) -> _Settings:
     """`model` from flags `values` (None: not given) over variables; UsageError if bad."""
     try:
-        return model.from_flags(values)
+        return model.from_flags(_with_old_flags(values))
     except SettingsError as error:
         raise click.UsageError(str(error)) from None
 
