@@ -415,6 +415,36 @@ def journals(prefix: str, after: str | None, limit: int | None, **values: Any) -
     return client.list_ids(load(Settings, values), prefix, after, limit)
 
 
+# --- quarantine -------------------------------------------------------------------------------
+
+
+@cli.group()
+def quarantine() -> None:
+    """The records replication set aside: list | replay."""
+
+
+@quarantine.command("list")
+@settings_options(Settings)
+@click.option("--json", "as_json", is_flag=True, help="one JSON object a line")
+def quarantine_list(as_json: bool, **values: Any) -> int:
+    """Every quarantined record: where it is, where it came from, why, when, replayed or not."""
+    from app.quarantine import run_list
+
+    return run_list(load(Settings, values), as_json)
+
+
+@quarantine.command("replay")
+@settings_options(Settings)
+@click.option("--dry-run", is_flag=True, help="print what would happen, produce nothing")
+def quarantine_replay(dry_run: bool, **values: Any) -> int:
+    """Produce the quarantined records that now decode to the action topic again, in order; a
+    replayed record is folded at its new offset (an Append that no longer continues its journal
+    is rejected there). The others stay."""
+    from app.quarantine import run_replay
+
+    return run_replay(load(Settings, values), dry_run)
+
+
 # --- pipeline ---------------------------------------------------------------------------------
 
 
