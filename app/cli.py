@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from functools import partial, wraps
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import click
 from pydantic.fields import FieldInfo
@@ -413,6 +413,28 @@ def journals(prefix: str, after: str | None, limit: int | None, **values: Any) -
     from app import client
 
     return client.list_ids(load(Settings, values), prefix, after, limit)
+
+
+@cli.command()
+@_client_command
+@click.option(
+    "--accept-loss",
+    "decision",
+    flag_value="accept-loss",
+    help="delete what the store held before the gap (it may lack lost actions); the journal "
+    "continues after it",
+)
+@click.option("--purge", "decision", flag_value="purge", help="the journal starts again, empty")
+def repair(journal_id: str, decision: str | None, **values: Any) -> int:
+    """Repair a truncated journal (410 journal_truncated: records expired from Kafka before
+    replication stored them) through an action: --accept-loss (a Delete up to its last stored
+    seqNr) or --purge (a Purge). See app/repair.py."""
+    if decision is None:
+        raise click.UsageError("say how: --accept-loss or --purge")
+    from app.repair import run_repair
+
+    chosen: Literal["accept-loss", "purge"] = "purge" if decision == "purge" else "accept-loss"
+    return run_repair(load(Settings, values), journal_id, chosen)
 
 
 # --- quarantine -------------------------------------------------------------------------------
