@@ -476,7 +476,7 @@ def quarantine_replay(dry_run: bool, **values: Any) -> int:
 )
 @click.argument("arguments", nargs=-1, type=click.UNPROCESSED)
 def pipeline(arguments: tuple[str, ...]) -> int:
-    """Batch jobs on Spark: rebuild | audit | export."""
+    """Batch jobs on Spark: rebuild | audit | export | import."""
     # pipeline stands above app (its jobs use app's command line helpers): it runs as its own
     # program (pipeline/commands.py), never imported from here
     command = [sys.executable, "-m", "pipeline.commands", *arguments]
