@@ -7,6 +7,7 @@ import asyncio
 import json
 from datetime import UTC, datetime
 
+from app.progress import Meter
 from journal.kafka.quarantine import ReplayStep, list_quarantine, plan_replay, replay
 from journal.settings import Settings
 
@@ -35,7 +36,9 @@ def run_replay(settings: Settings, dry_run: bool) -> int:
     async def replaying() -> list[ReplayStep]:
         steps = plan_replay(await list_quarantine(kafka, settings.topic))
         if not dry_run:
-            await replay(kafka, settings.topic, steps)
+            meter = Meter("replay", sum(step.replay for step in steps))
+            await replay(kafka, settings.topic, steps, meter.advance)
+            meter.close()
         return steps
 
     steps = asyncio.run(replaying())

@@ -18,7 +18,6 @@ holds it); snapshots are not exported.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -42,7 +41,7 @@ from journal.settings import Settings
 from journal.store.cassandra import CassandraConfig, CassandraStore
 from journal.version import VERSION
 from pipeline.export import SCHEMA, event_record_of
-from pipeline.report import Progress, per_second, print_progress
+from pipeline.report import Progress, per_second, print_progress, spark_job
 from pipeline.scan import TOKEN_MAX, TOKEN_MIN
 from pipeline.tasks import run_with_store
 
@@ -159,7 +158,7 @@ async def restore(
         )
         imported = ordered.rdd.mapPartitions(partial(_import_task, config))
         counts = ImportCounts()
-        for task_counts in await asyncio.to_thread(imported.collect):
+        for task_counts in await spark_job(spark, "import", imported.collect):
             counts.add(task_counts)
         # after every journal's rows: replication resumes past the records imported
         for (topic, partition), offset in sorted(counts.ends.items()):

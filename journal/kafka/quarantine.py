@@ -25,6 +25,7 @@ duplicate for the fold, a Delete's changes nothing; a Purge's would purge again.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from aiokafka import TopicPartition
@@ -185,9 +186,14 @@ def plan_replay(records: list[Quarantined]) -> list[ReplayStep]:
     return steps
 
 
-async def replay(kafka: KafkaAccess, topic: str, steps: list[ReplayStep]) -> None:
+async def replay(
+    kafka: KafkaAccess,
+    topic: str,
+    steps: list[ReplayStep],
+    replayed: Callable[[], None] = lambda: None,
+) -> None:
     """Produce the records of `steps` to replay to `topic`, in order, each followed by its
-    replay marker in the quarantine (module docstring)."""
+    replay marker in the quarantine (module docstring); `replayed` is called after each."""
     partitions = await partition_count(kafka, topic)
     producer = JournalProducer(kafka)
     await producer.start()
@@ -211,5 +217,6 @@ async def replay(kafka: KafkaAccess, topic: str, steps: list[ReplayStep]) -> Non
                 partition=record.partition,
                 headers=[(QUARANTINE_REPLAYED_HEADER, record.position.encode())],
             )
+            replayed()
     finally:
         await producer.stop()
