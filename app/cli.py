@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from functools import partial, wraps
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import click
 from pydantic.fields import FieldInfo
@@ -29,7 +29,16 @@ from app.settings import WorkerSettings
 from journal.core.model import SEQ_NR_MAX
 from journal.settings import HttpAuthSettings, Settings
 from journal.version import VERSION
-from kjconfig.settings import KJSettings, SettingsError, describe_field, is_secret
+from kjconfig.settings import (
+    RENAMED,
+    KJSettings,
+    SettingsError,
+    describe_field,
+    flag_of_variable,
+    is_secret,
+    renamed_use,
+    warn_deprecated,
+)
 from stack.settings import StackSettings
 
 # every command line's (pipeline/commands.py is one of its own)
@@ -39,6 +48,9 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 # Flags kept from before they were generated: `pipeline --bootstrap`.
 _FLAG_ALIASES: Mapping[str, tuple[str, ...]] = {"kafka_bootstrap": ("--bootstrap",)}
+# A renamed setting's old flag (kjconfig.settings.RENAMED) is a hidden option of its own, so
+# `load` knows it was used and warns: its value goes to `<field><_OLD_FLAG><old variable>`.
+_OLD_FLAG = "__old__"
 
 
 def settings_options(model: type[KJSettings]) -> Callable[[_F], _F]:
@@ -59,9 +71,31 @@ def settings_options(model: type[KJSettings]) -> Callable[[_F], _F]:
                 help=f"{describe_field(info)} [env {variable}]",
             )
             function = option(function)
+            for old in (old for old, new in RENAMED.items() if new == variable):
+                hidden = click.option(
+                    flag_of_variable(old),
+                    f"{name}{_OLD_FLAG}{old.lower()}",
+                    default=None,
+                    hidden=True,
+                )
+                function = hidden(function)
         return function
 
     return decorate
+
+
+def _with_old_flags(values: Mapping[str, Any]) -> dict[str, Any]:
+    """`values` with each old flag's value under its field (the new flag wins), warned."""
+    moved = {key: value for key, value in values.items() if _OLD_FLAG not in key}
+    for key, value in values.items():
+        if _OLD_FLAG not in key or value is None:
+            continue
+        name, old = key.split(_OLD_FLAG, 1)
+        old_flag, new_flag = flag_of_variable(old.upper()), flag_of_variable(RENAMED[old.upper()])
+        warn_deprecated(renamed_use(old_flag, new_flag, moved.get(name) is not None))
+        if moved.get(name) is None:
+            moved[name] = value
+    return moved
 
 
 def _metavar(info: FieldInfo) -> str:
@@ -105,7 +139,7 @@ def needs_extra(extra: str) -> Callable[[_F], _F]:
 def load(model: type[_Settings], values: Mapping[str, Any]) -> _Settings:
     """`model` from flags `values` (None: not given) over variables; UsageError if bad."""
     try:
-        return model.from_flags(values)
+        return model.from_flags(_with_old_flags(values))
     except SettingsError as error:
         raise click.UsageError(str(error)) from None
 
@@ -381,6 +415,58 @@ def journals(prefix: str, after: str | None, limit: int | None, **values: Any) -
     return client.list_ids(load(Settings, values), prefix, after, limit)
 
 
+@cli.command()
+@_client_command
+@click.option(
+    "--accept-loss",
+    "decision",
+    flag_value="accept-loss",
+    help="delete what the store held before the gap (it may lack lost actions); the journal "
+    "continues after it",
+)
+@click.option("--purge", "decision", flag_value="purge", help="the journal starts again, empty")
+def repair(journal_id: str, decision: str | None, **values: Any) -> int:
+    """Repair a truncated journal (410 journal_truncated: records expired from Kafka before
+    replication stored them) through an action: --accept-loss (a Delete up to its last stored
+    seqNr) or --purge (a Purge). See app/repair.py."""
+    if decision is None:
+        raise click.UsageError("say how: --accept-loss or --purge")
+    from app.repair import run_repair
+
+    chosen: Literal["accept-loss", "purge"] = "purge" if decision == "purge" else "accept-loss"
+    return run_repair(load(Settings, values), journal_id, chosen)
+
+
+# --- quarantine -------------------------------------------------------------------------------
+
+
+@cli.group()
+def quarantine() -> None:
+    """The records replication set aside: list | replay."""
+
+
+@quarantine.command("list")
+@settings_options(Settings)
+@click.option("--json", "as_json", is_flag=True, help="one JSON object a line")
+def quarantine_list(as_json: bool, **values: Any) -> int:
+    """Every quarantined record: where it is, where it came from, why, when, replayed or not."""
+    from app.quarantine import run_list
+
+    return run_list(load(Settings, values), as_json)
+
+
+@quarantine.command("replay")
+@settings_options(Settings)
+@click.option("--dry-run", is_flag=True, help="print what would happen, produce nothing")
+def quarantine_replay(dry_run: bool, **values: Any) -> int:
+    """Produce the quarantined records that now decode to the action topic again, in order; a
+    replayed record is folded at its new offset (an Append that no longer continues its journal
+    is rejected there). The others stay."""
+    from app.quarantine import run_replay
+
+    return run_replay(load(Settings, values), dry_run)
+
+
 # --- pipeline ---------------------------------------------------------------------------------
 
 
@@ -390,7 +476,7 @@ def journals(prefix: str, after: str | None, limit: int | None, **values: Any) -
 )
 @click.argument("arguments", nargs=-1, type=click.UNPROCESSED)
 def pipeline(arguments: tuple[str, ...]) -> int:
-    """Batch jobs on Spark: rebuild | audit | export."""
+    """Batch jobs on Spark: rebuild | audit | export | import."""
     # pipeline stands above app (its jobs use app's command line helpers): it runs as its own
     # program (pipeline/commands.py), never imported from here
     command = [sys.executable, "-m", "pipeline.commands", *arguments]

@@ -1,7 +1,8 @@
 """A worker's settings: the journal's (`journal.settings.Settings`) plus its own place.
 
-Every value has a `KJ_*` variable (KJ_WEB_HOST, KJ_WEB_URL, KJ_WEB_PORT, KJ_DATADIR, ...) and a flag
-of `kafka-journal worker` (see `kjconfig.settings.KJSettings`); flags win.
+Every value has a `KJ_*` variable (KJ_HTTP_HOST, KJ_HTTP_URL, KJ_HTTP_PORT, KJ_WORKER_DIR, ...) and
+a flag of `kafka-journal worker` (see `kjconfig.settings.KJSettings`, which also keeps the old
+names KJ_WEB_* and KJ_DATADIR working); flags win.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal, Self
 
-from pydantic import Field, model_validator
+from pydantic import AliasChoices, Field, model_validator
 
 from journal.settings import Settings
 from kjconfig.settings import KJSettings
@@ -23,16 +24,26 @@ class WorkerSettings(KJSettings):
         default_factory=lambda: Settings(role="worker"), description="the journal's settings"
     )
     web_host: str = Field(
-        default="127.0.0.1", description="HTTP address to bind (0.0.0.0: every interface)"
+        default="127.0.0.1",
+        validation_alias=AliasChoices("KJ_HTTP_HOST", "web_host"),
+        description="HTTP address to bind (0.0.0.0: every interface)",
     )
-    web_port: int = Field(default=6066, gt=0, lt=65536, description="HTTP port")
+    web_port: int = Field(
+        default=6066,
+        gt=0,
+        lt=65536,
+        validation_alias=AliasChoices("KJ_HTTP_PORT", "web_port"),
+        description="HTTP port",
+    )
     web_url: str | None = Field(
         default=None,
+        validation_alias=AliasChoices("KJ_HTTP_URL", "web_url"),
         description="the URL other workers forward requests to and the worker announces "
-        "(default http://<web host>:<web port>; needed when the web host is 0.0.0.0 or ::)",
+        "(default http://<HTTP host>:<HTTP port>; needed when the HTTP host is 0.0.0.0 or ::)",
     )
     datadir: Path = Field(  # the factory only types it: _datadir_per_port sets the default
         default_factory=lambda: Path(".worker"),
+        validation_alias=AliasChoices("KJ_WORKER_DIR", "datadir"),
         description="tables' local state (default .worker/<port>)",
     )
     instance_id: str | None = Field(
@@ -68,21 +79,22 @@ class WorkerSettings(KJSettings):
     @classmethod
     def _datadir_per_port(cls, values: Any) -> Any:
         """Workers on one machine differ by port, so by default their state does too."""
-        if isinstance(values, dict) and not values.get("datadir"):
-            return {**values, "datadir": f".worker/{values.get('web_port', 6066)}"}
-        return values
+        if not isinstance(values, dict) or values.get("datadir") or values.get("KJ_WORKER_DIR"):
+            return values
+        port = values.get("web_port", values.get("KJ_HTTP_PORT", 6066))
+        return {**values, "datadir": f".worker/{port}"}
 
     @model_validator(mode="after")
     def _reachable_url(self) -> Self:
         """Forwarding needs an address others can reach: a wildcard bind is none."""
         if self.web_url is None and self.web_host in _WILDCARDS:
             raise ValueError(
-                f"KJ_WEB_HOST={self.web_host} binds every interface: set KJ_WEB_URL to the URL "
+                f"KJ_HTTP_HOST={self.web_host} binds every interface: set KJ_HTTP_URL to the URL "
                 "other workers reach this one at"
             )
         return self
 
     @property
     def url(self) -> str:
-        """Where other workers and clients reach this worker (KJ_WEB_URL or the bind address)."""
+        """Where other workers and clients reach this worker (KJ_HTTP_URL or the bind address)."""
         return self.web_url or f"http://{self.web_host}:{self.web_port}"

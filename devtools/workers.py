@@ -71,8 +71,8 @@ class WorkerProcess:
             "KJ_SECURITY": s.security,  # the worker's login then defaults as the settings' do
             **self.env,
         }
-        command = [sys.executable, "-m", "app.cli", self.command, "--web-port", str(self.port)]
-        command += ["--datadir", str(self.datadir), "--loglevel", self.loglevel]
+        command = [sys.executable, "-m", "app.cli", self.command, "--http-port", str(self.port)]
+        command += ["--worker-dir", str(self.datadir), "--loglevel", self.loglevel]
         if self.instance_id:
             command += ["--instance-id", self.instance_id]
         self.datadir.parent.mkdir(parents=True, exist_ok=True)

@@ -2,7 +2,7 @@
 
 `PERSISTENCE_MODULE=eventsourcing_kafka_journal` selects `Factory`, the module's one
 InfrastructureFactory. Settings are the project's (`KJ_KAFKA_BOOTSTRAP`, `KJ_CASSANDRA_HOSTS`,
-`KJ_TOPIC`, `KJ_KEYSPACE`, ... as in journal/settings.py, plus `KJ_RECORDER_TIMEOUT`), looked up
+`KJ_TOPIC`, `KJ_KEYSPACE`, ... as in journal/settings.py, plus `KJ_RECORDER_TIMEOUT_S`), looked up
 through the library's Environment, so an application's prefixed variables win; topic and
 keyspace default from the application's name.
 

@@ -20,8 +20,9 @@ from eventsourcing_kafka_journal.recorders import (
     KafkaSnapshotRecorder,
     KafkaTrackingRecorder,
 )
+from kjconfig.settings import lookup
 
-TIMEOUT_VARIABLE = "KJ_RECORDER_TIMEOUT"  # seconds a recorder call may take
+TIMEOUT_VARIABLE = "KJ_RECORDER_TIMEOUT_S"  # seconds a recorder call may take
 DEFAULT_TIMEOUT = 60.0
 
 
@@ -41,7 +42,8 @@ class Factory(InfrastructureFactory[KafkaTrackingRecorder]):
     def connection(self) -> Connection:
         with self._opening:
             if self._connection is None:
-                timeout = float(self.env.get(TIMEOUT_VARIABLE, str(DEFAULT_TIMEOUT)))
+                given = lookup(self.env.get, TIMEOUT_VARIABLE)  # or its old name, warned
+                timeout = DEFAULT_TIMEOUT if given is None else float(given)
                 self._connection = Connection.open(settings_of(self.env), timeout)
             return self._connection
 

@@ -24,7 +24,7 @@ from kjconfig.access import (
     dev_password,
 )
 from kjconfig.hosts import parse_hosts, shared_port
-from kjconfig.settings import KJSettings
+from kjconfig.settings import KJSettings, Switch
 
 if TYPE_CHECKING:  # loaded on use: the command line's --help needs no drivers
     from journal.kafka.topic import TopicSpec
@@ -32,7 +32,6 @@ if TYPE_CHECKING:  # loaded on use: the command line's --help needs no drivers
 
 DAY_MS = 24 * 60 * 60 * 1000
 
-Switch = Literal["off", "on"]
 JwtAlgorithm = Literal["HS256", "RS256", "ES256"]
 
 
@@ -47,7 +46,7 @@ class HttpAuthSettings(KJSettings):
     """
 
     http_security: Switch | None = Field(
-        default=None, description="HTTP bearer tokens on or off (default: KJ_SECURITY)"
+        default=None, description="HTTP bearer tokens: true | false (default: KJ_SECURITY)"
     )
     jwt_algorithm: JwtAlgorithm = Field(
         default="HS256", description="the one algorithm tokens are signed with"
@@ -93,9 +92,9 @@ class Settings(KJSettings):
 
     security: Switch = Field(
         default="off",
-        description="on: every part authenticates (HTTP bearer tokens; Kafka SASL/SCRAM and "
+        description="true: every part authenticates (HTTP bearer tokens; Kafka SASL/SCRAM and "
         "Cassandra logins, with nothing else set as this process's role on the local secured "
-        "stack's dev credentials); off: the open local demo",
+        "stack's dev credentials); false: the open local demo (on | off: the old spelling)",
     )
     http_auth: HttpAuthSettings = Field(
         default_factory=lambda: HttpAuthSettings(), description="the HTTP API's bearer tokens"

@@ -1,10 +1,11 @@
-"""`kafka-journal pipeline rebuild|audit|export`: the jobs behind the command line.
+"""`kafka-journal pipeline rebuild|audit|export|import`: the jobs behind the command line.
 
 Contract: `pipeline/commands.py` declares the options (so `--help` never loads PySpark), builds
 the settings (flags over `KJ_*` variables over local defaults, the one loader of
 `kjconfig.settings`) and calls `run(job, settings, options)`, which starts a SparkSession on
-`options.master`, runs the job and returns the exit code: 0, or 1 when the audit found a
-difference. Progress goes to stderr, the report (one line for rebuild and export, the audit's
+`options.master`, runs the job and returns the exit code: 0, or 1 when the audit (its own, or
+the one after an import) found a difference, 2 when an import's keyspace is not empty.
+Progress goes to stderr, the report (one line for rebuild, export and import, the audit's
 report) to stdout.
 """
 
@@ -21,6 +22,7 @@ from pipeline.audit import audit
 from pipeline.export import export
 from pipeline.rebuild import rebuild
 from pipeline.report import print_progress
+from pipeline.restore import KeyspaceNotEmpty, restore
 from pipeline.session import SparkOptions, spark_session
 
 
@@ -42,7 +44,13 @@ class Export:
     overwrite: bool = False
 
 
-PipelineJob = Rebuild | Audit | Export
+@dataclass(frozen=True, slots=True)
+class Import:
+    source: str
+    all_topics: bool = False
+
+
+PipelineJob = Rebuild | Audit | Export | Import
 
 
 def run(job: PipelineJob, settings: Settings, options: SparkOptions) -> int:
@@ -67,6 +75,17 @@ async def execute(job: PipelineJob, spark: SparkSession, settings: Settings) -> 
         return 0
     if isinstance(job, Audit):
         audited = await audit(spark, settings)
+        print("\n".join(audited.lines()))
+        return 0 if audited.ok else 1
+    if isinstance(job, Import):
+        try:
+            imported = await restore(spark, settings, job.source, all_topics=job.all_topics)
+        except KeyspaceNotEmpty as error:
+            print(f"import refused: {error}")
+            return 2
+        counts = imported.counts
+        print(f"import: {counts.events} events of {counts.journals} journals from {job.source}")
+        audited = await audit(spark, settings)  # what Kafka still holds against the import
         print("\n".join(audited.lines()))
         return 0 if audited.ok else 1
     exported = await export(

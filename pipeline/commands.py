@@ -1,5 +1,5 @@
-"""`kafka-journal pipeline rebuild|audit|export`: the Spark jobs' command line, a program of its
-own (`python -m pipeline.commands`), which `kafka-journal pipeline` runs.
+"""`kafka-journal pipeline rebuild|audit|export|import`: the Spark jobs' command line, a program
+of its own (`python -m pipeline.commands`), which `kafka-journal pipeline` runs.
 
 Contract: as every command of `app/cli.py`, whose helpers it uses: the settings' flags come
 from `Settings`, a bad setting exits 2 naming its variable or flag, and `--help` never loads
@@ -22,7 +22,7 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 @click.group(context_settings=CONTEXT)
 def pipeline() -> None:
-    """Batch jobs on Spark: rebuild | audit | export."""
+    """Batch jobs on Spark: rebuild | audit | export | import."""
 
 
 def _pipeline_command(function: _F) -> _F:
@@ -91,6 +91,21 @@ def export(
     from pipeline.cli import Export
 
     job = Export(out, all_topics=all_topics, overwrite=overwrite)
+    return _run_pipeline(job, master, shuffle_partitions, values)
+
+
+@pipeline.command("import")
+@_pipeline_command
+@click.option("--source", required=True, help="an export's directory (pipeline export --out)")
+@click.option("--all-topics", is_flag=True, help="not only --topic")
+def import_(
+    master: str, shuffle_partitions: int, source: str, all_topics: bool, **values: Any
+) -> int:
+    """An export from Parquet into an empty keyspace, then an audit; exit 2 if the keyspace
+    is not empty, 1 if the audit finds a difference."""
+    from pipeline.cli import Import
+
+    job = Import(source, all_topics=all_topics)
     return _run_pipeline(job, master, shuffle_partitions, values)
 
 

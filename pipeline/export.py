@@ -44,7 +44,7 @@ from journal.core.model import (
 )
 from journal.settings import Settings
 from journal.store.cassandra import CassandraConfig, CassandraStore
-from pipeline.report import Progress, per_second, print_progress
+from pipeline.report import Progress, per_second, print_progress, spark_job
 from pipeline.scan import journal_metas, token_ranges
 from pipeline.tasks import stream_with_store
 
@@ -186,7 +186,7 @@ async def export(
     )
     frame = spark.createDataFrame(rows, SCHEMA)
     writer = frame.write.mode("overwrite" if overwrite else "errorifexists")
-    await asyncio.to_thread(writer.partitionBy(*PARTITION_COLUMNS).parquet, out)
+    await spark_job(spark, "export", partial(writer.partitionBy(*PARTITION_COLUMNS).parquet, out))
     written = spark.read.schema(SCHEMA).parquet(out)
     count = await asyncio.to_thread(written.count)
     files = len(await asyncio.to_thread(written.inputFiles))

@@ -15,7 +15,6 @@ never fatal; they are not copied to the quarantine topic again (the first replic
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,7 +31,7 @@ from journal.settings import Settings
 from journal.store.base import JournalMeta, ReplicatedJournal
 from journal.store.cassandra import CassandraConfig, CassandraStore
 from pipeline.offsets import Gap, StartFrom, read_ranges, topic_offsets
-from pipeline.report import Progress, per_second, print_progress
+from pipeline.report import Progress, per_second, print_progress, spark_job
 from pipeline.source import in_offset_order, raw_record_of, read_actions
 from pipeline.tasks import run_with_store
 
@@ -177,7 +176,7 @@ async def rebuild(
             records = read_actions(spark, settings.kafka_access(), settings.topic, ranges)
             ordered = in_offset_order(records, sum(1 for r in ranges if r.count))
             task = partial(_rebuild_task, config, batch_size)
-            results = await asyncio.to_thread(ordered.rdd.mapPartitions(task).collect)
+            results = await spark_job(spark, "rebuild", ordered.rdd.mapPartitions(task).collect)
             for result in results:
                 counts.add(result)
         seconds = time.monotonic() - started

@@ -19,13 +19,20 @@ Variables:
                             KJ_KAFKA_CONTROLLER_PORT + 2i (9092/9093, 9094/9095, 9096/9097)
   KJ_CASSANDRA_PORT, KJ_CASSANDRA_STORAGE_PORT, KJ_CASSANDRA_JMX_PORT (0 or empty: no JMX port)
   KJ_CASSANDRA_HEAP_MIN, KJ_CASSANDRA_HEAP_MAX
-  KJ_STACK_TIMEOUT          seconds a server may take to become ready (default 180)
-  KJ_SECURITY               off (default) | on: SASL/SCRAM + ACLs, Cassandra roles
+  KJ_STACK_TIMEOUT_S        seconds a server may take to become ready (default 180)
+  KJ_SECURITY               false (default) | true: SASL/SCRAM + ACLs, Cassandra roles
   KJ_SPARK                  none (default) | standalone: a Spark master and one worker too
   KJ_SPARK_MASTER_PORT, KJ_SPARK_WEBUI_PORT, KJ_SPARK_WORKER_PORT, KJ_SPARK_WORKER_WEBUI_PORT
   KJ_SPARK_WORKER_CORES, KJ_SPARK_WORKER_MEMORY   what the worker offers executors (2, 1g)
-  KJ_KAFKA_BOOTSTRAP        external Kafka ("host:port,..."): start none, only check health
-  KJ_CASSANDRA_HOSTS        external Cassandra ("host[:port],..."): start none, only check health
+  KJ_EXTERNAL_KAFKA         true: start no Kafka, only check the health of KJ_KAFKA_BOOTSTRAP's
+  KJ_EXTERNAL_CASSANDRA     true: start no Cassandra, only check KJ_CASSANDRA_HOSTS' health
+  KJ_KAFKA_BOOTSTRAP        where an external Kafka is ("host:port,...")
+  KJ_CASSANDRA_HOSTS        where an external Cassandra is ("host[:port],...")
+
+KJ_KAFKA_BOOTSTRAP and KJ_CASSANDRA_HOSTS also tell every client where the servers are, so a
+stack started on other ports (KJ_EXTERNAL_KAFKA=false, KJ_KAFKA_PORT) and its clients share one
+environment. Their old second meaning stays for now: with KJ_EXTERNAL_KAFKA (or _CASSANDRA) unset,
+a set KJ_KAFKA_BOOTSTRAP (KJ_CASSANDRA_HOSTS) still means external, with a warning.
 """
 
 from __future__ import annotations
@@ -33,14 +40,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, BeforeValidator, Field, field_validator, model_validator
 
 import jars
 from kjconfig.access import CassandraLogin, KafkaAccess, cassandra_admin, kafka_admin
 from kjconfig.hosts import HostPort, bootstrap_servers, parse_hosts, shared_port
-from kjconfig.settings import KJSettings, current_environment
+from kjconfig.settings import KJSettings, Switch, current_environment, warn_deprecated
 
 StackMode = Literal["local", "docker"]
 
@@ -154,12 +161,12 @@ class StackSettings(KJSettings):
     start_timeout: float = Field(
         default=180.0,
         gt=0,
-        validation_alias=AliasChoices("KJ_STACK_TIMEOUT", "start_timeout"),
+        validation_alias=AliasChoices("KJ_STACK_TIMEOUT_S", "start_timeout"),
         description="seconds a server may take to become ready",
     )
-    security: Literal["off", "on"] = Field(
+    security: Switch = Field(
         default="off",
-        description="on: Kafka with SASL/SCRAM and ACLs, Cassandra with passwords and roles "
+        description="true: Kafka with SASL/SCRAM and ACLs, Cassandra with passwords and roles "
         "(stack/security.py)",
     )
     spark: Literal["none", "standalone"] = Field(
@@ -176,26 +183,64 @@ class StackSettings(KJSettings):
     spark_worker_memory: Heap = Field(
         default="1g", description="memory the Spark worker offers its executors"
     )
-    external_kafka_bootstrap: str | None = Field(
-        default=None,
-        validation_alias=AliasChoices("KJ_KAFKA_BOOTSTRAP", "external_kafka_bootstrap"),
-        description="external Kafka (host:port,...): start none, only check its health",
+    external_kafka: bool = Field(
+        default=False, description="true: start no Kafka, only check KJ_KAFKA_BOOTSTRAP's health"
     )
-    external_cassandra: tuple[HostPort, ...] | None = Field(
+    external_cassandra: bool = Field(
+        default=False,
+        description="true: start no Cassandra, only check KJ_CASSANDRA_HOSTS' health",
+    )
+    given_kafka_bootstrap: str | None = Field(
         default=None,
-        validation_alias=AliasChoices("KJ_CASSANDRA_HOSTS", "external_cassandra"),
-        description="external Cassandra (host[:port],...): start none, only check its health",
+        validation_alias=AliasChoices("KJ_KAFKA_BOOTSTRAP", "given_kafka_bootstrap"),
+        description="where an external Kafka is (host:port,...)",
+    )
+    given_cassandra_hosts: tuple[HostPort, ...] | None = Field(
+        default=None,
+        validation_alias=AliasChoices("KJ_CASSANDRA_HOSTS", "given_cassandra_hosts"),
+        description="where an external Cassandra is (host[:port],...)",
     )
 
-    @field_validator("external_kafka_bootstrap", mode="before")
+    @field_validator("given_kafka_bootstrap", mode="before")
     @classmethod
     def _bootstrap(cls, raw: object) -> str | None:
         return _kafka_bootstrap(raw)
 
-    @field_validator("external_cassandra", mode="before")
+    @field_validator("given_cassandra_hosts", mode="before")
     @classmethod
     def _hosts(cls, raw: object) -> tuple[HostPort, ...] | None:
         return _cassandra_hosts(raw)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _external_by_old_meaning(cls, values: Any) -> Any:
+        """The old meaning: a server's address set, and nothing said of starting it, meant
+        external. Kept, with a warning naming the variable that says it now."""
+        if not isinstance(values, dict):
+            return values
+        implied: dict[str, bool] = {}
+        for switch, given in (
+            ("external_kafka", ("KJ_KAFKA_BOOTSTRAP", "given_kafka_bootstrap")),
+            ("external_cassandra", ("KJ_CASSANDRA_HOSTS", "given_cassandra_hosts")),
+        ):
+            variable = f"KJ_{switch.upper()}"
+            if switch in values or variable in values:
+                continue
+            if any(values.get(name) not in (None, "") for name in given):
+                warn_deprecated(
+                    f"{given[0]} alone no longer means an external server for the stack: set "
+                    f"{variable}=true (as assumed now), or {variable}=false to start one"
+                )
+                implied[switch] = True
+        return {**values, **implied}
+
+    @model_validator(mode="after")
+    def _external_is_somewhere(self) -> StackSettings:
+        if self.external_kafka and self.given_kafka_bootstrap is None:
+            raise ValueError("KJ_EXTERNAL_KAFKA=true needs KJ_KAFKA_BOOTSTRAP (where it is)")
+        if self.external_cassandra and self.given_cassandra_hosts is None:
+            raise ValueError("KJ_EXTERNAL_CASSANDRA=true needs KJ_CASSANDRA_HOSTS (where it is)")
+        return self
 
     @model_validator(mode="after")
     def _distinct_kafka_ports(self) -> StackSettings:
@@ -214,22 +259,31 @@ class StackSettings(KJSettings):
 
     @property
     def kafka_external(self) -> bool:
-        return self.external_kafka_bootstrap is not None
+        return self.external_kafka
 
     @property
     def cassandra_external(self) -> bool:
-        return self.external_cassandra is not None
+        return self.external_cassandra
+
+    @property
+    def external_kafka_bootstrap(self) -> str | None:
+        """The external Kafka's servers; None when the stack runs its own."""
+        return self.given_kafka_bootstrap if self.external_kafka else None
+
+    @property
+    def _external_cassandra(self) -> tuple[HostPort, ...]:
+        return (self.given_cassandra_hosts or ()) if self.external_cassandra else ()
 
     @property
     def external_cassandra_hosts(self) -> tuple[str, ...] | None:
-        if self.external_cassandra is None:
+        if not self.external_cassandra:
             return None
-        return tuple(host for host, _port in self.external_cassandra)
+        return tuple(host for host, _port in self._external_cassandra)
 
     @property
     def cassandra_port(self) -> int:
         """The port clients use: the external hosts' own, or the native port."""
-        port = shared_port(self.external_cassandra or ())
+        port = shared_port(self._external_cassandra)
         return self.cassandra_native_port if port is None else port
 
     @property
@@ -273,8 +327,8 @@ class StackSettings(KJSettings):
             kafka_controller_port=self.kafka_controller_port + 100,
             cassandra_native_port=self.cassandra_native_port + 100,
             cassandra_storage_port=self.cassandra_storage_port + 100,
-            external_kafka_bootstrap=None,
-            external_cassandra=None,
+            external_kafka=False,
+            external_cassandra=False,
         )
 
     @property

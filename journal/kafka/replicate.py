@@ -39,6 +39,7 @@ from kjconfig.access import KafkaAccess
 log = logging.getLogger(__name__)
 
 QUARANTINE_REASON_HEADER = "journal.quarantine.reason"
+QUARANTINE_ORIGIN_HEADER = "journal.quarantine.origin"  # "partition:offset" in the action topic
 QUARANTINE_LOG_INTERVAL_S = 10.0
 # records per store write when replaying from Kafka: each write costs per journal (its row)
 # and per request, so larger batches cost less per record. A worker catching up on 1-event
@@ -101,7 +102,11 @@ class KafkaQuarantine:
             "value": record.value,
             "key": record.key,
             "timestamp_ms": record.timestamp_ms,
-            "headers": [*record.headers, (QUARANTINE_REASON_HEADER, reason.encode("utf-8"))],
+            "headers": [
+                *record.headers,
+                (QUARANTINE_REASON_HEADER, reason.encode("utf-8")),
+                (QUARANTINE_ORIGIN_HEADER, f"{record.partition}:{record.offset}".encode()),
+            ],
         }
 
 

@@ -57,14 +57,14 @@ def test_a_bad_cassandra_host_list_is_named(hosts: str) -> None:
 
 
 def test_a_worker_bound_to_every_interface_needs_the_url_it_is_reached_at() -> None:
-    with pytest.raises(SettingsError, match="KJ_WEB_URL"):
+    with pytest.raises(SettingsError, match="KJ_HTTP_URL"):
         WorkerSettings.from_env({"KJ_WEB_HOST": "0.0.0.0"})
     env = {"KJ_WEB_HOST": "0.0.0.0", "KJ_WEB_URL": "http://worker:6066"}
     assert WorkerSettings.from_env(env).url == "http://worker:6066"
 
 
 def test_a_bad_flag_is_named_as_a_flag() -> None:
-    with pytest.raises(SettingsError, match=r"^--web-port='x'"):
+    with pytest.raises(SettingsError, match=r"^--http-port='x'"):
         WorkerSettings.from_env({"KJ_WEB_PORT": "7000"}, web_port="x")
 
 
@@ -73,7 +73,7 @@ def test_each_setting_has_one_variable_and_one_flag() -> None:
         (model.variable_of(n), model.flag_of(n)) for model, n, _ in WorkerSettings.settings_fields()
     ]
     assert ("KJ_KAFKA_BOOTSTRAP", "--kafka-bootstrap") in names
-    assert ("KJ_WEB_PORT", "--web-port") in names
+    assert ("KJ_HTTP_PORT", "--http-port") in names
     assert len({variable for variable, _ in names}) == len(names)
 
 

@@ -1,0 +1,139 @@
+"""`kafka-journal quarantine list | replay` against a worker that quarantines for real.
+
+"The fix" is simulated: a valid record is written to the quarantine with a reason that no
+longer applies, as a record malformed only by a since-fixed decoder would be.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+from aiokafka import TopicPartition
+
+from app.cli import main
+from journal.kafka.consumers import start_consumer, stop_consumer
+from journal.kafka.quarantine import list_quarantine
+from journal.kafka.replicate import QUARANTINE_ORIGIN_HEADER, QUARANTINE_REASON_HEADER
+from journal.kafka.topic import end_offsets, quarantine_topic
+from stack import Stack
+from tests.journal.journal_contract import events
+from tests.support.eventually import eventually
+from tests.support.harness import Harness, harness, unique
+from tests.support.workers import WorkerProcess
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+async def connected(stack: Stack, keyspace: str) -> AsyncIterator[Harness]:
+    async with harness(stack, keyspace, "journal_quarantine", 2) as one:
+        yield one
+
+
+@pytest.fixture(scope="module")
+def worker(connected: Harness, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerProcess]:
+    process = WorkerProcess(
+        connected.settings, unique("app"), tmp_path_factory.mktemp("worker") / "data"
+    )
+    process.start()
+    yield process
+    process.stop()
+
+
+async def kafka_journal(connected: Harness, *arguments: str) -> None:
+    """Run the command line on the harness's topic (in a thread: it runs its own loop)."""
+    settings = connected.settings
+    flags = ["--kafka-bootstrap", settings.kafka_bootstrap, "--topic", settings.topic]
+    assert await asyncio.to_thread(main, [*arguments, *flags]) == 0
+
+
+async def quarantine_end(connected: Harness) -> int:
+    topic = quarantine_topic(connected.settings.topic)
+    return (await end_offsets(connected.settings.kafka_access(), topic, 1))[0]
+
+
+async def test_a_quarantined_record_is_listed_and_replayed_once_it_decodes(
+    connected: Harness, worker: WorkerProcess, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings, kafka = connected.settings, connected.settings.kafka_access()
+    await worker.wait_ready()
+    # a malformed Append the agent quarantines
+    partition = connected.journals.writer.partition_of(connected.journals.journal("bad").key)
+    sent = await connected.producer.send_and_wait(
+        settings.topic,
+        b"\x00garbage",
+        key=b"bad",
+        partition=partition,
+        headers=[("journal.action", b'{"append": {"range": {"from": 1, "to": 1}}}')],
+    )
+
+    async def quarantined() -> int:
+        found = await list_quarantine(kafka, settings.topic)
+        assert len(found) == 1, found
+        return len(found)
+
+    await eventually(quarantined, "the agent quarantines the malformed record")
+    capsys.readouterr()
+    await kafka_journal(connected, "quarantine", "list", "--json")
+    (listed,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert (listed["originPartition"], listed["originOffset"]) == (partition, str(sent.offset))
+    assert listed["reason"].startswith("bad ") and listed["key"] == "bad"
+    assert (listed["partition"], listed["offset"], listed["replayed"]) == (0, 0, False)
+
+    # a valid Append of journal "healed", quarantined by a reason that no longer applies:
+    # a copy of a real record of another journal, keyed "healed"
+    template = await connected.journals.journal("template").append(events(1, 2))
+    consumer = await start_consumer(kafka)
+    try:
+        tp = TopicPartition(settings.topic, template.partition)
+        consumer.assign([tp])
+        consumer.seek(tp, template.offset)
+        fetched = await consumer.getmany(tp, timeout_ms=10_000, max_records=1)
+        (record,) = fetched[tp]
+    finally:
+        await stop_consumer(consumer)
+    await connected.producer.send_and_wait(
+        quarantine_topic(settings.topic),
+        record.value,
+        key=b"healed",
+        headers=[
+            *record.headers,
+            (QUARANTINE_REASON_HEADER, b"bad events: a bug fixed since"),
+            (QUARANTINE_ORIGIN_HEADER, f"{template.partition}:{template.offset}".encode()),
+        ],
+    )
+    before = await quarantine_end(connected)
+
+    await kafka_journal(connected, "quarantine", "replay", "--dry-run")
+    out = capsys.readouterr().out
+    assert "would replay 0:1 (journal healed)" in out, out
+    assert "would stay 0:0 (journal bad): bad " in out, out
+    assert await quarantine_end(connected) == before  # a dry run produces nothing
+    assert [e.seq_nr async for e in connected.journals.journal("healed").read()] == []
+
+    await kafka_journal(connected, "quarantine", "replay")
+    assert "1 replayed, 1 stays" in capsys.readouterr().out
+    # the replayed Append is folded at its new offset: the journal holds it, and the worker
+    # replicates it into the store
+    assert [e.seq_nr async for e in connected.journals.journal("healed").read()] == [1, 2]
+
+    async def replicated() -> list[int]:
+        _, seq_nrs = await connected.stored("healed")
+        assert seq_nrs == [1, 2]
+        return seq_nrs
+
+    await eventually(replicated, "the worker replicates the replayed Append")
+    await kafka_journal(connected, "quarantine", "list", "--json")
+    listed_now = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(one["key"], one["replayed"]) for one in listed_now] == [
+        ("bad", False),
+        ("healed", True),
+    ]
+    # replayed once: a second replay leaves it alone
+    end = await quarantine_end(connected)
+    await kafka_journal(connected, "quarantine", "replay")
+    assert "0 replayed, 1 stays" in capsys.readouterr().out
+    assert await quarantine_end(connected) == end
