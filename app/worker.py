@@ -2,7 +2,8 @@
 
 `create_app` wires the rooms together: the tables (`tables/`), the replicating agent
 (`agents/`), the HTTP API (`web/`) mounted on Faust's aiohttp application, and the core
-(`journal/`) connected when the app starts. `run_worker` runs it until interrupted.
+(`journal/`) connected when the app starts. `run_worker` runs it until a signal, then stops
+it in order (`_Worker`): HTTP first, drained, then Faust's consumer, the core, the group.
 """
 
 from __future__ import annotations
