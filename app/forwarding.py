@@ -22,6 +22,12 @@ request went, never a 500:
   repeat (an Append that does not continue the journal is ignored by every fold).
 - a read's stream breaks after its first bytes went to the client: the client's connection is
   dropped (`StreamInterrupted`), never ended as if the journal ended there.
+
+An owner that answers 503 `not_ready` (starting, or stopping: web/draining.py) did nothing of
+the request: as if it never reached it. So a worker that is stopping hands its requests over: a
+read is served here, a change waits for the new owner as above. The change's body, read from
+the client as it went to the refusing owner, is kept (`_Body`) and sent again; if the change is
+then this worker's to serve, it comes back to this worker as a forwarded request, with it.
 """
 
 from __future__ import annotations
@@ -32,7 +38,8 @@ from types import SimpleNamespace
 from typing import Any, Protocol
 
 import aiohttp
-from aiohttp import web
+import orjson
+from aiohttp import StreamReader, web
 from multidict import CIMultiDict, CIMultiDictProxy
 from tenacity import (
     AsyncRetrying,
@@ -123,13 +130,14 @@ def _same(a: URL, b: URL) -> bool:
 class _OwnerFailed(Exception):
     kind = ""  # the label of kafka_journal_forward_failures_total
 
-    def __init__(self, owner: URL, error: aiohttp.ClientError) -> None:
-        super().__init__(f"{owner}: {type(error).__name__}: {error or 'no detail'}")
+    def __init__(self, owner: URL, detail: str) -> None:
+        super().__init__(f"{owner}: {detail}")
         self.owner = owner
 
 
 class _NeverReached(_OwnerFailed):
-    """Nothing of the request was sent: it can go to another owner, or be served here."""
+    """Nothing of the request was sent, or the owner refused it (503 `not_ready`): it can go to
+    another owner, or be served here."""
 
     kind = "never_reached"
 
@@ -163,9 +171,22 @@ async def _on_headers_sent(
     context.trace_request_ctx.started = True
 
 
-def _failed(kind: type[_OwnerFailed], owner: URL, error: aiohttp.ClientError) -> _OwnerFailed:
+def _failed(kind: type[_OwnerFailed], owner: URL, error: aiohttp.ClientError | str) -> _OwnerFailed:
     METRICS.counter("kafka_journal_forward_failures_total", kind=kind.kind).inc()
+    if isinstance(error, aiohttp.ClientError):
+        error = f"{type(error).__name__}: {error or 'no detail'}"
     return kind(owner, error)
+
+
+def _not_ready(status: int, content: bytes) -> bool:
+    """Whether an owner's answer is 503 `not_ready`: it is starting or stopping."""
+    if status != 503:
+        return False
+    try:
+        code = orjson.loads(content)["error"]["code"]
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return False
+    return bool(code == ErrorCode.NOT_READY)
 
 
 class Forwarder:
@@ -206,7 +227,7 @@ class Forwarder:
         owner = self._owners.owner_of(journal_id)
         if owner is not None:
             try:
-                return await self._forward(request, owner)
+                return await self._forward(request, owner, _Body(request))
             except _OwnerFailed as failure:
                 log.warning("owner failed (%s): serving %s here", failure, request.path)
         return await handler(request)
@@ -220,6 +241,7 @@ class Forwarder:
             # served here (the common case of a worker that owns the partition): no retry
             # machinery is built, which cost ~10% of the worker's CPU per append
             return await handler(request)
+        body = _Body(request)
         retrying = AsyncRetrying(
             retry=retry_if_exception_type(_NeverReached),
             stop=stop_before_delay(self._owner_wait_s),
@@ -232,13 +254,17 @@ class Forwarder:
                     if attempt.retry_state.attempt_number > 1:
                         # asked again: the partition may have moved, here included
                         owner = self._owners.owner_of(journal_id)
+                    if owner is None and body.taken:
+                        # served here, but its body is no longer in this request: sent again
+                        owner = _listening(request)
                     if owner is not None:
-                        return await self._forward(request, owner)
+                        return await self._forward(request, owner, body)
         except _NeverReached as failure:
             raise unavailable(
                 ErrorCode.NOT_READY,
-                f"the owner of this journal's partition cannot be reached ({failure}) and no "
-                f"other owner took over within {self._owner_wait_s:g} s; nothing was sent to it",
+                f"the owner of this journal's partition cannot be reached or is not ready "
+                f"({failure}) and no other owner took over within {self._owner_wait_s:g} s; "
+                "nothing of it was applied",
                 self._retry_after_s,
             ) from failure
         except _OutcomeUnknown as failure:
@@ -250,7 +276,7 @@ class Forwarder:
             ) from failure
         return await handler(request)  # this worker owns the partition, or nobody is known to
 
-    async def _forward(self, request: web.Request, owner: URL) -> web.StreamResponse:
+    async def _forward(self, request: web.Request, owner: URL, body: _Body) -> web.StreamResponse:
         """The owner's answer; `_NeverReached` or `_OutcomeUnknown` when it failed.
 
         An answer with a length (every JSON answer: small) is read whole before anything is
@@ -275,14 +301,13 @@ class Forwarder:
             request.query_string
         )
         METRICS.counter("kafka_journal_forwarded_requests_total").inc()
-        body = request.content if request.can_read_body else None
         sending = _Sending()
         try:
             answer = await self._session.request(
                 request.method,
                 target,
                 headers=headers,
-                data=body,
+                data=body.data(),
                 allow_redirects=False,
                 trace_request_ctx=sending,
             )
@@ -296,12 +321,47 @@ class Forwarder:
                 content = await answer.read()
             except aiohttp.ClientError as error:
                 raise _failed(_OutcomeUnknown, owner, error) from error
+            if _not_ready(answer.status, content):
+                raise _failed(_NeverReached, owner, "answered 503 not_ready")
             return web.Response(
                 status=answer.status,
                 reason=answer.reason,
                 body=content,
                 headers=_end_to_end(answer.headers),
             )
+
+
+class _Body:
+    """A forwarded request's body, kept as it is read from the client, so that the request can
+    be sent again after an owner refused it unapplied: what was kept, then the rest."""
+
+    def __init__(self, request: web.Request) -> None:
+        self._content = request.content if request.can_read_body else None
+        self._kept: list[bytes] = []
+
+    @property
+    def taken(self) -> bool:
+        """Whether any of it was read from the client: the request no longer holds it whole."""
+        return bool(self._kept)
+
+    def data(self) -> AsyncIterator[bytes] | None:
+        return None if self._content is None else self._chunks(self._content)
+
+    async def _chunks(self, content: StreamReader) -> AsyncIterator[bytes]:
+        for chunk in list(self._kept):
+            yield chunk
+        async for chunk in content.iter_any():
+            self._kept.append(chunk)
+            yield chunk
+
+
+def _listening(request: web.Request) -> URL:
+    """This worker, at the address `request` reached it on."""
+    sockname = request.get_extra_info("sockname")
+    if sockname is None:
+        raise ConnectionResetError("the client left")  # 503 unavailable, to nobody
+    host, port = sockname[:2]
+    return URL.build(scheme="http", host=host, port=port)
 
 
 async def _relay(

@@ -2,7 +2,8 @@
 
 `create_app` wires the rooms together: the tables (`tables/`), the replicating agent
 (`agents/`), the HTTP API (`web/`) mounted on Faust's aiohttp application, and the core
-(`journal/`) connected when the app starts. `run_worker` runs it until interrupted.
+(`journal/`) connected when the app starts. `run_worker` runs it until a signal, then stops
+it in order (`_Worker`): HTTP first, drained, then Faust's consumer, the core, the group.
 """
 
 from __future__ import annotations
@@ -39,13 +40,15 @@ from tables.expiry import ExpiryIndex, define_expiry_table
 from tables.index import TableIndex
 from tables.partitions import OwnedPartitions
 from tables.tables import APPENDS_TABLE, JournalTables, define_tables
-from web.app import add_routes
+from web.app import DEFAULT_RETRY_AFTER_S, add_routes
+from web.draining import Draining
 
 log = logging.getLogger(__name__)
 
 
-def create_app(settings: WorkerSettings, partitions: int) -> faust.App:
-    """The Faust app for an action topic of `partitions` partitions (tables match them).
+def create_app(settings: WorkerSettings, partitions: int, draining: Draining) -> faust.App:
+    """The Faust app for an action topic of `partitions` partitions (tables match them), its
+    API behind `draining` (which `_Worker` drains first when it stops).
 
     The agent and the API start serving once `_connect` has built the core (when the app
     starts): until then the agent waits and the API answers 503 not_ready.
@@ -87,7 +90,7 @@ def create_app(settings: WorkerSettings, partitions: int) -> faust.App:
     closers: list[Callable[[], Awaitable[None]]] = []
     topic = app.topic(journal.topic, key_type=bytes, value_type=bytes, partitions=partitions)
     define_replicating_agent(app, topic, work)
-    _mount_web(app, settings, partitions, owned, journals, closers)
+    _mount_web(app, settings, partitions, owned, journals, closers, draining)
 
     @app.task
     async def connect() -> None:
@@ -229,6 +232,7 @@ def _mount_web(
     owned: OwnedPartitions,
     journals: Deferred[Journals],
     closers: list[Callable[[], Awaitable[None]]],
+    draining: Draining,
 ) -> None:
     web_app = app.web.web_app
     add_routes(
@@ -241,6 +245,8 @@ def _mount_web(
     # Faust's own consumer metrics, next to ours in /metrics (read when scraped)
     METRICS.registry.register(FaustMonitorCollector(app))
     app.sensors.add(FaustTimings(METRICS))
+    # a leaving worker neither serves nor forwards a request: it answers 503 not_ready
+    web_app.middlewares.append(draining.middleware)
     owners = Owners(app, owned, APPENDS_TABLE, partitions, settings.url)
     forwarder = Forwarder(owners)
     # inside the API's error middleware and token check: a forwarded request was checked here
@@ -266,10 +272,12 @@ def run_worker(settings: WorkerSettings, loglevel: str = "info") -> int:
     sys.setswitchinterval(0.001)
     partitions = prepare_topic(settings)
     settings.datadir.mkdir(parents=True, exist_ok=True)
-    app = create_app(settings, partitions)
+    draining = Draining(DEFAULT_RETRY_AFTER_S)
+    app = create_app(settings, partitions, draining)
     json_logs = settings.log_format == "json"
-    worker = faust.Worker(
+    worker = _Worker(
         app,
+        draining,
         loglevel=loglevel,
         logging_config=json_logging(loglevel) if json_logs else None,
         quiet=json_logs,  # Faust's banner is not JSON
@@ -279,3 +287,24 @@ def run_worker(settings: WorkerSettings, loglevel: str = "info") -> int:
     worker.spinner = None
     worker.execute_from_commandline()  # runs until a signal; exits the process itself
     return 0
+
+
+class _Worker(faust.Worker):  # type: ignore[misc]
+    """Faust's worker, which stops serving HTTP before it stops anything else.
+
+    On SIGTERM (or SIGINT) Faust stops the worker, whose `on_stop` comes first: readiness false,
+    the listener closed, the requests in flight drained (`web.draining`). Then Faust stops the
+    app: its consumer (the agent's batches done, the tables' changelogs flushed), the core
+    (`on_shutdown`'s closers), and the consumer leaves the group, so that the other workers
+    take its partitions over at once (with static membership, `--instance-id`, it does not
+    leave: they stay its own until it is back or its session expired). Then the process exits.
+    """
+
+    def __init__(self, app: faust.App, draining: Draining, **options: Any) -> None:
+        super().__init__(app, **options)
+        self._draining = draining
+
+    async def on_stop(self) -> None:
+        # Faust's aiohttp driver keeps its runner to itself
+        await self._draining.stop_serving(self.app.web._runner)
+        await super().on_stop()

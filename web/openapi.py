@@ -201,7 +201,8 @@ _RESPONSES: JsonDoc = {
         "nothing was stored."
     ),
     "Unavailable": _error_response(
-        "`not_ready` (this worker starting, or the journal's owner unreachable), `unavailable` "
+        "`not_ready` (this worker starting or stopping, or the journal's owner unreachable: "
+        "nothing was applied), `unavailable` "
         "(Kafka/Cassandra unreachable) or `outcome_unknown` (the owner died with the request: it "
         "may have been applied; repeat it, an append of the same seqNrs or a delete is safe).",
         {"Retry-After": {"schema": {"type": "integer"}, "description": "seconds"}},

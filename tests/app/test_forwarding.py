@@ -25,9 +25,11 @@ from yarl import URL
 
 from app.forwarding import FORWARDED_HEADER, Forwarder
 from devtools.workers import free_port
-from journal.metrics import METRICS
+from journal.metrics import METRICS, Metrics
+from tests.support.fake_backend import FakeBackend
 from tests.support.http_api import journal_path
 from tests.web.served import Served, serve
+from web.app import add_routes
 from web.error_answers import ErrorCode
 from web.middleware import error_middleware
 from web.request_id import (
@@ -217,6 +219,51 @@ async def test_a_read_whose_owner_is_gone_is_served_here_at_once(
         got = await send(served, method, path, body)
     assert served_by(got) == "front"
     assert assignment.lookups == 1
+
+
+# --- an owner that refuses (503 not_ready: starting, or stopping): as if never reached ------
+
+
+@asynccontextmanager
+async def refusing_owner() -> AsyncIterator[URL]:
+    """An owner whose core is not connected: it answers every journal request 503 not_ready,
+    as a stopping one does (web/draining.py)."""
+    app = web.Application()
+    add_routes(app, FakeBackend(is_ready=False), metrics=Metrics())
+    async with serve(app) as served:
+        yield served.url
+
+
+@pytest.mark.parametrize(("method", "path", "body"), CHANGES)
+async def test_a_change_refused_by_a_not_ready_owner_goes_to_the_new_owner(
+    method: str, path: str, body: bytes | None
+) -> None:
+    async with refusing_owner() as leaving, live_owner() as new_owner:
+        assignment = Assignment([leaving, new_owner])
+        before = failures("never_reached")
+        async with front(assignment) as served:
+            got = await send(served, method, path, body)
+    assert orjson.loads(got.body) == {"servedBy": "owner", "body": (body or b"").decode()}
+    assert assignment.lookups == 2
+    assert failures("never_reached") == before + 1
+
+
+@pytest.mark.parametrize(("method", "path", "body"), CHANGES)
+async def test_a_change_refused_by_a_not_ready_owner_is_served_here_once_this_worker_owns_it(
+    method: str, path: str, body: bytes | None
+) -> None:
+    async with refusing_owner() as leaving, front(Assignment([leaving, None])) as served:
+        got = await send(served, method, path, body)
+    assert orjson.loads(got.body) == {"servedBy": "front", "body": (body or b"").decode()}
+
+
+@pytest.mark.parametrize(("method", "path", "body"), READS)
+async def test_a_read_refused_by_a_not_ready_owner_is_served_here(
+    method: str, path: str, body: bytes | None
+) -> None:
+    async with refusing_owner() as leaving, front(Assignment([leaving])) as served:
+        got = await send(served, method, path, body)
+    assert served_by(got) == "front"
 
 
 # --- reached, then lost: the outcome is unknown ---------------------------------------------
