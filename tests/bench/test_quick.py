@@ -46,6 +46,8 @@ def _numbers(section: str) -> list[float]:
     return values
 
 
+# the quick run starts a worker, a Spark cluster and a browser: minutes on a loaded 2-core host
+@pytest.mark.timeout(1200)
 def test_quick_mode_writes_every_section_with_numbers(stack: Stack, tmp_path: Path) -> None:
     assert main(["bench", "--quick", "--out", str(tmp_path)]) == 0
 
