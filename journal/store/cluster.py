@@ -79,8 +79,16 @@ async def open_session(config: CassandraConfig) -> tuple[Cluster, Session]:
         session = await asyncio.to_thread(cluster.connect)  # connect blocks: not on the loop
     except NoHostAvailable as error:
         await asyncio.to_thread(cluster.shutdown)
-        if any(isinstance(e, AuthenticationFailed) for e in error.errors.values()):
+        if login_refused(error):
             # a wrong login is no outage: waiting would not cure it
             raise StoreLoginRefused(f"Cassandra refused the login: {error}") from error
         raise StoreUnavailable(f"Cassandra: no host reachable: {error}") from error
     return cluster, session
+
+
+def login_refused(error: NoHostAvailable) -> bool:
+    """Whether a host refused the login. The driver's `errors` is a dict by host, but a list in
+    some of its paths (seen while Cassandra was starting)."""
+    errors = error.errors
+    found = errors.values() if isinstance(errors, dict) else (errors or ())
+    return any(isinstance(e, AuthenticationFailed) for e in found)
