@@ -12,6 +12,9 @@ an append of the same seqNrs is a no-op once one landed (the journal's only writ
 writer knows what the journal holds after every answer and checks every read against it.
 Printed: the share of appends answered 503 at least once, and per kill, per partition the
 killed node led, the seconds from the kill to the first acknowledged append sent after it.
+
+Then two nodes killed at once (no quorum): an append is a 503 within the producer's ack
+timeout, not a wait for ever, and kept once when the nodes are back.
 """
 
 from __future__ import annotations
@@ -173,6 +176,7 @@ async def _chaos(cluster: KafkaCluster, topic: str, kills: list[Kill], tally: Ta
     access = cluster.settings.kafka_access
     started = time.monotonic()
     for n, what in enumerate(["partition 0's leader", "the quorum's leader"]):
+        # the chaos' own cadence, not a wait for a condition
         await asyncio.sleep(started + FIRST_KILL_AFTER_S + n * KILL_EVERY_S - time.monotonic())
         if n == 0:
             node_id = (await partition_replicas(cluster.settings.kafka_bootstrap, topic))[0][0]
