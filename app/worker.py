@@ -31,7 +31,7 @@ from journal.client.journals import Journals
 from journal.kafka.producer import JournalProducer
 from journal.kafka.replicate import KafkaQuarantine
 from journal.kafka.tail import TailConfig, TailIndex
-from journal.kafka.topic import TopicSpec, ensure_topic, quarantine_topic
+from journal.kafka.topic import TopicSpec, cluster_replicas, ensure_topic, quarantine_topic
 from journal.metrics import METRICS
 from journal.store.cassandra import CassandraStore
 from journal.store.connecting import ConnectingStore
@@ -46,8 +46,11 @@ from web.draining import Draining
 log = logging.getLogger(__name__)
 
 
-def create_app(settings: WorkerSettings, partitions: int, draining: Draining) -> faust.App:
-    """The Faust app for an action topic of `partitions` partitions (tables match them), its
+def create_app(
+    settings: WorkerSettings, partitions: int, replicas: int, draining: Draining
+) -> faust.App:
+    """The Faust app for an action topic of `partitions` partitions (tables match them); the
+    topics Faust creates (table changelogs) get `replicas` replicas, as the journal's do; its
     API behind `draining` (which `_Worker` drains first when it stops).
 
     The agent and the API start serving once `_connect` has built the core (when the app
@@ -63,7 +66,7 @@ def create_app(settings: WorkerSettings, partitions: int, draining: Draining) ->
         store="rocksdb://",
         datadir=str(settings.datadir),
         topic_partitions=partitions,
-        topic_replication_factor=journal.replication_factor,
+        topic_replication_factor=replicas,
         table_standby_replicas=1,
         consumer_group_instance_id=settings.instance_id,
         consumer_auto_offset_reset="earliest",
@@ -255,10 +258,16 @@ def _mount_web(
     closers.append(forwarder.close)
 
 
-def prepare_topic(settings: WorkerSettings) -> int:
-    """Create the action topic if needed and return its partition count (before Faust runs)."""
+def prepare_topic(settings: WorkerSettings) -> tuple[int, int]:
+    """Create the action topic if needed (before Faust runs); its partition count, and the
+    replication factor the journal's topics get on the cluster now (Faust's default is 1)."""
     journal = settings.journal
-    return asyncio.run(ensure_topic(journal.kafka_access(), journal.topic_spec()))
+
+    async def prepare() -> tuple[int, int]:
+        partitions = await ensure_topic(journal.kafka_access(), journal.topic_spec())
+        return partitions, await cluster_replicas(journal.kafka_access(), journal.topic_spec())
+
+    return asyncio.run(prepare())
 
 
 def run_worker(settings: WorkerSettings, loglevel: str = "info") -> int:
@@ -270,10 +279,10 @@ def run_worker(settings: WorkerSettings, loglevel: str = "info") -> int:
     # append's verdict: at the default 5 ms a hand-over waits up to 5 ms (with 64 conditional
     # appenders: 353/s at 5 ms, 542/s at 1 ms)
     sys.setswitchinterval(0.001)
-    partitions = prepare_topic(settings)
+    partitions, replicas = prepare_topic(settings)
     settings.datadir.mkdir(parents=True, exist_ok=True)
     draining = Draining(DEFAULT_RETRY_AFTER_S)
-    app = create_app(settings, partitions, draining)
+    app = create_app(settings, partitions, replicas, draining)
     json_logs = settings.log_format == "json"
     worker = _Worker(
         app,

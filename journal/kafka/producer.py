@@ -14,17 +14,24 @@ the noise (p50 0.26 -> 0.28 ms); Kafka stores and replicates the batch as sent.
 
 The driver's errors stop here: a record the broker refuses for its size is `AppendTooLarge`,
 any other Kafka failure `KafkaUnavailable` (the core's hierarchy, journal/errors.py).
+
+An idempotent aiokafka producer never gives up on a batch: with too few in-sync replicas or
+no KRaft quorum it retries for ever. So a caller waits `ack_timeout_s` at most and then hears
+`KafkaUnavailable` (a 503); the record may still land later, as after any lost
+acknowledgement.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.structs import RecordMetadata
 
+from journal.errors import KafkaUnavailable
 from journal.kafka.driver_errors import (
     DENIED_ERRORS,
     STUCK_PRODUCER_ERRORS,
@@ -44,14 +51,22 @@ COMPRESSION = "lz4"  # as kafka-journal's producer: about a tenth of the bytes f
 # takes what 64 in-flight appends of that size send at once; a record larger than a batch still
 # goes, in a batch of its own.
 MAX_BATCH_BYTES = 256 * 1024
+# above a failover: a node of three killed -9 held a partition's acks up to ~18 s here (the
+# quorum leader's node: the controllers elect, then fence the broker after its 9 s session)
+ACK_TIMEOUT_S = 30.0
+
+T = TypeVar("T")
 
 
 class JournalProducer:
     """`produce` (group commit) and `send_and_wait` with acks=all and idempotence, surviving
     a stuck producer."""
 
-    def __init__(self, kafka: KafkaAccess, **options: Any) -> None:
+    def __init__(
+        self, kafka: KafkaAccess, *, ack_timeout_s: float = ACK_TIMEOUT_S, **options: Any
+    ) -> None:
         self._kafka = kafka
+        self._ack_timeout_s = ack_timeout_s
         self._options = {
             **kafka.client_options(),
             "acks": "all",
@@ -91,10 +106,14 @@ class JournalProducer:
         producer = self._current()
         try:
             try:
-                return await self._batches.send(topic, partition, key, value, headers, timestamp_ms)
+                # shielded in the group commit: a timeout leaves the batch going
+                return await self._acknowledged(
+                    self._batches.send(topic, partition, key, value, headers, timestamp_ms)
+                )
             except STUCK_PRODUCER_ERRORS as error:
                 await self._replace_stuck(producer, error)
-                metadata = await self._current().send_and_wait(
+                metadata = await self._delivered(
+                    self._current(),
                     topic,
                     value,
                     key=key,
@@ -110,12 +129,29 @@ class JournalProducer:
         producer = self._current()
         try:
             try:
-                return await producer.send_and_wait(topic, value, **kwargs)
+                return await self._delivered(producer, topic, value, **kwargs)
             except STUCK_PRODUCER_ERRORS as error:
                 await self._replace_stuck(producer, error)
-                return await self._current().send_and_wait(topic, value, **kwargs)
+                return await self._delivered(self._current(), topic, value, **kwargs)
         except KafkaError as error:
             raise self._core_error(topic, error) from error
+
+    async def _delivered(
+        self, producer: AIOKafkaProducer, topic: str, value: bytes | None, **kwargs: Any
+    ) -> RecordMetadata:
+        # shielded: a timeout leaves the send going, aiokafka's future its batch's to answer
+        sending = asyncio.ensure_future(producer.send_and_wait(topic, value, **kwargs))
+        return await self._acknowledged(asyncio.shield(sending))
+
+    async def _acknowledged(self, delivery: Awaitable[T]) -> T:
+        """`delivery`'s result, or `KafkaUnavailable` after `ack_timeout_s`."""
+        try:
+            return await asyncio.wait_for(delivery, self._ack_timeout_s)
+        except TimeoutError as error:
+            raise KafkaUnavailable(
+                f"Kafka did not acknowledge the record in {self._ack_timeout_s:g} s "
+                "(too few in-sync replicas, or no quorum): it may still be written"
+            ) from error
 
     def _core_error(self, topic: str, error: KafkaError) -> Exception:
         """The driver's error as the core's (journal/kafka/driver_errors.py)."""

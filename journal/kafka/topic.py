@@ -83,6 +83,18 @@ async def ensure_topic(kafka: KafkaAccess, spec: TopicSpec, timeout_s: float = 3
         await admin.close()
 
 
+async def cluster_replicas(kafka: KafkaAccess, spec: TopicSpec) -> int:
+    """The replication factor `ensure_topic` gives `spec` on the cluster as it is now: for the
+    topics other code creates beside it (Faust's table changelogs)."""
+    admin = AIOKafkaAdminClient(**kafka.client_options())
+    await admin.start()
+    try:
+        brokers = len((await admin.describe_cluster())["brokers"])
+    finally:
+        await admin.close()
+    return replication_for(spec, brokers)[0]
+
+
 async def end_offsets(kafka: KafkaAccess, topic: str, partitions: int) -> dict[int, int]:
     """The offset the next record of each partition will get."""
     consumer = AIOKafkaConsumer(**kafka.client_options(), group_id=None)

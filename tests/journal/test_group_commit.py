@@ -158,3 +158,17 @@ async def test_a_cancelled_caller_leaves_before_its_batch_is_answered() -> None:
     assert cancelled.cancelled()  # the broker has not answered yet
     kafka.release.set()
     await commit.flush()
+
+
+async def test_a_record_kafka_does_not_acknowledge_in_time_is_kafka_unavailable() -> None:
+    """An idempotent aiokafka producer retries for ever (no quorum, too few in-sync replicas):
+    the caller hears KafkaUnavailable after the producer's ack timeout, the batch goes on."""
+    kafka = Partitions()
+    kafka.release.clear()
+    producer = JournalProducer(KafkaAccess("127.0.0.1:1"), ack_timeout_s=0.01)
+    producer._producer = kafka  # the driver seam (aiokafka is untyped)
+    with pytest.raises(KafkaUnavailable, match="did not acknowledge"):
+        await producer.produce("topic", 0, b"k", b"v", [], 0)
+    kafka.release.set()
+    await producer._batches.flush()
+    assert kafka.batches == [1]  # sent all the same

@@ -4,7 +4,6 @@ takes new ones, when the leader of their partition is killed -9."""
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,8 +13,8 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from journal.kafka.topic import TopicSpec, ensure_topic
-from stack import KafkaCluster, StackSettings
-from stack.progress import no_progress
+from stack import KafkaCluster
+from tests.support.cluster import three_nodes
 from tests.support.eventually import eventually
 from tests.support.harness import unique
 
@@ -25,51 +24,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 FAILOVER_S = 60.0
 
 
-def _free_node_ports() -> tuple[int, int]:
-    """A broker and a controller base port whose +0/+2/+4 are all free now."""
-    for _attempt in range(50):
-        bases = [_ephemeral_port(), _ephemeral_port()]
-        wanted = {base + step for base in bases for step in (0, 2, 4)}
-        if len(wanted) == 6 and max(wanted) < 65536 and all(_bindable(p) for p in wanted):
-            return bases[0], bases[1]
-    raise RuntimeError("no six free ports found")
-
-
-def _ephemeral_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-def _bindable(port: int) -> bool:
-    with socket.socket() as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
-
-
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[KafkaCluster]:
-    broker, controller = _free_node_ports()
-    settings = StackSettings.from_env(
-        {
-            "KJ_STACK_DIR": str(tmp_path / "stack"),
-            "KJ_KAFKA_BROKERS": "3",
-            "KJ_KAFKA_PORT": str(broker),
-            "KJ_KAFKA_CONTROLLER_PORT": str(controller),
-            "KJ_KAFKA_HEAP": "256m",
-        }
-    )
-    nodes = KafkaCluster(settings, progress=no_progress, tie_to_parent=True)
-    try:
-        assert nodes.start() is True
+    with three_nodes(tmp_path / "stack") as nodes:
         yield nodes
-    finally:
-        nodes.stop()
-        assert nodes.pid() is None, "a node outlived stop"
 
 
 async def _partition_state(bootstrap: str, topic: str) -> tuple[int, list[int], list[int], str]:
