@@ -184,8 +184,8 @@ class WorkerReplication:
             return  # a partition this worker no longer owns: its new owner replicates it
         if state.gap_end == GAP_UNKNOWN:  # the first record of an assigned partition
             state.gap_end = record.offset - 1  # the tables lack only what came before it
-            if state.pointer + 1 < record.offset:
-                self._owned.set_floor(record.partition, state.gap_end)
+            # even when the catch-up stored the gap already: a waiting reader's row may be older
+            self._owned.set_floor(record.partition, state.gap_end)
         state.end = max(state.end, record.offset + 1, end or 0)
         if state.unreplicated_since_ms is None:
             state.unreplicated_since_ms = record.timestamp_ms
@@ -262,8 +262,9 @@ class WorkerReplication:
                 return None
             if state.pointer + 1 < first_offset:  # Faust committed ahead of replication
                 state.catch_up_from = state.pointer + 1
-                state.gap_end = first_offset - 1
-                self._owned.set_floor(partition, state.gap_end)
+            # the tables may lack what came before, stored or not: a reader's row may be older
+            state.gap_end = first_offset - 1
+            self._owned.set_floor(partition, state.gap_end)
             self._start(partition, state)
         return state
 

@@ -10,12 +10,15 @@ import asyncio
 import pytest
 
 from agents import replication
+from journal.core.index import Indexed
 from journal.core.model import JournalKey
 from journal.kafka.poison import QUARANTINE_SKIPPED_HEADER, Poison, Skipped
 from journal.metrics import METRICS
+from tables.index import TableIndex
 from tests.agents.memory import PARTITION, TOPIC, agent, replicated, until, until_pointer
 
 A = JournalKey(TOPIC, "a")
+B = JournalKey(TOPIC, "b")
 
 
 async def test_after_the_assignments_catch_up_records_reach_the_store_by_the_queue() -> None:
@@ -45,12 +48,13 @@ async def test_a_record_past_the_stores_pointer_has_the_gap_caught_up_before_tru
         assert ag.owned.processed(PARTITION) == 6
 
 
-async def test_a_record_right_after_the_stores_pointer_leaves_no_gap_and_no_floor() -> None:
+async def test_a_record_right_after_the_stores_pointer_leaves_no_gap_to_catch_up() -> None:
     async with agent() as ag:
         records = [ag.log.append(A, n, n) for n in range(1, 5)]  # offsets 0..3
         await replicated(ag.store, ag.log, through=2)
         await ag.handle(records[3])
-        assert ag.owned.floor(PARTITION) == -1
+        # the tables may lack 0..2 all the same: a reader's row must reflect them
+        assert ag.owned.floor(PARTITION) == 2
         assert ag.owned.processed(PARTITION) == 3
         await until_pointer(ag, 3)
         assert await ag.store.seq_nrs(A) == [1, 2, 3, 4]
@@ -69,7 +73,8 @@ async def test_an_assigned_partition_catches_up_to_its_end_before_any_record_com
         assert ag.owned.processed(PARTITION) == -1  # which records the tables lack is unknown
 
         await ag.handle(ag.log.append(A, 9, 9))
-        assert ag.owned.floor(PARTITION) == -1  # the store held all before it
+        # the store held all before it, but a reader's row may have been read before that
+        assert ag.owned.floor(PARTITION) == 7
         assert ag.owned.processed(PARTITION) == 8
         await until_pointer(ag, 8)
         assert await ag.store.seq_nrs(A) == list(range(1, 10))
@@ -90,6 +95,29 @@ async def test_the_first_record_during_the_assignments_catch_up_sets_the_floor()
         assert ag.log.replays == [(3, 9)]  # through the agent's record
         assert await ag.store.seq_nrs(A) == list(range(1, 10))
         assert ag.owned.processed(PARTITION) == 8
+
+
+async def test_a_reader_waiting_across_the_catch_up_is_told_to_read_its_row_past_the_gap() -> None:
+    # the rolling restart's lost read: the previous owner handled offset 2 (seqNrs 3..5) but its
+    # table change never reached the changelog; a reader's store row (1..2) predates the
+    # catch-up that stores offset 2, and the agent's first record comes after that catch-up
+    async with agent() as ag:
+        index = TableIndex(ag.tables, ag.owned, wait_s=5)
+        ag.log.append(A, 1, 1)
+        ag.log.append(A, 2, 2)
+        ag.log.append(A, 3, 5)  # offsets 0..2
+        await replicated(ag.store, ag.log, through=1)
+        covered = index.covered(PARTITION)  # the reading flow's order: covered, row, lookup
+        row = await ag.store.meta(A)
+        assert row is not None and row.state.offset == 1
+        lookup = asyncio.create_task(index.lookup(A, PARTITION, fence=3))
+        ag.assigned()
+        await until_pointer(ag, 2)  # the catch-up went to the partition's end
+        await ag.handle(ag.log.append(B, 1, 1))  # offset 3: Faust committed through 2
+        found = await lookup
+        assert isinstance(found, Indexed)
+        assert found.runs == ()  # the tables never saw offset 2 ...
+        assert found.needs >= 2 and found.needs > covered  # ... so the row must be read again
 
 
 async def test_when_the_stores_writes_fail_the_queue_is_replayed_from_the_log() -> None:
