@@ -122,6 +122,7 @@ class KafkaRecords:
         """The partition's records from the consumer's position up to `until` (exclusive)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._config.timeout_s
+        taken = METRICS.counter("kafka_journal_read_records_total")
         while await consumer.position(tp) < until:
             if loop.time() > deadline:
                 raise KafkaUnavailable(
@@ -136,6 +137,7 @@ class KafkaRecords:
                     kafka=self._config.kafka,
                     right=f"Read on topic {tp.topic}",
                 ) from error
+            taken.inc(sum(1 for message in messages if message.offset < until))
             for message in messages:
                 if message.offset >= until:
                     return
