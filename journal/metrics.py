@@ -142,7 +142,8 @@ CATALOGUE: dict[str, MetricSpec] = {
     _N + "reads_total": _counter(
         "Reads by how the head was found: 'index' or 'store' on the partition's owner, "
         "'scan_<reason>' when the partition had to be scanned in Kafka; with the store down, "
-        "'kafka_only_index', or 'kafka_only_refused' when Kafka alone could not answer"
+        "'kafka_only_index' (the journal's runs), 'kafka_only_scan' (a worker whose tables "
+        "cannot tell), or 'kafka_only_refused' when Kafka alone could not answer"
     ),
     _N + "read_records_total": _counter(
         "Records reads took from Kafka, their journal's and others' (runs spanning others, "

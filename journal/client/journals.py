@@ -290,7 +290,7 @@ class Journals:
             if isinstance(found, Indexed) and found.needs > covered:
                 meta = await self.store.meta(key)  # the index dropped what that row may lack
             if isinstance(found, Indexed):
-                return await self._view_indexed(key, partition, fence, found, meta)
+                return await self._view_indexed(key, partition, fence, found, meta, covered)
             return await self._view_scanned(key, partition, fence, found.reason)
         except StoreUnavailable as error:
             return await self._view_without_store(key, partition, fence, found, error)
@@ -302,10 +302,12 @@ class Journals:
         fence: int,
         found: Indexed,
         meta: JournalMeta | None,
+        covered: int,
     ) -> JournalView:
         base = JournalState() if meta is None else meta.state
-        # the row reflects everything of the journal up to its offset and to `needs`
-        after = max(base.offset, found.needs)
+        # the row reflects everything of the journal up to its offset, to `needs` and to
+        # `covered` (read before it): the index keeps runs replication covered, not fetched here
+        after = max(base.offset, found.needs, covered)
         runs = [r for r in found.runs if r.last > after and r.first < fence]
         if not runs:
             METRICS.counter("kafka_journal_reads_total", path="store").inc()
