@@ -12,7 +12,7 @@ from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
 from aiokafka.structs import TopicPartition
 
 from journal.client.journals import Journals
-from journal.core.index import IndexAnswer, Indexed, NotIndexed
+from journal.core.index import IndexAnswer, Indexed, NotIndexed, OffsetRun
 from journal.core.model import SEQ_NR_MAX, Ack, Event, JournalKey, TextPayload
 from journal.errors import AppendTooLarge, JournalTruncated, StoreUnavailable
 from journal.kafka.records import KafkaReadConfig, KafkaRecords
@@ -347,6 +347,29 @@ async def test_a_head_over_its_memory_budget_is_fetched_as_it_streams(api: Direc
     assert [r.seq_nr async for r in journal.read(from_=120, to=135)] == list(range(120, 136))
     assert METRICS.value("kafka_journal_reads_spilled_total") == spilled + 2
     await kafka.close()
+
+
+async def test_fetches_and_scans_take_turns_in_a_pool_of_one_consumer(api: Direct) -> None:
+    """A fetch by runs and a scan want consumers of different fetch sizes: a pool of one
+    swaps its idle consumer for the other kind."""
+    kafka = KafkaRecords(KafkaReadConfig(api.harness.settings.kafka_access(), pool_size=1))
+    try:
+        journal = api.journals.journal("turns")
+        first = await journal.append(events(1, 2))
+        await api.journals.journal("other").append(events(1, 1))
+        second = await journal.append(events(3, 3))
+        runs = [
+            OffsetRun(first.offset, first.offset, 1),
+            OffsetRun(second.offset, second.offset, 1),
+        ]
+        end = second.offset + 1
+        for _ in range(2):
+            fetched = kafka.fetch(journal.key, first.partition, runs, -1, end)
+            assert [a.offset async for a in fetched] == [first.offset, second.offset]
+            scanned = kafka.scan(journal.key, first.partition, None, end)
+            assert [a.offset async for a in scanned] == [first.offset, second.offset]
+    finally:
+        await kafka.close()
 
 
 class StalePage(DelegatingJournal):
