@@ -168,12 +168,16 @@ async def _connect(
         journal.topic,
         owned.partitions(),
         store,
-        TailConfig(kafka, wait_s=settings.read_wait_s),
+        TailConfig(kafka, wait_s=settings.read_wait_s, kept_journals=0),  # reads use the tables
     )
     closers.append(tail.close)
     verdicts.set(tail)
     tail.follow(owned.partitions())  # what was assigned while it started
-    client = await Journals.connect(journal, store=store, index=index, verdicts=tail)
+    # with the store down, a journal its tables cannot give whole (a partition taken over)
+    # is scanned, as nothing else could answer
+    client = await Journals.connect(
+        journal, store=store, index=index, verdicts=tail, scan_without_store=True
+    )
     closers.append(client.close)
     await ensure_topic(
         kafka, TopicSpec(quarantine_topic(journal.topic), 1, journal.replication_factor)

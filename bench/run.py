@@ -260,19 +260,25 @@ async def _read_sections(
             bench_consumer(base.kafka_access(), settings.topic, sizes.consumer_repetitions),
             store,
         )
+    offline = await _offline(base, sizes.read, stack, workdir)
+    return [read, offline, consumer]
+
+
+async def _offline(base: Settings, sizes: ReadSizes, stack: Stack, workdir: Path) -> Section:
+    """Reads with Cassandra down, on a 1-partition topic of their own (it stops the stack's
+    Cassandra, and starts it again)."""
     settings = settings_for(base, "offline", partitions=1)
     async with connected(settings) as (journals, store):
         process = worker(settings, workdir / "offline")
         process.start()
         try:
-            offline = await _guarded(
+            return await _guarded(
                 "Reads with Cassandra down",
-                bench_offline(journals, store, process, stack, sizes.read),
+                bench_offline(journals, store, process, stack, sizes),
                 store,
             )
         finally:
             process.stop()
-    return [read, offline, consumer]
 
 
 async def _replication(
@@ -540,6 +546,22 @@ def run_contention(out: Path) -> int:
     return 0
 
 
+def run_offline(large_backlog: int) -> int:
+    """Only "Reads with Cassandra down" (`--offline-only`), at 20,000 and `large_backlog` other
+    records; prints its rows. It stops and starts the stack's Cassandra: point KJ_STACK_DIR and
+    the KJ_* ports at a stack of its own where others use the default one."""
+    stack, base = _stack_up()
+    sizes = ReadSizes(small_backlog=20_000, large_backlog=large_backlog, repetitions=30)
+    with tempfile.TemporaryDirectory(prefix="kj-bench-") as workdir:
+        section = asyncio.run(_offline(base, sizes, stack, Path(workdir)))
+    for row in section.rows:
+        met = "" if row.met is None else (" met" if row.met else " NOT met")
+        print(f"{row.name}: {row.value:,.1f} {row.unit} {row.goal}{met} {row.note}")
+    for note in section.notes:
+        print(note)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kafka-journal bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="tiny sizes: prove the harness")
@@ -556,9 +578,19 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="run only the append section's contention rows (issue 27); print them",
     )
+    parser.add_argument(
+        "--offline-only",
+        type=int,
+        metavar="RECORDS",
+        default=None,
+        help="run only the reads with Cassandra down, at 20,000 and this many other records "
+        "(it stops the stack's Cassandra); print its numbers",
+    )
     args = parser.parse_args(argv)
     if args.contention_only:
         return run_contention(args.out)
+    if args.offline_only is not None:
+        return run_offline(args.offline_only)
     if args.subscription_only is not None:
         return run_subscription(args.subscription_only, args.out)
     return run(args.quick, args.out)

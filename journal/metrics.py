@@ -141,7 +141,13 @@ CATALOGUE: dict[str, MetricSpec] = {
     ),
     _N + "reads_total": _counter(
         "Reads by how the head was found: 'index' or 'store' on the partition's owner, "
-        "'scan_<reason>' when the partition had to be scanned in Kafka"
+        "'scan_<reason>' when the partition had to be scanned in Kafka; with the store down, "
+        "'kafka_only_index' (the journal's runs), 'kafka_only_scan' (a worker whose tables "
+        "cannot tell), or 'kafka_only_refused' when Kafka alone could not answer"
+    ),
+    _N + "read_records_total": _counter(
+        "Records reads took from Kafka, their journal's and others' (runs spanning others, "
+        "scans): a read through an exact index takes only its journal's"
     ),
     _N + "reads_spilled_total": _counter(
         "Reads whose head was too large to hold and was fetched again in pieces"

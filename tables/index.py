@@ -1,9 +1,11 @@
 """The worker's `RecordIndex`: the owner's tables say where a journal's unreplicated actions are.
 
 Once the owner's agent has processed the partition up to the reader's fence, the two tables
-list every action of the journal above what the store holds: the reader fetches exactly those
-records. When this worker does not own the partition, or its agent is too far behind, it
-answers `NotIndexed` and the reading flow scans instead (counted).
+list every action of the journal (above the partition's floor): the reader fetches those above
+what the store holds, or, with the store down, all of them when they are the whole journal
+(`Indexed.complete`). When this worker does not own the partition, or its agent is too far
+behind, it answers `NotIndexed` and the reading flow scans instead (counted), or, with the
+store down, answers that it cannot read the journal.
 """
 
 from __future__ import annotations
@@ -29,8 +31,14 @@ class TableIndex:
         if not owned.owns(partition):
             return _missed("not_owner")
         replicated = owned.replicated(partition)
-        if replicated >= fence - 1 and replicated >= owned.floor(partition):
-            return Indexed((), replicated)  # the store holds everything below the fence
+        if (
+            owned.processed(partition) < fence - 1
+            and replicated >= fence - 1
+            and replicated >= owned.floor(partition)
+        ):
+            # the store holds everything below the fence: no need to wait for the agent (where
+            # it has got there, the tables answer: with the store down, they are what is read)
+            return Indexed((), replicated)
         if not await owned.wait_for(partition, fence - 1, self._wait_s):
             return _missed("behind")
         appends, deletions = self._tables.runs(key.id, partition)  # together, no await between

@@ -63,7 +63,10 @@ class JournalTables:
         )
 
     def record(self, action: ActionRecord, replicated: int) -> None:
-        """Note where `action` is; prune what the store holds (up to `replicated`).
+        """Note where `action` is; `replicated` (the store's pointer) says which of the
+        journal's runs merge first when it has too many (journal/core/index.py). Runs the
+        store holds are kept: with the store down, a read of the journal fetches them (its
+        own records) instead of scanning the partition.
 
         Call only while the agent iterates its stream, with the action's event as Faust's
         current event: a flush writes the changelog of the current event's partition.
@@ -79,7 +82,7 @@ class JournalTables:
             table = changes = None  # a Mark changes nothing
         if table is not None and changes is not None:
             key = action.key.id.encode("utf-8")
-            changes[key] = _current(table, changes, key).after(replicated).add(action.offset)
+            changes[key] = _current(table, changes, key).add(action.offset, replicated)
         pending.records += 1
         if (
             pending.records >= FLUSH_RECORDS
@@ -134,9 +137,6 @@ def define_tables(app: faust.App, partitions: int, kafka: KafkaAccess) -> Journa
         )
 
     return JournalTables(
-        appends=table(APPENDS_TABLE, "per journal: offsets of its Appends not known replicated"),
-        deletions=table(
-            DELETIONS_TABLE,
-            "per journal: offsets of its Deletes and Purges not known replicated",
-        ),
+        appends=table(APPENDS_TABLE, "per journal: offsets of its Appends"),
+        deletions=table(DELETIONS_TABLE, "per journal: offsets of its Deletes and Purges"),
     )

@@ -1,12 +1,14 @@
 """The values of the worker's two tables, one of each per journal: small, bounded, pure.
 
-Both hold `OffsetRuns` (journal/core/index.py): where the journal's actions that may not be in the
-store yet sit in Kafka, never their content:
+Both hold `OffsetRuns` (journal/core/index.py): where the journal's actions sit in Kafka, never
+their content:
 - `appends` (table `append-offsets`): the offsets of the journal's Appends;
 - `deletions` (table `deletion-offsets`): the offsets of its Deletes and Purges.
-Entries at or below the replicated pointer are pruned whenever a value is rewritten. The
-reading flow fetches what both list and folds it onto the store's state (journal/core/fold.py):
-the tables never interpret an action beyond its kind, so they cannot disagree with the fold.
+Replicated runs are kept, not pruned: bounded (at most `MAX_RUNS` runs, merged), they let a read
+without the store fetch the whole journal (its own records) for as long as Kafka keeps them.
+(Values written before, pruned at the replicated pointer, keep their `pruned_to`.) The reading
+flow fetches what both list and folds it onto the store's state (journal/core/fold.py): the
+tables never interpret an action beyond its kind, so they cannot disagree with the fold.
 """
 
 from __future__ import annotations

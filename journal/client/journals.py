@@ -6,6 +6,10 @@ The reading flow (design.md), for every read and every look at a journal's state
 2. The index (a worker's tables, or this process's `TailIndex`) says where the journal's
    actions below the fence are, without touching other journals' records. If it cannot tell,
    the partition is scanned from the store's pointer (counted: `kafka_journal_reads_total`).
+   With the store down, the index's runs answer when they hold the whole journal; else a
+   worker scans the partition from offset 0 (its tables cannot tell after it took a partition
+   over) and the direct client answers StoreUnavailable, saying why: its scan would cost every
+   record of the retained log.
 3. The records the store does not reflect yet are fetched by offset and folded onto the
    store's state with the one fold (`journal.kafka.head.fold_head`). Nothing there: the store
    answers alone and Kafka is not read.
@@ -44,7 +48,7 @@ from journal.core.model import (
     Position,
     check_seq_nr,
 )
-from journal.errors import InvalidValue, StoreUnavailable
+from journal.errors import InvalidValue, JournalTruncated, StoreUnavailable
 from journal.kafka.fence import Fence, HighWatermarks, Marks
 from journal.kafka.head import JournalHead, fold_head, fold_whole
 from journal.kafka.producer import JournalProducer
@@ -122,6 +126,7 @@ class Journals:
         kafka: KafkaRecords,
         origin: str | None = None,
         verdicts: RecordIndex | None = None,
+        scan_without_store: bool = False,
     ) -> None:
         self.topic = topic
         self.writer = writer
@@ -130,6 +135,7 @@ class Journals:
         self.fence = fence
         self.kafka = kafka
         self.origin = origin
+        self._scan_without_store = scan_without_store
         self._owned: list[Callable[[], Awaitable[None]]] = []
         # a worker's tables learn of a record only once its agent has handled it: a tailing
         # index of its own gives its conditional appends their verdicts sooner (app/worker.py)
@@ -153,6 +159,7 @@ class Journals:
         store: EventualStore | None = None,
         index: RecordIndex | None = None,
         verdicts: RecordIndex | None = None,
+        scan_without_store: bool = False,
     ) -> Journals:
         """Connect to Kafka and Cassandra from `settings`, creating topic and schema if needed.
 
@@ -160,7 +167,9 @@ class Journals:
         (`ConnectingStore`); a wrong login or a schema of another version is raised here.
 
         A `store`, `index` or `verdicts` (the index conditional appends ask, if not `index`)
-        passed in (a worker's) stays its owner's to close.
+        passed in (a worker's) stays its owner's to close. `scan_without_store`: with the store
+        down, a journal the index cannot give whole is read by a scan of its partition, not
+        refused (`_view_without_store`).
         """
         owned: list[Callable[[], Awaitable[None]]] = []
         try:
@@ -198,7 +207,9 @@ class Journals:
             for close in reversed(owned):
                 await close()
             raise
-        journals = cls(settings.topic, writer, store, index, fence, kafka, origin, verdicts)
+        journals = cls(
+            settings.topic, writer, store, index, fence, kafka, origin, verdicts, scan_without_store
+        )
         journals._owned = owned
         return journals
 
@@ -279,7 +290,7 @@ class Journals:
             if isinstance(found, Indexed) and found.needs > covered:
                 meta = await self.store.meta(key)  # the index dropped what that row may lack
             if isinstance(found, Indexed):
-                return await self._view_indexed(key, partition, fence, found, meta)
+                return await self._view_indexed(key, partition, fence, found, meta, covered)
             return await self._view_scanned(key, partition, fence, found.reason)
         except StoreUnavailable as error:
             return await self._view_without_store(key, partition, fence, found, error)
@@ -291,10 +302,12 @@ class Journals:
         fence: int,
         found: Indexed,
         meta: JournalMeta | None,
+        covered: int,
     ) -> JournalView:
         base = JournalState() if meta is None else meta.state
-        # the row reflects everything of the journal up to its offset and to `needs`
-        after = max(base.offset, found.needs)
+        # the row reflects everything of the journal up to its offset, to `needs` and to
+        # `covered` (read before it): the index keeps runs replication covered, not fetched here
+        after = max(base.offset, found.needs, covered)
         runs = [r for r in found.runs if r.last > after and r.first < fence]
         if not runs:
             METRICS.counter("kafka_journal_reads_total", path="store").inc()
@@ -325,23 +338,58 @@ class Journals:
         found: IndexAnswer,
         error: StoreUnavailable,
     ) -> JournalView:
-        """Kafka alone, when it provably holds the whole journal (invariant 5)."""
+        """Kafka alone, when it provably holds the whole journal (invariant 5): by the index's
+        runs when they are the whole journal; else, where `scan_without_store` (a worker, whose
+        tables cannot tell after it took the partition over), by a scan from offset 0, whose
+        cost is the retained log's; else StoreUnavailable, saying why."""
         budget = self.kafka.config.head_budget_bytes
+        head: JournalHead | None
         if isinstance(found, Indexed) and found.complete:
             path = "kafka_only_index"
-            actions = self.kafka.fetch(key, partition, found.runs, -1, fence)
-            head: JournalHead | None = await fold_head(JournalState(), actions, budget)
-        elif await self.kafka.log_start(key.topic, partition) == 0:
+            head = await self._whole_by_runs(key, partition, found.runs, fence)
+        elif self._scan_without_store:
             path = "kafka_only_scan"
             actions = self.kafka.scan(key, partition, None, fence)
-            head = await fold_head(JournalState(), actions, budget)
+            if await self.kafka.log_start(key.topic, partition) == 0:
+                head = await fold_head(JournalState(), actions, budget)
+            else:
+                head = await fold_whole(actions, budget)
         else:
-            path = "kafka_only_scan"
-            head = await fold_whole(self.kafka.scan(key, partition, None, fence), budget)
+            METRICS.counter("kafka_journal_reads_total", path="kafka_only_refused").inc()
+            why = (
+                f"the index cannot tell ({found.reason})"
+                if not isinstance(found, Indexed)
+                else f"the index no longer holds its records up to offset {found.needs}"
+            )
+            raise StoreUnavailable(
+                f"{error}; {key} cannot be read from Kafka alone: {why}, and a read does not "
+                f"scan partition {partition}"
+            ) from error
         if head is None:
+            METRICS.counter("kafka_journal_reads_total", path="kafka_only_refused").inc()
             raise StoreUnavailable(f"{error}; Kafka alone no longer holds all of {key}") from error
         METRICS.counter("kafka_journal_reads_total", path=path).inc()
         return JournalView(partition, None, head)
+
+    async def _whole_by_runs(
+        self, key: JournalKey, partition: int, runs: Sequence[OffsetRun], fence: int
+    ) -> JournalHead | None:
+        """The journal from its runs, all of its records: None when Kafka no longer holds
+        enough of them to tell."""
+        budget = self.kafka.config.head_budget_bytes
+        try:
+            return await fold_head(
+                JournalState(), self.kafka.fetch(key, partition, runs, -1, fence), budget
+            )
+        except JournalTruncated:
+            # some of its records expired: only a Purge among those left proves its start
+            start = await self.kafka.log_start(key.topic, partition)
+            try:
+                return await fold_whole(
+                    self.kafka.fetch(key, partition, runs, start - 1, fence), budget
+                )
+            except JournalTruncated:
+                return None  # the log start moved on meanwhile
 
     def subscribe(
         self,

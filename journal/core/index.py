@@ -12,7 +12,9 @@ asking the index is new enough.
 
 Two indexes implement it: a worker's changelog-backed tables (`tables/`), and the direct
 client's `TailIndex` (`journal/kafka/tail.py`). Both keep, per journal, `OffsetRuns`: bounded, so
-memory does not grow with how long replication has been offline.
+memory does not grow with how long replication has been offline. Runs the store holds are kept
+(the tables always, the tail index within its memory bound): with the store down, a read of a
+journal with replicated history then fetches its own records instead of scanning.
 """
 
 from __future__ import annotations
@@ -54,7 +56,9 @@ class OffsetRuns:
     runs: tuple[OffsetRun, ...] = ()
     pruned_to: int = -1
 
-    def add(self, offset: int) -> OffsetRuns:
+    def add(self, offset: int, replicated: int = -1) -> OffsetRuns:
+        """With the record at `offset`; `replicated`: a store pointer, below which runs merge
+        first when they must (`_merge_closest`)."""
         runs = self.runs
         if runs and offset <= runs[-1].last:
             return self  # seen already: a replayed record
@@ -62,7 +66,8 @@ class OffsetRuns:
             last = runs[-1]
             grown = OffsetRun(last.first, offset, last.count + 1)
             return OffsetRuns((*runs[:-1], grown), self.pruned_to)
-        return OffsetRuns(_bounded((*runs, OffsetRun(offset, offset, 1))), self.pruned_to)
+        added = (*runs, OffsetRun(offset, offset, 1))
+        return OffsetRuns(_bounded(added, replicated), self.pruned_to)
 
     def after(self, pointer: int) -> OffsetRuns:
         """Without the runs wholly at or below `pointer`, a replicated store pointer.
@@ -77,9 +82,9 @@ class OffsetRuns:
         dropped_to = self.runs[len(self.runs) - len(kept) - 1].last
         return OffsetRuns(kept, max(self.pruned_to, dropped_to))
 
-    def bounded(self) -> OffsetRuns:
-        """At most `MAX_RUNS` runs (merged down to `MERGED_RUNS` past it)."""
-        return OffsetRuns(_bounded(self.runs), self.pruned_to)
+    def bounded(self, replicated: int = -1) -> OffsetRuns:
+        """At most `MAX_RUNS` runs (merged down to `MERGED_RUNS` past it, as in `add`)."""
+        return OffsetRuns(_bounded(self.runs, replicated), self.pruned_to)
 
     def encode(self) -> list[int]:
         return [self.pruned_to, *(n for r in self.runs for n in (r.first, r.last, r.count))]
@@ -107,7 +112,7 @@ class GrowingRuns:
     def empty(cls, pruned_to: int) -> GrowingRuns:
         return cls([pruned_to])
 
-    def add(self, offset: int) -> None:
+    def add(self, offset: int, replicated: int = -1) -> None:
         flat = self._flat
         if len(flat) > 1:
             last = flat[-2]
@@ -119,10 +124,16 @@ class GrowingRuns:
                 return
         flat += (offset, offset, 1)
         if len(flat) > 1 + 3 * MAX_RUNS:
-            self._flat = self.frozen().bounded().encode()
+            self._flat = self.frozen().bounded(replicated).encode()
 
     def frozen(self) -> OffsetRuns:
         return OffsetRuns.decode(self._flat)
+
+    @property
+    def last(self) -> int:
+        """The last offset held (-1: none)."""
+        flat = self._flat
+        return flat[-2] if len(flat) > 1 else -1
 
     def after(self, pointer: int) -> GrowingRuns | None:
         """`OffsetRuns.after`; None when no run is left."""
@@ -133,18 +144,26 @@ class GrowingRuns:
         return GrowingRuns(left.encode()) if left.runs else None
 
 
-def _bounded(runs: tuple[OffsetRun, ...]) -> tuple[OffsetRun, ...]:
-    return runs if len(runs) <= MAX_RUNS else _merge_closest(runs, MERGED_RUNS)
+def _bounded(runs: tuple[OffsetRun, ...], replicated: int) -> tuple[OffsetRun, ...]:
+    return runs if len(runs) <= MAX_RUNS else _merge_closest(runs, MERGED_RUNS, replicated)
 
 
-def _merge_closest(runs: tuple[OffsetRun, ...], keep: int) -> tuple[OffsetRun, ...]:
+def _merge_closest(
+    runs: tuple[OffsetRun, ...], keep: int, replicated: int
+) -> tuple[OffsetRun, ...]:
     """Merge across the smallest gaps between neighbouring runs until `keep` runs are left:
-    bounded, and a read of the merged runs reads the fewest records of other journals. (A
-    gap does not change when runs beside it merge, so merging the k smallest at once is
-    merging the closest pair k times.) The newest run stays apart: a conditional append's
-    verdict counts the journal's records between its last verdict and its own record
-    (journal/client/conditional.py), which a run spanning both would hide."""
-    gaps = sorted(range(len(runs) - 2), key=lambda i: runs[i + 1].first - runs[i].last)
+    bounded, and a read of the merged runs reads the fewest records of other journals. Gaps
+    between runs at or below `replicated` go first: only a read without the store fetches
+    those runs, while a run reaching above it is fetched by every read until replication
+    passes it. (A gap and its side of the pointer do not change when runs beside it merge,
+    so merging the k first at once is merging the first pair k times.) The newest run stays
+    apart: a conditional append's verdict counts the journal's records between its last
+    verdict and its own record (journal/client/conditional.py), which a run spanning both
+    would hide."""
+    gaps = sorted(
+        range(len(runs) - 2),
+        key=lambda i: (runs[i + 1].last > replicated, runs[i + 1].first - runs[i].last),
+    )
     across = set(gaps[: len(runs) - keep])  # merge run i with run i + 1
     merged: list[OffsetRun] = []
     for i, run in enumerate(runs):

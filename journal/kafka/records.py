@@ -32,7 +32,11 @@ class KafkaReadConfig:
     kafka: KafkaAccess
     pool_size: int = 4
     fetch_max_wait_ms: int = 20  # short: a seek waits for the outstanding long poll
-    max_partition_fetch_bytes: int = 4 * 1024 * 1024
+    max_partition_fetch_bytes: int = 4 * 1024 * 1024  # a scan's fetches
+    # a fetch by runs: Kafka sends this much from the run's first offset whatever the run's
+    # length, and a run in the middle of the log is followed by others' records (4 MiB of
+    # them took ~75 ms a read, 256 KiB ~4 ms); a larger batch still comes whole
+    run_fetch_bytes: int = 256 * 1024
     head_budget_bytes: int = 16 * 2**20  # per read; beyond it, events are fetched as streamed
     timeout_s: float = 30.0
 
@@ -42,7 +46,11 @@ class KafkaRecords:
 
     def __init__(self, config: KafkaReadConfig) -> None:
         self._config = config
-        self._idle: asyncio.LifoQueue[AIOKafkaConsumer] = asyncio.LifoQueue()
+        # idle consumers by their fetch size: a scan's, or a fetch by runs'
+        self._idle: dict[int, asyncio.LifoQueue[AIOKafkaConsumer]] = {
+            size: asyncio.LifoQueue()
+            for size in (config.max_partition_fetch_bytes, config.run_fetch_bytes)
+        }
         self._slots = asyncio.Semaphore(config.pool_size)
         self._all: list[AIOKafkaConsumer] = []
 
@@ -65,7 +73,7 @@ class KafkaRecords:
         tp = TopicPartition(key.topic, partition)
         raw_key = key.id.encode("utf-8")
         yielded = after  # runs may overlap (two tables' runs): each record once
-        async with self._consumer(tp) as consumer:
+        async with self._consumer(tp, self._config.run_fetch_bytes) as consumer:
             for run in runs:
                 start = max(run.first, yielded + 1)
                 if start > run.last:
@@ -97,7 +105,7 @@ class KafkaRecords:
         """
         tp = TopicPartition(key.topic, partition)
         raw_key = key.id.encode("utf-8")
-        async with self._consumer(tp) as consumer:
+        async with self._consumer(tp, self._config.max_partition_fetch_bytes) as consumer:
             first = await log_start(consumer, tp)
             start = first if after is None else after + 1
             if start < first:
@@ -113,7 +121,7 @@ class KafkaRecords:
 
     async def log_start(self, topic: str, partition: int) -> int:
         tp = TopicPartition(topic, partition)
-        async with self._consumer(tp) as consumer:
+        async with self._consumer(tp, self._config.run_fetch_bytes) as consumer:
             return await log_start(consumer, tp)
 
     async def _messages(
@@ -122,6 +130,7 @@ class KafkaRecords:
         """The partition's records from the consumer's position up to `until` (exclusive)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._config.timeout_s
+        taken = METRICS.counter("kafka_journal_read_records_total")
         while await consumer.position(tp) < until:
             if loop.time() > deadline:
                 raise KafkaUnavailable(
@@ -136,17 +145,21 @@ class KafkaRecords:
                     kafka=self._config.kafka,
                     right=f"Read on topic {tp.topic}",
                 ) from error
+            taken.inc(sum(1 for message in messages if message.offset < until))
             for message in messages:
                 if message.offset >= until:
                     return
                 yield message
 
     @asynccontextmanager
-    async def _consumer(self, tp: TopicPartition) -> AsyncIterator[AIOKafkaConsumer]:
+    async def _consumer(
+        self, tp: TopicPartition, fetch_bytes: int
+    ) -> AsyncIterator[AIOKafkaConsumer]:
         async with self._slots:
-            consumer = self._idle.get_nowait() if not self._idle.empty() else None
+            idle = self._idle[fetch_bytes]
+            consumer = idle.get_nowait() if not idle.empty() else None
             if consumer is None:
-                consumer = await self._new_consumer()
+                consumer = await self._new_consumer(fetch_bytes)
             try:
                 consumer.assign([tp])
                 yield consumer
@@ -160,13 +173,19 @@ class KafkaRecords:
             # Not unassigned: `assign([])` makes aiokafka refresh the metadata of every topic of
             # the cluster, and the next `assign` the topic's again (two refreshes a read).
             consumer.pause(tp)
-            self._idle.put_nowait(consumer)
+            idle.put_nowait(consumer)
 
-    async def _new_consumer(self) -> AIOKafkaConsumer:
+    async def _new_consumer(self, fetch_bytes: int) -> AIOKafkaConsumer:
+        if len(self._all) >= self._config.pool_size:
+            # at most pool_size in all: one of the other size is idle (this one holds a slot)
+            other = next(q for size, q in self._idle.items() if size != fetch_bytes and q.qsize())
+            spare = other.get_nowait()
+            self._all.remove(spare)
+            await stop_consumer(spare)
         consumer = await start_consumer(
             self._config.kafka,
             fetch_max_wait_ms=self._config.fetch_max_wait_ms,
-            max_partition_fetch_bytes=self._config.max_partition_fetch_bytes,
+            max_partition_fetch_bytes=fetch_bytes,
         )
         self._all.append(consumer)
         return consumer

@@ -7,8 +7,11 @@ of its CPU per append when it followed every partition from the start), a worker
 owns (the verdicts of its conditional appends: journal/client/conditional.py). From the
 store's pointers on, it records for every record only its key and offset (`GrowingRuns` per
 journal): it never decodes a header or a value. Every `prune_interval_s` it reads the store's
-pointers and drops what replication covered, so it holds what is unreplicated. A partition it
-does not follow is `NotIndexed`.
+pointers. It keeps the runs replication covered too, so that with the store down a journal with
+replicated history is read by its own records, until a partition holds more than
+`kept_journals` journals: then it drops the runs replication covered, journal by journal in the
+order it first saw them, down to that many (the journals emptied go). A partition it does not
+follow is `NotIndexed`.
 
 A read asks `lookup` after learning its fence: the index waits (bounded) until it has read the
 partition up to the fence, then lists the journal's runs. Past `max_journals` journals in a
@@ -50,6 +53,9 @@ log = logging.getLogger(__name__)
 class TailConfig:
     kafka: KafkaAccess
     max_journals: int = 200_000  # per partition
+    # per partition: past it a prune drops replicated runs (module doc); below max_journals,
+    # so that replicated journals make room before new ones would go unindexed
+    kept_journals: int = 150_000
     wait_s: float = 5.0  # how long a read waits for the index to reach its fence
     prune_interval_s: float = 1.0
     fetch_max_wait_ms: int = 10
@@ -232,7 +238,12 @@ class TailIndex:
             return None
         if max(state.poisoned_to, state.expired_to, state.dropped_to) > state.pruned_to:
             return None  # records it did not index are not replicated yet
-        return [key.decode("utf-8", "replace") for key in list(state.journals)]
+        pruned_to = state.pruned_to  # journals wholly replicated are kept too: not those
+        return [
+            key.decode("utf-8", "replace")
+            for key, runs in list(state.journals.items())
+            if runs.last > pruned_to
+        ]
 
     async def _followed_state(self, partition: int) -> _IndexedPartition | None:
         """The partition's state; None if it is not followed (a `follow` naming it is waited
@@ -283,12 +294,12 @@ class TailIndex:
                     continue  # no longer followed
                 if messages and messages[0].offset > state.position:
                     await self._check_gap(consumer, tp, state, messages[0].offset)
-                journals = state.journals
+                journals, replicated = state.journals, state.pruned_to
                 for message in messages:
                     raw_key = message.key or b""
                     runs = journals.get(raw_key)
                     if runs is not None:
-                        runs.add(message.offset)
+                        runs.add(message.offset, replicated)
                     elif len(journals) < limit:
                         runs = journals[raw_key] = GrowingRuns.empty(state.pruned_to_of(raw_key))
                         runs.add(message.offset)
@@ -352,15 +363,25 @@ class TailIndex:
                 state = self._partitions.get(partition)
                 if state is None or pointer <= state.pruned_to:
                     continue
-                kept = {}
-                for raw_key, runs in state.journals.items():
-                    left = runs.after(pointer)
-                    if left is not None:
-                        kept[raw_key] = left
-                    else:  # a journal with nothing left goes: room for others
-                        state.forget(raw_key)
-                state.journals = kept
                 state.pruned_to = pointer
+                if len(state.journals) > self._config.kept_journals:
+                    self._drop_replicated(state, pointer)
+
+    def _drop_replicated(self, state: _IndexedPartition, pointer: int) -> None:
+        """Drop the runs up to `pointer` of the journals first seen, down to `kept_journals`
+        journals (or as far as replication allows): a journal with nothing left goes."""
+        excess = len(state.journals) - self._config.kept_journals
+        journals = state.journals
+        for raw_key, runs in list(journals.items()):
+            if excess <= 0:
+                break
+            left = runs.after(pointer)
+            if left is None:
+                del journals[raw_key]  # room for others
+                state.forget(raw_key)
+                excess -= 1
+            elif left is not runs:
+                journals[raw_key] = left
 
     async def close(self) -> None:
         for task in self._tasks:

@@ -100,3 +100,24 @@ def test_growing_runs_are_the_runs_a_reader_is_given(
             assert (left is None) == (not frozen.runs)
             growing = left or GrowingRuns(frozen.encode())
         assert growing.frozen() == frozen
+
+
+@given(st.lists(st.integers(1, 50), min_size=MAX_RUNS + 1, max_size=3 * MAX_RUNS), st.data())
+def test_runs_the_store_holds_merge_before_those_above_its_pointer(
+    steps: list[int], data: st.DataObject
+) -> None:
+    # a read with the store fetches only runs above its pointer: those stay as exact as the
+    # bound allows, whatever the gaps below it
+    offsets = [sum(steps[: n + 1]) + 2 * n for n in range(len(steps))]
+    # at most MERGED_RUNS - 1 records above it: the bound leaves them a run each
+    pointer = data.draw(st.sampled_from(offsets[len(offsets) - MERGED_RUNS :]))
+    runs, growing = OffsetRuns(), GrowingRuns.empty(-1)
+    for offset in offsets:
+        runs = runs.add(offset, pointer)
+        growing.add(offset, pointer)
+    assert growing.frozen() == runs and growing.last == offsets[-1]
+    assert len(runs.runs) <= MAX_RUNS
+    assert sum(r.count for r in runs.runs) == len(offsets)
+    above = [r for r in runs.runs if r.last > pointer]
+    assert all(r.exact for r in above)
+    assert [r.first for r in above] == [o for o in offsets if o > pointer]

@@ -12,10 +12,11 @@ from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
 from aiokafka.structs import TopicPartition
 
 from journal.client.journals import Journals
-from journal.core.index import IndexAnswer, Indexed, NotIndexed
+from journal.core.index import IndexAnswer, Indexed, NotIndexed, OffsetRun
 from journal.core.model import SEQ_NR_MAX, Ack, Event, JournalKey, TextPayload
 from journal.errors import AppendTooLarge, JournalTruncated, StoreUnavailable
 from journal.kafka.records import KafkaReadConfig, KafkaRecords
+from journal.kafka.tail import TailConfig, TailIndex
 from journal.metrics import METRICS
 from journal.store import cql
 from journal.store.base import EventualJournal, FirstPage, JournalMeta
@@ -220,24 +221,31 @@ async def test_a_client_started_after_records_expired_unreplicated_fails_the_rea
 async def test_a_journal_pruned_from_the_tail_index_is_not_whole_when_it_comes_back(
     api: Direct,
 ) -> None:
-    """Replication covered all of j, so the index dropped it; j's next record must not make
-    the index call j's records complete (with Cassandra down, a read would then fold j's
-    new records onto an empty journal and reject them)."""
-    journal = api.journals.journal("j")
-    await journal.append(events(1, 2))
-    pointers = await api.harness.replicate()
-    partition = api.journals.writer.partition_of(journal.key)
+    """Replication covered all of j, so the index, past its memory bound (`kept_journals`),
+    dropped it; j's next record must not make the index call j's records complete (with
+    Cassandra down, a read would then fold j's new records onto an empty journal and reject
+    them)."""
+    settings = api.harness.settings
+    config = TailConfig(settings.kafka_access(), prune_interval_s=0.1, kept_journals=0)
+    index = await TailIndex.start(settings.topic, range(3), api.journals.store, config)
+    try:
+        journal = api.journals.journal("j")
+        await journal.append(events(1, 2))
+        pointers = await api.harness.replicate()
+        partition = api.journals.writer.partition_of(journal.key)
 
-    async def pruned() -> bool:  # the index prunes every second from the store's pointers
-        return api.journals.index.covered(partition) >= pointers[partition]
+        async def pruned() -> bool:  # the index prunes from the store's pointers
+            return index.covered(partition) >= pointers[partition]
 
-    await eventually(pruned, "the tail index prunes to the store's pointer")
-    position = await journal.append(events(3, 3))
-    found = await api.journals.index.lookup(journal.key, partition, position.offset + 1)
-    assert isinstance(found, Indexed)
-    assert [r.first for r in found.runs] == [position.offset]
-    assert not found.complete
-    assert found.needs >= pointers[partition]
+        await eventually(pruned, "the tail index prunes to the store's pointer")
+        position = await journal.append(events(3, 3))
+        found = await index.lookup(journal.key, partition, position.offset + 1)
+        assert isinstance(found, Indexed)
+        assert [r.first for r in found.runs] == [position.offset]
+        assert not found.complete
+        assert found.needs >= pointers[partition]
+    finally:
+        await index.close()
 
 
 class NoIndex:
@@ -339,6 +347,29 @@ async def test_a_head_over_its_memory_budget_is_fetched_as_it_streams(api: Direc
     assert [r.seq_nr async for r in journal.read(from_=120, to=135)] == list(range(120, 136))
     assert METRICS.value("kafka_journal_reads_spilled_total") == spilled + 2
     await kafka.close()
+
+
+async def test_fetches_and_scans_take_turns_in_a_pool_of_one_consumer(api: Direct) -> None:
+    """A fetch by runs and a scan want consumers of different fetch sizes: a pool of one
+    swaps its idle consumer for the other kind."""
+    kafka = KafkaRecords(KafkaReadConfig(api.harness.settings.kafka_access(), pool_size=1))
+    try:
+        journal = api.journals.journal("turns")
+        first = await journal.append(events(1, 2))
+        await api.journals.journal("other").append(events(1, 1))
+        second = await journal.append(events(3, 3))
+        runs = [
+            OffsetRun(first.offset, first.offset, 1),
+            OffsetRun(second.offset, second.offset, 1),
+        ]
+        end = second.offset + 1
+        for _ in range(2):
+            fetched = kafka.fetch(journal.key, first.partition, runs, -1, end)
+            assert [a.offset async for a in fetched] == [first.offset, second.offset]
+            scanned = kafka.scan(journal.key, first.partition, None, end)
+            assert [a.offset async for a in scanned] == [first.offset, second.offset]
+    finally:
+        await kafka.close()
 
 
 class StalePage(DelegatingJournal):

@@ -81,7 +81,8 @@ async def test_from_offset_0_a_journal_it_never_dropped_is_whole_one_it_pruned_i
     # what lets a direct client read a new journal from Kafka alone when Cassandra is down
     h = connected
     old, new = _two_journals_in(h, 0)
-    config = TailConfig(h.settings.kafka_access(), wait_s=60, prune_interval_s=0.1)
+    # pruning as past its memory bound: replicated runs go at once
+    config = TailConfig(h.settings.kafka_access(), wait_s=60, prune_interval_s=0.1, kept_journals=0)
     tail = await TailIndex.start(h.settings.topic, [0, 1], h.store, config)
     try:
         first = await old.append(events(1, 1))
@@ -106,7 +107,9 @@ async def test_past_max_journals_a_journal_it_dropped_waits_for_replication(
     h, store = connected, MemoryStore()
     topic = h.settings.topic
     a, b = _two_journals_in(h, 0)
-    config = TailConfig(h.settings.kafka_access(), max_journals=1, wait_s=60, prune_interval_s=0.1)
+    config = TailConfig(
+        h.settings.kafka_access(), max_journals=1, wait_s=60, prune_interval_s=0.1, kept_journals=0
+    )
     tail = await TailIndex.start(topic, [0], store, config)
     try:
         first_a = await a.append(events(1, 1))
@@ -123,6 +126,35 @@ async def test_past_max_journals_a_journal_it_dropped_waits_for_replication(
         assert isinstance(found, Indexed) and not found.complete  # seqNr 1 is the store's
         assert [(r.first, r.last) for r in found.runs] == [(second.offset, second.offset)]
         assert found.needs >= dropped.offset
+    finally:
+        await tail.close()
+
+
+async def test_it_keeps_what_replication_covered_until_a_partition_holds_too_many_journals(
+    connected: Harness,
+) -> None:
+    # with the store down, a journal with replicated history is read by its runs, not a scan
+    h = connected
+    old, new = _two_journals_in(h, 0)
+    config = TailConfig(h.settings.kafka_access(), wait_s=60, prune_interval_s=0.1, kept_journals=1)
+    tail = await TailIndex.start(h.settings.topic, [0], h.store, config)
+    try:
+        first = await old.append(events(1, 1))
+        pointers = await h.replicate()
+        await eventually(lambda: _true(tail.covered(0) >= pointers[0]), "the tail pruned")
+        again = await old.append(events(2, 2))
+        found = await tail.lookup(old.key, 0, again.offset + 1)
+        assert isinstance(found, Indexed) and found.complete  # one journal: kept whole
+        assert (found.runs[0].first, found.runs[-1].last) == (first.offset, again.offset)
+        assert sum(r.count for r in found.runs) == 2
+        await new.append(events(1, 1))  # two journals: past the bound at the next pointer
+        pointers = await h.replicate()
+        await eventually(lambda: _true(tail.covered(0) >= pointers[0]), "the tail pruned")
+        third = await old.append(events(3, 3))
+        found = await tail.lookup(old.key, 0, third.offset + 1)
+        assert isinstance(found, Indexed) and not found.complete  # its history went first
+        assert [(r.first, r.last) for r in found.runs] == [(third.offset, third.offset)]
+        assert found.needs >= again.offset
     finally:
         await tail.close()
 

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from journal.core.index import OffsetRuns
+from journal.core.index import MAX_RUNS, OffsetRun, OffsetRuns
 from journal.core.model import JournalKey
 from tables.tables import FLUSH_INTERVAL_S, FLUSH_JOURNALS, FLUSH_RECORDS, JournalTables
 from tables.values import decode_runs
@@ -50,7 +50,7 @@ def test_readers_see_changes_at_once_and_the_tables_get_one_write_per_journal() 
     assert journal_tables.runs("a", 0) == (appends, decode_runs(deletion_table[b"a"]))
 
 
-def test_a_flush_comes_after_the_interval_and_prunes_what_the_store_holds(
+def test_a_flush_comes_after_the_interval_and_keeps_what_the_store_holds(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     journal_tables, append_table, _ = tables()
@@ -59,7 +59,23 @@ def test_a_flush_comes_after_the_interval_and_prunes_what_the_store_holds(
     monkeypatch.setattr(time, "monotonic", lambda: later)
     journal_tables.record(a.append(A, 1, 2, 2), 0)  # the store holds offset 0
     assert append_table.writes == 1
-    assert decode_runs(append_table[b"a"]) == OffsetRuns().add(0).after(0).add(1)
+    # kept: with the store down, a read fetches the whole journal by its runs
+    assert decode_runs(append_table[b"a"]) == OffsetRuns().add(0).add(1)
+
+
+def test_a_journal_s_runs_stay_bounded_and_its_unreplicated_ones_apart() -> None:
+    # a journal whose records interleave with others' for longer than MAX_RUNS records: the
+    # runs the store holds merge, those above the store's pointer are fetched alone
+    journal_tables, _, _ = tables()
+    offsets = range(0, 10 * (MAX_RUNS + 8), 10)
+    pointer = offsets[-6]
+    for offset in offsets:
+        journal_tables.record(a.append(A, offset, 1, 1), pointer)
+    appends, _ = journal_tables.runs("a", 0)
+    assert len(appends.runs) <= MAX_RUNS and appends.pruned_to == -1
+    assert sum(r.count for r in appends.runs) == len(offsets)
+    above = [r for r in appends.runs if r.last > pointer]
+    assert above == [OffsetRun(o, o, 1) for o in offsets[-5:]]
 
 
 def test_a_revoked_partition_drops_its_changes_and_readers_fall_back_to_the_table() -> None:

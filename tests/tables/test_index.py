@@ -1,0 +1,41 @@
+"""The worker's table index: what a read is told, with the store up and down."""
+
+from __future__ import annotations
+
+from journal.core.index import Indexed, OffsetRun
+from journal.core.model import JournalKey
+from tables.index import TableIndex
+from tables.partitions import OwnedPartitions
+from tables.tables import JournalTables
+from tests.support import actions as a
+
+A, B = JournalKey("t", "a"), JournalKey("t", "b")
+
+
+def index_of(count: int, replicated: int, floor: int = -1) -> TableIndex:
+    """`count` records of a and b in turn in partition 0, all handled by the agent."""
+    tables, owned = JournalTables({}, {}), OwnedPartitions()
+    owned.assign(0)
+    for offset in range(count):
+        tables.record(a.append(A if offset % 2 == 0 else B, offset, offset + 1, offset + 1), -1)
+        owned.advance(0, offset)
+    owned.set_replicated(0, replicated)
+    owned.set_floor(0, floor)
+    return TableIndex(tables, owned, wait_s=1.0)
+
+
+async def test_a_replicated_journal_keeps_its_runs_and_they_hold_all_of_it() -> None:
+    # with the store down, the reading flow fetches these runs: a's records only
+    found = await index_of(6, replicated=5).lookup(A, 0, fence=6)
+    assert found == Indexed((OffsetRun(0, 0, 1), OffsetRun(2, 2, 1), OffsetRun(4, 4, 1)), -1, True)
+
+
+async def test_a_partition_the_agent_has_not_reached_is_answered_by_the_store_s_pointer() -> None:
+    index = index_of(4, replicated=9)  # the assignment's catch-up went past the agent
+    assert await index.lookup(A, 0, fence=10) == Indexed((), 9)
+
+
+async def test_below_the_partition_s_floor_the_tables_are_not_whole() -> None:
+    # a new owner's floor: records up to 3 may be missing from the tables
+    found = await index_of(6, replicated=5, floor=3).lookup(A, 0, fence=6)
+    assert isinstance(found, Indexed) and found.needs == 3 and not found.complete
