@@ -41,6 +41,8 @@ class TableIndex:
             return Indexed((), replicated)
         if not await owned.wait_for(partition, fence - 1, self._wait_s):
             return _missed("behind")
+        if not owned.owns(partition):  # revoked between the agent's release and this reader
+            return _missed("not_owner")
         appends, deletions = self._tables.runs(key.id, partition)  # together, no await between
         needs = max(appends.pruned_to, deletions.pruned_to, owned.floor(partition))
         runs = tuple(sorted((*appends.runs, *deletions.runs), key=lambda r: r.first))
