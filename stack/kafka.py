@@ -185,12 +185,6 @@ class KafkaServer(JvmServer):
             "transaction.state.log.min.isr": min_isr,
             "share.coordinator.state.topic.replication.factor": replicas,
             "share.coordinator.state.topic.min.isr": min_isr,
-            # a dead node's partitions move once the controller fences it, a broker session
-            # after its last heartbeat; when the dead node also led the quorum, that session
-            # starts only after a new quorum leader is elected: at Kafka's 9 s, 13-18 s without
-            # a leader were measured, above the 10 s the journal promises
-            "broker.session.timeout.ms": "4000",
-            "broker.heartbeat.interval.ms": "1000",
         }
 
     @property
