@@ -26,15 +26,21 @@ import re
 from collections.abc import AsyncIterator, Collection, Sequence
 from dataclasses import dataclass
 from types import TracebackType
+from typing import Any
 
 import msgspec
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.client import AIOKafkaClient
+from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
 from aiokafka.errors import ConsumerStoppedError
+from aiokafka.protocol.admin import DescribeGroupsRequest_v1
+from aiokafka.protocol.api import Request
 from aiokafka.structs import ConsumerRecord, OffsetAndMetadata
 
 from journal.core.model import EventRecord, JournalKey
 from journal.errors import InvalidValue
-from journal.kafka.consumers import stop_consumer
+from journal.kafka.consumers import start_consumer, stop_consumer
 from journal.kafka.driver_errors import KafkaError, core_error
 from journal.kafka.subscription import (
     HEARTBEAT_S,
@@ -45,8 +51,10 @@ from journal.kafka.subscription import (
     SubscriptionPosition,
     _PartitionReader,
 )
+from journal.kafka.topic import partition_count
 from journal.metrics import METRICS
 from journal.store.base import EventualJournal
+from kjconfig.access import KafkaAccess
 
 log = logging.getLogger(__name__)
 
@@ -442,3 +450,157 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
 
     async def on_partitions_assigned(self, assigned: Collection[TopicPartition]) -> None:
         await self._member._assigned(self._consumer, assigned)
+
+
+# --- administration: the groups of a topic, their lag, resets ---------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class GroupPartition:
+    """A partition of a group's topic: its checkpoint (None: never committed), the end of its
+    log, the records in between (`lag`), and the member that has it (None: nobody)."""
+
+    partition: int
+    committed: int | None
+    end: int
+    member: str | None
+
+    @property
+    def lag(self) -> int:
+        return self.end - (self.committed or 0)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupStatus:
+    """A subscription group of the topic: Kafka's state of it ("Stable", "Empty", ...), its
+    members with their partitions, and each partition's checkpoint and lag."""
+
+    name: str
+    state: str
+    members: tuple[tuple[str, tuple[int, ...]], ...]
+    partitions: tuple[GroupPartition, ...]
+
+
+async def group_statuses(kafka: KafkaAccess, topic: str) -> list[GroupStatus]:
+    """Every subscription group with a checkpoint or a member on `topic`, by name."""
+    admin = AIOKafkaAdminClient(**kafka.client_options())
+    client = AIOKafkaClient(**kafka.client_options())
+    consumer = await start_consumer(kafka)
+    try:
+        await admin.start()
+        await client.bootstrap()
+        ids = sorted(
+            g[0] for g in await admin.list_consumer_groups() if g[0].startswith(GROUP_PREFIX)
+        )
+        partitions = range(await partition_count(kafka, topic))
+        if not ids:
+            return []
+        tps = [TopicPartition(topic, p) for p in partitions]
+        ends = await consumer.end_offsets(tps)
+        described = {gid: await _describe(admin, client, gid) for gid in ids}
+        statuses = []
+        for gid in ids:
+            committed = await admin.list_consumer_group_offsets(gid, partitions=tps)
+            group = described[gid]
+            members = _members(group[5] if group else [], topic)
+            if not members and all(committed.get(tp, _NONE).offset < 0 for tp in tps):
+                continue  # a group of another topic
+            owner = {p: m for m, ps in members for p in ps}
+            statuses.append(
+                GroupStatus(
+                    gid.removeprefix(GROUP_PREFIX),
+                    group[2] if group else "Dead",
+                    members,
+                    tuple(
+                        GroupPartition(
+                            tp.partition,
+                            _offset(committed.get(tp)),
+                            ends[tp],
+                            owner.get(tp.partition),
+                        )
+                        for tp in tps
+                    ),
+                )
+            )
+        return statuses
+    except KafkaError as error:
+        raise core_error(error, f"{topic}: cannot describe the subscription groups") from error
+    finally:
+        await admin.close()
+        await client.close()
+        await stop_consumer(consumer)
+
+
+_NONE = OffsetAndMetadata(-1, "")
+
+
+class _DescribeGroup(Request[DescribeGroupsRequest_v1]):  # type: ignore[misc]
+    """DescribeGroups v1: aiokafka 0.14's own negotiates v3 and reads the answer with v2's
+    layout, which fails on a recent broker."""
+
+    API_KEY = 15
+
+    def __init__(self, group: str) -> None:
+        self._group = group
+
+    def build(self, struct: type[DescribeGroupsRequest_v1]) -> DescribeGroupsRequest_v1:
+        return struct([self._group])
+
+
+async def _describe(
+    admin: AIOKafkaAdminClient, client: AIOKafkaClient, gid: str
+) -> Sequence[Any] | None:
+    """The group's entry of a DescribeGroups answer: (error, id, state, protocol type,
+    protocol, members); None if the group is unknown."""
+    answer = await client.send(await admin.find_coordinator(gid), _DescribeGroup(gid))
+    groups: list[Sequence[Any]] = [g for g in answer.groups if g[1] == gid]
+    return groups[0] if groups else None
+
+
+def _offset(committed: OffsetAndMetadata | None) -> int | None:
+    return None if committed is None or committed.offset < 0 else int(committed.offset)
+
+
+def _members(
+    described: Sequence[Sequence[object]], topic: str
+) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """(member id, its partitions of `topic`) from a DescribeGroups answer's members."""
+    members = []
+    for member in described:
+        raw = member[4]
+        assignment = ConsumerProtocolMemberAssignment.decode(raw) if raw else None
+        mine = [] if assignment is None else assignment.partitions()
+        members.append(
+            (str(member[0]), tuple(sorted(tp.partition for tp in mine if tp.topic == topic)))
+        )
+    return tuple(sorted(members))
+
+
+async def reset_group(
+    kafka: KafkaAccess, topic: str, name: str, to_time_ms: int | None
+) -> dict[int, int]:
+    """Move group `name`'s checkpoints to the start of each partition (`to_time_ms` None) or
+    to the first record at or after that time (the end where there is none); the new
+    checkpoints. InvalidValue while the group has a member: it would commit over them."""
+    gid = group_id(name)
+    statuses = {s.name: s for s in await group_statuses(kafka, topic)}
+    status = statuses.get(name)
+    if status is not None and status.members:
+        raise InvalidValue(f"group {name} has {len(status.members)} active members: stop them")
+    consumer = AIOKafkaConsumer(**kafka.client_options(), group_id=gid, enable_auto_commit=False)
+    try:
+        await consumer.start()
+        tps = [TopicPartition(topic, p) for p in range(await partition_count(kafka, topic))]
+        if to_time_ms is None:
+            targets = await consumer.beginning_offsets(tps)
+        else:
+            found = await consumer.offsets_for_times({tp: to_time_ms for tp in tps})
+            ends = await consumer.end_offsets(tps)
+            targets = {tp: ends[tp] if found[tp] is None else found[tp].offset for tp in tps}
+        consumer.assign(tps)  # a manual assignment commits without joining
+        await consumer.commit({tp: OffsetAndMetadata(o, "") for tp, o in targets.items()})
+        return {tp.partition: int(o) for tp, o in targets.items()}
+    except KafkaError as error:
+        raise core_error(error, f"{gid}: cannot reset") from error
+    finally:
+        await stop_consumer(consumer)

@@ -13,7 +13,15 @@ import pytest
 
 from journal.core.model import Ack, Event, JsonPayload
 from journal.errors import InvalidValue
-from journal.kafka.groups import Checkpoint, EventPosition, GroupEvent, GroupMember, group_id
+from journal.kafka.groups import (
+    Checkpoint,
+    EventPosition,
+    GroupEvent,
+    GroupMember,
+    group_id,
+    group_statuses,
+    reset_group,
+)
 from stack import Stack
 from tests.support.eventually import eventually
 from tests.support.harness import Harness, harness, unique
@@ -190,6 +198,7 @@ async def test_members_share_the_partitions_a_dead_member_s_events_come_again_an
         await eventually(resumed, "the restarted group delivers what was written meanwhile")
         assert set(ids(restarted.got)) == new, "the restarted group repeated acknowledged events"
         check_in_order(restarted)
+        await listed_and_reset(h, name, restarted)
     finally:
         for m in [*members, restarted]:
             await m.stop()
@@ -241,3 +250,22 @@ async def shared_and_killed(
         check_in_order(m)
         not_rejected(m.got)
     assert {i for m in members for i in ids(m.got)} <= written.events()
+
+
+async def listed_and_reset(h: Harness, name: str, running: Running) -> None:
+    """The group's status names its member and partitions; a reset waits for no member."""
+    kafka, topic = h.settings.kafka_access(), h.settings.topic
+    (status,) = [s for s in await group_statuses(kafka, topic) if s.name == name]
+    assert [ps for _, ps in status.members] == [tuple(range(PARTITIONS))]
+    assert {p.member for p in status.partitions} == {status.members[0][0]}
+    assert all(0 <= p.lag <= p.end for p in status.partitions)
+    with pytest.raises(InvalidValue, match="active members"):
+        await reset_group(kafka, topic, name, None)
+    await running.stop()
+    moved = await reset_group(kafka, topic, name, None)
+    assert moved == dict.fromkeys(range(PARTITIONS), 0)
+    (status,) = [s for s in await group_statuses(kafka, topic) if s.name == name]
+    assert status.members == () and status.state == "Empty"
+    assert [(p.committed, p.lag) for p in status.partitions] == [
+        (0, p.end) for p in status.partitions
+    ]
