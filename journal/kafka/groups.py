@@ -40,7 +40,7 @@ from aiokafka.structs import ConsumerRecord, OffsetAndMetadata
 
 from journal.core.model import EventRecord, JournalKey
 from journal.errors import InvalidValue
-from journal.kafka.consumers import start_consumer, stop_consumer
+from journal.kafka.consumers import log_start, start_consumer, stop_consumer
 from journal.kafka.driver_errors import KafkaError, core_error
 from journal.kafka.subscription import (
     HEARTBEAT_S,
@@ -341,13 +341,20 @@ class GroupMember:
             if not messages:
                 continue
             if not reader.whole and messages[0].offset > reader.next:
+                if await log_start(consumer, tp) <= reader.next:
+                    # not retention: records fetched before the partition came back to this
+                    # member, from further on; read again from the checkpoint
+                    async with self._lock:
+                        if self._owns(reader):
+                            consumer.seek(tp, reader.next)
+                    continue
                 gaps.append((reader, messages[0].offset))
             chunks.append((reader, messages))
         for reader, first in gaps:  # beyond retention: from the store, then Kafka
             stored = reading._from_store(reader, first - 1)
             while True:
                 async with self._lock:
-                    if self.owned.get(reader.partition, None) is None:
+                    if not self._owns(reader):
                         break
                     step = await anext(stored, None)
                     if step is not None:
