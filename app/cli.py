@@ -394,12 +394,58 @@ def purge(journal_id: str, **values: Any) -> int:
 @click.option("--after", default=None, help="a position printed earlier: resume after it")
 @click.option("--tags", default=None, help="comma-separated: only events with any of them")
 @click.option("--live/--no-live", default=False, show_default=True, help="forever, heartbeats")
-def subscribe(after: str | None, tags: str | None, live: bool, **values: Any) -> int:
+@click.option(
+    "--group",
+    default=None,
+    metavar="NAME",
+    help="as a member of this subscription group: its share of the partitions, from the "
+    "group's checkpoint, each event acknowledged once printed (live; not with --after)",
+)
+def subscribe(
+    after: str | None, tags: str | None, live: bool, group: str | None, **values: Any
+) -> int:
     """Every journal's accepted events as NDJSON, as GET /events: each line has its journal's
     id and the position to resume after it (--after)."""
     from app import client
 
+    if group is not None:
+        if after is not None:
+            raise click.UsageError("--after and --group: a group resumes at its checkpoint")
+        return client.subscribe_group(load(Settings, values), group, tags)
     return client.subscribe(load(Settings, values), after, tags, live)
+
+
+@cli.group(invoke_without_command=True)
+@settings_options(Settings)
+@click.pass_context
+def groups(context: click.Context, /, **values: Any) -> int:
+    """The subscription groups of the topic: state, members, checkpoint and lag per
+    partition (`groups reset` moves a checkpoint)."""
+    context.obj = values
+    if context.invoked_subcommand is not None:
+        return 0
+    from app import client
+
+    return client.show_groups(load(Settings, values))
+
+
+@groups.command("reset")
+@click.argument("name")
+@click.option("--to-start", is_flag=True, help="to the start of each partition's log")
+@click.option(
+    "--to-time",
+    default=None,
+    metavar="ISO-8601",
+    help="to the first record at or after this time (e.g. 2026-11-26T12:00:00Z)",
+)
+@click.pass_context
+def groups_reset(context: click.Context, name: str, to_start: bool, to_time: str | None) -> int:
+    """Move group NAME's checkpoints (only while no member is active)."""
+    if to_start == (to_time is not None):
+        raise click.UsageError("give one of --to-start and --to-time")
+    from app import client
+
+    return client.reset_group(load(Settings, context.obj), name, to_time)
 
 
 @cli.command()

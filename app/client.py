@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from typing import TYPE_CHECKING, BinaryIO
 
 if TYPE_CHECKING:  # the command line loads the client (Kafka, Cassandra) only when it runs
@@ -151,6 +152,89 @@ def subscribe(settings: Settings, after: str | None, tags: str | None, live: boo
     except JournalTruncated as error:
         return _failed("subscribe", f"journal_truncated: {error}", 1)
     return 0
+
+
+def subscribe_group(settings: Settings, name: str, tags: str | None) -> int:
+    """`kafka-journal subscribe --group`: a member's events as `GET /events` lines (their
+    `position` that of the event in its record), each acknowledged once written; 2 for a
+    bad name. Ctrl-C leaves the group, committing what was printed."""
+    from journal.errors import InvalidValue, JournalTruncated, Unavailable
+
+    wanted = [tag for tag in (tags or "").split(",") if tag]
+
+    async def run() -> None:
+        from journal.client.journals import Journals
+        from web.representation import group_line
+
+        journals = await Journals.connect(settings)
+        try:
+            async with journals.subscribe_group(name, wanted) as member:
+                out = sys.stdout.buffer
+                async for batch in member.batches():
+                    out.write(b"".join(group_line(event) for event in batch))
+                    out.flush()
+                    member.ack(*(event.position for event in batch))
+        finally:
+            await journals.close()
+
+    try:
+        asyncio.run(run())
+    except KeyboardInterrupt:
+        return 0
+    except InvalidValue as error:
+        return _failed("subscribe", f"invalid_query: --group: {error}", 2)
+    except Unavailable as error:  # run it again: the group resumes at its checkpoint
+        return _failed("subscribe", f"unavailable: {error}", OUTCOME_UNKNOWN_EXIT)
+    except JournalTruncated as error:
+        return _failed("subscribe", f"journal_truncated: {error}", 1)
+    return 0
+
+
+def show_groups(settings: Settings) -> int:
+    """`kafka-journal groups`: a table of each group's partitions (member, checkpoint, end,
+    lag)."""
+    from journal.kafka.groups import group_statuses
+
+    statuses = asyncio.run(group_statuses(settings.kafka_access(), settings.topic))
+    print(
+        f"{'group':<24} {'state':<12} {'partition':>9} {'checkpoint':>10} {'end':>10} "
+        f"{'lag':>8}  member"
+    )
+    for status in statuses:
+        for p in status.partitions:
+            checkpoint = "-" if p.committed is None else str(p.committed)
+            print(
+                f"{status.name:<24} {status.state:<12} {p.partition:>9} {checkpoint:>10} "
+                f"{p.end:>10} {p.lag:>8}  {p.member or '-'}"
+            )
+    return 0
+
+
+def reset_group(settings: Settings, name: str, to_time: str | None) -> int:
+    """`kafka-journal groups reset`: the group's new checkpoints; 2 for a bad time or name,
+    1 while a member is active."""
+    from datetime import datetime
+
+    from journal.errors import InvalidValue
+    from journal.kafka.groups import reset_group as reset
+
+    try:
+        time_ms = None if to_time is None else _time_ms(datetime.fromisoformat(to_time))
+    except ValueError as error:
+        return _failed("groups reset", f"invalid_query: --to-time: {error}", 2)
+    try:
+        moved = asyncio.run(reset(settings.kafka_access(), settings.topic, name, time_ms))
+    except InvalidValue as error:
+        return _failed("groups reset", str(error), 1)
+    for partition, offset in sorted(moved.items()):
+        print(f"{name} partition {partition}: checkpoint {offset}")
+    return 0
+
+
+def _time_ms(moment: datetime) -> int:
+    if moment.tzinfo is None:
+        raise ValueError(f"{moment.isoformat()} has no time zone")
+    return int(moment.timestamp() * 1000)
 
 
 async def _run(settings: Settings, journal_id: str, command: JournalCommand) -> None:

@@ -189,6 +189,16 @@ CATALOGUE: dict[str, MetricSpec] = {
     _N + "subscription_store_reads_total": _counter(
         "Subscriptions that read events from the store because Kafka no longer had them"
     ),
+    _N + "group_commits_total": _counter(
+        "Checkpoints a subscription group member committed, by group (one per partition)"
+    ),
+    _N + "group_rebalances_total": _counter(
+        "Partition assignments a subscription group member received, by group"
+    ),
+    _N + "group_lag_records": _gauge(
+        "Records of a partition above a subscription group's checkpoint, by group and "
+        "partition, as its member last committed"
+    ),
     # replication (agents/, journal/kafka/replicate.py)
     _N + "replication_lag_records": _gauge(
         "Records of a partition this worker owns that are not yet replicated to the store"

@@ -57,8 +57,9 @@ token's prefix claim."""
 _SUBSCRIBE = """\
 Every event the journals' logs accepted (never an Append the conflict rule rejected), one JSON
 line each: the event as `GET /journals/{id}/events` writes it, plus its journal's `id` and a
-`position`. Pass the last `position` you processed as `after` to resume: delivery is at least
-once (a resumed stream may repeat the events of the last Append), in the log's order within
+`position`, which names the event. Pass the last `position` you processed as `after` to resume
+after exactly that event (a position of an earlier version, inside an Append, repeats that
+Append's events): delivery is at least once, in the log's order within
 each Kafka partition, hence within each journal. **Partitions, and so journals in different
 partitions, have no common order**: lines of different partitions interleave as they are read,
 and a `tags` filter does not change that; the position covers every partition, so resuming is

@@ -23,6 +23,7 @@ from pydantic import BaseModel
 from journal.client import journals, listing
 from journal.core import model
 from journal.core.model import BinaryPayload, EventRecord, JsonPayload, Payload, TextPayload
+from journal.kafka.groups import GroupEvent
 from journal.kafka.subscription import Heartbeat, SubscriptionItem, SubscriptionPosition
 from web import schema
 from web.duration import expire_after_to_iso
@@ -180,6 +181,15 @@ class SubscriptionEvents:
         if isinstance(item, Heartbeat):
             return b": hb\nid: %s\n\n" % position
         return b"id: %s\ndata: %s\n" % (position, encoded)  # the line ends with its newline
+
+
+def group_line(event: GroupEvent) -> bytes:
+    """One NDJSON line of a group member's stream: an event as a subscription writes it, its
+    `position` the event's (`EventPosition`: what the member acknowledges)."""
+    fields = EventLines().fields(event.record)
+    fields["id"] = event.key.id
+    fields["position"] = event.position.encode()
+    return orjson.dumps(fields, option=orjson.OPT_APPEND_NEWLINE)
 
 
 def info_out(journal_id: str, info: journals.JournalInfo) -> schema.JournalInfoOut:

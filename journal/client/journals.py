@@ -50,6 +50,7 @@ from journal.core.model import (
 )
 from journal.errors import InvalidValue, JournalTruncated, StoreUnavailable
 from journal.kafka.fence import Fence, HighWatermarks, Marks
+from journal.kafka.groups import GroupConfig, GroupMember
 from journal.kafka.head import JournalHead, fold_head, fold_whole
 from journal.kafka.producer import JournalProducer
 from journal.kafka.records import KafkaReadConfig, KafkaRecords
@@ -415,6 +416,15 @@ class Journals:
         config = SubscriptionConfig(self.kafka.config.kafka)
         partitions = self.writer.partitions
         return subscribe_batches(self.topic, partitions, self.store, config, after, tags, live)
+
+    def subscribe_group(
+        self, name: str, tags: Collection[str] = (), heartbeat_s: float = HEARTBEAT_S
+    ) -> GroupMember:
+        """A member (not started) of subscription group `name`: it shares the topic's
+        partitions with the group's other members and resumes at the group's checkpoint
+        (`journal.kafka.groups`)."""
+        config = GroupConfig(SubscriptionConfig(self.kafka.config.kafka), heartbeat_s)
+        return GroupMember(name, self.topic, self.writer.partitions, self.store, config, tags)
 
     async def fetch_events(
         self, key: JournalKey, partition: int, offsets: Sequence[int]

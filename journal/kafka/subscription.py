@@ -18,10 +18,12 @@ With the store down, a partition whose log still starts at offset 0 is folded fr
 no store at all (Kafka provably holds all of it); otherwise the subscription fails with
 StoreUnavailable, and the client resumes from its last position later.
 
-Positions: for every partition, the offset of the last record handled. A position travels as
-an opaque string (`SubscriptionPosition.encode`); a client resumes after the last one it
-processed, so delivery is at least once. The events of one Append but its last carry the
-offset before it: resuming there delivers the whole Append again, never half of it.
+Positions: for every partition, the offset of the last record handled, and for an event
+inside an Append (not its last) also how many of that Append's events are handled: the
+position names the event, so resuming after it repeats none. A position travels as an opaque
+string (`SubscriptionPosition.encode`); a client resumes after the last one it processed, so
+delivery is at least once. A position of an earlier version (offsets only) is still read:
+resuming inside an Append there delivers the whole Append again.
 
 Deletes and Purges do not retract what was delivered: an Append is delivered as it came
 (from Kafka), and events already deleted when read from the store are simply not there, as
@@ -68,9 +70,11 @@ Fetched: TypeAlias = dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]
 
 
 class SubscriptionPosition(msgspec.Struct, frozen=True, gc=False):
-    """Per partition, the offset of the last record a subscriber has handled (-1: none)."""
+    """Per partition, the offset of the last record a subscriber has handled (-1: none);
+    `inside`: per partition, how many events of the Append right after it are handled too."""
 
     offsets: Offsets = ()
+    inside: Offsets = ()
 
     @classmethod
     def of(cls, offsets: Mapping[int, int]) -> SubscriptionPosition:
@@ -82,8 +86,19 @@ class SubscriptionPosition(msgspec.Struct, frozen=True, gc=False):
                 return o
         return -1
 
+    def handled_inside(self, partition: int) -> int:
+        for p, n in self.inside:
+            if p == partition:
+                return n
+        return 0
+
     def encode(self) -> str:
-        text = ",".join(f"{p}:{o}" for p, o in self.offsets)
+        inside = dict(self.inside)
+        offsets = dict(self.offsets)
+        text = ",".join(
+            f"{p}:{offsets.get(p, -1)}+{inside[p]}" if p in inside else f"{p}:{offsets[p]}"
+            for p in sorted(offsets.keys() | inside.keys())
+        )
         return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
 
     @classmethod
@@ -94,12 +109,18 @@ class SubscriptionPosition(msgspec.Struct, frozen=True, gc=False):
             raw = base64.b64decode(padded.encode("ascii"), altchars=b"-_", validate=True)
             text = raw.decode("ascii")
             pairs = [part.split(":") for part in text.split(",")] if text else []
-            offsets = {int(p): int(o) for p, o in pairs}
+            offsets = {int(p): int(o.partition("+")[0]) for p, o in pairs}
+            inside = {int(p): int(o.partition("+")[2]) for p, o in pairs if "+" in o}
         except (ValueError, UnicodeError, binascii.Error):
             raise InvalidValue(f"not a subscription position: {encoded[:100]!r}") from None
-        if any(p < 0 or o < -1 for p, o in offsets.items()) or len(offsets) != len(pairs):
+        if (
+            any(p < 0 or o < -1 for p, o in offsets.items())
+            or len(offsets) != len(pairs)
+            or any(n < 1 or offsets[p] < -1 for p, n in inside.items())
+        ):
             raise InvalidValue(f"not a subscription position: {encoded[:100]!r}")
-        return cls.of(offsets)
+        position = cls.of(offsets)
+        return cls(position.offsets, tuple(sorted(inside.items())))
 
 
 # per event: structs the garbage collector does not track (see journal.core.model)
@@ -442,9 +463,24 @@ class Subscription:
             _PartitionReader(store, topic, p, after.offset(p)) for p in range(partitions)
         ]
         self._tps = [TopicPartition(topic, p) for p in range(partitions)]
+        # per partition: the record right after `after`'s, and how many of its events
+        # `after` had handled (skipped when it comes, dropped once passed)
+        self._skips = {p: (after.offset(p) + 1, n) for p, n in after.inside}
 
     def position(self) -> SubscriptionPosition:
-        return SubscriptionPosition.of({r.partition: r.cursor for r in self._readers})
+        position = SubscriptionPosition.of({r.partition: r.cursor for r in self._readers})
+        return SubscriptionPosition(position.offsets, self._inside())
+
+    def _inside(self, but: int = -1) -> Offsets:
+        """The `inside` entries of the skips still ahead (their readers not past them), but
+        partition `but`'s."""
+        return tuple(
+            sorted(
+                (p, n)
+                for p, (at, n) in self._skips.items()
+                if p != but and self._readers[p].cursor == at - 1
+            )
+        )
 
     async def batches(self) -> AsyncIterator[list[SubscriptionItem]]:
         """The items as they come, a non-empty list at a time: what one fetch gave."""
@@ -669,23 +705,27 @@ class Subscription:
         (see the module). Two positions per Append, whatever its size; `around`: the
         position's entries of the other partitions (`_around`)."""
         reader.cursor = offset
-        if not events:  # deleted from the store meanwhile
+        partition = reader.partition
+        skipped = 0
+        if partition in self._skips:  # resumed inside an Append: its first events are handled
+            at, n = self._skips.pop(partition)
+            skipped = n if at == offset else 0
+        if len(events) <= skipped:  # deleted from the store meanwhile, or all handled
             return
         tags = self._tags
         before, after = around
+        others = self._inside(partition) if self._skips else ()
         last = events[-1]
-        if len(events) > 1:
-            inside = SubscriptionPosition(
-                (*before, (reader.partition, offset - 1), *after) if offset > 0 else before + after
-            )
-            if tags:
-                into += [
-                    SubscribedEvent(key, r, inside) for r in events[:-1] if tags & r.event.tags
-                ]
-            else:
-                into += [SubscribedEvent(key, r, inside) for r in events[:-1]]
+        if len(events) - skipped > 1:
+            offsets = (*before, (partition, offset - 1), *after)
+            for i in range(skipped, len(events) - 1):
+                record = events[i]
+                if not tags or tags & record.event.tags:
+                    inside = tuple(sorted(((partition, i + 1), *others)))
+                    position = SubscriptionPosition(offsets, inside)
+                    into.append(SubscribedEvent(key, record, position))
         if not tags or tags & last.event.tags:
-            position = SubscriptionPosition((*before, (reader.partition, offset), *after))
+            position = SubscriptionPosition((*before, (partition, offset), *after), others)
             into.append(SubscribedEvent(key, last, position))
 
     def _around(self, partition: int) -> tuple[Offsets, Offsets]:

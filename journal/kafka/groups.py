@@ -1,0 +1,613 @@
+"""Subscription groups: a named group whose members share a topic's partitions, with
+checkpoints kept by Kafka (a consumer group and its committed offsets).
+
+A member (`GroupMember`) is an aiokafka consumer in group `kafka-journal.subscription.<name>`
+without auto-commit. Kafka assigns it some partitions (rebalancing as members come and go);
+each is read from the group's committed offset on, and what it delivers is decided exactly as
+`journal.kafka.subscription` decides it (the same readers, store table and fold): only
+accepted events, each partition in log order.
+
+Checkpoints: the member acknowledges each event it has handled (`ack`, by the event's
+`EventPosition`). A partition's committed offset is the record after the last one whose
+delivered events are all acknowledged (`Checkpoint`): a record with nothing to deliver
+(rejected, not an Append, no event with the tags) counts as acknowledged. The member commits
+as it goes, when partitions are revoked, and when it stops; unacknowledged events of a
+revoked partition are dropped here and delivered again by the member that takes it over, as
+are those of a member that dies. Delivery is at least once; nothing is skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import logging
+import re
+from collections.abc import AsyncIterator, Collection, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+import msgspec
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.client import AIOKafkaClient
+from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
+from aiokafka.errors import ConsumerStoppedError
+from aiokafka.protocol.admin import DescribeGroupsRequest_v1
+from aiokafka.protocol.api import Request
+from aiokafka.structs import ConsumerRecord, OffsetAndMetadata
+
+from journal.core.model import EventRecord, JournalKey
+from journal.errors import InvalidValue
+from journal.kafka.consumers import log_start, start_consumer, stop_consumer
+from journal.kafka.driver_errors import KafkaError, core_error
+from journal.kafka.subscription import (
+    HEARTBEAT_S,
+    Offsets,
+    Subscription,
+    SubscriptionConfig,
+    SubscriptionItem,
+    SubscriptionPosition,
+    _PartitionReader,
+)
+from journal.kafka.topic import partition_count
+from journal.metrics import METRICS
+from journal.store.base import EventualJournal
+from kjconfig.access import KafkaAccess
+
+log = logging.getLogger(__name__)
+
+GROUP_PREFIX = "kafka-journal.subscription."
+_LAG = "kafka_journal_group_lag_records"
+_NAME = re.compile(r"[A-Za-z0-9._-]{1,200}")
+
+
+def group_id(name: str) -> str:
+    """The Kafka consumer group of subscription group `name` (InvalidValue if not a name)."""
+    if not _NAME.fullmatch(name):
+        raise InvalidValue(f"not a subscription group name (1-200 of A-Za-z0-9._-): {name!r}")
+    return GROUP_PREFIX + name
+
+
+class EventPosition(msgspec.Struct, frozen=True, gc=False):
+    """One delivered event: the record (partition, offset) and its index among the Append's
+    events. What a member acknowledges."""
+
+    partition: int
+    offset: int
+    index: int
+
+    def encode(self) -> str:
+        text = f"{self.partition}:{self.offset}:{self.index}"
+        return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+    @classmethod
+    def parse(cls, encoded: str) -> EventPosition:
+        """A position `encode` made; InvalidValue for anything else."""
+        try:
+            padded = encoded + "=" * (-len(encoded) % 4)
+            raw = base64.b64decode(padded.encode("ascii"), altchars=b"-_", validate=True)
+            partition, offset, index = (int(part) for part in raw.decode("ascii").split(":"))
+        except (ValueError, UnicodeError, binascii.Error):
+            raise InvalidValue(f"not an event position: {encoded[:100]!r}") from None
+        if partition < 0 or offset < 0 or index < 0:
+            raise InvalidValue(f"not an event position: {encoded[:100]!r}")
+        return cls(partition, offset, index)
+
+
+class GroupEvent(msgspec.Struct, frozen=True, gc=False):
+    """An accepted event of journal `key`, delivered to a member: acknowledge `position`."""
+
+    key: JournalKey
+    record: EventRecord
+    position: EventPosition
+
+
+class Checkpoint:
+    """One partition's progress in a member: which delivered events are not acknowledged
+    yet, and the offset to commit (`commit_offset`).
+
+    Records are handled in offset order (`delivered`, `passed`); acknowledgements come in
+    any order. The commit offset is the first record with an unacknowledged event, or, with
+    none, the record after the last one handled.
+    """
+
+    def __init__(self, start: int) -> None:
+        self._next = start  # every record below is handled
+        self._open: dict[int, set[int]] = {}  # offset -> unacknowledged indices, by offset
+
+    def delivered(self, offset: int, indices: Collection[int]) -> None:
+        """Record `offset` is handled: the events at `indices` are out (none: nothing to ack)."""
+        if indices:
+            self._open[offset] = set(indices)
+        self._next = max(self._next, offset + 1)
+
+    def passed(self, through: int) -> None:
+        """Every record up to `through` is handled."""
+        self._next = max(self._next, through + 1)
+
+    def ack(self, offset: int, index: int) -> bool:
+        """Acknowledge one event; False if it is not out here (acknowledged already, or not
+        delivered by this member since it got the partition)."""
+        indices = self._open.get(offset)
+        if indices is None or index not in indices:
+            return False
+        indices.discard(index)
+        if not indices:
+            del self._open[offset]
+        return True
+
+    def commit_offset(self) -> int:
+        for offset in self._open:  # the first key is the lowest: inserted in offset order
+            return offset
+        return self._next
+
+    @property
+    def unacknowledged(self) -> int:
+        return sum(len(indices) for indices in self._open.values())
+
+
+@dataclass(frozen=True, slots=True)
+class GroupConfig:
+    """A member's options: `heartbeat_s`, how long without events before an empty batch;
+    Kafka's group session and heartbeat intervals."""
+
+    subscription: SubscriptionConfig
+    heartbeat_s: float = HEARTBEAT_S
+    session_timeout_ms: int = 10_000
+    heartbeat_interval_ms: int = 1_000
+
+    def __post_init__(self) -> None:
+        if self.heartbeat_s <= 0:
+            raise InvalidValue(f"heartbeat_s must be positive, not {self.heartbeat_s}")
+        if not 0 < self.heartbeat_interval_ms < self.session_timeout_ms:
+            raise InvalidValue("the heartbeat interval must be positive and below the session")
+
+
+@dataclass(slots=True)
+class _Owned:
+    """A partition this member is assigned: its reader, its checkpoint, what was committed."""
+
+    reader: _PartitionReader
+    checkpoint: Checkpoint
+    committed: int
+
+
+class _Reading(Subscription):
+    """The subscription machinery over the partitions a member owns: its readers decide,
+    its `_deliver` registers every event with the partition's checkpoint."""
+
+    def __init__(
+        self,
+        member: GroupMember,
+        topic: str,
+        partitions: int,
+        store: EventualJournal,
+        config: SubscriptionConfig,
+        tags: Collection[str],
+    ) -> None:
+        super().__init__(topic, partitions, store, config, SubscriptionPosition(), tags, True)
+        self.member = member
+        self.out: list[GroupEvent] = []
+
+    def _deliver(
+        self,
+        reader: _PartitionReader,
+        key: JournalKey,
+        events: Sequence[EventRecord],
+        offset: int,
+        around: tuple[Offsets, Offsets],
+        into: list[SubscriptionItem],
+    ) -> None:
+        reader.cursor = offset
+        owned = self.member.owned.get(reader.partition)
+        if owned is None or owned.reader is not reader:
+            return  # revoked meanwhile: the next owner delivers it
+        tags = self._tags
+        indices = [i for i, r in enumerate(events) if not tags or tags & r.event.tags]
+        owned.checkpoint.delivered(offset, indices)
+        self.out += [
+            GroupEvent(key, events[i], EventPosition(reader.partition, offset, i)) for i in indices
+        ]
+
+
+class GroupMember:
+    """A member of subscription group `name` over `topic`: `start` joins the group, `batches`
+    delivers the events of the partitions Kafka assigns it, `ack` acknowledges them, `stop`
+    commits what is acknowledged and leaves (also `async with`)."""
+
+    def __init__(
+        self,
+        name: str,
+        topic: str,
+        partitions: int,
+        store: EventualJournal,
+        config: GroupConfig,
+        tags: Collection[str] = (),
+    ) -> None:
+        self.name = name
+        self.group_id = group_id(name)
+        self._topic = topic
+        self._config = config
+        self.owned: dict[int, _Owned] = {}
+        self.generation = 0  # assignments received: each reads its partitions afresh
+        self._reading = _Reading(self, topic, partitions, store, config.subscription, tags)
+        self._lock = asyncio.Lock()  # handling records vs. a rebalance
+        self._consumer: AIOKafkaConsumer | None = None
+
+    async def start(self) -> None:
+        if self._consumer is not None:
+            raise RuntimeError("this member has started already")
+        sub = self._config.subscription
+        consumer = AIOKafkaConsumer(
+            **sub.kafka.client_options(),
+            group_id=self.group_id,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            fetch_max_wait_ms=sub.fetch_max_wait_ms,
+            max_partition_fetch_bytes=sub.max_partition_fetch_bytes,
+            session_timeout_ms=self._config.session_timeout_ms,
+            heartbeat_interval_ms=self._config.heartbeat_interval_ms,
+        )
+        try:
+            await consumer.start()
+            consumer.subscribe([self._topic], listener=_Listener(self, consumer))
+        except KafkaError as error:
+            await stop_consumer(consumer)
+            raise core_error(error, f"{self.group_id}: cannot join") from error
+        self._consumer = consumer
+
+    async def stop(self) -> None:
+        """Commit what is acknowledged, then leave the group: the rest goes to others."""
+        consumer, self._consumer = self._consumer, None
+        if consumer is None:
+            return
+        try:
+            async with self._lock:
+                await self._commit(consumer, list(self.owned))
+        finally:
+            self.owned.clear()
+            await stop_consumer(consumer)
+
+    async def __aenter__(self) -> GroupMember:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    def assignment(self) -> list[int]:
+        return sorted(self.owned)
+
+    def ack(self, *positions: EventPosition) -> int:
+        """Acknowledge these events (handled): how many were out here. The checkpoint moves
+        over them at the next commit; events of a partition since revoked are not out."""
+        acked = 0
+        for position in positions:
+            owned = self.owned.get(position.partition)
+            if owned is not None and owned.checkpoint.ack(position.offset, position.index):
+                acked += 1
+        return acked
+
+    async def commit(self) -> None:
+        """Commit every owned partition's checkpoint now (`batches` also does as it goes)."""
+        consumer = self._started()
+        async with self._lock:
+            await self._commit(consumer, list(self.owned))
+
+    async def batches(self) -> AsyncIterator[list[GroupEvent]]:
+        """The events of this member's partitions as they come, a list at a time; an empty
+        list after `heartbeat_s` without any. Ends when the member stops."""
+        consumer = self._started()
+        reading = self._reading
+        loop = asyncio.get_running_loop()
+        quiet_since = loop.time()
+        while self._consumer is consumer:
+            wait_s = max(0.0, quiet_since + self._config.heartbeat_s - loop.time())
+            try:
+                fetched = await reading._fetch(consumer, min(wait_s, 1.0))
+            except ConsumerStoppedError:
+                return
+            async for batch in self._handle(consumer, fetched):
+                quiet_since = loop.time()
+                yield batch
+            async with self._lock:
+                await self._commit(consumer, list(self.owned), quietly=True)
+            if loop.time() - quiet_since >= self._config.heartbeat_s:
+                quiet_since = loop.time()
+                yield []
+
+    async def _handle(
+        self,
+        consumer: AIOKafkaConsumer,
+        fetched: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]],
+    ) -> AsyncIterator[list[GroupEvent]]:
+        """What the fetch gave, as `Subscription._run` handles it, for owned partitions."""
+        reading = self._reading
+        chunks = []
+        gaps: list[tuple[_PartitionReader, int]] = []
+        for tp, records in fetched.items():
+            owned = self.owned.get(tp.partition)
+            if owned is None:
+                continue
+            reader = owned.reader
+            messages = reader.pending(records, None)
+            if not messages:
+                continue
+            if not reader.whole and messages[0].offset > reader.next:
+                if await log_start(consumer, tp) <= reader.next:
+                    # not retention: records fetched before the partition came back to this
+                    # member, from further on; read again from the checkpoint
+                    async with self._lock:
+                        if self._owns(reader):
+                            consumer.seek(tp, reader.next)
+                    continue
+                gaps.append((reader, messages[0].offset))
+            chunks.append((reader, messages))
+        for reader, first in gaps:  # beyond retention: from the store, then Kafka
+            stored = reading._from_store(reader, first - 1)
+            while True:
+                async with self._lock:
+                    if not self._owns(reader):
+                        break
+                    step = await anext(stored, None)
+                    if step is not None:
+                        self._passed(reader)
+                if step is None:
+                    break
+                yield self._take()
+            reader.restart_after_gap(first)
+        async with self._lock:
+            live = [(r, m) for r, m in chunks if self._owns(r)]
+            await reading._handle(consumer, live)
+            for reader, _ in live:
+                self._passed(reader)
+        batch = self._take()
+        if batch:
+            yield batch
+
+    def _owns(self, reader: _PartitionReader) -> bool:
+        owned = self.owned.get(reader.partition)
+        return owned is not None and owned.reader is reader
+
+    def _passed(self, reader: _PartitionReader) -> None:
+        owned = self.owned.get(reader.partition)
+        if owned is not None and owned.reader is reader:
+            owned.checkpoint.passed(reader.cursor)
+
+    def _take(self) -> list[GroupEvent]:
+        out, self._reading.out = self._reading.out, []
+        return out
+
+    def _started(self) -> AIOKafkaConsumer:
+        if self._consumer is None:
+            raise RuntimeError("this member is not started")
+        return self._consumer
+
+    async def _commit(
+        self, consumer: AIOKafkaConsumer, partitions: Sequence[int], quietly: bool = False
+    ) -> None:
+        """Commit the checkpoints of `partitions` that moved; `quietly`: a failure (a
+        rebalance under way) waits for the next commit, the revocation's."""
+        moved = {}
+        for partition in partitions:
+            owned = self.owned.get(partition)
+            if owned is not None and owned.checkpoint.commit_offset() > owned.committed:
+                moved[partition] = owned.checkpoint.commit_offset()
+        if not moved:
+            return
+        offsets = {
+            TopicPartition(self._topic, p): OffsetAndMetadata(o, "") for p, o in moved.items()
+        }
+        try:
+            await consumer.commit(offsets)
+        except KafkaError as error:
+            if quietly:
+                log.info("%s: commit deferred: %r", self.group_id, error)
+                return
+            raise core_error(error, f"{self.group_id}: cannot commit") from error
+        for partition, offset in moved.items():
+            self.owned[partition].committed = offset
+            METRICS.counter("kafka_journal_group_commits_total", group=self.name).inc()
+            highwater = consumer.highwater(TopicPartition(self._topic, partition))
+            if highwater is not None:
+                lag = METRICS.gauge(_LAG, group=self.name, partition=str(partition))
+                lag.set(max(0, highwater - offset))
+
+    async def _assigned(self, consumer: AIOKafkaConsumer, tps: Collection[TopicPartition]) -> None:
+        async with self._lock:
+            self.generation += 1
+            METRICS.counter("kafka_journal_group_rebalances_total", group=self.name).inc()
+            for tp in tps:
+                if tp.topic != self._topic:
+                    continue
+                committed = await consumer.committed(tp)
+                start = 0 if committed is None else committed
+                reader = _PartitionReader(
+                    self._reading._store, self._topic, tp.partition, start - 1
+                )
+                self._reading._readers[tp.partition] = reader
+                self.owned[tp.partition] = _Owned(reader, Checkpoint(start), start)
+                consumer.seek(tp, start)
+            log.info("%s: assigned %s", self.group_id, self.assignment())
+
+    async def _revoked(self, consumer: AIOKafkaConsumer, tps: Collection[TopicPartition]) -> None:
+        async with self._lock:
+            partitions = [tp.partition for tp in tps if tp.topic == self._topic]
+            # if it fails, the next owner starts from the last commit: at least once
+            await self._commit(consumer, partitions, quietly=True)
+            for partition in partitions:
+                self.owned.pop(partition, None)
+                METRICS.remove(_LAG, group=self.name, partition=str(partition))
+
+
+class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+    def __init__(self, member: GroupMember, consumer: AIOKafkaConsumer) -> None:
+        self._member = member
+        self._consumer = consumer
+
+    async def on_partitions_revoked(self, revoked: Collection[TopicPartition]) -> None:
+        await self._member._revoked(self._consumer, revoked)
+
+    async def on_partitions_assigned(self, assigned: Collection[TopicPartition]) -> None:
+        await self._member._assigned(self._consumer, assigned)
+
+
+# --- administration: the groups of a topic, their lag, resets ---------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class GroupPartition:
+    """A partition of a group's topic: its checkpoint (None: never committed), the end of its
+    log, the records in between (`lag`), and the member that has it (None: nobody)."""
+
+    partition: int
+    committed: int | None
+    end: int
+    member: str | None
+
+    @property
+    def lag(self) -> int:
+        return self.end - (self.committed or 0)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupStatus:
+    """A subscription group of the topic: Kafka's state of it ("Stable", "Empty", ...), its
+    members with their partitions, and each partition's checkpoint and lag."""
+
+    name: str
+    state: str
+    members: tuple[tuple[str, tuple[int, ...]], ...]
+    partitions: tuple[GroupPartition, ...]
+
+
+async def group_statuses(kafka: KafkaAccess, topic: str) -> list[GroupStatus]:
+    """Every subscription group with a checkpoint or a member on `topic`, by name."""
+    admin = AIOKafkaAdminClient(**kafka.client_options())
+    client = AIOKafkaClient(**kafka.client_options())
+    consumer = await start_consumer(kafka)
+    try:
+        await admin.start()
+        await client.bootstrap()
+        ids = sorted(
+            g[0] for g in await admin.list_consumer_groups() if g[0].startswith(GROUP_PREFIX)
+        )
+        partitions = range(await partition_count(kafka, topic))
+        if not ids:
+            return []
+        tps = [TopicPartition(topic, p) for p in partitions]
+        ends = await consumer.end_offsets(tps)
+        described = {gid: await _describe(admin, client, gid) for gid in ids}
+        statuses = []
+        for gid in ids:
+            committed = await admin.list_consumer_group_offsets(gid, partitions=tps)
+            group = described[gid]
+            members = _members(group[5] if group else [], topic)
+            if not members and all(committed.get(tp, _NONE).offset < 0 for tp in tps):
+                continue  # a group of another topic
+            owner = {p: m for m, ps in members for p in ps}
+            statuses.append(
+                GroupStatus(
+                    gid.removeprefix(GROUP_PREFIX),
+                    group[2] if group else "Dead",
+                    members,
+                    tuple(
+                        GroupPartition(
+                            tp.partition,
+                            _offset(committed.get(tp)),
+                            ends[tp],
+                            owner.get(tp.partition),
+                        )
+                        for tp in tps
+                    ),
+                )
+            )
+        return statuses
+    except KafkaError as error:
+        raise core_error(error, f"{topic}: cannot describe the subscription groups") from error
+    finally:
+        await admin.close()
+        await client.close()
+        await stop_consumer(consumer)
+
+
+_NONE = OffsetAndMetadata(-1, "")
+
+
+class _DescribeGroup(Request[DescribeGroupsRequest_v1]):  # type: ignore[misc]
+    """DescribeGroups v1: aiokafka 0.14's own negotiates v3 and reads the answer with v2's
+    layout, which fails on a recent broker."""
+
+    API_KEY = 15
+
+    def __init__(self, group: str) -> None:
+        self._group = group
+
+    def build(self, struct: type[DescribeGroupsRequest_v1]) -> DescribeGroupsRequest_v1:
+        return struct([self._group])
+
+
+async def _describe(
+    admin: AIOKafkaAdminClient, client: AIOKafkaClient, gid: str
+) -> Sequence[Any] | None:
+    """The group's entry of a DescribeGroups answer: (error, id, state, protocol type,
+    protocol, members); None if the group is unknown."""
+    answer = await client.send(await admin.find_coordinator(gid), _DescribeGroup(gid))
+    groups: list[Sequence[Any]] = [g for g in answer.groups if g[1] == gid]
+    return groups[0] if groups else None
+
+
+def _offset(committed: OffsetAndMetadata | None) -> int | None:
+    return None if committed is None or committed.offset < 0 else int(committed.offset)
+
+
+def _members(
+    described: Sequence[Sequence[object]], topic: str
+) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """(member id, its partitions of `topic`) from a DescribeGroups answer's members."""
+    members = []
+    for member in described:
+        raw = member[4]
+        assignment = ConsumerProtocolMemberAssignment.decode(raw) if raw else None
+        mine = [] if assignment is None else assignment.partitions()
+        members.append(
+            (str(member[0]), tuple(sorted(tp.partition for tp in mine if tp.topic == topic)))
+        )
+    return tuple(sorted(members))
+
+
+async def reset_group(
+    kafka: KafkaAccess, topic: str, name: str, to_time_ms: int | None
+) -> dict[int, int]:
+    """Move group `name`'s checkpoints to the start of each partition (`to_time_ms` None) or
+    to the first record at or after that time (the end where there is none); the new
+    checkpoints. InvalidValue while the group has a member: it would commit over them."""
+    gid = group_id(name)
+    statuses = {s.name: s for s in await group_statuses(kafka, topic)}
+    status = statuses.get(name)
+    if status is not None and status.members:
+        raise InvalidValue(f"group {name} has {len(status.members)} active members: stop them")
+    consumer = AIOKafkaConsumer(**kafka.client_options(), group_id=gid, enable_auto_commit=False)
+    try:
+        await consumer.start()
+        tps = [TopicPartition(topic, p) for p in range(await partition_count(kafka, topic))]
+        if to_time_ms is None:
+            targets = await consumer.beginning_offsets(tps)
+        else:
+            found = await consumer.offsets_for_times({tp: to_time_ms for tp in tps})
+            ends = await consumer.end_offsets(tps)
+            targets = {tp: ends[tp] if found[tp] is None else found[tp].offset for tp in tps}
+        consumer.assign(tps)  # a manual assignment commits without joining
+        await consumer.commit({tp: OffsetAndMetadata(o, "") for tp, o in targets.items()})
+        return {tp.partition: int(o) for tp, o in targets.items()}
+    except KafkaError as error:
+        raise core_error(error, f"{gid}: cannot reset") from error
+    finally:
+        await stop_consumer(consumer)

@@ -1,0 +1,271 @@
+"""Subscription groups: checkpoint arithmetic; against the real servers, members that share
+a topic's partitions, one dying mid-batch, and a group restarted at its checkpoint."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import defaultdict
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+
+import pytest
+
+from journal.core.model import Ack, Event, JsonPayload
+from journal.errors import InvalidValue
+from journal.kafka.groups import (
+    Checkpoint,
+    EventPosition,
+    GroupEvent,
+    GroupMember,
+    group_id,
+    group_statuses,
+    reset_group,
+)
+from stack import Stack
+from tests.support.eventually import eventually
+from tests.support.harness import Harness, harness, unique
+
+
+def test_the_checkpoint_moves_only_over_acknowledged_records() -> None:
+    checkpoint = Checkpoint(5)
+    assert checkpoint.commit_offset() == 5
+    checkpoint.delivered(5, [0, 1, 2])
+    checkpoint.delivered(6, [])  # rejected: nothing to acknowledge
+    checkpoint.delivered(7, [1])  # its event 0 filtered out by tags
+    checkpoint.passed(9)  # records without Appends
+    assert checkpoint.commit_offset() == 5
+    assert checkpoint.ack(5, 2) and checkpoint.ack(7, 1)  # out of order
+    assert checkpoint.commit_offset() == 5, "record 5 is only partly acknowledged"
+    assert checkpoint.ack(5, 0)
+    assert checkpoint.unacknowledged == 1
+    assert not checkpoint.ack(5, 0), "acknowledged twice"
+    assert not checkpoint.ack(7, 0), "never delivered"
+    assert not checkpoint.ack(4, 0), "below the start"
+    assert checkpoint.commit_offset() == 5
+    assert checkpoint.ack(5, 1)
+    assert checkpoint.commit_offset() == 10, "past the passed records"
+    checkpoint.delivered(12, [0])
+    assert checkpoint.commit_offset() == 12
+    checkpoint.ack(12, 0)
+    assert checkpoint.commit_offset() == 13
+
+
+def test_an_event_position_survives_its_encoding() -> None:
+    position = EventPosition(7, 123456789, 3)
+    assert EventPosition.parse(position.encode()) == position
+    for garbage in ["%%%", "", EventPosition(1, 2, 3).encode()[:-2], "LTE6MjoM"]:
+        with pytest.raises(InvalidValue, match="not an event position"):
+            EventPosition.parse(garbage)
+
+
+def test_a_group_name_is_checked_at_construction() -> None:
+    assert group_id("billing-v2") == "kafka-journal.subscription.billing-v2"
+    for bad in ["", "a b", "é", "x" * 201]:
+        with pytest.raises(InvalidValue, match="not a subscription group name"):
+            group_id(bad)
+
+
+PARTITIONS = 8
+JOURNALS = 24
+
+
+def event(journal_id: str, seq_nr: int, rejected: bool = False) -> Event:
+    payload = JsonPayload.of({"j": journal_id, "n": seq_nr, "rejected": rejected})
+    return Event(seq_nr, frozenset(), payload)
+
+
+@dataclass
+class Written:
+    accepted: dict[str, int] = field(default_factory=lambda: defaultdict(int))  # last seqNr
+
+    def events(self) -> set[tuple[str, int]]:
+        return {(j, n) for j, last in self.accepted.items() for n in range(1, last + 1)}
+
+
+async def write(h: Harness, written: Written, rounds: int, rng: random.Random) -> None:
+    """Appends of 1-3 events to every journal in turn; now and then a rejected one (seqNrs
+    from 1 again, with Kafka's acknowledgement only: the fold rejects it)."""
+    for _ in range(rounds):
+        for i in range(JOURNALS):
+            journal_id = f"j{i}"
+            journal = h.journals.journal(journal_id)
+            last = written.accepted[journal_id]
+            n = rng.randint(1, 3)
+            await journal.append([event(journal_id, s) for s in range(last + 1, last + n + 1)])
+            written.accepted[journal_id] = last + n
+            if rng.random() < 0.3:
+                rejected = [event(journal_id, s, rejected=True) for s in (1, 2)]
+                await journal.append(rejected, ack=Ack.KAFKA)
+
+
+@dataclass
+class Running:
+    """A member consuming in a task: what it got, and what it acknowledged."""
+
+    member: GroupMember
+    acks: Callable[[list[GroupEvent]], Sequence[GroupEvent]]
+    got: list[GroupEvent] = field(default_factory=list)
+    generations: list[int] = field(default_factory=list)  # the member's, per event got
+    acked: list[GroupEvent] = field(default_factory=list)
+    task: asyncio.Task[None] | None = None
+
+    async def consume(self) -> None:
+        async for batch in self.member.batches():
+            self.got += batch
+            self.generations += [self.member.generation] * len(batch)
+            acked = self.acks(batch)
+            self.member.ack(*(e.position for e in acked))
+            self.acked += acked
+
+    async def start(self) -> Running:
+        await self.member.start()
+        self.task = asyncio.create_task(self.consume())
+        return self
+
+    async def stop(self) -> None:
+        await self.member.stop()
+        if self.task is not None:
+            await asyncio.wait_for(self.task, 30)
+
+
+def every(batch: list[GroupEvent]) -> Sequence[GroupEvent]:
+    return batch
+
+
+def first_half(batch: list[GroupEvent]) -> Sequence[GroupEvent]:
+    return batch[: len(batch) // 2]
+
+
+def ids(events: Sequence[GroupEvent]) -> list[tuple[str, int]]:
+    return [(e.key.id, e.record.seq_nr) for e in events]
+
+
+def check_in_order(running: Running) -> None:
+    """One member's stream: within an assignment, each journal's seqNrs go up one at a time
+    (in the log's order, never skipping an event)."""
+    last: dict[tuple[int, str], int] = {}
+    for generation, (journal_id, seq_nr) in zip(running.generations, ids(running.got), strict=True):
+        before = last.get((generation, journal_id))
+        assert before is None or seq_nr == before + 1, f"{journal_id}: {seq_nr} after {before}"
+        last[generation, journal_id] = seq_nr
+
+
+def not_rejected(events: Sequence[GroupEvent]) -> None:
+    for e in events:
+        payload = e.record.event.payload
+        assert isinstance(payload, JsonPayload) and isinstance(payload.value, dict)
+        assert payload.value["rejected"] is False, f"a rejected event: {e}"
+
+
+@pytest.fixture
+async def h(stack: Stack) -> AsyncIterator[Harness]:
+    async with harness(stack, unique("kj_groups"), "groups", PARTITIONS) as connected:
+        yield connected
+
+
+@pytest.mark.integration
+async def test_members_share_the_partitions_a_dead_member_s_events_come_again_and_a_restart_resumes(
+    h: Harness,
+) -> None:
+    name = unique("g")
+    written = Written()
+    rng = random.Random(31)
+    await write(h, written, 2, rng)
+    await h.replicate()  # some records decided by the store's table, the rest by the fold
+    members = [
+        Running(h.journals.subscribe_group(name, heartbeat_s=0.5), acks)
+        for acks in (every, every, first_half)
+    ]
+    survivors = members[:2]
+    restarted = Running(h.journals.subscribe_group(name, heartbeat_s=0.5), every)
+    try:
+        for m in members:
+            await m.start()
+        await shared_and_killed(h, written, rng, members)
+        for m in survivors:
+            await m.stop()
+
+        before = written.events()
+        await write(h, written, 1, rng)  # while no member runs
+        await restarted.start()
+        new = written.events() - before
+
+        async def resumed() -> bool:
+            assert set(ids(restarted.got)) >= new, "the new events missing"
+            return True
+
+        await eventually(resumed, "the restarted group delivers what was written meanwhile")
+        assert set(ids(restarted.got)) == new, "the restarted group repeated acknowledged events"
+        check_in_order(restarted)
+        await listed_and_reset(h, name, restarted)
+    finally:
+        for m in [*members, restarted]:
+            await m.stop()
+
+
+async def shared_and_killed(
+    h: Harness, written: Written, rng: random.Random, members: list[Running]
+) -> None:
+    """Three members share the partitions while appends go on; the third dies mid-batch:
+    the others deliver every accepted event, its unacknowledged ones included."""
+    survivors, dying = members[:2], members[2]
+
+    async def shared() -> bool:
+        assignments = [set(m.member.assignment()) for m in members]
+        return sum(len(a) for a in assignments) == PARTITIONS and all(assignments)
+
+    async def dying_acked() -> bool:
+        return len(dying.acked) > 0
+
+    writing = asyncio.create_task(write(h, written, 6, rng))
+    try:
+        await eventually(shared, "three members share the 8 partitions")
+        await eventually(dying_acked, "the third member acknowledged some events")
+        generation = dying.member.generation
+        at_death = [m.member.generation for m in survivors]  # then they take its partitions
+        await dying.stop()  # mid-batch: the second half of each batch never acknowledged
+    finally:
+        await writing
+    # what it got since its last assignment and left unacknowledged: nobody else had it
+    final = [e for e, g in zip(dying.got, dying.generations, strict=True) if g == generation]
+    unacked = set(ids(final)) - set(ids(dying.acked))
+    assert unacked, "the dying member left nothing unacknowledged"
+
+    async def all_delivered() -> bool:
+        # what the dying member acknowledged is handled: nobody need deliver it again
+        delivered = {i for m in survivors for i in ids(m.got)} | set(ids(dying.acked))
+        assert written.events() - delivered == set(), "accepted events missing"
+        return True
+
+    await eventually(all_delivered, "every accepted event delivered to the group")
+    redelivered = {
+        i
+        for m, before in zip(survivors, at_death, strict=True)
+        for i, g in zip(ids(m.got), m.generations, strict=True)
+        if g > before
+    }
+    assert unacked - redelivered == set(), "the dead member's unacknowledged events lost"
+    for m in members:
+        check_in_order(m)
+        not_rejected(m.got)
+    assert {i for m in members for i in ids(m.got)} <= written.events()
+
+
+async def listed_and_reset(h: Harness, name: str, running: Running) -> None:
+    """The group's status names its member and partitions; a reset waits for no member."""
+    kafka, topic = h.settings.kafka_access(), h.settings.topic
+    (status,) = [s for s in await group_statuses(kafka, topic) if s.name == name]
+    assert [ps for _, ps in status.members] == [tuple(range(PARTITIONS))]
+    assert {p.member for p in status.partitions} == {status.members[0][0]}
+    assert all(0 <= p.lag <= p.end for p in status.partitions)
+    with pytest.raises(InvalidValue, match="active members"):
+        await reset_group(kafka, topic, name, None)
+    await running.stop()
+    moved = await reset_group(kafka, topic, name, None)
+    assert moved == dict.fromkeys(range(PARTITIONS), 0)
+    (status,) = [s for s in await group_statuses(kafka, topic) if s.name == name]
+    assert status.members == () and status.state == "Empty"
+    assert [(p.committed, p.lag) for p in status.partitions] == [
+        (0, p.end) for p in status.partitions
+    ]
