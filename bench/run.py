@@ -23,6 +23,7 @@ from pathlib import Path
 
 from app.provision import stack_up
 from bench.append import AppendSizes, bench_append, bench_compression, bench_contention
+from bench.cluster import bench_cluster
 from bench.common import Row, Section, load_average
 from bench.console import console_section
 from bench.consumer import bench_consumer
@@ -78,6 +79,11 @@ class Sizes:
     # the standalone Spark cluster against local[2]: fewer events than `spark_events` (one
     # worker of 1 GiB; the comparison, not the size, is the point)
     spark_cluster_events: int = 200_000
+    # appends per repetition and repetitions on the three-node cluster (and on one node), and
+    # kills of a partition's leader
+    cluster_appends: int = 3200
+    cluster_repetitions: int = 3
+    cluster_kills: int = 2
 
 
 FULL = Sizes(
@@ -107,6 +113,9 @@ QUICK = Sizes(
     recovery=RecoverySizes(events=500, repetitions=2),
     spread_events=2000,
     console_loads=2,
+    cluster_appends=128,
+    cluster_repetitions=1,
+    cluster_kills=1,
 )
 SCALING = [
     "the huge journal has {huge:,} events, not 1,000,000: writing and replicating 1,000,000 "
@@ -432,6 +441,17 @@ async def _scenarios(
             "Subscription", bench_subscription(base, sizes.subscription), store
         )
         tail = await _guarded("Tail index", bench_tail_index(base, sizes.tail_records), store)
+        cluster = await _guarded(
+            "Append on a three-node cluster",
+            bench_cluster(
+                base,
+                workdir / "cluster",
+                appends=sizes.cluster_appends,
+                repetitions=sizes.cluster_repetitions,
+                kills=sizes.cluster_kills,
+            ),
+            store,
+        )
         if sizes.spark_events:
             spark = await _guarded(
                 "Spark rebuild", bench_spark(settings_for(base, "spark"), sizes.spark_events), store
@@ -451,7 +471,7 @@ async def _scenarios(
     finally:
         await store.close()
     sections = [append, compression, read, recovery, offline, replication, spread, huge]
-    return [*sections, console, subscription, tail, spark, spark_cluster, consumer]
+    return [*sections, console, cluster, subscription, tail, spark, spark_cluster, consumer]
 
 
 def _stack_up() -> tuple[Stack, Settings]:

@@ -27,6 +27,7 @@ SECTIONS = (
     "Replication of a spread backlog",
     "Console",
     "Spark rebuild on a standalone cluster",
+    "Append on a three-node cluster",
 )
 
 
