@@ -8,6 +8,7 @@ import time
 import aiohttp
 
 from app.http_tokens import client_headers
+from app.progress import Meter
 from bench.common import Row, Section, unique
 from bench.workload import events
 from devtools.workers import WorkerProcess
@@ -33,8 +34,12 @@ async def bench_huge(
     journal_id = unique("huge")
     journal = journals.journal(journal_id)
     started = time.monotonic()
+    meter = Meter("huge journal", count, "events")
     for first in range(1, count + 1, 1000):
-        await journal.append(events(first, min(1000, count - first + 1)), ack=Ack.KAFKA)
+        batch = min(1000, count - first + 1)
+        await journal.append(events(first, batch), ack=Ack.KAFKA)
+        meter.advance(batch)
+    meter.close()
     written = time.monotonic()
     s = journals.writer.partitions
     ends = await end_offsets(worker.settings.kafka_access(), journals.topic, s)

@@ -15,6 +15,7 @@ import orjson
 from aiokafka import AIOKafkaProducer
 
 from app.http_tokens import client_headers
+from app.progress import Meter
 from bench.common import Row, Section, percentile, timed, unique
 from bench.raw_read_http import RawReads
 from bench.workload import events, raw_append
@@ -80,6 +81,7 @@ async def _fill(producer: AIOKafkaProducer, topic: str, count: int) -> None:
     """`count` one-event Appends of 10,000 other journals into partition 0, pipelined."""
     value, headers = raw_append(1, 1)
     chunk = 5000
+    meter = Meter("other journals' records", count)
     for start in range(0, count, chunk):
         sends = [
             await producer.send(
@@ -88,6 +90,8 @@ async def _fill(producer: AIOKafkaProducer, topic: str, count: int) -> None:
             for n in range(start, min(count, start + chunk))
         ]
         await asyncio.gather(*sends)
+        meter.advance(len(sends))
+    meter.close()
 
 
 def _producer(kafka: KafkaAccess) -> AIOKafkaProducer:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from app.progress import Meter
 from bench.common import Row, Section, percentile, unique
 from bench.environment import worker
 from bench.profile import py_spy
@@ -59,12 +60,15 @@ async def write_backlog(journals: Journals, count: int, per_append: int = 10) ->
     """`count` events in appends of `per_append` to 100 journals; the number of appends."""
     appends = count // per_append
     prefix = unique("repl")
+    meter = Meter("backlog", count, "events")  # a setup of minutes at the full sizes
 
     async def write(lane: int, round_: int) -> None:
         first = round_ * per_append + 1
         await journals.journal(f"{prefix}-{lane}").append(events(first, per_append), ack=Ack.KAFKA)
+        meter.advance(per_append)
 
     await closed_loop(write, 100, appends)
+    meter.close()
     return appends
 
 
