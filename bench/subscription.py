@@ -15,7 +15,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from app.garbage import worker_garbage_collector
 from app.http_tokens import client_headers
-from bench.common import Row, Section, median, percentile, spread
+from bench.common import Row, Section, median, percentile, spread, unique
 from bench.environment import connected, settings_for, worker
 from bench.workload import events
 from devtools.workers import WorkerProcess
@@ -115,6 +115,37 @@ async def _subscribed(journals: Journals) -> tuple[float, int, SubscriptionPosit
             delivered += 1
         position = item.position
     return time.perf_counter() - started, delivered, position
+
+
+async def _grouped(journals: Journals, members: int, expected: int) -> tuple[float, list[int]]:
+    """Seconds `members` members of a fresh group take to deliver `expected` events between
+    them (each acknowledging every batch), and how many each delivered."""
+    group = unique("bench")
+    counts = [0] * members
+    seen: set[tuple[int, int, int]] = set()
+    done = asyncio.Event()
+
+    async def member(index: int) -> None:
+        async with journals.subscribe_group(group, heartbeat_s=1.0) as joined:
+            async for batch in joined.batches():
+                counts[index] += len(batch)
+                for event in batch:
+                    where = event.position
+                    seen.add((where.partition, where.offset, where.index))
+                joined.ack(*(event.position for event in batch))
+                if len(seen) >= expected:
+                    done.set()
+                if done.is_set():
+                    return
+
+    started = time.perf_counter()
+    tasks = [asyncio.create_task(member(i)) for i in range(members)]
+    await asyncio.wait_for(done.wait(), timeout=600)
+    seconds = time.perf_counter() - started
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    return seconds, counts
 
 
 async def _latencies(
@@ -266,6 +297,21 @@ async def bench_subscription(base: Settings, sizes: SubscriptionSizes) -> Sectio
                 "subscription allocates a few objects per event and sets many collections off",
             )
         )
+        expected = delivered
+        for members in (1, 2, 3):
+            seconds, counts = await _grouped(journals, members, expected)
+            total = sum(counts)
+            section.add(
+                Row(
+                    f"subscription group of {members}: events/s delivered, all members",
+                    total / seconds,
+                    "events/s",
+                    baseline=rate,
+                    note=f"per member: {', '.join(f'{c / seconds:,.0f}' for c in counts)} "
+                    f"events/s; {total - expected} delivered twice (a rebalance's at least once)"
+                    "; members in this one process (one core's worth between them)",
+                )
+            )
         latencies = await _latencies(journals, position, sizes)
         section.samples["append -> live subscriber"] = latencies
         section.add(Row("append acknowledged -> live subscriber: p50", median(latencies), "ms"))
