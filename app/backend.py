@@ -11,18 +11,26 @@ would leave a load balancer at once on each rebalance.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Collection, Sequence
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
+from typing import Protocol
 
 from journal.client.deferred import Deferred
 from journal.client.journals import Journals
 from journal.client.listing import JournalIdPage
 from journal.kafka.subscription import SubscriptionItem, SubscriptionPosition
-from web.backend import JournalHandle
+from web.backend import JournalHandle, QuarantinePage, newest_quarantined
+
+
+class GroupWorkers(Protocol):
+    def workers(self) -> Mapping[str, Sequence[int]]:
+        """Each worker's base URL and the partitions it owns; empty when not known."""
+        ...
 
 
 class WorkerBackend:
-    def __init__(self, journals: Deferred[Journals]) -> None:
+    def __init__(self, journals: Deferred[Journals], group: GroupWorkers) -> None:
         self._journals = journals
+        self._group = group
 
     def journal(self, journal_id: str) -> JournalHandle:
         return self._journals.value().journal(journal_id)  # ready() said yes
@@ -37,3 +45,9 @@ class WorkerBackend:
         self, after: SubscriptionPosition | None, tags: Collection[str], live: bool
     ) -> AsyncIterator[Sequence[SubscriptionItem]]:
         return self._journals.value().subscribe_batches(after, tags, live)  # ready() said yes
+
+    async def quarantined(self, limit: int) -> QuarantinePage:
+        return await newest_quarantined(self._journals.value(), limit)  # ready() said yes
+
+    def workers(self) -> Mapping[str, Sequence[int]]:
+        return self._group.workers()

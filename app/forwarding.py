@@ -122,6 +122,18 @@ class Owners:
                 return None if _same(owner, self._own) else owner
         return None
 
+    def workers(self) -> dict[str, tuple[int, ...]]:
+        """Each worker's base URL and the partitions it owns, as the assignor last told this
+        worker (what `owner_of` asks); empty before the first assignment."""
+        try:
+            hosts = self._app.router.table_metadata(self._table)
+        except KeyError:
+            return {}
+        return {
+            url: tuple(sorted({p for partitions in topics.values() for p in partitions}))
+            for url, topics in sorted(hosts.items())
+        }
+
 
 def _same(a: URL, b: URL) -> bool:
     return (a.host, a.port) == (b.host, b.port)

@@ -242,9 +242,10 @@ def _mount_web(
     draining: Draining,
 ) -> None:
     web_app = app.web.web_app
+    owners = Owners(app, owned, APPENDS_TABLE, partitions, settings.url)
     add_routes(
         web_app,
-        WorkerBackend(journals),
+        WorkerBackend(journals, owners),
         max_body_bytes=settings.max_body_bytes,
         guard=guard_of(settings.journal),
         max_snapshot_bytes=settings.journal.max_snapshot_bytes,
@@ -254,7 +255,6 @@ def _mount_web(
     app.sensors.add(FaustTimings(METRICS))
     # a leaving worker neither serves nor forwards a request: it answers 503 not_ready
     web_app.middlewares.append(draining.middleware)
-    owners = Owners(app, owned, APPENDS_TABLE, partitions, settings.url)
     forwarder = Forwarder(owners)
     # inside the API's error middleware and token check: a forwarded request was checked here
     # and carries its Authorization header on, for the owner to check it again

@@ -10,6 +10,7 @@ backend's. The views never look behind it.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Collection, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Protocol, TypeGuard, cast
 
 from journal.client.journals import Deleted, JournalInfo, Journals
@@ -25,6 +26,7 @@ from journal.core.model import (
     Position,
 )
 from journal.errors import InvalidValue
+from journal.kafka.quarantine import Quarantined, list_quarantine
 from journal.kafka.subscription import SubscriptionItem, SubscriptionPosition
 from journal.store.base import Snapshot
 
@@ -135,6 +137,22 @@ def _numbered(events: tuple[Event, ...] | tuple[NewEvent, ...]) -> TypeGuard[tup
     return isinstance(events[0], Event)
 
 
+@dataclass(frozen=True, slots=True)
+class QuarantinePage:
+    """The newest records of the quarantine, newest first, and how many it holds."""
+
+    records: Sequence[Quarantined]
+    total: int
+
+
+async def newest_quarantined(journals: Journals, limit: int) -> QuarantinePage:
+    """The newest `limit` records of the quarantine of `journals`' topic. The whole
+    quarantine is read (replay markers may follow a record anywhere): it is small, and a
+    record in it is an operator's to look at."""
+    found = await list_quarantine(journals.kafka.config.kafka, journals.topic)
+    return QuarantinePage(found[-limit:][::-1], len(found))
+
+
 class JournalBackend(Protocol):
     def journal(self, journal_id: str) -> JournalHandle:
         """The journal `journal_id` (a valid, non-empty id); cheap, does no I/O."""
@@ -154,6 +172,15 @@ class JournalBackend(Protocol):
         """Every accepted event after `after`, a non-empty list of items at a time
         (`journal.client.journals.Journals.subscribe_batches`); any process serves it, nothing is
         forwarded."""
+        ...
+
+    async def quarantined(self, limit: int) -> QuarantinePage:
+        """The newest `limit` (>= 1) records replication set aside (`newest_quarantined`)."""
+        ...
+
+    def workers(self) -> Mapping[str, Sequence[int]]:
+        """Each worker of the group by its base URL, with the partitions it owns (ascending),
+        as this process last learnt them; empty when it does not know (or has no group)."""
         ...
 
 
@@ -176,3 +203,9 @@ class DirectBackend:
         self, after: SubscriptionPosition | None, tags: Collection[str], live: bool
     ) -> AsyncIterator[Sequence[SubscriptionItem]]:
         return self._journals.subscribe_batches(after, tags, live)
+
+    async def quarantined(self, limit: int) -> QuarantinePage:
+        return await newest_quarantined(self._journals, limit)
+
+    def workers(self) -> Mapping[str, Sequence[int]]:
+        return {}  # no group

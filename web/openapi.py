@@ -48,11 +48,11 @@ silently.
 With security on (`KJ_SECURITY=on`), every route but `/healthz`, `/readyz` and this document
 needs `Authorization: Bearer <JWT>` whose `scope` grants it: `journal:read` (GET a journal or
 its events), `journal:write` (append), `journal:delete` (delete, purge), `journal:admin`
-(`/metrics`, `/status`); the console's files (`/ui`) are open, the API they call is not. A
-token limited to a journal id prefix lists ids (`/journals`) and subscribes (`/events`) within
-it, and is refused by `/metrics` and `/status`. 401 `unauthorized` (with `WWW-Authenticate`)
-without a valid token, 403 `forbidden` without the scope or for a journal id outside the
-token's prefix claim."""
+(`/metrics`, `/status`, `/quarantine`); the console's files (`/ui`) are open, the API they
+call is not. A token limited to a journal id prefix lists ids (`/journals`) and subscribes
+(`/events`) within it, and is refused by `/metrics`, `/status` and `/quarantine`. 401
+`unauthorized` (with `WWW-Authenticate`) without a valid token, 403 `forbidden` without the
+scope or for a journal id outside the token's prefix claim."""
 
 _SUBSCRIBE = """\
 Every event the journals' logs accepted (never an Append the conflict rule rejected), one JSON
@@ -92,6 +92,7 @@ _ANSWERS: tuple[type[BaseModel], ...] = (
     schema.SubscribedEventOut,
     schema.HeartbeatOut,
     schema.WorkerStatusOut,
+    schema.QuarantineOut,
 )
 
 
@@ -419,13 +420,27 @@ _OPERATIONS: dict[str, JsonDoc] = {
         {"401": _ref("responses", "Unauthorized"), "403": _ref("responses", "Forbidden")},
     ),
     "status": _ops(
-        "This worker's partitions with their replication lag, quarantined records, requests.",
+        "This worker's partitions with their replication lag, quarantined records, requests; "
+        "the group's workers with their partitions.",
         _ok(
-            "From this worker's own metrics (counters since it started).",
+            "From this worker's own metrics (counters since it started) and the group's last "
+            "assignment as this worker knows it.",
             _ref("schemas", "WorkerStatusOut"),
         ),
         {"401": _ref("responses", "Unauthorized"), "403": _ref("responses", "Forbidden")},
     ),
+    "quarantine": {
+        "summary": "The records replication set aside (`<topic>.quarantine`), the newest first.",
+        "description": "At most `limit` records (default "
+        f"{schema.DEFAULT_QUARANTINE_LIMIT}, at most {schema.MAX_QUARANTINE_LIMIT}), the "
+        "newest; `total` says how many the quarantine holds. `kafka-journal quarantine list` "
+        "shows them all, `quarantine replay` replays those this version decodes.",
+        "parameters": _parameters(schema.QuarantineQuery),
+        "responses": {
+            "200": _ok("The newest records.", _ref("schemas", "QuarantineOut")),
+            **_errors("400", "503"),
+        },
+    },
     "console": _ops(
         "The operators' console: a page over this API (it asks for a token when security is on).",
         {"description": "the page", "content": {"text/html": {"schema": {"type": "string"}}}},

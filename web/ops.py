@@ -1,5 +1,5 @@
-"""Operational routes: liveness, readiness, metrics, status, the API's own description, and
-the operators' console.
+"""Operational routes: liveness, readiness, metrics, status, the quarantine, the API's own
+description, and the operators' console.
 
 `/healthz` answers 200 while the process can answer at all, and does nothing else. `/readyz`
 asks the backend whether this process can serve journal requests (a Faust worker: once its
@@ -12,19 +12,22 @@ with the operator's token, so it shows what any client of the API sees and can d
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import orjson
 from aiohttp import web
 
+from journal.kafka.quarantine import Quarantined
 from journal.metrics import CONTENT_TYPE, Metrics
 from web.backend import JournalBackend
 from web.error_answers import ErrorCode
 from web.failures import unavailable
 from web.openapi import openapi_document
-from web.representation import json_response
-from web.schema import Status
+from web.representation import iso_timestamp, json_response
+from web.schema import QuarantinedOut, QuarantineOut, Status
 from web.status import worker_status
+from web.validation import parse_quarantine_limit
 
 CONSOLE_DIR = Path(__file__).parent / "ui"
 _CONSOLE_TYPES = {
@@ -74,7 +77,18 @@ class OpsViews:
         return web.Response(body=self._openapi, content_type="application/json")
 
     async def status(self, request: web.Request) -> web.Response:
-        return json_response(worker_status(self._metrics))
+        return json_response(worker_status(self._metrics, self._backend.workers()))
+
+    async def quarantine(self, request: web.Request) -> web.Response:
+        limit = parse_quarantine_limit(request.query)
+        if not self._backend.ready():
+            raise unavailable(
+                ErrorCode.NOT_READY, "not ready (starting): no quarantine yet", self._retry_after_s
+            )
+        page = await self._backend.quarantined(limit)
+        return json_response(
+            QuarantineOut(records=[_quarantined_out(one) for one in page.records], total=page.total)
+        )
 
     async def console(self, request: web.Request) -> web.Response:
         return self._console_file("index.html")
@@ -90,3 +104,17 @@ class OpsViews:
         return web.Response(
             body=body, content_type=content_type, charset="utf-8", headers=_CONSOLE_HEADERS
         )
+
+
+def _quarantined_out(one: Quarantined) -> QuarantinedOut:
+    partition, _, offset = (one.origin or ":").partition(":")
+    return QuarantinedOut(
+        partition=one.partition,
+        offset=one.offset,
+        originPartition=int(partition) if partition else None,
+        originOffset=offset or None,
+        reason=one.reason,
+        timestamp=iso_timestamp(datetime.fromtimestamp(one.timestamp_ms / 1000, UTC)),
+        key=None if one.key is None else one.key.decode("utf-8", "replace"),
+        replayed=one.replayed,
+    )

@@ -88,6 +88,7 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/readyz", "ops", "readyz", None, "readyz"),
     Route("GET", "/metrics", "ops", "metrics", Scope.ADMIN, "metrics"),
     Route("GET", "/status", "ops", "status", Scope.ADMIN, "status"),
+    Route("GET", "/quarantine", "ops", "quarantine", Scope.ADMIN, "quarantine"),
     Route("GET", "/openapi.json", "ops", "openapi", None, "openapi"),
     # the operators' console: static files, open (the API behind them is not)
     Route("GET", "/ui", "ops", "console", None, "console"),

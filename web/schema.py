@@ -321,6 +321,24 @@ class IdsQuery(_Wire):
     )
 
 
+DEFAULT_QUARANTINE_LIMIT = 100
+MAX_QUARANTINE_LIMIT = 1000
+
+
+class QuarantineQuery(_Wire):
+    """`GET /quarantine`: the newest records of the quarantine."""
+
+    limit: Annotated[
+        int,
+        PlainValidator(_query_number),
+        Field(ge=1, le=MAX_QUARANTINE_LIMIT),
+        WithJsonSchema({"type": "integer", "minimum": 1, "maximum": MAX_QUARANTINE_LIMIT}),
+    ] = Field(
+        default=DEFAULT_QUARANTINE_LIMIT,
+        description=f"at most this many records, the newest (1..{MAX_QUARANTINE_LIMIT})",
+    )
+
+
 class NoQuery(_Wire):
     """Routes without query parameters refuse any."""
 
@@ -434,18 +452,55 @@ class PartitionStatusOut(_Wire):
     lagSeconds: float = Field(description="age of the oldest of them (0 when none)")
 
 
+class GroupWorkerOut(_Wire):
+    """A worker of the group and the partitions it owns."""
+
+    url: str = Field(description="its base URL (where requests for its partitions go)")
+    partitions: list[int] = Field(description="ascending")
+
+
 class WorkerStatusOut(_Wire):
-    """What this worker knows of itself, from its own metrics: counters since it started."""
+    """What this worker knows of itself, from its own metrics: counters since it started;
+    and of its group, as the group's last assignment told it."""
 
     version: str
     partitions: list[PartitionStatusOut] = Field(
         description="the partitions it owns (replicates), ascending"
+    )
+    workers: list[GroupWorkerOut] = Field(
+        description="every worker of the group with its partitions, this one included, by "
+        "URL; empty when not known (before the first assignment, or a server without a group)"
     )
     quarantinedRecords: int = Field(description="records replication sent to quarantine")
     requests: int = Field(description="HTTP requests answered")
     clientErrors: int = Field(description="of them, answered 4xx")
     serverErrors: int = Field(description="of them, answered 5xx or aborted")
     subscriptionsOpen: int = Field(description="subscriptions (GET /events) open now")
+
+
+class QuarantinedOut(_Wire):
+    """A record replication set aside: where it is in the quarantine topic, where it was in
+    the action topic, why, when, and whether it was replayed since."""
+
+    partition: int = Field(description="of the quarantine topic")
+    offset: int = Field(description="in the quarantine topic")
+    originPartition: int | None = Field(description="its partition in the action topic")
+    originOffset: str | None = Field(
+        description="its offset there; `first-last` for an undecodable batch (lost)"
+    )
+    reason: str
+    timestamp: str = Field(
+        json_schema_extra={"format": "date-time"}, description="the record's own time"
+    )
+    key: str | None = Field(description="the journal id it was written under, if any")
+    replayed: bool = Field(description="produced to the action topic again since")
+
+
+class QuarantineOut(_Wire):
+    """The newest records of the quarantine, newest first, and how many it holds."""
+
+    records: list[QuarantinedOut]
+    total: int = Field(description="records in the quarantine (replay markers not counted)")
 
 
 def to_json(answer: BaseModel) -> bytes:

@@ -3,16 +3,18 @@
 The same numbers `/metrics` exposes (replication lag by owned partition, quarantined records,
 requests by status), summed for a person or the console rather than for Prometheus: a worker
 has a lag series only for the partitions it owns (`journal.metrics.forget_replication_lag`),
-so those are its partitions. Rates are left to the reader, from two readings.
+so those are its partitions. Rates are left to the reader, from two readings. The group's
+workers and their partitions are the backend's to say (`JournalBackend.workers`).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 
 from journal.metrics import NAMESPACE, Metrics
 from journal.version import VERSION
-from web.schema import PartitionStatusOut, WorkerStatusOut
+from web.schema import GroupWorkerOut, PartitionStatusOut, WorkerStatusOut
 
 _N = NAMESPACE + "_"
 _LAG_RECORDS = _N + "replication_lag_records"
@@ -22,7 +24,7 @@ _REQUESTS = _N + "http_requests_total"
 _SUBSCRIPTIONS_OPEN = _N + "http_subscriptions_open"
 
 
-def worker_status(metrics: Metrics) -> WorkerStatusOut:
+def worker_status(metrics: Metrics, workers: Mapping[str, Sequence[int]]) -> WorkerStatusOut:
     lag: defaultdict[int, dict[str, float]] = defaultdict(dict)
     quarantined = requests = client_errors = server_errors = subscriptions = 0.0
     for family in metrics.registry.collect():
@@ -50,6 +52,10 @@ def worker_status(metrics: Metrics) -> WorkerStatusOut:
                 lagSeconds=values.get(_LAG_SECONDS, 0.0),
             )
             for partition, values in sorted(lag.items())
+        ],
+        workers=[
+            GroupWorkerOut(url=url, partitions=list(partitions))
+            for url, partitions in workers.items()
         ],
         quarantinedRecords=int(quarantined),
         requests=int(requests),

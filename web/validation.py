@@ -511,6 +511,11 @@ def parse_ids_query(query: MultiMapping[str]) -> schema.IdsQuery:
     return validate(schema.IdsQuery, _only_params(query, schema.IdsQuery))
 
 
+def parse_quarantine_limit(query: MultiMapping[str]) -> int:
+    """`limit` of `GET /quarantine` (default 100, at most 1000)."""
+    return validate(schema.QuarantineQuery, _only_params(query, schema.QuarantineQuery)).limit
+
+
 def parse_delete_query(query: MultiMapping[str]) -> int:
     """The required `to` of a delete: a seqNr."""
     return validate(schema.DeleteQuery, _only_params(query, schema.DeleteQuery)).to

@@ -26,6 +26,7 @@ from journal.core.model import (
     check_consecutive,
 )
 from journal.errors import KafkaUnavailable, SeqNrConflict, SnapshotBeyondJournal, SnapshotTooLarge
+from journal.kafka.quarantine import Quarantined
 from journal.kafka.subscription import (
     Heartbeat,
     SubscribedEvent,
@@ -35,13 +36,15 @@ from journal.kafka.subscription import (
 from journal.store.base import Snapshot, snapshot_bytes
 from tests.support.http_api import journal_path
 from web import JournalHandle
+from web.backend import QuarantinePage
 
 T0 = datetime(2024, 5, 6, 7, 8, 9, 123000, tzinfo=UTC)
 
 
 @dataclass
 class FakeBackend:
-    """Journals in a dict; `failure` is raised by every operation, `break_after` mid-read."""
+    """Journals in a dict; `failure` is raised by every operation, `break_after` mid-read;
+    `quarantine` and `group` are what `quarantined` and `workers` answer."""
 
     is_ready: bool = True
     failure: BaseException | None = None
@@ -49,6 +52,8 @@ class FakeBackend:
     records: dict[str, list[EventRecord]] = field(default_factory=dict)
     snapshots: dict[str, dict[int, Snapshot]] = field(default_factory=dict)
     acks: list[Ack] = field(default_factory=list)  # each accepted append's
+    quarantine: list[Quarantined] = field(default_factory=list)  # oldest first
+    group: dict[str, tuple[int, ...]] = field(default_factory=dict)  # the workers' partitions
 
     def journal(self, journal_id: str) -> JournalHandle:
         return FakeJournal(self, journal_id)
@@ -63,6 +68,14 @@ class FakeBackend:
 
     def ready(self) -> bool:
         return self.is_ready
+
+    async def quarantined(self, limit: int) -> QuarantinePage:
+        if self.failure is not None:
+            raise self.failure
+        return QuarantinePage(self.quarantine[-limit:][::-1], len(self.quarantine))
+
+    def workers(self) -> Mapping[str, Sequence[int]]:
+        return self.group
 
     async def subscribe(
         self, after: SubscriptionPosition | None, tags: Collection[str], live: bool

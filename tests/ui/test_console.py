@@ -23,6 +23,7 @@ from playwright.async_api import Page, Request, expect
 
 from bench.console import bench_console
 from devtools.workers import REPO
+from tests.support.eventually import eventually
 from tests.support.harness import Harness, unique
 from tests.support.http_api import journal_path
 from tests.support.workers import WorkerProcess
@@ -82,6 +83,12 @@ async def test_the_overview_shows_each_partition_this_worker_owns_with_its_lag(
     await expect(page.locator("#worker-version")).to_have_text(re.compile(r"^\d+\.\d+"))
     await expect(rows.first.locator("svg.spark")).to_be_visible()
     await expect(page.locator("#request-rate")).to_contain_text("/s)")
+    # the group is this worker alone: it owns every partition
+    workers = page.locator("#workers tbody tr[data-url]")
+    await expect(workers).to_have_count(1)
+    await expect(workers.locator("td").first).to_have_text(f"{worker.url} (this worker)")
+    every = ", ".join(str(p) for p in range(connected.settings.partitions))
+    await expect(workers.locator("td").nth(1)).to_have_text(every)
     await shot(page, "overview")
 
 
@@ -212,11 +219,40 @@ async def test_purge_is_refused_with_a_read_token_and_done_with_a_delete_token(
         assert (await answer.json())["seqNr"] is None
 
 
-async def test_the_quarantine_page_shows_the_count(
-    page: Page, worker: WorkerProcess, minter: tuple[TokenMinter, Path]
+async def test_the_quarantine_page_shows_the_count_and_the_records(
+    page: Page, worker: WorkerProcess, connected: Harness, minter: tuple[TokenMinter, Path]
 ) -> None:
-    await open_console(page, worker, mint(minter, Scope.ADMIN), "#/quarantine")
+    admin = mint(minter, Scope.ADMIN)
+    await open_console(page, worker, admin, "#/quarantine")
     await expect(page.locator("#quarantine-count")).to_have_text("0")
+    await expect(page.locator("#quarantine-total")).to_have_text("0")
+
+    # a malformed Append, which the worker's replication sets aside
+    journal_id = unique("malformed")
+    key = connected.journals.journal(journal_id).key
+    sent = await connected.producer.send_and_wait(
+        connected.settings.topic,
+        b"\x00garbage",
+        key=journal_id.encode(),
+        partition=connected.journals.writer.partition_of(key),
+        headers=[("journal.action", b'{"append": {"range": {"from": 1, "to": 1}}}')],
+    )
+
+    async def quarantined() -> bool:
+        async with (
+            aiohttp.ClientSession(headers={"Authorization": f"Bearer {admin}"}) as session,
+            session.get(worker.url / "quarantine") as answer,
+        ):
+            return bool((await answer.json())["total"] == 1)
+
+    await eventually(quarantined, "the worker quarantines the malformed record")
+    await open_console(page, worker, admin, "#/quarantine")
+    rows = page.locator("#quarantined-records tbody tr[data-offset]")
+    await expect(rows).to_have_count(1)
+    await expect(rows.locator("td").nth(2)).to_have_text(journal_id)
+    await expect(rows.locator("td").nth(3)).to_have_text(f"{sent.partition}:{sent.offset}")
+    await expect(rows.locator("td").nth(5)).to_have_text("no")
+    await expect(page.locator("#quarantine-count")).to_have_text("1")
     await shot(page, "quarantine")
 
 

@@ -286,6 +286,14 @@ async def test_status_needs_admin_and_the_console_files_are_open(served: Served)
         assert await status_of(served, "GET", path) == 200, path
 
 
+async def test_quarantine_needs_admin_over_every_journal(served: Served) -> None:
+    assert await status_of(served, "GET", "/quarantine") == 401
+    assert await status_of(served, "GET", "/quarantine", bearer(token(Scope.READ))) == 403
+    limited_admin = bearer(token(Scope.ADMIN, prefix="a-"))
+    assert await status_of(served, "GET", "/quarantine", limited_admin) == 403
+    assert await status_of(served, "GET", "/quarantine", bearer(token(Scope.ADMIN))) == 200
+
+
 async def test_metrics_can_be_configured_open() -> None:
     app = create_app(FakeBackend(), metrics=Metrics(), guard=Guard(VERIFIER, metrics_open=True))
     async with serve(app) as served:

@@ -1,5 +1,5 @@
-"""`GET /events` as server-sent events and with a prefix, `GET /status`, and the console's
-files (`/ui`), over the fake backend."""
+"""`GET /events` as server-sent events and with a prefix, `GET /status`, `GET /quarantine`,
+and the console's files (`/ui`), over the fake backend."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from collections.abc import AsyncIterator
 import orjson
 import pytest
 
+from journal.errors import KafkaUnavailable
+from journal.kafka.quarantine import Quarantined
 from journal.metrics import Metrics, set_replication_lag
 from tests.support.fake_backend import FakeBackend
 from tests.support.http_api import journal_path
@@ -24,8 +26,13 @@ def metrics() -> Metrics:
 
 
 @pytest.fixture
-async def served(metrics: Metrics) -> AsyncIterator[Served]:
-    async with serve(create_app(FakeBackend(), metrics=metrics)) as served:
+def backend() -> FakeBackend:
+    return FakeBackend()
+
+
+@pytest.fixture
+async def served(metrics: Metrics, backend: FakeBackend) -> AsyncIterator[Served]:
+    async with serve(create_app(backend, metrics=metrics)) as served:
         for journal_id, seq_nr in (("a-1", 1), ("a-1", 2), ("a-1", 3), ("b-1", 1)):
             body = {"events": [{"seqNr": seq_nr, "payload": {"n": seq_nr}, "tags": ["t"]}]}
             path = served.at(journal_path(journal_id, "/events"))
@@ -116,6 +123,80 @@ async def test_status_sums_what_the_metrics_say(served: Served, metrics: Metrics
     assert status["requests"] == 5  # the four appends and the 404, answered before this one
     assert (status["clientErrors"], status["serverErrors"]) == (1, 0)
     assert status["subscriptionsOpen"] == 0
+
+
+async def test_status_lists_the_groups_workers_with_their_partitions(
+    served: Served, backend: FakeBackend
+) -> None:
+    async with served.session.get(served.at("/status")) as answer:
+        assert (await answer.json())["workers"] == []  # not known
+    backend.group = {"http://a:6066": (0, 2), "http://b:6066": (1,)}
+    async with served.session.get(served.at("/status")) as answer:
+        workers = (await answer.json())["workers"]
+    assert workers == [
+        {"url": "http://a:6066", "partitions": [0, 2]},
+        {"url": "http://b:6066", "partitions": [1]},
+    ]
+
+
+def quarantined(offset: int, origin: str | None, replayed: bool = False) -> Quarantined:
+    return Quarantined(
+        partition=0,
+        offset=offset,
+        topic="topic",
+        origin=origin,
+        reason=f"reason {offset}",
+        timestamp_ms=1_700_000_000_000 + offset,
+        key=b"j-1",
+        value=b"?",
+        headers=[],
+        replayed=replayed,
+    )
+
+
+async def test_quarantine_lists_the_newest_records_first(
+    served: Served, backend: FakeBackend
+) -> None:
+    backend.quarantine = [quarantined(n, f"2:{40 + n}", replayed=n == 1) for n in range(5)]
+    backend.quarantine.append(quarantined(5, "1:7-9"))  # an undecodable batch's marker
+    async with served.session.get(served.at("/quarantine?limit=3")) as answer:
+        assert answer.status == 200, await answer.text()
+        body = await answer.json()
+    assert body["total"] == 6
+    assert [record["offset"] for record in body["records"]] == [5, 4, 3]
+    assert body["records"][0]["originOffset"] == "7-9"
+    assert body["records"][1] == {
+        "partition": 0,
+        "offset": 4,
+        "originPartition": 2,
+        "originOffset": "44",
+        "reason": "reason 4",
+        "timestamp": "2023-11-14T22:13:20.004Z",
+        "key": "j-1",
+        "replayed": False,
+    }
+    async with served.session.get(served.at("/quarantine")) as answer:
+        records = (await answer.json())["records"]
+    assert len(records) == 6 and [r["replayed"] for r in records].count(True) == 1
+
+
+@pytest.mark.parametrize("query", ["limit=0", "limit=1001", "limit=x", "offset=1"])
+async def test_quarantine_refuses_a_bad_query(served: Served, query: str) -> None:
+    async with served.session.get(served.at(f"/quarantine?{query}")) as answer:
+        assert answer.status == 400
+        assert (await answer.json())["error"]["code"] == ErrorCode.INVALID_QUERY
+
+
+async def test_quarantine_is_unavailable_while_not_ready_or_kafka_is_down(
+    served: Served, backend: FakeBackend
+) -> None:
+    backend.is_ready = False
+    async with served.session.get(served.at("/quarantine")) as answer:
+        assert answer.status == 503 and "Retry-After" in answer.headers
+    backend.is_ready, backend.failure = True, KafkaUnavailable("down")
+    async with served.session.get(served.at("/quarantine")) as answer:
+        assert answer.status == 503
+        assert (await answer.json())["error"]["code"] == ErrorCode.UNAVAILABLE
 
 
 async def test_the_console_is_served_with_a_strict_content_policy(served: Served) -> None:

@@ -158,9 +158,23 @@ async function pollStatus() {
       cell(row, sparkline(points));
     }
     if (!status.partitions.length) cell(body.insertRow(), "none (yet)").colSpan = 4;
+    showWorkers(status.workers);
   } catch (error) {
     failed(error);
   }
+}
+
+function showWorkers(workers) {
+  const body = $("workers").tBodies[0];
+  body.replaceChildren();
+  for (const worker of workers) {
+    const row = body.insertRow();
+    row.dataset.url = worker.url;
+    const here = new URL(worker.url).host === location.host;
+    cell(row, here ? `${worker.url} (this worker)` : worker.url);
+    cell(row, worker.partitions.join(", ") || "none");
+  }
+  if (!workers.length) cell(body.insertRow(), "not known (yet)").colSpan = 2;
 }
 
 function showOverview() {
@@ -168,6 +182,36 @@ function showOverview() {
   pollStatus();
   pollTimer = setInterval(pollStatus, POLL_MS);
 }
+
+// --- quarantine ----------------------------------------------------------------------------
+
+const QUARANTINE_SHOWN = 100; // the API's default; "Show up to 1000" asks for its maximum
+
+async function showQuarantine(limit = QUARANTINE_SHOWN) {
+  try {
+    const page = await getJson(`/quarantine?limit=${limit}`);
+    $("quarantine-total").textContent = page.total;
+    const body = $("quarantined-records").tBodies[0];
+    body.replaceChildren();
+    for (const record of page.records) {
+      const row = body.insertRow();
+      row.dataset.offset = record.offset;
+      cell(row, record.offset);
+      cell(row, record.timestamp);
+      cell(row, record.key ?? "–");
+      const origin = record.originPartition ?? "?";
+      cell(row, `${origin}:${record.originOffset ?? "?"}`);
+      cell(row, record.reason);
+      cell(row, record.replayed ? "yes" : "no");
+    }
+    if (!page.records.length) cell(body.insertRow(), "none").colSpan = 6;
+    $("quarantine-more").hidden = page.records.length >= page.total || limit > QUARANTINE_SHOWN;
+  } catch (error) {
+    failed(error);
+  }
+}
+
+$("quarantine-more").addEventListener("click", () => showQuarantine(1000));
 
 // --- journals ------------------------------------------------------------------------------
 
@@ -416,6 +460,7 @@ function route() {
     else link.removeAttribute("aria-current");
   }
   if (page === "overview" || page === "quarantine") showOverview();
+  if (page === "quarantine") showQuarantine();
   else if (page === "journal") showJournal(id);
   const heading = document.querySelector(`#${page} h2`);
   if (heading) {
