@@ -16,8 +16,9 @@ from collections.abc import AsyncIterator, Collection, Sequence
 from journal.client.deferred import Deferred
 from journal.client.journals import Journals
 from journal.client.listing import JournalIdPage
+from journal.kafka.groups import GroupStatus
 from journal.kafka.subscription import SubscriptionItem, SubscriptionPosition
-from web.backend import JournalHandle
+from web.backend import GroupMemberHandle, JournalHandle, topic_group_statuses
 
 
 class WorkerBackend:
@@ -37,3 +38,9 @@ class WorkerBackend:
         self, after: SubscriptionPosition | None, tags: Collection[str], live: bool
     ) -> AsyncIterator[Sequence[SubscriptionItem]]:
         return self._journals.value().subscribe_batches(after, tags, live)  # ready() said yes
+
+    def subscribe_group(self, name: str, tags: Collection[str]) -> GroupMemberHandle:
+        return self._journals.value().subscribe_group(name, tags)  # ready() said yes
+
+    async def group_statuses(self) -> list[GroupStatus]:
+        return await topic_group_statuses(self._journals.value())  # ready() said yes
