@@ -503,7 +503,9 @@ class WorkerStatusOut(_Wire):
     requests: int = Field(description="HTTP requests answered")
     clientErrors: int = Field(description="of them, answered 4xx")
     serverErrors: int = Field(description="of them, answered 5xx or aborted")
-    subscriptionsOpen: int = Field(description="subscriptions (GET /events) open now")
+    subscriptionsOpen: int = Field(
+        description="subscriptions (GET /events, group members' streams) open now"
+    )
 
 
 def to_json(answer: BaseModel) -> bytes:
