@@ -17,8 +17,15 @@ from typing import Protocol
 from journal.client.deferred import Deferred
 from journal.client.journals import Journals
 from journal.client.listing import JournalIdPage
+from journal.kafka.groups import GroupStatus
 from journal.kafka.subscription import SubscriptionItem, SubscriptionPosition
-from web.backend import JournalHandle, QuarantinePage, newest_quarantined
+from web.backend import (
+    GroupMemberHandle,
+    JournalHandle,
+    QuarantinePage,
+    newest_quarantined,
+    topic_group_statuses,
+)
 
 
 class GroupWorkers(Protocol):
@@ -51,3 +58,9 @@ class WorkerBackend:
 
     def workers(self) -> Mapping[str, Sequence[int]]:
         return self._group.workers()
+
+    def subscribe_group(self, name: str, tags: Collection[str]) -> GroupMemberHandle:
+        return self._journals.value().subscribe_group(name, tags)  # ready() said yes
+
+    async def group_statuses(self) -> list[GroupStatus]:
+        return await topic_group_statuses(self._journals.value())  # ready() said yes

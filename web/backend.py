@@ -26,6 +26,7 @@ from journal.core.model import (
     Position,
 )
 from journal.errors import InvalidValue
+from journal.kafka.groups import EventPosition, GroupEvent, GroupStatus, group_statuses
 from journal.kafka.quarantine import Quarantined, list_quarantine
 from journal.kafka.subscription import SubscriptionItem, SubscriptionPosition
 from journal.store.base import Snapshot
@@ -133,6 +134,29 @@ async def append_to(
     )
 
 
+class GroupMemberHandle(Protocol):
+    """A member of a subscription group, as `journal.kafka.groups.GroupMember` offers it."""
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None:
+        """Commit what is acknowledged and leave: the rest goes to the next member."""
+        ...
+
+    def batches(self) -> AsyncIterator[list[GroupEvent]]:
+        """The member's events a list at a time; [] after a while without any (a heartbeat)."""
+        ...
+
+    def ack(self, *positions: EventPosition) -> int:
+        """Acknowledge these events: how many of them this member had out."""
+        ...
+
+
+async def topic_group_statuses(journals: Journals) -> list[GroupStatus]:
+    """The subscription groups of the journals' topic (`journal.kafka.groups.group_statuses`)."""
+    return await group_statuses(journals.kafka.config.kafka, journals.topic)
+
+
 def _numbered(events: tuple[Event, ...] | tuple[NewEvent, ...]) -> TypeGuard[tuple[Event, ...]]:
     return isinstance(events[0], Event)
 
@@ -181,6 +205,13 @@ class JournalBackend(Protocol):
     def workers(self) -> Mapping[str, Sequence[int]]:
         """Each worker of the group by its base URL, with the partitions it owns (ascending),
         as this process last learnt them; empty when it does not know (or has no group)."""
+
+    def subscribe_group(self, name: str, tags: Collection[str]) -> GroupMemberHandle:
+        """A member (not started) of subscription group `name` (a valid name) with `tags`."""
+        ...
+
+    async def group_statuses(self) -> list[GroupStatus]:
+        """The topic's subscription groups, by name."""
         ...
 
 
@@ -209,3 +240,9 @@ class DirectBackend:
 
     def workers(self) -> Mapping[str, Sequence[int]]:
         return {}  # no group
+
+    def subscribe_group(self, name: str, tags: Collection[str]) -> GroupMemberHandle:
+        return self._journals.subscribe_group(name, tags)
+
+    async def group_statuses(self) -> list[GroupStatus]:
+        return await topic_group_statuses(self._journals)

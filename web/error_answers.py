@@ -28,6 +28,7 @@ class ErrorCode(StrEnum):
     INVALID_QUERY = "invalid_query"  # 400: a bad, repeated, missing or unknown query parameter
     # (or a bad Last-Event-ID: the position `after` gives, as an SSE client resends it)
     INVALID_JOURNAL_ID = "invalid_journal_id"  # 400: an id Kafka/Cassandra cannot key on
+    INVALID_GROUP = "invalid_group"  # 400: not a subscription group name
     INCOMPLETE_BODY = "incomplete_body"  # 400: the client stopped sending mid-body
     UNAUTHORIZED = "unauthorized"  # 401: no bearer token, or a bad or expired one
     FORBIDDEN = "forbidden"  # 403: the token lacks the route's scope or the journal id's prefix
@@ -35,6 +36,8 @@ class ErrorCode(StrEnum):
     METHOD_NOT_ALLOWED = "method_not_allowed"  # 405: the route exists, not with this method
     INVALID_IDEMPOTENCY_KEY = "invalid_idempotency_key"  # 400: empty, too long, not ASCII
     SEQ_NR_CONFLICT = "seq_nr_conflict"  # 409: the journal is not at the expectedSeqNr
+    # 409: an ack for a group with no member streaming on this worker
+    NO_MEMBER = "no_member"
     JOURNAL_TRUNCATED = "journal_truncated"  # 410: events expired from Kafka unreplicated
     BODY_TOO_LARGE = "body_too_large"  # 413: the request body exceeds the configured limit
     APPEND_TOO_LARGE = "append_too_large"  # 413: the encoded record exceeds Kafka's limit

@@ -76,8 +76,25 @@ forwarding). 503 while Cassandra
 is down, unless Kafka still holds the partitions from offset 0; 410 when records expired from
 Kafka before replication stored them."""
 
+_GROUPS = """\
+A subscription group shares the topic's partitions among its members, each partition read
+from the group's checkpoint (a Kafka consumer group's committed offset). This stream is a
+member for as long as it is open: Kafka assigns it some partitions (rebalancing as members come
+and go) and it writes their accepted events as `GET /events` does, each `position` naming
+that one event, and `{"heartbeat": true}` after 5 s without events. Acknowledge the events you
+handled with `POST /subscriptions/{group}/ack`: a partition's checkpoint moves past the
+events acknowledged up to its first unacknowledged one. When the stream closes the member
+commits and leaves: its unacknowledged events go to the next member (at least once). A member
+lives in the worker that serves its stream, so acks must reach that worker: send them on the
+stream's worker (e.g. keep one connection to it); another worker answers 409 `no_member`,
+nothing is forwarded."""
+
 _REF = "#/components/schemas/{model}"
-_REQUESTS: tuple[type[BaseModel], ...] = (schema.AppendRequest, schema.SnapshotIn)
+_REQUESTS: tuple[type[BaseModel], ...] = (
+    schema.AppendRequest,
+    schema.SnapshotIn,
+    schema.AckRequest,
+)
 _ANSWERS: tuple[type[BaseModel], ...] = (
     Error,
     schema.SnapshotOut,
@@ -93,6 +110,9 @@ _ANSWERS: tuple[type[BaseModel], ...] = (
     schema.HeartbeatOut,
     schema.WorkerStatusOut,
     schema.QuarantineOut,
+    schema.GroupHeartbeatOut,
+    schema.AckedOut,
+    schema.GroupsOut,
 )
 
 
@@ -230,6 +250,10 @@ _RESPONSES: JsonDoc = {
         "outside the token's prefix."
     ),
     "NotFound": _error_response("`not_found`: no such route (any path not listed here)."),
+    "NoMember": _error_response(
+        "`no_member`: no member of the group streams from this worker; acks go to the worker "
+        "that serves the group's stream (nothing is forwarded)."
+    ),
 }
 
 _JOURNAL_ID: JsonDoc = {
@@ -373,6 +397,52 @@ _OPERATIONS: dict[str, JsonDoc] = {
             **_errors(*_READ_ERRORS),
         },
     },
+    "subscriptionGroups": {
+        "summary": "The topic's subscription groups: state, and each partition's checkpoint, "
+        "end offset, lag and member.",
+        "responses": {
+            "200": _ok("The groups, by name.", _ref("schemas", "GroupsOut")),
+            **_errors(*_JOURNAL_ERRORS),
+        },
+    },
+    "subscribeGroup": {
+        "summary": "Stream a subscription group's events as one of its members.",
+        "description": _GROUPS,
+        "parameters": _parameters(schema.GroupEventsQuery),
+        "responses": {
+            "200": {
+                "description": "NDJSON, streamed: events (their `position` to acknowledge) "
+                "and heartbeats. A failure after the first line drops the connection; the "
+                "group resumes at its checkpoint.",
+                "content": {
+                    "application/x-ndjson": {
+                        "schema": {
+                            "oneOf": [
+                                _ref("schemas", "SubscribedEventOut"),
+                                _ref("schemas", "GroupHeartbeatOut"),
+                            ]
+                        }
+                    }
+                },
+            },
+            **_errors(*_READ_ERRORS),
+        },
+    },
+    "ackGroup": {
+        "summary": "Acknowledge events a group's stream on this worker delivered.",
+        "description": "Send it to the worker that serves the group's stream (e.g. on one "
+        "connection kept to it): acks are not forwarded. Positions already acknowledged, or "
+        "of partitions the member no longer has (delivered again elsewhere), are not counted.",
+        "requestBody": {
+            "required": True,
+            "content": _json_content(_ref("schemas", "AckRequest")),
+        },
+        "responses": {
+            "200": _ok("Acknowledged.", _ref("schemas", "AckedOut")),
+            "409": _ref("responses", "NoMember"),
+            **_errors("400", "413", "503"),
+        },
+    },
     "putSnapshot": {
         "summary": "Store a snapshot of the journal up to seqNr (replacing one there).",
         "description": "The body carries exactly one payload, as an event does; it may be as "
@@ -469,6 +539,13 @@ _OPERATIONS: dict[str, JsonDoc] = {
 _PATH_PARAMETERS: dict[str, JsonDoc] = {
     "id": _ref("parameters", "JournalId"),
     "seqNr": _SNAPSHOT_SEQ_NR,
+    "group": {
+        "name": "group",
+        "in": "path",
+        "required": True,
+        "description": "A subscription group's name: 1-200 of A-Za-z0-9._-.",
+        "schema": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,200}$"},
+    },
     "file": {
         "name": "file",
         "in": "path",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from journal.client import journals, listing
 from journal.core import model
 from journal.core.model import BinaryPayload, EventRecord, JsonPayload, Payload, TextPayload
-from journal.kafka.groups import GroupEvent
+from journal.kafka.groups import GroupEvent, GroupStatus
 from journal.kafka.subscription import Heartbeat, SubscriptionItem, SubscriptionPosition
 from web import schema
 from web.duration import expire_after_to_iso
@@ -190,6 +190,36 @@ def group_line(event: GroupEvent) -> bytes:
     fields["id"] = event.key.id
     fields["position"] = event.position.encode()
     return orjson.dumps(fields, option=orjson.OPT_APPEND_NEWLINE)
+
+
+GROUP_HEARTBEAT = b'{"heartbeat":true}\n'
+
+
+def group_lines(batch: Sequence[GroupEvent]) -> bytes:
+    """A member's batch as NDJSON: its events' lines (`group_line`), a heartbeat if empty."""
+    return b"".join([group_line(event) for event in batch]) if batch else GROUP_HEARTBEAT
+
+
+def groups_out(statuses: Iterable[GroupStatus]) -> schema.GroupsOut:
+    return schema.GroupsOut(
+        groups=[
+            schema.GroupOut(
+                name=status.name,
+                state=status.state,
+                partitions=[
+                    schema.GroupPartitionOut(
+                        partition=p.partition,
+                        checkpoint=p.committed,
+                        end=p.end,
+                        lag=p.lag,
+                        member=p.member,
+                    )
+                    for p in status.partitions
+                ],
+            )
+            for status in statuses
+        ]
+    )
 
 
 def info_out(journal_id: str, info: journals.JournalInfo) -> schema.JournalInfoOut:

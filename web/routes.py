@@ -65,6 +65,18 @@ ROUTES: tuple[Route, ...] = (
         lists_within_prefix=True,
         long_lived=True,
     ),
+    # subscription groups: a member's stream, and acks to the worker that serves it
+    Route("GET", "/subscriptions", "journals", "groups", Scope.READ, "subscriptionGroups"),
+    Route(
+        "GET",
+        "/subscriptions/{group}/events",
+        "journals",
+        "group_events",
+        Scope.READ,
+        "subscribeGroup",
+        long_lived=True,
+    ),
+    Route("POST", "/subscriptions/{group}/ack", "journals", "group_ack", Scope.READ, "ackGroup"),
     Route(
         "PUT", "/journals/{id}/snapshots/{seqNr}", "snapshots", "put", Scope.WRITE, "putSnapshot"
     ),

@@ -121,6 +121,9 @@ PayloadValue = Annotated[
 PAYLOAD_FIELDS = ("payload", "payloadText", "payloadBinary")
 
 
+MAX_ACK_POSITIONS = 100_000
+
+
 class _Wire(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, serialize_by_alias=True)
 
@@ -282,6 +285,24 @@ class SubscribeQuery(_Wire):
     )
 
 
+class GroupEventsQuery(_Wire):
+    """`GET /subscriptions/{group}/events`: a member's events."""
+
+    tags: str = absent(
+        max_length=100_000, description="comma-separated tags: only events with any of them"
+    )
+
+
+class AckRequest(_Wire):
+    """`POST /subscriptions/{group}/ack`: the events a member of the group handled."""
+
+    positions: list[str] = Field(
+        min_length=1,
+        max_length=MAX_ACK_POSITIONS,
+        description="the `position`s of events the group's stream on this worker delivered",
+    )
+
+
 class SnapshotPath(_Wire):
     """The seqNr in `/journals/{id}/snapshots/{seqNr}`."""
 
@@ -399,6 +420,43 @@ class HeartbeatOut(_Wire):
     position: str
 
 
+class GroupHeartbeatOut(_Wire):
+    """A group member's line while nothing is delivered."""
+
+    heartbeat: Literal[True]
+
+
+class AckedOut(_Wire):
+    """An acknowledgement's answer: how many of the positions the member had out (the rest
+    were acknowledged already, or of partitions it no longer has)."""
+
+    acknowledged: int = Field(ge=0)
+
+
+class GroupPartitionOut(_Wire):
+    """A partition of a subscription group's topic."""
+
+    partition: int = Field(ge=0)
+    checkpoint: int | None = Field(description="the committed offset (null: never committed)")
+    end: int = Field(ge=0, description="the end of the partition's log")
+    lag: int = Field(description="records between the checkpoint and the end")
+    member: str | None = Field(description="the member that has it (null: nobody)")
+
+
+class GroupOut(_Wire):
+    """A subscription group: Kafka's state of it ("Stable", "Empty", ...) and its partitions."""
+
+    name: str
+    state: str
+    partitions: list[GroupPartitionOut]
+
+
+class GroupsOut(_Wire):
+    """The topic's subscription groups, by name."""
+
+    groups: list[GroupOut]
+
+
 class JournalInfoOut(_Wire):
     """A journal's last seqNr and deleteTo; null when it has none."""
 
@@ -475,7 +533,9 @@ class WorkerStatusOut(_Wire):
     requests: int = Field(description="HTTP requests answered")
     clientErrors: int = Field(description="of them, answered 4xx")
     serverErrors: int = Field(description="of them, answered 5xx or aborted")
-    subscriptionsOpen: int = Field(description="subscriptions (GET /events) open now")
+    subscriptionsOpen: int = Field(
+        description="subscriptions (GET /events, group members' streams) open now"
+    )
 
 
 class QuarantinedOut(_Wire):

@@ -48,11 +48,12 @@ from journal.core.model import (
     TextPayload,
     json_payload,
 )
+from journal.kafka.groups import EventPosition, group_id
 from journal.kafka.subscription import SubscriptionPosition
 from web import schema
 from web.duration import iso_to_duration
 from web.error_answers import ApiError, ErrorCode, bad_request
-from web.schema import INT_MAX, INT_MIN, MAX_DEPTH
+from web.schema import INT_MAX, INT_MIN, MAX_ACK_POSITIONS, MAX_DEPTH
 
 # the code of an error, by the first field of its location that has one of its own
 _FIELD_CODES = {
@@ -504,6 +505,44 @@ def parse_subscribe_query(
         raise bad_request(ErrorCode.INVALID_QUERY, f"{source}: {e}") from None
     tags = frozenset(t for t in (parsed.tags or "").split(",") if t)
     return ParsedSubscription(after, tags, parsed.live == "true", parsed.prefix)
+
+
+def parse_group_name(raw: str) -> str:
+    """The `{group}` segment of `/subscriptions/{group}/...`: a subscription group name."""
+    try:
+        group_id(raw)
+    except InvalidValue as e:
+        raise bad_request(ErrorCode.INVALID_GROUP, str(e)) from None
+    return raw
+
+
+def parse_group_events_query(query: MultiMapping[str]) -> frozenset[str]:
+    """The `tags` (comma-separated) of a group member's stream."""
+    parsed = validate(schema.GroupEventsQuery, _only_params(query, schema.GroupEventsQuery))
+    return frozenset(t for t in (parsed.tags or "").split(",") if t)
+
+
+class _AckBody(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """An acknowledgement's body (see `web.schema.AckRequest`)."""
+
+    positions: Annotated[list[str], msgspec.Meta(min_length=1, max_length=MAX_ACK_POSITIONS)]
+
+
+_ACK_DECODER = msgspec.json.Decoder(_AckBody)
+
+
+def parse_ack(body: bytes) -> tuple[EventPosition, ...]:
+    """The event positions of an acknowledgement's body."""
+    try:
+        request = _ACK_DECODER.decode(body)
+    except msgspec.ValidationError as e:
+        raise bad_request(ErrorCode.INVALID_BODY, f"the body: {e}") from None
+    except msgspec.DecodeError as e:
+        raise bad_request(ErrorCode.MALFORMED_JSON, f"the body is not JSON: {e}") from None
+    try:
+        return tuple([EventPosition.parse(p) for p in request.positions])
+    except InvalidValue as e:
+        raise bad_request(ErrorCode.INVALID_BODY, f"positions: {e}") from None
 
 
 def parse_ids_query(query: MultiMapping[str]) -> schema.IdsQuery:

@@ -19,8 +19,8 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -28,11 +28,12 @@ from aiohttp import web
 
 from journal.core.model import EventRecord
 from journal.errors import InvalidValue, JournalError
+from journal.kafka.groups import EventPosition
 from journal.kafka.subscription import Heartbeat, SubscriptionItem
 from journal.metrics import METRICS, Metrics
-from web.backend import JournalBackend, JournalHandle, append_to
+from web.backend import GroupMemberHandle, JournalBackend, JournalHandle, append_to
 from web.body import read_body
-from web.error_answers import ErrorCode, StreamInterrupted, bad_request
+from web.error_answers import ApiError, ErrorCode, StreamInterrupted, bad_request
 from web.failures import unavailable
 from web.grant import listing_prefix
 from web.representation import (
@@ -44,16 +45,22 @@ from web.representation import (
     SubscriptionLines,
     appended_response,
     deleted_out,
+    group_lines,
+    groups_out,
     ids_out,
     info_out,
     json_response,
     position_out,
 )
+from web.schema import AckedOut
 from web.validation import (
     check_no_params,
+    parse_ack,
     parse_append,
     parse_append_query,
     parse_delete_query,
+    parse_group_events_query,
+    parse_group_name,
     parse_idempotency_key,
     parse_ids_query,
     parse_journal_id,
@@ -64,6 +71,33 @@ from web.validation import (
 log = logging.getLogger(__name__)
 
 _Item = TypeVar("_Item")
+
+
+class OpenMembers:
+    """The group members this process streams to clients now, by group: where an ack goes.
+    A worker's acks reach only its own members (a member's checkpoints are its own)."""
+
+    def __init__(self) -> None:
+        self._by_group: dict[str, list[GroupMemberHandle]] = {}
+
+    @contextmanager
+    def serving(self, name: str, member: GroupMemberHandle) -> Iterator[None]:
+        members = self._by_group.setdefault(name, [])
+        members.append(member)
+        try:
+            yield
+        finally:
+            members.remove(member)
+            if not members:
+                del self._by_group[name]
+
+    def ack(self, name: str, positions: Sequence[EventPosition]) -> int | None:
+        """How many of `positions` the group's open members here had out; None without any
+        (the members of a group own distinct partitions: no event is counted twice)."""
+        members = self._by_group.get(name)
+        if not members:
+            return None
+        return sum(member.ack(*positions) for member in members)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +121,7 @@ class JournalViews:
         self._streamed = metrics.counter("kafka_journal_http_streamed_events_total")
         self._interrupted = metrics.counter("kafka_journal_http_streams_interrupted_total")
         self._subscription_lines = metrics.counter("kafka_journal_http_subscription_lines_total")
+        self._members = OpenMembers()
 
     def _check_ready(self) -> None:
         if not self._backend.ready():
@@ -179,7 +214,7 @@ class JournalViews:
             first = await anext(items, None)
             response = await _streaming_response(request, frames.content_type)
             if first is not None and not await self._stream_items(
-                request, response, frames, first, items
+                response, _framed(frames), first, items
             ):
                 return response
             await response.write_eof()
@@ -221,21 +256,20 @@ class JournalViews:
 
     async def _stream_items(
         self,
-        request: web.Request,
         response: web.StreamResponse,
-        lines: SubscriptionFrames,
-        first: Sequence[SubscriptionItem],
-        rest: AsyncIterator[Sequence[SubscriptionItem]],
+        encode: Callable[[Sequence[_Item]], bytes],
+        first: Sequence[_Item],
+        rest: AsyncIterator[Sequence[_Item]],
     ) -> bool:
-        """`_stream` for a subscription: a line (or event) per item, a write per list of them;
-        False if the client went away. A failure drops the connection: the client resumes
-        after the last position it got."""
+        """`_stream` for a subscription or a group member: a write per list of items
+        (`encode`d); False if the client went away. A failure drops the connection: the client
+        resumes after the last position it got (a member: from the group's checkpoint)."""
         sent = 0
         try:
-            await response.write(b"".join([lines.line(item) for item in first]))
+            await response.write(encode(first))
             sent = len(first)
             async for batch in rest:
-                await response.write(b"".join([lines.line(item) for item in batch]))
+                await response.write(encode(batch))
                 sent += len(batch)
         except ConnectionError as e:
             if not isinstance(e, JournalError):  # the client left (Unavailable is one too)
@@ -250,6 +284,65 @@ class JournalViews:
         finally:
             self._subscription_lines.inc(sent)
         return True
+
+    def _check_ready_for_groups(self) -> None:
+        if not self._backend.ready():
+            raise unavailable(
+                ErrorCode.NOT_READY,
+                "this worker is not ready to serve subscription groups (starting)",
+                self._limits.retry_after_s,
+            )
+
+    async def groups(self, request: web.Request) -> web.Response:
+        """GET /subscriptions -> 200 {"groups": [{"name", "state", "partitions": [{"partition",
+        "checkpoint", "end", "lag", "member"}]}]}."""
+        self._check_ready_for_groups()
+        check_no_params(request.query)
+        return json_response(groups_out(await self._backend.group_statuses()))
+
+    async def group_events(self, request: web.Request) -> web.StreamResponse:
+        """GET /subscriptions/{group}/events?tags -> 200 NDJSON, streamed: the events of a
+        member of the group that lives as long as the request, each with its event position
+        (what an ack names), and `{"heartbeat": true}` while idle. When the client leaves, the
+        member commits what was acknowledged and leaves the group: the rest is delivered again
+        to the next member."""
+        self._check_ready_for_groups()
+        name = parse_group_name(request.match_info["group"])
+        tags = parse_group_events_query(request.query)
+        member = self._backend.subscribe_group(name, tags)
+        await member.start()
+        try:
+            with self._members.serving(name, member):
+                batches = member.batches()
+                async with _closing(batches):
+                    first = await anext(batches, None)
+                    response = await _ndjson_response(request)
+                    if first is not None and not await self._stream_items(
+                        response, group_lines, first, batches
+                    ):
+                        return response
+                    await response.write_eof()
+        finally:
+            await member.stop()
+        return response
+
+    async def group_ack(self, request: web.Request) -> web.Response:
+        """POST /subscriptions/{group}/ack {"positions": [...]} -> 200 {"acknowledged": n}, the
+        events the group's members streaming from this worker had out; 409 `no_member` if
+        none streams from here."""
+        self._check_ready_for_groups()
+        name = parse_group_name(request.match_info["group"])
+        check_no_params(request.query)
+        positions = parse_ack(await read_body(request, self._limits.max_body_bytes))
+        acknowledged = self._members.ack(name, positions)
+        if acknowledged is None:
+            raise ApiError(
+                409,
+                ErrorCode.NO_MEMBER,
+                f"no member of group {name} streams from this worker: acknowledge on the "
+                "worker that serves the group's stream",
+            )
+        return json_response(AckedOut(acknowledged=acknowledged))
 
     async def info(self, request: web.Request) -> web.Response:
         """GET /journals/{id} -> 200 {"id", "seqNr", "deleteTo"} (nulls for an unknown one)."""
@@ -327,6 +420,13 @@ def _wants_event_stream(request: web.Request) -> bool:
     """Whether the client asked for server-sent events (an EventSource sends just that)."""
     accepted = request.headers.get("Accept", "")
     return any(part.split(";")[0].strip() == EVENT_STREAM for part in accepted.split(","))
+
+
+def _framed(frames: SubscriptionFrames) -> Callable[[Sequence[SubscriptionItem]], bytes]:
+    def encode(items: Sequence[SubscriptionItem]) -> bytes:
+        return b"".join([frames.line(item) for item in items])
+
+    return encode
 
 
 async def _within_prefix(

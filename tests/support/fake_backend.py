@@ -7,6 +7,7 @@ Journals live in dicts; a test makes the core fail in each way it can by setting
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -26,6 +27,7 @@ from journal.core.model import (
     check_consecutive,
 )
 from journal.errors import KafkaUnavailable, SeqNrConflict, SnapshotBeyondJournal, SnapshotTooLarge
+from journal.kafka.groups import EventPosition, GroupEvent, GroupPartition, GroupStatus
 from journal.kafka.quarantine import Quarantined
 from journal.kafka.subscription import (
     Heartbeat,
@@ -54,6 +56,9 @@ class FakeBackend:
     acks: list[Ack] = field(default_factory=list)  # each accepted append's
     quarantine: list[Quarantined] = field(default_factory=list)  # oldest first
     group: dict[str, tuple[int, ...]] = field(default_factory=dict)  # the workers' partitions
+    # by group: the events acknowledged, and its members (started, then stopped)
+    group_acks: dict[str, set[EventPosition]] = field(default_factory=dict)
+    members: list[FakeMember] = field(default_factory=list)
 
     def journal(self, journal_id: str) -> JournalHandle:
         return FakeJournal(self, journal_id)
@@ -94,6 +99,75 @@ class FakeBackend:
             if batch:
                 yield batch
         yield [Heartbeat(SubscriptionPosition.of({0: start}))]
+
+    def subscribe_group(self, name: str, tags: Collection[str]) -> FakeMember:
+        member = FakeMember(self, name, frozenset(tags))
+        self.members.append(member)
+        return member
+
+    async def group_statuses(self) -> list[GroupStatus]:
+        """A group per name acknowledged in: partition 0 up to its first unacknowledged."""
+        if self.failure is not None:
+            raise self.failure
+        end = max((len(records) for records in self.records.values()), default=0)
+        return [
+            GroupStatus(
+                name,
+                "Stable" if self.open_members(name) else "Empty",
+                (),
+                (GroupPartition(0, len(self.group_acks[name]), end, None),),
+            )
+            for name in sorted(self.group_acks)
+        ]
+
+    def open_members(self, name: str) -> list[FakeMember]:
+        return [m for m in self.members if m.name == name and m.started and not m.stopped]
+
+
+@dataclass
+class FakeMember:
+    """A group member over the fake's records: each journal's events not acknowledged in the
+    group (position: the journal's rank as partition, the record's offset), a journal's at a
+    time, then
+    a heartbeat every `heartbeat_s` until it stops."""
+
+    backend: FakeBackend
+    name: str
+    tags: frozenset[str]
+    heartbeat_s: float = 0.01
+    started: bool = False
+    stopped: bool = False
+    out: set[EventPosition] = field(default_factory=set)
+
+    async def start(self) -> None:
+        if self.backend.failure is not None:
+            raise self.backend.failure
+        self.started = True
+
+    async def stop(self) -> None:
+        self.stopped = True
+
+    async def batches(self) -> AsyncIterator[list[GroupEvent]]:
+        acked = self.backend.group_acks.setdefault(self.name, set())
+        for n, (journal_id, records) in enumerate(sorted(self.backend.records.items())):
+            batch = [
+                GroupEvent(JournalKey("t", journal_id), record, EventPosition(n, record.offset, 0))
+                for record in records
+                if not self.tags or record.event.tags & self.tags
+            ]
+            batch = [event for event in batch if event.position not in acked]
+            self.out |= {event.position for event in batch}
+            if batch:
+                yield batch
+        while not self.stopped:
+            yield []
+            await asyncio.sleep(self.heartbeat_s)  # the member's heartbeat interval
+
+    def ack(self, *positions: EventPosition) -> int:
+        taken = self.out & set(positions)
+        self.out -= taken
+        self.backend.group_acks[self.name] |= taken
+        return len(taken)
 
 
 @dataclass
