@@ -75,7 +75,8 @@ class Sizes:
     tail_records: int  # the direct client's tail index: records it indexes
     recovery: RecoverySizes
     spread_events: int  # the backlog over 100 journals a fresh worker replicates
-    console_loads: int = 10  # overview loads in the browser (the tail takes 50 appends)
+    console_loads: int = 10  # overview loads in the browser
+    console_appends: int = 50  # appends timed into the live tail
     # the standalone Spark cluster against local[2]: fewer events than `spark_events` (one
     # worker of 1 GiB; the comparison, not the size, is the point)
     spark_cluster_events: int = 200_000
@@ -113,6 +114,8 @@ QUICK = Sizes(
     recovery=RecoverySizes(events=500, repetitions=2),
     spread_events=2000,
     console_loads=2,
+    console_appends=5,
+    spark_cluster_events=0,  # tests/pipeline/test_cluster.py runs a standalone cluster already
     cluster_appends=128,
     cluster_repetitions=1,
     cluster_kills=1,
@@ -399,7 +402,9 @@ async def _worker_sections(
                 store,
             )
             console = await _guarded(
-                "Console", console_section(process.url, sizes.console_loads), store
+                "Console",
+                console_section(process.url, sizes.console_loads, sizes.console_appends),
+                store,
             )
             return [append, replication, huge, recovery, console]
         finally:
@@ -456,6 +461,9 @@ async def _scenarios(
             spark = await _guarded(
                 "Spark rebuild", bench_spark(settings_for(base, "spark"), sizes.spark_events), store
             )
+        else:
+            spark = Section("Spark rebuild", "Not run (no Spark events asked for).")
+        if sizes.spark_events and sizes.spark_cluster_events:
             spark_cluster = await _guarded(
                 "Spark rebuild on a standalone cluster",
                 bench_spark_on_cluster(
@@ -466,7 +474,6 @@ async def _scenarios(
                 store,
             )
         else:
-            spark = Section("Spark rebuild", "Not run (no Spark events asked for).")
             spark_cluster = Section("Spark rebuild on a standalone cluster", "Not run.")
     finally:
         await store.close()

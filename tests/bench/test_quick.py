@@ -26,7 +26,6 @@ SECTIONS = (
     "Recovery",
     "Replication of a spread backlog",
     "Console",
-    "Spark rebuild on a standalone cluster",
     "Append on a three-node cluster",
 )
 
