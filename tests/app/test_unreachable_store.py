@@ -125,8 +125,10 @@ async def test_the_direct_client_reads_a_replicated_journal_by_its_own_records_o
             return followed.index.covered(partition) >= pointers[partition]
 
         await eventually(pruned, "the tail index learnt the store's pointer")
-        late = await Journals.connect(through(real, forwarder))  # its tail starts there
+        late = await Journals.connect(through(real, forwarder))
         try:
+            # its tail index follows the partition from this first look on, at the pointer
+            assert (await late.journal("history").info()).seq_nr == 5
             forwarder.cut()
             await pile(real, partition, PILE)
             records = METRICS.value(RECORDS)
