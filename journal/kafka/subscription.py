@@ -466,6 +466,10 @@ class Subscription:
         # per partition: the record right after `after`'s, and how many of its events
         # `after` had handled (skipped when it comes, dropped once passed)
         self._skips = {p: (after.offset(p) + 1, n) for p, n in after.inside}
+        # per partition, `((partition, n),)` at index n: the `inside` of an event's position,
+        # shared by every Append's events (a tuple per event would be garbage the collector
+        # tracks, at hundreds of thousands of events a second)
+        self._insides: list[list[Offsets]] = [[()] for _ in range(partitions)]
 
     def position(self) -> SubscriptionPosition:
         position = SubscriptionPosition.of({r.partition: r.cursor for r in self._readers})
@@ -718,10 +722,16 @@ class Subscription:
         last = events[-1]
         if len(events) - skipped > 1:
             offsets = (*before, (partition, offset - 1), *after)
+            insides = self._insides[partition]
+            while len(insides) < len(events):
+                insides.append(((partition, len(insides)),))
             for i in range(skipped, len(events) - 1):
                 record = events[i]
                 if not tags or tags & record.event.tags:
-                    inside = tuple(sorted(((partition, i + 1), *others)))
+                    if others:  # resumed inside Appends of other partitions: rare
+                        inside = tuple(sorted(((partition, i + 1), *others)))
+                    else:
+                        inside = insides[i + 1]
                     position = SubscriptionPosition(offsets, inside)
                     into.append(SubscribedEvent(key, record, position))
         if not tags or tags & last.event.tags:
