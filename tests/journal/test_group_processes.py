@@ -44,6 +44,7 @@ class MemberProcess:
         return assigned[-1]["generation"], frozenset(assigned[-1]["assignment"])
 
     def events(self, after_generation: int = 0) -> list[dict[str, Any]]:
+        """Its event lines so far, of its assignments after the `after_generation`th."""
         return [
             line for line in self.lines if "id" in line and line["generation"] > after_generation
         ]
