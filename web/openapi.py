@@ -84,7 +84,11 @@ and go) and it writes their accepted events as `GET /events` does, each `positio
 that one event, and `{"heartbeat": true}` after 5 s without events. Acknowledge the events you
 handled with `POST /subscriptions/{group}/ack`: a partition's checkpoint moves past the
 events acknowledged up to its first unacknowledged one. When the stream closes the member
-commits and leaves: its unacknowledged events go to the next member (at least once). A member
+commits and leaves: its unacknowledged events go to the next member (at least once). With
+`Accept: text/event-stream` the same events come as server-sent events: an event's line as
+`data:` with its position as `id:` (what an ack names), a heartbeat as the comment `: hb`.
+`Last-Event-ID` is ignored: a group resumes at its checkpoint, so an EventSource that
+reconnects is the group's next member. A member
 lives in the worker that serves its stream, so acks must reach that worker: send them on the
 stream's worker (e.g. keep one connection to it); another worker answers 409 `no_member`,
 nothing is forwarded."""
@@ -411,9 +415,9 @@ _OPERATIONS: dict[str, JsonDoc] = {
         "parameters": _parameters(schema.GroupEventsQuery),
         "responses": {
             "200": {
-                "description": "NDJSON, streamed: events (their `position` to acknowledge) "
-                "and heartbeats. A failure after the first line drops the connection; the "
-                "group resumes at its checkpoint.",
+                "description": "NDJSON (or server-sent events), streamed: events (their "
+                "`position` to acknowledge) and heartbeats. A failure after the first line "
+                "drops the connection; the group resumes at its checkpoint.",
                 "content": {
                     "application/x-ndjson": {
                         "schema": {
@@ -422,7 +426,9 @@ _OPERATIONS: dict[str, JsonDoc] = {
                                 _ref("schemas", "GroupHeartbeatOut"),
                             ]
                         }
-                    }
+                    },
+                    # as for `GET /events`: the `data:` lines are described above
+                    "text/event-stream": {"schema": {"type": "string"}},
                 },
             },
             **_errors(*_READ_ERRORS),

@@ -179,16 +179,32 @@ class SubscriptionEvents:
         encoded = self._lines.line(item)  # also encodes the position, once per position
         position = self._lines.position.encode("ascii")
         if isinstance(item, Heartbeat):
-            return b": hb\nid: %s\n\n" % position
-        return b"id: %s\ndata: %s\n" % (position, encoded)  # the line ends with its newline
+            return sse_heartbeat(position)
+        return sse_event(position, encoded)
+
+
+def sse_event(event_id: bytes, line: bytes) -> bytes:
+    """One server-sent event: `id:`, then `line` (a single JSON line, its newline included)
+    as its `data:`."""
+    return b"id: %s\ndata: %s\n" % (event_id, line)
+
+
+def sse_heartbeat(event_id: bytes | None) -> bytes:
+    """A heartbeat as the comment `: hb`, which fires no event; with an `id:` alone, which
+    moves the client's last event id on."""
+    return b": hb\n\n" if event_id is None else b": hb\nid: %s\n\n" % event_id
 
 
 def group_line(event: GroupEvent) -> bytes:
     """One NDJSON line of a group member's stream: an event as a subscription writes it, its
     `position` the event's (`EventPosition`: what the member acknowledges)."""
+    return _group_line(event, event.position.encode())
+
+
+def _group_line(event: GroupEvent, position: str) -> bytes:
     fields = EventLines().fields(event.record)
     fields["id"] = event.key.id
-    fields["position"] = event.position.encode()
+    fields["position"] = position
     return orjson.dumps(fields, option=orjson.OPT_APPEND_NEWLINE)
 
 
@@ -198,6 +214,19 @@ GROUP_HEARTBEAT = b'{"heartbeat":true}\n'
 def group_lines(batch: Sequence[GroupEvent]) -> bytes:
     """A member's batch as NDJSON: its events' lines (`group_line`), a heartbeat if empty."""
     return b"".join([group_line(event) for event in batch]) if batch else GROUP_HEARTBEAT
+
+
+def group_event_stream(batch: Sequence[GroupEvent]) -> bytes:
+    """A member's batch as server-sent events: each event's line as `data:` with its event
+    position as `id:` (what an ack names), a heartbeat comment if empty. No heartbeat `id:`:
+    a group has no position of its own to resume from."""
+    if not batch:
+        return sse_heartbeat(None)
+    events = []
+    for event in batch:
+        position = event.position.encode()
+        events.append(sse_event(position.encode("ascii"), _group_line(event, position)))
+    return b"".join(events)
 
 
 def groups_out(statuses: Iterable[GroupStatus]) -> schema.GroupsOut:

@@ -45,6 +45,7 @@ from web.representation import (
     SubscriptionLines,
     appended_response,
     deleted_out,
+    group_event_stream,
     group_lines,
     groups_out,
     ids_out,
@@ -301,14 +302,23 @@ class JournalViews:
         return json_response(groups_out(await self._backend.group_statuses()))
 
     async def group_events(self, request: web.Request) -> web.StreamResponse:
-        """GET /subscriptions/{group}/events?tags -> 200 NDJSON, streamed: the events of a
-        member of the group that lives as long as the request, each with its event position
-        (what an ack names), and `{"heartbeat": true}` while idle. When the client leaves, the
-        member commits what was acknowledged and leaves the group: the rest is delivered again
-        to the next member."""
+        """GET /subscriptions/{group}/events?tags -> 200 NDJSON, or server-sent events for
+        `Accept: text/event-stream`, streamed: the events of a member of the group that lives
+        as long as the request, each with its event position (what an ack names; an SSE
+        event's `id:`), and heartbeats while idle. When the client leaves, the member commits
+        what was acknowledged and leaves the group: the rest is delivered again to the next
+        member."""
         self._check_ready_for_groups()
         name = parse_group_name(request.match_info["group"])
         tags = parse_group_events_query(request.query)
+        # A `Last-Event-ID` is ignored: a group resumes at its checkpoint, not at a client's
+        # position; an EventSource sends it on every reconnection, and a 400 would end that
+        # EventSource for good instead of making it the group's next member.
+        encode, content_type = (
+            (group_event_stream, EVENT_STREAM)
+            if _wants_event_stream(request)
+            else (group_lines, NDJSON)
+        )
         member = self._backend.subscribe_group(name, tags)
         await member.start()
         try:
@@ -316,9 +326,9 @@ class JournalViews:
                 batches = member.batches()
                 async with _closing(batches):
                     first = await anext(batches, None)
-                    response = await _ndjson_response(request)
+                    response = await _streaming_response(request, content_type)
                     if first is not None and not await self._stream_items(
-                        response, group_lines, first, batches
+                        response, encode, first, batches
                     ):
                         return response
                     await response.write_eof()

@@ -151,10 +151,15 @@ def ids(events: Sequence[GroupEvent]) -> list[tuple[str, int]]:
 
 
 def check_in_order(running: Running) -> None:
-    """One member's stream: within an assignment, each journal's seqNrs go up one at a time
-    (in the log's order, never skipping an event)."""
+    in_order(running.generations, ids(running.got))
+
+
+def in_order(generations: Sequence[int], got: Sequence[tuple[str, int]]) -> None:
+    """One member's stream (each event's journal id and seqNr, and the member's generation
+    when it got it): within an assignment, each journal's seqNrs go up one at a time (in the
+    log's order, never skipping an event)."""
     last: dict[tuple[int, str], int] = {}
-    for generation, (journal_id, seq_nr) in zip(running.generations, ids(running.got), strict=True):
+    for generation, (journal_id, seq_nr) in zip(generations, got, strict=True):
         before = last.get((generation, journal_id))
         assert before is None or seq_nr == before + 1, f"{journal_id}: {seq_nr} after {before}"
         last[generation, journal_id] = seq_nr

@@ -16,6 +16,7 @@ from tests.support.eventually import eventually
 from tests.support.fake_backend import FakeBackend
 from tests.support.http_api import journal_path
 from tests.web.served import Served, serve
+from tests.web.test_events import SSE, messages
 from web.app import create_app
 from web.error_answers import ErrorCode
 
@@ -39,6 +40,18 @@ async def served(backend: FakeBackend) -> AsyncIterator[Served]:
 async def lines(answer: aiohttp.ClientResponse, count: int) -> list[dict[str, Any]]:
     """The next `count` lines of a stream."""
     return [orjson.loads(await answer.content.readline()) for _ in range(count)]
+
+
+async def sse_messages(answer: aiohttp.ClientResponse, count: int) -> list[dict[str, str]]:
+    """The next `count` SSE messages of a stream, as a browser parses them (`messages`)."""
+    got: list[dict[str, str]] = []
+    while len(got) < count:
+        block = b""
+        while (line := await answer.content.readline()) != b"\n":
+            assert line, "the stream ended"
+            block += line
+        got += messages(block.decode().removesuffix("\n"))
+    return got
 
 
 async def ack(served: Served, group: str, positions: list[str]) -> tuple[int, dict[str, Any]]:
@@ -89,6 +102,44 @@ async def test_acks_go_to_the_open_member_and_a_closed_stream_stops_it(
     async with served.session.get(served.at("/subscriptions/g/events")) as answer:
         (line,) = await lines(answer, 1)
     assert (line["id"], line["seqNr"]) == ("b", 1)  # the unacknowledged one only
+
+
+async def test_an_sse_member_acks_the_ids_and_the_next_one_resumes_after_them(
+    served: Served, backend: FakeBackend
+) -> None:
+    async with served.session.get(served.at("/subscriptions/g/events"), headers=SSE) as answer:
+        assert answer.status == 200
+        assert answer.content_type == "text/event-stream"
+        got = await sse_messages(answer, 4)
+        events = got[:3]
+        data = [orjson.loads(message["data"]) for message in events]
+        assert [(line["id"], line["seqNr"]) for line in data] == [("a", 1), ("a", 2), ("b", 1)]
+        assert [message["id"] for message in events] == [line["position"] for line in data]
+        assert got[3] == {"": "hb"}, "a heartbeat is a comment, without an id"
+        (member,) = backend.open_members("g")
+        acked = [message["id"] for message in events[:2]]
+        assert await ack(served, "g", acked) == (200, {"acknowledged": 2})
+
+    async def stopped() -> bool:
+        return member.stopped
+
+    await eventually(stopped, "the member of the closed stream stopped")
+    # an EventSource reconnects with the last id it saw: ignored, the group's checkpoint rules
+    headers = {**SSE, "Last-Event-ID": events[2]["id"]}
+    async with served.session.get(served.at("/subscriptions/g/events"), headers=headers) as answer:
+        assert answer.status == 200
+        message, heartbeat = await sse_messages(answer, 2)
+    line = orjson.loads(message["data"])
+    assert (line["id"], line["seqNr"], message["id"]) == ("b", 1, events[2]["id"])
+    assert heartbeat == {"": "hb"}
+
+
+async def test_a_last_event_id_on_a_group_stream_is_not_read(served: Served) -> None:
+    headers = {**SSE, "Last-Event-ID": "not a position"}
+    async with served.session.get(served.at("/subscriptions/g/events"), headers=headers) as answer:
+        assert answer.status == 200
+        (message,) = await sse_messages(answer, 1)
+    assert orjson.loads(message["data"])["seqNr"] == 1
 
 
 async def test_an_ack_without_a_member_on_this_worker_is_409(served: Served) -> None:
