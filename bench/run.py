@@ -109,7 +109,7 @@ QUICK = Sizes(
     consumer_repetitions=3,
     # tiny, so the quick run proves the Spark harness end to end (Spark's start is ~30 s)
     spark_events=1000,
-    subscription=SubscriptionSizes(events=2000, journals=20, repetitions=1, live=20),
+    subscription=SubscriptionSizes(events=2000, journals=20, repetitions=1, live=20, offered_s=1.0),
     tail_records=3000,
     recovery=RecoverySizes(events=500, repetitions=2),
     spread_events=2000,

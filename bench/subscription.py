@@ -17,10 +17,12 @@ from app.garbage import worker_garbage_collector
 from app.http_tokens import client_headers
 from bench.common import Row, Section, median, percentile, spread, unique
 from bench.environment import connected, settings_for, worker
+from bench.group_member import member_processes
 from bench.workload import events
 from devtools.workers import WorkerProcess
 from journal.client.journals import Journals
 from journal.core.model import Ack
+from journal.kafka.groups import reset_group
 from journal.kafka.replicate import AlreadyQuarantined, replicate_to_now, wait_replicated
 from journal.kafka.subscription import Heartbeat, SubscribedEvent, SubscriptionPosition
 from journal.kafka.topic import end_offsets
@@ -44,7 +46,20 @@ METHOD = (
     "through it alternates with the direct client. Latency: a live "
     "subscriber at the end of the topic while {live} one-event appends are made one after "
     "the other, {gap_ms} ms apart; for each, the time from the append's acknowledgement to "
-    "the subscriber receiving it."
+    "the subscriber receiving it. Subscription groups of 1, 2 and 3 members: each member runs "
+    "in a process of its own (`python -m bench.group_member`: its own client, joining with "
+    "`Journals.subscribe_group`, acknowledging every batch, reporting each batch's records and "
+    "receive time to this process); from the group stable (each member assigned partitions, "
+    "all partitions assigned) to the first delivery of its last event, events/s in all "
+    "(distinct events) and per member (repeats included), against the plain subscription "
+    "above (this process). Kafka's fetcher may prefetch while the members wait for the start "
+    "(a fetch, up to 1 MiB, of each partition: undecoded bytes, a head start at small sizes). "
+    "Group lag: a fresh group of {lag_members} member processes, its checkpoints "
+    "set at the topic's end, consumes live while this process offers {offered_rate} appends/s "
+    "of {batch} events for {offered_s:g} s over {journals} fresh journals (each journal's "
+    "appends in order, so a late one delays its next); for each event, the time from its "
+    "append's acknowledgement to its first delivery to a member (CLOCK_MONOTONIC, one clock "
+    "for both processes)."
 )
 
 
@@ -56,6 +71,9 @@ class SubscriptionSizes:
     repetitions: int = 3
     live: int = 200
     gap_ms: int = 20
+    lag_members: int = 3  # the live group's member processes
+    offered_rate: int = 200  # appends/s offered to the live group
+    offered_s: float = 10.0
 
 
 async def _write(journals: Journals, sizes: SubscriptionSizes, ids: list[str]) -> None:
@@ -117,35 +135,71 @@ async def _subscribed(journals: Journals) -> tuple[float, int, SubscriptionPosit
     return time.perf_counter() - started, delivered, position
 
 
-async def _grouped(journals: Journals, members: int, expected: int) -> tuple[float, list[int]]:
-    """Seconds `members` members of a fresh group take to deliver `expected` events between
-    them (each acknowledging every batch), and how many each delivered."""
-    group = unique("bench")
-    counts = [0] * members
-    seen: set[tuple[int, int, int]] = set()
-    done = asyncio.Event()
+@dataclass(frozen=True, slots=True)
+class Grouped:
+    """A group's run from the start it was given: seconds until every event was delivered,
+    the distinct events, and what each member delivered (repeats included)."""
 
-    async def member(index: int) -> None:
-        async with journals.subscribe_group(group, heartbeat_s=1.0) as joined:
-            async for batch in joined.batches():
-                counts[index] += len(batch)
-                for event in batch:
-                    where = event.position
-                    seen.add((where.partition, where.offset, where.index))
-                joined.ack(*(event.position for event in batch))
-                if len(seen) >= expected:
-                    done.set()
-                if done.is_set():
-                    return
+    seconds: float
+    events: int
+    per_member: list[int]
 
-    started = time.perf_counter()
-    tasks = [asyncio.create_task(member(i)) for i in range(members)]
-    await asyncio.wait_for(done.wait(), timeout=600)
-    seconds = time.perf_counter() - started
-    for task in tasks:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
-    return seconds, counts
+
+async def _grouped(settings: Settings, members: int, expected: int) -> Grouped:
+    """`members` member processes of a fresh group, once it is stable, delivering the
+    topic's `expected` events between them (each acknowledging every batch)."""
+    with tempfile.TemporaryDirectory(prefix="kj-bench-group-") as logs:
+        async with member_processes(settings, unique("bench"), members, Path(logs)) as group:
+            await group.stable(settings.partitions)
+            started = await group.go()
+            await group.until(lambda: group.distinct >= expected, timeout_s=600)
+            finished = max(received for received, _ in group.first.values())
+            await group.stop()
+    return Grouped(finished - started, group.distinct, group.delivered)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupLag:
+    """A live group's delivery lag, per event (ms), at an offered load, and the appends/s
+    this process achieved offering it."""
+
+    lags_ms: list[float]
+    achieved: float
+
+
+async def _group_lag(settings: Settings, journals: Journals, sizes: SubscriptionSizes) -> GroupLag:
+    """A fresh group of `sizes.lag_members` processes, its checkpoints at the topic's end,
+    consuming live while appends of `sizes.batch` events are offered at `sizes.offered_rate`
+    a second for `sizes.offered_s` over fresh journals: for each event, the time from its
+    append's acknowledgement to its first delivery."""
+    name = unique("bench")
+    await reset_group(settings.kafka_access(), settings.topic, name, int(time.time() * 1000))
+    total = int(sizes.offered_rate * sizes.offered_s)
+    ids = [unique("lag") for _ in range(sizes.journals)]
+    acked: dict[tuple[int, int], float] = {}
+
+    async def writer(index: int, started: float) -> None:
+        """The appends of journal `index`, each at its slot or, when late, right after the
+        journal's previous one (in order, as one journal's writer must)."""
+        journal = journals.journal(ids[index])
+        for n, slot in enumerate(range(index, total, len(ids))):
+            await asyncio.sleep(max(0.0, started + slot / sizes.offered_rate - time.monotonic()))
+            appended = await journal.append(events(n * sizes.batch + 1, sizes.batch), ack=Ack.KAFKA)
+            acked[(appended.partition, appended.offset)] = time.monotonic()
+
+    with tempfile.TemporaryDirectory(prefix="kj-bench-group-") as logs:
+        async with member_processes(settings, name, sizes.lag_members, Path(logs)) as group:
+            await group.stable(settings.partitions)
+            started = await group.go()
+            await asyncio.gather(*(writer(i, started) for i in range(len(ids))))
+            offered_s = max(acked.values()) - started
+            await group.until(lambda: acked.keys() <= group.first.keys(), timeout_s=120)
+            await group.stop()
+    lags = []
+    for where, at in acked.items():
+        received, delivered = group.first[where]
+        lags += [(received - at) * 1000] * delivered
+    return GroupLag(lags, total / offered_s)
 
 
 async def _latencies(
@@ -234,6 +288,9 @@ async def bench_subscription(base: Settings, sizes: SubscriptionSizes) -> Sectio
             reps=sizes.repetitions,
             live=sizes.live,
             gap_ms=sizes.gap_ms,
+            lag_members=sizes.lag_members,
+            offered_rate=sizes.offered_rate,
+            offered_s=sizes.offered_s,
         ),
     )
     async with connected(settings) as (journals, store):
@@ -299,19 +356,30 @@ async def bench_subscription(base: Settings, sizes: SubscriptionSizes) -> Sectio
         )
         expected = delivered
         for members in (1, 2, 3):
-            seconds, counts = await _grouped(journals, members, expected)
-            total = sum(counts)
+            grouped = await _grouped(settings, members, expected)
+            per_member = [count / grouped.seconds for count in grouped.per_member]
+            repeats = sum(grouped.per_member) - grouped.events
             section.add(
                 Row(
                     f"subscription group of {members}: events/s delivered, all members",
-                    total / seconds,
+                    grouped.events / grouped.seconds,
                     "events/s",
                     baseline=rate,
-                    note=f"per member: {', '.join(f'{c / seconds:,.0f}' for c in counts)} "
-                    f"events/s; {total - expected} delivered twice (a rebalance's at least once)"
-                    "; members in this one process (one core's worth between them)",
+                    note=f"per member: {', '.join(f'{r:,.0f}' for r in per_member)} events/s; "
+                    f"{repeats} delivered twice (a rebalance's at least once); each member a "
+                    "process of its own, from the group stable to the last event delivered",
                 )
             )
+            if members > 1:
+                section.add(
+                    Row(
+                        f"subscription group of {members}: events/s delivered per member, mean",
+                        sum(per_member) / members,
+                        "events/s",
+                        baseline=rate,
+                        spread=spread(per_member),
+                    )
+                )
         latencies = await _latencies(journals, position, sizes)
         section.samples["append -> live subscriber"] = latencies
         section.add(Row("append acknowledged -> live subscriber: p50", median(latencies), "ms"))
@@ -330,4 +398,26 @@ async def bench_subscription(base: Settings, sizes: SubscriptionSizes) -> Sectio
                 f"{spread(direct_rates)} events/s",
             )
         )
+        live = await _group_lag(settings, journals, sizes)
+        members = sizes.lag_members
+        section.samples[f"append -> group of {members}"] = live.lags_ms
+        section.add(
+            Row(
+                f"subscription group of {members}, live: offered appends/s achieved",
+                live.achieved,
+                "appends/s",
+                baseline=sizes.offered_rate,
+                note=f"{sizes.batch} events an append, offered for {sizes.offered_s:g} s",
+            )
+        )
+        for q in (50, 99):
+            section.add(
+                Row(
+                    f"subscription group of {members}, live: append acknowledged -> "
+                    f"delivered to a member, p{q}",
+                    percentile(live.lags_ms, q),
+                    "ms",
+                    note=f"{len(live.lags_ms):,} events; the first delivery of each",
+                )
+            )
     return section

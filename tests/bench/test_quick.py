@@ -59,6 +59,12 @@ def test_quick_mode_writes_every_section_with_numbers(stack: Stack, tmp_path: Pa
     # HTTP appends are measured against the raw HTTP server too (a baseline that did not start
     # fails the section, which then has no rows)
     assert "http_raw 1 ev/append, c=64: throughput" in sections["Append"]
+    # the subscription groups' members ran in processes of their own, and a live group's lag
+    # was measured at an offered load (a member that failed fails the section: no rows)
+    subscription = sections["Subscription"]
+    assert "| subscription group of 3: events/s delivered, all members |" in subscription
+    lag = "| subscription group of 3, live: append acknowledged -> delivered to a member, p99 |"
+    assert lag in subscription
     # the Spark rebuild ran (tiny) and measured: a failed run shows n/a, never a number
     spark = _numbers(sections["Spark rebuild"])
     assert all(math.isfinite(value) and value > 0 for value in spark), sections["Spark rebuild"]
