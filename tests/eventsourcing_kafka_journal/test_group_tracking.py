@@ -147,7 +147,7 @@ async def test_two_instances_share_the_group_one_stops_the_other_takes_over_each
             found = await eventually(lambda: processed(15), "notifications processed meanwhile")
             owner = max(found)[1]
             survivor = "b" if owner == "a" else "a"
-            stopped = runners.pop(owner)
+            stopped = runners[owner]
             stopped.stop()  # its subscription leaves once the notification in hand is processed
 
             async def left() -> bool:
@@ -155,6 +155,7 @@ async def test_two_instances_share_the_group_one_stops_the_other_takes_over_each
 
             await eventually(left, f"instance {owner} left the group")
             await asyncio.to_thread(stopped.__exit__, None, None, None)
+            del runners[owner]  # closed (else closed at the end)
             last_of_owner = max(n for n, i in await asyncio.to_thread(seen, reader) if i == owner)
 
             async def taken_over() -> bool:
