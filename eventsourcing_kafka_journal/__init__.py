@@ -2,9 +2,9 @@
 
 `PERSISTENCE_MODULE=eventsourcing_kafka_journal` selects `Factory`, the module's one
 InfrastructureFactory. Settings are the project's (`KJ_KAFKA_BOOTSTRAP`, `KJ_CASSANDRA_HOSTS`,
-`KJ_TOPIC`, `KJ_KEYSPACE`, ... as in journal/settings.py, plus `KJ_RECORDER_TIMEOUT_S`), looked up
-through the library's Environment, so an application's prefixed variables win; topic and
-keyspace default from the application's name.
+`KJ_TOPIC`, `KJ_KEYSPACE`, ... as in journal/settings.py, plus `KJ_RECORDER_TIMEOUT_S` and
+`KJ_TRACKING_GROUP`), looked up through the library's Environment, so an application's
+prefixed variables win; topic and keyspace default from the application's name.
 
 Decisions:
 
@@ -42,6 +42,15 @@ Decisions:
   pattern is supported: the library's (newest at or below a version: desc, limit 1) is one
   `latest`; the rest (`app.snapshots.get(id)`, ascending) walk down, one `latest` per snapshot
   (snapshots.py).
+- **Instances of one follower take turns through a subscription group** (group.py): with
+  `KJ_TRACKING_GROUP` in the upstream application's environment (the runner's), its
+  recorder's `subscribe` joins that group over the upstream's topic. One partition, so one
+  instance at a time is handed notifications and the others stand by; a group rather than a
+  lock because the group also keeps the checkpoint a successor starts from, and notices a dead
+  instance. A notification is acknowledged when the reader asks for the next one (its
+  processing returned); a handover waits for the one in hand, so each is processed once.
+  After a crash the downstream's tracking refuses what is delivered again (IntegrityError):
+  never processed twice, but that runner stops.
 - **Sync to async**: a factory runs one event loop on one thread (bridge.py); every recorder
   call runs a coroutine there and waits. `Factory.close` stops the subscriptions, the clients,
   the loop and its thread.

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Collection, Coroutine
 from typing import Any, TypeVar
 
 from eventsourcing.persistence import OperationalError
@@ -14,6 +14,7 @@ from eventsourcing.utils import Environment
 
 from eventsourcing_kafka_journal.bases import Bases
 from eventsourcing_kafka_journal.bridge import LoopThread
+from eventsourcing_kafka_journal.group import GroupFeed
 from eventsourcing_kafka_journal.log import NotificationSource, SubscriptionLog
 from eventsourcing_kafka_journal.snapshots import AggregateSnapshots
 from eventsourcing_kafka_journal.tracking import TrackingPositions
@@ -61,6 +62,7 @@ class Connection:
         log: NotificationSource,
         tracking: TrackingPositions,
         timeout: float,
+        tracking_group: str | None,
     ) -> None:
         self.settings = settings
         self.loop = loop
@@ -69,18 +71,22 @@ class Connection:
         self.log = log
         self.tracking = tracking
         self.timeout = timeout
+        self.tracking_group = tracking_group  # subscriptions join it (group.py)
+        self.feeds: set[GroupFeed] = set()  # the group subscriptions' members, left at close
         self.bases = Bases(journals)  # touched on the loop's thread only
         self.snapshots = AggregateSnapshots(journals, self.bases)
 
     @classmethod
-    def open(cls, settings: Settings, timeout: float) -> Connection:
+    def open(
+        cls, settings: Settings, timeout: float, tracking_group: str | None = None
+    ) -> Connection:
         loop = LoopThread(f"kafka-journal {settings.topic}")
         try:
             parts = loop.run(_open(settings), timeout)
         except BaseException:
             loop.close()
             raise
-        return cls(settings, loop, *parts, timeout)
+        return cls(settings, loop, *parts, timeout, tracking_group)
 
     def run(self, make: Callable[[], Coroutine[Any, Any, T]]) -> T:
         """Run a coroutine on the loop, bounded by the factory's timeout."""
@@ -97,7 +103,7 @@ class Connection:
 
     def close(self) -> None:
         try:
-            self.loop.run(_close(self.journals, self.store))
+            self.loop.run(_close(self.journals, self.store, self.feeds))
         finally:
             self.loop.close()
 
@@ -123,14 +129,25 @@ async def _open(
     try:
         tables = await store.eventsourcing_tables()  # created by the journal's schema module
     except BaseException:
-        await _close(journals, store)
+        await _close_clients(journals, store)
         raise
     log = SubscriptionLog(journals, tables)
     return journals, store, log, TrackingPositions(tables, settings.topic, log)
 
 
-async def _close(journals: Journals, store: CassandraStore) -> None:
-    """Close what `_open` opened; the store is not the client's (passed in) but ours."""
+async def _close(
+    journals: Journals, store: CassandraStore, feeds: Collection[GroupFeed] = ()
+) -> None:
+    """Leave the groups, close what `_open` opened; the store is not the client's (passed in)
+    but ours."""
+    try:
+        for feed in feeds:
+            await feed.leave()
+    finally:
+        await _close_clients(journals, store)
+
+
+async def _close_clients(journals: Journals, store: CassandraStore) -> None:
     try:
         await journals.close()
     finally:

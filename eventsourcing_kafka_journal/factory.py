@@ -13,6 +13,7 @@ from eventsourcing.persistence import (
 from eventsourcing.utils import Environment, EnvType, resolve_topic
 
 from eventsourcing_kafka_journal.connection import Connection, settings_of
+from eventsourcing_kafka_journal.group import GROUP_VARIABLE
 from eventsourcing_kafka_journal.recorders import (
     KafkaAggregateRecorder,
     KafkaApplicationRecorder,
@@ -20,6 +21,7 @@ from eventsourcing_kafka_journal.recorders import (
     KafkaSnapshotRecorder,
     KafkaTrackingRecorder,
 )
+from journal.kafka.groups import group_id
 from kjconfig.settings import lookup
 
 TIMEOUT_VARIABLE = "KJ_RECORDER_TIMEOUT_S"  # seconds a recorder call may take
@@ -44,7 +46,10 @@ class Factory(InfrastructureFactory[KafkaTrackingRecorder]):
             if self._connection is None:
                 given = lookup(self.env.get, TIMEOUT_VARIABLE)  # or its old name, warned
                 timeout = DEFAULT_TIMEOUT if given is None else float(given)
-                self._connection = Connection.open(settings_of(self.env), timeout)
+                group = lookup(self.env.get, GROUP_VARIABLE)
+                if group is not None:
+                    group_id(group)  # InvalidValue if not a group name, before connecting
+                self._connection = Connection.open(settings_of(self.env), timeout, group)
             return self._connection
 
     def aggregate_recorder(self, purpose: str = "events") -> AggregateRecorder:

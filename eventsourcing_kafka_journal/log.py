@@ -67,12 +67,26 @@ class NotificationSource(Protocol):
         """The first ids of our accepted records: `counts` has their offsets and number of
         notifications."""
 
+    async def first_id(self, offset: int, count: int) -> int:
+        """The first id of the accepted record at `offset`, which holds `count` notifications
+        (numbered first if it is not yet)."""
+
     async def end(self) -> int:
         """An offset every record acknowledged before the call lies below."""
 
     def tracked(self, after: int) -> AsyncGenerator[tuple[Tracking, int], None]:
         """The positions accepted records after offset `after` carry, with their offsets, up
         to the end of the partition as of the call."""
+
+
+def notification_of(notification_id: int, stored: StoredEvent) -> Notification:
+    return Notification(
+        id=notification_id,
+        originator_id=stored.originator_id,
+        originator_version=stored.originator_version,
+        topic=stored.topic,
+        state=stored.state,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +219,24 @@ class SubscriptionLog:
             raise OperationalError(f"records at offsets {sorted(missing)} have no ids")
         return given
 
+    async def first_id(self, offset: int, count: int) -> int:
+        given = await self._number(offset, {offset: count})
+        if offset in given:
+            return given[offset]
+        # numbered before: the rows go up in ids and offsets alike, so a binary search on ids
+        low, high = 1, (await self._mark()).next_id - 1
+        while low <= high:
+            row = await self._record_of((low + high) // 2)
+            if row is None:
+                break
+            if row.record_offset == offset:
+                return row.first_id
+            if row.record_offset < offset:
+                low = row.first_id + row.events
+            else:
+                high = row.first_id - 1
+        raise OperationalError(f"the record at offset {offset} has no ids")
+
     async def notifications(
         self, first: int, topics: Sequence[str], *, live: bool
     ) -> AsyncGenerator[Notification, None]:
@@ -224,13 +256,7 @@ class SubscriptionLog:
                 for stored in found:
                     notification_id, next_id = next_id, next_id + 1
                     if notification_id >= first and (not topics or stored.topic in topics):
-                        yield Notification(
-                            id=notification_id,
-                            originator_id=stored.originator_id,
-                            originator_version=stored.originator_version,
-                            topic=stored.topic,
-                            state=stored.state,
-                        )
+                        yield notification_of(notification_id, stored)
 
     async def select(
         self, first: int, stop: int | None, limit: int, topics: Sequence[str]

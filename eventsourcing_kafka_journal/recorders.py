@@ -22,6 +22,7 @@ from eventsourcing.persistence import (
 )
 
 from eventsourcing_kafka_journal.connection import Connection
+from eventsourcing_kafka_journal.group import GroupFeed
 from eventsourcing_kafka_journal.snapshots import AggregateSnapshots
 from eventsourcing_kafka_journal.wire import (
     decode_event,
@@ -300,7 +301,10 @@ class KafkaApplicationRecorder(KafkaAggregateRecorder, ApplicationRecorder):
     def subscribe(
         self, gt: int | None = None, topics: Sequence[str] = ()
     ) -> Subscription[ApplicationRecorder]:
-        return KafkaSubscription(self, gt, topics)
+        group = self.connection.tracking_group
+        if group is None:
+            return KafkaSubscription(self, gt, topics)
+        return KafkaGroupSubscription(self, gt, topics, group)
 
 
 class _End:
@@ -361,6 +365,41 @@ class KafkaSubscription(Subscription[KafkaApplicationRecorder]):
 
         if self._loop.alive:
             self._loop.loop.call_soon_threadsafe(end)
+
+
+class KafkaGroupSubscription(Subscription[KafkaApplicationRecorder]):
+    """The notifications handed to this instance while its member of subscription group
+    `group` owns the application's partition (group.py); `stop` leaves the group once the
+    notification in hand is processed."""
+
+    def __init__(
+        self,
+        recorder: KafkaApplicationRecorder,
+        gt: int | None,
+        topics: Sequence[str],
+        group: str,
+    ) -> None:
+        super().__init__(recorder=recorder, gt=gt, topics=topics)
+        connection = recorder.connection
+        self._connection = connection
+        self._feed = GroupFeed(connection.journals, connection.log, group, gt or 0, topics)
+        connection.feeds.add(self._feed)  # left when the connection closes, at the latest
+        connection.run(self._feed.start)
+
+    def __next__(self) -> Notification:
+        # not short-cut once stopped: this call acknowledges the notification handed out before
+        try:
+            notification = self._connection.loop.run(self._feed.next())
+        except Unavailable as error:
+            raise OperationalError(str(error)) from error
+        if notification is None:
+            raise StopIteration
+        return notification
+
+    def stop(self) -> None:
+        super().stop()
+        if self._connection.loop.alive:
+            self._connection.run(self._feed.stop)
 
 
 class KafkaTrackingRecorder(TrackingRecorder):

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 from eventsourcing.utils import Environment
 
+from eventsourcing_kafka_journal import Factory
 from eventsourcing_kafka_journal.connection import settings_of
+from journal.errors import InvalidValue
 
 
 def test_topic_and_keyspace_default_from_the_applications_name() -> None:
@@ -36,3 +39,9 @@ def test_names_kafka_and_cassandra_refuse_are_made_legal() -> None:
 def test_without_a_name_the_defaults_are_eventsourcing() -> None:
     settings = settings_of(Environment("", {}))
     assert (settings.topic, settings.keyspace) == ("eventsourcing", "eventsourcing")
+
+
+def test_a_tracking_group_that_is_not_a_group_name_is_refused_before_connecting() -> None:
+    factory = Factory(Environment("Counter", {"KJ_TRACKING_GROUP": "two words"}))
+    with pytest.raises(InvalidValue, match="not a subscription group name"):
+        factory.application_recorder()
