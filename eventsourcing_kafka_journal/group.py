@@ -18,18 +18,17 @@ and the runner that got it stops (restarted, it resumes after its recorded posit
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
-from collections.abc import AsyncGenerator, Collection, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
 from eventsourcing.persistence import Notification, StoredEvent
 
 from eventsourcing_kafka_journal.log import NotificationSource, notification_of
 from eventsourcing_kafka_journal.wire import decode_event
 from journal.client.journals import Journals
-from journal.kafka.groups import EventPosition, GroupConfig, GroupMember
-from journal.kafka.subscription import SubscriptionConfig
+from journal.kafka.groups import EventPosition
 
 GROUP_VARIABLE = "KJ_TRACKING_GROUP"  # the subscription group a follower tracks through
 
@@ -50,22 +49,6 @@ class _Ended:
     error: BaseException | None = None
 
 
-class _Member(GroupMember):
-    """A member that gives up its partition only once the notification in hand is processed."""
-
-    def __init__(self, feed: GroupFeed, journals: Journals, name: str) -> None:
-        config = GroupConfig(SubscriptionConfig(journals.kafka.config.kafka))
-        super().__init__(name, journals.topic, journals.writer.partitions, journals.store, config)
-        self._feed = feed
-
-    async def _revoked(self, consumer: AIOKafkaConsumer, tps: Collection[TopicPartition]) -> None:
-        await self._feed.handing_back()
-        try:
-            await super()._revoked(consumer, tps)
-        finally:
-            self._feed.handed_back()
-
-
 class GroupFeed:
     """The notifications of the partition while this instance's member owns it, from id
     `gt + 1` on (ids at or below are acknowledged unprocessed: the reader recorded them).
@@ -79,7 +62,7 @@ class GroupFeed:
         self._log = log
         self._gt = gt
         self._topics = topics
-        self.member = _Member(self, journals, name)
+        self.member = journals.subscribe_group(name, handover=self._handover)
         self._items: asyncio.Queue[_Handed | _Ended] = asyncio.Queue(self._AHEAD)
         self._in_hand: _Handed | None = None
         self._idle = asyncio.Event()  # nothing in hand
@@ -141,13 +124,16 @@ class GroupFeed:
             await asyncio.gather(self._pump, return_exceptions=True)
         await self.member.stop()
 
-    async def handing_back(self) -> None:
-        """A revocation: wait until the notification in hand is processed; hand out no more."""
+    @contextlib.asynccontextmanager
+    async def _handover(self) -> AsyncIterator[None]:
+        """A revocation: hand out no more, and wait until the notification in hand is
+        processed before the member commits and gives up the partition."""
         self._revoking = True
-        await self._idle.wait()
-
-    def handed_back(self) -> None:
-        self._revoking = False
+        try:
+            await self._idle.wait()
+            yield
+        finally:
+            self._revoking = False
 
     def _settle(self) -> None:
         """The notification in hand is processed: acknowledge it."""

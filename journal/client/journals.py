@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -418,13 +419,19 @@ class Journals:
         return subscribe_batches(self.topic, partitions, self.store, config, after, tags, live)
 
     def subscribe_group(
-        self, name: str, tags: Collection[str] = (), heartbeat_s: float = HEARTBEAT_S
+        self,
+        name: str,
+        tags: Collection[str] = (),
+        heartbeat_s: float = HEARTBEAT_S,
+        handover: Callable[[], AbstractAsyncContextManager[object]] | None = None,
     ) -> GroupMember:
         """A member (not started) of subscription group `name`: it shares the topic's
         partitions with the group's other members and resumes at the group's checkpoint
-        (`journal.kafka.groups`)."""
+        (`journal.kafka.groups`; `handover`: there)."""
         config = GroupConfig(SubscriptionConfig(self.kafka.config.kafka), heartbeat_s)
-        return GroupMember(name, self.topic, self.writer.partitions, self.store, config, tags)
+        return GroupMember(
+            name, self.topic, self.writer.partitions, self.store, config, tags, handover
+        )
 
     async def fetch_events(
         self, key: JournalKey, partition: int, offsets: Sequence[int]

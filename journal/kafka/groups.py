@@ -23,7 +23,8 @@ import base64
 import binascii
 import logging
 import re
-from collections.abc import AsyncIterator, Collection, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -215,7 +216,9 @@ class _Reading(Subscription):
 class GroupMember:
     """A member of subscription group `name` over `topic`: `start` joins the group, `batches`
     delivers the events of the partitions Kafka assigns it, `ack` acknowledges them, `stop`
-    commits what is acknowledged and leaves (also `async with`)."""
+    commits what is acknowledged and leaves (also `async with`). `handover`, if given, is
+    entered when partitions are revoked and exited once their checkpoints are committed: an
+    owner that must finish the work in hand before the next member starts waits there."""
 
     def __init__(
         self,
@@ -225,8 +228,10 @@ class GroupMember:
         store: EventualJournal,
         config: GroupConfig,
         tags: Collection[str] = (),
+        handover: Callable[[], AbstractAsyncContextManager[object]] | None = None,
     ) -> None:
         self.name = name
+        self._handover = handover
         self.group_id = group_id(name)
         self._topic = topic
         self._config = config
@@ -438,7 +443,8 @@ class GroupMember:
             log.info("%s: assigned %s", self.group_id, self.assignment())
 
     async def _revoked(self, consumer: AIOKafkaConsumer, tps: Collection[TopicPartition]) -> None:
-        async with self._lock:
+        handover = self._handover() if self._handover is not None else nullcontext()
+        async with handover, self._lock:
             partitions = [tp.partition for tp in tps if tp.topic == self._topic]
             # if it fails, the next owner starts from the last commit: at least once
             await self._commit(consumer, partitions, quietly=True)
