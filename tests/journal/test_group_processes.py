@@ -17,7 +17,7 @@ import pytest
 
 from journal.kafka.groups import group_statuses
 from stack import Stack
-from tests.journal.test_groups import PARTITIONS, Written, in_order, write
+from tests.journal.test_groups import PARTITIONS, Written, in_order, write, write_until
 from tests.support.eventually import eventually
 from tests.support.group_member import settings_json
 from tests.support.harness import Harness, harness, unique
@@ -85,12 +85,7 @@ async def test_a_member_process_killed_9_mid_batch_leaves_nothing_skipped(h: Har
     # appends go on throughout: until the victim is caught mid-work, and after its death until
     # the others took its partitions (how fast processes start and join depends on the host)
     enough = asyncio.Event()
-
-    async def writing_until_enough() -> None:
-        while not enough.is_set():
-            await write(h, written, 1, rng)
-
-    writing = asyncio.create_task(writing_until_enough())
+    writing = write_until(h, written, rng, enough)
     try:
         for acks in ("every", "every", "every-other"):
             members.append(await start_member(h, name, acks))

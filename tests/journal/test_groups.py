@@ -99,6 +99,18 @@ async def write(h: Harness, written: Written, rounds: int, rng: random.Random) -
                 await journal.append(rejected, ack=Ack.KAFKA)
 
 
+def write_until(
+    h: Harness, written: Written, rng: random.Random, enough: asyncio.Event
+) -> asyncio.Task[None]:
+    """`write`, a round at a time, in a task until `enough` is set."""
+
+    async def writing() -> None:
+        while not enough.is_set():
+            await write(h, written, 1, rng)
+
+    return asyncio.create_task(writing())
+
+
 @dataclass
 class Running:
     """A member consuming in a task: what it got, and what it acknowledged."""
@@ -242,12 +254,7 @@ async def shared_and_killed(
     # how records fall into batches depends on the host, so a fixed amount of writing may end
     # before the third member has anything of its own to acknowledge
     enough = asyncio.Event()
-
-    async def writing_until_enough() -> None:
-        while not enough.is_set():
-            await write(h, written, 1, rng)
-
-    writing = asyncio.create_task(writing_until_enough())
+    writing = write_until(h, written, rng, enough)
     try:
         await eventually(shared, "three members share the 8 partitions")
         await eventually(dying_mid_batch, "the third member acknowledged some events, not all")
