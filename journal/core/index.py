@@ -91,22 +91,26 @@ class OffsetRuns:
 
     @classmethod
     def decode(cls, flat: list[int]) -> OffsetRuns:
-        pruned_to, *numbers = flat
-        it = iter(numbers)
-        runs = tuple(OffsetRun(f, last, c) for f, last, c in zip(it, it, it, strict=True))
-        return cls(runs, pruned_to)
+        if len(flat) % 3 != 1:
+            raise ValueError(f"not encoded offset runs: {len(flat)} numbers")
+        it = iter(flat)
+        pruned_to = next(it)
+        # map, not a generator: a verdict decodes up to MAX_RUNS runs, twice per append
+        return cls(tuple(map(OffsetRun, it, it, it)), pruned_to)
 
 
 class GrowingRuns:
     """One journal's `OffsetRuns` as a tail grows them record by record (journal/kafka/tail.py):
     the same runs and the same merging, kept as one mutable list of numbers (the layout of
     `OffsetRuns.encode`), so that indexing a record allocates nothing; `frozen()` is what a
-    reader is given."""
+    reader is given. It is kept until the next record: a journal's look and verdict ask twice
+    between two of its records, and a journal with no new record is asked again."""
 
-    __slots__ = ("_flat",)
+    __slots__ = ("_flat", "_frozen")
 
     def __init__(self, flat: list[int]) -> None:
         self._flat = flat
+        self._frozen: OffsetRuns | None = None
 
     @classmethod
     def empty(cls, pruned_to: int) -> GrowingRuns:
@@ -121,13 +125,18 @@ class GrowingRuns:
             if offset == last + 1:
                 flat[-2] = offset
                 flat[-1] += 1
+                self._frozen = None
                 return
         flat += (offset, offset, 1)
+        self._frozen = None
         if len(flat) > 1 + 3 * MAX_RUNS:
-            self._flat = self.frozen().bounded(replicated).encode()
+            self._flat = OffsetRuns.decode(flat).bounded(replicated).encode()
 
     def frozen(self) -> OffsetRuns:
-        return OffsetRuns.decode(self._flat)
+        frozen = self._frozen
+        if frozen is None:
+            frozen = self._frozen = OffsetRuns.decode(self._flat)
+        return frozen
 
     @property
     def last(self) -> int:
