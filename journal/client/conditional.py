@@ -372,6 +372,13 @@ class ConditionalAppends:
         self._rounds = _AtEndRounds()
         # from the produce to the fold's verdict, as the append waits for it (issue 27's goal)
         self._to_verdict = METRICS.histogram("kafka_journal_conditional_verdict_seconds")
+        # by whether the verdict needed a read (path "read") or not ("memory"): once per append
+        self._verdicts = {
+            read: METRICS.counter(
+                "kafka_journal_conditional_verdicts_total", path="read" if read else "memory"
+            )
+            for read in (True, False)
+        }
         self._retry_window = timedelta(seconds=retry_window_s)
         self._search_events = search_events
 
@@ -653,10 +660,7 @@ class ConditionalAppends:
         offset, first = position.offset, header.range.from_
         try:
             state = await self._folded_in_memory(key, header, position)
-            METRICS.counter(
-                "kafka_journal_conditional_verdicts_total",
-                path="read" if state is None else "memory",
-            ).inc()
+            self._verdicts[state is None].inc()
             if state is None:
                 state = (await self._head(key, until=offset + 1, index=self._index)).state
             if state.offset <= offset:
