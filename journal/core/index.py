@@ -103,14 +103,16 @@ class GrowingRuns:
     """One journal's `OffsetRuns` as a tail grows them record by record (journal/kafka/tail.py):
     the same runs and the same merging, kept as one mutable list of numbers (the layout of
     `OffsetRuns.encode`), so that indexing a record allocates nothing; `frozen()` is what a
-    reader is given. It is kept until the next record: a journal's look and verdict ask twice
-    between two of its records, and a journal with no new record is asked again."""
+    reader is given. The last one given is kept with how many of its runs are still true
+    (`_kept`): the next is made from those and the runs after them (a conditional append's
+    look and verdict ask for it twice per record of the journal, which has up to MAX_RUNS)."""
 
-    __slots__ = ("_flat", "_frozen")
+    __slots__ = ("_flat", "_frozen", "_kept")
 
     def __init__(self, flat: list[int]) -> None:
         self._flat = flat
-        self._frozen: OffsetRuns | None = None
+        self._frozen = OffsetRuns((), flat[0])  # none of its runs yet
+        self._kept = 0
 
     @classmethod
     def empty(cls, pruned_to: int) -> GrowingRuns:
@@ -125,18 +127,22 @@ class GrowingRuns:
             if offset == last + 1:
                 flat[-2] = offset
                 flat[-1] += 1
-                self._frozen = None
+                self._kept = min(self._kept, len(flat) // 3 - 1)  # the last run changed
                 return
         flat += (offset, offset, 1)
-        self._frozen = None
         if len(flat) > 1 + 3 * MAX_RUNS:
-            self._flat = OffsetRuns.decode(flat).bounded(replicated).encode()
+            self._flat = self.frozen().bounded(replicated).encode()
+            self._kept = 0
 
     def frozen(self) -> OffsetRuns:
-        frozen = self._frozen
-        if frozen is None:
-            frozen = self._frozen = OffsetRuns.decode(self._flat)
-        return frozen
+        flat, frozen, kept = self._flat, self._frozen, self._kept
+        count = len(flat) // 3
+        if kept == count == len(frozen.runs):
+            return frozen
+        numbers = iter(flat[1 + 3 * kept :])
+        runs = (*frozen.runs[:kept], *map(OffsetRun, numbers, numbers, numbers))
+        self._frozen, self._kept = OffsetRuns(runs, flat[0]), count
+        return self._frozen
 
     @property
     def last(self) -> int:
