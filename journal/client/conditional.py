@@ -75,7 +75,6 @@ import hashlib
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -175,21 +174,41 @@ class JournalLocks:
         """Whether some request holds or awaits the journal's lock."""
         return key in self._locks
 
-    @asynccontextmanager
-    async def hold(self, key: JournalKey) -> AsyncIterator[None]:
-        lock, users = self._locks.get(key, (None, 0))
+    def hold(self, key: JournalKey) -> _Held:
+        """`async with locks.hold(key):` the journal's lock, held in the block."""
+        return _Held(self._locks, key)
+
+
+class _Held:
+    """`JournalLocks.hold`'s context manager: a class, not a generator's (once per append)."""
+
+    __slots__ = ("_key", "_locks")
+
+    def __init__(self, locks: dict[JournalKey, tuple[asyncio.Lock, int]], key: JournalKey) -> None:
+        self._locks = locks
+        self._key = key
+
+    async def __aenter__(self) -> None:
+        lock, users = self._locks.get(self._key, (None, 0))
         if lock is None:
             lock = asyncio.Lock()
-        self._locks[key] = (lock, users + 1)
+        self._locks[self._key] = (lock, users + 1)
         try:
-            async with lock:
-                yield
-        finally:
-            lock, users = self._locks[key]
-            if users == 1:
-                del self._locks[key]
-            else:
-                self._locks[key] = (lock, users - 1)
+            await lock.acquire()
+        except BaseException:
+            self._leave()
+            raise
+
+    async def __aexit__(self, *_: object) -> None:
+        self._locks[self._key][0].release()
+        self._leave()
+
+    def _leave(self) -> None:
+        lock, users = self._locks[self._key]
+        if users == 1:
+            del self._locks[self._key]
+        else:
+            self._locks[self._key] = (lock, users - 1)
 
 
 Produce = Callable[[Mapping[str, str]], Awaitable[Position]]
@@ -372,6 +391,13 @@ class ConditionalAppends:
         self._rounds = _AtEndRounds()
         # from the produce to the fold's verdict, as the append waits for it (issue 27's goal)
         self._to_verdict = METRICS.histogram("kafka_journal_conditional_verdict_seconds")
+        # by whether the verdict needed a read (path "read") or not ("memory"): once per append
+        self._verdicts = {
+            read: METRICS.counter(
+                "kafka_journal_conditional_verdicts_total", path="read" if read else "memory"
+            )
+            for read in (True, False)
+        }
         self._retry_window = timedelta(seconds=retry_window_s)
         self._search_events = search_events
 
@@ -653,10 +679,7 @@ class ConditionalAppends:
         offset, first = position.offset, header.range.from_
         try:
             state = await self._folded_in_memory(key, header, position)
-            METRICS.counter(
-                "kafka_journal_conditional_verdicts_total",
-                path="read" if state is None else "memory",
-            ).inc()
+            self._verdicts[state is None].inc()
             if state is None:
                 state = (await self._head(key, until=offset + 1, index=self._index)).state
             if state.offset <= offset:

@@ -91,22 +91,28 @@ class OffsetRuns:
 
     @classmethod
     def decode(cls, flat: list[int]) -> OffsetRuns:
-        pruned_to, *numbers = flat
-        it = iter(numbers)
-        runs = tuple(OffsetRun(f, last, c) for f, last, c in zip(it, it, it, strict=True))
-        return cls(runs, pruned_to)
+        if len(flat) % 3 != 1:
+            raise ValueError(f"not encoded offset runs: {len(flat)} numbers")
+        it = iter(flat)
+        pruned_to = next(it)
+        # map, not a generator: a verdict decodes up to MAX_RUNS runs, twice per append
+        return cls(tuple(map(OffsetRun, it, it, it)), pruned_to)
 
 
 class GrowingRuns:
     """One journal's `OffsetRuns` as a tail grows them record by record (journal/kafka/tail.py):
     the same runs and the same merging, kept as one mutable list of numbers (the layout of
     `OffsetRuns.encode`), so that indexing a record allocates nothing; `frozen()` is what a
-    reader is given."""
+    reader is given. The last one given is kept with how many of its runs are still true
+    (`_kept`): the next is made from those and the runs after them (a conditional append's
+    look and verdict ask for it twice per record of the journal, which has up to MAX_RUNS)."""
 
-    __slots__ = ("_flat",)
+    __slots__ = ("_flat", "_frozen", "_kept")
 
     def __init__(self, flat: list[int]) -> None:
         self._flat = flat
+        self._frozen = OffsetRuns((), flat[0])  # none of its runs yet
+        self._kept = 0
 
     @classmethod
     def empty(cls, pruned_to: int) -> GrowingRuns:
@@ -121,13 +127,22 @@ class GrowingRuns:
             if offset == last + 1:
                 flat[-2] = offset
                 flat[-1] += 1
+                self._kept = min(self._kept, len(flat) // 3 - 1)  # the last run changed
                 return
         flat += (offset, offset, 1)
         if len(flat) > 1 + 3 * MAX_RUNS:
             self._flat = self.frozen().bounded(replicated).encode()
+            self._kept = 0
 
     def frozen(self) -> OffsetRuns:
-        return OffsetRuns.decode(self._flat)
+        flat, frozen, kept = self._flat, self._frozen, self._kept
+        count = len(flat) // 3
+        if kept == count == len(frozen.runs):
+            return frozen
+        numbers = iter(flat[1 + 3 * kept :])
+        runs = (*frozen.runs[:kept], *map(OffsetRun, numbers, numbers, numbers))
+        self._frozen, self._kept = OffsetRuns(runs, flat[0]), count
+        return self._frozen
 
     @property
     def last(self) -> int:

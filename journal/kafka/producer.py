@@ -146,7 +146,8 @@ class JournalProducer:
     async def _acknowledged(self, delivery: Awaitable[T]) -> T:
         """`delivery`'s result, or `KafkaUnavailable` after `ack_timeout_s`."""
         try:
-            return await asyncio.wait_for(delivery, self._ack_timeout_s)
+            async with asyncio.timeout(self._ack_timeout_s):  # no waiter future, as wait_for
+                return await delivery
         except TimeoutError as error:
             raise KafkaUnavailable(
                 f"Kafka did not acknowledge the record in {self._ack_timeout_s:g} s "

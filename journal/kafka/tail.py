@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
+import itertools
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -97,7 +99,10 @@ class _IndexedPartition:
     dropped_to: int = -1  # records up to here were not indexed (past `max_journals`)
     poisoned_to: int = -1  # an undecodable batch ends here: nobody's runs are whole
     expired_to: int = -1  # records up to here left Kafka before they were indexed: ditto
-    moved: asyncio.Event = field(default_factory=asyncio.Event)
+    # lookups waiting for `position` to reach a fence: (fence, arrival, future), the lowest
+    # fence first, so a move wakes exactly the lookups it satisfies (an event set on every
+    # move woke each of the ~20 waiting per partition under 64 appends in flight)
+    waiters: list[tuple[int, int, asyncio.Future[bool]]] = field(default_factory=list)
     followed: bool = True  # False once the partition is no longer followed
     forgotten: _ForgottenJournals | None = None  # made when the first journal is dropped
 
@@ -110,6 +115,23 @@ class _IndexedPartition:
         if whole and (self.forgotten is None or raw_key not in self.forgotten):
             return -1
         return max(self.pruned_to, self.dropped_to)
+
+    def moved_to(self, position: int) -> None:
+        """Every record below `position` is indexed: the lookups waiting for it go on."""
+        self.position = position
+        waiters = self.waiters
+        while waiters and waiters[0][0] <= position:
+            waiter = heapq.heappop(waiters)[2]
+            if not waiter.done():  # else it timed out or was cancelled
+                waiter.set_result(True)
+
+    def unfollowed(self) -> None:
+        """No longer followed: a lookup waiting for it misses at once."""
+        self.followed = False
+        for _, _, waiter in self.waiters:
+            if not waiter.done():
+                waiter.set_result(False)
+        self.waiters.clear()
 
     def forget(self, raw_key: bytes) -> None:
         if self.start != 0:
@@ -130,6 +152,7 @@ class TailIndex:
         self._following: frozenset[int] = frozenset()  # what `_tail` makes `_partitions` hold
         self._followed = asyncio.Event()  # `_following` changed
         self._assigned = asyncio.Event()  # pulsed when `_partitions` has become `_following`
+        self._arrivals = itertools.count()  # orders waiters of one fence in `_reach`
         self._consumer: AIOKafkaConsumer | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._on_demand: frozenset[int] = frozenset()  # followed once asked about
@@ -176,9 +199,7 @@ class TailIndex:
         following = self._following
         self._followed.clear()  # a change from here on is applied next time
         for partition in set(self._partitions) - following:
-            gone = self._partitions.pop(partition)
-            gone.followed = False
-            gone.moved.set()  # a lookup waiting for it misses at once
+            self._partitions.pop(partition).unfollowed()
         new = [TopicPartition(self._topic, p) for p in sorted(following - set(self._partitions))]
         try:
             pointers = await self._store.pointers(self._topic) if new else {}
@@ -260,14 +281,17 @@ class TailIndex:
         return self._partitions.get(partition)
 
     async def _reach(self, state: _IndexedPartition, fence: int) -> bool:
+        """Whether the index reached `fence` in the partition, within `wait_s`."""
+        if state.position >= fence or not state.followed:
+            return state.followed
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[bool] = loop.create_future()
+        heapq.heappush(state.waiters, (fence, next(self._arrivals), waiter))
+        timer = loop.call_later(self._config.wait_s, _missed, waiter)  # a handle, no task
         try:
-            async with asyncio.timeout(self._config.wait_s):  # no task per wait, as wait_for
-                while state.position < fence and state.followed:
-                    state.moved.clear()
-                    await state.moved.wait()
-        except TimeoutError:
-            return False
-        return state.followed
+            return await waiter
+        finally:
+            timer.cancel()
 
     async def _tail(self) -> None:
         consumer = self._consumer
@@ -313,8 +337,7 @@ class TailIndex:
                 if position > state.position:
                     if tp not in batches:  # it moved with no record: maybe reset past expired
                         await self._check_gap(consumer, tp, state, position)
-                    state.position = position
-                    state.moved.set()
+                    state.moved_to(position)
 
     async def _check_gap(
         self, consumer: AIOKafkaConsumer, tp: TopicPartition, state: _IndexedPartition, to: int
@@ -389,3 +412,8 @@ class TailIndex:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._consumer is not None:
             await stop_consumer(self._consumer)
+
+
+def _missed(waiter: asyncio.Future[bool]) -> None:
+    if not waiter.done():
+        waiter.set_result(False)
