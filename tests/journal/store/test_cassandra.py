@@ -201,7 +201,7 @@ async def test_pages_fetched_ahead_are_the_pages_fetched_on_demand(store: Cassan
     on_demand = await pages(False, EXEC_PROFILE_DEFAULT)
     assert on_demand == [list(range(0, 10)), list(range(10, 20)), list(range(20, 25))]
     assert await pages(True, ROWS_AS_TUPLES) == on_demand
-    left = cql.stream_pages(session, statement, None, ROWS_AS_TUPLES, ahead=True)
-    assert [row[0] for row in await anext(left)] == list(range(10))
-    await left.aclose()  # the page fetched ahead goes unread
+    async for page in cql.stream_pages(session, statement, None, ROWS_AS_TUPLES, ahead=True):
+        assert [row[0] for row in page] == list(range(10))
+        break  # the page fetched ahead goes unread
     assert await pages(True, ROWS_AS_TUPLES) == on_demand
