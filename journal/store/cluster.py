@@ -1,11 +1,13 @@
 """Connecting to Cassandra: the store's `CassandraConfig`, and the driver's cluster with our
-execution profile, protocol version and reconnection policy. A cluster no host of which
+execution profiles, protocol version and reconnection policy. A cluster no host of which
 answers is `StoreUnavailable`; a refused login is `StoreLoginRefused` (no wait cures it)."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from cassandra import AuthenticationFailed, ConsistencyLevel
 from cassandra.cluster import (
@@ -20,11 +22,15 @@ from cassandra.policies import (
     ExponentialReconnectionPolicy,
     TokenAwarePolicy,
 )
+from cassandra.query import named_tuple_factory, tuple_factory
 
 from journal.errors import StoreLoginRefused, StoreUnavailable
 from kjconfig.access import CassandraLogin
 
 PROTOCOL_VERSION = 4  # the native protocol every client of ours speaks (see `open_session`)
+# the execution profile whose rows are plain tuples: the hot reads (a journal's events) take
+# their columns by position, without the default's namedtuple class per page and per row
+ROWS_AS_TUPLES = "rows_as_tuples"
 _RECONNECT_MAX_DELAY_S = 10.0  # between attempts to reach a Cassandra host that went down
 
 
@@ -59,15 +65,22 @@ def reconnection_policy() -> ExponentialReconnectionPolicy:
 
 async def open_session(config: CassandraConfig) -> tuple[Cluster, Session]:
     """A cluster of `config`'s hosts and a session on it (not bound to the keyspace)."""
-    profile = ExecutionProfile(
-        load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy()),
-        consistency_level=ConsistencyLevel.name_to_value[config.consistency],
-        request_timeout=config.request_timeout_s,
-    )
+
+    def profile(row_factory: Callable[..., Any]) -> ExecutionProfile:
+        return ExecutionProfile(
+            load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy()),
+            consistency_level=ConsistencyLevel.name_to_value[config.consistency],
+            request_timeout=config.request_timeout_s,
+            row_factory=row_factory,
+        )
+
     cluster = Cluster(
         list(config.hosts),
         port=config.port,
-        execution_profiles={EXEC_PROFILE_DEFAULT: profile},
+        execution_profiles={
+            EXEC_PROFILE_DEFAULT: profile(named_tuple_factory),
+            ROWS_AS_TUPLES: profile(row_factory=tuple_factory),
+        },
         # v4, not v5: the driver checks v5's segment headers with a CRC computed in Python
         # (per segment, both ways) and now and then rejects a good one at connect ("CRC
         # mismatch on header", PYTHON-1337; seen once in our CI); v4 has no segments

@@ -2,7 +2,8 @@
 
 The driver's `execute_async` returns a ResponseFuture whose callbacks fire on the driver's
 threads; each callback hands its result to the loop with `call_soon_threadsafe`. Paging
-fetches one page at a time, so a query over a huge partition holds one page in memory.
+fetches one page at a time (or the next one ahead, `stream_pages`), so a query over a huge
+partition holds a page or two in memory.
 
 The driver refuses to send while its connection's socket is full (`ConnectionBusy`, given as
 NoHostAvailable when every host is busy) rather than queueing: large writes (a snapshot's
@@ -19,7 +20,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequen
 from typing import Any, TypeVar
 
 from cassandra import InvalidRequest, OperationTimedOut, RequestExecutionException, Unauthorized
-from cassandra.cluster import NoHostAvailable, ResponseFuture, Session
+from cassandra.cluster import EXEC_PROFILE_DEFAULT, NoHostAvailable, ResponseFuture, Session
 from cassandra.connection import ConnectionBusy
 from cassandra.query import Statement
 
@@ -82,14 +83,21 @@ def _reject(future: asyncio.Future[list[Any]], error: BaseException) -> None:
         future.set_exception(error)
 
 
-async def execute(session: Session, statement: str | Statement, params: Params = None) -> list[Any]:
-    """Run one statement and return the rows of its first page (all rows for small results)."""
+async def execute(
+    session: Session,
+    statement: str | Statement,
+    params: Params = None,
+    profile: object = EXEC_PROFILE_DEFAULT,
+) -> list[Any]:
+    """Run one statement and return the rows of its first page (all rows for small results);
+    `profile`: the driver's execution profile (`cluster.ROWS_AS_TUPLES`: rows as tuples)."""
     loop = asyncio.get_running_loop()
     give_up = loop.time() + _BUSY_GIVE_UP_S
     wait = _BUSY_RETRY_S
     while True:
         try:
-            return await _future_of_page(session.execute_async(statement, params))
+            response = session.execute_async(statement, params, execution_profile=profile)
+            return await _future_of_page(response)
         except StoreUnavailable as error:
             if not _only_busy(error.__cause__) or loop.time() + wait > give_up:
                 raise
@@ -106,25 +114,38 @@ def _only_busy(error: BaseException | None) -> bool:
 
 
 async def stream(
-    session: Session, statement: str | Statement, params: Params = None
+    session: Session,
+    statement: str | Statement,
+    params: Params = None,
+    profile: object = EXEC_PROFILE_DEFAULT,
 ) -> AsyncIterator[Any]:
     """Yield the rows of a query page by page; the next page is fetched only when needed."""
-    async for rows in stream_pages(session, statement, params):
+    async for rows in stream_pages(session, statement, params, profile):
         for row in rows:
             yield row
 
 
 async def stream_pages(
-    session: Session, statement: str | Statement, params: Params = None
+    session: Session,
+    statement: str | Statement,
+    params: Params = None,
+    profile: object = EXEC_PROFILE_DEFAULT,
+    ahead: bool = False,
 ) -> AsyncIterator[list[Any]]:
-    """Yield the pages of a query's rows; the next page is fetched only when needed."""
-    response = session.execute_async(statement, params)
+    """Yield the pages of a query's rows; the next page is fetched only when needed, or with
+    `ahead` while this one is consumed (Cassandra reads it meanwhile: two pages held)."""
+    response = session.execute_async(statement, params, execution_profile=profile)
     rows = await _future_of_page(response)
     while True:
+        more = response.has_more_pages  # this page's paging state, before a fetch resets it
+        if ahead and more:
+            response.clear_callbacks()  # this page's: the next one's come once it is awaited
+            response.start_fetching_next_page()
         yield rows
-        if not response.has_more_pages:
+        if not more:
             return
-        response.start_fetching_next_page()  # resets the result; the callbacks come after
+        if not ahead:
+            response.start_fetching_next_page()  # resets the result; the callbacks come after
         rows = await _future_of_page(response)
 
 

@@ -13,7 +13,8 @@ from cassandra.cluster import Session
 from journal.core.model import SEQ_NR_MAX, EventRecord, JournalKey
 from journal.store import cql
 from journal.store.base import FirstPage, JournalMeta, StoredAppend
-from journal.store.rows import event_record_of, meta_of
+from journal.store.cluster import ROWS_AS_TUPLES
+from journal.store.rows import EVENT_OFFSET, event_record_of, meta_of
 from journal.store.schema import APPEND_BUCKET
 from journal.store.statements import Statements
 
@@ -63,6 +64,8 @@ class Reads:
                 self._session,
                 self._statements.read,
                 (key.topic, key.id, segment, start, stop),
+                ROWS_AS_TUPLES,
+                ahead=True,  # a long read's next page is read while this one is decoded
             )
             async for rows in pages:
                 if rows:
@@ -94,9 +97,10 @@ class Reads:
                 self._session,
                 self._statements.read,
                 (key.topic, key.id, segment, append.first, append.last),
+                ROWS_AS_TUPLES,
             )
             async for event_row in rows:
-                if event_row.offset == append.offset:  # not a later Append's after a Purge
+                if event_row[EVENT_OFFSET] == append.offset:  # not a later Append's after a Purge
                     yield event_record_of(event_row)
 
     async def first_page(self, key: JournalKey, from_: int, to: int) -> FirstPage:
@@ -106,6 +110,7 @@ class Reads:
             self._session,
             self._statements.read,
             (key.topic, key.id, from_ // size, from_, min(to, segment_end)),
+            ROWS_AS_TUPLES,
         )
         return FirstPage(size, tuple(event_record_of(row) for row in rows))
 

@@ -52,6 +52,7 @@ class Statements:
                 query = "SELECT id FROM {ks}.journal_ids WHERE topic = ? AND bucket = ? AND id "
                 query += "> ?" if above else ">= ?"
                 self._ids[above, bounded] = prepare(query + (" AND id < ?" if bounded else ""))
+        # `rows.event_record_of` takes its columns by position: in this order
         self.read = prepare(
             "SELECT seq_nr, partition, offset, timestamp, tags, payload_type, payload_txt, "
             "payload_bin, expire_after, metadata, headers FROM {ks}.events "

@@ -5,9 +5,12 @@ import uuid
 from collections.abc import AsyncIterator
 
 import pytest
+from cassandra.cluster import EXEC_PROFILE_DEFAULT
+from cassandra.query import SimpleStatement
 
 from journal.store import cql
 from journal.store.cassandra import CassandraConfig, CassandraStore
+from journal.store.cluster import ROWS_AS_TUPLES
 from journal.store.schema import SCHEMA_VERSION, SchemaTooNew
 from journal.store.writes import Packer, Partition
 from tests.journal.store.contract import (
@@ -182,3 +185,23 @@ class TestCassandraStore(EventualStoreContract):
         large = Partition(groups[0].mutations * 3, 60_000)  # as a 10-event append of 6 KB each
         batches = [batch for batch, _ in Packer().requests([groups[1], large, groups[2]])]
         assert sorted(len(batch) for batch in batches) == [2, 3]  # the large one alone
+
+
+async def test_pages_fetched_ahead_are_the_pages_fetched_on_demand(store: CassandraStore) -> None:
+    session, table = store.session_for_tests, f"{store.keyspace}.pages_ahead"
+    await cql.execute(session, f"CREATE TABLE {table} (k int, n int, PRIMARY KEY (k, n))")
+    for n in range(25):
+        await cql.execute(session, f"INSERT INTO {table} (k, n) VALUES (1, {n})")
+    statement = SimpleStatement(f"SELECT n FROM {table} WHERE k = 1", fetch_size=10)
+
+    async def pages(ahead: bool, profile: object) -> list[list[int]]:
+        pages = cql.stream_pages(session, statement, None, profile, ahead=ahead)
+        return [[row[0] for row in page] async for page in pages]
+
+    on_demand = await pages(False, EXEC_PROFILE_DEFAULT)
+    assert on_demand == [list(range(0, 10)), list(range(10, 20)), list(range(20, 25))]
+    assert await pages(True, ROWS_AS_TUPLES) == on_demand
+    async for page in cql.stream_pages(session, statement, None, ROWS_AS_TUPLES, ahead=True):
+        assert [row[0] for row in page] == list(range(10))
+        break  # the page fetched ahead goes unread
+    assert await pages(True, ROWS_AS_TUPLES) == on_demand
