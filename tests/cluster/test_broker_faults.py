@@ -51,8 +51,10 @@ PARTITIONS = 3
 FIRST_KILL_AFTER_S = 10.0  # of appends and reads before the first kill
 KILL_EVERY_S = 30.0
 # a request is answered within this, retries included: Kafka fences a silent broker after
-# 9 s (broker.session.timeout.ms) and elects new leaders then
-RESOLVE_WITHIN_S = 60.0
+# 9 s (broker.session.timeout.ms) and elects new leaders then; ~12 s here, but a request sent
+# to the dead leader may first wait out the producer's 30 s ack timeout and a slower host's
+# election more, so the bound proves the ride-through, not a speed (the test prints that)
+RESOLVE_WITHIN_S = 120.0
 RETRY_PAUSE_S = 0.2  # after a broken connection (no Retry-After to follow)
 
 
@@ -190,7 +192,9 @@ async def _chaos(cluster: KafkaCluster, topic: str, kills: list[Kill], tally: Ta
             assert set(kill.led) <= since, f"partitions {set(kill.led) - since} wait"
             return True
 
-        await eventually(served_again, f"the partitions node {node_id} led serve again", 60.0)
+        await eventually(
+            served_again, f"the partitions node {node_id} led serve again", RESOLVE_WITHIN_S
+        )
         await asyncio.to_thread(cluster.start)  # only the killed node is down
 
         async def caught_up() -> bool:
@@ -209,7 +213,7 @@ async def workers(
         yield both
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(600)
 async def test_workers_ride_through_kills_of_a_leader_and_of_the_quorum_leader(
     cluster: KafkaCluster, settings: Settings, store: CassandraStore, workers: list[WorkerProcess]
 ) -> None:
