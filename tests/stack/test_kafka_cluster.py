@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -35,8 +36,14 @@ async def _partition_state(bootstrap: str, topic: str) -> tuple[int, list[int], 
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
-        (described,) = await admin.describe_topics([topic])
-        (partition,) = described["partitions"]
+
+        async def described() -> dict[str, Any]:
+            # a broker other than the controller may not know a new topic's partitions yet
+            (answer,) = await admin.describe_topics([topic])
+            assert answer["partitions"], f"{topic}'s partitions not known yet"
+            return dict(answer)
+
+        (partition,) = (await eventually(described, f"{topic} described"))["partitions"]
         (configs,) = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])
         (resource,) = configs.to_object()["resources"]
         (min_isr,) = [
