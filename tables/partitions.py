@@ -99,15 +99,24 @@ class OwnedPartitions:
             return False
         if owned.processed >= offset:
             return True
-        waiter: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[bool] = loop.create_future()
         heapq.heappush(owned.waiters, (offset, next(self._arrivals), waiter))
+        # a timer handle, not wait_for: no task, no Timeout object on a read's path
+        timer = loop.call_later(timeout_s, _too_late, waiter)
         try:
-            return await asyncio.wait_for(waiter, timeout_s)
-        except TimeoutError:
-            if len(owned.waiters) > _WAITERS_KEPT:  # timed-out ones pile up while stuck
-                owned.waiters = [entry for entry in owned.waiters if not entry[2].done()]
-                heapq.heapify(owned.waiters)
-            return False
+            reached = await waiter
+        finally:
+            timer.cancel()
+        if not reached and len(owned.waiters) > _WAITERS_KEPT:  # timed-out ones pile up
+            owned.waiters = [entry for entry in owned.waiters if not entry[2].done()]
+            heapq.heapify(owned.waiters)
+        return reached
+
+
+def _too_late(waiter: asyncio.Future[bool]) -> None:
+    if not waiter.done():
+        waiter.set_result(False)
 
 
 _WAITERS_KEPT = 1000

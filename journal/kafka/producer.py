@@ -39,7 +39,7 @@ from journal.kafka.driver_errors import (
     core_error,
     kafka_denied,
 )
-from journal.kafka.group_commit import GroupCommit
+from journal.kafka.group_commit import GroupCommit, Unacknowledged
 from journal.metrics import METRICS
 from kjconfig.access import KafkaAccess
 
@@ -77,7 +77,7 @@ class JournalProducer:
         }
         self._producer: AIOKafkaProducer | None = None
         self._replacing = asyncio.Lock()
-        self._batches = GroupCommit(self._current)
+        self._batches = GroupCommit(self._current, ack_timeout_s=ack_timeout_s)
 
     def _current(self) -> AIOKafkaProducer:
         assert self._producer is not None, "start() first"
@@ -106,10 +106,10 @@ class JournalProducer:
         producer = self._current()
         try:
             try:
-                # shielded in the group commit: a timeout leaves the batch going
-                return await self._acknowledged(
-                    self._batches.send(topic, partition, key, value, headers, timestamp_ms)
-                )
+                # the group commit keeps the ack timeout, one timer per batch
+                return await self._batches.send(topic, partition, key, value, headers, timestamp_ms)
+            except Unacknowledged as error:
+                raise self._unacknowledged() from error
             except STUCK_PRODUCER_ERRORS as error:
                 await self._replace_stuck(producer, error)
                 metadata = await self._delivered(
@@ -149,10 +149,13 @@ class JournalProducer:
             async with asyncio.timeout(self._ack_timeout_s):  # no waiter future, as wait_for
                 return await delivery
         except TimeoutError as error:
-            raise KafkaUnavailable(
-                f"Kafka did not acknowledge the record in {self._ack_timeout_s:g} s "
-                "(too few in-sync replicas, or no quorum): it may still be written"
-            ) from error
+            raise self._unacknowledged() from error
+
+    def _unacknowledged(self) -> KafkaUnavailable:
+        return KafkaUnavailable(
+            f"Kafka did not acknowledge the record in {self._ack_timeout_s:g} s "
+            "(too few in-sync replicas, or no quorum): it may still be written"
+        )
 
     def _core_error(self, topic: str, error: KafkaError) -> Exception:
         """The driver's error as the core's (journal/kafka/driver_errors.py)."""

@@ -12,7 +12,7 @@ from aiokafka.producer.message_accumulator import BatchBuilder
 from aiokafka.structs import RecordMetadata
 
 from journal.errors import KafkaUnavailable
-from journal.kafka.group_commit import GroupCommit
+from journal.kafka.group_commit import GroupCommit, Unacknowledged
 from journal.kafka.producer import JournalProducer
 from kjconfig.access import KafkaAccess
 
@@ -172,3 +172,20 @@ async def test_a_record_kafka_does_not_acknowledge_in_time_is_kafka_unavailable(
     kafka.release.set()
     await producer._batches.flush()
     assert kafka.batches == [1]  # sent all the same
+
+
+async def test_a_record_queued_behind_an_unacknowledged_batch_times_out_too() -> None:
+    """The deadline runs from the batch's opening, not its sending: a record waiting behind a
+    batch the broker holds does not wait for ever."""
+    kafka = Partitions()
+    kafka.release.clear()
+    commit = GroupCommit(lambda: kafka, ack_timeout_s=0.01)
+    first = asyncio.ensure_future(commit.send("t", 0, b"k", b"a", [], 0))
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # the first batch is with the broker
+    queued = asyncio.ensure_future(commit.send("t", 0, b"k", b"b", [], 0))
+    results = await asyncio.gather(first, queued, return_exceptions=True)
+    assert [type(result) for result in results] == [Unacknowledged, Unacknowledged]
+    kafka.release.set()
+    await commit.flush()
+    assert kafka.batches == [1, 1]  # both sent all the same, in order
