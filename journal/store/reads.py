@@ -28,12 +28,14 @@ class Reads:
         self._segment_size = segment_size
 
     async def pointer(self, topic: str, partition: int) -> int | None:
-        rows = await cql.execute(self._session, self._statements.pointer, (topic, partition))
-        return rows[0].offset if rows else None
+        rows = await cql.execute(
+            self._session, self._statements.pointer, (topic, partition), ROWS_AS_TUPLES
+        )
+        return rows[0][0] if rows else None
 
     async def pointers(self, topic: str) -> dict[int, int]:
-        rows = await cql.execute(self._session, self._statements.pointers, (topic,))
-        return {row.partition: row.offset for row in rows}
+        rows = await cql.execute(self._session, self._statements.pointers, (topic,), ROWS_AS_TUPLES)
+        return dict(rows)  # (partition, offset) pairs
 
     async def meta(self, key: JournalKey) -> JournalMeta | None:
         row = await self._meta_row(key)
@@ -78,16 +80,14 @@ class Reads:
             return
         for bucket in range((after + 1) // APPEND_BUCKET, to // APPEND_BUCKET + 1):
             rows = cql.stream(
-                self._session, self._statements.appends, (topic, partition, bucket, after, to)
+                self._session,
+                self._statements.appends,
+                (topic, partition, bucket, after, to),
+                ROWS_AS_TUPLES,
             )
-            async for row in rows:
+            async for offset, journal_id, first, last, segment_size in rows:
                 yield StoredAppend(
-                    JournalKey(topic, row.id),
-                    partition,
-                    row.offset,
-                    row.first_seq_nr,
-                    row.last_seq_nr,
-                    row.segment_size,
+                    JournalKey(topic, journal_id), partition, offset, first, last, segment_size
                 )
 
     async def append_events(self, append: StoredAppend) -> AsyncIterator[EventRecord]:
@@ -119,10 +119,14 @@ class Reads:
     ) -> AsyncIterator[tuple[JournalKey, JournalMeta]]:
         """The rows of `journals` (every topic's) with `low < token(topic, id) <= high`,
         streamed page by page."""
-        rows = cql.stream(self._session, self._statements.journals_in_token_range, (low, high))
+        rows = cql.stream(
+            self._session, self._statements.journals_in_token_range, (low, high), ROWS_AS_TUPLES
+        )
         async for row in rows:
-            yield JournalKey(row.topic, row.id), meta_of(row)
+            yield JournalKey(row[0], row[1]), meta_of(row[2:])
 
-    async def _meta_row(self, key: JournalKey) -> Any:
-        rows = await cql.execute(self._session, self._statements.meta, (key.topic, key.id))
+    async def _meta_row(self, key: JournalKey) -> tuple[Any, ...] | None:
+        rows = await cql.execute(
+            self._session, self._statements.meta, (key.topic, key.id), ROWS_AS_TUPLES
+        )
         return rows[0] if rows else None

@@ -24,6 +24,7 @@ class Statements:
             "INSERT INTO {ks}.pointers (topic, partition, offset) VALUES (?, ?, ?) "
             "USING TIMESTAMP ?"
         )
+        # `rows.meta_of` takes its columns by position: in this order
         self.meta = prepare(
             "SELECT partition, offset, seq_nr, delete_to, segment_size FROM {ks}.journals "
             "WHERE topic = ? AND id = ?"
