@@ -60,7 +60,10 @@ class TailConfig:
     kept_journals: int = 150_000
     wait_s: float = 5.0  # how long a read waits for the index to reach its fence
     prune_interval_s: float = 1.0
-    fetch_max_wait_ms: int = 10
+    # an idle partition's long poll: new records end it at once (the broker answers a waiting
+    # fetch when the high watermark moves), so reads do not wait for it; 10 ms cost ~4% of a
+    # core in polls alone, taken from every read's CPU
+    fetch_max_wait_ms: int = 100
 
 
 class _ForgottenJournals:
