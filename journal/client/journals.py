@@ -22,6 +22,7 @@ A read writes nothing (unless the Mark fence is chosen).
 from __future__ import annotations
 
 import asyncio
+import bisect
 import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -104,6 +105,29 @@ class JournalView:
 
 
 _SPILL_FETCH = 16  # Appends fetched again at a time, when a head outgrew its budget
+
+
+def _seq_nr(record: EventRecord) -> int:
+    return record.event.seq_nr
+
+
+def _continuing(events: Sequence[EventRecord], last: int, stop: int) -> list[EventRecord]:
+    """The events of `events` (in seqNr order, as a `FirstPage`'s) that continue `last`
+    without a hole, up to `stop`: those at or below `last` are deleted or before the read's
+    `from_`; a hole means the rest was replicated after the page was read (`read` gets it)."""
+    start = bisect.bisect_right(events, last, key=_seq_nr) if events else 0
+    count = min(len(events) - start, stop - last)
+    if count <= 0:
+        return []
+    if events[start + count - 1].seq_nr == last + count:  # in order: no hole, all of them
+        return list(events[start : start + count])
+    run = []
+    for record in events[start : start + count]:
+        if record.seq_nr != last + 1:
+            break
+        last = record.seq_nr
+        run.append(record)
+    return run
 
 
 def _retrieve(task: asyncio.Future[FirstPage]) -> None:
@@ -626,15 +650,9 @@ class Journal:
             stop = min(to, meta.seq_nr or 0)
             first = await page
             if first.fits(meta):
-                batch = []
-                for record in first.events:
-                    if record.seq_nr <= last:
-                        continue  # deleted, or before `from_`
-                    if record.seq_nr != last + 1 or record.seq_nr > stop:
-                        break  # replicated after the page was read: `read` gets the rest
-                    last = record.seq_nr
-                    batch.append(record)
+                batch = _continuing(first.events, last, stop)
                 if batch:
+                    last = batch[-1].seq_nr
                     yield batch
             if last < stop:
                 rest = JournalMeta(

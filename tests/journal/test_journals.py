@@ -398,6 +398,21 @@ async def test_a_first_page_older_than_the_row_loses_nothing(api: Direct) -> Non
     assert [r.seq_nr async for r in reader.journal("j").read()] == [1, 2, 3, 4, 5, 6]
 
 
+async def test_a_first_page_with_a_hole_is_kept_up_to_the_hole(api: Direct) -> None:
+    """A page read while an Append's rows were being written may lack one of them: the read
+    keeps the page's events up to the hole and reads the rest, from `from_` on."""
+    client = api.journals
+    key = client.journal("j").key
+    await api.append("j", events(1, 6))
+    await api.harness.replicate()
+    page = await client.store.first_page(key, 1, SEQ_NR_MAX)
+    holed = FirstPage(page.segment_size, tuple(r for r in page.events if r.seq_nr != 4))
+    stale = StalePage(client.store, holed)
+    reader = Journals(client.topic, client.writer, stale, client.index, client.fence, client.kafka)
+    assert [r.seq_nr async for r in reader.journal("j").read()] == [1, 2, 3, 4, 5, 6]
+    assert [r.seq_nr async for r in reader.journal("j").read(2, 5)] == [2, 3, 4, 5]
+
+
 async def test_appends_sent_together_answer_the_offsets_kafka_gave_their_records(
     api: Direct,
 ) -> None:
