@@ -53,6 +53,9 @@ class WorkerBackend:
     ) -> AsyncIterator[Sequence[SubscriptionItem]]:
         return self._journals.value().subscribe_batches(after, tags, live)  # ready() said yes
 
+    async def end_position(self) -> SubscriptionPosition:
+        return await self._journals.value().end_position()  # ready() said yes
+
     async def quarantined(self, limit: int) -> QuarantinePage:
         return await newest_quarantined(self._journals.value(), limit)  # ready() said yes
 

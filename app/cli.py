@@ -391,7 +391,11 @@ def purge(journal_id: str, **values: Any) -> int:
 
 @cli.command()
 @settings_options(Settings)
-@click.option("--after", default=None, help="a position printed earlier: resume after it")
+@click.option(
+    "--after",
+    default=None,
+    help="a position printed earlier: resume after it; or 'end': only what is appended from now",
+)
 @click.option("--tags", default=None, help="comma-separated: only events with any of them")
 @click.option("--live/--no-live", default=False, show_default=True, help="forever, heartbeats")
 @click.option(

@@ -121,9 +121,11 @@ def subscribe(settings: Settings, after: str | None, tags: str | None, live: boo
     bad position. Ctrl-C ends a live one quietly."""
     from journal.errors import InvalidValue
     from journal.kafka.subscription import SubscriptionPosition
+    from web.validation import AFTER_END
 
+    from_end = after == AFTER_END
     try:
-        position = None if after is None else SubscriptionPosition.parse(after)
+        position = None if after is None or from_end else SubscriptionPosition.parse(after)
     except InvalidValue as error:
         return _failed("subscribe", f"invalid_query: --after: {error}", 2)
     wanted = [tag for tag in (tags or "").split(",") if tag]
@@ -135,7 +137,8 @@ def subscribe(settings: Settings, after: str | None, tags: str | None, live: boo
         journals = await Journals.connect(settings)
         try:
             out, lines = sys.stdout.buffer, SubscriptionLines()
-            async for item in journals.subscribe(position, wanted, live):
+            start = await journals.end_position() if from_end else position
+            async for item in journals.subscribe(start, wanted, live):
                 out.write(lines.line(item))
                 out.flush()
         finally:

@@ -198,6 +198,11 @@ class JournalBackend(Protocol):
         forwarded."""
         ...
 
+    async def end_position(self) -> SubscriptionPosition:
+        """After every record the topic holds now (`Journals.end_position`): where a
+        subscription "from now" starts."""
+        ...
+
     async def quarantined(self, limit: int) -> QuarantinePage:
         """The newest `limit` (>= 1) records replication set aside (`newest_quarantined`)."""
         ...
@@ -234,6 +239,9 @@ class DirectBackend:
         self, after: SubscriptionPosition | None, tags: Collection[str], live: bool
     ) -> AsyncIterator[Sequence[SubscriptionItem]]:
         return self._journals.subscribe_batches(after, tags, live)
+
+    async def end_position(self) -> SubscriptionPosition:
+        return await self._journals.end_position()
 
     async def quarantined(self, limit: int) -> QuarantinePage:
         return await newest_quarantined(self._journals, limit)

@@ -267,7 +267,9 @@ class SubscribeQuery(_Wire):
     after: str = absent(
         min_length=1,
         max_length=100_000,
-        description="a `position` this endpoint wrote: resume after it (default: from the start)",
+        description="a `position` this endpoint wrote: resume after it; or `end`: after "
+        "every record the topic holds now, only what is appended from then on (default: "
+        "from the start)",
     )
     tags: str = absent(
         max_length=100_000, description="comma-separated tags: only events with any of them"

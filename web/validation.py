@@ -486,10 +486,12 @@ def parse_read_query(query: MultiMapping[str]) -> ParsedRead:
 
 @dataclass(frozen=True, slots=True)
 class ParsedSubscription:
-    """Where a subscription starts (None: from the start), its tags (none: every event),
-    whether it goes on forever, and the prefix of the journal ids it follows ("": all)."""
+    """Where a subscription starts (None: from the start; `from_end`: after what the topic
+    holds when it starts), its tags (none: every event), whether it goes on forever, and the
+    prefix of the journal ids it follows ("": all)."""
 
     after: SubscriptionPosition | None = None
+    from_end: bool = False
     tags: frozenset[str] = frozenset()
     live: bool = False
     prefix: str = ""
@@ -498,20 +500,27 @@ class ParsedSubscription:
 def parse_subscribe_query(
     query: MultiMapping[str], last_event_id: str | None = None
 ) -> ParsedSubscription:
-    """`after` (a position this API wrote), `tags` (comma-separated), `live` (true|false),
-    `prefix`; `last_event_id` (the `Last-Event-ID` header, a position too) wins over `after`:
-    an SSE client reconnects to the same URL with it, further on than the URL's `after`."""
+    """`after` (a position this API wrote, or `end`), `tags` (comma-separated), `live`
+    (true|false), `prefix`; `last_event_id` (the `Last-Event-ID` header, a position too) wins
+    over `after`: an SSE client reconnects to the same URL with it, further on than the URL's
+    `after`."""
     parsed = validate(schema.SubscribeQuery, _only_params(query, schema.SubscribeQuery))
+    tags = frozenset(t for t in (parsed.tags or "").split(",") if t)
+    live = parsed.live == "true"
     if last_event_id:
         source, position = "Last-Event-ID", last_event_id
+    elif parsed.after == AFTER_END:
+        return ParsedSubscription(None, True, tags, live, parsed.prefix)
     else:
         source, position = "after", parsed.after
     try:
         after = None if position is None else SubscriptionPosition.parse(position)
     except InvalidValue as e:
         raise bad_request(ErrorCode.INVALID_QUERY, f"{source}: {e}") from None
-    tags = frozenset(t for t in (parsed.tags or "").split(",") if t)
-    return ParsedSubscription(after, tags, parsed.live == "true", parsed.prefix)
+    return ParsedSubscription(after, False, tags, live, parsed.prefix)
+
+
+AFTER_END = "end"  # `GET /events?after=end`: from now on (`kafka-journal subscribe --after end`)
 
 
 def parse_group_name(raw: str) -> str:

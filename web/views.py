@@ -191,7 +191,7 @@ class JournalViews:
         return response
 
     async def subscribe(self, request: web.Request) -> web.StreamResponse:
-        """GET /events?after&tags&live&prefix -> 200 NDJSON, or server-sent events for
+        """GET /events?after(|=end)&tags&live&prefix -> 200 NDJSON, or server-sent events for
         `Accept: text/event-stream`, streamed: accepted events of every journal (or of those
         whose id starts with `prefix`), each with its id and position, and heartbeats. A
         `Last-Event-ID` header (an SSE client's reconnection) resumes after that position,
@@ -208,7 +208,8 @@ class JournalViews:
         frames: SubscriptionFrames = (
             SubscriptionEvents() if _wants_event_stream(request) else SubscriptionLines()
         )
-        items = self._backend.subscribe(query.after, query.tags, query.live)
+        after = await self._backend.end_position() if query.from_end else query.after
+        items = self._backend.subscribe(after, query.tags, query.live)
         if prefix:
             items = _within_prefix(items, prefix)
         async with _closing(items):

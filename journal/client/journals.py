@@ -61,6 +61,7 @@ from journal.kafka.subscription import (
     SubscriptionConfig,
     SubscriptionItem,
     SubscriptionPosition,
+    end_position,
     subscribe,
     subscribe_batches,
 )
@@ -430,6 +431,11 @@ class Journals:
         (`journal.kafka.subscription`)."""
         config = SubscriptionConfig(self.kafka.config.kafka, heartbeat_s)
         return subscribe(self.topic, self.writer.partitions, self.store, config, after, tags, live)
+
+    async def end_position(self) -> SubscriptionPosition:
+        """After every record the topic holds now: `subscribe` after it for what is appended
+        from then on."""
+        return await end_position(self.kafka.config.kafka, self.topic, self.writer.partitions)
 
     def subscribe_batches(
         self,

@@ -53,6 +53,7 @@ from journal.core.model import ActionRecord, AppendHeader, EventRecord, JournalK
 from journal.errors import InvalidValue, JournalTruncated, KafkaUnavailable, StoreUnavailable
 from journal.kafka.consumers import log_start, raw_record, start_consumer, stop_consumer
 from journal.kafka.driver_errors import POISON_ERRORS, KafkaError, core_error
+from journal.kafka.topic import end_offsets
 from journal.metrics import METRICS
 from journal.store.base import EventualJournal, JournalMeta
 from kjconfig.access import KafkaAccess
@@ -768,6 +769,17 @@ def _actions(messages: Iterable[ConsumerRecord[bytes, bytes]]) -> list[ActionRec
         if action is not None:
             actions.append(action)
     return actions
+
+
+async def end_position(kafka: KafkaAccess, topic: str, partitions: int) -> SubscriptionPosition:
+    """After every record the topic holds now: a subscription after it delivers only what is
+    appended from then on (a live tail "from now", where from the start would first go
+    through the whole retained log)."""
+    try:
+        ends = await end_offsets(kafka, topic, partitions)
+    except KafkaError as error:
+        raise core_error(error, f"{topic}: no high watermarks") from error
+    return SubscriptionPosition.of({partition: end - 1 for partition, end in ends.items()})
 
 
 async def subscribe(

@@ -221,6 +221,8 @@ async def test_subscribe_prints_events_and_resumes_after_a_position(
         last = first[-1]
         assert last["heartbeat"] is True
         assert await asyncio.to_thread(lines, f"--after={last['position']}") == [last]
+        # from the end: nothing of what the topic held, only its position
+        assert await asyncio.to_thread(lines, "--after=end") == [last]
 
 
 @pytest.mark.integration

@@ -285,6 +285,17 @@ async def test_tags_filter_and_a_live_subscriber_sees_appends_and_heartbeats(
 
 
 @pytest.mark.integration
+async def test_after_the_end_position_only_later_appends_come(h: Harness) -> None:
+    await h.journals.journal("before").append([event("before", 1), event("before", 2)])
+    end = await h.journals.end_position()
+    await h.journals.journal("after").append([event("after", 1)])
+    got, ended = await take(h.journals, end, 10)
+    assert ended and [(d.key.id, d.record.seq_nr) for d in got] == [("after", 1)]
+    from_start, _ = await take(h.journals, None, 10)
+    assert {d.key.id for d in from_start} == {"before", "after"}  # the log holds both
+
+
+@pytest.mark.integration
 async def test_with_the_store_down_a_resumed_subscriber_folds_from_offset_0(
     h: Harness, stack: Stack
 ) -> None:

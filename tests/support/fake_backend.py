@@ -100,6 +100,13 @@ class FakeBackend:
                 yield batch
         yield [Heartbeat(SubscriptionPosition.of({0: start}))]
 
+    async def end_position(self) -> SubscriptionPosition:
+        """After the last record of any journal (one partition)."""
+        if self.failure is not None:
+            raise self.failure
+        last = max((r.offset for records in self.records.values() for r in records), default=-1)
+        return SubscriptionPosition.of({0: last})
+
     def subscribe_group(self, name: str, tags: Collection[str]) -> FakeMember:
         member = FakeMember(self, name, frozenset(tags))
         self.members.append(member)

@@ -145,6 +145,8 @@ async def test_the_live_tail_shows_an_append_and_resumes_without_loss_or_repeat(
     journal_id = f"{prefix}-j"
     subscriptions: list[Request] = []
     page.on("request", lambda r: subscriptions.append(r) if "/events?" in r.url else None)
+    # appended before the tail starts: a live tail starts at the end, so never shows it
+    await append(api, f"{prefix}-before", {"seqNr": 1, "payload": {"n": 0}})
     await open_console(page, worker, mint(minter, Scope.READ), "#/tail")
     await page.fill("#tail-prefix", prefix)
     await page.click("#tail-start")
@@ -181,6 +183,7 @@ async def test_the_live_tail_shows_an_append_and_resumes_without_loss_or_repeat(
     # each reconnection asked for what follows the last position the page had, by header
     assert len(subscriptions) >= 3
     assert "last-event-id" not in subscriptions[0].headers
+    assert "after=end" in subscriptions[0].url
     assert all(r.headers.get("last-event-id") for r in subscriptions[1:])
     for request in subscriptions:
         assert "authorization" in request.headers and "token" not in request.url.lower()

@@ -10,6 +10,7 @@ import pytest
 
 from journal.errors import KafkaUnavailable
 from journal.kafka.quarantine import Quarantined
+from journal.kafka.subscription import SubscriptionPosition
 from journal.metrics import Metrics, set_replication_lag
 from tests.support.fake_backend import FakeBackend
 from tests.support.http_api import journal_path
@@ -87,6 +88,24 @@ async def test_last_event_id_resumes_after_it_and_wins_over_after(served: Served
         served, f"?prefix=a-&after={first[0]['id']}", {"Last-Event-ID": first[1]["id"]}
     )
     assert [orjson.loads(m["data"])["seqNr"] for m in both if "data" in m] == [3]
+
+
+async def test_after_end_starts_after_what_the_topic_holds_and_last_event_id_wins(
+    served: Served, backend: FakeBackend
+) -> None:
+    from_end = await event_stream(served, "?after=end")
+    assert [m for m in from_end if "data" in m] == []  # nothing of what was there
+    end = max(r.offset for records in backend.records.values() for r in records)
+    assert from_end[-1]["id"] == SubscriptionPosition.of({0: end}).encode()
+    first = [m for m in await event_stream(served, "?prefix=a-") if "data" in m]
+    resumed = await event_stream(served, "?prefix=a-&after=end", {"Last-Event-ID": first[1]["id"]})
+    assert [orjson.loads(m["data"])["seqNr"] for m in resumed if "data" in m] == [3]
+
+
+async def test_after_end_without_kafka_is_a_503(served: Served, backend: FakeBackend) -> None:
+    backend.failure = KafkaUnavailable("no broker")
+    async with served.session.get(served.at("/events?after=end"), headers=SSE) as answer:
+        assert answer.status == 503 and "Retry-After" in answer.headers
 
 
 async def test_a_bad_last_event_id_is_a_400(served: Served) -> None:

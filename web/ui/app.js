@@ -359,12 +359,14 @@ function dispatch(block) {
     if (line.startsWith("id:")) tail.position = line.slice(3).trim();
     else if (line.startsWith("data:")) data = line.slice(5).trim();
   }
-  $("tail-position").textContent = tail.position || "start";
+  $("tail-position").textContent = tail.position || "now";
   if (data) showTailed(JSON.parse(data));
 }
 
 async function follow() {
   const query = new URLSearchParams({ live: "true" });
+  // a fresh tail starts at the end: from the start it would first go through the whole log
+  if (!tail.position) query.set("after", "end");
   if ($("tail-tags").value) query.set("tags", $("tail-tags").value);
   if ($("tail-prefix").value) query.set("prefix", $("tail-prefix").value);
   const extra = { Accept: "text/event-stream" };
