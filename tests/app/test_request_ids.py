@@ -20,8 +20,11 @@ SECRET = "Bearer not-to-be-logged-7f3a"
 
 
 def json_lines(log: Path) -> list[dict[str, object]]:
-    """Every line of a worker's log, each one JSON object (else this fails)."""
-    return [orjson.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    """Every whole line of a worker's log, each one JSON object (else this fails); the last,
+    without its newline yet, is still being written (a running worker's log)."""
+    text = log.read_text()
+    whole = text[: text.rfind("\n") + 1]
+    return [orjson.loads(line) for line in whole.splitlines() if line.strip()]
 
 
 def request_ids(log: Path) -> set[object]:
