@@ -12,11 +12,9 @@ store reaches the partition's `floor`: records at or below it may be missing fro
 
 from __future__ import annotations
 
-import asyncio
-import heapq
-import itertools
 from dataclasses import dataclass, field
 
+from journal.core.waiters import OffsetWaiters
 from journal.metrics import METRICS
 
 _OFFSET = "kafka_journal_agent_offset"
@@ -27,16 +25,12 @@ class _Owned:
     processed: int = -1  # every record up to here is in the tables (-1: none yet)
     replicated: int = -1  # the store's pointer as this worker knows it
     floor: int = -1
-    # readers waiting for an offset: (offset, arrival, future), the lowest offset first, so an
-    # advance wakes exactly the readers it satisfies (a condition's notify_all would wake
-    # every waiter on every record: with 64 readers waiting, 64 task steps per record)
-    waiters: list[tuple[int, int, asyncio.Future[bool]]] = field(default_factory=list)
+    waiters: OffsetWaiters = field(default_factory=OffsetWaiters)  # readers awaiting an offset
 
 
 class OwnedPartitions:
     def __init__(self) -> None:
         self._owned: dict[int, _Owned] = {}
-        self._arrivals = itertools.count()
 
     def assign(self, partition: int) -> None:
         self._owned.setdefault(partition, _Owned())
@@ -45,9 +39,7 @@ class OwnedPartitions:
         owned = self._owned.pop(partition, None)
         METRICS.remove(_OFFSET, partition=str(partition))  # its new owner reports it
         if owned is not None:
-            for _, _, waiter in owned.waiters:
-                if not waiter.done():
-                    waiter.set_result(False)
+            owned.waiters.miss_all()
 
     def partitions(self) -> list[int]:
         return sorted(self._owned)
@@ -86,11 +78,7 @@ class OwnedPartitions:
             return
         owned.processed = offset
         METRICS.gauge(_OFFSET, partition=str(partition)).set(offset)
-        waiters = owned.waiters
-        while waiters and waiters[0][0] <= offset:
-            waiter = heapq.heappop(waiters)[2]
-            if not waiter.done():  # else it timed out
-                waiter.set_result(True)
+        owned.waiters.reached(offset)
 
     async def wait_for(self, partition: int, offset: int, timeout_s: float) -> bool:
         """True once `offset` of `partition` is processed here; False if not owned or too late."""
@@ -99,24 +87,4 @@ class OwnedPartitions:
             return False
         if owned.processed >= offset:
             return True
-        loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[bool] = loop.create_future()
-        heapq.heappush(owned.waiters, (offset, next(self._arrivals), waiter))
-        # a timer handle, not wait_for: no task, no Timeout object on a read's path
-        timer = loop.call_later(timeout_s, _too_late, waiter)
-        try:
-            reached = await waiter
-        finally:
-            timer.cancel()
-        if not reached and len(owned.waiters) > _WAITERS_KEPT:  # timed-out ones pile up
-            owned.waiters = [entry for entry in owned.waiters if not entry[2].done()]
-            heapq.heapify(owned.waiters)
-        return reached
-
-
-def _too_late(waiter: asyncio.Future[bool]) -> None:
-    if not waiter.done():
-        waiter.set_result(False)
-
-
-_WAITERS_KEPT = 1000
+        return await owned.waiters.wait(offset, timeout_s)

@@ -29,8 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import heapq
-import itertools
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -40,6 +38,7 @@ from aiokafka.structs import ConsumerRecord
 
 from journal.core.index import GrowingRuns, IndexAnswer, Indexed, NotIndexed, OffsetRuns
 from journal.core.model import JournalKey
+from journal.core.waiters import OffsetWaiters
 from journal.errors import StoreUnavailable
 from journal.kafka.consumers import start_consumer, stop_consumer
 from journal.kafka.driver_errors import POISON_ERRORS, KafkaError
@@ -102,10 +101,9 @@ class _IndexedPartition:
     dropped_to: int = -1  # records up to here were not indexed (past `max_journals`)
     poisoned_to: int = -1  # an undecodable batch ends here: nobody's runs are whole
     expired_to: int = -1  # records up to here left Kafka before they were indexed: ditto
-    # lookups waiting for `position` to reach a fence: (fence, arrival, future), the lowest
-    # fence first, so a move wakes exactly the lookups it satisfies (an event set on every
-    # move woke each of the ~20 waiting per partition under 64 appends in flight)
-    waiters: list[tuple[int, int, asyncio.Future[bool]]] = field(default_factory=list)
+    # lookups waiting for `position` to reach a fence (an event set on every move woke each
+    # of the ~20 waiting per partition under 64 appends in flight)
+    waiters: OffsetWaiters = field(default_factory=OffsetWaiters)
     followed: bool = True  # False once the partition is no longer followed
     forgotten: _ForgottenJournals | None = None  # made when the first journal is dropped
 
@@ -122,19 +120,12 @@ class _IndexedPartition:
     def moved_to(self, position: int) -> None:
         """Every record below `position` is indexed: the lookups waiting for it go on."""
         self.position = position
-        waiters = self.waiters
-        while waiters and waiters[0][0] <= position:
-            waiter = heapq.heappop(waiters)[2]
-            if not waiter.done():  # else it timed out or was cancelled
-                waiter.set_result(True)
+        self.waiters.reached(position)
 
     def unfollowed(self) -> None:
         """No longer followed: a lookup waiting for it misses at once."""
         self.followed = False
-        for _, _, waiter in self.waiters:
-            if not waiter.done():
-                waiter.set_result(False)
-        self.waiters.clear()
+        self.waiters.miss_all()
 
     def forget(self, raw_key: bytes) -> None:
         if self.start != 0:
@@ -155,7 +146,6 @@ class TailIndex:
         self._following: frozenset[int] = frozenset()  # what `_tail` makes `_partitions` hold
         self._followed = asyncio.Event()  # `_following` changed
         self._assigned = asyncio.Event()  # pulsed when `_partitions` has become `_following`
-        self._arrivals = itertools.count()  # orders waiters of one fence in `_reach`
         self._consumer: AIOKafkaConsumer | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._on_demand: frozenset[int] = frozenset()  # followed once asked about
@@ -287,14 +277,7 @@ class TailIndex:
         """Whether the index reached `fence` in the partition, within `wait_s`."""
         if state.position >= fence or not state.followed:
             return state.followed
-        loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[bool] = loop.create_future()
-        heapq.heappush(state.waiters, (fence, next(self._arrivals), waiter))
-        timer = loop.call_later(self._config.wait_s, _missed, waiter)  # a handle, no task
-        try:
-            return await waiter
-        finally:
-            timer.cancel()
+        return await state.waiters.wait(fence, self._config.wait_s)
 
     async def _tail(self) -> None:
         consumer = self._consumer
@@ -415,8 +398,3 @@ class TailIndex:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._consumer is not None:
             await stop_consumer(self._consumer)
-
-
-def _missed(waiter: asyncio.Future[bool]) -> None:
-    if not waiter.done():
-        waiter.set_result(False)
