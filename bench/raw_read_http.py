@@ -1,9 +1,13 @@
-"""The raw baselines of reading a journal: its `events` rows SELECTed with the driver alone, and
-a minimal HTTP server writing them as NDJSON.
+"""The raw baselines of reading a journal: its `events` rows SELECTed with the driver alone, the
+same with the two other requests a complete read makes, and a minimal HTTP server writing the
+rows as NDJSON.
 
 `RawReads` runs the store's own read statement (`Statements.read`, paged at its fetch size) on
 a session of its own, one page at a time: no journal row, pointer, fence or head, no
-`EventRecord`s. The server (`python -m bench.raw_read_http PORT TOPIC KEYSPACE`, Cassandra from
+`EventRecord`s. `RawCompleteReads` adds, in parallel with those pages, what any complete read
+must also ask: the journal's row (the store's `Statements.meta`: deleteTo, the replicated
+offset) and the partition's high watermark (a ListOffsets on an aiokafka consumer of its own);
+no index, no fold. The server (`python -m bench.raw_read_http PORT TOPIC KEYSPACE`, Cassandra from
 the `KJ_*` environment, run on uvloop as the worker is, in a child process so that its CPU is
 not the load generator's) answers GET /journals/{id}/events with one NDJSON line per row (one
 `orjson.dumps` each, the payload text passed through as it is stored) and one write per page.
@@ -20,6 +24,7 @@ from typing import Any
 import orjson
 import uvloop
 from aiohttp import web
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from cassandra.cluster import Cluster, ResponseFuture, Session
 from cassandra.query import PreparedStatement
 
@@ -28,6 +33,7 @@ from journal.core.model import SEQ_NR_MAX
 from journal.settings import Settings
 from journal.store.cluster import open_session
 from journal.store.statements import Statements
+from kjconfig.access import KafkaAccess
 
 NDJSON = "application/x-ndjson"
 # the driver's timestamps are naive UTC: written with a Z, as the API writes them
@@ -48,12 +54,20 @@ def _page(response: ResponseFuture) -> asyncio.Future[list[Any]]:
 
 
 class RawReads:
-    """A journal's `events` rows, page by page, on a driver session of its own."""
+    """A journal's `events` rows, page by page, and its `journals` row, on a driver session of
+    its own."""
 
-    def __init__(self, cluster: Cluster, session: Session, statement: PreparedStatement) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        session: Session,
+        statement: PreparedStatement,
+        meta: PreparedStatement,
+    ) -> None:
         self._cluster = cluster
         self._session = session
         self._statement = statement
+        self._meta = meta
 
     @classmethod
     async def connect(cls, settings: Settings) -> RawReads:
@@ -61,7 +75,7 @@ class RawReads:
         cluster, session = await open_session(settings.cassandra_config())
         # the store's statement, prepared as the store prepares it (fetch size included)
         statements = await asyncio.to_thread(Statements, session, settings.keyspace)
-        return cls(cluster, session, statements.read)
+        return cls(cluster, session, statements.read, statements.meta)
 
     async def pages(self, topic: str, journal_id: str) -> AsyncIterator[list[Any]]:
         """The rows of the journal's first segment (the bench's journals fit in one), a page
@@ -75,8 +89,53 @@ class RawReads:
                 return
             response.start_fetching_next_page()
 
+    async def row(self, topic: str, journal_id: str) -> Any | None:
+        """The journal's row of `journals` (the store's statement), if it has one."""
+        rows = await _page(self._session.execute_async(self._meta, (topic, journal_id)))
+        return rows[0] if rows else None
+
     async def close(self) -> None:
         await asyncio.to_thread(self._cluster.shutdown)
+
+
+class RawCompleteReads:
+    """What any complete read must ask, in parallel and nothing more: a journal's `events` rows
+    (`RawReads.pages`), its `journals` row, and its partition's high watermark (on an aiokafka
+    consumer of its own, assigned to nothing)."""
+
+    def __init__(self, reads: RawReads, consumer: AIOKafkaConsumer) -> None:
+        self._reads = reads
+        self._consumer = consumer
+
+    @classmethod
+    async def start(cls, reads: RawReads, kafka: KafkaAccess) -> RawCompleteReads:
+        consumer = AIOKafkaConsumer(**kafka.client_options(), group_id=None)
+        await consumer.start()
+        return cls(reads, consumer)
+
+    async def read(
+        self, topic: str, journal_id: str, partition: int
+    ) -> tuple[list[Any], Any | None, int]:
+        """The journal's event rows (all its first segment's), its row and the partition's high
+        watermark."""
+        tp = TopicPartition(topic, partition)
+
+        async def rows() -> list[Any]:
+            return [row async for page in self._reads.pages(topic, journal_id) for row in page]
+
+        async def high_watermark() -> int:
+            ends = await self._consumer.end_offsets([tp])
+            end: int = ends[tp]
+            return end
+
+        events, row, end = await asyncio.gather(
+            rows(), self._reads.row(topic, journal_id), high_watermark()
+        )
+        return events, row, end
+
+    async def stop(self) -> None:
+        """Stops its consumer (not the session of `reads`)."""
+        await self._consumer.stop()
 
 
 def line(row: Any) -> bytes:

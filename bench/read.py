@@ -7,7 +7,7 @@ import asyncio
 import itertools
 import resource
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 import aiohttp
@@ -17,7 +17,7 @@ from aiokafka import AIOKafkaProducer
 from app.http_tokens import client_headers
 from app.progress import Meter
 from bench.common import Row, Section, percentile, timed, unique
-from bench.raw_read_http import RawReads
+from bench.raw_read_http import RawCompleteReads, RawReads
 from bench.workload import events, raw_append
 from devtools.workers import WorkerProcess
 from journal.client.journals import Journals
@@ -36,7 +36,11 @@ METHOD = (
     "topic; a read is `[r async for r in journal.read()]` with the direct client, every event "
     "checked. Baseline: a raw read of the same 100 rows: the store's read statement on a driver "
     "session of its own, each row's payload text decoded with orjson (`bench/raw_read_http.py`"
-    "); the two alternate, read by read. (a) fully replicated (`replicate_to_now`); "
+    "). Second baseline, the raw complete read: the same, plus, in parallel (asyncio.gather), "
+    "the two other requests any complete read makes: the journal's row (the store's statement "
+    "for it: deleteTo, the replicated offset) and the partition's high watermark (ListOffsets "
+    "on an aiokafka consumer of its own); no index, no fold. The three alternate read by read, "
+    "in a rotated order. (a) fully replicated (`replicate_to_now`); "
     "Kafka records written per read from the partition's end offset before and after the "
     "reads; (b) replication stopped (no replicator runs): {small:,} then {large:,} one-event "
     "Appends of other journals piled after the pointer, then the journal's last append (10 "
@@ -111,18 +115,19 @@ async def _sample(operation: Callable[[], Awaitable[None]], sizes: ReadSizes) ->
     return [await timed(operation) for _ in range(sizes.repetitions)]
 
 
-async def _alternating(
-    first: Callable[[], Awaitable[None]], second: Callable[[], Awaitable[None]], sizes: ReadSizes
-) -> tuple[list[float], list[float]]:
-    """`_sample` of both, read by read (in turn first), so that drift hits both alike."""
+async def _interleaved(
+    operations: Sequence[Callable[[], Awaitable[None]]], sizes: ReadSizes
+) -> list[list[float]]:
+    """`_sample` of each, read by read (the order rotated each round), so that drift hits all
+    alike; the samples in the order of `operations`."""
     for _ in range(sizes.warmup):
-        await first()
-        await second()
-    samples: tuple[list[float], list[float]] = ([], [])
+        for operation in operations:
+            await operation()
+    samples: list[list[float]] = [[] for _ in operations]
     for repetition in range(sizes.repetitions):
-        order = ((0, first), (1, second)) if repetition % 2 == 0 else ((1, second), (0, first))
-        for index, operation in order:
-            samples[index].append(await timed(operation))
+        for step in range(len(operations)):
+            index = (repetition + step) % len(operations)
+            samples[index].append(await timed(operations[index]))
     return samples
 
 
@@ -161,6 +166,7 @@ async def bench_read(
     producer = _producer(kafka)
     await producer.start()
     raw = await RawReads.connect(settings)
+    complete = await RawCompleteReads.start(raw, kafka)
     try:
         replicated, stopped = unique("replicated"), unique("stopped")
         await _write(journals, replicated)
@@ -175,8 +181,16 @@ async def bench_read(
                 count += len(page)
             assert count == 100, count
 
+        async def complete_baseline() -> None:
+            rows, row, _ = await complete.read(topic, replicated, 0)
+            for event in rows:
+                orjson.loads(event.payload_txt)
+            assert len(rows) == 100 and row is not None, (len(rows), row)
+
         end_before = (await end_offsets(kafka, topic, 1))[0]
-        base, replicated_reads = await _alternating(baseline, _reader(journals, replicated), sizes)
+        base, base_complete, replicated_reads = await _interleaved(
+            (baseline, complete_baseline, _reader(journals, replicated)), sizes
+        )
         written = (await end_offsets(kafka, topic, 1))[0] - end_before
         reads_done = sizes.warmup + sizes.repetitions
 
@@ -188,6 +202,7 @@ async def bench_read(
         await _caught_up(journals, kafka, stopped)
         large = await _sample(_reader(journals, stopped), sizes)
     finally:
+        await complete.stop()
         await raw.close()
         await producer.stop()
 
@@ -207,6 +222,18 @@ async def bench_read(
         )
     )
     section.add(Row("replicated: p99", percentile(replicated_reads, 99), "ms"))
+    complete_p50 = percentile(base_complete, 50)
+    name = "raw complete read (rows, journal row, high watermark)"
+    section.samples[name] = base_complete
+    section.add(Row(f"{name}: p50", complete_p50, "ms", spread=_spread(base_complete)))
+    section.add(
+        Row(
+            "replicated: p50 / raw complete read's",
+            percentile(replicated_reads, 50) / complete_p50,
+            "x",
+            note="no goal: the ratio left once the baseline makes the same three requests",
+        )
+    )
     section.add(
         Row(
             "Kafka records written per read",
