@@ -31,7 +31,7 @@ from cassandra.query import PreparedStatement
 from bench.raw_http import serve_until_stopped, server_process
 from journal.core.model import SEQ_NR_MAX
 from journal.settings import Settings
-from journal.store.cluster import open_session
+from journal.store.cluster import ROWS_AS_TUPLES, open_session
 from journal.store.statements import Statements
 from kjconfig.access import KafkaAccess
 
@@ -90,8 +90,12 @@ class RawReads:
             response.start_fetching_next_page()
 
     async def row(self, topic: str, journal_id: str) -> Any | None:
-        """The journal's row of `journals` (the store's statement), if it has one."""
-        rows = await _page(self._session.execute_async(self._meta, (topic, journal_id)))
+        """The journal's row of `journals` (the store's statement, rows as tuples as the store
+        asks them), if it has one."""
+        response = self._session.execute_async(
+            self._meta, (topic, journal_id), execution_profile=ROWS_AS_TUPLES
+        )
+        rows = await _page(response)
         return rows[0] if rows else None
 
     async def close(self) -> None:
