@@ -17,7 +17,7 @@ from aiokafka import AIOKafkaProducer
 from app.http_tokens import client_headers
 from app.progress import Meter
 from bench.common import Row, Section, percentile, timed, unique
-from bench.raw_read_http import RawCompleteReads, RawReads
+from bench.raw_read_http import PAYLOAD_TXT, RawCompleteReads, RawReads
 from bench.workload import events, raw_append
 from devtools.workers import WorkerProcess
 from journal.client.journals import Journals
@@ -177,14 +177,14 @@ async def bench_read(
             count = 0
             async for page in raw.pages(topic, replicated):
                 for row in page:
-                    orjson.loads(row.payload_txt)
+                    orjson.loads(row[PAYLOAD_TXT])
                 count += len(page)
             assert count == 100, count
 
         async def complete_baseline() -> None:
             rows, row, _ = await complete.read(topic, replicated, 0)
             for event in rows:
-                orjson.loads(event.payload_txt)
+                orjson.loads(event[PAYLOAD_TXT])
             assert len(rows) == 100 and row is not None, (len(rows), row)
 
         end_before = (await end_offsets(kafka, topic, 1))[0]
@@ -226,12 +226,17 @@ async def bench_read(
     name = "raw complete read (rows, journal row, high watermark)"
     section.samples[name] = base_complete
     section.add(Row(f"{name}: p50", complete_p50, "ms", spread=_spread(base_complete)))
+    # the raw complete read alone is 1.4-1.9x the raw page here (issue 26's note): the 1.3x
+    # goal above is out of any complete read's reach, so ours is held to the complete read
+    complete_ratio = percentile(replicated_reads, 50) / complete_p50
     section.add(
         Row(
             "replicated: p50 / raw complete read's",
-            percentile(replicated_reads, 50) / complete_p50,
+            complete_ratio,
             "x",
-            note="no goal: the ratio left once the baseline makes the same three requests",
+            goal="<= 1.1x (proposed)",
+            met=complete_ratio <= 1.1,
+            note="the ratio left once the baseline makes the same three requests",
         )
     )
     section.add(

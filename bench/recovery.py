@@ -14,7 +14,7 @@ import orjson
 from app.http_tokens import client_headers
 from bench.common import Row, Section, median, spread, unique
 from bench.profile import process_cpu_s
-from bench.raw_read_http import RawReads, raw_read_server
+from bench.raw_read_http import PAYLOAD_TXT, RawReads, raw_read_server
 from devtools.workers import WorkerProcess, free_port
 from journal.client.journals import Journals
 from journal.core.model import Json
@@ -109,7 +109,7 @@ async def bench_recovery(
                 count = 0
                 async for page in raw.pages(settings.topic, journal_id):
                     for row in page:
-                        orjson.loads(row.payload_txt)
+                        orjson.loads(row[PAYLOAD_TXT])
                     count += len(page)
                 return count
 
