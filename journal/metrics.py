@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from bisect import bisect_left
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -33,15 +34,15 @@ from prometheus_client import (
     Counter,
     Gauge,
     GCCollector,
-    Histogram,
     PlatformCollector,
     ProcessCollector,
     generate_latest,
 )
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.metrics import MetricWrapperBase
-from prometheus_client.metrics_core import Metric
+from prometheus_client.metrics_core import HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from journal.version import VERSION
 
@@ -265,10 +266,90 @@ class SettingChild(Protocol):
     def dec(self, amount: float = 1) -> None: ...
 
 
-_KINDS: dict[Kind, type[MetricWrapperBase]] = {
+class _HistogramChild:
+    """One series of a `_Histogram`: a count per bucket and the sum, under one lock."""
+
+    __slots__ = ("_bounds", "_counts", "_lock", "_sum")
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self._bounds = bounds
+        self._counts = [0] * (len(bounds) + 1)  # the last: above every bound (+Inf)
+        self._sum = 0.0
+        self._lock = threading.Lock()  # the Cassandra driver's threads may observe too
+
+    def observe(self, amount: float, exemplar: dict[str, str] | None = None) -> None:
+        index = bisect_left(self._bounds, amount)  # the first bound >= amount: `le` is <=
+        with self._lock:
+            self._counts[index] += 1
+            self._sum += amount
+
+    def buckets(self) -> tuple[list[tuple[str, float]], float]:
+        """The cumulative buckets by `le` and the sum, as the exposition writes them."""
+        with self._lock:
+            counts, total = list(self._counts), self._sum
+        cumulative, running = [], 0
+        for bound, count in zip((*self._bounds, float("inf")), counts, strict=True):
+            running += count
+            le: str = floatToGoString(bound)  # type: ignore[no-untyped-call]
+            cumulative.append((le, float(running)))
+        return cumulative, total
+
+
+class _Histogram(Collector):
+    """A histogram family exposed as prometheus_client's `Histogram` is, observed for a third
+    of its CPU: one bisect and one lock per observation, where prometheus_client walks the
+    buckets and locks each value it adds to (~0.9 us; every append and request observes)."""
+
+    def __init__(
+        self,
+        name: str,
+        documentation: str,
+        labelnames: Sequence[str],
+        registry: CollectorRegistry,
+        buckets: tuple[float, ...],
+    ) -> None:
+        self._name = name
+        self._documentation = documentation
+        self._labelnames = tuple(labelnames)
+        self._bounds = tuple(bound for bound in buckets if bound != float("inf"))
+        self._series: dict[tuple[str, ...], _HistogramChild] = {}
+        self._lock = threading.Lock()
+        registry.register(self)
+
+    def labels(self, **labels: str) -> _HistogramChild:
+        if sorted(labels) != sorted(self._labelnames):
+            raise ValueError(
+                f"metric {self._name} has the labels {sorted(self._labelnames)}, "
+                f"not {sorted(labels)}"
+            )
+        values = tuple(labels[name] for name in self._labelnames)
+        with self._lock:
+            child = self._series.get(values)
+            if child is None:
+                child = self._series[values] = _HistogramChild(self._bounds)
+        return child
+
+    def remove(self, *values: str) -> None:
+        with self._lock:
+            self._series.pop(values, None)
+
+    def describe(self) -> Iterator[Metric]:
+        yield HistogramMetricFamily(self._name, self._documentation, labels=self._labelnames)
+
+    def collect(self) -> Iterator[Metric]:
+        family = HistogramMetricFamily(self._name, self._documentation, labels=self._labelnames)
+        with self._lock:
+            series = list(self._series.items())
+        for values, child in series:
+            buckets, total = child.buckets()
+            family.add_metric(list(values), buckets, total)
+        yield family
+
+
+_KINDS: dict[Kind, type[MetricWrapperBase] | type[_Histogram]] = {
     "counter": Counter,
     "gauge": Gauge,
-    "histogram": Histogram,
+    "histogram": _Histogram,
 }
 
 
@@ -277,7 +358,7 @@ class Metrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        self._families: dict[str, MetricWrapperBase] = {}
+        self._families: dict[str, MetricWrapperBase | _Histogram] = {}
         # children by name and labels: prometheus_client's own `labels()` lookup costs ~5 us,
         # too much for every request and append
         self._children: dict[tuple[str, tuple[tuple[str, str], ...]], Any] = {}
@@ -333,13 +414,16 @@ class Metrics:
         child = self._children.get(key)
         if child is None:
             family = self._family(kind, name, labels)
-            child = family.labels(**labels) if labels else family
+            # prometheus_client's families without labels are their own child; ours never
+            child = family.labels(**labels) if labels or kind == "histogram" else family
             self._children[key] = child
         elif CATALOGUE[name].kind != kind:
             raise _wrong_kind(name, kind)
         return child
 
-    def _family(self, kind: Kind, name: str, labels: dict[str, str]) -> MetricWrapperBase:
+    def _family(
+        self, kind: Kind, name: str, labels: dict[str, str]
+    ) -> MetricWrapperBase | _Histogram:
         spec = CATALOGUE.get(name)
         if spec is None:
             raise ValueError(f"metric {name} is not in journal.metrics.CATALOGUE")
@@ -361,8 +445,8 @@ class Metrics:
 
 
 def _wrong_kind(name: str, kind: Kind) -> ValueError:
-    declared = _KINDS[CATALOGUE[name].kind].__name__
-    return ValueError(f"metric {name} is a {declared}, not a {_KINDS[kind].__name__}")
+    declared = CATALOGUE[name].kind.capitalize()
+    return ValueError(f"metric {name} is a {declared}, not a {kind.capitalize()}")
 
 
 class _Namespaced(Collector):

@@ -214,6 +214,7 @@ def record_headers(
     header: ActionHeader, user_headers: Mapping[str, str]
 ) -> list[tuple[str, bytes]]:
     """The Kafka headers of an action record: the action header first, then the user's."""
-    return [(ACTION_HEADER, encode_action_header(header))] + [
-        (name, value.encode("utf-8")) for name, value in user_headers.items()
-    ]
+    headers = [(ACTION_HEADER, encode_action_header(header))]
+    if user_headers:  # most appends have none
+        headers += [(name, value.encode("utf-8")) for name, value in user_headers.items()]
+    return headers

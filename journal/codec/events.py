@@ -25,8 +25,9 @@ def encode_events(events: Events) -> tuple[PayloadType, bytes]:
 
 def encode_checked_events(events: Events) -> tuple[PayloadType, bytes]:
     """`encode_events` of events whose range the caller checked already (`Events.range`)."""
-    if any(isinstance(event.payload, BinaryPayload) for event in events.events):
-        return PayloadType.BINARY, encode_events_binary(events)
+    for event in events.events:  # a loop, not any() over a generator: every append asks
+        if isinstance(event.payload, BinaryPayload):
+            return PayloadType.BINARY, encode_events_binary(events)
     return PayloadType.JSON, encode_events_json(events)
 
 

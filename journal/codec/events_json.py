@@ -52,16 +52,21 @@ _WHERE = "json record value"
 
 
 def encode_events_json(events: Events) -> bytes:
-    """The record value; each JSON payload's text is embedded as it is, not re-encoded."""
-    metadata = payload_metadata_to_json(events.metadata)
-    value = {
-        "events": [_event_to_json(event) for event in events.events],
-        "metadata": msgspec.Raw(dumps(metadata, f"{_WHERE}.metadata")) if metadata else {},
-    }
-    try:
-        return msgspec.json.encode(value)
-    except UnicodeEncodeError as e:  # a lone surrogate in a tag or a text payload
-        raise EncodeError(f"{_WHERE} cannot be written: {e}") from e
+    """The record value; each JSON payload's text is embedded as it is, not re-encoded.
+
+    Written from a bytes template rather than through msgspec's walk of dicts: the fields and
+    their order are fixed, the seqNrs are checked integers, and the tags' JSON is cached per
+    tag set; the bytes are those of the compact encoding of the same object (a test holds
+    both to each other). About half the CPU of the walk, on every append.
+    """
+    metadata = events.metadata
+    metadata_json = (
+        b"{}"
+        if metadata == _NO_METADATA
+        else dumps(payload_metadata_to_json(metadata), f"{_WHERE}.metadata")
+    )
+    lines = [_event_json(event) for event in events.events]
+    return b'{"events":[%b],"metadata":%b}' % (b",".join(lines), metadata_json)
 
 
 class _EventValue(msgspec.Struct, gc=False):
@@ -160,35 +165,42 @@ def _tag_set(tags: tuple[str, ...]) -> frozenset[str]:
     return tag_set
 
 
-def _event_to_json(event: Event) -> dict[str, object]:
+def _event_json(event: Event) -> bytes:
     payload = event.payload
-    tags = _tags_in_order(event.tags)
+    tags = _tags_json(event.tags)
     if type(payload) is JsonPayload:  # the hot path of every append
-        return {
-            "seqNr": event.seq_nr,
-            "tags": tags,
-            "payloadType": "json",
-            "payload": msgspec.Raw(payload.raw),
-        }
-    obj: dict[str, object] = {"seqNr": event.seq_nr, "tags": tags}
+        return b'{"seqNr":%d,"tags":%b,"payloadType":"json","payload":%b}' % (
+            event.seq_nr,
+            tags,
+            payload.raw,
+        )
     match payload:
         case None:
-            pass
+            return b'{"seqNr":%d,"tags":%b}' % (event.seq_nr, tags)
         case TextPayload(text):
-            obj["payloadType"] = "text"
-            obj["payload"] = text
+            return b'{"seqNr":%d,"tags":%b,"payloadType":"text","payload":%b}' % (
+                event.seq_nr,
+                tags,
+                _json_text(text),
+            )
         case BinaryPayload():
             raise EncodeError(f"event {event.seq_nr} has a binary payload, which JSON cannot hold")
         case _:
             raise EncodeError(f"event {event.seq_nr} payload is not a Payload: {payload!r}")
-    return obj
+
+
+def _json_text(text: str | tuple[str, ...]) -> bytes:
+    try:
+        return msgspec.json.encode(text)
+    except UnicodeEncodeError as e:  # a lone surrogate
+        raise EncodeError(f"{_WHERE} cannot be written: {e}") from e
 
 
 @functools.lru_cache(maxsize=4096)
-def _tags_in_order(tags: frozenset[str]) -> tuple[str, ...]:
-    """Cached: the events of a service carry few distinct tag sets, and the order of five or
-    more tags costs a hash walk each time."""
-    return tuple(scala_set_order(tags))
+def _tags_json(tags: frozenset[str]) -> bytes:
+    """The tags as a JSON array in kafka-journal's order. Cached: the events of a service
+    carry few distinct tag sets, and the order of five or more tags costs a hash walk."""
+    return _json_text(tuple(scala_set_order(tags)))
 
 
 def _event_from_json(raw: object, where: str) -> Event:

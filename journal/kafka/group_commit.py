@@ -82,7 +82,7 @@ class GroupCommit:
         self._ack_timeout_s = ack_timeout_s
         self._partitions: dict[tuple[str, int], _PartitionBatches] = {}
 
-    async def send(
+    def send(
         self,
         topic: str,
         partition: int,
@@ -90,9 +90,10 @@ class GroupCommit:
         value: bytes,
         headers: list[tuple[str, bytes]],
         timestamp_ms: int,
-    ) -> int:
-        """The record's offset once the broker acknowledged its batch; the batch's failure
-        (aiokafka's error) if it failed."""
+    ) -> asyncio.Future[int]:
+        """The future of the record's offset, set once the broker acknowledged its batch; the
+        batch's failure (aiokafka's error) if it failed. Not a coroutine: the caller awaits the
+        future itself, a frame less per record."""
         state = self._partitions.get((topic, partition))
         if state is None:
             state = self._partitions[(topic, partition)] = _PartitionBatches()
@@ -116,7 +117,7 @@ class GroupCommit:
                 state.sender = asyncio.create_task(self._send_waiting(topic, partition, state))
         waiter: asyncio.Future[int] = loop.create_future()
         batch.waiters.append((waiter, int(appended.offset)))
-        return await waiter
+        return waiter
 
     def _expire(self, batch: _Batch) -> None:
         batch.deadline = None

@@ -35,7 +35,7 @@ def _everything() -> Metrics:
         elif spec.kind == "gauge":
             if name != "kafka_journal_build_info":  # set by Metrics itself, with its label
                 metrics.gauge(name, kind="x").set(1)
-        else:
+        elif not name.startswith("kafka_journal_faust_"):  # FaustTimings' own, unlabelled
             metrics.histogram(name, kind="x").observe(0.01)
     monitor = Monitor()
     monitor.messages_received_by_topic["journal"] = 1

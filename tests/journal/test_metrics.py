@@ -45,6 +45,25 @@ def test_histograms_time_blocks_also_when_they_raise() -> None:
     assert metrics.value("kafka_journal_read_duration_seconds_bucket", le="+Inf") == 2
 
 
+def test_a_histogram_counts_an_observation_in_each_bucket_at_or_above_it() -> None:
+    metrics = Metrics()
+    name = "kafka_journal_write_duration_seconds"
+    histogram = metrics.histogram(name, action="append")
+    for seconds in (0.001, 0.0011, 0.003, 1000.0):  # 0.001 is a bound: counted in its bucket
+        histogram.observe(seconds)
+    assert metrics.value(f"{name}_bucket", action="append", le="0.0005") == 0
+    assert metrics.value(f"{name}_bucket", action="append", le="0.001") == 1
+    assert metrics.value(f"{name}_bucket", action="append", le="0.005") == 3
+    assert metrics.value(f"{name}_bucket", action="append", le="+Inf") == 4
+    assert metrics.value(f"{name}_count", action="append") == 4
+    assert metrics.value(f"{name}_sum", action="append") == pytest.approx(1000.0051)
+    assert b'kafka_journal_write_duration_seconds_bucket{action="append",le="0.001"} 1.0' in (
+        metrics.render()
+    )
+    with pytest.raises(ValueError, match="labels"):
+        metrics.histogram(name, kind="append")
+
+
 def test_replication_lag_is_a_gauge_per_partition() -> None:
     metrics = Metrics()
     set_replication_lag(metrics, "journal", 0, 12, 1.5)

@@ -12,6 +12,7 @@ import struct
 from collections.abc import Callable
 from pathlib import Path
 
+import msgspec
 import orjson
 import pytest
 from hypothesis import assume, given, settings
@@ -19,7 +20,9 @@ from hypothesis import strategies as st
 
 from journal.codec import DecodeError, EncodeError, decode_events, encode_events
 from journal.codec.events_binary import encode_events_binary
-from journal.codec.events_json import checked_events, decode_events_json
+from journal.codec.events_json import checked_events, decode_events_json, encode_events_json
+from journal.codec.payload_metadata import payload_metadata_to_json
+from journal.codec.tag_order import scala_set_order
 from journal.core.model import (
     SEQ_NR_MAX,
     BinaryPayload,
@@ -563,3 +566,41 @@ def test_a_null_json_payload_is_no_payload_both_ways(vectors: Path) -> None:
     payload_type, encoded = encode_events(Events((event(1, of_json(None)),)))
     assert payload_type is JSON
     assert orjson.loads(encoded) == orjson.loads((vectors / "Payload-empty.json").read_bytes())
+
+
+def _compact_walk(events: Events) -> bytes:
+    """The record value as a generic walk of its object writes it (msgspec, compact): what
+    the template in `encode_events_json` must equal byte for byte."""
+
+    def event_object(event: Event) -> dict[str, object]:
+        obj: dict[str, object] = {"seqNr": event.seq_nr, "tags": scala_set_order(event.tags)}
+        if isinstance(event.payload, JsonPayload):
+            obj["payloadType"] = "json"
+            obj["payload"] = msgspec.Raw(event.payload.raw)
+        elif isinstance(event.payload, TextPayload):
+            obj["payloadType"] = "text"
+            obj["payload"] = event.payload.value
+        return obj
+
+    metadata = payload_metadata_to_json(events.metadata)
+    return msgspec.json.encode(
+        {
+            "events": [event_object(event) for event in events.events],
+            "metadata": msgspec.Raw(orjson.dumps(metadata)) if metadata else {},
+        }
+    )
+
+
+@given(
+    events_batches(
+        st.one_of(st.none(), st.builds(of_json, json_values), st.builds(TextPayload, st.text()))
+    )
+)
+def test_json_record_value_is_the_compact_walk_of_its_object(events: Events) -> None:
+    try:
+        expected = _compact_walk(events)
+    except UnicodeEncodeError:  # a lone surrogate: refused, as below
+        with pytest.raises(EncodeError):
+            encode_events_json(events)
+        return
+    assert encode_events_json(events) == expected
