@@ -1,8 +1,8 @@
 """The journal's domain: keys, seqNrs, events and the actions that travel through Kafka.
 
 Everything here is plain immutable data. Values built once per action (keys, ranges, headers)
-check themselves at construction; ranges and headers are msgspec structs, which build in a
-third of a frozen dataclass' time (every append and every decoded record builds both). Values
+check themselves at construction. They are msgspec structs too, which build in a third of a
+frozen dataclass' time: every append and every decoded record builds a range and a header. Values
 built once per *event* (`Event`, its payload, `EventRecord`) are slotted structs the garbage
 collector does not track and that check nothing when built: a journal's reads, replication and
 subscriptions make millions of them. Their entry points check them instead:
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
 from typing import TypeAlias, cast
@@ -39,8 +38,7 @@ def check_seq_nr(seq_nr: int, name: str = "seqNr") -> int:
     return seq_nr
 
 
-@dataclass(frozen=True, slots=True)
-class JournalKey:
+class JournalKey(msgspec.Struct, frozen=True, gc=False):
     """A journal's address: the Kafka topic it lives in and its id (the record key)."""
 
     topic: str
@@ -190,8 +188,7 @@ class PayloadMetadata(msgspec.Struct, frozen=True, gc=False):
     data: Json = None
 
 
-@dataclass(frozen=True, slots=True)
-class HeaderMetadata:
+class HeaderMetadata(msgspec.Struct, frozen=True, gc=False):
     """Metadata carried in the action header of an Append (kafka-journal's header metadata)."""
 
     data: Json = None
@@ -216,8 +213,7 @@ def check_consecutive(events: tuple[Event, ...]) -> SeqRange:
     return SeqRange(events[0].seq_nr, events[-1].seq_nr)
 
 
-@dataclass(frozen=True, slots=True)
-class Events:
+class Events(msgspec.Struct, frozen=True, gc=False):
     """The events of one Append with their metadata: the decoded record value."""
 
     events: tuple[Event, ...]
