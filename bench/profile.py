@@ -22,6 +22,20 @@ def process_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def host_cpu_jiffies() -> tuple[int, int]:
+    """The host's busy and total CPU time so far (all cores, /proc/stat's `cpu` line)."""
+    fields = [int(f) for f in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle and iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def host_busy_fraction(before: tuple[int, int], after: tuple[int, int]) -> float:
+    """The fraction of the host's CPU time (all cores) that was busy between two
+    `host_cpu_jiffies`."""
+    total = after[1] - before[1]
+    return 0.0 if total <= 0 else (after[0] - before[0]) / total
+
+
 def py_spy_path() -> str | None:
     beside = Path(sys.executable).parent / "py-spy"
     return str(beside) if beside.exists() else shutil.which("py-spy")

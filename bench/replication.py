@@ -40,10 +40,12 @@ METHOD = (
     "the same event rows, and {raw_batched:,} rows in unlogged batches of 10 rows of one "
     "journal's segment (one Cassandra partition), the shape replication writes a journal's "
     "events in: the worker's headline is against these. "
-    "Lag: appends of 10 events paced at 30% of the worker's replication rate measured above "
-    "(rounded to 100 events/s) for {seconds} s while the worker "
-    "runs; lag = time from the append's acknowledgement until the partition's pointer "
-    "covers its offset (50 ms polling: lags are rounded up to that resolution). No profiler "
+    "Lag: appends of 10 events paced at 20%, then 30% of the worker's replication rate "
+    "measured above (rounded to 100 events/s) for {seconds} s each while the worker "
+    "runs, the first point's appends all replicated before the second starts; lag = time from "
+    "the append's acknowledgement until the partition's pointer "
+    "covers its offset (50 ms polling: lags are rounded up to that resolution); the host's "
+    "busy fraction (all cores, /proc/stat) over each point is noted. No profiler "
     "runs while a rate is measured: the profile comes from a run of its own, after them."
 )
 
@@ -364,22 +366,33 @@ class ReplicationResults:
     core_one_event_rate: float  # replicate_to_now, 1-event appends
     raw_rate: float  # rows/s, single-row INSERTs
     raw_batched_rate: float  # rows/s, unlogged batches of RAW_BATCH rows of one partition
-    lags: list[float]
-    offered: float
+    lags: tuple[LagPoint, ...]  # 20% of the capacity, then 30%
     quarantine: tuple[float, float]  # malformed records/s, valid records/s
+
+
+@dataclass(frozen=True, slots=True)
+class LagPoint:
+    """The lags at one offered rate, a fraction of the capacity measured in the same run."""
+
+    fraction: float
+    target: int  # events/s asked for
+    lags: list[float]  # ms
+    offered: float  # events/s offered
+    host_busy: float  # of all cores, over the point
 
 
 RAW_BATCH = 10  # rows per batch of the batched baseline: a 10-event append's
 
 
-def replication_rows(section: Section, results: ReplicationResults, target: int) -> None:
+def replication_rows(section: Section, results: ReplicationResults) -> None:
     r = results
     section.throughputs["worker (Faust agent)"] = r.worker_rate
     section.throughputs["worker, 1-event appends"] = r.worker_one_event_rate
     section.throughputs["replicate_to_now (in-process)"] = r.core_rate
     section.throughputs["raw concurrent INSERTs"] = r.raw_rate
     section.throughputs[f"raw batched INSERTs ({RAW_BATCH} rows)"] = r.raw_batched_rate
-    section.samples[f"lag at {target:,} events/s"] = r.lags
+    for point in r.lags:
+        section.samples[f"lag at {point.target:,} events/s"] = point.lags
     section.add(
         Row(
             "worker: events/s",
@@ -423,7 +436,6 @@ def replication_rows(section: Section, results: ReplicationResults, target: int)
             "replication writes a journal's events",
         )
     )
-    lags, offered = r.lags, r.offered
     malformed_rate, valid_rate = r.quarantine
     section.add(
         Row(
@@ -436,21 +448,34 @@ def replication_rows(section: Section, results: ReplicationResults, target: int)
             note=f"valid 1-event appends: {valid_rate:,.0f} records/s",
         )
     )
+    for point in r.lags:
+        _lag_rows(section, point)
+
+
+# issue 26's goal is the 30% point's; at 30% of a capacity measured with the host to the
+# worker alone, the load generator, Kafka and Cassandra keep this 2-core host ~90% busy (the
+# note's sweep), and the lag's tail is that queue: the 20% point is held to it instead
+LAG_GOALS = {0.2: "<= 500 ms (proposed)", 0.3: "<= 500 ms"}
+
+
+def _lag_rows(section: Section, point: LagPoint) -> None:
+    at = f"{point.target:,} events/s ({point.fraction:.0%} of the capacity)"
     section.add(
         Row(
-            f"lag p50 at {target:,} events/s",
-            percentile(lags, 50),
+            f"lag p50 at {at}",
+            percentile(point.lags, 50),
             "ms",
-            note=f"offered {offered:,.0f} events/s",
+            note=f"offered {point.offered:,.0f} events/s; host {point.host_busy:.0%} busy",
         )
     )
+    p99 = percentile(point.lags, 99)
     section.add(
         Row(
-            f"lag p99 at {target:,} events/s",
-            percentile(lags, 99),
+            f"lag p99 at {at}",
+            p99,
             "ms",
-            goal="<= 500 ms",
-            met=percentile(lags, 99) <= 500,
-            note=f"{len(lags):,} appends",
+            goal=LAG_GOALS[point.fraction],
+            met=p99 <= 500,
+            note=f"{len(point.lags):,} appends",
         )
     )

@@ -29,13 +29,13 @@ from bench.console import console_section
 from bench.consumer import bench_consumer
 from bench.environment import connected, quiet_cassandra, settings_for, settle, worker
 from bench.huge import bench_huge
+from bench.profile import host_busy_fraction, host_cpu_jiffies
 from bench.read import ReadSizes, bench_offline, bench_read
 from bench.recovery import RecoverySizes, bench_recovery
 from bench.replication import (
-    METHOD as REPLICATION_METHOD,
-)
-from bench.replication import (
+    LAG_GOALS,
     RAW_BATCH,
+    LagPoint,
     ReplicationResults,
     ReplicationSizes,
     bench_spread_backlog,
@@ -49,6 +49,9 @@ from bench.replication import (
     replicate_with_worker,
     replication_rows,
     write_backlog,
+)
+from bench.replication import (
+    METHOD as REPLICATION_METHOD,
 )
 from bench.report import RunInfo, write
 from bench.spark import bench_spark, bench_spark_on_cluster
@@ -333,9 +336,14 @@ async def _replication(
     quarantine = await quarantine_rate(settings, sizes.malformed)
     quiet += await _quiet(store)
     _log("replication: lag")
-    # issue 26: at 30% of the capacity this run measured, so the goal means the same anywhere
-    lag_rate = max(100, round(0.3 * worker_rate / 100) * 100)
-    lags, offered = await lag(journals, store, lag_rate, sizes.lag_seconds)
+    # issue 26: at fractions of the capacity this run measured, so they mean the same anywhere
+    points = []
+    for fraction in LAG_GOALS:
+        target = max(100, round(fraction * worker_rate / 100) * 100)
+        before = host_cpu_jiffies()
+        lags, offered = await lag(journals, store, target, sizes.lag_seconds)
+        busy = host_busy_fraction(before, host_cpu_jiffies())
+        points.append(LagPoint(fraction, target, lags, offered, busy))
     results = ReplicationResults(
         worker_rate=worker_rate,
         worker_one_event_rate=worker_one_event_rate,
@@ -343,11 +351,10 @@ async def _replication(
         core_one_event_rate=core_one_event_rate,
         raw_rate=raw_rate,
         raw_batched_rate=raw_batched_rate,
-        lags=lags,
-        offered=offered,
+        lags=tuple(points),
         quarantine=quarantine,
     )
-    replication_rows(replication, results, lag_rate)
+    replication_rows(replication, results)
     if profile:
         _log("replication: a profiled catch-up (its rate is not reported)")
         replication.profile = await profile_catch_up(
