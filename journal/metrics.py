@@ -1,4 +1,6 @@
-"""Metrics on prometheus_client, behind a small typed adapter.
+"""Metrics on prometheus_client, behind a small typed adapter. Counters and gauges are
+prometheus_client's; histograms are our own collector (`_Histogram`) in the same exposition,
+because its observation is on every append's and request's path.
 
 `Metrics` owns its own `CollectorRegistry` (never prometheus_client's global one), so a test or
 a second app in the same process builds its own and reads only what it caused. `METRICS` is
