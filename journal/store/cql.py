@@ -64,12 +64,16 @@ def _future_of_page(response: ResponseFuture) -> asyncio.Future[list[Any]]:
 
 async def _page(response: ResponseFuture) -> list[Any]:
     """The page `response` is fetching (`_future_of_page`); after the last page, the future's
-    cancelled timer is dropped, breaking its reference cycle (see the module)."""
-    try:
-        return await _future_of_page(response)
-    finally:
-        if not response.has_more_pages:
-            response._timer = None  # the driver creates one only when it is None: for a new page
+    cancelled timer is dropped, breaking its reference cycle (see the module).
+
+    Only once the page is in: the driver cancels the timer before it answers. A caller that
+    stops waiting (a cancelled speculative page) leaves the query in flight with its timer
+    armed, and the driver must still find it to cancel it: dropped then, the timer fired on a
+    query long answered and broke the connection's count of requests in flight."""
+    rows = await _future_of_page(response)
+    if not response.has_more_pages:
+        response._timer = None  # the driver creates one only when it is None: for a new page
+    return rows
 
 
 def _resolve(future: asyncio.Future[list[Any]], rows: list[Any] | None) -> None:

@@ -4,6 +4,7 @@ import asyncio
 import gc
 import uuid
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, ResponseFuture
@@ -243,3 +244,34 @@ async def test_a_finished_query_is_freed_without_the_cyclic_collector(
         await eventually(freed, "the finished queries' futures freed by reference counting")
     finally:
         gc.enable()
+
+
+async def test_a_query_its_caller_left_keeps_its_timer_for_the_driver(
+    store: CassandraStore,
+) -> None:
+    """A caller that stops waiting (a read's speculative first page, cancelled) leaves its
+    query in flight: the driver must still hold the query's timeout timer, to cancel it once
+    the answer comes. Dropped then, the timer fired on a query long answered and broke the
+    connection's count of requests in flight (journal/store/cql.py `_page`)."""
+    session, table = store.session_for_tests, f"{store.keyspace}.left"
+    await cql.execute(session, f"CREATE TABLE {table} (k int, n int, PRIMARY KEY (k, n))")
+    sent: list[ResponseFuture] = []
+    sending = asyncio.Event()
+    execute_async = session.execute_async
+
+    def recording(*args: Any, **kwargs: Any) -> ResponseFuture:
+        response = execute_async(*args, **kwargs)
+        sent.append(response)
+        sending.set()
+        return response
+
+    session.execute_async = recording  # the real driver and server; only watched
+    try:
+        waiting = asyncio.ensure_future(cql.execute(session, f"SELECT n FROM {table} WHERE k = 1"))
+        await sending.wait()  # the task's first step sent the query; it awaits the answer
+        waiting.cancel()  # before the answer can reach it
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+    finally:
+        del session.execute_async
+    assert sent[0]._timer is not None
