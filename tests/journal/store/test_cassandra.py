@@ -226,7 +226,9 @@ async def test_a_finished_query_is_freed_without_the_cyclic_collector(
         """This test's own: another test's store may still query, and with the collector off
         a future of another path would stay for ever."""
         return sum(
-            isinstance(o, ResponseFuture) and table in getattr(o.query, "query_string", "")
+            # type(), not isinstance(): the heap may hold a dead weakref proxy, whose
+            # __class__ raises ReferenceError
+            type(o) is ResponseFuture and table in getattr(o.query, "query_string", "")
             for o in gc.get_objects()
         )
 
