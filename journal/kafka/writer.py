@@ -107,7 +107,7 @@ class JournalWriter:
         return partition_of(key.id, self._partitions)
 
     # `append` and `append_encoded` are not coroutines but hand out `_send`'s: a coroutine
-    # frame less on every append, which is most of what a direct append costs beside Kafka's
+    # frame less on every append (one of the small costs the direct append was cut by)
 
     def append(
         self,
