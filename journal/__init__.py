@@ -24,6 +24,7 @@ from journal.core.model import (
     Ack,
     Appended,
     BinaryPayload,
+    Deleted,
     Event,
     EventRecord,
     HeaderMetadata,
@@ -57,7 +58,7 @@ from journal.errors import (
 )
 
 if TYPE_CHECKING:
-    from journal.client.journals import Deleted, Journal, JournalInfo, Journals
+    from journal.client.journals import Journal, JournalInfo, Journals
     from journal.client.listing import JournalIdPage
     from journal.kafka.subscription import Heartbeat, SubscribedEvent, SubscriptionPosition
     from journal.settings import Settings
@@ -69,7 +70,6 @@ _LAZY = {
     "Journals": "journal.client.journals",
     "Journal": "journal.client.journals",
     "JournalInfo": "journal.client.journals",
-    "Deleted": "journal.client.journals",
     "JournalIdPage": "journal.client.listing",
     "SubscribedEvent": "journal.kafka.subscription",
     "Heartbeat": "journal.kafka.subscription",

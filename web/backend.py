@@ -13,11 +13,12 @@ from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeGuard, cast
 
-from journal.client.journals import Deleted, JournalInfo, Journals
+from journal.client.journals import JournalInfo, Journals
 from journal.client.listing import JournalIdPage
 from journal.core.model import (
     Ack,
     Appended,
+    Deleted,
     Event,
     EventRecord,
     NewEvent,

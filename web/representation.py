@@ -278,7 +278,7 @@ def appended_response(appended: model.Appended) -> web.Response:
     return web.Response(body=appended_json(appended), content_type="application/json")
 
 
-def deleted_out(deleted: journals.Deleted) -> schema.DeletedOut:
+def deleted_out(deleted: model.Deleted) -> schema.DeletedOut:
     if deleted.position is None:
         return schema.DeletedOut(deleteTo=deleted.delete_to)
     return schema.DeletedOut(

@@ -81,8 +81,11 @@ from datetime import UTC, datetime, timedelta
 from journal.core.fold import JournalState
 from journal.core.index import Indexed, OffsetRun, RecordIndex
 from journal.core.model import (
+    ActionHeader,
     Appended,
     AppendHeader,
+    Deleted,
+    DeleteHeader,
     EventRecord,
     HeaderMetadata,
     JournalKey,
@@ -672,19 +675,63 @@ class ConditionalAppends:
             self._known.put(key, KnownState(state, fence - 1))
         return state
 
+    async def delete(self, key: JournalKey, header: DeleteHeader, produce: Produce) -> Deleted:
+        """Produce the Delete and answer what the fold made of it where it landed: the
+        journal's deleteTo as of the Delete's record (`min(to, last seqNr)` there, never less
+        than before), which every read from then on honours (issue 46: a deleteTo decided
+        from a look before producing could be stale, and the log placed the Delete later).
+        Held under the journal's lock, so this process's appends and deletes of the journal
+        are folded in the order they were produced."""
+        async with self._locks.hold(key):
+            try:
+                position = await produce({})
+            except AccessDenied:
+                raise
+            except _UNSURE as error:
+                raise OutcomeUnknown(
+                    f"{key}: the delete may or may not be written: {error!r}"
+                ) from error
+            try:
+                state = await self._state_at(key, header, position)
+            except _VERDICT_UNKNOWN as error:
+                raise OutcomeUnknown(
+                    f"{key}: the delete was written at offset {position.offset}; its deleteTo "
+                    f"is unknown: {error!r}"
+                ) from error
+            if state.offset > position.offset:
+                # replication stored records after ours already: the row cannot say what the
+                # journal was at ours. The Delete took effect; repeating it is harmless
+                raise OutcomeUnknown(
+                    f"{key}: the delete was written at offset {position.offset}; its deleteTo "
+                    "is unknown (replicated past it meanwhile): read the journal's deleteTo"
+                )
+            changed = state.offset == position.offset
+            return Deleted(state.delete_to or None, position if changed else None)
+
+    async def _state_at(
+        self, key: JournalKey, header: ActionHeader, position: Position
+    ) -> JournalState:
+        """The journal as the fold leaves it at our record (`header` at `position`), every
+        record up to it folded; or, when the store's row is past our record already, the
+        row's state (its `offset` says so: as of when, the row cannot tell)."""
+        offset = position.offset
+        state = await self._folded_in_memory(key, header, position)
+        self._verdicts[state is None].inc()
+        if state is None:
+            state = (await self._head(key, until=offset + 1, index=self._index)).state
+        if state.offset <= offset:
+            # the fold saw every record up to ours: ours changed the journal or nothing
+            self._known.put(key, KnownState(state, offset))
+        return state
+
     async def _verdict(
         self, key: JournalKey, header: AppendHeader, position: Position
     ) -> int | None:
         """None if the Append at `position` was accepted; else the last seqNr as of it."""
         offset, first = position.offset, header.range.from_
         try:
-            state = await self._folded_in_memory(key, header, position)
-            self._verdicts[state is None].inc()
-            if state is None:
-                state = (await self._head(key, until=offset + 1, index=self._index)).state
+            state = await self._state_at(key, header, position)
             if state.offset <= offset:
-                # the fold saw every record up to ours: ours changed the journal or nothing
-                self._known.put(key, KnownState(state, offset))
                 return None if state.offset == offset else state.seq_nr
             # the store's row is past our record already: its event at `first` tells
             found = await self._event(key, first)
@@ -697,7 +744,7 @@ class ConditionalAppends:
         return state.seq_nr
 
     async def _folded_in_memory(
-        self, key: JournalKey, header: AppendHeader, position: Position
+        self, key: JournalKey, header: ActionHeader, position: Position
     ) -> JournalState | None:
         """The journal's state as of our record without fetching it, when the index shows it
         is the journal's only record after a state known otherwise: the last verdict's, or

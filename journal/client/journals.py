@@ -40,6 +40,8 @@ from journal.core.model import (
     Ack,
     Appended,
     AppendHeader,
+    Deleted,
+    DeleteHeader,
     Event,
     EventRecord,
     Events,
@@ -81,14 +83,6 @@ class JournalInfo:
 
     seq_nr: int | None
     delete_to: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class Deleted:
-    """The answer to a delete: the new deleteTo and where the Delete landed (None: no-op)."""
-
-    delete_to: int | None
-    position: Position | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -694,18 +688,17 @@ class Journal:
             yield [record async for record in fetched]
 
     async def delete(self, to: int) -> Deleted:
-        """Delete events up to min(to, last seqNr); a no-op when nothing new would go."""
+        """Delete the events up to `to`: the log decides how far, where the Delete lands
+        (`min(to, last seqNr)` there: events appended after it stay, whatever `to` says; a
+        deleteTo never shrinks). The answer is that deleteTo, as every read from then on honours
+        it (`ConditionalAppends.delete`); its position is None when it deleted nothing new."""
         check_seq_nr(to, "to")
-        info = await self.info()
-        if info.seq_nr is None:
-            return Deleted(info.delete_to, None)
-        target = min(to, info.seq_nr)
-        if info.delete_to is not None and target <= info.delete_to:
-            return Deleted(info.delete_to, None)
-        position = await self._journals.writer.delete(
-            self.key, target, origin=self._journals.origin
-        )
-        return Deleted(target, position)
+        journals = self._journals
+
+        async def produce(_: Mapping[str, str]) -> Position:
+            return await journals.writer.delete(self.key, to, origin=journals.origin)
+
+        return await journals.conditional.delete(self.key, DeleteHeader(to), produce)
 
     async def purge(self) -> Position:
         """Remove the whole journal; a later append may start at seqNr 1 again."""

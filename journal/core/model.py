@@ -319,3 +319,11 @@ class Appended(Position, frozen=True, gc=False):
     @classmethod
     def at(cls, position: Position, seq_nrs: SeqRange) -> Appended:
         return cls(position.partition, position.offset, seq_nrs)
+
+
+class Deleted(msgspec.Struct, frozen=True, gc=False):
+    """A delete's answer: the journal's deleteTo as the fold left it at the Delete's record
+    (None: nothing deleted), and where the Delete landed (None: it deleted nothing new)."""
+
+    delete_to: int | None
+    position: Position | None

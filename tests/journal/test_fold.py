@@ -216,6 +216,52 @@ def test_the_stored_rows_do_not_depend_on_batching(
     assert asyncio.run(metas(split(records, cuts))) == asyncio.run(metas([records]))
 
 
+@settings(max_examples=300, deadline=None)
+@given(workloads(), st.integers(0, 100), st.integers(0, 100))
+def test_a_delete_s_answer_is_honoured_by_every_later_read(
+    records: list[ActionRecord], cut: int, later: int
+) -> None:
+    """Issue 46: a Delete's answer is the fold's deleteTo at the Delete's record, whatever was
+    replicated when it was taken (`ConditionalAppends.delete` folds the rest onto the store's
+    state up to the Delete). It covers every Append accepted before the Delete, up to `to`, no
+    more; and every read after it, from any replicated prefix, returns no event at or below it
+    (until a Purge starts the journal again). The workloads' offsets are their indices."""
+    deletes = [i for i, r in enumerate(records) if isinstance(r.header, DeleteHeader)]
+    if not deletes:
+        return
+    at = deletes[cut % len(deletes)]
+    delete = records[at]
+    assert isinstance(delete.header, DeleteHeader)
+    key, to = delete.key, delete.header.to
+    mine = [r for r in records if r.key == key]
+
+    async def fold_from(prefix: int, upto: int) -> tuple[ModelJournal | None, JournalHead]:
+        """A read as of `records[upto]` with `records[:prefix]` replicated."""
+        store = MemoryStore()
+        await replicate(store, [records[:prefix]])
+        meta = await store.meta(key)
+        base = JournalState() if meta is None else meta.state
+        rest = [r for r in records[prefix : upto + 1] if r.key == key]
+        head = await fold_head(base, records_of(rest), budget_bytes=2**20)
+        return (await store_view(store)).get(key), head
+
+    async def go() -> None:
+        _, head = await fold_from(cut % (at + 1), at)
+        answer = head.state.delete_to
+        before = run_model(records[:at]).get(key, ModelJournal())
+        assert answer == max(before.delete_to, min(to, before.seq_nr))
+        upto = at + later % (len(records) - at)
+        if any(isinstance(r.header, PurgeHeader) for r in mine if at < r.offset <= upto):
+            return  # the journal started again
+        stored, read = await fold_from(later % (upto + 1), upto)
+        shown = merged(stored, read)
+        assert all(event.seq_nr > answer for event in shown.visible())
+        assert shown.delete_to >= answer
+
+    assert mine
+    asyncio.run(go())
+
+
 def test_the_conflict_rule() -> None:
     state = JournalState()
     state, verdict = state.apply(a.append(A, 0, 2, 3).header, 0)

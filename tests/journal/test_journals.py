@@ -12,6 +12,7 @@ from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
 from aiokafka.structs import TopicPartition
 
 from journal.client.journals import Journals
+from journal.core.fold import JournalState
 from journal.core.index import IndexAnswer, Indexed, NotIndexed, OffsetRun
 from journal.core.model import SEQ_NR_MAX, Ack, Event, JournalKey, TextPayload
 from journal.errors import AppendTooLarge, JournalTruncated, StoreUnavailable
@@ -92,6 +93,28 @@ async def test_a_delete_in_the_unreplicated_head_is_honoured(api: Direct) -> Non
     assert await api.delete("j", 4) == 4  # in Kafka only
     assert seq_nrs(await api.read("j")) == [5, 6]
     assert await api.info("j") == (6, 4)
+
+
+async def test_a_delete_answers_what_the_log_made_of_it_however_stale_a_look(
+    api: Direct, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 46: the Delete's effect is the fold's, where it lands, and so is the answer. A
+    look at the journal taken before producing (stale here: it misses seqNrs 3..4, as a worker
+    that just took the partition over could) decides nothing."""
+    await api.append("stale", events(1, 4))
+    stale = JournalState(0, 2, 0)
+
+    async def look(key: JournalKey) -> JournalState:
+        return stale
+
+    monkeypatch.setattr(api.journals.conditional, "look", look)
+    deleted = await api.journals.journal("stale").delete(10)
+    assert deleted.delete_to == 4
+    assert deleted.position is not None
+    assert await api.read("stale") == []
+    assert (await api.journals.journal("stale").delete(3)).position is None  # nothing new
+    await api.append("stale", events(5, 5))  # after the Delete in the log: not deleted
+    assert seq_nrs(await api.read("stale")) == [5]
 
 
 async def test_a_purge_in_the_unreplicated_head_voids_the_store(api: Direct) -> None:

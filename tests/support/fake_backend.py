@@ -12,11 +12,12 @@ from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from journal.client.journals import Deleted, JournalInfo
+from journal.client.journals import JournalInfo
 from journal.client.listing import JournalIdPage
 from journal.core.model import (
     Ack,
     Appended,
+    Deleted,
     Event,
     EventRecord,
     JournalKey,
