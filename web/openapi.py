@@ -242,7 +242,7 @@ _RESPONSES: JsonDoc = {
         "`idempotency_key_reused`: the `Idempotency-Key` took effect with another request; "
         "`idempotency_key_unresolved`: an append at the end whose earlier attempt could lie "
         "beyond the search's bounds (the journal's newest events, back to one older than the "
-        "retry window); nothing was appended."
+        "retry window or to its deleted events, 4096 at most); nothing was appended."
     ),
     "InternalError": _error_response("`internal_error`: a bug, logged with its traceback."),
     "Unauthorized": _error_response(
@@ -286,7 +286,8 @@ _IDEMPOTENCY_KEY: JsonDoc = {
     "attempt took effect, answers that attempt's 200 (its seqNrs) and adds nothing; with "
     "another body, 422. Remembered as long as the append's first event is (the key travels in "
     "its record); for events without seqNrs, found among the journal's newest events within a "
-    "retry window (10 minutes by default), else 422 `idempotency_key_unresolved`.",
+    "retry window (10 minutes by default) and above its deleted events (an attempt a Delete "
+    "removed is forgotten), else 422 `idempotency_key_unresolved`.",
     "schema": {"type": "string", "minLength": 1, "maxLength": MAX_IDEMPOTENCY_KEY},
 }
 

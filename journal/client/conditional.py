@@ -53,19 +53,28 @@ produce and the tail's sight of the record are each ~1 ms here; queued behind on
 writers spent ~40 ms each per append). A record that lands out of order (it cannot here: the
 records join the batch in the order they are given) would only be rejected and numbered again.
 
-A keyed append at the end has no seqNr to find its first attempt at, so a retry searches:
+A keyed append at the end has no seqNr to find its first attempt at, so a retry searches (and
+so does a first attempt: nothing tells it from a retry after a crash):
 1. this process's memory of its recent keyed appends at the end (bounded, least recently used
    out): an accepted one answers; one whose outcome was unknown is retried at the same seqNrs,
    so that the log accepts at most one of the two (the event there tells which);
 2. else the journal's newest events (the reading flow: store and head), newest chunk first,
-   back to one older than `retry_window_s` or to seqNr 1, at most `search_events` events: an
-   event carrying the key answers (its Append's position and range).
+   back to one older than `retry_window_s`, to seqNr 1 or to the deleted events, at most
+   `search_events` events: an event carrying the key answers (its Append's position and range).
+Deleted events end the search as the journal's start does: a key is remembered as long as its
+event is, at the end as with seqNrs (`_earlier` finds no deleted event either), and no read
+can tell what a deleted event held. So an attempt whose events a Delete removed is forgotten
+with them, and its retry appends the events again, above them: a Delete reaches an attempt only
+once it was accepted and only up to seqNrs someone deleting chose, so it is the deleter's word
+that the events are done with. Refusing instead refused every keyed append at the end of a
+journal whose deleted events were younger than the window, first attempts included.
 Not found within those bounds, the search cannot tell (`IdempotencyUnresolved`, nothing
-produced): the journal's newest events are all younger than the window (a busy journal, or
-its older events deleted). The limits, honestly: a retry later than `retry_window_s` after the
-first attempt (by the records' timestamps: clocks of producers) is a new request; and a first
-attempt still in flight in another process's producer (a former owner's) when the retry
-searches may land after it, both accepted.
+produced): the journal's newest events, above the deleted ones, are all younger than the
+window and more than `search_events` (a busy journal). The limits, honestly: a retry later
+than `retry_window_s` after the first attempt (by the records' timestamps: clocks of
+producers) is a new request; a retry after a Delete removed its first attempt appends again;
+and a first attempt still in flight in another process's producer (a former owner's) when the
+retry searches may land after it, both accepted.
 """
 
 from __future__ import annotations
@@ -599,30 +608,30 @@ class ConditionalAppends:
         """The first attempt of a keyed append at the end, from the journal's newest events
         (see the module); None if there was none within the bounds; IdempotencyUnresolved
         when the bounds cannot tell."""
-        end = (await self.look(key)).seq_nr
+        state = await self.look(key)
+        # deleted events end the search: an attempt among them is forgotten (see the module)
+        end, floor = state.seq_nr, state.delete_to + 1
         searched, span = 0, min(_SEARCH_FIRST, self._search_events)
         horizon = datetime.now(UTC) - self._retry_window
-        while end > 0:
-            start = max(1, end - span + 1)
+        while end >= floor:
+            start = max(floor, end - span + 1)
             records = [record async for record in self._read(key, start, end)]
             found = _first_attempt(records, idempotency, count)
             if found is not None:
                 return found
             searched += end - start + 1
             if not records or records[0].event.seq_nr != start:
-                break  # deleted events below: they may have held it
-            if start == 1 or _utc(records[0].timestamp) < horizon:
-                return None  # the journal's start, or older than any retry
+                return None  # deleted since the look: forgotten as well
+            if start == floor or _utc(records[0].timestamp) < horizon:
+                return None  # the journal's start or its deleted events, or older than any retry
             if searched >= self._search_events:
-                break
+                raise IdempotencyUnresolved(
+                    f"idempotency key {idempotency.key!r}: the journal's newest events (back to "
+                    f"seqNr {start}, {searched} events within the retry window) hold no earlier "
+                    "attempt, and older ones may: append with expectedSeqNr, or a new key"
+                )
             end, span = start - 1, min(span * 4, self._search_events - searched)
-        else:
-            return None  # an empty journal
-        raise IdempotencyUnresolved(
-            f"idempotency key {idempotency.key!r}: the journal's newest events (back to "
-            f"seqNr {start}) hold no earlier attempt, and older ones may: append with "
-            "expectedSeqNr, or a new key"
-        )
+        return None  # an empty journal, or deleted to its end
 
     def _continues(self, key: JournalKey, first: int) -> bool:
         """Whether, as far as this process knows, events from `first` continue the journal."""
