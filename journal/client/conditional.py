@@ -53,8 +53,15 @@ produce and the tail's sight of the record are each ~1 ms here; queued behind on
 writers spent ~40 ms each per append). A record that lands out of order (it cannot here: the
 records join the batch in the order they are given) would only be rejected and numbered again.
 
+An unkeyed append at the end is not safe to repeat after `OutcomeUnknown`: the repeat is
+numbered anew, so it is appended twice if the first took effect (the error says so:
+`repeatable`). So the direct client gives an append at the end a fresh key by default
+(`FreshKey`): a key made for the call has no earlier attempt, so nothing is searched, and a
+repeat carries it (`OutcomeUnknown.idempotency_key`) and finds its first attempt as below.
+
 A keyed append at the end has no seqNr to find its first attempt at, so a retry searches (and
-so does a first attempt: nothing tells it from a retry after a crash):
+so does a first attempt with a key of the caller's: nothing tells it from a retry after a
+crash):
 1. this process's memory of its recent keyed appends at the end (bounded, least recently used
    out): an accepted one answers; one whose outcome was unknown is retried at the same seqNrs,
    so that the log accepts at most one of the two (the event there tells which);
@@ -82,10 +89,12 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
+import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from enum import Enum
 
 from journal.core.fold import JournalState
 from journal.core.index import Indexed, OffsetRun, RecordIndex
@@ -136,12 +145,25 @@ def check_idempotency_key(key: str) -> str:
     return key
 
 
+class FreshKey(Enum):
+    """`Journal.append_at_end`'s default idempotency key: a new one for the call
+    (`new_idempotency_key`), so that its append is safe to repeat with it."""
+
+    FRESH = "fresh"
+
+
+def new_idempotency_key() -> str:
+    return uuid.uuid4().hex  # random: no other request's key, in any process
+
+
 @dataclass(frozen=True, slots=True)
 class Idempotency:
-    """A request's idempotency key and the digest of what it asks."""
+    """A request's idempotency key and the digest of what it asks; `fresh`: a key made for
+    this call (`FreshKey`), so no earlier attempt of it can exist and none is searched for."""
 
     key: str
     digest: str
+    fresh: bool = False
 
     @classmethod
     def of_request(
@@ -151,13 +173,14 @@ class Idempotency:
         header_metadata: HeaderMetadata,
         headers: Mapping[str, str],
         at_end: bool = False,
+        fresh: bool = False,
     ) -> Idempotency:
         """The digest covers the encoded events with their metadata (`value`, deterministic;
         for an append at the end, the events numbered from 1, and that it is one) and the
         user's headers and header metadata: everything a read would return."""
         digest = hashlib.sha256(value)
         digest.update(repr((header_metadata.data, sorted(headers.items()), at_end)).encode())
-        return cls(check_idempotency_key(key), digest.hexdigest())
+        return cls(check_idempotency_key(key), digest.hexdigest(), fresh)
 
     @classmethod
     def of_record(cls, record: EventRecord) -> Idempotency | None:
@@ -497,7 +520,10 @@ class ConditionalAppends:
             if idempotency is not None:
                 attempt = self._attempts.get(key, idempotency.key)
                 if attempt is None:
-                    found = await self._search(key, idempotency, count)
+                    # a fresh key has no earlier attempt (a repeat carries it unfresh)
+                    found = (
+                        None if idempotency.fresh else await self._search(key, idempotency, count)
+                    )
                     if found is not None:
                         return found
                 elif attempt.digest != idempotency.digest:
@@ -530,12 +556,14 @@ class ConditionalAppends:
                 except _UNSURE as error:
                     self._unsure(key, idempotency, header.range)
                     raise OutcomeUnknown(
-                        f"{key}: the append may or may not be written: {error!r}"
+                        f"{key}: the append may or may not be written: {error!r}",
+                        idempotency_key=idempotency.key,
                     ) from error
                 try:
                     rejected_at = await self._verdict(key, header, position)
-                except OutcomeUnknown:
+                except OutcomeUnknown as error:
                     self._unsure(key, idempotency, header.range)
+                    error.idempotency_key = idempotency.key  # the one a repeat must carry
                     raise
                 if rejected_at is None:
                     appended = Appended.at(position, header.range)
@@ -575,6 +603,7 @@ class ConditionalAppends:
                     try:
                         rejected_at = await self._verdict(key, header, position)
                     except OutcomeUnknown as error:
+                        error.repeatable = False  # unkeyed at the end: a repeat numbers anew
                         _answer(request, error)
                         continue
                     self._to_verdict.observe(time.perf_counter() - started)
@@ -751,11 +780,13 @@ class ConditionalAppends:
 
 
 def _produce_failed(key: JournalKey, error: BaseException) -> BaseException:
-    """A produce's failure as its caller hears it: refused before anything was written (access
-    denied, invalid) as it is; a failure after which the record's fate is unknown as
-    `OutcomeUnknown`."""
+    """A produce's failure as its caller (an unkeyed append at the end) hears it: refused
+    before anything was written (access denied, invalid) as it is; a failure after which the
+    record's fate is unknown as `OutcomeUnknown`, not repeatable."""
     if isinstance(error, _UNSURE) and not isinstance(error, AccessDenied):
-        unknown = OutcomeUnknown(f"{key}: the append may or may not be written: {error!r}")
+        unknown = OutcomeUnknown(
+            f"{key}: the append may or may not be written: {error!r}", repeatable=False
+        )
         unknown.__cause__ = error
         return unknown
     return error

@@ -339,6 +339,40 @@ async def test_a_keyed_append_at_the_end_searches_down_to_the_deleted_events_onl
     assert seq_nrs(log) == [5]
 
 
+async def test_an_unknown_outcome_at_the_end_says_how_to_repeat_it() -> None:
+    """Issue 38 item 6: without a key, a repeat is numbered anew (appended twice if the first
+    took effect): not repeatable; with one, the error names the key a repeat must carry."""
+    log = MemoryLog()
+    appends = log.process()
+    log.landed_then_lost = True
+    with pytest.raises(OutcomeUnknown) as unkeyed:
+        await at_end(appends, log, 1)
+    assert (unkeyed.value.repeatable, unkeyed.value.idempotency_key) == (False, None)
+    log.landed_then_lost = True
+    with pytest.raises(OutcomeUnknown) as keyed:
+        await at_end(appends, log, 1, key=Idempotency("k", "d"))
+    assert (keyed.value.repeatable, keyed.value.idempotency_key) == (True, "k")
+
+
+async def test_a_fresh_key_is_not_searched_for_and_its_repeat_finds_the_first_attempt() -> None:
+    """A key made for the call (the direct client's default) has no earlier attempt: on a
+    journal too busy for the search, it appends where a key of the caller's cannot tell."""
+    log = MemoryLog()
+    for _ in range(40):
+        log.rival(1)  # young events, none with the key
+    with pytest.raises(IdempotencyUnresolved):
+        await at_end(log.process(search_events=16), log, 1, key=Idempotency("mine", "d"))
+    log.landed_then_lost = True
+    with pytest.raises(OutcomeUnknown) as unknown:
+        await at_end(log.process(search_events=16), log, 1, key=Idempotency("new", "d", True))
+    assert unknown.value.idempotency_key == "new"
+    repeat = Idempotency(unknown.value.idempotency_key, "d")  # not fresh: searched, and found
+    assert (await at_end(log.process(search_events=16), log, 1, key=repeat)).seq_nrs == SeqRange(
+        41, 41
+    )
+    assert seq_nrs(log) == list(range(1, 42))
+
+
 async def test_writers_waiting_together_are_numbered_in_one_round() -> None:
     log = MemoryLog()
     appends = log.process()
