@@ -312,7 +312,12 @@ def _client_command(function: _F) -> _F:
     default=None,
     help="append only if this is the journal's last seqNr (0: none); overrides the body's",
 )
-@click.option("--idempotency-key", default=None, help="makes a retry of this append safe")
+@click.option(
+    "--idempotency-key",
+    default=None,
+    help="makes a retry of this append safe (at the end: a fresh one by default, printed when "
+    "the outcome is unknown)",
+)
 @click.option(
     "--ack",
     type=click.Choice(["verified", "kafka"]),

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 if TYPE_CHECKING:  # the command line loads the client (Kafka, Cassandra) only when it runs
     from journal.client.journals import Journal
+    from journal.errors import OutcomeUnknown
     from journal.settings import Settings
     from web.validation import ParsedAppend
 
@@ -49,13 +50,16 @@ def append(
     ack: str = "verified",
 ) -> JournalCommand:
     """`expected_seq_nr` (when given) stands for the body's `expectedSeqNr`; `ack` is the
-    API's (verified: answered once the log accepted the append; kafka: at Kafka's ack)."""
-    from journal.client.conditional import check_idempotency_key
+    API's (verified: answered once the log accepted the append; kafka: at Kafka's ack). An
+    append at the end without `idempotency_key` gets a fresh one, as the direct client's, so
+    that it is safe to repeat (the key is on stderr when the outcome is unknown)."""
+    from journal.client.conditional import FreshKey, check_idempotency_key
     from journal.core.model import Ack
 
     request = parse_append_body(data)  # before connecting: bad input costs no round trip
-    if idempotency_key is not None:
-        check_idempotency_key(idempotency_key)
+    key: str | FreshKey = (
+        FreshKey.FRESH if idempotency_key is None else check_idempotency_key(idempotency_key)
+    )
     expected = request.expected_seq_nr if expected_seq_nr is None else expected_seq_nr
 
     async def command(journal: Journal, out: BinaryIO) -> None:
@@ -68,7 +72,7 @@ def append(
             metadata=request.metadata,
             headers=request.headers,
             expected_seq_nr=expected,
-            idempotency_key=idempotency_key,
+            idempotency_key=key,
             ack=Ack(ack),
         )
         out.write(appended_json(appended) + b"\n")
@@ -277,6 +281,15 @@ def list_ids(settings: Settings, prefix: str, after: str | None, limit: int | No
     return 0
 
 
+def _repeat(error: OutcomeUnknown) -> str:
+    """How to learn an unknown outcome by repeating the command."""
+    if error.idempotency_key is not None:
+        return f"; repeat with --idempotency-key {error.idempotency_key} to learn it"
+    if not error.repeatable:
+        return "; not safe to repeat without an idempotency key: read the journal"
+    return "; repeat the same command to learn it"
+
+
 def run_client(
     name: str, settings: Settings, journal_id: str, prepare: Callable[[], JournalCommand]
 ) -> int:
@@ -293,7 +306,7 @@ def run_client(
     except SeqNrConflict as conflict:
         return _failed(name, f"seq_nr_conflict: {conflict}", SEQ_NR_CONFLICT_EXIT)
     except OutcomeUnknown as error:
-        return _failed(name, f"outcome_unknown: {error}", OUTCOME_UNKNOWN_EXIT)
+        return _failed(name, f"outcome_unknown: {error}{_repeat(error)}", OUTCOME_UNKNOWN_EXIT)
     except ValueError as error:
         return _failed(name, str(error), 2)
     return 0

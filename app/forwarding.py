@@ -18,8 +18,11 @@ request went, never a 500:
   new one (this worker included) and goes there; past the bound, 503 `not_ready`.
 - it may have reached the owner (the connection broke after it was sent, before the whole
   answer came back): a read is served here; a change answers 503 `outcome_unknown`, since it
-  may have been applied. The client repeats it: the same append, delete or purge is safe to
-  repeat (an Append that does not continue the journal is ignored by every fold).
+  may have been applied. The client repeats it: the same delete or purge, an append of the
+  same seqNrs (an Append that does not continue the journal is ignored by every fold) and an
+  append with an `Idempotency-Key` are safe to repeat; an append at the end (events without
+  seqNrs) without a key is not: a repeat is numbered anew, appended twice if the first took
+  effect. An append without a key hears so (this proxy does not parse the body to tell).
 - a read's stream breaks after its first bytes went to the client: the client's connection is
   dropped (`StreamInterrupted`), never ended as if the journal ended there.
 
@@ -54,8 +57,9 @@ from journal.metrics import METRICS
 from tables.partitions import OwnedPartitions
 from web.app import DEFAULT_RETRY_AFTER_S
 from web.error_answers import ApiError, ErrorCode, StreamInterrupted
-from web.failures import unavailable
+from web.failures import UNKEYED_AT_END, unavailable
 from web.request_id import REQUEST_ID_HEADER, current_request_id
+from web.validation import IDEMPOTENCY_KEY
 from web.views import journal_id_of
 
 log = logging.getLogger(__name__)
@@ -280,10 +284,12 @@ class Forwarder:
                 self._retry_after_s,
             ) from failure
         except _OutcomeUnknown as failure:
+            unkeyed = request.method == "POST" and IDEMPOTENCY_KEY not in request.headers
             raise unavailable(
                 ErrorCode.OUTCOME_UNKNOWN,
                 f"the owner of this journal's partition failed after the request was sent "
-                f"({failure}): it may or may not have been applied; repeat the same request",
+                f"({failure}): it may or may not have been applied; repeat the same request"
+                + (f", but {UNKEYED_AT_END}" if unkeyed else ""),
                 self._retry_after_s,
             ) from failure
         return await handler(request)  # this worker owns the partition, or nobody is known to

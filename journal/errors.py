@@ -118,4 +118,16 @@ class IdempotencyUnresolved(JournalError, ValueError):
 
 class OutcomeUnknown(Unavailable):
     """A conditional append whose verdict could not be learnt (Kafka or the store failed
-    between producing it and reading it back): it is wholly visible or wholly absent."""
+    between producing it and reading it back): it is wholly visible or wholly absent.
+
+    A repeat of the same request learns which: with `idempotency_key`, the append's own (one
+    the direct client made for an append at the end included), which the repeat must carry.
+    `repeatable` is False for an append at the end without a key: a repeat is numbered anew,
+    so it is appended twice if the first took effect (read the journal instead)."""
+
+    def __init__(
+        self, message: str, *, idempotency_key: str | None = None, repeatable: bool = True
+    ) -> None:
+        super().__init__(message)
+        self.idempotency_key = idempotency_key
+        self.repeatable = repeatable

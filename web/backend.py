@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeGuard, cast
 
+from journal.client.conditional import FreshKey
 from journal.client.journals import JournalInfo, Journals
 from journal.client.listing import JournalIdPage
 from journal.core.model import (
@@ -68,7 +69,7 @@ class JournalHandle(Protocol):
         metadata: PayloadMetadata = ...,
         headers: Mapping[str, str] | None = ...,
         expected_seq_nr: int | None = ...,
-        idempotency_key: str | None = ...,
+        idempotency_key: str | FreshKey | None = ...,
     ) -> Appended:
         """Append events at the journal's end, numbered by the process that serialises the
         journal's appends; returns once the log accepted them, with their seqNrs."""
@@ -107,19 +108,21 @@ async def append_to(
     metadata: PayloadMetadata,
     headers: Mapping[str, str],
     expected_seq_nr: int | None,
-    idempotency_key: str | None,
+    idempotency_key: str | FreshKey | None,
     ack: Ack,
 ) -> Appended:
     """A parsed append (`web.validation.ParsedAppend`'s parts) to `journal`: events with
     seqNrs as they are, events without at the journal's end (which only `Ack.VERIFIED` can
-    answer: their seqNrs are known once the log accepted them)."""
+    answer: their seqNrs are known once the log accepted them). `FreshKey`: a new key for an
+    append at the end (the command line's default), none for events with seqNrs (a repeat of
+    the same seqNrs is safe without one)."""
     if _numbered(events):
         return await journal.append(
             events,
             metadata=metadata,
             headers=headers,
             expected_seq_nr=expected_seq_nr,
-            idempotency_key=idempotency_key,
+            idempotency_key=None if isinstance(idempotency_key, FreshKey) else idempotency_key,
             ack=ack,
         )
     if ack is not Ack.VERIFIED:

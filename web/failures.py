@@ -16,14 +16,16 @@ answer with, or None when it is not a known failure (the caller then answers 500
   earlier attempt the bounded search could not rule out; nothing was appended, and the same
   request cannot do better (expectedSeqNr or a new key can).
 - `OutcomeUnknown` -> 503 `outcome_unknown` with `Retry-After`: a conditional append was produced
-  but its verdict could not be read; retry with the same Idempotency-Key to learn it.
+  but its verdict could not be read; retry with the same Idempotency-Key to learn it. An append
+  at the end without a key is not safe to repeat (`UNKEYED_AT_END`), and its answer says so.
 - `UndecodableBatch` -> 503 `undecodable_records` with `Retry-After`: the journal's
   partition holds a batch this process cannot decode (journal.kafka.poison) and the read spans it;
   it reads again once replication has skipped it.
 - aiohttp's client errors -> 503 `outcome_unknown` with `Retry-After`. Only a call to another
   worker raises them, and the forwarder (app/forwarding.py) answers each failure it can classify
   itself; one that still gets here may have been sent, so whether it took effect is unknown, and
-  the client must repeat it (appends of the same seqNrs, deletes and purges are safe to repeat).
+  the client must repeat it (appends of the same seqNrs or with an Idempotency-Key, deletes and
+  purges are safe to repeat; an append at the end without a key is not).
 - `Unavailable` (the core maps the drivers' errors to it where it calls them: Kafka's,
   Cassandra's "no host / timed out / unavailable / schema missing" family) and plain timeouts
   or refused connections -> 503 `unavailable` with `Retry-After`: the request was fine and the
@@ -49,6 +51,14 @@ from journal.errors import (
 from web.error_answers import ApiError, ErrorCode
 
 _UNAVAILABLE: tuple[type[BaseException], ...] = (Unavailable, TimeoutError, ConnectionError)
+
+# what an outcome_unknown answer tells the client that may have sent one (the forwarder's too)
+UNKEYED_AT_END = (
+    "an append at the end (events without seqNrs) without an Idempotency-Key is not safe to "
+    "repeat: a repeat is numbered anew, so it is appended twice if the first took effect. Read "
+    "the journal to learn whether it was, and send an Idempotency-Key with appends at the end "
+    "to make their retries safe"
+)
 
 
 def api_error_of(error: BaseException, retry_after_s: int) -> ApiError | None:
@@ -83,10 +93,14 @@ def api_error_of(error: BaseException, retry_after_s: int) -> ApiError | None:
     if isinstance(error, IdempotencyUnresolved):
         return ApiError(422, ErrorCode.IDEMPOTENCY_KEY_UNRESOLVED, f"{error}; nothing was appended")
     if isinstance(error, OutcomeUnknown):
+        learn = (
+            "retry with the same Idempotency-Key (or read the journal) to learn which"
+            if error.repeatable
+            else f"but {UNKEYED_AT_END}"
+        )
         return unavailable(
             ErrorCode.OUTCOME_UNKNOWN,
-            f"{error}. The append is wholly in the journal or wholly absent: retry with the "
-            "same Idempotency-Key (or read the journal) to learn which",
+            f"{error}. The append is wholly in the journal or wholly absent: {learn}",
             retry_after_s,
         )
     if isinstance(error, UndecodableBatch):

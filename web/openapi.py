@@ -36,7 +36,10 @@ append could not learn its verdict), 500 only for bugs.
 Conditional appends: on 409, read the journal and decide again (`error.seqNr` is its last
 seqNr). On 503 `outcome_unknown` the append is wholly in the journal or wholly absent: retry
 with the same `Idempotency-Key` (the first attempt's 200 if it took effect, else it is
-attempted again) or read the journal.
+attempted again) or read the journal. An append at the end (events without seqNrs) without an
+`Idempotency-Key` is not safe to repeat: a repeat is numbered anew, so it is appended twice if
+the first took effect (its `outcome_unknown` message says so); send a key with appends at the
+end.
 
 `journal_truncated` (410 Gone): events the request needs expired from Kafka before replication
 stored them in Cassandra. That history is lost; retrying will not bring it back, so it is
@@ -230,7 +233,9 @@ _RESPONSES: JsonDoc = {
         "`not_ready` (this worker starting or stopping, or the journal's owner unreachable: "
         "nothing was applied), `unavailable` "
         "(Kafka/Cassandra unreachable) or `outcome_unknown` (the owner died with the request: it "
-        "may have been applied; repeat it, an append of the same seqNrs or a delete is safe).",
+        "may have been applied; repeat it, an append of the same seqNrs, one with an "
+        "`Idempotency-Key` or a delete is safe; an append at the end without a key is not: "
+        "appended twice if the first took effect, read the journal instead).",
         {"Retry-After": {"schema": {"type": "integer"}, "description": "seconds"}},
     ),
     "SeqNrConflict": _error_response(
@@ -242,7 +247,7 @@ _RESPONSES: JsonDoc = {
         "`idempotency_key_reused`: the `Idempotency-Key` took effect with another request; "
         "`idempotency_key_unresolved`: an append at the end whose earlier attempt could lie "
         "beyond the search's bounds (the journal's newest events, back to one older than the "
-        "retry window); nothing was appended."
+        "retry window or to its deleted events, 4096 at most); nothing was appended."
     ),
     "InternalError": _error_response("`internal_error`: a bug, logged with its traceback."),
     "Unauthorized": _error_response(
@@ -282,11 +287,14 @@ _IDEMPOTENCY_KEY: JsonDoc = {
     "name": "Idempotency-Key",
     "in": "header",
     "required": False,
-    "description": "Makes a retry safe: the same key with the same body, once the first "
+    "description": "Makes a retry safe (an append at the end needs one: without it, a retry "
+    "after 503 `outcome_unknown` is numbered anew, appended twice if the first took effect): "
+    "the same key with the same body, once the first "
     "attempt took effect, answers that attempt's 200 (its seqNrs) and adds nothing; with "
     "another body, 422. Remembered as long as the append's first event is (the key travels in "
     "its record); for events without seqNrs, found among the journal's newest events within a "
-    "retry window (10 minutes by default), else 422 `idempotency_key_unresolved`.",
+    "retry window (10 minutes by default) and above its deleted events (an attempt a Delete "
+    "removed is forgotten), else 422 `idempotency_key_unresolved`.",
     "schema": {"type": "string", "minLength": 1, "maxLength": MAX_IDEMPOTENCY_KEY},
 }
 

@@ -53,19 +53,35 @@ produce and the tail's sight of the record are each ~1 ms here; queued behind on
 writers spent ~40 ms each per append). A record that lands out of order (it cannot here: the
 records join the batch in the order they are given) would only be rejected and numbered again.
 
-A keyed append at the end has no seqNr to find its first attempt at, so a retry searches:
+An unkeyed append at the end is not safe to repeat after `OutcomeUnknown`: the repeat is
+numbered anew, so it is appended twice if the first took effect (the error says so:
+`repeatable`). So the direct client gives an append at the end a fresh key by default
+(`FreshKey`): a key made for the call has no earlier attempt, so nothing is searched, and a
+repeat carries it (`OutcomeUnknown.idempotency_key`) and finds its first attempt as below.
+
+A keyed append at the end has no seqNr to find its first attempt at, so a retry searches (and
+so does a first attempt with a key of the caller's: nothing tells it from a retry after a
+crash):
 1. this process's memory of its recent keyed appends at the end (bounded, least recently used
    out): an accepted one answers; one whose outcome was unknown is retried at the same seqNrs,
    so that the log accepts at most one of the two (the event there tells which);
 2. else the journal's newest events (the reading flow: store and head), newest chunk first,
-   back to one older than `retry_window_s` or to seqNr 1, at most `search_events` events: an
-   event carrying the key answers (its Append's position and range).
+   back to one older than `retry_window_s`, to seqNr 1 or to the deleted events, at most
+   `search_events` events: an event carrying the key answers (its Append's position and range).
+Deleted events end the search as the journal's start does: a key is remembered as long as its
+event is, at the end as with seqNrs (`_earlier` finds no deleted event either), and no read
+can tell what a deleted event held. So an attempt whose events a Delete removed is forgotten
+with them, and its retry appends the events again, above them: a Delete reaches an attempt only
+once it was accepted and only up to seqNrs someone deleting chose, so it is the deleter's word
+that the events are done with. Refusing instead refused every keyed append at the end of a
+journal whose deleted events were younger than the window, first attempts included.
 Not found within those bounds, the search cannot tell (`IdempotencyUnresolved`, nothing
-produced): the journal's newest events are all younger than the window (a busy journal, or
-its older events deleted). The limits, honestly: a retry later than `retry_window_s` after the
-first attempt (by the records' timestamps: clocks of producers) is a new request; and a first
-attempt still in flight in another process's producer (a former owner's) when the retry
-searches may land after it, both accepted.
+produced): the journal's newest events, above the deleted ones, are all younger than the
+window and more than `search_events` (a busy journal). The limits, honestly: a retry later
+than `retry_window_s` after the first attempt (by the records' timestamps: clocks of
+producers) is a new request; a retry after a Delete removed its first attempt appends again;
+and a first attempt still in flight in another process's producer (a former owner's) when the
+retry searches may land after it, both accepted.
 """
 
 from __future__ import annotations
@@ -73,10 +89,12 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
+import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from enum import Enum
 
 from journal.core.fold import JournalState
 from journal.core.index import Indexed, OffsetRun, RecordIndex
@@ -130,12 +148,25 @@ def check_idempotency_key(key: str) -> str:
     return key
 
 
+class FreshKey(Enum):
+    """`Journal.append_at_end`'s default idempotency key: a new one for the call
+    (`new_idempotency_key`), so that its append is safe to repeat with it."""
+
+    FRESH = "fresh"
+
+
+def new_idempotency_key() -> str:
+    return uuid.uuid4().hex  # random: no other request's key, in any process
+
+
 @dataclass(frozen=True, slots=True)
 class Idempotency:
-    """A request's idempotency key and the digest of what it asks."""
+    """A request's idempotency key and the digest of what it asks; `fresh`: a key made for
+    this call (`FreshKey`), so no earlier attempt of it can exist and none is searched for."""
 
     key: str
     digest: str
+    fresh: bool = False
 
     @classmethod
     def of_request(
@@ -145,13 +176,14 @@ class Idempotency:
         header_metadata: HeaderMetadata,
         headers: Mapping[str, str],
         at_end: bool = False,
+        fresh: bool = False,
     ) -> Idempotency:
         """The digest covers the encoded events with their metadata (`value`, deterministic;
         for an append at the end, the events numbered from 1, and that it is one) and the
         user's headers and header metadata: everything a read would return."""
         digest = hashlib.sha256(value)
         digest.update(repr((header_metadata.data, sorted(headers.items()), at_end)).encode())
-        return cls(check_idempotency_key(key), digest.hexdigest())
+        return cls(check_idempotency_key(key), digest.hexdigest(), fresh)
 
     @classmethod
     def of_record(cls, record: EventRecord) -> Idempotency | None:
@@ -491,7 +523,10 @@ class ConditionalAppends:
             if idempotency is not None:
                 attempt = self._attempts.get(key, idempotency.key)
                 if attempt is None:
-                    found = await self._search(key, idempotency, count)
+                    # a fresh key has no earlier attempt (a repeat carries it unfresh)
+                    found = (
+                        None if idempotency.fresh else await self._search(key, idempotency, count)
+                    )
                     if found is not None:
                         return found
                 elif attempt.digest != idempotency.digest:
@@ -524,12 +559,14 @@ class ConditionalAppends:
                 except _UNSURE as error:
                     self._unsure(key, idempotency, header.range)
                     raise OutcomeUnknown(
-                        f"{key}: the append may or may not be written: {error!r}"
+                        f"{key}: the append may or may not be written: {error!r}",
+                        idempotency_key=idempotency.key,
                     ) from error
                 try:
                     rejected_at = await self._verdict(key, header, position)
-                except OutcomeUnknown:
+                except OutcomeUnknown as error:
                     self._unsure(key, idempotency, header.range)
+                    error.idempotency_key = idempotency.key  # the one a repeat must carry
                     raise
                 if rejected_at is None:
                     appended = Appended.at(position, header.range)
@@ -569,6 +606,7 @@ class ConditionalAppends:
                     try:
                         rejected_at = await self._verdict(key, header, position)
                     except OutcomeUnknown as error:
+                        error.repeatable = False  # unkeyed at the end: a repeat numbers anew
                         _answer(request, error)
                         continue
                     self._to_verdict.observe(time.perf_counter() - started)
@@ -602,30 +640,30 @@ class ConditionalAppends:
         """The first attempt of a keyed append at the end, from the journal's newest events
         (see the module); None if there was none within the bounds; IdempotencyUnresolved
         when the bounds cannot tell."""
-        end = (await self.look(key)).seq_nr
+        state = await self.look(key)
+        # deleted events end the search: an attempt among them is forgotten (see the module)
+        end, floor = state.seq_nr, state.delete_to + 1
         searched, span = 0, min(_SEARCH_FIRST, self._search_events)
         horizon = datetime.now(UTC) - self._retry_window
-        while end > 0:
-            start = max(1, end - span + 1)
+        while end >= floor:
+            start = max(floor, end - span + 1)
             records = [record async for record in self._read(key, start, end)]
             found = _first_attempt(records, idempotency, count)
             if found is not None:
                 return found
             searched += end - start + 1
             if not records or records[0].event.seq_nr != start:
-                break  # deleted events below: they may have held it
-            if start == 1 or _utc(records[0].timestamp) < horizon:
-                return None  # the journal's start, or older than any retry
+                return None  # deleted since the look: forgotten as well
+            if start == floor or _utc(records[0].timestamp) < horizon:
+                return None  # the journal's start or its deleted events, or older than any retry
             if searched >= self._search_events:
-                break
+                raise IdempotencyUnresolved(
+                    f"idempotency key {idempotency.key!r}: the journal's newest events (back to "
+                    f"seqNr {start}, {searched} events within the retry window) hold no earlier "
+                    "attempt, and older ones may: append with expectedSeqNr, or a new key"
+                )
             end, span = start - 1, min(span * 4, self._search_events - searched)
-        else:
-            return None  # an empty journal
-        raise IdempotencyUnresolved(
-            f"idempotency key {idempotency.key!r}: the journal's newest events (back to "
-            f"seqNr {start}) hold no earlier attempt, and older ones may: append with "
-            "expectedSeqNr, or a new key"
-        )
+        return None  # an empty journal, or deleted to its end
 
     def _continues(self, key: JournalKey, first: int) -> bool:
         """Whether, as far as this process knows, events from `first` continue the journal."""
@@ -789,11 +827,13 @@ class ConditionalAppends:
 
 
 def _produce_failed(key: JournalKey, error: BaseException) -> BaseException:
-    """A produce's failure as its caller hears it: refused before anything was written (access
-    denied, invalid) as it is; a failure after which the record's fate is unknown as
-    `OutcomeUnknown`."""
+    """A produce's failure as its caller (an unkeyed append at the end) hears it: refused
+    before anything was written (access denied, invalid) as it is; a failure after which the
+    record's fate is unknown as `OutcomeUnknown`, not repeatable."""
     if isinstance(error, _UNSURE) and not isinstance(error, AccessDenied):
-        unknown = OutcomeUnknown(f"{key}: the append may or may not be written: {error!r}")
+        unknown = OutcomeUnknown(
+            f"{key}: the append may or may not be written: {error!r}", repeatable=False
+        )
         unknown.__cause__ = error
         return unknown
     return error

@@ -29,7 +29,13 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from types import TracebackType
 
-from journal.client.conditional import ConditionalAppends, Idempotency, Produce
+from journal.client.conditional import (
+    ConditionalAppends,
+    FreshKey,
+    Idempotency,
+    Produce,
+    new_idempotency_key,
+)
 from journal.client.listing import DEFAULT_LIMIT, JournalIdPage, JournalIds
 from journal.client.snapshots import JournalSnapshots
 from journal.codec.actions import events_of
@@ -540,15 +546,21 @@ class Journal:
         header_metadata: HeaderMetadata = HeaderMetadata(),
         headers: Mapping[str, str] | None = None,
         expected_seq_nr: int | None = None,
-        idempotency_key: str | None = None,
+        idempotency_key: str | FreshKey | None = FreshKey.FRESH,
     ) -> Appended:
         """Append events at the journal's end: this process numbers them from its last seqNr
         + 1 under the journal's lock, so writers through it never conflict; returns once the
         log accepted them, with the seqNrs they got. With `expected_seq_nr`, only if the
-        journal is still at it (else SeqNrConflict). With `idempotency_key`, a retry answers
-        the first attempt, found within the bounds journal/client/conditional.py states
-        (else IdempotencyUnresolved, nothing appended). OutcomeUnknown when the verdict could
-        not be learnt.
+        journal is still at it (else SeqNrConflict). OutcomeUnknown when the verdict could
+        not be learnt: repeat the call with its `idempotency_key` to learn it.
+
+        By default the append gets a fresh idempotency key (nothing searched), so it is safe
+        to repeat with `error.idempotency_key`. With a key of the caller's, a retry answers the
+        first attempt, found within the bounds journal/client/conditional.py states (else
+        IdempotencyUnresolved, nothing appended). `None`: no key, and the appends arriving
+        together share rounds (one look and one batch for many: the faster way for many
+        writers), but an append whose outcome was unknown is not safe to repeat (it would be
+        appended twice): read the journal to learn it.
         """
         if not events:
             raise InvalidValue("an append needs at least one event")
@@ -564,11 +576,13 @@ class Journal:
             header = AppendHeader(encoded.range, encoded.payload_type)
             return header, self._producer(encoded, header_metadata, user_headers)
 
+        fresh = isinstance(idempotency_key, FreshKey)
+        key = new_idempotency_key() if isinstance(idempotency_key, FreshKey) else idempotency_key
         idempotency = (
             None
-            if idempotency_key is None
+            if key is None
             else Idempotency.of_request(
-                idempotency_key, encoded_from(1).value, header_metadata, user_headers, at_end=True
+                key, encoded_from(1).value, header_metadata, user_headers, at_end=True, fresh=fresh
             )
         )
         return await journals.conditional.append_at_end(

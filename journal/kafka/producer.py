@@ -3,9 +3,11 @@
 Seen against Kafka 4.3 with aiokafka 0.14: when sends time out during a broker restart, the
 idempotent producer's sequence numbers go out of step (OutOfOrderSequenceNumber) and it never
 sends again. A fresh producer (a new producer id) is the way out; the failed send is retried
-once on it. That retry may duplicate a record whose acknowledgement was lost, which the
-journal tolerates: an Append repeats the same seqNrs (stores write them once, reads skip
-repeats) and a Delete repeats the same `to`.
+once on it: for `produce`, by the partition's group commit, which sends the failed batch's
+records again in their order before anything given later (journal/kafka/group_commit.py), so
+a partition's records stay in the order given. That retry may duplicate a record whose
+acknowledgement was lost, which the journal tolerates: an Append repeats the same seqNrs
+(stores write them once, reads skip repeats) and a Delete repeats the same `to`.
 
 Batches are compressed with lz4, as kafka-journal's producer does: measured here (bench
 "Append compression"), it halves a one-event Append of JSON (548 -> 267 bytes) and shrinks a
@@ -77,7 +79,9 @@ class JournalProducer:
         }
         self._producer: AIOKafkaProducer | None = None
         self._replacing = asyncio.Lock()
-        self._batches = GroupCommit(self._current, ack_timeout_s=ack_timeout_s)
+        self._batches = GroupCommit(
+            self._current, ack_timeout_s=ack_timeout_s, recover=self._recover
+        )
 
     def _current(self) -> AIOKafkaProducer:
         assert self._producer is not None, "start() first"
@@ -102,26 +106,14 @@ class JournalProducer:
         timestamp_ms: int,
     ) -> int:
         """The record's offset once acknowledged: it leaves with the partition's other records
-        given while its last batch is in flight (journal/kafka/group_commit.py)."""
-        producer = self._current()
+        given while its last batch is in flight (journal/kafka/group_commit.py), which also
+        resends it on a fresh producer if this one is stuck."""
         try:
             try:
                 # the group commit keeps the ack timeout, one timer per batch
                 return await self._batches.send(topic, partition, key, value, headers, timestamp_ms)
             except Unacknowledged as error:
                 raise self._unacknowledged() from error
-            except STUCK_PRODUCER_ERRORS as error:
-                await self._replace_stuck(producer, error)
-                metadata = await self._delivered(
-                    self._current(),
-                    topic,
-                    value,
-                    key=key,
-                    partition=partition,
-                    timestamp_ms=timestamp_ms,
-                    headers=headers,
-                )
-                return int(metadata.offset)
         except KafkaError as error:
             raise self._core_error(topic, error) from error
 
@@ -165,6 +157,14 @@ class JournalProducer:
             kafka=self._kafka,
             right=f"Write on topic {topic}",
         )
+
+    async def _recover(self, used: AIOKafkaProducer, error: Exception) -> bool:
+        """The group commit's: whether `used`, on which a batch failed, was stuck and is
+        replaced, so the batch is to be sent again."""
+        if not isinstance(error, STUCK_PRODUCER_ERRORS):
+            return False
+        await self._replace_stuck(used, error)
+        return True
 
     async def _replace_stuck(self, stuck: AIOKafkaProducer, error: Exception) -> None:
         """The failed send is retried once on the fresh producer, by the caller."""

@@ -58,3 +58,10 @@ def test_the_client_commands_round_trip(stack: Stack) -> None:
     lost = cli(env, "append", "order-1", "--data", one, "--expected-seq-nr", "0")
     assert lost.returncode == 3 and b"seq_nr_conflict" in lost.stderr
     assert orjson.loads(cli(env, "pointer", "order-1").stdout)["seqNr"] == 1
+    # issue 38 item 6: an append at the end gets a fresh idempotency key, so it is safe to
+    # repeat (with --idempotency-key, printed when the outcome is unknown)
+    at_end = cli(env, "append", "order-1", "--data", '{"events": [{"payload": "d"}]}')
+    assert at_end.returncode == 0, at_end.stderr
+    assert orjson.loads(at_end.stdout)["seqNr"] == {"from": 2, "to": 2}
+    last = orjson.loads(cli(env, "read", "order-1", "--from", "2").stdout)
+    assert len(last["headers"]["journal.idempotency-key"]) == 32, last

@@ -149,9 +149,15 @@ class Got:
     retry_after: str | None
 
 
-async def send(served: Served, method: str, path: str, body: bytes | None) -> Got:
+async def send(
+    served: Served,
+    method: str,
+    path: str,
+    body: bytes | None,
+    headers: dict[str, str] | None = None,
+) -> Got:
     """The front's answer to a client."""
-    async with served.session.request(method, served.at(path), data=body) as got:
+    async with served.session.request(method, served.at(path), data=body, headers=headers) as got:
         return Got(got.status, await got.read(), got.headers.get("Retry-After"))
 
 
@@ -208,6 +214,23 @@ async def test_a_change_waits_for_a_new_owner_only_so_long() -> None:
         got = await send(served, *CHANGES[0])
     assert error(got) == (503, ErrorCode.NOT_READY, str(RETRY_AFTER_S))
     assert assignment.lookups >= 2  # it did look again before giving up
+
+
+@pytest.mark.parametrize("key", [None, "k-1"])
+async def test_an_append_lost_after_it_was_sent_says_whether_it_is_safe_to_repeat(
+    key: str | None,
+) -> None:
+    """Issue 38 item 6: an append at the end without an Idempotency-Key is not safe to repeat
+    (numbered anew: appended twice if the first took effect), and the answer says so."""
+    at_end = orjson.dumps({"events": [{"payload": {"n": 1}}]})
+    headers = None if key is None else {"Idempotency-Key": key}
+    owner = HangingUp()
+    async with hanging_up(owner) as url, front(Assignment([url, None])) as served:
+        got = await send(served, "POST", journal_path("j", "/events"), at_end, headers)
+    assert error(got) == (503, ErrorCode.OUTCOME_UNKNOWN, str(RETRY_AFTER_S))
+    message: str = orjson.loads(got.body)["error"]["message"]
+    assert ("not safe to repeat" in message) == (key is None), message
+    assert ("send an Idempotency-Key" in message) == (key is None), message
 
 
 @pytest.mark.parametrize(("method", "path", "body"), READS)

@@ -26,6 +26,7 @@ from journal.core.index import IndexAnswer, NotIndexed, RecordIndex
 from journal.core.model import (
     Appended,
     AppendHeader,
+    DeleteHeader,
     Event,
     EventRecord,
     JournalKey,
@@ -54,7 +55,7 @@ def now() -> datetime:
 @dataclass
 class Record:
     key: JournalKey
-    header: AppendHeader
+    header: AppendHeader | DeleteHeader
     headers: Mapping[str, str]
     timestamp: datetime
 
@@ -81,6 +82,9 @@ class MemoryLog:
         """Another process appends at the end as it sees it."""
         self.add(KEY, self.state(KEY).seq_nr + 1, count, {}, now() if at is None else at)
 
+    def delete(self, to: int) -> None:
+        self.records.append(Record(KEY, DeleteHeader(to), {}, now()))
+
     def state(self, key: JournalKey, until: int | None = None) -> JournalState:
         return self.fold(key, until)[0]
 
@@ -90,16 +94,21 @@ class MemoryLog:
         for offset, record in enumerate(self.records[:until]):
             if record.key == key:
                 state, _ = state.apply(record.header, offset)
-                if state.offset == offset:
+                if state.offset == offset and isinstance(record.header, AppendHeader):
                     accepted.append(offset)
         return state, accepted
 
     def events(self, key: JournalKey, until: int | None = None) -> list[EventRecord]:
-        _, accepted = self.fold(key, until)
+        """The journal's events above its deleteTo, as every read returns them."""
+        state, accepted = self.fold(key, until)
         out = []
         for offset in accepted:
             record = self.records[offset]
+            assert isinstance(record.header, AppendHeader)
+            deleted = range(record.header.range.from_, state.delete_to + 1)
             for n in range(record.header.range.from_, record.header.range.to + 1):
+                if n in deleted:
+                    continue
                 out.append(
                     EventRecord(Event(n), record.timestamp, 0, offset, headers=record.headers)
                 )
@@ -305,6 +314,63 @@ async def test_the_search_for_a_first_attempt_is_bounded_and_says_when_it_cannot
     old.rival(1)
     appended = await at_end(old.process(search_events=16), old, 1, key=Idempotency("k", "d"))
     assert appended.seq_nrs == SeqRange(42, 42)
+
+
+async def test_a_keyed_append_at_the_end_searches_down_to_the_deleted_events_only() -> None:
+    """Issue 38 item 8: deleted events end the search as the journal's start does. An attempt
+    among them is forgotten with them, as a key is remembered only as long as its event is."""
+    log = MemoryLog()
+    log.rival(2)
+    log.delete(1)
+    fresh = await at_end(log.process(), log, 1, key=Idempotency("new", "d"))
+    assert fresh.seq_nrs == SeqRange(3, 3)
+    # a retry still finds its first attempt above the deleted events, in another process too
+    assert await at_end(log.process(), log, 1, key=Idempotency("new", "d")) == fresh
+    # deleted up to the end: nothing to search
+    log.delete(3)
+    appended = await at_end(log.process(), log, 1, key=Idempotency("newer", "d"))
+    assert appended.seq_nrs == SeqRange(4, 4)
+    # the limit, as documented: a retry whose first attempt a Delete removed appends again
+    assert await at_end(log.process(), log, 1, key=Idempotency("newer", "d")) == appended
+    log.delete(4)
+    assert (await at_end(log.process(), log, 1, key=Idempotency("newer", "d"))).seq_nrs == (
+        SeqRange(5, 5)
+    )
+    assert seq_nrs(log) == [5]
+
+
+async def test_an_unknown_outcome_at_the_end_says_how_to_repeat_it() -> None:
+    """Issue 38 item 6: without a key, a repeat is numbered anew (appended twice if the first
+    took effect): not repeatable; with one, the error names the key a repeat must carry."""
+    log = MemoryLog()
+    appends = log.process()
+    log.landed_then_lost = True
+    with pytest.raises(OutcomeUnknown) as unkeyed:
+        await at_end(appends, log, 1)
+    assert (unkeyed.value.repeatable, unkeyed.value.idempotency_key) == (False, None)
+    log.landed_then_lost = True
+    with pytest.raises(OutcomeUnknown) as keyed:
+        await at_end(appends, log, 1, key=Idempotency("k", "d"))
+    assert (keyed.value.repeatable, keyed.value.idempotency_key) == (True, "k")
+
+
+async def test_a_fresh_key_is_not_searched_for_and_its_repeat_finds_the_first_attempt() -> None:
+    """A key made for the call (the direct client's default) has no earlier attempt: on a
+    journal too busy for the search, it appends where a key of the caller's cannot tell."""
+    log = MemoryLog()
+    for _ in range(40):
+        log.rival(1)  # young events, none with the key
+    with pytest.raises(IdempotencyUnresolved):
+        await at_end(log.process(search_events=16), log, 1, key=Idempotency("mine", "d"))
+    log.landed_then_lost = True
+    with pytest.raises(OutcomeUnknown) as unknown:
+        await at_end(log.process(search_events=16), log, 1, key=Idempotency("new", "d", True))
+    assert unknown.value.idempotency_key == "new"
+    repeat = Idempotency(unknown.value.idempotency_key, "d")  # not fresh: searched, and found
+    assert (await at_end(log.process(search_events=16), log, 1, key=repeat)).seq_nrs == SeqRange(
+        41, 41
+    )
+    assert seq_nrs(log) == list(range(1, 42))
 
 
 async def test_writers_waiting_together_are_numbered_in_one_round() -> None:

@@ -270,3 +270,38 @@ async def test_writers_appending_at_the_end_through_one_client_get_contiguous_ra
         await other.close()
     assert again == first
     assert await read_seq_nrs(journal) == list(range(1, 8 * 5 * 2 + 2))
+
+
+@pytest.mark.integration
+async def test_a_keyed_append_at_the_end_goes_on_a_journal_with_deleted_events(
+    direct: Harness,
+) -> None:
+    """Issue 38 item 8: append 2, delete to 1, a new key: appended (it was refused, the search
+    stopping at the deleted event as if it may have held the key)."""
+    journal = direct.journals.journal(unique("deleted"))
+    await journal.append_at_end([NewEvent(), NewEvent()])
+    await journal.delete(1)
+    first = await journal.append_at_end([NewEvent()], idempotency_key="after-delete")
+    assert first.seq_nrs == SeqRange(3, 3)
+    assert await journal.append_at_end([NewEvent()], idempotency_key="after-delete") == first
+    await direct.replicate()  # the store's row says deleteTo: found there as well
+    assert await journal.append_at_end([NewEvent()], idempotency_key="after-delete") == first
+    assert await read_seq_nrs(journal) == [2, 3]
+
+
+@pytest.mark.integration
+async def test_the_direct_clients_appends_at_the_end_carry_a_fresh_key_by_default(
+    direct: Harness,
+) -> None:
+    """Issue 38 item 6: by default an append at the end gets a key of its own (safe to repeat
+    with it); `idempotency_key=None` appends without one."""
+    journal = direct.journals.journal(unique("fresh-key"))
+    await journal.append_at_end([NewEvent(), NewEvent()])
+    await journal.append_at_end([NewEvent()])
+    await journal.append_at_end([NewEvent()], idempotency_key=None)
+    records = [r async for r in journal.read()]
+    keys = [r.headers.get(IDEMPOTENCY_KEY_HEADER) for r in records]
+    assert keys[0] == keys[1] and keys[0] is not None  # one key per append, not per event
+    assert keys[2] is not None and keys[2] != keys[0]
+    assert keys[3] is None
+    assert [r.seq_nr for r in records] == [1, 2, 3, 4]

@@ -12,9 +12,25 @@ from aiokafka.producer.message_accumulator import BatchBuilder
 from aiokafka.structs import RecordMetadata
 
 from journal.errors import KafkaUnavailable
+from journal.kafka import producer as producer_module
 from journal.kafka.group_commit import GroupCommit, Unacknowledged
 from journal.kafka.producer import JournalProducer
 from kjconfig.access import KafkaAccess
+from tests.support.eventually import eventually
+
+
+class Builder(BatchBuilder):  # type: ignore[misc]  # aiokafka is untyped
+    """aiokafka's batch builder, keeping the values appended: what a fake broker logs."""
+
+    def __init__(self, batch_bytes: int) -> None:
+        super().__init__(batch_bytes, 0)  # uncompressed
+        self.values: list[bytes] = []
+
+    def append(self, *, timestamp: Any, key: Any, value: Any, headers: Any = ()) -> Any:
+        appended = super().append(timestamp=timestamp, key=key, value=value, headers=headers)
+        if appended is not None:
+            self.values.append(value)
+        return appended
 
 
 class Partitions:
@@ -28,21 +44,34 @@ class Partitions:
         self.release = asyncio.Event()
         self.release.set()
 
-    def create_batch(self) -> BatchBuilder:
-        return BatchBuilder(self.batch_bytes, 0)  # uncompressed
+    def create_batch(self) -> Builder:
+        return Builder(self.batch_bytes)
 
-    async def send_batch(self, batch: BatchBuilder, topic: str, *, partition: int) -> Any:
+    async def send_batch(self, batch: Builder, topic: str, *, partition: int) -> Any:
         await self.release.wait()
         if self.failing is not None:
             raise self.failing
-        log = self.logs.setdefault((topic, partition), [])
-        records: int = batch._relative_offset  # the records appended to the builder
-        base = len(log)
-        log.extend(b"" for _ in range(records))
-        self.batches.append(records)
+        base = self._written(topic, partition, batch.values)
+        self.batches.append(len(batch.values))
         delivered: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
         delivered.set_result(RecordMetadata(topic, partition, None, base, -1, 0, 0))
         return delivered
+
+    async def send_and_wait(
+        self, topic: str, value: bytes, *, partition: int, **kwargs: Any
+    ) -> RecordMetadata:
+        """aiokafka's one record at a time."""
+        await self.release.wait()
+        if self.failing is not None:
+            raise self.failing
+        base = self._written(topic, partition, [value])
+        return RecordMetadata(topic, partition, None, base, -1, 0, 0)
+
+    def _written(self, topic: str, partition: int, values: list[bytes]) -> int:
+        log = self.logs.setdefault((topic, partition), [])
+        base = len(log)
+        log.extend(values)
+        return base
 
 
 async def _send_all(commit: GroupCommit, values: list[bytes], partition: int = 0) -> list[int]:
@@ -127,23 +156,75 @@ async def test_produce_raises_the_cores_errors(driver: Exception, core: type[Exc
     assert raised.value.__cause__ is driver
 
 
-async def test_a_stuck_producer_is_replaced_and_the_record_sent_once_more_on_the_fresh_one() -> (
-    None
-):
-    class Fresh:
-        async def send_and_wait(self, *args: Any, **kwargs: Any) -> RecordMetadata:
-            return RecordMetadata("topic", 0, None, 41, -1, 0, 0)
+class Stuck(Partitions):
+    """An idempotent producer out of step with the broker: it fails every send, and stopping it
+    takes until `stopped` is set (aiokafka's stop waits for its sender)."""
 
+    def __init__(self) -> None:
+        super().__init__(failing=OutOfOrderSequenceNumber())
+        self.stopped = asyncio.Event()
+
+    async def stop(self) -> None:
+        await self.stopped.wait()
+
+
+class Fresh(Partitions):
+    async def start(self) -> None:
+        pass
+
+
+def _replaced_by(monkeypatch: pytest.MonkeyPatch, fresh: Fresh) -> None:
+    """`JournalProducer` makes its replacement with `fresh`."""
+    monkeypatch.setattr(producer_module, "AIOKafkaProducer", lambda **options: fresh)
+
+
+async def test_after_a_stuck_producer_the_waiting_records_go_first_in_their_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 38 item 5: the records of the failed batch are resent on the fresh producer in
+    the order given, and a record given meanwhile (while the stuck one stops) goes after them:
+    it does not overtake them on the fresh producer."""
+    fresh = Fresh()
+    _replaced_by(monkeypatch, fresh)
+    stuck = Stuck()
     producer = JournalProducer(KafkaAccess("127.0.0.1:1"))
-    stuck = Partitions(failing=OutOfOrderSequenceNumber())
-    producer._producer = stuck
+    producer._producer = stuck  # the driver seam (aiokafka is untyped)
+    first = [
+        asyncio.ensure_future(producer.produce("t", 0, b"k", value, [], 0))
+        for value in (b"a", b"b")
+    ]
 
-    async def replace(old: Any) -> None:
-        assert old is stuck
-        producer._producer = Fresh()
+    async def replaced() -> bool:
+        return producer._producer is fresh
 
-    producer._replace = replace  # type: ignore[method-assign,assignment]  # nothing to start
-    assert await producer.produce("topic", 0, b"k", b"v", [], 0) == 41
+    await eventually(replaced, "the stuck producer is replaced", within_s=10, interval_s=0.001)
+    later = asyncio.ensure_future(producer.produce("t", 0, b"k", b"c", [], 0))
+
+    async def given() -> bool:  # sent already, or waiting in a batch
+        state = producer._batches._partitions[("t", 0)]
+        waiting = [value for batch in state.waiting for value in batch.builder.values]
+        return b"c" in [*fresh.logs.get(("t", 0), []), *waiting]
+
+    await eventually(given, "the later record is given", within_s=10, interval_s=0.001)
+    stuck.stopped.set()
+    assert await asyncio.gather(*first, later) == [0, 1, 2]
+    assert fresh.logs[("t", 0)] == [b"a", b"b", b"c"]
+
+
+async def test_a_batch_is_sent_once_more_only_after_a_stuck_producer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A fresh producer stuck as well: the records fail (KafkaUnavailable), not replaced again."""
+    fresh = Fresh(failing=OutOfOrderSequenceNumber())
+    _replaced_by(monkeypatch, fresh)
+    stuck = Stuck()
+    stuck.stopped.set()
+    producer = JournalProducer(KafkaAccess("127.0.0.1:1"))
+    producer._producer = stuck  # the driver seam (aiokafka is untyped)
+    with pytest.raises(KafkaUnavailable) as raised:
+        await producer.produce("t", 0, b"k", b"a", [], 0)
+    assert isinstance(raised.value.__cause__, OutOfOrderSequenceNumber)
+    assert producer._current() is fresh
 
 
 async def test_a_cancelled_caller_leaves_before_its_batch_is_answered() -> None:

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from journal.client.conditional import FreshKey, new_idempotency_key
 from journal.client.journals import JournalInfo
 from journal.client.listing import JournalIdPage
 from journal.core.model import (
@@ -217,9 +218,11 @@ class FakeJournal:
         metadata: PayloadMetadata = PayloadMetadata(),
         headers: Mapping[str, str] | None = None,
         expected_seq_nr: int | None = None,
-        idempotency_key: str | None = None,
+        idempotency_key: str | FreshKey | None = FreshKey.FRESH,
     ) -> Appended:
         self._check()
+        if isinstance(idempotency_key, FreshKey):  # as the direct client's: a new one
+            idempotency_key = new_idempotency_key()
         records = self.backend.records.get(self.id, [])
         last = records[-1].seq_nr if records else 0
         first = last + 1 if expected_seq_nr is None else expected_seq_nr + 1

@@ -420,6 +420,25 @@ async def test_core_failures_become_statuses(
     assert (await call(served, "GET", journal_path("j")))[0] == 200
 
 
+@pytest.mark.parametrize("repeatable", [True, False])
+async def test_an_unknown_outcome_says_whether_the_append_is_safe_to_repeat(
+    served: Served, backend: FakeBackend, repeatable: bool
+) -> None:
+    """Issue 38 item 6: an unkeyed append at the end (the core says it is not repeatable) is
+    told to read the journal and to send an Idempotency-Key, not to repeat."""
+    backend.failure = OutcomeUnknown("the verdict was not read", repeatable=repeatable)
+    at_end = {"events": [{"payload": 1}]}
+    status, body, headers = await call(served, "POST", journal_path("u", "/events"), json=at_end)
+    assert (status, body["error"]["code"], "Retry-After" in headers) == (  # type: ignore[index]
+        503,
+        ErrorCode.OUTCOME_UNKNOWN,
+        True,
+    )
+    message = body["error"]["message"]  # type: ignore[index]
+    assert ("not safe to repeat" in message) == (not repeatable), message
+    assert ("retry with the same Idempotency-Key" in message) == repeatable, message
+
+
 async def test_a_conditional_append_on_another_seq_nr_is_409_with_it(served: Served) -> None:
     def body(first: int, expected: int) -> dict[str, object]:
         return {"json": {"events": [{"seqNr": first}], "expectedSeqNr": expected}}
