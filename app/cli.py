@@ -465,6 +465,16 @@ def journals(prefix: str, after: str | None, limit: int | None, **values: Any) -
     return client.list_ids(load(Settings, values), prefix, after, limit)
 
 
+def _consent_options(function: _F) -> _F:
+    """--dry-run and --yes, of each command that changes what others rely on (app/confirm.py)."""
+    function = click.option(
+        "--yes", "-y", is_flag=True, help="proceed without asking (for scripts)"
+    )(function)
+    return click.option("--dry-run", is_flag=True, help="print what would change, change nothing")(
+        function
+    )
+
+
 @cli.command()
 @_client_command
 @click.option(
@@ -475,16 +485,18 @@ def journals(prefix: str, after: str | None, limit: int | None, **values: Any) -
     "continues after it",
 )
 @click.option("--purge", "decision", flag_value="purge", help="the journal starts again, empty")
-def repair(journal_id: str, decision: str | None, **values: Any) -> int:
+@_consent_options
+def repair(journal_id: str, decision: str | None, dry_run: bool, yes: bool, **values: Any) -> int:
     """Repair a truncated journal (410 journal_truncated: records expired from Kafka before
-    replication stored them) through an action: --accept-loss (a Delete up to its last stored
-    seqNr) or --purge (a Purge). See app/repair.py."""
+    replication stored them) through an action: --accept-loss (a Delete up to its last seqNr
+    stored before the gap) or --purge (a Purge). Refuses (exit 1, nothing produced) unless the
+    journal is truncated now; prints the action and asks first. See app/repair.py."""
     if decision is None:
         raise click.UsageError("say how: --accept-loss or --purge")
     from app.repair import run_repair
 
     chosen: Literal["accept-loss", "purge"] = "purge" if decision == "purge" else "accept-loss"
-    return run_repair(load(Settings, values), journal_id, chosen)
+    return run_repair(load(Settings, values), journal_id, chosen, dry_run, yes)
 
 
 # --- quarantine -------------------------------------------------------------------------------

@@ -19,6 +19,8 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, BinaryIO
 
+from app.confirm import failed as _failed
+
 if TYPE_CHECKING:  # the command line loads the client (Kafka, Cassandra) only when it runs
     from journal.client.journals import Journal
     from journal.settings import Settings
@@ -27,12 +29,6 @@ if TYPE_CHECKING:  # the command line loads the client (Kafka, Cassandra) only w
 JournalCommand = Callable[["Journal", BinaryIO], Awaitable[None]]
 SEQ_NR_CONFLICT_EXIT = 3  # a conditional append found the journal elsewhere
 OUTCOME_UNKNOWN_EXIT = 75  # EX_TEMPFAIL: retry with the same --idempotency-key to learn it
-
-
-def _failed(command: str, message: str, exit_code: int) -> int:
-    """Say why `kafka-journal <command>` failed on stderr; its exit code."""
-    print(f"kafka-journal {command}: {message}", file=sys.stderr)
-    return exit_code
 
 
 def parse_append_body(data: str | None) -> ParsedAppend:
