@@ -345,6 +345,16 @@ def append(
 _SEQ_NR = click.IntRange(1, SEQ_NR_MAX)
 
 
+def _consent_options(function: _F) -> _F:
+    """--dry-run and --yes, of each command that changes what others rely on (app/confirm.py)."""
+    function = click.option(
+        "--yes", "-y", is_flag=True, help="proceed without asking (for scripts)"
+    )(function)
+    return click.option("--dry-run", is_flag=True, help="print what would change, change nothing")(
+        function
+    )
+
+
 @cli.command()
 @_client_command
 @click.option("--from", "from_", type=_SEQ_NR, default=1, show_default=True)
@@ -442,14 +452,32 @@ def groups(context: click.Context, /, **values: Any) -> int:
     metavar="ISO-8601",
     help="to the first record at or after this time (e.g. 2026-11-26T12:00:00Z)",
 )
+@click.option(
+    "--partition",
+    "partitions",
+    multiple=True,
+    type=click.IntRange(min=0),
+    help="only this partition's checkpoint (repeat for more; default: every partition)",
+)
+@_consent_options
 @click.pass_context
-def groups_reset(context: click.Context, name: str, to_start: bool, to_time: str | None) -> int:
-    """Move group NAME's checkpoints (only while no member is active)."""
+def groups_reset(
+    context: click.Context,
+    name: str,
+    to_start: bool,
+    to_time: str | None,
+    partitions: tuple[int, ...],
+    dry_run: bool,
+    yes: bool,
+) -> int:
+    """Move group NAME's checkpoints (only while no member is active): prints each move (from
+    what to what) and asks first."""
     if to_start == (to_time is not None):
         raise click.UsageError("give one of --to-start and --to-time")
     from app import client
 
-    return client.reset_group(load(Settings, context.obj), name, to_time)
+    settings = load(Settings, context.obj)
+    return client.reset_group(settings, name, to_time, partitions, dry_run, yes)
 
 
 @cli.command()
@@ -463,16 +491,6 @@ def journals(prefix: str, after: str | None, limit: int | None, **values: Any) -
     from app import client
 
     return client.list_ids(load(Settings, values), prefix, after, limit)
-
-
-def _consent_options(function: _F) -> _F:
-    """--dry-run and --yes, of each command that changes what others rely on (app/confirm.py)."""
-    function = click.option(
-        "--yes", "-y", is_flag=True, help="proceed without asking (for scripts)"
-    )(function)
-    return click.option("--dry-run", is_flag=True, help="print what would change, change nothing")(
-        function
-    )
 
 
 @cli.command()
