@@ -537,14 +537,21 @@ def quarantine_list(as_json: bool, **values: Any) -> int:
 
 @quarantine.command("replay")
 @settings_options(Settings)
-@click.option("--dry-run", is_flag=True, help="print what would happen, produce nothing")
-def quarantine_replay(dry_run: bool, **values: Any) -> int:
-    """Produce the quarantined records that now decode to the action topic again, in order; a
-    replayed record is folded at its new offset (an Append that no longer continues its journal
-    is rejected there). The others stay."""
+@click.argument("positions", metavar="[POSITION]...", nargs=-1)
+@click.option("--all", "every", is_flag=True, help="every quarantined record, not named ones")
+@_consent_options
+def quarantine_replay(
+    positions: tuple[str, ...], every: bool, dry_run: bool, yes: bool, **values: Any
+) -> int:
+    """Produce the quarantined records named (POSITION: partition:offset, as `quarantine list`
+    shows) or --all that now decode to the action topic again, in order; a replayed record is
+    folded at its new offset (an Append that no longer continues its journal is rejected
+    there). The others stay. Prints what it will do and asks first."""
+    if bool(positions) == every:
+        raise click.UsageError("name the records to replay (POSITION...) or give --all")
     from app.quarantine import run_replay
 
-    return run_replay(load(Settings, values), dry_run)
+    return run_replay(load(Settings, values), positions, dry_run, yes)
 
 
 # --- pipeline ---------------------------------------------------------------------------------
