@@ -350,6 +350,16 @@ def append(
 _SEQ_NR = click.IntRange(1, SEQ_NR_MAX)
 
 
+def _consent_options(function: _F) -> _F:
+    """--dry-run and --yes, of each command that changes what others rely on (app/confirm.py)."""
+    function = click.option(
+        "--yes", "-y", is_flag=True, help="proceed without asking (for scripts)"
+    )(function)
+    return click.option("--dry-run", is_flag=True, help="print what would change, change nothing")(
+        function
+    )
+
+
 @cli.command()
 @_client_command
 @click.option("--from", "from_", type=_SEQ_NR, default=1, show_default=True)
@@ -447,14 +457,32 @@ def groups(context: click.Context, /, **values: Any) -> int:
     metavar="ISO-8601",
     help="to the first record at or after this time (e.g. 2026-11-26T12:00:00Z)",
 )
+@click.option(
+    "--partition",
+    "partitions",
+    multiple=True,
+    type=click.IntRange(min=0),
+    help="only this partition's checkpoint (repeat for more; default: every partition)",
+)
+@_consent_options
 @click.pass_context
-def groups_reset(context: click.Context, name: str, to_start: bool, to_time: str | None) -> int:
-    """Move group NAME's checkpoints (only while no member is active)."""
+def groups_reset(
+    context: click.Context,
+    name: str,
+    to_start: bool,
+    to_time: str | None,
+    partitions: tuple[int, ...],
+    dry_run: bool,
+    yes: bool,
+) -> int:
+    """Move group NAME's checkpoints (only while no member is active): prints each move (from
+    what to what) and asks first."""
     if to_start == (to_time is not None):
         raise click.UsageError("give one of --to-start and --to-time")
     from app import client
 
-    return client.reset_group(load(Settings, context.obj), name, to_time)
+    settings = load(Settings, context.obj)
+    return client.reset_group(settings, name, to_time, partitions, dry_run, yes)
 
 
 @cli.command()
@@ -480,16 +508,18 @@ def journals(prefix: str, after: str | None, limit: int | None, **values: Any) -
     "continues after it",
 )
 @click.option("--purge", "decision", flag_value="purge", help="the journal starts again, empty")
-def repair(journal_id: str, decision: str | None, **values: Any) -> int:
+@_consent_options
+def repair(journal_id: str, decision: str | None, dry_run: bool, yes: bool, **values: Any) -> int:
     """Repair a truncated journal (410 journal_truncated: records expired from Kafka before
-    replication stored them) through an action: --accept-loss (a Delete up to its last stored
-    seqNr) or --purge (a Purge). See app/repair.py."""
+    replication stored them) through an action: --accept-loss (a Delete up to its last seqNr
+    stored before the gap) or --purge (a Purge). Refuses (exit 1, nothing produced) unless the
+    journal is truncated now; prints the action and asks first. See app/repair.py."""
     if decision is None:
         raise click.UsageError("say how: --accept-loss or --purge")
     from app.repair import run_repair
 
     chosen: Literal["accept-loss", "purge"] = "purge" if decision == "purge" else "accept-loss"
-    return run_repair(load(Settings, values), journal_id, chosen)
+    return run_repair(load(Settings, values), journal_id, chosen, dry_run, yes)
 
 
 # --- quarantine -------------------------------------------------------------------------------
@@ -512,14 +542,21 @@ def quarantine_list(as_json: bool, **values: Any) -> int:
 
 @quarantine.command("replay")
 @settings_options(Settings)
-@click.option("--dry-run", is_flag=True, help="print what would happen, produce nothing")
-def quarantine_replay(dry_run: bool, **values: Any) -> int:
-    """Produce the quarantined records that now decode to the action topic again, in order; a
-    replayed record is folded at its new offset (an Append that no longer continues its journal
-    is rejected there). The others stay."""
+@click.argument("positions", metavar="[POSITION]...", nargs=-1)
+@click.option("--all", "every", is_flag=True, help="every quarantined record, not named ones")
+@_consent_options
+def quarantine_replay(
+    positions: tuple[str, ...], every: bool, dry_run: bool, yes: bool, **values: Any
+) -> int:
+    """Produce the quarantined records named (POSITION: partition:offset, as `quarantine list`
+    shows) or --all that now decode to the action topic again, in order; a replayed record is
+    folded at its new offset (an Append that no longer continues its journal is rejected
+    there). The others stay. Prints what it will do and asks first."""
+    if bool(positions) == every:
+        raise click.UsageError("name the records to replay (POSITION...) or give --all")
     from app.quarantine import run_replay
 
-    return run_replay(load(Settings, values), dry_run)
+    return run_replay(load(Settings, values), positions, dry_run, yes)
 
 
 # --- pipeline ---------------------------------------------------------------------------------

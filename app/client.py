@@ -19,6 +19,8 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, BinaryIO
 
+from app.confirm import failed as _failed
+
 if TYPE_CHECKING:  # the command line loads the client (Kafka, Cassandra) only when it runs
     from journal.client.journals import Journal
     from journal.errors import OutcomeUnknown
@@ -28,12 +30,6 @@ if TYPE_CHECKING:  # the command line loads the client (Kafka, Cassandra) only w
 JournalCommand = Callable[["Journal", BinaryIO], Awaitable[None]]
 SEQ_NR_CONFLICT_EXIT = 3  # a conditional append found the journal elsewhere
 OUTCOME_UNKNOWN_EXIT = 75  # EX_TEMPFAIL: retry with the same --idempotency-key to learn it
-
-
-def _failed(command: str, message: str, exit_code: int) -> int:
-    """Say why `kafka-journal <command>` failed on stderr; its exit code."""
-    print(f"kafka-journal {command}: {message}", file=sys.stderr)
-    return exit_code
 
 
 def parse_append_body(data: str | None) -> ParsedAppend:
@@ -217,24 +213,45 @@ def show_groups(settings: Settings) -> int:
     return 0
 
 
-def reset_group(settings: Settings, name: str, to_time: str | None) -> int:
-    """`kafka-journal groups reset`: the group's new checkpoints; 2 for a bad time or name,
-    1 while a member is active."""
+def reset_group(
+    settings: Settings,
+    name: str,
+    to_time: str | None,
+    partitions: tuple[int, ...],
+    dry_run: bool,
+    yes: bool,
+) -> int:
+    """`kafka-journal groups reset`: print each checkpoint's move (of `partitions`, or every
+    partition), ask (or `yes`), commit them; 2 for a bad time or name, 1 while a member is
+    active or when not confirmed (app/confirm.py)."""
     from datetime import datetime
 
-    from journal.errors import InvalidValue
-    from journal.kafka.groups import reset_group as reset
+    from app.confirm import NotConfirmed, confirm
+    from journal.errors import InvalidValue, Unavailable
+    from journal.kafka.groups import commit_reset, plan_reset
 
     try:
         time_ms = None if to_time is None else _time_ms(datetime.fromisoformat(to_time))
     except ValueError as error:
         return _failed("groups reset", f"invalid_query: --to-time: {error}", 2)
+    kafka, topic = settings.kafka_access(), settings.topic
     try:
-        moved = asyncio.run(reset(settings.kafka_access(), settings.topic, name, time_ms))
+        moves = asyncio.run(plan_reset(kafka, topic, name, time_ms, partitions or None))
+        for move in moves:
+            before = "none" if move.before is None else move.before
+            print(f"{name} partition {move.partition}: checkpoint {before} -> {move.after}")
+        if dry_run:
+            print(f"{name}: nothing committed (dry run)")
+            return 0
+        confirm(f"move {len(moves)} checkpoints of group {name}?", yes)
+        asyncio.run(commit_reset(kafka, topic, name, moves))
     except InvalidValue as error:
         return _failed("groups reset", str(error), 1)
-    for partition, offset in sorted(moved.items()):
-        print(f"{name} partition {partition}: checkpoint {offset}")
+    except NotConfirmed as declined:
+        return _failed("groups reset", str(declined), declined.exit_code)
+    except Unavailable as error:
+        return _failed("groups reset", f"unavailable: {error}", OUTCOME_UNKNOWN_EXIT)
+    print(f"{name}: {len(moves)} checkpoints moved")
     return 0
 
 

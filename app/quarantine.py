@@ -7,7 +7,9 @@ import asyncio
 import json
 from datetime import UTC, datetime
 
+from app.confirm import REFUSED_EXIT, UNAVAILABLE_EXIT, NotConfirmed, confirm, failed
 from app.progress import Meter
+from journal.errors import Unavailable
 from journal.kafka.quarantine import ReplayStep, list_quarantine, plan_replay, replay
 from journal.settings import Settings
 
@@ -29,28 +31,55 @@ def run_list(settings: Settings, as_json: bool) -> int:
     return 0
 
 
-def run_replay(settings: Settings, dry_run: bool) -> int:
-    """Replay the quarantined records this version decodes; print what happens to each."""
+def run_replay(settings: Settings, positions: tuple[str, ...], dry_run: bool, yes: bool) -> int:
+    """Replay the quarantined records named by `positions` ("partition:offset" as the list
+    shows them; empty: every one) that this version decodes: print what happens to each, ask
+    (or `yes`), replay; a named record not in the quarantine, or already replayed, refuses
+    them all (exit codes: app/confirm.py)."""
     kafka = settings.kafka_access()
 
-    async def replaying() -> list[ReplayStep]:
+    async def planned() -> list[ReplayStep]:
         steps = plan_replay(await list_quarantine(kafka, settings.topic))
-        if not dry_run:
-            meter = Meter("replay", sum(step.replay for step in steps))
-            await replay(kafka, settings.topic, steps, meter.advance)
-            meter.close()
-        return steps
+        return [step for step in steps if not positions or step.record.position in positions]
 
-    steps = asyncio.run(replaying())
-    replays = "would replay" if dry_run else "replayed"
-    stays = "would stay" if dry_run else "stays"
+    try:
+        steps = asyncio.run(planned())
+        unknown = sorted(set(positions) - {step.record.position for step in steps})
+        if unknown:
+            return failed(
+                "quarantine replay",
+                f"not in the quarantine, or replayed already: {', '.join(unknown)}; nothing "
+                "replayed",
+                REFUSED_EXIT,
+            )
+        done = _print_steps(settings.topic, steps)
+        if dry_run or not done:
+            print(f"{done} would replay, {len(steps) - done} would stay")
+            return 0
+        confirm(f"replay {done} records to {settings.topic}?", yes)
+        # another replay may have run meanwhile: replay only what was shown, as it was shown
+        if asyncio.run(planned()) != steps:
+            return failed(
+                "quarantine replay", "the quarantine changed meanwhile: look again", REFUSED_EXIT
+            )
+        meter = Meter("replay", done)
+        asyncio.run(replay(kafka, settings.topic, steps, meter.advance))
+        meter.close()
+    except NotConfirmed as declined:
+        return failed("quarantine replay", str(declined), declined.exit_code)
+    except Unavailable as error:
+        return failed("quarantine replay", f"unavailable: {error}", UNAVAILABLE_EXIT)
+    print(f"{done} replayed, {len(steps) - done} stays")
+    return 0
+
+
+def _print_steps(topic: str, steps: list[ReplayStep]) -> int:
+    """Print what a replay of `steps` would do to each record; how many it replays."""
     for step in steps:
         record = step.record
         journal = "?" if record.key is None else record.key.decode("utf-8", "replace")
         if step.replay:
-            print(f"{replays} {record.position} (journal {journal}) to {settings.topic}")
+            print(f"would replay {record.position} (journal {journal}) to {topic}")
         else:
-            print(f"{stays} {record.position} (journal {journal}): {step.still}")
-    done = sum(step.replay for step in steps)
-    print(f"{done} {replays}, {len(steps) - done} {stays}")
-    return 0
+            print(f"would stay {record.position} (journal {journal}): {step.still}")
+    return sum(step.replay for step in steps)

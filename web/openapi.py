@@ -518,7 +518,7 @@ _OPERATIONS: dict[str, JsonDoc] = {
         "description": "At most `limit` records (default "
         f"{schema.DEFAULT_QUARANTINE_LIMIT}, at most {schema.MAX_QUARANTINE_LIMIT}), the "
         "newest; `total` says how many the quarantine holds. `kafka-journal quarantine list` "
-        "shows them all, `quarantine replay` replays those this version decodes.",
+        "shows them all, `quarantine replay` replays those named that this version decodes.",
         "parameters": _parameters(schema.QuarantineQuery),
         "responses": {
             "200": _ok("The newest records.", _ref("schemas", "QuarantineOut")),

@@ -589,31 +589,93 @@ def _members(
     return tuple(sorted(members))
 
 
-async def reset_group(
-    kafka: KafkaAccess, topic: str, name: str, to_time_ms: int | None
-) -> dict[int, int]:
-    """Move group `name`'s checkpoints to the start of each partition (`to_time_ms` None) or
-    to the first record at or after that time (the end where there is none); the new
-    checkpoints. InvalidValue while the group has a member: it would commit over them."""
-    gid = group_id(name)
-    statuses = {s.name: s for s in await group_statuses(kafka, topic)}
-    status = statuses.get(name)
-    if status is not None and status.members:
-        raise InvalidValue(f"group {name} has {len(status.members)} active members: stop them")
-    consumer = AIOKafkaConsumer(**kafka.client_options(), group_id=gid, enable_auto_commit=False)
+@dataclass(frozen=True, slots=True)
+class CheckpointMove:
+    """What a reset does to one partition's checkpoint: from `before` (None: never committed)
+    to `after`."""
+
+    partition: int
+    before: int | None
+    after: int
+
+
+async def plan_reset(
+    kafka: KafkaAccess,
+    topic: str,
+    name: str,
+    to_time_ms: int | None,
+    partitions: Collection[int] | None = None,
+) -> list[CheckpointMove]:
+    """Where a reset of group `name` would move the checkpoints of `partitions` (None: every
+    partition of the topic): to the start of each partition (`to_time_ms` None) or to the
+    first record at or after that time (the end where there is none). Changes nothing.
+    InvalidValue while the group has a member (it would commit over them), or for a partition
+    the topic does not have."""
+    status = await _idle_status(kafka, topic, name)
+    count = await partition_count(kafka, topic)
+    chosen = range(count) if partitions is None else sorted(set(partitions))
+    if missing := [p for p in chosen if not 0 <= p < count]:
+        raise InvalidValue(f"{topic} has partitions 0..{count - 1}, not {missing}")
+    tps = [TopicPartition(topic, p) for p in chosen]
+    consumer = await start_consumer(kafka)
     try:
-        await consumer.start()
-        tps = [TopicPartition(topic, p) for p in range(await partition_count(kafka, topic))]
         if to_time_ms is None:
             targets = await consumer.beginning_offsets(tps)
         else:
             found = await consumer.offsets_for_times({tp: to_time_ms for tp in tps})
             ends = await consumer.end_offsets(tps)
             targets = {tp: ends[tp] if found[tp] is None else found[tp].offset for tp in tps}
-        consumer.assign(tps)  # a manual assignment commits without joining
-        await consumer.commit({tp: OffsetAndMetadata(o, "") for tp, o in targets.items()})
-        return {tp.partition: int(o) for tp, o in targets.items()}
+    except KafkaError as error:
+        raise core_error(error, f"{group_id(name)}: cannot plan a reset") from error
+    finally:
+        await stop_consumer(consumer)
+    before = {} if status is None else {p.partition: p.committed for p in status.partitions}
+    return [CheckpointMove(tp.partition, before.get(tp.partition), int(targets[tp])) for tp in tps]
+
+
+async def commit_reset(
+    kafka: KafkaAccess, topic: str, name: str, moves: Sequence[CheckpointMove]
+) -> None:
+    """Commit `plan_reset`'s `moves`, and only theirs. InvalidValue, committing nothing, when
+    the group has a member now or a checkpoint of theirs is no longer where the plan found it."""
+    status = await _idle_status(kafka, topic, name)
+    now = {} if status is None else {p.partition: p.committed for p in status.partitions}
+    if changed := [m.partition for m in moves if now.get(m.partition) != m.before]:
+        raise InvalidValue(
+            f"group {name}: the checkpoints of partitions {changed} moved: look again"
+        )
+    gid = group_id(name)
+    consumer = AIOKafkaConsumer(**kafka.client_options(), group_id=gid, enable_auto_commit=False)
+    try:
+        await consumer.start()
+        offsets = {
+            TopicPartition(topic, m.partition): OffsetAndMetadata(m.after, "") for m in moves
+        }
+        consumer.assign(list(offsets))  # a manual assignment commits without joining
+        await consumer.commit(offsets)
     except KafkaError as error:
         raise core_error(error, f"{gid}: cannot reset") from error
     finally:
         await stop_consumer(consumer)
+
+
+async def reset_group(
+    kafka: KafkaAccess,
+    topic: str,
+    name: str,
+    to_time_ms: int | None,
+    partitions: Collection[int] | None = None,
+) -> dict[int, int]:
+    """`plan_reset` then `commit_reset` at once: the new checkpoints."""
+    moves = await plan_reset(kafka, topic, name, to_time_ms, partitions)
+    await commit_reset(kafka, topic, name, moves)
+    return {m.partition: m.after for m in moves}
+
+
+async def _idle_status(kafka: KafkaAccess, topic: str, name: str) -> GroupStatus | None:
+    """Group `name`'s status (None: Kafka knows no checkpoint nor member of it); InvalidValue
+    while it has members."""
+    status = {s.name: s for s in await group_statuses(kafka, topic)}.get(name)
+    if status is not None and status.members:
+        raise InvalidValue(f"group {name} has {len(status.members)} active members: stop them")
+    return status

@@ -28,27 +28,65 @@ async def test_a_reset_group_shows_its_checkpoints_and_lag(
     stack: Stack, capsys: pytest.CaptureFixture[str]
 ) -> None:
     async with harness(stack, unique("kj_groups_cli"), "groups_cli", 2) as connected:
-        await connected.journals.journal("a").append(events(1, 2))
+        appended = await connected.journals.journal("a").append(events(1, 2))
         flags = ["groups", *server_flags(connected.settings)]
 
         def run(*more: str) -> tuple[int, str]:
+            """The exit code, and what it printed (stdout, then stderr)."""
             code = main([*flags, *more])
-            return code, capsys.readouterr().out
+            printed = capsys.readouterr()
+            return code, printed.out + printed.err
 
-        code, out = await asyncio.to_thread(run, "reset", "billing", "--to-start")
+        async def checkpoints() -> list[list[str]]:
+            code, out = await asyncio.to_thread(run)
+            assert code == 0
+            # billing's alone: the shared Kafka may hold other tests' groups meanwhile
+            return [
+                line.split()[:4] for line in out.splitlines()[1:] if line.startswith("billing ")
+            ]
+
+        code, out = await asyncio.to_thread(run, "reset", "billing", "--to-start", "--yes")
         assert code == 0 and out.splitlines() == [
-            "billing partition 0: checkpoint 0",
-            "billing partition 1: checkpoint 0",
+            "billing partition 0: checkpoint none -> 0",
+            "billing partition 1: checkpoint none -> 0",
+            "billing: 2 checkpoints moved",
         ]
         code, out = await asyncio.to_thread(run, "reset", "billing", "--to-time", "2020-01-01")
         assert code == 2  # no time zone
         code, out = await asyncio.to_thread(run)
-        rows = [line.split() for line in out.splitlines()[1:]]
+        rows = [line.split() for line in out.splitlines()[1:] if line.startswith("billing ")]
         assert code == 0 and [r[:4] for r in rows] == [
             ["billing", "Empty", "0", "0"],
             ["billing", "Empty", "1", "0"],
         ]
         assert sum(int(r[5]) for r in rows) == 1  # the one record: the Append
+
+        # to the end, only the Append's partition: shown first, changed only when confirmed
+        p = appended.partition
+        to_end = ("reset", "billing", "--to-time", "2100-01-01T00:00:00Z", "--partition", str(p))
+        code, out = await asyncio.to_thread(run, *to_end, "--dry-run")
+        assert code == 0 and out.splitlines() == [
+            f"billing partition {p}: checkpoint 0 -> 1",
+            "billing: nothing committed (dry run)",
+        ]
+        assert await checkpoints() == [
+            ["billing", "Empty", "0", "0"],
+            ["billing", "Empty", "1", "0"],
+        ]
+        code, out = await asyncio.to_thread(run, *to_end)  # no terminal to ask, no --yes
+        assert code == 2 and "give --yes" in out
+        assert await checkpoints() == [
+            ["billing", "Empty", "0", "0"],
+            ["billing", "Empty", "1", "0"],
+        ]
+        code, out = await asyncio.to_thread(run, *to_end, "-y")
+        assert code == 0 and out.splitlines()[-1] == "billing: 1 checkpoints moved"
+        moved = [["billing", "Empty", str(q), "1" if q == p else "0"] for q in (0, 1)]
+        assert await checkpoints() == moved  # the other partition's is where it was
+        code, out = await asyncio.to_thread(
+            run, "reset", "billing", "--to-start", "--partition", "2"
+        )
+        assert code == 1 and "not [2]" in out
 
 
 @pytest.mark.integration

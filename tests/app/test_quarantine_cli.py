@@ -43,11 +43,11 @@ def worker(connected: Harness, tmp_path_factory: pytest.TempPathFactory) -> Iter
     process.stop()
 
 
-async def kafka_journal(connected: Harness, *arguments: str) -> None:
+async def kafka_journal(connected: Harness, *arguments: str, exit_code: int = 0) -> None:
     """Run the command line on the harness's topic (in a thread: it runs its own loop)."""
     settings = connected.settings
     flags = ["--kafka-bootstrap", settings.kafka_bootstrap, "--topic", settings.topic]
-    assert await asyncio.to_thread(main, [*arguments, *flags]) == 0
+    assert await asyncio.to_thread(main, [*arguments, *flags]) == exit_code
 
 
 async def quarantine_end(connected: Harness) -> int:
@@ -107,15 +107,25 @@ async def test_a_quarantined_record_is_listed_and_replayed_once_it_decodes(
     )
     before = await quarantine_end(connected)
 
-    await kafka_journal(connected, "quarantine", "replay", "--dry-run")
+    await kafka_journal(connected, "quarantine", "replay", exit_code=2)  # named, or --all
+    await kafka_journal(connected, "quarantine", "replay", "--all", "--dry-run")
     out = capsys.readouterr().out
     assert "would replay 0:1 (journal healed)" in out, out
     assert "would stay 0:0 (journal bad): bad " in out, out
-    assert await quarantine_end(connected) == before  # a dry run produces nothing
+    await kafka_journal(connected, "quarantine", "replay", "0:1", "--dry-run")
+    assert capsys.readouterr().out.splitlines() == [
+        f"would replay 0:1 (journal healed) to {settings.topic}",
+        "1 would replay, 0 would stay",
+    ]
+    # without --yes and no terminal to ask at; a record the quarantine does not hold
+    await kafka_journal(connected, "quarantine", "replay", "0:1", exit_code=2)
+    await kafka_journal(connected, "quarantine", "replay", "0:1", "0:9", "-y", exit_code=1)
+    assert "not in the quarantine, or replayed already: 0:9" in capsys.readouterr().err
+    assert await quarantine_end(connected) == before  # none of these produced anything
     assert [e.seq_nr async for e in connected.journals.journal("healed").read()] == []
 
-    await kafka_journal(connected, "quarantine", "replay")
-    assert "1 replayed, 1 stays" in capsys.readouterr().out
+    await kafka_journal(connected, "quarantine", "replay", "0:1", "--yes")
+    assert "1 replayed, 0 stays" in capsys.readouterr().out
     # the replayed Append is folded at its new offset: the journal holds it, and the worker
     # replicates it into the store
     assert [e.seq_nr async for e in connected.journals.journal("healed").read()] == [1, 2]
@@ -134,6 +144,6 @@ async def test_a_quarantined_record_is_listed_and_replayed_once_it_decodes(
     ]
     # replayed once: a second replay leaves it alone
     end = await quarantine_end(connected)
-    await kafka_journal(connected, "quarantine", "replay")
-    assert "0 replayed, 1 stays" in capsys.readouterr().out
+    await kafka_journal(connected, "quarantine", "replay", "--all", "--yes")
+    assert "0 would replay, 1 would stay" in capsys.readouterr().out
     assert await quarantine_end(connected) == end
