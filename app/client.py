@@ -59,10 +59,10 @@ def append(
     expected = request.expected_seq_nr if expected_seq_nr is None else expected_seq_nr
 
     async def command(journal: Journal, out: BinaryIO) -> None:
-        from web.backend import append_to
+        from journal.client.journals import append_events
         from web.representation import appended_json
 
-        appended = await append_to(
+        appended = await append_events(
             journal,
             request.events,
             metadata=request.metadata,

@@ -125,7 +125,7 @@ async def examine(journals: Journals, key: JournalKey, decision: Decision) -> Ex
     # the row first: if the read after it is truncated, the row is from before the gap
     meta = await journals.store.meta(key)
     try:
-        await journals.view(key)
+        await journals.reading.view(key)
         truncated = None
     except JournalTruncated as error:
         truncated = str(error)

@@ -58,8 +58,9 @@ from journal.errors import (
 )
 
 if TYPE_CHECKING:
-    from journal.client.journals import Journal, JournalInfo, Journals
+    from journal.client.journals import Journal, Journals
     from journal.client.listing import JournalIdPage
+    from journal.client.reading import JournalInfo
     from journal.kafka.subscription import Heartbeat, SubscribedEvent, SubscriptionPosition
     from journal.settings import Settings
     from journal.store.base import Snapshot
@@ -69,7 +70,7 @@ if TYPE_CHECKING:
 _LAZY = {
     "Journals": "journal.client.journals",
     "Journal": "journal.client.journals",
-    "JournalInfo": "journal.client.journals",
+    "JournalInfo": "journal.client.reading",
     "JournalIdPage": "journal.client.listing",
     "SubscribedEvent": "journal.kafka.subscription",
     "Heartbeat": "journal.kafka.subscription",

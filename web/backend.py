@@ -11,23 +11,17 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeGuard, cast
+from typing import Protocol
 
-from journal.client.conditional import FreshKey
-from journal.client.journals import JournalInfo, Journals
+from journal.client.journals import Appending, Journals
 from journal.client.listing import JournalIdPage
+from journal.client.reading import JournalInfo
 from journal.core.model import (
-    Ack,
-    Appended,
     Deleted,
-    Event,
     EventRecord,
-    NewEvent,
     Payload,
-    PayloadMetadata,
     Position,
 )
-from journal.errors import InvalidValue
 from journal.kafka.groups import EventPosition, GroupEvent, GroupStatus, group_statuses
 from journal.kafka.quarantine import Quarantined, list_quarantine
 from journal.kafka.subscription import SubscriptionItem, SubscriptionPosition
@@ -44,36 +38,8 @@ class SnapshotsHandle(Protocol):
     async def delete(self, to: int) -> Position: ...
 
 
-class JournalHandle(Protocol):
+class JournalHandle(Appending, Protocol):
     """One journal, as `journal.client.journals.Journal` offers it (that class satisfies this)."""
-
-    async def append(
-        self,
-        events: Sequence[Event],
-        *,
-        metadata: PayloadMetadata = ...,
-        headers: Mapping[str, str] | None = ...,
-        expected_seq_nr: int | None = ...,
-        idempotency_key: str | None = ...,
-        ack: Ack = ...,
-    ) -> Appended:
-        """Append consecutive events atomically; returns once the log accepted them
-        (SeqNrConflict if it did not), or with `Ack.KAFKA` and no `expected_seq_nr` once
-        Kafka acknowledged them."""
-        ...
-
-    async def append_at_end(
-        self,
-        events: Sequence[NewEvent],
-        *,
-        metadata: PayloadMetadata = ...,
-        headers: Mapping[str, str] | None = ...,
-        expected_seq_nr: int | None = ...,
-        idempotency_key: str | FreshKey | None = ...,
-    ) -> Appended:
-        """Append events at the journal's end, numbered by the process that serialises the
-        journal's appends; returns once the log accepted them, with their seqNrs."""
-        ...
 
     def read(
         self, from_: int = ..., to: int = ..., limit: int | None = ...
@@ -101,43 +67,6 @@ class JournalHandle(Protocol):
     def snapshots(self) -> SnapshotsHandle: ...
 
 
-async def append_to(
-    journal: JournalHandle,
-    events: tuple[Event, ...] | tuple[NewEvent, ...],
-    *,
-    metadata: PayloadMetadata,
-    headers: Mapping[str, str],
-    expected_seq_nr: int | None,
-    idempotency_key: str | FreshKey | None,
-    ack: Ack,
-) -> Appended:
-    """A parsed append (`web.validation.ParsedAppend`'s parts) to `journal`: events with
-    seqNrs as they are, events without at the journal's end (which only `Ack.VERIFIED` can
-    answer: their seqNrs are known once the log accepted them). `FreshKey`: a new key for an
-    append at the end (the command line's default), none for events with seqNrs (a repeat of
-    the same seqNrs is safe without one)."""
-    if _numbered(events):
-        return await journal.append(
-            events,
-            metadata=metadata,
-            headers=headers,
-            expected_seq_nr=expected_seq_nr,
-            idempotency_key=None if isinstance(idempotency_key, FreshKey) else idempotency_key,
-            ack=ack,
-        )
-    if ack is not Ack.VERIFIED:
-        raise InvalidValue(
-            "events without seqNrs are numbered by the journal: only ack=verified answers them"
-        )
-    return await journal.append_at_end(
-        cast(tuple[NewEvent, ...], events),  # the parse gives one kind or the other
-        metadata=metadata,
-        headers=headers,
-        expected_seq_nr=expected_seq_nr,
-        idempotency_key=idempotency_key,
-    )
-
-
 class GroupMemberHandle(Protocol):
     """A member of a subscription group, as `journal.kafka.groups.GroupMember` offers it."""
 
@@ -159,10 +88,6 @@ class GroupMemberHandle(Protocol):
 async def topic_group_statuses(journals: Journals) -> list[GroupStatus]:
     """The subscription groups of the journals' topic (`journal.kafka.groups.group_statuses`)."""
     return await group_statuses(journals.kafka.config.kafka, journals.topic)
-
-
-def _numbered(events: tuple[Event, ...] | tuple[NewEvent, ...]) -> TypeGuard[tuple[Event, ...]]:
-    return isinstance(events[0], Event)
 
 
 @dataclass(frozen=True, slots=True)

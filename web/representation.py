@@ -20,7 +20,7 @@ import orjson
 from aiohttp import web
 from pydantic import BaseModel
 
-from journal.client import journals, listing
+from journal.client import listing, reading
 from journal.core import model
 from journal.core.model import BinaryPayload, EventRecord, JsonPayload, Payload, TextPayload
 from journal.kafka.groups import GroupEvent, GroupStatus
@@ -251,7 +251,7 @@ def groups_out(statuses: Iterable[GroupStatus]) -> schema.GroupsOut:
     )
 
 
-def info_out(journal_id: str, info: journals.JournalInfo) -> schema.JournalInfoOut:
+def info_out(journal_id: str, info: reading.JournalInfo) -> schema.JournalInfoOut:
     return schema.JournalInfoOut(id=journal_id, seqNr=info.seq_nr, deleteTo=info.delete_to)
 
 

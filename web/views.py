@@ -26,12 +26,13 @@ from typing import TypeVar
 
 from aiohttp import web
 
+from journal.client.journals import append_events
 from journal.core.model import EventRecord
 from journal.errors import InvalidValue, JournalError
 from journal.kafka.groups import EventPosition
 from journal.kafka.subscription import Heartbeat, SubscriptionItem
 from journal.metrics import METRICS, Metrics
-from web.backend import GroupMemberHandle, JournalBackend, JournalHandle, append_to
+from web.backend import GroupMemberHandle, JournalBackend, JournalHandle
 from web.body import read_body
 from web.error_answers import ApiError, ErrorCode, StreamInterrupted, bad_request
 from web.failures import unavailable
@@ -154,7 +155,7 @@ class JournalViews:
         idempotency_key = parse_idempotency_key(request.headers)
         append = parse_append(await read_body(request, self._limits.max_body_bytes))
         try:
-            appended = await append_to(
+            appended = await append_events(
                 journal,
                 append.events,
                 metadata=append.metadata,

@@ -91,11 +91,12 @@ import hashlib
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import Enum
 
+from journal.client.reading import ReadingFlow
 from journal.core.fold import JournalState
 from journal.core.index import Indexed, OffsetRun, RecordIndex
 from journal.core.model import (
@@ -122,10 +123,7 @@ from journal.errors import (
     Unavailable,
 )
 from journal.kafka.driver_errors import KafkaError
-from journal.kafka.fence import Fence
-from journal.kafka.head import HeadOf
 from journal.metrics import METRICS
-from journal.store.base import JournalMeta
 
 IDEMPOTENCY_KEY_HEADER = "journal.idempotency-key"
 REQUEST_DIGEST_HEADER = "journal.request-digest"
@@ -249,8 +247,6 @@ class _Held:
 Produce = Callable[[Mapping[str, str]], Awaitable[Position]]
 #: the events of an append at the end numbered from a seqNr: the Append's header and producer
 Numbered = Callable[[int], tuple[AppendHeader, Produce]]
-#: the journal's events in [from, to] (the reading flow)
-ReadEvents = Callable[[JournalKey, int, int], AsyncIterator[EventRecord]]
 
 
 def records_between(runs: Sequence[OffsetRun], after: int, upto: int) -> int | None:
@@ -396,32 +392,22 @@ def _answer(request: _AtEnd, outcome: Appended | BaseException) -> None:
 
 
 class ConditionalAppends:
-    """The protocol of the module, over what one process's `Journals` reads with: its
-    partitioner, its fence, its reading flow (`head`), the store's row of a journal (`meta`)
-    the event at a seqNr (`event`) and its events in a range (`read`)."""
+    """The protocol of the module, over one process's reading flow (its partitioner, fence,
+    store and reads) and the index its verdicts ask (`index`: the flow's own, or a worker's
+    tail of the partitions it owns)."""
 
     def __init__(
         self,
-        partition_of: Callable[[JournalKey], int],
-        fence: Fence,
-        head: HeadOf,
-        meta: Callable[[JournalKey], Awaitable[JournalMeta | None]],
-        event: Callable[[JournalKey, int], Awaitable[EventRecord | None]],
+        reading: ReadingFlow,
         index: RecordIndex,
-        read: ReadEvents,
         remembered: int = 10_000,
         retry_window_s: float = 600.0,
         search_events: int = 4096,
     ) -> None:
-        self._partition_of = partition_of
-        self._fence = fence
-        self._head = head
-        self._meta = meta
-        self._event = event
-        self._index = index  # asked for verdicts; the reading flow asks the client's own
+        self._reading = reading
+        self._index = index  # asked for verdicts; the reading flow asks its own
         self._locks = JournalLocks()
         self._known = KnownStates(remembered)
-        self._read = read
         self._attempts = KeyedAttempts(remembered)
         self._rounds = _AtEndRounds()
         # from the produce to the fold's verdict, as the append waits for it (issue 27's goal)
@@ -647,7 +633,7 @@ class ConditionalAppends:
         horizon = datetime.now(UTC) - self._retry_window
         while end >= floor:
             start = max(floor, end - span + 1)
-            records = [record async for record in self._read(key, start, end)]
+            records = [record async for record in self._reading.read(key, start, end)]
             found = _first_attempt(records, idempotency, count)
             if found is not None:
                 return found
@@ -694,8 +680,8 @@ class ConditionalAppends:
         store read, no fetch: writers racing on a journal are mostly refused so, and a hot
         journal's pointer is read so), else the reading flow's (by this index where it follows
         the partition, else by the client's)."""
-        partition = self._partition_of(key)
-        fence = await self._fence.fence(key, partition)
+        partition = self._reading.partition_of(key)
+        fence = await self._reading.fence.fence(key, partition)
         found = await self._index.lookup(key, partition, fence)
         known = self._known.get(key)
         if (
@@ -708,7 +694,7 @@ class ConditionalAppends:
             self._known.put(key, KnownState(known.state, fence - 1))
             return known.state
         index = self._index if isinstance(found, Indexed) else None
-        state = (await self._head(key, until=fence, index=index)).state
+        state = (await self._reading.head(key, until=fence, index=index)).state
         if state.offset < fence:  # else the store's row is past the fence: as of what, unsure
             self._known.put(key, KnownState(state, fence - 1))
         return state
@@ -756,7 +742,7 @@ class ConditionalAppends:
         state = await self._folded_in_memory(key, header, position)
         self._verdicts[state is None].inc()
         if state is None:
-            state = (await self._head(key, until=offset + 1, index=self._index)).state
+            state = (await self._reading.head(key, until=offset + 1, index=self._index)).state
         if state.offset <= offset:
             # the fold saw every record up to ours: ours changed the journal or nothing
             self._known.put(key, KnownState(state, offset))
@@ -772,7 +758,7 @@ class ConditionalAppends:
             if state.offset <= offset:
                 return None if state.offset == offset else state.seq_nr
             # the store's row is past our record already: its event at `first` tells
-            found = await self._event(key, first)
+            found = await self._reading.event(key, first)
         except _VERDICT_UNKNOWN as error:
             raise OutcomeUnknown(f"{key}: the append's verdict is unknown: {error!r}") from error
         if found is not None and found.offset == offset:
@@ -796,7 +782,7 @@ class ConditionalAppends:
             base, after = known.state, known.as_of
         else:
             try:  # read after the lookup: the row reflects every record up to `needs`
-                meta = await self._meta(key)
+                meta = await self._reading.store.meta(key)
             except StoreUnavailable:
                 return None  # the reading flow knows how to do without the store
             base = JournalState() if meta is None else meta.state
@@ -814,7 +800,7 @@ class ConditionalAppends:
         """The position of this request's own earlier attempt, if one took effect."""
         if idempotency is None or last < first:
             return None
-        found = await self._event(key, first)
+        found = await self._reading.event(key, first)
         stored = None if found is None else Idempotency.of_record(found)
         if found is None or stored is None or stored.key != idempotency.key:
             return None

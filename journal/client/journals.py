@@ -1,33 +1,16 @@
-"""The direct client: `Journals` (one per process) hands out `Journal`s (one per id).
-
-The reading flow (design.md), for every read and every look at a journal's state:
-1. The fence: where "now" is in the journal's partition (its high watermark by default, or a
-   Mark: `journal.kafka.fence`). Meanwhile the store's row of the journal is read.
-2. The index (a worker's tables, or this process's `TailIndex`) says where the journal's
-   actions below the fence are, without touching other journals' records. If it cannot tell,
-   the partition is scanned from the store's pointer (counted: `kafka_journal_reads_total`).
-   With the store down, the index's runs answer when they hold the whole journal; else a
-   worker scans the partition from offset 0 (its tables cannot tell after it took a partition
-   over) and the direct client answers StoreUnavailable, saying why: its scan would cost every
-   record of the retained log.
-3. The records the store does not reflect yet are fetched by offset and folded onto the
-   store's state with the one fold (`journal.kafka.head.fold_head`). Nothing there: the store
-   answers alone and Kafka is not read.
-4. Stream the store's events above deleteTo (none if the head purged the journal), then the
-   head's. Nothing is returned before step 3 is complete, so a Delete not yet replicated is
-   honoured, and a read is the same function of the log before and after replication.
-A read writes nothing (unless the Mark fence is chosen).
+"""The direct client: `Journals` (one per process) assembles a topic's parts and hands out
+`Journal`s (one per id). It reads through the reading flow (`journal.client.reading`), appends
+through the writer and, when an append or a delete needs the log's verdict, through the
+conditional appends (`journal.client.conditional`), which read through the same flow.
 """
 
 from __future__ import annotations
 
-import asyncio
-import bisect
 import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
 from types import TracebackType
+from typing import Protocol, TypeGuard, cast
 
 from journal.client.conditional import (
     ConditionalAppends,
@@ -37,10 +20,9 @@ from journal.client.conditional import (
     new_idempotency_key,
 )
 from journal.client.listing import DEFAULT_LIMIT, JournalIdPage, JournalIds
+from journal.client.reading import JournalInfo, ReadingFlow
 from journal.client.snapshots import JournalSnapshots
-from journal.codec.actions import events_of
-from journal.core.fold import JournalState
-from journal.core.index import IndexAnswer, Indexed, OffsetRun, RecordIndex
+from journal.core.index import RecordIndex
 from journal.core.model import (
     SEQ_NR_MAX,
     Ack,
@@ -58,10 +40,9 @@ from journal.core.model import (
     Position,
     check_seq_nr,
 )
-from journal.errors import InvalidValue, JournalTruncated, StoreUnavailable
+from journal.errors import InvalidValue
 from journal.kafka.fence import Fence, HighWatermarks, Marks
 from journal.kafka.groups import GroupConfig, GroupMember
-from journal.kafka.head import JournalHead, fold_head, fold_whole
 from journal.kafka.producer import JournalProducer
 from journal.kafka.records import KafkaReadConfig, KafkaRecords
 from journal.kafka.subscription import (
@@ -76,64 +57,83 @@ from journal.kafka.subscription import (
 from journal.kafka.tail import TailConfig, TailIndex
 from journal.kafka.topic import ensure_topic
 from journal.kafka.writer import EncodedAppend, JournalWriter, encode_append
-from journal.metrics import METRICS
 from journal.settings import Settings
-from journal.store.base import EventualJournal, EventualStore, FirstPage, JournalMeta
+from journal.store.base import EventualJournal, EventualStore
 from journal.store.cassandra import CassandraStore
 from journal.store.connecting import ConnectingStore
 
 
-@dataclass(frozen=True, slots=True)
-class JournalInfo:
-    """A journal's state as of the read: last seqNr and deleteTo (None when there is none)."""
+class Appending(Protocol):
+    """What `append_events` appends through: a `Journal` (or a stand-in for one)."""
 
-    seq_nr: int | None
-    delete_to: int | None
+    async def append(
+        self,
+        events: Sequence[Event],
+        *,
+        metadata: PayloadMetadata = ...,
+        headers: Mapping[str, str] | None = ...,
+        expected_seq_nr: int | None = ...,
+        idempotency_key: str | None = ...,
+        ack: Ack = ...,
+    ) -> Appended:
+        """Append consecutive events atomically; returns once the log accepted them
+        (SeqNrConflict if it did not), or with `Ack.KAFKA` and no `expected_seq_nr` once
+        Kafka acknowledged them."""
+        ...
 
-
-@dataclass(frozen=True, slots=True)
-class JournalView:
-    """One journal as of one fence: the store's row and what Kafka adds to it."""
-
-    partition: int
-    meta: JournalMeta | None  # None: the store has no row, or is not used (Kafka alone)
-    head: JournalHead
-
-    @property
-    def info(self) -> JournalInfo:
-        state = self.head.state
-        return JournalInfo(state.seq_nr or None, state.delete_to or None)
-
-
-_SPILL_FETCH = 16  # Appends fetched again at a time, when a head outgrew its budget
-
-
-def _seq_nr(record: EventRecord) -> int:
-    return record.event.seq_nr
-
-
-def _continuing(events: Sequence[EventRecord], last: int, stop: int) -> list[EventRecord]:
-    """The events of `events` (in seqNr order, as a `FirstPage`'s) that continue `last`
-    without a hole, up to `stop`: those at or below `last` are deleted or before the read's
-    `from_`; a hole means the rest was replicated after the page was read (`read` gets it)."""
-    start = bisect.bisect_right(events, last, key=_seq_nr) if events else 0
-    count = min(len(events) - start, stop - last)
-    if count <= 0:
-        return []
-    if events[start + count - 1].seq_nr == last + count:  # in order: no hole, all of them
-        return list(events[start : start + count])
-    run = []
-    for record in events[start : start + count]:
-        if record.seq_nr != last + 1:
-            break
-        last = record.seq_nr
-        run.append(record)
-    return run
+    async def append_at_end(
+        self,
+        events: Sequence[NewEvent],
+        *,
+        metadata: PayloadMetadata = ...,
+        headers: Mapping[str, str] | None = ...,
+        expected_seq_nr: int | None = ...,
+        idempotency_key: str | FreshKey | None = ...,
+    ) -> Appended:
+        """Append events at the journal's end, numbered by the process that serialises the
+        journal's appends; returns once the log accepted them, with their seqNrs."""
+        ...
 
 
-def _retrieve(task: asyncio.Future[FirstPage]) -> None:
-    if not task.cancelled():
-        task.exception()
+async def append_events(
+    journal: Appending,
+    events: tuple[Event, ...] | tuple[NewEvent, ...],
+    *,
+    metadata: PayloadMetadata,
+    headers: Mapping[str, str],
+    expected_seq_nr: int | None,
+    idempotency_key: str | FreshKey | None,
+    ack: Ack,
+) -> Appended:
+    """An append as a request states it (HTTP's body, the command line's arguments): events
+    with seqNrs as they are, events without at the journal's end (which only `Ack.VERIFIED` can
+    answer: their seqNrs are known once the log accepted them). `FreshKey`: a new key for an
+    append at the end (the command line's default), none for events with seqNrs (a repeat of
+    the same seqNrs is safe without one)."""
+    if _numbered(events):
+        return await journal.append(
+            events,
+            metadata=metadata,
+            headers=headers,
+            expected_seq_nr=expected_seq_nr,
+            idempotency_key=None if isinstance(idempotency_key, FreshKey) else idempotency_key,
+            ack=ack,
+        )
+    if ack is not Ack.VERIFIED:
+        raise InvalidValue(
+            "events without seqNrs are numbered by the journal: only ack=verified answers them"
+        )
+    return await journal.append_at_end(
+        cast(tuple[NewEvent, ...], events),  # a request gives one kind or the other
+        metadata=metadata,
+        headers=headers,
+        expected_seq_nr=expected_seq_nr,
+        idempotency_key=idempotency_key,
+    )
+
+
+def _numbered(events: tuple[Event, ...] | tuple[NewEvent, ...]) -> TypeGuard[tuple[Event, ...]]:
+    return isinstance(events[0], Event)
 
 
 class Journals:
@@ -162,19 +162,13 @@ class Journals:
         self.fence = fence
         self.kafka = kafka
         self.origin = origin
-        self._scan_without_store = scan_without_store
         self._owned: list[Callable[[], Awaitable[None]]] = []
+        self.reading = ReadingFlow(
+            writer.partition_of, store, index, fence, kafka, scan_without_store
+        )
         # a worker's tables learn of a record only once its agent has handled it: a tailing
         # index of its own gives its conditional appends their verdicts sooner (app/worker.py)
-        self.conditional = ConditionalAppends(
-            writer.partition_of,
-            fence,
-            self._head,
-            store.meta,
-            self._event,
-            index if verdicts is None else verdicts,
-            self._events,
-        )
+        self.conditional = ConditionalAppends(self.reading, index if verdicts is None else verdicts)
         self._listing: JournalIds | None = None
 
     @classmethod
@@ -273,150 +267,10 @@ class Journals:
                 self.writer.partitions,
                 config.kafka,
                 config.timeout_s,
-                self.store,
-                self.index,
-                self._head,
+                self.reading,
             )
             self._owned.append(self._listing.close)
         return await self._listing.page(prefix, after, limit)
-
-    async def _head(
-        self, key: JournalKey, until: int | None = None, index: RecordIndex | None = None
-    ) -> JournalHead:
-        """The view's head: what the conditional appends, listing and snapshots read by."""
-        return (await self.view(key, until, index)).head
-
-    async def _event(self, key: JournalKey, seq_nr: int) -> EventRecord | None:
-        """The journal's event at `seq_nr`, if it has one: the reading flow's."""
-        async for record in Journal(self, key).read(seq_nr, seq_nr, 1):
-            return record
-        return None
-
-    def _events(self, key: JournalKey, from_: int, to: int) -> AsyncIterator[EventRecord]:
-        """The journal's events in [from_, to]: the reading flow's."""
-        return Journal(self, key).read(from_, to)
-
-    async def view(
-        self, key: JournalKey, until: int | None = None, index: RecordIndex | None = None
-    ) -> JournalView:
-        """The journal as of now: the reading flow's steps 1-3 (see the module); or as of
-        `until`, an offset of its partition (the fence: the records below it). `index`: one
-        other than this client's (a worker's conditional appends ask their own)."""
-        index = self.index if index is None else index
-        partition = self.writer.partition_of(key)
-        covered = index.covered(partition)  # the row read next reflects at least this
-        meta_read = asyncio.ensure_future(self.store.meta(key))
-        try:
-            fence = await self.fence.fence(key, partition) if until is None else until
-            found = await index.lookup(key, partition, fence)
-        except BaseException:
-            meta_read.cancel()
-            raise
-        try:
-            meta = await meta_read
-            if isinstance(found, Indexed) and found.needs > covered:
-                meta = await self.store.meta(key)  # the index dropped what that row may lack
-            if isinstance(found, Indexed):
-                return await self._view_indexed(key, partition, fence, found, meta, covered)
-            return await self._view_scanned(key, partition, fence, found.reason)
-        except StoreUnavailable as error:
-            return await self._view_without_store(key, partition, fence, found, error)
-
-    async def _view_indexed(
-        self,
-        key: JournalKey,
-        partition: int,
-        fence: int,
-        found: Indexed,
-        meta: JournalMeta | None,
-        covered: int,
-    ) -> JournalView:
-        base = JournalState() if meta is None else meta.state
-        # the row reflects everything of the journal up to its offset, to `needs` and to
-        # `covered` (read before it): the index keeps runs replication covered, not fetched here
-        after = max(base.offset, found.needs, covered)
-        runs = [r for r in found.runs if r.last > after and r.first < fence]
-        if not runs:
-            METRICS.counter("kafka_journal_reads_total", path="store").inc()
-            return JournalView(partition, meta, JournalHead.of_store(base))
-        METRICS.counter("kafka_journal_reads_total", path="index").inc()
-        actions = self.kafka.fetch(key, partition, runs, after, fence)
-        head = await fold_head(base, actions, self.kafka.config.head_budget_bytes)
-        return JournalView(partition, meta, head)
-
-    async def _view_scanned(
-        self, key: JournalKey, partition: int, fence: int, reason: str
-    ) -> JournalView:
-        METRICS.counter("kafka_journal_reads_total", path=f"scan_{reason}").inc()
-        pointer = await self.store.pointer(key.topic, partition)
-        meta = await self.store.meta(key)  # after the pointer: it reflects at least that much
-        base = JournalState() if meta is None else meta.state
-        # nothing replicated: the journal's records are needed from offset 0, whatever the
-        # log start is (`None` would start at the log start and miss an expiry)
-        actions = self.kafka.scan(key, partition, -1 if pointer is None else pointer, fence)
-        head = await fold_head(base, actions, self.kafka.config.head_budget_bytes)
-        return JournalView(partition, meta, head)
-
-    async def _view_without_store(
-        self,
-        key: JournalKey,
-        partition: int,
-        fence: int,
-        found: IndexAnswer,
-        error: StoreUnavailable,
-    ) -> JournalView:
-        """Kafka alone, when it provably holds the whole journal (invariant 5): by the index's
-        runs when they are the whole journal; else, where `scan_without_store` (a worker, whose
-        tables cannot tell after it took the partition over), by a scan from offset 0, whose
-        cost is the retained log's; else StoreUnavailable, saying why."""
-        budget = self.kafka.config.head_budget_bytes
-        head: JournalHead | None
-        if isinstance(found, Indexed) and found.complete:
-            path = "kafka_only_index"
-            head = await self._whole_by_runs(key, partition, found.runs, fence)
-        elif self._scan_without_store:
-            path = "kafka_only_scan"
-            actions = self.kafka.scan(key, partition, None, fence)
-            if await self.kafka.log_start(key.topic, partition) == 0:
-                head = await fold_head(JournalState(), actions, budget)
-            else:
-                head = await fold_whole(actions, budget)
-        else:
-            METRICS.counter("kafka_journal_reads_total", path="kafka_only_refused").inc()
-            why = (
-                f"the index cannot tell ({found.reason})"
-                if not isinstance(found, Indexed)
-                else f"the index no longer holds its records up to offset {found.needs}"
-            )
-            raise StoreUnavailable(
-                f"{error}; {key} cannot be read from Kafka alone: {why}, and a read does not "
-                f"scan partition {partition}"
-            ) from error
-        if head is None:
-            METRICS.counter("kafka_journal_reads_total", path="kafka_only_refused").inc()
-            raise StoreUnavailable(f"{error}; Kafka alone no longer holds all of {key}") from error
-        METRICS.counter("kafka_journal_reads_total", path=path).inc()
-        return JournalView(partition, None, head)
-
-    async def _whole_by_runs(
-        self, key: JournalKey, partition: int, runs: Sequence[OffsetRun], fence: int
-    ) -> JournalHead | None:
-        """The journal from its runs, all of its records: None when Kafka no longer holds
-        enough of them to tell."""
-        budget = self.kafka.config.head_budget_bytes
-        try:
-            return await fold_head(
-                JournalState(), self.kafka.fetch(key, partition, runs, -1, fence), budget
-            )
-        except JournalTruncated:
-            # some of its records expired: only a Purge among those left proves its start
-            start = await self.kafka.log_start(key.topic, partition)
-            try:
-                return await fold_whole(
-                    self.kafka.fetch(key, partition, runs, start - 1, fence), budget
-                )
-            except JournalTruncated:
-                return None  # the log start moved on meanwhile
 
     def subscribe(
         self,
@@ -463,15 +317,6 @@ class Journals:
             name, self.topic, self.writer.partitions, self.store, config, tags, handover
         )
 
-    async def fetch_events(
-        self, key: JournalKey, partition: int, offsets: Sequence[int]
-    ) -> AsyncIterator[EventRecord]:
-        """The events of the Appends at `offsets` (known to be `key`'s), fetched again."""
-        runs = [OffsetRun(o, o, 1) for o in offsets]
-        async for action in self.kafka.fetch(key, partition, runs, offsets[0] - 1, offsets[-1] + 1):
-            for record in events_of(action):
-                yield record
-
 
 class Journal:
     """One journal. Cheap to create; every method is one round of the reading or writing path."""
@@ -486,10 +331,7 @@ class Journal:
         journals = self._journals
         return JournalSnapshots(
             self.key,
-            journals.store,
-            journals.fence,
-            journals.writer.partition_of,
-            journals._head,
+            journals.reading,
             functools.partial(journals.writer.mark, origin=journals.origin),
         )
 
@@ -613,93 +455,19 @@ class Journal:
         state = await self._journals.conditional.look(self.key)
         return JournalInfo(state.seq_nr or None, state.delete_to or None)
 
-    async def read(
+    def read(
         self, from_: int = 1, to: int = SEQ_NR_MAX, limit: int | None = None
     ) -> AsyncIterator[EventRecord]:
-        """Stream the events in [from_, to], at most `limit`, in seqNr order."""
-        async for batch in self.read_batches(from_, to, limit):
-            for record in batch:
-                yield record
+        """Stream the events in [from_, to], at most `limit`, in seqNr order (the reading
+        flow: `journal.client.reading`)."""
+        return self._journals.reading.read(self.key, from_, to, limit)
 
-    async def read_batches(
+    def read_batches(
         self, from_: int = 1, to: int = SEQ_NR_MAX, limit: int | None = None
     ) -> AsyncIterator[list[EventRecord]]:
         """`read`, a non-empty list of events at a time as the flow gets them: a page of the
         store's, the head's events, a fetch of the events it spilled."""
-        check_seq_nr(from_, "from")
-        check_seq_nr(to, "to")
-        if limit is not None and limit < 0:
-            raise InvalidValue(f"limit must not be negative, got {limit}")
-        store = self._journals.store
-        # the first page of stored events is asked with the fence and the row, not after them
-        page = asyncio.ensure_future(store.first_page(self.key, from_, to))
-        page.add_done_callback(_retrieve)  # a page nobody needs may fail unseen
-        try:
-            view = await self._journals.view(self.key)
-        except BaseException:
-            page.cancel()
-            raise
-        remaining = SEQ_NR_MAX if limit is None else limit
-        try:
-            async for batch in self._batches(view, from_, to, page):
-                if remaining <= 0:
-                    return
-                if len(batch) > remaining:
-                    batch = batch[:remaining]
-                remaining -= len(batch)
-                yield batch
-                if remaining == 0:
-                    return
-        finally:
-            page.cancel()  # not needed (a purged or unknown journal), or the reader left early
-
-    async def _batches(
-        self, view: JournalView, from_: int, to: int, page: Awaitable[FirstPage]
-    ) -> AsyncIterator[list[EventRecord]]:
-        """The store's events above deleteTo (unless the head purged them), then the head's;
-        each list non-empty."""
-        head, meta = view.head, view.meta
-        last = max(head.state.delete_to, from_ - 1)
-        if meta is not None and not head.purged:
-            stop = min(to, meta.seq_nr or 0)
-            first = await page
-            if first.fits(meta):
-                batch = _continuing(first.events, last, stop)
-                if batch:
-                    last = batch[-1].seq_nr
-                    yield batch
-            if last < stop:
-                rest = JournalMeta(
-                    meta.partition, meta.offset, meta.seq_nr, last, meta.segment_size
-                )
-                pages = self._journals.store.read_pages(self.key, rest, last + 1, to)
-                async for stored in pages:
-                    batch = []
-                    for record in stored:
-                        if record.seq_nr > last:  # strictly increasing, whatever the store says
-                            last = record.seq_nr
-                            batch.append(record)
-                    if batch:
-                        yield batch
-        async for held in self._head_batches(view):
-            batch = []
-            for record in held:
-                if last < record.seq_nr <= to:
-                    last = record.seq_nr
-                    batch.append(record)
-            if batch:
-                yield batch
-
-    async def _head_batches(self, view: JournalView) -> AsyncIterator[Sequence[EventRecord]]:
-        """The head's events: those it holds, then those it spilled, fetched a few at a time."""
-        yield view.head.events
-        spilled = view.head.spilled
-        if spilled:
-            METRICS.counter("kafka_journal_reads_spilled_total").inc()
-        for start in range(0, len(spilled), _SPILL_FETCH):
-            offsets = spilled[start : start + _SPILL_FETCH]
-            fetched = self._journals.fetch_events(self.key, view.partition, offsets)
-            yield [record async for record in fetched]
+        return self._journals.reading.read_batches(self.key, from_, to, limit)
 
     async def delete(self, to: int) -> Deleted:
         """Delete the events up to `to`: the log decides how far, where the Delete lands

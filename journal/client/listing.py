@@ -37,12 +37,10 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from journal.core.index import RecordIndex
+from journal.client.reading import ReadingFlow
 from journal.core.model import JournalKey
 from journal.errors import InvalidValue
-from journal.kafka.head import HeadOf
 from journal.kafka.keys import PartitionKeys
-from journal.store.base import EventualJournal
 from kjconfig.access import KafkaAccess
 
 DEFAULT_LIMIT = 100
@@ -75,7 +73,8 @@ class UnreplicatedIds(Protocol):
 
 class JournalIds:
     """Pages of a topic's journal ids (see the module), from the keys of its `partitions` in
-    Kafka, the store's ids and pointers, the client's index and its reading flow (`head`)."""
+    Kafka, and the client's reading flow: the store's ids and pointers, its index, its
+    reads."""
 
     def __init__(
         self,
@@ -83,16 +82,14 @@ class JournalIds:
         partitions: int,
         kafka: KafkaAccess,
         timeout_s: float,
-        store: EventualJournal,
-        index: RecordIndex,
-        head: HeadOf,
+        reading: ReadingFlow,
     ) -> None:
         self._keys = PartitionKeys(kafka, topic, timeout_s)
         self._topic = topic
         self._partitions = partitions
-        self._store = store
-        self._index = index
-        self._head = head
+        self._store = reading.store
+        self._index = reading.index
+        self._head = reading.head
 
     async def page(self, prefix: str, after: str | None, limit: int) -> JournalIdPage:
         check_page(limit)

@@ -24,37 +24,30 @@ import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
+from journal.client.reading import ReadingFlow
 from journal.core.model import SEQ_NR_MAX, JournalKey, Payload, Position, check_seq_nr
 from journal.errors import SnapshotBeyondJournal, SnapshotTooLarge
-from journal.kafka.fence import Fence
-from journal.kafka.head import HeadOf
-from journal.store.base import EventualJournal, Snapshot, SnapshotStore, snapshot_bytes
+from journal.store.base import Snapshot, SnapshotStore, snapshot_bytes
 
 
 class JournalSnapshots:
     """One journal's snapshots. Cheap to create; every method is one round trip of its kind.
 
-    Its client's parts: the store, the fence and partitioner, the reading flow (`head`), and
-    `mark`, which produces a Mark with the given id to the journal's partition."""
+    Its client's reading flow (its store, fence and partitioner too), and `mark`, which
+    produces a Mark with the given id to the journal's partition."""
 
     def __init__(
         self,
         key: JournalKey,
-        store: EventualJournal,
-        fence: Fence,
-        partition_of: Callable[[JournalKey], int],
-        head: HeadOf,
+        reading: ReadingFlow,
         mark: Callable[[JournalKey, str], Awaitable[Position]],
     ) -> None:
         self.key = key
-        self._eventual = store
-        self._fence = fence
-        self._partition_of = partition_of
-        self._head = head
+        self._reading = reading
         self._produce_mark = mark
 
     def _store(self) -> SnapshotStore:
-        store = self._eventual
+        store = self._reading.store
         if not isinstance(store, SnapshotStore):
             raise TypeError(f"{type(store).__name__} keeps no snapshots")
         return store
@@ -73,7 +66,7 @@ class JournalSnapshots:
                 f"the snapshot's payload is {size} bytes; the limit is {store.max_snapshot_bytes}"
             )
         mark = await self._mark()
-        last = (await self._head(self.key, until=mark.offset)).state.seq_nr
+        last = (await self._reading.head(self.key, until=mark.offset)).state.seq_nr
         if seq_nr > last:
             raise SnapshotBeyondJournal(seq_nr, last)
         now = datetime.now(UTC)
@@ -86,11 +79,12 @@ class JournalSnapshots:
         """The newest snapshot at or below min(`max_seq_nr`, the journal's last seqNr)."""
         check_seq_nr(max_seq_nr, "maxSeqNr")
         store = self._store()
-        fence = await self._fence.fence(self.key, self._partition_of(self.key))
+        reading = self._reading
+        fence = await reading.fence.fence(self.key, reading.partition_of(self.key))
         # asked with the journal's view, not after it: it only lacks the head's last Purge
         guess = asyncio.ensure_future(store.latest_snapshot(self.key, max_seq_nr, -1, fence))
         try:
-            head = await self._head(self.key, until=fence)
+            head = await reading.head(self.key, until=fence)
         except BaseException:
             guess.cancel()
             await asyncio.gather(guess, return_exceptions=True)

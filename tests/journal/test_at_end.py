@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import cast
 
 import pytest
 
@@ -21,6 +22,7 @@ from journal.client.conditional import (
     Numbered,
     Produce,
 )
+from journal.client.reading import ReadingFlow
 from journal.core.fold import JournalState
 from journal.core.index import IndexAnswer, NotIndexed, RecordIndex
 from journal.core.model import (
@@ -138,29 +140,45 @@ class MemoryLog:
 
     def process(self, search_events: int = 4096) -> ConditionalAppends:
         """A process's conditional appends over this log (each its own lock and memory)."""
-        return ConditionalAppends(
-            lambda key: 0,
-            _Fence(self),
-            self._head,
-            _no_meta,
-            self._event,
-            _NoIndex(),
-            self._read,
-            search_events=search_events,
-        )
+        reading = cast(ReadingFlow, _MemoryReading(self))  # the flow's face, over this log
+        return ConditionalAppends(reading, _NoIndex(), search_events=search_events)
 
-    async def _head(
+
+@dataclass
+class _MemoryReading:
+    """What conditional appends ask of the reading flow, answered from a `MemoryLog`."""
+
+    log: MemoryLog
+
+    def partition_of(self, key: JournalKey) -> int:
+        return 0
+
+    @property
+    def fence(self) -> _Fence:
+        return _Fence(self.log)
+
+    @property
+    def store(self) -> _NoStore:
+        return _NoStore()
+
+    async def head(
         self, key: JournalKey, until: int | None = None, index: RecordIndex | None = None
     ) -> JournalHead:
-        return JournalHead(self.state(key, until), events=tuple(self.events(key, until)))
+        log = self.log
+        return JournalHead(log.state(key, until), events=tuple(log.events(key, until)))
 
-    async def _event(self, key: JournalKey, seq_nr: int) -> EventRecord | None:
-        return next((e for e in self.events(key) if e.seq_nr == seq_nr), None)
+    async def event(self, key: JournalKey, seq_nr: int) -> EventRecord | None:
+        return next((e for e in self.log.events(key) if e.seq_nr == seq_nr), None)
 
-    async def _read(self, key: JournalKey, from_: int, to: int) -> AsyncIterator[EventRecord]:
-        for record in self.events(key):
+    async def read(self, key: JournalKey, from_: int, to: int) -> AsyncIterator[EventRecord]:
+        for record in self.log.events(key):
             if from_ <= record.seq_nr <= to:
                 yield record
+
+
+class _NoStore:
+    async def meta(self, key: JournalKey) -> JournalMeta | None:
+        return None
 
 
 @dataclass
@@ -185,10 +203,6 @@ class _NoIndex:
 
     async def close(self) -> None:
         pass
-
-
-async def _no_meta(key: JournalKey) -> JournalMeta | None:
-    return None
 
 
 def seq_nrs(log: MemoryLog) -> list[int]:

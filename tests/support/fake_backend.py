@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from journal.client.conditional import FreshKey, new_idempotency_key
-from journal.client.journals import JournalInfo
 from journal.client.listing import JournalIdPage
+from journal.client.reading import JournalInfo
 from journal.core.model import (
     Ack,
     Appended,
