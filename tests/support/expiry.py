@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import timedelta
 
+from journal.core.fold import JournalState, Verdict
 from journal.core.model import (
     ActionRecord,
     AppendHeader,
@@ -15,6 +16,7 @@ from journal.core.model import (
     PayloadType,
     SeqRange,
 )
+from tables.expiry import deadline_of
 from tests.support import actions as a
 
 T0_MS = round(a.T0.timestamp() * 1000)
@@ -43,11 +45,44 @@ class Table:
 
 
 def append(
-    journal_id: str, offset: int, expire_after: str | None, after_ms: int = 0
+    journal_id: str,
+    offset: int,
+    expire_after: str | None,
+    after_ms: int = 0,
+    *,
+    seq_nr: int = 1,
+    partition: int = 0,
 ) -> ActionRecord:
-    """An Append as the agent's parse gives it (events decoded), written `after_ms` past T0."""
+    """An Append of one event at `seq_nr` as the agent's parse gives it (events decoded),
+    written `after_ms` past T0."""
     key = JournalKey("t", journal_id)
     at = a.T0 + timedelta(milliseconds=after_ms)
-    event = EventRecord(Event(1), at, 0, offset, PayloadMetadata(expire_after=expire_after))
-    header = AppendHeader(SeqRange(1, 1), PayloadType.JSON)
-    return ActionRecord(key, 0, offset, at, header, events=(event,))
+    metadata = PayloadMetadata(expire_after=expire_after)
+    event = EventRecord(Event(seq_nr), at, partition, offset, metadata)
+    header = AppendHeader(SeqRange(seq_nr, seq_nr), PayloadType.JSON)
+    return ActionRecord(key, partition, offset, at, header, events=(event,))
+
+
+class FoldedDeadlines:
+    """`agents.expiry.Deadlines` over a log in memory: the deadline of the last Append the fold
+    accepted, as the reading flow finds it."""
+
+    def __init__(self) -> None:
+        self.log: list[ActionRecord] = []
+        self.reads = 0
+
+    async def deadline(self, key: JournalKey, until: int) -> int | None:
+        self.reads += 1
+        return fold_deadline(a for a in self.log if a.key == key and a.offset <= until)
+
+
+def fold_deadline(actions: Iterable[ActionRecord]) -> int | None:
+    """The deadline of the last Append the fold accepts of one journal's `actions`."""
+    state, last = JournalState(), None
+    for action in actions:
+        state, verdict = state.apply(action.header, action.offset)
+        if verdict is Verdict.APPENDED:
+            last = action
+        elif verdict is Verdict.PURGED:
+            last = None
+    return None if last is None else deadline_of(last)
