@@ -48,6 +48,7 @@ from __future__ import annotations
 import bisect
 import functools
 import heapq
+import itertools
 from collections.abc import Iterable, Iterator
 from typing import Any, Protocol
 
@@ -192,14 +193,12 @@ class ExpiryIndex:
         the partition's table is recovered (not during a rebalance)."""
         window = self._windows.get(partition)
         if window is None or now_ms > window.horizon:
-            window = ExpiryWindow(self._bound, self._table.entries(partition))
-            settled = self._settled.get(partition, {})
-            for key, at in settled.items():  # not in the table yet
-                if at is None:
-                    window.clear(key)
-                else:
-                    window.set(key, at)
-            self._windows[partition] = window
+            settled = self._settled.get(partition, {})  # not in the table yet: taken first
+            entries = itertools.chain(
+                ((key, at) for key, at in self._table.entries(partition) if key not in settled),
+                ((key, at) for key, at in settled.items() if at is not None),
+            )
+            window = self._windows[partition] = ExpiryWindow(self._bound, entries)
         return [key.decode("utf-8") for key in window.due(now_ms)]
 
     def checking(self, partition: int, journal_ids: Iterable[str]) -> None:

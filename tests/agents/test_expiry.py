@@ -8,40 +8,14 @@ from __future__ import annotations
 import asyncio
 
 from agents.expiry import EXPIRED_ORIGIN, Expirer
-from journal.core.model import ActionRecord, JournalKey, Position
+from journal.core.model import JournalKey
 from journal.metrics import METRICS
 from tables.expiry import FOREVER, ExpiryIndex
 from tables.partitions import OwnedPartitions
 from tests.support import actions as a
-from tests.support.expiry import T0_MS, FoldedDeadlines, Table, append
+from tests.support.expiry import T0_MS, Log, Table, append
 
 TOPIC = "t"
-
-
-class Log(FoldedDeadlines):
-    """The journal writer's purge, the fence and the reading flow's deadlines over one
-    partition of a log in memory."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.end = 0
-        self.purges: list[tuple[JournalKey, str | None]] = []
-
-    def handle(self, index: ExpiryIndex, action: ActionRecord) -> None:
-        """`action` is in the log, and the agent handled it."""
-        self.log.append(action)
-        index.record(action)
-
-    async def purge(self, key: JournalKey, *, origin: str | None = None) -> Position:
-        self.purges.append((key, origin))
-        self.end += 1
-        return Position(0, self.end - 1)
-
-    async def fence(self, key: JournalKey, partition: int) -> int:
-        return self.end
-
-    async def close(self) -> None:
-        return None
 
 
 def expirer(

@@ -14,9 +14,10 @@ from journal.core.model import (
     JournalKey,
     PayloadMetadata,
     PayloadType,
+    Position,
     SeqRange,
 )
-from tables.expiry import deadline_of
+from tables.expiry import ExpiryIndex, deadline_of
 from tests.support import actions as a
 
 T0_MS = round(a.T0.timestamp() * 1000)
@@ -51,16 +52,18 @@ def append(
     after_ms: int = 0,
     *,
     seq_nr: int = 1,
+    count: int = 1,
     partition: int = 0,
 ) -> ActionRecord:
-    """An Append of one event at `seq_nr` as the agent's parse gives it (events decoded),
-    written `after_ms` past T0."""
+    """An Append of `count` events from `seq_nr` as the agent's parse gives it (events
+    decoded), written `after_ms` past T0."""
     key = JournalKey("t", journal_id)
     at = a.T0 + timedelta(milliseconds=after_ms)
     metadata = PayloadMetadata(expire_after=expire_after)
-    event = EventRecord(Event(seq_nr), at, partition, offset, metadata)
-    header = AppendHeader(SeqRange(seq_nr, seq_nr), PayloadType.JSON)
-    return ActionRecord(key, partition, offset, at, header, events=(event,))
+    seq_nrs = range(seq_nr, seq_nr + count)
+    events = tuple(EventRecord(Event(n), at, partition, offset, metadata) for n in seq_nrs)
+    header = AppendHeader(SeqRange(seq_nr, seq_nrs[-1]), PayloadType.JSON)
+    return ActionRecord(key, partition, offset, at, header, events=events)
 
 
 class FoldedDeadlines:
@@ -86,3 +89,29 @@ def fold_deadline(actions: Iterable[ActionRecord]) -> int | None:
         elif verdict is Verdict.PURGED:
             last = None
     return None if last is None else deadline_of(last)
+
+
+class Log(FoldedDeadlines):
+    """The journal writer's purge, the fence and the reading flow's deadlines over one
+    partition of a log in memory."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.end = 0
+        self.purges: list[tuple[JournalKey, str | None]] = []
+
+    def handle(self, index: ExpiryIndex, action: ActionRecord) -> None:
+        """`action` is in the log, and the agent handled it."""
+        self.log.append(action)
+        index.record(action)
+
+    async def purge(self, key: JournalKey, *, origin: str | None = None) -> Position:
+        self.purges.append((key, origin))
+        self.end += 1
+        return Position(0, self.end - 1)
+
+    async def fence(self, key: JournalKey, partition: int) -> int:
+        return self.end
+
+    async def close(self) -> None:
+        return None
