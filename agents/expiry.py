@@ -1,13 +1,14 @@
 """The purge of expired journals, by the worker that owns their partition.
 
 Every second, for each owned partition, `Expirer.tick` asks the expiry index
-(`tables/expiry.py`) which journals' deadlines passed. Before it purges them it makes sure the
-agent has handled every record of the partition written so far (its fence): an Append that came
-before the deadline moved it, and a Purge produced by an earlier tick cleared it. Then it
-produces one Purge per journal through the journal writer, with origin `expired`, so every
-reader, the replication into the store and the tables see the same Purge in the log. An Append
-that races its journal's deadline (written between that check and the Purge) goes with the
-journal, as in kafka-journal.
+(`tables/expiry.py`) which journals' candidate deadlines passed. It makes sure the agent has
+handled every record of the partition written so far (its fence), then confirms each through
+the reading flow as of that fence (`Deadlines`: the fold's last accepted Append, so a rejected
+Append neither purges nor clears nor moves a deadline): a journal whose true deadline passed
+gets one Purge through the journal writer, with origin `expired`, so every reader, the
+replication into the store and the tables see the same Purge in the log; the others are settled
+at their true deadline, or dropped. An Append that races its journal's deadline (written
+between that read and the Purge) goes with the journal, as in kafka-journal.
 
 Nothing here waits on a rebalance: while the group rebalances (the tables recovering) ticks do
 nothing, and a partition that comes back has its window loaded again from its table.
@@ -21,10 +22,11 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
+from journal.client.journals import Journal, Journals
 from journal.core.model import JournalKey, Position
 from journal.kafka.fence import Fence
 from journal.metrics import METRICS
-from tables.expiry import ExpiryIndex
+from tables.expiry import ExpiryIndex, deadline_of_event
 from tables.partitions import OwnedPartitions
 
 log = logging.getLogger(__name__)
@@ -40,6 +42,33 @@ class Purges(Protocol):
     async def purge(self, key: JournalKey, *, origin: str | None = None) -> Position: ...
 
 
+class Deadlines(Protocol):
+    """Where a journal's true deadline is read: the fold of its log up to `until`."""
+
+    async def deadline(self, key: JournalKey, until: int) -> int | None: ...
+
+
+class JournalDeadlines:
+    """`Deadlines` through the reading flow of `Journals`."""
+
+    def __init__(self, journals: Journals) -> None:
+        self._journals = journals
+
+    async def deadline(self, key: JournalKey, until: int) -> int | None:
+        """The deadline the journal's last accepted Append set as of `until` (the record's time
+        plus its last event's expireAfter); None for a journal that does not exist, whose last
+        Append has none, or whose last event was deleted (nothing then tells it)."""
+        head = (await self._journals.view(key, until)).head
+        last = head.state.seq_nr
+        if last == 0:
+            return None
+        if head.events and head.events[-1].seq_nr == last:
+            return deadline_of_event(head.events[-1])
+        async for record in Journal(self._journals, key).read(last, last, 1):
+            return deadline_of_event(record)
+        return None
+
+
 class Expirer:
     def __init__(
         self,
@@ -50,13 +79,16 @@ class Expirer:
         fence: Fence,
         settled: Callable[[], bool],
         wait_s: float,
+        deadlines: Deadlines,
     ) -> None:
         """`settled`: whether the tables are recovered (no rebalance under way); `wait_s`: how
-        long a tick waits for the agent to reach a partition's fence."""
+        long a tick waits for the agent to reach a partition's fence; `deadlines`: where a due
+        candidate is confirmed."""
         self._topic = topic
         self._index = index
         self._owned = owned
         self._purges = purges
+        self._deadlines = deadlines
         self._fence = fence
         self._settled = settled
         self._wait_s = wait_s
@@ -85,17 +117,36 @@ class Expirer:
         due = self._index.due(partition, now_ms)
         if not due:
             return 0
-        end = await self._fence.fence(JournalKey(self._topic, due[0]), partition)
-        if not await self._owned.wait_for(partition, end - 1, self._wait_s):
-            return 0  # the agent is behind, or the partition went: a later tick
-        if not self._settled() or not self._owned.owns(partition):
-            return 0
-        due = self._index.due(partition, now_ms)  # what the agent saw up to the fence says
-        for start in range(0, len(due), PURGES_AT_ONCE):
-            await asyncio.gather(
-                *(self._purge(partition, id_) for id_ in due[start : start + PURGES_AT_ONCE])
-            )
-        return len(due)
+        self._index.checking(partition, due)  # before the fence: the agent's later actions
+        try:
+            end = await self._fence.fence(JournalKey(self._topic, due[0]), partition)
+            if not await self._owned.wait_for(partition, end - 1, self._wait_s):
+                return 0  # the agent is behind, or the partition went: a later tick
+            if not self._settled() or not self._owned.owns(partition):
+                return 0
+            checked = set(due)  # due since the fence: not covered by `checking`, a later tick
+            due = [id_ for id_ in self._index.due(partition, now_ms) if id_ in checked]
+            purged = 0
+            for start in range(0, len(due), PURGES_AT_ONCE):
+                chunk = due[start : start + PURGES_AT_ONCE]
+                done = await asyncio.gather(
+                    *(self._confirm(partition, id_, end - 1, now_ms) for id_ in chunk)
+                )
+                purged += sum(done)
+            return purged
+        finally:
+            self._index.done(partition)
+
+    async def _confirm(self, partition: int, journal_id: str, until: int, now_ms: int) -> bool:
+        """Purge the journal if the fold's deadline passed, else settle it; whether purged."""
+        at = await self._deadlines.deadline(JournalKey(self._topic, journal_id), until)
+        if at is None or at > now_ms:
+            self._index.settle(partition, journal_id, at)
+            return False
+        if not self._index.confirmed(partition, journal_id):
+            return False  # the agent handled a candidate or Purge meanwhile: a later tick
+        await self._purge(partition, journal_id)
+        return True
 
     async def _purge(self, partition: int, journal_id: str) -> None:
         position = await self._purges.purge(

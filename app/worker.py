@@ -16,7 +16,7 @@ from typing import Any
 
 import faust
 
-from agents.expiry import Expirer
+from agents.expiry import Expirer, JournalDeadlines
 from agents.poison import SkippedBatches, guarded_transport
 from agents.replicating_agent import define_replicating_agent
 from agents.replication import KafkaReplay, WorkerReplication
@@ -107,7 +107,14 @@ def create_app(
             return not app.rebalancing  # so the tables are recovered
 
         expirer = Expirer(
-            journal.topic, expiry, owned, client.writer, client.fence, settled, settings.read_wait_s
+            journal.topic,
+            expiry,
+            owned,
+            client.writer,
+            client.fence,
+            settled,
+            settings.read_wait_s,
+            JournalDeadlines(client),
         )
         await expirer.run()
 

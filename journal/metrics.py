@@ -128,7 +128,10 @@ CATALOGUE: dict[str, MetricSpec] = {
     _N + "http_subscription_lines_total": _counter(
         "Lines (events and heartbeats) sent to subscriptions"
     ),
-    _N + "http_appended_events_total": _counter("Events appended through the HTTP API"),
+    _N + "http_appended_events_total": _counter(
+        "Events of appends the HTTP API answered 200: accepted by the log's verdict, or with "
+        "ack=kafka acknowledged by Kafka before any verdict (a rejected one included)"
+    ),
     _N + "http_streamed_events_total": _counter("Events sent in answers to reads"),
     _N + "http_streams_interrupted_total": _counter(
         "Reads and subscriptions whose connection was dropped mid-stream because the server "

@@ -26,19 +26,57 @@ def test_the_window_answers_the_due_journals_soonest_first() -> None:
     assert window.due(20) == [b"e", b"b"]
 
 
-def test_an_append_again_moves_the_deadline_and_one_without_expire_after_clears_it() -> None:
+def test_the_table_keeps_the_earliest_candidate_and_an_append_without_one_clears_nothing() -> None:
     table = Table()
     index = ExpiryIndex(table)
     index.record(append("j", 0, "3 seconds"))
     assert index.due(0, T0_MS + 3000) == ["j"]
-    index.record(append("j", 1, "3 seconds", after_ms=2000))  # before the deadline
-    assert index.due(0, T0_MS + 3000) == []  # lives on
-    assert index.due(0, T0_MS + 4999) == []
-    assert index.due(0, T0_MS + 5000) == ["j"]
-    assert table.partitions[0] == {b"j": T0_MS + 5000}
-    index.record(append("j", 2, None, after_ms=3000))  # the last Append decides: none
-    assert index.due(0, FOREVER - 1) == []
-    assert table.partitions[0] == {}
+    # accepted or not (the agent cannot tell): a later candidate does not move it, the purger
+    # reads the true deadline when it comes due
+    index.record(append("j", 1, "3 seconds", after_ms=2000, seq_nr=2))
+    assert index.due(0, T0_MS + 3000) == ["j"]
+    index.record(append("j", 2, "1 second", after_ms=1000, seq_nr=3))  # an earlier one does
+    assert index.due(0, T0_MS + 2000) == ["j"]
+    assert table.partitions[0] == {b"j": T0_MS + 2000}
+    # perhaps a rejected rival's: it clears nothing (a real deadline would be lost)
+    index.record(append("j", 3, None, after_ms=3000, seq_nr=1))
+    assert table.partitions[0] == {b"j": T0_MS + 2000}
+
+
+def test_what_the_purger_settles_reaches_the_table_with_the_agents_next_record() -> None:
+    table = Table()
+    index = ExpiryIndex(table)
+    for n, journal_id in enumerate("jkl"):
+        index.record(append(journal_id, n, "1 second"))
+    assert index.due(0, T0_MS + 1000) == ["j", "k", "l"]
+    index.checking(0, ["j", "k", "l"])
+    index.settle(0, "j", T0_MS + 5000)  # its true deadline is later
+    index.settle(0, "k", None)  # its last accepted Append has none
+    assert index.due(0, T0_MS + 1000) == ["l"]
+    assert table.partitions[0] == {b"j": T0_MS + 1000, b"k": T0_MS + 1000, b"l": T0_MS + 1000}
+    index.forget(0)  # settled, not written: read again
+    assert index.due(0, T0_MS + 1000) == ["j", "k", "l"]
+    index.checking(0, ["j", "k"])
+    index.settle(0, "j", T0_MS + 5000)
+    index.settle(0, "k", None)
+    index.record(a.mark(JournalKey("t", "x"), 3))  # the agent's next record writes them
+    assert table.partitions[0] == {b"j": T0_MS + 5000, b"l": T0_MS + 1000}
+    assert index.due(0, T0_MS + 5000) == ["l", "j"]  # soonest first
+
+
+def test_a_candidate_or_purge_handled_while_the_purger_reads_makes_its_answer_stale() -> None:
+    table = Table()
+    index = ExpiryIndex(table)
+    index.record(append("j", 0, "1 second"))
+    index.record(append("k", 1, "1 second"))
+    index.checking(0, ["j", "k"])
+    index.record(append("j", 2, "9 seconds", after_ms=500, seq_nr=2))  # after the fence
+    index.record(a.purge(JournalKey("t", "k"), 3))
+    assert not index.confirmed(0, "j") and not index.confirmed(0, "k")
+    index.settle(0, "j", None)  # as read before the candidate: not taken
+    assert index.due(0, T0_MS + 1000) == ["j"]
+    index.record(a.mark(JournalKey("t", "x"), 4))
+    assert table.partitions[0] == {b"j": T0_MS + 1000}
 
 
 def test_a_purge_clears_the_deadline_and_deletes_and_marks_keep_it() -> None:
@@ -54,16 +92,16 @@ def test_a_purge_clears_the_deadline_and_deletes_and_marks_keep_it() -> None:
     assert table.partitions[0] == {}
 
 
-def test_an_append_without_expiry_reads_no_table_while_the_window_holds_every_deadline() -> None:
+def test_an_append_without_expiry_reads_no_table() -> None:
     table = Table()
     index = ExpiryIndex(table)
     assert index.due(0, T0_MS) == []  # the window is loaded (empty: it holds them all)
     for offset in range(100):
         index.record(append(f"j{offset}", offset, None))
     assert table.reads == 0
-    index.forget(0)  # revoked: no window, so the table is asked
+    index.forget(0)  # revoked: no window; an Append without one still reads nothing
     index.record(append("j", 100, None))
-    assert table.reads == 1
+    assert table.reads == 0
 
 
 def test_the_window_is_bounded_and_what_it_left_out_is_found_past_its_horizon() -> None:
