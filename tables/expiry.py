@@ -38,7 +38,7 @@ from journal.codec.duration import parse_duration
 from journal.core.model import ActionRecord, AppendHeader, PurgeHeader
 from journal.kafka.topic import end_offsets
 from kjconfig.access import KafkaAccess
-from tables.store import IndexTable
+from tables.store import IndexTable, partition_items
 
 EXPIRY_TABLE = "journal-expiry"
 WINDOW_BOUND = 10_000  # deadlines held in memory per owned partition
@@ -198,9 +198,7 @@ class FaustExpiryTable:
         del self._table[key]
 
     def entries(self, partition: int) -> Iterator[tuple[bytes, int]]:
-        # the store's own per-partition iteration (as `tables.store` empties a partition)
-        store = self._table.data
-        for key, raw in store._visible_items(store._db_for_partition(partition)):
+        for key, raw in partition_items(self._table.data, partition):
             yield key, int(raw)
 
 
