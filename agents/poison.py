@@ -60,10 +60,16 @@ class SkippedBatches:
         return taken
 
 
+# Private hooks (faust-streaming 0.15.3, aiokafka 0.14.0; neither offers a public way): the
+# thread's `_create_worker_consumer` and `_fetch_records`, the consumer's `_new_consumer_thread`
+# (overridden), `set_fetch_max_wait` and `_positions`. tests/test_private_hooks.py fails if an
+# upgrade changes what they rely on.
+
+
 class _GuardedThread(faust_aiokafka.AIOKafkaConsumerThread):  # type: ignore[misc]
     def _create_worker_consumer(self, transport: Any) -> AIOKafkaConsumer:
         consumer: AIOKafkaConsumer = super()._create_worker_consumer(transport)
-        consumer._fetch_max_wait_ms = AGENT_FETCH_MAX_WAIT_MS  # read when it starts
+        set_fetch_max_wait(consumer, AGENT_FETCH_MAX_WAIT_MS)
         return consumer
 
     async def _fetch_records(
@@ -97,6 +103,13 @@ class _GuardedThread(faust_aiokafka.AIOKafkaConsumerThread):  # type: ignore[mis
                 return await _past_poison(consumer, probe, before, transport.skipped)
             finally:
                 await probe.stop()
+
+
+def set_fetch_max_wait(consumer: AIOKafkaConsumer, ms: int) -> None:
+    """Give a consumer not yet started another `fetch_max_wait_ms` (Faust fixes it at 1500 in
+    the consumer it makes): aiokafka keeps the argument as `_fetch_max_wait_ms` and hands it to
+    its fetcher in `start`."""
+    consumer._fetch_max_wait_ms = ms
 
 
 def _positions(consumer: AIOKafkaConsumer) -> dict[TopicPartition, int]:

@@ -107,19 +107,20 @@ def journal_acls(topic: str, app_id: str) -> list[Acl]:
 
 async def create_acls(admin: KafkaAccess, acls: list[Acl]) -> None:
     """Create `acls` as the admin (an existing ACL is created again as a no-op)."""
-    from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.client import AIOKafkaClient
     from aiokafka.protocol.admin import CreateAclsRequest
 
-    client = AIOKafkaAdminClient(**admin.client_options())
-    await client.start()
+    # aiokafka 0.14's admin client has no create_acls: the protocol request, sent to any broker
+    # with the client's public `send` (the admin client's own way is private)
+    client = AIOKafkaClient(**admin.client_options())
+    await client.bootstrap()
     try:
         for acl in acls:
             request = CreateAclsRequest(
                 acl.resource, acl.name, acl.pattern, f"User:{acl.principal}", "*", acl.operation,
                 _ALLOW,
             )  # fmt: skip
-            # private: aiokafka 0.14's admin has no create_acls, only the protocol request
-            response = await client._send_request(request)
+            response = await client.send(client.get_random_node(), request)
             for code, message in response.creation_responses:
                 if code != 0:
                     raise RuntimeError(f"cannot create ACL {acl}: error {code} {message}")

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import faust
+from aiohttp.web import BaseRunner
 
 from agents.expiry import Expirer, JournalDeadlines
 from agents.poison import SkippedBatches, guarded_transport
@@ -325,6 +326,15 @@ class _Worker(faust.Worker):  # type: ignore[misc]
         self._draining = draining
 
     async def on_stop(self) -> None:
-        # Faust's aiohttp driver keeps its runner to itself
-        await self._draining.stop_serving(self.app.web._runner)
+        await self._draining.stop_serving(serving_runner(self.app.web))
         await super().on_stop()
+
+
+def serving_runner(faust_web: Any) -> BaseRunner:
+    """The aiohttp runner serving Faust's web server (`app.web`).
+
+    Private: Faust's aiohttp driver (faust-streaming 0.15.3) keeps it to itself, as `_runner`,
+    made with the driver and set up, its site added, by `start_server`;
+    tests/test_private_hooks.py checks that at the pinned version."""
+    runner: BaseRunner = faust_web._runner
+    return runner

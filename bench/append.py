@@ -48,10 +48,13 @@ METHOD = (
     "codec, fold, replication or tables), the floor of any HTTP append service on this machine."
     " HTTP is asked for the Kafka acknowledgement (`?ack=kafka`, as the direct client's "
     "`Ack.KAFKA`); HTTP verified is the default, answered once the fold accepted the append "
-    "(each lane's journal is its own, so every append is accepted), compared with HTTP. "
+    "(each lane's journal is its own, so every append is accepted), compared with HTTP; so is "
+    "the direct client's default (`Ack.VERIFIED`, direct_verified), compared with its "
+    "Kafka-acknowledged appends (direct). "
     "Contention (issue 27): {writers} HTTP writers appending 1 event at a time for "
     "{contention_s:g} s each: to journals of their own (verified, the baseline), at the end of "
     "one journal (no seqNrs: the owner numbers them) and to one journal with `expectedSeqNr`, "
+    "every mode with the same events (~300-byte payloads, a tag), "
     "reading its seqNr after every 409; produce -> verdict is read from the worker's histogram "
     "over the last "
     "two. Before each measured mode the worker replicates "
@@ -62,10 +65,16 @@ METHOD = (
     "every mode's but raw HTTP's), and the raw HTTP server's for raw HTTP."
 )
 
-MODES = ("raw", "direct", "http_raw", "http", "http_verified")
-# each mode's baseline in the rows: raw Kafka, raw HTTP for HTTP, Kafka-acknowledged HTTP for
-# verified appends
-BASELINES = {"direct": "raw", "http_raw": "raw", "http": "http_raw", "http_verified": "http"}
+MODES = ("raw", "direct", "direct_verified", "http_raw", "http", "http_verified")
+# each mode's baseline in the rows: raw Kafka, raw HTTP for HTTP, Kafka-acknowledged appends
+# for verified ones (the default)
+BASELINES = {
+    "direct": "raw",
+    "direct_verified": "direct",
+    "http_raw": "raw",
+    "http": "http_raw",
+    "http_verified": "http",
+}
 CONTENDED_WRITERS = 8
 
 
@@ -96,11 +105,15 @@ async def _measure(
     partitions = journals.writer.partitions
     # every round's input, built before the clock starts (`closed_loop`'s rounds)
     rounds = range(max(1, total // concurrency))
-    batches = [events(r * per_append + 1, per_append) for r in rounds] if mode == "direct" else []
+    direct = mode in ("direct", "direct_verified")
+    batches = [events(r * per_append + 1, per_append) for r in rounds] if direct else []
     records = [raw_append(r * per_append + 1, per_append) for r in rounds] if mode == "raw" else []
 
     async def direct_op(lane: int, round_: int) -> None:
-        await journals.journal(f"{prefix}-{lane}").append(batches[round_], ack=Ack.KAFKA)
+        # "direct": answered at Kafka's acknowledgement; "direct_verified": the default,
+        # answered once the fold accepted the append
+        ack = Ack.KAFKA if mode == "direct" else Ack.VERIFIED
+        await journals.journal(f"{prefix}-{lane}").append(batches[round_], ack=ack)
 
     async def raw_op(lane: int, round_: int) -> None:
         key = f"{prefix}-{lane}".encode()
@@ -124,6 +137,7 @@ async def _measure(
 
     operation = {
         "direct": direct_op,
+        "direct_verified": direct_op,
         "raw": raw_op,
         "http_raw": http_op,
         "http": http_op,
@@ -427,8 +441,8 @@ async def _writers(http: aiohttp.ClientSession, url: str, mode: str) -> _Tally:
             if mode == "own":
                 body: dict[str, Json] = http_body(seq_nr + 1, 1)
                 target = own_url
-            elif mode == "at_end":
-                body, target = {"events": [{"payload": {"lane": lane}}]}, shared_url
+            elif mode == "at_end":  # the same event as the others', without its seqNr
+                body, target = http_body(seq_nr + 1, 1, numbered=False), shared_url
             else:
                 async with http.get(shared_url) as info:
                     seq_nr = (await info.json())["seqNr"] or 0

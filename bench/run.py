@@ -34,6 +34,7 @@ from bench.read import ReadSizes, bench_offline, bench_read
 from bench.recovery import RecoverySizes, bench_recovery
 from bench.replication import (
     LAG_GOALS,
+    LAG_WAIT_S,
     RAW_BATCH,
     LagPoint,
     ReplicationResults,
@@ -318,6 +319,7 @@ async def _replication(
             raw_batched=raw_batched,
             one_event=one_event,
             seconds=sizes.lag_seconds,
+            lag_wait_s=LAG_WAIT_S,
         ),
     )
     quiet = await _quiet(store)
@@ -341,9 +343,9 @@ async def _replication(
     for fraction in LAG_GOALS:
         target = max(100, round(fraction * worker_rate / 100) * 100)
         before = host_cpu_jiffies()
-        lags, offered = await lag(journals, store, target, sizes.lag_seconds)
+        lags = await lag(journals, store, target, sizes.lag_seconds)
         busy = host_busy_fraction(before, host_cpu_jiffies())
-        points.append(LagPoint(fraction, target, lags, offered, busy))
+        points.append(LagPoint(fraction, target, lags.lags, lags.offered, busy, lags.unreplicated))
     results = ReplicationResults(
         worker_rate=worker_rate,
         worker_one_event_rate=worker_one_event_rate,

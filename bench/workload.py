@@ -29,10 +29,12 @@ def events(first: int, count: int) -> list[Event]:
     ]
 
 
-def http_body(first: int, count: int) -> dict[str, Json]:
+def http_body(first: int, count: int, numbered: bool = True) -> dict[str, Json]:
+    """The events `first`.. as an HTTP append's body; not `numbered`, without their seqNrs
+    (an append at the journal's end: the owner numbers them)."""
     return {
         "events": [
-            {"seqNr": n, "payload": payload(n), "tags": ["bench"]}
+            ({"seqNr": n} if numbered else {}) | {"payload": payload(n), "tags": ["bench"]}
             for n in range(first, first + count)
         ]
     }

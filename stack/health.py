@@ -41,6 +41,7 @@ T = TypeVar("T")
 
 if TYPE_CHECKING:
     from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.client import AIOKafkaClient
 
     from kjconfig.access import CassandraLogin, KafkaAccess
 
@@ -112,11 +113,7 @@ async def _with_admin(
     # Imported here, as the Cassandra driver below: settings and CLI help must not pay for it.
     from aiokafka.admin import AIOKafkaAdminClient
 
-    admin = AIOKafkaAdminClient(
-        **kafka.client_options(),
-        client_id="kafka-journal-stack",
-        request_timeout_ms=max(1, int(within_s * 1000)),
-    )
+    admin = AIOKafkaAdminClient(**_client_options(kafka, within_s))
     try:
         async with asyncio.timeout(within_s):
             await admin.start()
@@ -125,20 +122,45 @@ async def _with_admin(
         await admin.close()
 
 
-def _ask_kafka(
-    kafka: KafkaAccess, timeout: float, ask: Callable[[AIOKafkaAdminClient], Awaitable[T]]
+async def _with_client(
+    kafka: KafkaAccess, within_s: float, ask: Callable[[AIOKafkaClient], Awaitable[T]]
 ) -> T:
-    """`ask`'s answer from an admin client on its own loop; Kafka's failures as ProbeError."""
+    """As `_with_admin`, with a plain client: for a request the admin client does not offer."""
+    from aiokafka.client import AIOKafkaClient
+
+    client = AIOKafkaClient(**_client_options(kafka, within_s))
+    try:
+        async with asyncio.timeout(within_s):
+            await client.bootstrap()
+            return await ask(client)
+    finally:
+        await client.close()
+
+
+def _client_options(kafka: KafkaAccess, within_s: float) -> dict[str, Any]:
+    return {
+        **kafka.client_options(),
+        "client_id": "kafka-journal-stack",
+        "request_timeout_ms": max(1, int(within_s * 1000)),
+    }
+
+
+def _ask_kafka(kafka: KafkaAccess, timeout: float, asking: Callable[[], Awaitable[T]]) -> T:
+    """`asking`'s answer (`_with_admin` or `_with_client` on `kafka`), on a loop of its own;
+    Kafka's failures as ProbeError."""
     from aiokafka.errors import KafkaError
+
+    async def ask() -> T:
+        return await asking()
 
     def run() -> T:
         try:
             asyncio.get_running_loop()
         except RuntimeError:  # no loop in this thread: run one here
-            return asyncio.run(_with_admin(kafka, timeout, ask))
+            return asyncio.run(ask())
         # a running loop cannot be blocked into: give the probe its own loop in a thread
         with ThreadPoolExecutor(1, thread_name_prefix="kafka-probe") as pool:
-            return pool.submit(asyncio.run, _with_admin(kafka, timeout, ask)).result()
+            return pool.submit(asyncio.run, ask()).result()
 
     bootstrap = kafka.bootstrap
     try:
@@ -158,23 +180,23 @@ async def _describe_cluster(admin: AIOKafkaAdminClient) -> dict[str, Any]:
 def kafka_metadata(kafka: KafkaAccess, timeout: float = 5.0) -> KafkaMetadata:
     """Ask the bootstrap servers for cluster metadata (see the module contract)."""
     bootstrap = kafka.bootstrap
-    cluster = _ask_kafka(kafka, timeout, _describe_cluster)
+    cluster = _ask_kafka(kafka, timeout, lambda: _with_admin(kafka, timeout, _describe_cluster))
     brokers = tuple(KafkaBroker(b["node_id"], b["host"], b["port"]) for b in cluster["brokers"])
     if not brokers:
         raise ProbeError(f"Kafka at {bootstrap} lists no brokers yet")
     return KafkaMetadata(cluster["cluster_id"], cluster["controller_id"], brokers)
 
 
-async def _describe_quorum(admin: AIOKafkaAdminClient) -> KafkaQuorum:
+async def _describe_quorum(client: AIOKafkaClient) -> KafkaQuorum:
     from stack.quorum import describe_quorum
 
-    leader, voters = await describe_quorum(admin)
+    leader, voters = await describe_quorum(client)
     return KafkaQuorum(leader, voters)
 
 
 def kafka_quorum(kafka: KafkaAccess, timeout: float = 5.0) -> KafkaQuorum:
     """The KRaft controller quorum's leader and voters (see the module contract)."""
-    return _ask_kafka(kafka, timeout, _describe_quorum)
+    return _ask_kafka(kafka, timeout, lambda: _with_client(kafka, timeout, _describe_quorum))
 
 
 async def _under_replicated(admin: AIOKafkaAdminClient) -> int:
@@ -184,7 +206,7 @@ async def _under_replicated(admin: AIOKafkaAdminClient) -> int:
 
 def under_replicated(kafka: KafkaAccess, timeout: float = 5.0) -> int:
     """How many partitions of all topics have fewer in-sync replicas than replicas."""
-    return _ask_kafka(kafka, timeout, _under_replicated)
+    return _ask_kafka(kafka, timeout, lambda: _with_admin(kafka, timeout, _under_replicated))
 
 
 def port_open(host: str, port: int, timeout: float = 1.0) -> bool:

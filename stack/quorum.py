@@ -1,6 +1,6 @@
 """Kafka's DescribeQuorum request (API 55, version 0), which aiokafka does not offer.
 
-Contract: `describe_quorum(admin)` sends it through a started aiokafka admin client to any
+Contract: `describe_quorum(client)` sends it through a bootstrapped aiokafka client to any
 broker (brokers forward it to the active controller) and returns the KRaft metadata quorum's
 leader id and voter ids, or raises aiokafka's error for the code Kafka answers with. Version 0
 is enough: it has the leader and the voters; later versions add timestamps and endpoints.
@@ -24,7 +24,7 @@ from aiokafka.protocol.types import (
 )
 
 if TYPE_CHECKING:
-    from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.client import AIOKafkaClient
 
 _METADATA_TOPIC = "__cluster_metadata"  # the KRaft metadata log: one partition, 0
 _REPLICA = (("replica_id", Int32), ("log_end_offset", Int64), ("tags", TaggedFields))
@@ -95,9 +95,9 @@ def _raise_for(code: int) -> None:
         raise for_code(code)(f"DescribeQuorum: error {code}")
 
 
-async def describe_quorum(admin: AIOKafkaAdminClient) -> tuple[int, tuple[int, ...]]:
+async def describe_quorum(client: AIOKafkaClient) -> tuple[int, tuple[int, ...]]:
     """The metadata quorum's leader id and voter ids (see the module contract)."""
-    response: Any = await admin._send_request(DescribeQuorumRequest())
+    response: Any = await client.send(client.get_random_node(), DescribeQuorumRequest())
     answer = response.to_object()
     _raise_for(answer["error_code"])
     (topic,) = answer["topics"]

@@ -59,7 +59,7 @@ from journal.codec.duration import parse_duration
 from journal.core.model import ActionRecord, AppendHeader, EventRecord, PurgeHeader
 from journal.kafka.topic import end_offsets
 from kjconfig.access import KafkaAccess
-from tables.store import IndexTable
+from tables.store import IndexTable, partition_items
 
 EXPIRY_TABLE = "journal-expiry"
 WINDOW_BOUND = 10_000  # deadlines held in memory per owned partition
@@ -278,9 +278,7 @@ class FaustExpiryTable:
         del self._table[key]
 
     def entries(self, partition: int) -> Iterator[tuple[bytes, int]]:
-        # the store's own per-partition iteration (as `tables.store` empties a partition)
-        store = self._table.data
-        for key, raw in store._visible_items(store._db_for_partition(partition)):
+        for key, raw in partition_items(self._table.data, partition):
             yield key, int(raw)
 
 

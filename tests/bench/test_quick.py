@@ -59,9 +59,20 @@ def test_quick_mode_writes_every_section_with_numbers(stack: Stack, tmp_path: Pa
     # HTTP appends are measured against the raw HTTP server too (a baseline that did not start
     # fails the section, which then has no rows)
     assert "http_raw 1 ev/append, c=64: throughput" in sections["Append"]
+    # the direct client's default (verified) path, beside its Kafka-acknowledged one
+    assert "| direct_verified 1 ev/append, c=64: throughput |" in sections["Append"]
+    # every lag point's p99 counts the appends still unreplicated when the wait ended
+    assert "unreplicated appends counted |" in sections["Replication"]
     # the subscription groups' members ran in processes of their own, and a live group's lag
     # was measured at an offered load (a member that failed fails the section: no rows)
     subscription = sections["Subscription"]
+    # the goal row names its baseline (the raw consumer decoding as the subscription does);
+    # the other two baselines have rows of their own
+    assert "(baseline: a raw consumer decoding as it does) |" in subscription
+    assert "| note: the same against a raw consumer that decodes nothing |" in subscription
+    assert "| note: the same against a raw consumer that orjson-decodes every payload |" in (
+        subscription
+    )
     assert "| subscription group of 3: events/s delivered, all members |" in subscription
     lag = "| subscription group of 3, live: append acknowledged -> delivered to a member, p99 |"
     assert lag in subscription

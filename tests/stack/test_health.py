@@ -10,7 +10,13 @@ import pytest
 
 from kjconfig.access import KafkaAccess
 from stack import Stack
-from stack.health import ProbeError, cassandra_release_version, kafka_metadata, until_answered
+from stack.health import (
+    ProbeError,
+    cassandra_release_version,
+    kafka_metadata,
+    kafka_quorum,
+    until_answered,
+)
 
 
 @pytest.mark.integration
@@ -25,6 +31,14 @@ def test_kafka_answers_with_its_cluster_and_brokers(stack: Stack) -> None:
 @pytest.mark.integration
 async def test_kafka_probe_works_inside_a_running_loop(stack: Stack) -> None:
     assert kafka_metadata(stack.settings.kafka_access).brokers
+
+
+@pytest.mark.integration
+def test_kafka_answers_with_its_metadata_quorum(stack: Stack) -> None:
+    """DescribeQuorum, which aiokafka does not offer, through a client's public `send`."""
+    quorum = kafka_quorum(stack.settings.kafka_access)
+    assert quorum.voters
+    assert quorum.leader_id in quorum.voters
 
 
 @pytest.mark.integration
