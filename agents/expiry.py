@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from journal.client.journals import Journal, Journals
+from journal.client.reading import ReadingFlow
 from journal.core.model import JournalKey, Position
 from journal.kafka.fence import Fence
 from journal.metrics import METRICS
@@ -49,24 +49,23 @@ class Deadlines(Protocol):
 
 
 class JournalDeadlines:
-    """`Deadlines` through the reading flow of `Journals`."""
+    """`Deadlines` through the reading flow."""
 
-    def __init__(self, journals: Journals) -> None:
-        self._journals = journals
+    def __init__(self, reading: ReadingFlow) -> None:
+        self._reading = reading
 
     async def deadline(self, key: JournalKey, until: int) -> int | None:
         """The deadline the journal's last accepted Append set as of `until` (the record's time
         plus its last event's expireAfter); None for a journal that does not exist, whose last
         Append has none, or whose last event was deleted (nothing then tells it)."""
-        head = (await self._journals.view(key, until)).head
+        head = await self._reading.head(key, until)
         last = head.state.seq_nr
         if last == 0:
             return None
         if head.events and head.events[-1].seq_nr == last:
             return deadline_of_event(head.events[-1])
-        async for record in Journal(self._journals, key).read(last, last, 1):
-            return deadline_of_event(record)
-        return None
+        record = await self._reading.event(key, last)
+        return None if record is None else deadline_of_event(record)
 
 
 class Expirer:

@@ -115,7 +115,7 @@ def create_app(
             client.fence,
             settled,
             settings.read_wait_s,
-            JournalDeadlines(client),
+            JournalDeadlines(client.reading),
         )
         await expirer.run()
 

@@ -246,7 +246,8 @@ class TailIndex:
 
     async def unreplicated_ids(self, partition: int, fence: int) -> list[str] | None:
         """The ids of the partition's journals with records the store may lack, once the
-        index reached `fence` (`journal.client.listing.UnreplicatedIds`); None where it cannot tell."""
+        index reached `fence` (`journal.client.listing.UnreplicatedIds`); None where it
+        cannot tell."""
         state = await self._followed_state(partition)
         if state is None or (state.position < fence and not await self._reach(state, fence)):
             return None
