@@ -67,6 +67,12 @@ class HttpAuthSettings(KJSettings):
         min_length=1,
         description="claim limiting a token to journal ids starting with its value",
     )
+    jwt_group_prefix_claim: str = Field(
+        default="group_prefix",
+        min_length=1,
+        description="claim limiting a token to subscription groups whose name starts with its "
+        "value",
+    )
     metrics_open: bool = Field(
         default=False, description="serve /metrics without a token (scrapers inside the network)"
     )

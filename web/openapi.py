@@ -48,11 +48,14 @@ silently.
 With security on (`KJ_SECURITY=on`), every route but `/healthz`, `/readyz` and this document
 needs `Authorization: Bearer <JWT>` whose `scope` grants it: `journal:read` (GET a journal or
 its events), `journal:write` (append), `journal:delete` (delete, purge), `journal:admin`
-(`/metrics`, `/status`, `/quarantine`); the console's files (`/ui`) are open, the API they
+(`/metrics`, `/status`, `/quarantine`), `journal:subscribe` (the subscription groups: list,
+join a group's stream, acknowledge); the console's files (`/ui`) are open, the API they
 call is not. A token limited to a journal id prefix lists ids (`/journals`) and subscribes
-(`/events`) within it, and is refused by `/metrics`, `/status` and `/quarantine`. 401
-`unauthorized` (with `WWW-Authenticate`) without a valid token, 403 `forbidden` without the
-scope or for a journal id outside the token's prefix claim."""
+(`/events`) within it, and is refused by `/metrics`, `/status`, `/quarantine` and the
+subscription groups. A token's group prefix claim limits it to the groups whose name starts
+with it: `/subscriptions` lists only those. 401 `unauthorized` (with `WWW-Authenticate`)
+without a valid token, 403 `forbidden` without the scope, for a journal id outside the
+token's prefix claim or a group outside its group prefix claim."""
 
 _SUBSCRIBE = """\
 Every event the journals' logs accepted (never an Append the conflict rule rejected), one JSON

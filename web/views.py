@@ -35,7 +35,7 @@ from web.backend import GroupMemberHandle, JournalBackend, JournalHandle, append
 from web.body import read_body
 from web.error_answers import ApiError, ErrorCode, StreamInterrupted, bad_request
 from web.failures import unavailable
-from web.grant import listing_prefix
+from web.grant import listing_prefix, may_see_group
 from web.representation import (
     EVENT_STREAM,
     NDJSON,
@@ -297,10 +297,12 @@ class JournalViews:
 
     async def groups(self, request: web.Request) -> web.Response:
         """GET /subscriptions -> 200 {"groups": [{"name", "state", "partitions": [{"partition",
-        "checkpoint", "end", "lag", "member"}]}]}."""
+        "checkpoint", "end", "lag", "member"}]}]}: the groups within the token's group prefix."""
         self._check_ready_for_groups()
         check_no_params(request.query)
-        return json_response(groups_out(await self._backend.group_statuses()))
+        visible = may_see_group(request)  # a token sees only the groups it may join
+        statuses = [s for s in await self._backend.group_statuses() if visible(s.name)]
+        return json_response(groups_out(statuses))
 
     async def group_events(self, request: web.Request) -> web.StreamResponse:
         """GET /subscriptions/{group}/events?tags -> 200 NDJSON, or server-sent events for
