@@ -146,6 +146,12 @@ class Settings(KJSettings):
         gt=0,
         description="largest snapshot payload (stored in Cassandra in chunks, not in Kafka)",
     )
+    group_max_unacked: int = Field(
+        default=10_000,  # journal.kafka.groups.DEFAULT_MAX_UNACKED (a test keeps them equal)
+        gt=0,
+        description="delivered records a subscription group member holds unacknowledged at "
+        "most: at the cap it delivers nothing (heartbeats only) until acks come",
+    )
     read_fence: Literal["high_watermark", "mark"] = Field(
         default="high_watermark",
         description="how a read learns where now is: the high watermark (a read writes "

@@ -52,7 +52,7 @@ from journal.core.model import (
 )
 from journal.errors import InvalidValue, JournalTruncated, StoreUnavailable
 from journal.kafka.fence import Fence, HighWatermarks, Marks
-from journal.kafka.groups import GroupConfig, GroupMember
+from journal.kafka.groups import DEFAULT_MAX_UNACKED, GroupConfig, GroupMember
 from journal.kafka.head import JournalHead, fold_head, fold_whole
 from journal.kafka.producer import JournalProducer
 from journal.kafka.records import KafkaReadConfig, KafkaRecords
@@ -176,6 +176,8 @@ class Journals:
             self._events,
         )
         self._listing: JournalIds | None = None
+        # a group member's cap (GroupConfig.max_unacked); `connect` takes the settings'
+        self.group_max_unacked = DEFAULT_MAX_UNACKED
 
     @classmethod
     async def connect(
@@ -238,6 +240,7 @@ class Journals:
             settings.topic, writer, store, index, fence, kafka, origin, verdicts, scan_without_store
         )
         journals._owned = owned
+        journals.group_max_unacked = settings.group_max_unacked
         return journals
 
     async def close(self) -> None:
@@ -454,11 +457,17 @@ class Journals:
         tags: Collection[str] = (),
         heartbeat_s: float = HEARTBEAT_S,
         handover: Callable[[], AbstractAsyncContextManager[object]] | None = None,
+        max_unacked: int | None = None,
     ) -> GroupMember:
         """A member (not started) of subscription group `name`: it shares the topic's
         partitions with the group's other members and resumes at the group's checkpoint
-        (`journal.kafka.groups`; `handover`: there)."""
-        config = GroupConfig(SubscriptionConfig(self.kafka.config.kafka), heartbeat_s)
+        (`journal.kafka.groups`; `handover`: there). `max_unacked`: the delivered records it
+        holds unacknowledged at most (default: the settings' `group_max_unacked`)."""
+        config = GroupConfig(
+            SubscriptionConfig(self.kafka.config.kafka),
+            heartbeat_s,
+            max_unacked=self.group_max_unacked if max_unacked is None else max_unacked,
+        )
         return GroupMember(
             name, self.topic, self.writer.partitions, self.store, config, tags, handover
         )

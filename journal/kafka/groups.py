@@ -14,6 +14,12 @@ delivered events are all acknowledged (`Checkpoint`): a record with nothing to d
 as it goes, when partitions are revoked, and when it stops; unacknowledged events of a
 revoked partition are dropped here and delivered again by the member that takes it over, as
 are those of a member that dies. Delivery is at least once; nothing is skipped.
+
+Backpressure: a member keeps each delivered record until its events are acknowledged, so it
+holds at most `GroupConfig.max_unacked` such records. At the cap it pauses its partitions
+(still polling, so it stays in the group) and delivers nothing but heartbeats until acks come;
+a fetch asks for no more records than the room left, so the cap is exact. Reading from the
+store (records beyond Kafka's retention) waits at the cap between the store's pages.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ import binascii
 import logging
 import re
 from collections.abc import AsyncIterator, Callable, Collection, Sequence
-from contextlib import AbstractAsyncContextManager, nullcontext
+from contextlib import AbstractAsyncContextManager, nullcontext, suppress
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -60,6 +66,9 @@ from kjconfig.access import KafkaAccess
 log = logging.getLogger(__name__)
 
 GROUP_PREFIX = "kafka-journal.subscription."
+# a member's unacknowledged records at most (KJ_GROUP_MAX_UNACKED, journal.settings, has the
+# same default: the settings load no drivers, so they do not import it)
+DEFAULT_MAX_UNACKED = 10_000
 _LAG = "kafka_journal_group_lag_records"
 _NAME = re.compile(r"[A-Za-z0-9._-]{1,200}")
 
@@ -148,20 +157,29 @@ class Checkpoint:
     def unacknowledged(self) -> int:
         return sum(len(indices) for indices in self._open.values())
 
+    @property
+    def open_records(self) -> int:
+        """The records with an event out and not acknowledged: what the member holds."""
+        return len(self._open)
+
 
 @dataclass(frozen=True, slots=True)
 class GroupConfig:
     """A member's options: `heartbeat_s`, how long without events before an empty batch;
-    Kafka's group session and heartbeat intervals."""
+    Kafka's group session and heartbeat intervals; `max_unacked`, the delivered records it
+    holds unacknowledged at most (at the cap it waits for acks: the module's docstring)."""
 
     subscription: SubscriptionConfig
     heartbeat_s: float = HEARTBEAT_S
     session_timeout_ms: int = 10_000
     heartbeat_interval_ms: int = 1_000
+    max_unacked: int = DEFAULT_MAX_UNACKED
 
     def __post_init__(self) -> None:
         if self.heartbeat_s <= 0:
             raise InvalidValue(f"heartbeat_s must be positive, not {self.heartbeat_s}")
+        if self.max_unacked < 1:
+            raise InvalidValue(f"max_unacked must be positive, not {self.max_unacked}")
         if not 0 < self.heartbeat_interval_ms < self.session_timeout_ms:
             raise InvalidValue("the heartbeat interval must be positive and below the session")
 
@@ -240,6 +258,7 @@ class GroupMember:
         self._reading = _Reading(self, topic, partitions, store, config.subscription, tags)
         self._lock = asyncio.Lock()  # handling records vs. a rebalance
         self._consumer: AIOKafkaConsumer | None = None
+        self._acked = asyncio.Event()  # set by an ack: a member at its cap may go on
 
     async def start(self) -> None:
         if self._consumer is not None:
@@ -298,7 +317,16 @@ class GroupMember:
             owned = self.owned.get(position.partition)
             if owned is not None and owned.checkpoint.ack(position.offset, position.index):
                 acked += 1
+        if acked:
+            self._acked.set()
         return acked
+
+    def unacknowledged_records(self) -> int:
+        """The delivered records this member holds, not all of their events acknowledged."""
+        return sum(owned.checkpoint.open_records for owned in self.owned.values())
+
+    def _room(self) -> int:
+        return self._config.max_unacked - self.unacknowledged_records()
 
     async def commit(self) -> None:
         """Commit every owned partition's checkpoint now (`batches` also does as it goes)."""
@@ -315,8 +343,9 @@ class GroupMember:
         quiet_since = loop.time()
         while self._consumer is consumer:
             wait_s = max(0.0, quiet_since + self._config.heartbeat_s - loop.time())
+            room = self._throttle(self._started())
             try:
-                fetched = await reading._fetch(consumer, min(wait_s, 1.0))
+                fetched = await reading._fetch(consumer, min(wait_s, 1.0), max(room, 1))
             except ConsumerStoppedError:
                 return
             async for batch in self._handle(consumer, fetched):
@@ -358,6 +387,9 @@ class GroupMember:
         for reader, first in gaps:  # beyond retention: from the store, then Kafka
             stored = reading._from_store(reader, first - 1)
             while True:
+                while self._room() <= 0 and self._owns(reader):
+                    yield []  # a heartbeat while the client has not acknowledged enough
+                    await self._wait_for_acks()
                 async with self._lock:
                     if not self._owns(reader):
                         break
@@ -376,6 +408,22 @@ class GroupMember:
         batch = self._take()
         if batch:
             yield batch
+
+    def _throttle(self, consumer: AIOKafkaConsumer) -> int:
+        """The records the member may take now; at the cap its partitions are paused: the
+        fetch still polls (the member stays in the group) but gets nothing until acks come."""
+        room = self._room()
+        if room > 0:
+            consumer.resume(*consumer.paused())
+        else:
+            consumer.pause(*consumer.assignment())
+        return room
+
+    async def _wait_for_acks(self) -> None:
+        """Until an ack comes, or a heartbeat interval passes."""
+        self._acked.clear()
+        with suppress(TimeoutError):
+            await asyncio.wait_for(self._acked.wait(), self._config.heartbeat_s)
 
     def _owns(self, reader: _PartitionReader) -> bool:
         owned = self.owned.get(reader.partition)
