@@ -233,7 +233,9 @@ _RESPONSES: JsonDoc = {
         "`not_ready` (this worker starting or stopping, or the journal's owner unreachable: "
         "nothing was applied), `unavailable` "
         "(Kafka/Cassandra unreachable) or `outcome_unknown` (the owner died with the request: it "
-        "may have been applied; repeat it, an append of the same seqNrs or a delete is safe).",
+        "may have been applied; repeat it, an append of the same seqNrs or a delete is safe); "
+        "for a group's stream, `group_streams_full` (this worker streams as many group members "
+        "as it may, each a Kafka consumer: retry later or on another worker).",
         {"Retry-After": {"schema": {"type": "integer"}, "description": "seconds"}},
     ),
     "SeqNrConflict": _error_response(
@@ -253,8 +255,8 @@ _RESPONSES: JsonDoc = {
         {"WWW-Authenticate": {"schema": {"type": "string"}, "description": "RFC 6750"}},
     ),
     "Forbidden": _error_response(
-        "`forbidden` (security on): the token lacks the route's scope, or the journal id is "
-        "outside the token's prefix."
+        "`forbidden` (security on): the token lacks the route's scope, the journal id is "
+        "outside the token's prefix, or the group outside its group prefix."
     ),
     "NotFound": _error_response("`not_found`: no such route (any path not listed here)."),
     "NoMember": _error_response(
