@@ -26,7 +26,7 @@ from journal.core.model import (
     Position,
 )
 from journal.errors import InvalidValue
-from journal.kafka.groups import EventPosition, GroupEvent, GroupStatus, group_statuses
+from journal.kafka.groups import EventPosition, GroupEvent, GroupStatus
 from journal.kafka.quarantine import Quarantined, list_quarantine
 from journal.kafka.subscription import SubscriptionItem, SubscriptionPosition
 from journal.store.base import Snapshot
@@ -153,8 +153,9 @@ class GroupMemberHandle(Protocol):
 
 
 async def topic_group_statuses(journals: Journals) -> list[GroupStatus]:
-    """The subscription groups of the journals' topic (`journal.kafka.groups.group_statuses`)."""
-    return await group_statuses(journals.kafka.config.kafka, journals.topic)
+    """The subscription groups of the journals' topic, asked with the clients `journals`
+    keeps for it (`Journals.group_statuses`): not three new connections per request."""
+    return await journals.group_statuses()
 
 
 def _numbered(events: tuple[Event, ...] | tuple[NewEvent, ...]) -> TypeGuard[tuple[Event, ...]]:

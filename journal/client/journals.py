@@ -52,7 +52,13 @@ from journal.core.model import (
 )
 from journal.errors import InvalidValue, JournalTruncated, StoreUnavailable
 from journal.kafka.fence import Fence, HighWatermarks, Marks
-from journal.kafka.groups import DEFAULT_MAX_UNACKED, GroupConfig, GroupMember
+from journal.kafka.groups import (
+    DEFAULT_MAX_UNACKED,
+    GroupAdmin,
+    GroupConfig,
+    GroupMember,
+    GroupStatus,
+)
 from journal.kafka.head import JournalHead, fold_head, fold_whole
 from journal.kafka.producer import JournalProducer
 from journal.kafka.records import KafkaReadConfig, KafkaRecords
@@ -178,6 +184,7 @@ class Journals:
         self._listing: JournalIds | None = None
         # a group member's cap (GroupConfig.max_unacked); `connect` takes the settings'
         self.group_max_unacked = DEFAULT_MAX_UNACKED
+        self._group_admin: GroupAdmin | None = None  # made at the first group_statuses
 
     @classmethod
     async def connect(
@@ -471,6 +478,14 @@ class Journals:
         return GroupMember(
             name, self.topic, self.writer.partitions, self.store, config, tags, handover
         )
+
+    async def group_statuses(self) -> list[GroupStatus]:
+        """The topic's subscription groups, by name (`journal.kafka.groups`), asked with one
+        set of clients kept until `close`."""
+        if self._group_admin is None:
+            self._group_admin = GroupAdmin(self.kafka.config.kafka)
+            self._owned.append(self._group_admin.close)
+        return await self._group_admin.statuses(self.topic, self.writer.partitions)
 
     async def fetch_events(
         self, key: JournalKey, partition: int, offsets: Sequence[int]

@@ -543,53 +543,100 @@ class GroupStatus:
 
 
 async def group_statuses(kafka: KafkaAccess, topic: str) -> list[GroupStatus]:
-    """Every subscription group with a checkpoint or a member on `topic`, by name."""
-    admin = AIOKafkaAdminClient(**kafka.client_options())
-    client = AIOKafkaClient(**kafka.client_options())
-    consumer = await start_consumer(kafka)
+    """Every subscription group with a checkpoint or a member on `topic`, by name (with
+    clients of its own: a process that asks often keeps a `GroupAdmin`)."""
+    partitions = await partition_count(kafka, topic)
+    admin = GroupAdmin(kafka)
     try:
-        await admin.start()
-        await client.bootstrap()
-        ids = sorted(
-            g[0] for g in await admin.list_consumer_groups() if g[0].startswith(GROUP_PREFIX)
-        )
-        partitions = range(await partition_count(kafka, topic))
-        if not ids:
-            return []
-        tps = [TopicPartition(topic, p) for p in partitions]
-        ends = await consumer.end_offsets(tps)
-        described = {gid: await _describe(admin, client, gid) for gid in ids}
-        statuses = []
-        for gid in ids:
-            committed = await admin.list_consumer_group_offsets(gid, partitions=tps)
-            group = described[gid]
-            members = _members(group[5] if group else [], topic)
-            if not members and all(committed.get(tp, _NONE).offset < 0 for tp in tps):
-                continue  # a group of another topic
-            owner = {p: m for m, ps in members for p in ps}
-            statuses.append(
-                GroupStatus(
-                    gid.removeprefix(GROUP_PREFIX),
-                    group[2] if group else "Dead",
-                    members,
-                    tuple(
-                        GroupPartition(
-                            tp.partition,
-                            _offset(committed.get(tp)),
-                            ends[tp],
-                            owner.get(tp.partition),
-                        )
-                        for tp in tps
-                    ),
-                )
-            )
-        return statuses
-    except KafkaError as error:
-        raise core_error(error, f"{topic}: cannot describe the subscription groups") from error
+        return await admin.statuses(topic, partitions)
     finally:
         await admin.close()
-        await client.close()
-        await stop_consumer(consumer)
+
+
+class GroupAdmin:
+    """What `statuses` asks Kafka with (an admin client, a client for DescribeGroups, a
+    consumer for the ends of the logs), started at the first call and kept until `close`: a
+    worker answers every `GET /subscriptions` with one, not with three new connections each."""
+
+    def __init__(self, kafka: KafkaAccess) -> None:
+        self._kafka = kafka
+        self._lock = asyncio.Lock()
+        self._clients: tuple[AIOKafkaAdminClient, AIOKafkaClient, AIOKafkaConsumer] | None = None
+
+    async def _started(self) -> tuple[AIOKafkaAdminClient, AIOKafkaClient, AIOKafkaConsumer]:
+        async with self._lock:
+            if self._clients is None:
+                options = self._kafka.client_options()
+                admin, client = AIOKafkaAdminClient(**options), AIOKafkaClient(**options)
+                try:
+                    await admin.start()
+                    await client.bootstrap()
+                    consumer = await start_consumer(self._kafka)
+                except BaseException:
+                    # not kept: the next call starts afresh
+                    await admin.close()
+                    await client.close()
+                    raise
+                self._clients = (admin, client, consumer)
+            return self._clients
+
+    async def close(self) -> None:
+        async with self._lock:
+            clients, self._clients = self._clients, None
+        if clients is not None:
+            admin, client, consumer = clients
+            await admin.close()
+            await client.close()
+            await stop_consumer(consumer)
+
+    async def statuses(self, topic: str, partition_count: int) -> list[GroupStatus]:
+        """Every subscription group with a checkpoint or a member on `topic` (of
+        `partition_count` partitions), by name."""
+        try:
+            admin, client, consumer = await self._started()
+            return await _statuses(admin, client, consumer, topic, range(partition_count))
+        except KafkaError as error:
+            raise core_error(error, f"{topic}: cannot describe the subscription groups") from error
+
+
+async def _statuses(
+    admin: AIOKafkaAdminClient,
+    client: AIOKafkaClient,
+    consumer: AIOKafkaConsumer,
+    topic: str,
+    partitions: range,
+) -> list[GroupStatus]:
+    ids = sorted(g[0] for g in await admin.list_consumer_groups() if g[0].startswith(GROUP_PREFIX))
+    if not ids:
+        return []
+    tps = [TopicPartition(topic, p) for p in partitions]
+    ends = await consumer.end_offsets(tps)
+    described = {gid: await _describe(admin, client, gid) for gid in ids}
+    statuses = []
+    for gid in ids:
+        committed = await admin.list_consumer_group_offsets(gid, partitions=tps)
+        group = described[gid]
+        members = _members(group[5] if group else [], topic)
+        if not members and all(committed.get(tp, _NONE).offset < 0 for tp in tps):
+            continue  # a group of another topic
+        owner = {p: m for m, ps in members for p in ps}
+        statuses.append(
+            GroupStatus(
+                gid.removeprefix(GROUP_PREFIX),
+                group[2] if group else "Dead",
+                members,
+                tuple(
+                    GroupPartition(
+                        tp.partition,
+                        _offset(committed.get(tp)),
+                        ends[tp],
+                        owner.get(tp.partition),
+                    )
+                    for tp in tps
+                ),
+            )
+        )
+    return statuses
 
 
 _NONE = OffsetAndMetadata(-1, "")

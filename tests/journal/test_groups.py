@@ -358,3 +358,40 @@ async def test_a_member_that_never_acks_stops_receiving_at_its_cap_until_acks_co
     finally:
         await member.stop()
         await asyncio.wait_for(task, 30)
+
+
+@pytest.mark.integration
+async def test_the_group_listing_reuses_one_admin_client_until_the_journals_close(
+    h: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 38: `GET /subscriptions` built an admin client (and two more clients) per
+    request. Counted, not mocked: the real clients run, wrapped."""
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    from journal.client.journals import Journals
+    from web.backend import topic_group_statuses
+
+    counts = {"start": 0, "close": 0}
+    start, close = AIOKafkaAdminClient.start, AIOKafkaAdminClient.close
+
+    async def counted_start(self: AIOKafkaAdminClient) -> None:
+        counts["start"] += 1
+        await start(self)
+
+    async def counted_close(self: AIOKafkaAdminClient) -> None:
+        counts["close"] += 1
+        await close(self)
+
+    name = unique("g")
+    await reset_group(h.settings.kafka_access(), h.settings.topic, name, None)  # checkpoints
+    monkeypatch.setattr(AIOKafkaAdminClient, "start", counted_start)
+    monkeypatch.setattr(AIOKafkaAdminClient, "close", counted_close)
+    j = h.journals  # its parts, with a group admin of its own, which it closes
+    journals = Journals(j.topic, j.writer, j.store, j.index, j.fence, j.kafka)
+    try:
+        for _ in range(3):
+            assert name in [s.name for s in await topic_group_statuses(journals)]
+        assert counts == {"start": 1, "close": 0}, "an admin client per listing"
+    finally:
+        await journals.close()
+    assert counts == {"start": 1, "close": 1}, "the kept admin client closed with the journals"
