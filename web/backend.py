@@ -27,7 +27,8 @@ from journal.core.model import (
 )
 from journal.errors import InvalidValue
 from journal.kafka.groups import EventPosition, GroupEvent, GroupStatus
-from journal.kafka.quarantine import Quarantined, list_quarantine
+from journal.kafka.quarantine import Quarantined
+from journal.kafka.quarantine import newest_quarantined as read_newest
 from journal.kafka.subscription import SubscriptionItem, SubscriptionPosition
 from journal.store.base import Snapshot
 
@@ -164,18 +165,18 @@ def _numbered(events: tuple[Event, ...] | tuple[NewEvent, ...]) -> TypeGuard[tup
 
 @dataclass(frozen=True, slots=True)
 class QuarantinePage:
-    """The newest records of the quarantine, newest first, and how many it holds."""
+    """The newest records of the quarantine, newest first, and how many records it holds
+    (replay markers included)."""
 
     records: Sequence[Quarantined]
     total: int
 
 
 async def newest_quarantined(journals: Journals, limit: int) -> QuarantinePage:
-    """The newest `limit` records of the quarantine of `journals`' topic. The whole
-    quarantine is read (replay markers may follow a record anywhere): it is small, and a
-    record in it is an operator's to look at."""
-    found = await list_quarantine(journals.kafka.config.kafka, journals.topic)
-    return QuarantinePage(found[-limit:][::-1], len(found))
+    """The newest records of the quarantine of `journals`' topic: only its last `limit`
+    records are read, without values (`journal.kafka.quarantine.newest_quarantined`)."""
+    found, total = await read_newest(journals.kafka.config.kafka, journals.topic, limit)
+    return QuarantinePage(found, total)
 
 
 class JournalBackend(Protocol):
