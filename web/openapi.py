@@ -94,7 +94,11 @@ commits and leaves: its unacknowledged events go to the next member (at least on
 reconnects is the group's next member. A member
 lives in the worker that serves its stream, so acks must reach that worker: send them on the
 stream's worker (e.g. keep one connection to it); another worker answers 409 `no_member`,
-nothing is forwarded."""
+nothing is forwarded. Bounds: a member holds at most `KJ_GROUP_MAX_UNACKED` (10,000 by
+default) delivered records unacknowledged; at the cap the stream carries only heartbeats until
+acks come. A worker serves at most `KJ_MAX_GROUP_STREAMS` (64) streams; the next is answered
+503 `group_streams_full` with `Retry-After`. Needs the scope `journal:subscribe` and, with a
+group prefix claim, a group name within it."""
 
 _REF = "#/components/schemas/{model}"
 _REQUESTS: tuple[type[BaseModel], ...] = (
@@ -407,8 +411,8 @@ _OPERATIONS: dict[str, JsonDoc] = {
         },
     },
     "subscriptionGroups": {
-        "summary": "The topic's subscription groups: state, and each partition's checkpoint, "
-        "end offset, lag and member.",
+        "summary": "The topic's subscription groups within the token's group prefix: state, "
+        "and each partition's checkpoint, end offset, lag and member.",
         "responses": {
             "200": _ok("The groups, by name.", _ref("schemas", "GroupsOut")),
             **_errors(*_JOURNAL_ERRORS),
