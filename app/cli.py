@@ -264,7 +264,8 @@ def lag(as_json: bool, max_lag: int | None, **values: Any) -> int:
 
 # --- tokens -----------------------------------------------------------------------------------
 
-_SCOPES = ("journal:read", "journal:write", "journal:delete", "journal:admin")  # web.auth.Scope
+# web.auth.Scope's values (not imported: --help loads no aiohttp)
+_SCOPES = ("journal:read", "journal:write", "journal:delete", "journal:admin", "journal:subscribe")
 
 
 @cli.command()
@@ -279,16 +280,23 @@ _SCOPES = ("journal:read", "journal:write", "journal:delete", "journal:admin")  
 )
 @click.option("--prefix", default=None, help="limit the token to journal ids starting with this")
 @click.option(
+    "--group-prefix",
+    default=None,
+    help="limit the token to subscription groups whose name starts with this",
+)
+@click.option(
     "--ttl", type=click.IntRange(min=1), default=3600, show_default=True, help="seconds it lasts"
 )
-def token(scopes: tuple[str, ...], prefix: str | None, ttl: int, **values: Any) -> int:
+def token(
+    scopes: tuple[str, ...], prefix: str | None, group_prefix: str | None, ttl: int, **values: Any
+) -> int:
     """Print (as the last line) a bearer token the configured key signs: the local stack's
     unless KJ_JWT_KEY or KJ_JWT_KEY_FILE says otherwise."""
     auth = load(HttpAuthSettings, values)
     from app.http_tokens import KeyUnusable, minter_of
 
     try:
-        minted = minter_of(auth).mint(scopes, prefix=prefix, ttl_s=ttl)
+        minted = minter_of(auth).mint(scopes, prefix=prefix, group_prefix=group_prefix, ttl_s=ttl)
     except (KeyUnusable, OSError) as error:
         raise click.UsageError(f"cannot mint a token: {error}") from None
     print(minted)

@@ -59,6 +59,7 @@ def rules_of(auth: HttpAuthSettings) -> TokenRules:
         issuer=auth.jwt_issuer,
         audience=auth.jwt_audience,
         prefix_claim=auth.jwt_prefix_claim,
+        group_prefix_claim=auth.jwt_group_prefix_claim,
     )
 
 

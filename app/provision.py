@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from app.settings import DEFAULT_APP_ID
+from journal.kafka.groups import GROUP_PREFIX
 from journal.kafka.topic import TopicSpec, ensure_topic, quarantine_topic
 from journal.settings import Settings
 from journal.store.schema import ensure_schema
@@ -77,11 +78,19 @@ def journal_acls(topic: str, app_id: str) -> list[Acl]:
     """Every ACL of the three principals for action topic `topic` and Faust app `app_id`.
 
     - client: Write, Read, Describe on the topic (appends, reads by offset, the tail index and
-      high watermarks; its consumers are never in a group).
+      high watermarks); Read, Describe on the consumer groups prefixed `GROUP_PREFIX` (the
+      subscription groups its members join, list and reset: the command line, `eventsourcing`'s
+      tracking group).
     - replicator: Read, Describe on the topic; Write, Describe on its quarantine; Read on the
       consumer group `app_id`; Create, Read, Write, Describe on topics prefixed `app_id-` (the
       tables' changelogs and Faust's leader topic, which Faust creates itself).
-    - worker (it appends and replicates): the union of both.
+    - worker (it appends, replicates, and serves the subscription groups' HTTP members): the
+      union of both.
+
+    The subscription groups' rights are the prefix's, not a group's: over HTTP the worker's
+    principal joins every group on its callers' behalf, and which groups a caller may join is
+    the worker's check of its token (`journal:subscribe` and its group prefix claim, web.auth).
+    The replicator joins none.
     """
     r, w, c, d = Operation.READ, Operation.WRITE, Operation.CREATE, Operation.DESCRIBE
     client, replicator, worker = (KAFKA_USERS[role] for role in ("client", "replicator", "worker"))
@@ -97,11 +106,16 @@ def journal_acls(topic: str, app_id: str) -> list[Acl]:
             ),
         ]
 
+    def subscribing(user: str) -> list[Acl]:
+        return [Acl(user, _Resource.GROUP, GROUP_PREFIX, op, _Pattern.PREFIXED) for op in (r, d)]
+
     return [
         *_topic(client, topic, w, r, d),
+        *subscribing(client),
         *replicating(replicator),
         *replicating(worker),
         *_topic(worker, topic, w),
+        *subscribing(worker),
     ]
 
 

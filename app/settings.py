@@ -57,6 +57,12 @@ class WorkerSettings(KJSettings):
     max_body_bytes: int = Field(
         default=4 * 1024 * 1024, gt=0, description="largest HTTP request body"
     )
+    max_group_streams: int = Field(
+        default=64,  # web.views.DEFAULT_MAX_GROUP_STREAMS (a test keeps them equal)
+        gt=0,
+        description="subscription group streams this worker serves at once, each a Kafka "
+        "consumer; the next gets 503 group_streams_full with Retry-After",
+    )
     read_wait_s: float = Field(
         default=2.0,
         gt=0,

@@ -257,6 +257,7 @@ def _mount_web(
         max_body_bytes=settings.max_body_bytes,
         guard=guard_of(settings.journal),
         max_snapshot_bytes=settings.journal.max_snapshot_bytes,
+        max_group_streams=settings.max_group_streams,
     )
     # Faust's own consumer metrics, next to ours in /metrics (read when scraped)
     METRICS.registry.register(FaustMonitorCollector(app))

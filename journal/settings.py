@@ -67,6 +67,12 @@ class HttpAuthSettings(KJSettings):
         min_length=1,
         description="claim limiting a token to journal ids starting with its value",
     )
+    jwt_group_prefix_claim: str = Field(
+        default="group_prefix",
+        min_length=1,
+        description="claim limiting a token to subscription groups whose name starts with its "
+        "value",
+    )
     metrics_open: bool = Field(
         default=False, description="serve /metrics without a token (scrapers inside the network)"
     )
@@ -139,6 +145,12 @@ class Settings(KJSettings):
         default=16 * 2**20,
         gt=0,
         description="largest snapshot payload (stored in Cassandra in chunks, not in Kafka)",
+    )
+    group_max_unacked: int = Field(
+        default=10_000,  # journal.kafka.groups.DEFAULT_MAX_UNACKED (a test keeps them equal)
+        gt=0,
+        description="delivered records a subscription group member holds unacknowledged at "
+        "most: at the cap it delivers nothing (heartbeats only) until acks come",
     )
     read_fence: Literal["high_watermark", "mark"] = Field(
         default="high_watermark",

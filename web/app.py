@@ -21,7 +21,7 @@ from web.ops import OpsViews
 from web.request_id import echo_request_id, request_id_middleware
 from web.routes import ROUTES, Views
 from web.snapshots import SnapshotViews, snapshot_body_limit
-from web.views import JournalViews, Limits
+from web.views import DEFAULT_MAX_GROUP_STREAMS, JournalViews, Limits
 
 DEFAULT_MAX_BODY_BYTES = 1_048_576
 DEFAULT_RETRY_AFTER_S = 1
@@ -38,15 +38,19 @@ def add_routes(
     metrics: Metrics = METRICS,
     guard: Guard | None = None,
     max_snapshot_bytes: int = DEFAULT_MAX_SNAPSHOT_BYTES,
+    max_group_streams: int = DEFAULT_MAX_GROUP_STREAMS,
 ) -> None:
     """Mount the API's routes (`web.routes.ROUTES`) and, with `middlewares`, its middlewares
     on `app`; `metrics` is what the routes record and `/metrics` serves (a test passes its
     own); `guard` checks bearer tokens (None: HTTP security off, every route open). A
     snapshot's PUT takes a body for a payload of `max_snapshot_bytes` (the store's limit),
-    base64 included."""
-    if max_body_bytes < 1 or retry_after_s < 0:
-        raise ValueError("max_body_bytes must be positive and retry_after_s not negative")
-    limits = Limits(max_body_bytes, retry_after_s)
+    base64 included. At most `max_group_streams` group members' streams at once (503
+    `group_streams_full` past it)."""
+    if max_body_bytes < 1 or retry_after_s < 0 or max_group_streams < 1:
+        raise ValueError(
+            "max_body_bytes and max_group_streams must be positive, retry_after_s not negative"
+        )
+    limits = Limits(max_body_bytes, retry_after_s, max_group_streams)
     journals = JournalViews(backend, limits, metrics)
     snapshots = SnapshotViews(backend, limits, max_snapshot_bytes, metrics)
     ops = OpsViews(backend, retry_after_s, metrics)
@@ -79,6 +83,7 @@ def create_app(
     metrics: Metrics = METRICS,
     guard: Guard | None = None,
     max_snapshot_bytes: int = DEFAULT_MAX_SNAPSHOT_BYTES,
+    max_group_streams: int = DEFAULT_MAX_GROUP_STREAMS,
 ) -> web.Application:
     """A standalone aiohttp Application serving the API over `backend`."""
     # client_max_size only backs up web.body.read_body, which enforces the limits itself
@@ -93,5 +98,6 @@ def create_app(
         metrics=metrics,
         guard=guard,
         max_snapshot_bytes=max_snapshot_bytes,
+        max_group_streams=max_group_streams,
     )
     return app

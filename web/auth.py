@@ -2,8 +2,10 @@
 
 A token is a JWT (RFC 7519) signed with the one configured algorithm, carrying `exp` and the
 OAuth `scope` claim (space-separated, RFC 8693/9068) and optionally a prefix claim
-(`journal_prefix` by default) that limits it to journal ids starting with its value. PyJWT
-verifies signatures and the registered claims; nothing here is cryptography.
+(`journal_prefix` by default) that limits it to journal ids starting with its value, and a
+group prefix claim (`group_prefix` by default) that limits it to the subscription groups whose
+name starts with its value. PyJWT verifies signatures and the registered claims; nothing here
+is cryptography.
 
 `ROUTE_SCOPES` says which scope each route needs (None: open), as `web.routes.ROUTES`
 declares it; a route missing from it (one a host application added) needs `journal:admin`.
@@ -12,10 +14,14 @@ included: the owner checks the caller's token again, it never trusts the worker 
 forwarded it.
 
 Answers: 401 + `WWW-Authenticate: Bearer ...` (RFC 6750) without a token or with a bad,
-expired or foreign one; 403 for a missing scope or a journal id outside the token's prefix.
+expired or foreign one; 403 for a missing scope, a journal id outside the token's prefix or a
+group outside its group prefix.
 A prefix-limited token lists journal ids (GET /journals) and subscribes (GET /events) within
 its prefix only (`web.grant.listing_prefix`), and is refused by the other routes that span
-every journal (/metrics, /status).
+every journal (/metrics, /status, the subscription groups: a member gets every journal's
+events). The groups' routes need `journal:subscribe` (joining a group takes partitions from
+its members, and acks move its checkpoint: more than reading); `GET /subscriptions` lists only
+the groups within the token's group prefix.
 Messages never repeat the token.
 """
 
@@ -94,6 +100,7 @@ class TokenRules:
     issuer: str | None = None
     audience: str | None = None
     prefix_claim: str = "journal_prefix"
+    group_prefix_claim: str = "group_prefix"
 
 
 class TokenVerifier:
@@ -124,11 +131,13 @@ class TokenVerifier:
         except jwt.InvalidTokenError as error:
             raise InvalidToken(_reason(error)) from None  # PyJWT's chain may quote the token
         scope, prefix = claims.get("scope", ""), claims.get(rules.prefix_claim)
+        groups = claims.get(rules.group_prefix_claim)
         if not isinstance(scope, str):
             raise InvalidToken("the token's scope claim is not a space-separated string")
-        if prefix is not None and not isinstance(prefix, str):
-            raise InvalidToken(f"the token's {rules.prefix_claim} claim is not a string")
-        return Grant(frozenset(scope.split()), prefix)
+        for name, value in ((rules.prefix_claim, prefix), (rules.group_prefix_claim, groups)):
+            if value is not None and not isinstance(value, str):
+                raise InvalidToken(f"the token's {name} claim is not a string")
+        return Grant(frozenset(scope.split()), prefix, groups)
 
     def _key_for(self, token: str) -> Any:
         if self._jwks is None:
@@ -155,6 +164,7 @@ class TokenMinter:
         scopes: Iterable[str],
         *,
         prefix: str | None = None,
+        group_prefix: str | None = None,
         ttl_s: int = 3600,
         subject: str = "kafka-journal",
         now: float | None = None,
@@ -168,6 +178,8 @@ class TokenMinter:
         }
         if prefix is not None:
             claims[self._rules.prefix_claim] = prefix
+        if group_prefix is not None:
+            claims[self._rules.group_prefix_claim] = group_prefix
         if self._rules.issuer is not None:
             claims["iss"] = self._rules.issuer
         if self._rules.audience is not None:
@@ -250,6 +262,10 @@ class Guard:
             raise _forbidden(f"{route[0]} {route[1]} needs the scope {scope}", scope)
         if grant.prefix is not None:
             self._check_prefix(request, route, grant)
+        if "{group}" in route[1] and not grant.covers_group(request.match_info["group"]):
+            raise _forbidden(
+                f"this token is limited to subscription groups starting with {grant.group_prefix!r}"
+            )
         return grant
 
     def _check_prefix(self, request: web.Request, route: RouteKey, grant: Grant) -> None:

@@ -22,8 +22,9 @@ from journal.core.model import (
     Payload,
     Position,
 )
-from journal.kafka.groups import EventPosition, GroupEvent, GroupStatus, group_statuses
-from journal.kafka.quarantine import Quarantined, list_quarantine
+from journal.kafka.groups import EventPosition, GroupEvent, GroupStatus
+from journal.kafka.quarantine import Quarantined
+from journal.kafka.quarantine import newest_quarantined as read_newest
 from journal.kafka.subscription import SubscriptionItem, SubscriptionPosition
 from journal.store.base import Snapshot
 
@@ -86,24 +87,25 @@ class GroupMemberHandle(Protocol):
 
 
 async def topic_group_statuses(journals: Journals) -> list[GroupStatus]:
-    """The subscription groups of the journals' topic (`journal.kafka.groups.group_statuses`)."""
-    return await group_statuses(journals.kafka.config.kafka, journals.topic)
+    """The subscription groups of the journals' topic, asked with the clients `journals`
+    keeps for it (`Journals.group_statuses`): not three new connections per request."""
+    return await journals.group_statuses()
 
 
 @dataclass(frozen=True, slots=True)
 class QuarantinePage:
-    """The newest records of the quarantine, newest first, and how many it holds."""
+    """The newest records of the quarantine, newest first, and how many records it holds
+    (replay markers included)."""
 
     records: Sequence[Quarantined]
     total: int
 
 
 async def newest_quarantined(journals: Journals, limit: int) -> QuarantinePage:
-    """The newest `limit` records of the quarantine of `journals`' topic. The whole
-    quarantine is read (replay markers may follow a record anywhere): it is small, and a
-    record in it is an operator's to look at."""
-    found = await list_quarantine(journals.kafka.config.kafka, journals.topic)
-    return QuarantinePage(found[-limit:][::-1], len(found))
+    """The newest records of the quarantine of `journals`' topic: only its last `limit`
+    records are read, without values (`journal.kafka.quarantine.newest_quarantined`)."""
+    found, total = await read_newest(journals.kafka.config.kafka, journals.topic, limit)
+    return QuarantinePage(found, total)
 
 
 class JournalBackend(Protocol):

@@ -31,7 +31,7 @@ class ErrorCode(StrEnum):
     INVALID_GROUP = "invalid_group"  # 400: not a subscription group name
     INCOMPLETE_BODY = "incomplete_body"  # 400: the client stopped sending mid-body
     UNAUTHORIZED = "unauthorized"  # 401: no bearer token, or a bad or expired one
-    FORBIDDEN = "forbidden"  # 403: the token lacks the route's scope or the journal id's prefix
+    FORBIDDEN = "forbidden"  # 403: the token lacks the route's scope, the id's or group's prefix
     NOT_FOUND = "not_found"  # 404: no such route
     METHOD_NOT_ALLOWED = "method_not_allowed"  # 405: the route exists, not with this method
     INVALID_IDEMPOTENCY_KEY = "invalid_idempotency_key"  # 400: empty, too long, not ASCII
@@ -50,6 +50,8 @@ class ErrorCode(StrEnum):
     NOT_READY = "not_ready"  # 503: this worker, or the owner of the journal, is (re)starting
     UNAVAILABLE = "unavailable"  # 503: Kafka or Cassandra cannot be reached in time
     UNDECODABLE_RECORDS = "undecodable_records"  # 503: the head spans a batch not decodable here
+    # 503: this worker streams as many group members as it may (each is a Kafka consumer)
+    GROUP_STREAMS_FULL = "group_streams_full"
     # 503: it may or may not have taken effect (the owner died with it, or a conditional
     # append could not learn its verdict): repeat it
     OUTCOME_UNKNOWN = "outcome_unknown"

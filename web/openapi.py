@@ -51,11 +51,14 @@ silently.
 With security on (`KJ_SECURITY=on`), every route but `/healthz`, `/readyz` and this document
 needs `Authorization: Bearer <JWT>` whose `scope` grants it: `journal:read` (GET a journal or
 its events), `journal:write` (append), `journal:delete` (delete, purge), `journal:admin`
-(`/metrics`, `/status`, `/quarantine`); the console's files (`/ui`) are open, the API they
+(`/metrics`, `/status`, `/quarantine`), `journal:subscribe` (the subscription groups: list,
+join a group's stream, acknowledge); the console's files (`/ui`) are open, the API they
 call is not. A token limited to a journal id prefix lists ids (`/journals`) and subscribes
-(`/events`) within it, and is refused by `/metrics`, `/status` and `/quarantine`. 401
-`unauthorized` (with `WWW-Authenticate`) without a valid token, 403 `forbidden` without the
-scope or for a journal id outside the token's prefix claim."""
+(`/events`) within it, and is refused by `/metrics`, `/status`, `/quarantine` and the
+subscription groups. A token's group prefix claim limits it to the groups whose name starts
+with it: `/subscriptions` lists only those. 401 `unauthorized` (with `WWW-Authenticate`)
+without a valid token, 403 `forbidden` without the scope, for a journal id outside the
+token's prefix claim or a group outside its group prefix claim."""
 
 _SUBSCRIBE = """\
 Every event the journals' logs accepted (never an Append the conflict rule rejected), one JSON
@@ -94,7 +97,11 @@ commits and leaves: its unacknowledged events go to the next member (at least on
 reconnects is the group's next member. A member
 lives in the worker that serves its stream, so acks must reach that worker: send them on the
 stream's worker (e.g. keep one connection to it); another worker answers 409 `no_member`,
-nothing is forwarded."""
+nothing is forwarded. Bounds: a member holds at most `KJ_GROUP_MAX_UNACKED` (10,000 by
+default) delivered records unacknowledged; at the cap the stream carries only heartbeats until
+acks come. A worker serves at most `KJ_MAX_GROUP_STREAMS` (64) streams; the next is answered
+503 `group_streams_full` with `Retry-After`. Needs the scope `journal:subscribe` and, with a
+group prefix claim, a group name within it."""
 
 _REF = "#/components/schemas/{model}"
 _REQUESTS: tuple[type[BaseModel], ...] = (
@@ -235,7 +242,9 @@ _RESPONSES: JsonDoc = {
         "(Kafka/Cassandra unreachable) or `outcome_unknown` (the owner died with the request: it "
         "may have been applied; repeat it, an append of the same seqNrs, one with an "
         "`Idempotency-Key` or a delete is safe; an append at the end without a key is not: "
-        "appended twice if the first took effect, read the journal instead).",
+        "appended twice if the first took effect, read the journal instead); for a group's "
+        "stream, `group_streams_full` (this worker streams as many group members as it may, "
+        "each a Kafka consumer: retry later or on another worker).",
         {"Retry-After": {"schema": {"type": "integer"}, "description": "seconds"}},
     ),
     "SeqNrConflict": _error_response(
@@ -255,8 +264,8 @@ _RESPONSES: JsonDoc = {
         {"WWW-Authenticate": {"schema": {"type": "string"}, "description": "RFC 6750"}},
     ),
     "Forbidden": _error_response(
-        "`forbidden` (security on): the token lacks the route's scope, or the journal id is "
-        "outside the token's prefix."
+        "`forbidden` (security on): the token lacks the route's scope, the journal id is "
+        "outside the token's prefix, or the group outside its group prefix."
     ),
     "NotFound": _error_response("`not_found`: no such route (any path not listed here)."),
     "NoMember": _error_response(
@@ -410,8 +419,8 @@ _OPERATIONS: dict[str, JsonDoc] = {
         },
     },
     "subscriptionGroups": {
-        "summary": "The topic's subscription groups: state, and each partition's checkpoint, "
-        "end offset, lag and member.",
+        "summary": "The topic's subscription groups within the token's group prefix: state, "
+        "and each partition's checkpoint, end offset, lag and member.",
         "responses": {
             "200": _ok("The groups, by name.", _ref("schemas", "GroupsOut")),
             **_errors(*_JOURNAL_ERRORS),

@@ -65,18 +65,21 @@ ROUTES: tuple[Route, ...] = (
         lists_within_prefix=True,
         long_lived=True,
     ),
-    # subscription groups: a member's stream, and acks to the worker that serves it
-    Route("GET", "/subscriptions", "journals", "groups", Scope.READ, "subscriptionGroups"),
+    # subscription groups: a member's stream, and acks to the worker that serves it; the
+    # listing shows only the groups within the token's group prefix
+    Route("GET", "/subscriptions", "journals", "groups", Scope.SUBSCRIBE, "subscriptionGroups"),
     Route(
         "GET",
         "/subscriptions/{group}/events",
         "journals",
         "group_events",
-        Scope.READ,
+        Scope.SUBSCRIBE,
         "subscribeGroup",
         long_lived=True,
     ),
-    Route("POST", "/subscriptions/{group}/ack", "journals", "group_ack", Scope.READ, "ackGroup"),
+    Route(
+        "POST", "/subscriptions/{group}/ack", "journals", "group_ack", Scope.SUBSCRIBE, "ackGroup"
+    ),
     Route(
         "PUT", "/journals/{id}/snapshots/{seqNr}", "snapshots", "put", Scope.WRITE, "putSnapshot"
     ),

@@ -562,7 +562,10 @@ class QuarantineOut(_Wire):
     """The newest records of the quarantine, newest first, and how many it holds."""
 
     records: list[QuarantinedOut]
-    total: int = Field(description="records in the quarantine (replay markers not counted)")
+    total: int = Field(
+        description="records in the quarantine topic, replay markers included (counting only "
+        "the quarantined ones would mean reading it all)"
+    )
 
 
 def to_json(answer: BaseModel) -> bytes:

@@ -29,14 +29,14 @@ from aiohttp import web
 from journal.client.journals import append_events
 from journal.core.model import EventRecord
 from journal.errors import InvalidValue, JournalError
-from journal.kafka.groups import EventPosition
+from journal.kafka.groups import EventPosition, GroupEvent
 from journal.kafka.subscription import Heartbeat, SubscriptionItem
 from journal.metrics import METRICS, Metrics
 from web.backend import GroupMemberHandle, JournalBackend, JournalHandle
 from web.body import read_body
 from web.error_answers import ApiError, ErrorCode, StreamInterrupted, bad_request
 from web.failures import unavailable
-from web.grant import listing_prefix
+from web.grant import listing_prefix, may_see_group
 from web.representation import (
     EVENT_STREAM,
     NDJSON,
@@ -102,12 +102,17 @@ class OpenMembers:
         return sum(member.ack(*positions) for member in members)
 
 
+DEFAULT_MAX_GROUP_STREAMS = 64
+
+
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """Knobs of the journal routes."""
+    """Knobs of the journal routes: `max_group_streams`, the group members this process
+    streams at once (each is a Kafka consumer), the next answered 503 `group_streams_full`."""
 
     max_body_bytes: int = 1_048_576
     retry_after_s: int = 1
+    max_group_streams: int = DEFAULT_MAX_GROUP_STREAMS
 
 
 class JournalViews:
@@ -124,6 +129,7 @@ class JournalViews:
         self._interrupted = metrics.counter("kafka_journal_http_streams_interrupted_total")
         self._subscription_lines = metrics.counter("kafka_journal_http_subscription_lines_total")
         self._members = OpenMembers()
+        self._group_streams = 0  # open now, or starting
 
     def _check_ready(self) -> None:
         if not self._backend.ready():
@@ -298,10 +304,12 @@ class JournalViews:
 
     async def groups(self, request: web.Request) -> web.Response:
         """GET /subscriptions -> 200 {"groups": [{"name", "state", "partitions": [{"partition",
-        "checkpoint", "end", "lag", "member"}]}]}."""
+        "checkpoint", "end", "lag", "member"}]}]}: the groups within the token's group prefix."""
         self._check_ready_for_groups()
         check_no_params(request.query)
-        return json_response(groups_out(await self._backend.group_statuses()))
+        visible = may_see_group(request)  # a token sees only the groups it may join
+        statuses = [s for s in await self._backend.group_statuses() if visible(s.name)]
+        return json_response(groups_out(statuses))
 
     async def group_events(self, request: web.Request) -> web.StreamResponse:
         """GET /subscriptions/{group}/events?tags -> 200 NDJSON, or server-sent events for
@@ -321,6 +329,37 @@ class JournalViews:
             if _wants_event_stream(request)
             else (group_lines, NDJSON)
         )
+        with self._group_stream_slot():
+            return await self._serve_member(request, name, tags, encode, content_type)
+
+    @contextmanager
+    def _group_stream_slot(self) -> Iterator[None]:
+        """One of this worker's group streams, taken before its member starts (so concurrent
+        requests cannot pass the limit), or 503 `group_streams_full`: the limit guards this
+        worker (a Kafka consumer per stream), not a client's quota, and another worker or a
+        later try may have room: a 503 with Retry-After says that; a 429 would blame the client."""
+        limit = self._limits.max_group_streams
+        if self._group_streams >= limit:
+            raise unavailable(
+                ErrorCode.GROUP_STREAMS_FULL,
+                f"this worker streams {limit} group members, its limit: retry later or on "
+                "another worker",
+                self._limits.retry_after_s,
+            )
+        self._group_streams += 1
+        try:
+            yield
+        finally:
+            self._group_streams -= 1
+
+    async def _serve_member(
+        self,
+        request: web.Request,
+        name: str,
+        tags: frozenset[str],
+        encode: Callable[[Sequence[GroupEvent]], bytes],
+        content_type: str,
+    ) -> web.StreamResponse:
         member = self._backend.subscribe_group(name, tags)
         await member.start()
         try:

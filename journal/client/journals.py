@@ -42,7 +42,13 @@ from journal.core.model import (
 )
 from journal.errors import InvalidValue
 from journal.kafka.fence import Fence, HighWatermarks, Marks
-from journal.kafka.groups import GroupConfig, GroupMember
+from journal.kafka.groups import (
+    DEFAULT_MAX_UNACKED,
+    GroupAdmin,
+    GroupConfig,
+    GroupMember,
+    GroupStatus,
+)
 from journal.kafka.producer import JournalProducer
 from journal.kafka.records import KafkaReadConfig, KafkaRecords
 from journal.kafka.subscription import (
@@ -170,6 +176,9 @@ class Journals:
         # index of its own gives its conditional appends their verdicts sooner (app/worker.py)
         self.conditional = ConditionalAppends(self.reading, index if verdicts is None else verdicts)
         self._listing: JournalIds | None = None
+        # a group member's cap (GroupConfig.max_unacked); `connect` takes the settings'
+        self.group_max_unacked = DEFAULT_MAX_UNACKED
+        self._group_admin: GroupAdmin | None = None  # made at the first group_statuses
 
     @classmethod
     async def connect(
@@ -232,6 +241,7 @@ class Journals:
             settings.topic, writer, store, index, fence, kafka, origin, verdicts, scan_without_store
         )
         journals._owned = owned
+        journals.group_max_unacked = settings.group_max_unacked
         return journals
 
     async def close(self) -> None:
@@ -308,14 +318,28 @@ class Journals:
         tags: Collection[str] = (),
         heartbeat_s: float = HEARTBEAT_S,
         handover: Callable[[], AbstractAsyncContextManager[object]] | None = None,
+        max_unacked: int | None = None,
     ) -> GroupMember:
         """A member (not started) of subscription group `name`: it shares the topic's
         partitions with the group's other members and resumes at the group's checkpoint
-        (`journal.kafka.groups`; `handover`: there)."""
-        config = GroupConfig(SubscriptionConfig(self.kafka.config.kafka), heartbeat_s)
+        (`journal.kafka.groups`; `handover`: there). `max_unacked`: the delivered records it
+        holds unacknowledged at most (default: the settings' `group_max_unacked`)."""
+        config = GroupConfig(
+            SubscriptionConfig(self.kafka.config.kafka),
+            heartbeat_s,
+            max_unacked=self.group_max_unacked if max_unacked is None else max_unacked,
+        )
         return GroupMember(
             name, self.topic, self.writer.partitions, self.store, config, tags, handover
         )
+
+    async def group_statuses(self) -> list[GroupStatus]:
+        """The topic's subscription groups, by name (`journal.kafka.groups`), asked with one
+        set of clients kept until `close`."""
+        if self._group_admin is None:
+            self._group_admin = GroupAdmin(self.kafka.config.kafka)
+            self._owned.append(self._group_admin.close)
+        return await self._group_admin.statuses(self.topic, self.writer.partitions)
 
 
 class Journal:

@@ -14,6 +14,12 @@ delivered events are all acknowledged (`Checkpoint`): a record with nothing to d
 as it goes, when partitions are revoked, and when it stops; unacknowledged events of a
 revoked partition are dropped here and delivered again by the member that takes it over, as
 are those of a member that dies. Delivery is at least once; nothing is skipped.
+
+Backpressure: a member keeps each delivered record until its events are acknowledged, so it
+holds at most `GroupConfig.max_unacked` such records. At the cap it pauses its partitions
+(still polling, so it stays in the group) and delivers nothing but heartbeats until acks come;
+a fetch asks for no more records than the room left, so the cap is exact. Reading from the
+store (records beyond Kafka's retention) waits at the cap between the store's pages.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ import binascii
 import logging
 import re
 from collections.abc import AsyncIterator, Callable, Collection, Sequence
-from contextlib import AbstractAsyncContextManager, nullcontext
+from contextlib import AbstractAsyncContextManager, nullcontext, suppress
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -60,6 +66,9 @@ from kjconfig.access import KafkaAccess
 log = logging.getLogger(__name__)
 
 GROUP_PREFIX = "kafka-journal.subscription."
+# a member's unacknowledged records at most (KJ_GROUP_MAX_UNACKED, journal.settings, has the
+# same default: the settings load no drivers, so they do not import it)
+DEFAULT_MAX_UNACKED = 10_000
 _LAG = "kafka_journal_group_lag_records"
 _NAME = re.compile(r"[A-Za-z0-9._-]{1,200}")
 
@@ -148,20 +157,29 @@ class Checkpoint:
     def unacknowledged(self) -> int:
         return sum(len(indices) for indices in self._open.values())
 
+    @property
+    def open_records(self) -> int:
+        """The records with an event out and not acknowledged: what the member holds."""
+        return len(self._open)
+
 
 @dataclass(frozen=True, slots=True)
 class GroupConfig:
     """A member's options: `heartbeat_s`, how long without events before an empty batch;
-    Kafka's group session and heartbeat intervals."""
+    Kafka's group session and heartbeat intervals; `max_unacked`, the delivered records it
+    holds unacknowledged at most (at the cap it waits for acks: the module's docstring)."""
 
     subscription: SubscriptionConfig
     heartbeat_s: float = HEARTBEAT_S
     session_timeout_ms: int = 10_000
     heartbeat_interval_ms: int = 1_000
+    max_unacked: int = DEFAULT_MAX_UNACKED
 
     def __post_init__(self) -> None:
         if self.heartbeat_s <= 0:
             raise InvalidValue(f"heartbeat_s must be positive, not {self.heartbeat_s}")
+        if self.max_unacked < 1:
+            raise InvalidValue(f"max_unacked must be positive, not {self.max_unacked}")
         if not 0 < self.heartbeat_interval_ms < self.session_timeout_ms:
             raise InvalidValue("the heartbeat interval must be positive and below the session")
 
@@ -240,6 +258,7 @@ class GroupMember:
         self._reading = _Reading(self, topic, partitions, store, config.subscription, tags)
         self._lock = asyncio.Lock()  # handling records vs. a rebalance
         self._consumer: AIOKafkaConsumer | None = None
+        self._acked = asyncio.Event()  # set by an ack: a member at its cap may go on
 
     async def start(self) -> None:
         if self._consumer is not None:
@@ -298,7 +317,16 @@ class GroupMember:
             owned = self.owned.get(position.partition)
             if owned is not None and owned.checkpoint.ack(position.offset, position.index):
                 acked += 1
+        if acked:
+            self._acked.set()
         return acked
+
+    def unacknowledged_records(self) -> int:
+        """The delivered records this member holds, not all of their events acknowledged."""
+        return sum(owned.checkpoint.open_records for owned in self.owned.values())
+
+    def _room(self) -> int:
+        return self._config.max_unacked - self.unacknowledged_records()
 
     async def commit(self) -> None:
         """Commit every owned partition's checkpoint now (`batches` also does as it goes)."""
@@ -315,8 +343,9 @@ class GroupMember:
         quiet_since = loop.time()
         while self._consumer is consumer:
             wait_s = max(0.0, quiet_since + self._config.heartbeat_s - loop.time())
+            room = self._throttle(self._started())
             try:
-                fetched = await reading._fetch(consumer, min(wait_s, 1.0))
+                fetched = await reading._fetch(consumer, min(wait_s, 1.0), max(room, 1))
             except ConsumerStoppedError:
                 return
             async for batch in self._handle(consumer, fetched):
@@ -358,6 +387,9 @@ class GroupMember:
         for reader, first in gaps:  # beyond retention: from the store, then Kafka
             stored = reading._from_store(reader, first - 1)
             while True:
+                while self._room() <= 0 and self._owns(reader):
+                    yield []  # a heartbeat while the client has not acknowledged enough
+                    await self._wait_for_acks()
                 async with self._lock:
                     if not self._owns(reader):
                         break
@@ -376,6 +408,22 @@ class GroupMember:
         batch = self._take()
         if batch:
             yield batch
+
+    def _throttle(self, consumer: AIOKafkaConsumer) -> int:
+        """The records the member may take now; at the cap its partitions are paused: the
+        fetch still polls (the member stays in the group) but gets nothing until acks come."""
+        room = self._room()
+        if room > 0:
+            consumer.resume(*consumer.paused())
+        else:
+            consumer.pause(*consumer.assignment())
+        return room
+
+    async def _wait_for_acks(self) -> None:
+        """Until an ack comes, or a heartbeat interval passes."""
+        self._acked.clear()
+        with suppress(TimeoutError):
+            await asyncio.wait_for(self._acked.wait(), self._config.heartbeat_s)
 
     def _owns(self, reader: _PartitionReader) -> bool:
         owned = self.owned.get(reader.partition)
@@ -495,53 +543,100 @@ class GroupStatus:
 
 
 async def group_statuses(kafka: KafkaAccess, topic: str) -> list[GroupStatus]:
-    """Every subscription group with a checkpoint or a member on `topic`, by name."""
-    admin = AIOKafkaAdminClient(**kafka.client_options())
-    client = AIOKafkaClient(**kafka.client_options())
-    consumer = await start_consumer(kafka)
+    """Every subscription group with a checkpoint or a member on `topic`, by name (with
+    clients of its own: a process that asks often keeps a `GroupAdmin`)."""
+    partitions = await partition_count(kafka, topic)
+    admin = GroupAdmin(kafka)
     try:
-        await admin.start()
-        await client.bootstrap()
-        ids = sorted(
-            g[0] for g in await admin.list_consumer_groups() if g[0].startswith(GROUP_PREFIX)
-        )
-        partitions = range(await partition_count(kafka, topic))
-        if not ids:
-            return []
-        tps = [TopicPartition(topic, p) for p in partitions]
-        ends = await consumer.end_offsets(tps)
-        described = {gid: await _describe(admin, client, gid) for gid in ids}
-        statuses = []
-        for gid in ids:
-            committed = await admin.list_consumer_group_offsets(gid, partitions=tps)
-            group = described[gid]
-            members = _members(group[5] if group else [], topic)
-            if not members and all(committed.get(tp, _NONE).offset < 0 for tp in tps):
-                continue  # a group of another topic
-            owner = {p: m for m, ps in members for p in ps}
-            statuses.append(
-                GroupStatus(
-                    gid.removeprefix(GROUP_PREFIX),
-                    group[2] if group else "Dead",
-                    members,
-                    tuple(
-                        GroupPartition(
-                            tp.partition,
-                            _offset(committed.get(tp)),
-                            ends[tp],
-                            owner.get(tp.partition),
-                        )
-                        for tp in tps
-                    ),
-                )
-            )
-        return statuses
-    except KafkaError as error:
-        raise core_error(error, f"{topic}: cannot describe the subscription groups") from error
+        return await admin.statuses(topic, partitions)
     finally:
         await admin.close()
-        await client.close()
-        await stop_consumer(consumer)
+
+
+class GroupAdmin:
+    """What `statuses` asks Kafka with (an admin client, a client for DescribeGroups, a
+    consumer for the ends of the logs), started at the first call and kept until `close`: a
+    worker answers every `GET /subscriptions` with one, not with three new connections each."""
+
+    def __init__(self, kafka: KafkaAccess) -> None:
+        self._kafka = kafka
+        self._lock = asyncio.Lock()
+        self._clients: tuple[AIOKafkaAdminClient, AIOKafkaClient, AIOKafkaConsumer] | None = None
+
+    async def _started(self) -> tuple[AIOKafkaAdminClient, AIOKafkaClient, AIOKafkaConsumer]:
+        async with self._lock:
+            if self._clients is None:
+                options = self._kafka.client_options()
+                admin, client = AIOKafkaAdminClient(**options), AIOKafkaClient(**options)
+                try:
+                    await admin.start()
+                    await client.bootstrap()
+                    consumer = await start_consumer(self._kafka)
+                except BaseException:
+                    # not kept: the next call starts afresh
+                    await admin.close()
+                    await client.close()
+                    raise
+                self._clients = (admin, client, consumer)
+            return self._clients
+
+    async def close(self) -> None:
+        async with self._lock:
+            clients, self._clients = self._clients, None
+        if clients is not None:
+            admin, client, consumer = clients
+            await admin.close()
+            await client.close()
+            await stop_consumer(consumer)
+
+    async def statuses(self, topic: str, partition_count: int) -> list[GroupStatus]:
+        """Every subscription group with a checkpoint or a member on `topic` (of
+        `partition_count` partitions), by name."""
+        try:
+            admin, client, consumer = await self._started()
+            return await _statuses(admin, client, consumer, topic, range(partition_count))
+        except KafkaError as error:
+            raise core_error(error, f"{topic}: cannot describe the subscription groups") from error
+
+
+async def _statuses(
+    admin: AIOKafkaAdminClient,
+    client: AIOKafkaClient,
+    consumer: AIOKafkaConsumer,
+    topic: str,
+    partitions: range,
+) -> list[GroupStatus]:
+    ids = sorted(g[0] for g in await admin.list_consumer_groups() if g[0].startswith(GROUP_PREFIX))
+    if not ids:
+        return []
+    tps = [TopicPartition(topic, p) for p in partitions]
+    ends = await consumer.end_offsets(tps)
+    described = {gid: await _describe(admin, client, gid) for gid in ids}
+    statuses = []
+    for gid in ids:
+        committed = await admin.list_consumer_group_offsets(gid, partitions=tps)
+        group = described[gid]
+        members = _members(group[5] if group else [], topic)
+        if not members and all(committed.get(tp, _NONE).offset < 0 for tp in tps):
+            continue  # a group of another topic
+        owner = {p: m for m, ps in members for p in ps}
+        statuses.append(
+            GroupStatus(
+                gid.removeprefix(GROUP_PREFIX),
+                group[2] if group else "Dead",
+                members,
+                tuple(
+                    GroupPartition(
+                        tp.partition,
+                        _offset(committed.get(tp)),
+                        ends[tp],
+                        owner.get(tp.partition),
+                    )
+                    for tp in tps
+                ),
+            )
+        )
+    return statuses
 
 
 _NONE = OffsetAndMetadata(-1, "")

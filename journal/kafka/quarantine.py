@@ -97,18 +97,47 @@ class Quarantined:
 
 
 async def list_quarantine(kafka: KafkaAccess, topic: str) -> list[Quarantined]:
-    """Every record of `topic`'s quarantine in order, replay markers folded into `replayed`."""
+    """Every record of `topic`'s quarantine in order, replay markers folded into `replayed`
+    (the command line's: a replay needs them all, values included)."""
+    found, _ = await _read_quarantine(kafka, topic, None, values=True)
+    return found
+
+
+async def newest_quarantined(
+    kafka: KafkaAccess, topic: str, limit: int
+) -> tuple[list[Quarantined], int]:
+    """The newest records of `topic`'s quarantine, newest first, and how many records the
+    quarantine holds, replay markers included. Bounded for a per-request listing: only the
+    last `limit` records of each partition are read (markers among them take places, so a
+    page may hold fewer than `limit`; a marker always follows its record, so every record
+    read knows whether it was replayed), and without their values (`value` None)."""
+    found, total = await _read_quarantine(kafka, topic, limit, values=False)
+    found.sort(key=lambda one: (one.timestamp_ms, one.partition, one.offset), reverse=True)
+    return found[:limit], total
+
+
+async def _read_quarantine(
+    kafka: KafkaAccess, topic: str, newest: int | None, values: bool
+) -> tuple[list[Quarantined], int]:
+    """The quarantine's records in each partition's order (the last `newest` of each, or
+    all), markers folded into `replayed`; and the records it holds, markers included."""
     name = quarantine_topic(topic)
     partitions = await partition_count(kafka, name)
     ends = await end_offsets(kafka, name, partitions)
     consumer = await start_consumer(kafka)
     found: list[Quarantined] = []
     replayed: set[str] = set()
+    total = 0
     try:
         for partition, end in ends.items():
             tp = TopicPartition(name, partition)
             consumer.assign([tp])
-            await consumer.seek_to_beginning(tp)
+            start = (await consumer.beginning_offsets([tp]))[tp]
+            total += end - start
+            if newest is None or end - newest <= start:
+                await consumer.seek_to_beginning(tp)
+            else:
+                consumer.seek(tp, end - newest)
             while await consumer.position(tp) < end:
                 batch = await consumer.getmany(tp, timeout_ms=_POLL_MS)
                 for message in batch.get(tp, []):
@@ -119,13 +148,15 @@ async def list_quarantine(kafka: KafkaAccess, topic: str) -> list[Quarantined]:
                     if QUARANTINE_REPLAYED_HEADER in headers:
                         replayed.add(headers[QUARANTINE_REPLAYED_HEADER].decode())
                         continue
-                    found.append(_quarantined(topic, record, headers))
+                    found.append(_quarantined(topic, record, headers, values))
     finally:
         await stop_consumer(consumer)
-    return [_replace_replayed(one, one.position in replayed) for one in found]
+    return [_replace_replayed(one, one.position in replayed) for one in found], total
 
 
-def _quarantined(topic: str, record: RawRecord, headers: dict[str, bytes]) -> Quarantined:
+def _quarantined(
+    topic: str, record: RawRecord, headers: dict[str, bytes], value: bool = True
+) -> Quarantined:
     origin = headers.get(QUARANTINE_ORIGIN_HEADER) or headers.get(QUARANTINE_SKIPPED_HEADER)
     return Quarantined(
         partition=record.partition,
@@ -135,8 +166,8 @@ def _quarantined(topic: str, record: RawRecord, headers: dict[str, bytes]) -> Qu
         reason=headers.get(QUARANTINE_REASON_HEADER, b"").decode("utf-8", "replace"),
         timestamp_ms=record.timestamp_ms,
         key=record.key,
-        value=record.value,
-        headers=[(name, value) for name, value in record.headers if name not in _OURS],
+        value=record.value if value else None,
+        headers=[(name, v) for name, v in record.headers if name not in _OURS],
         replayed=False,
     )
 

@@ -616,11 +616,13 @@ class Subscription:
         partition: int = tp.partition
         return self._readers[partition].cursor >= stop_at[partition] - 1
 
-    async def _fetch(self, consumer: AIOKafkaConsumer, timeout_s: float) -> Fetched:
+    async def _fetch(
+        self, consumer: AIOKafkaConsumer, timeout_s: float, max_records: int = _FETCH_RECORDS
+    ) -> Fetched:
         try:
             batches: Fetched
             batches = await consumer.getmany(
-                timeout_ms=int(timeout_s * 1000), max_records=_FETCH_RECORDS
+                timeout_ms=int(timeout_s * 1000), max_records=min(max_records, _FETCH_RECORDS)
             )
             return batches
         except POISON_ERRORS as error:

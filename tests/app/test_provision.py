@@ -13,11 +13,14 @@ def rights(principal: str) -> set[str]:
     }
 
 
-def test_the_client_writes_and_reads_the_action_topic_only() -> None:
+def test_the_client_writes_and_reads_the_action_topic_and_joins_subscription_groups() -> None:
     assert rights("journal-client") == {
         "WRITE TOPIC orders",
         "READ TOPIC orders",
         "DESCRIBE TOPIC orders",
+        # the subscription groups (prefixed): join, commit, list, describe; no other group
+        "READ GROUP kafka-journal.subscription.*",
+        "DESCRIBE GROUP kafka-journal.subscription.*",
     }
 
 
@@ -35,3 +38,5 @@ def test_the_replicator_reads_the_topic_and_owns_its_group_changelogs_and_quaran
 def test_the_worker_has_exactly_the_union() -> None:
     union = rights("journal-client") | rights("journal-replicator")
     assert rights("journal-worker") == union
+    # it serves the groups' HTTP members: the token, not Kafka, says who may join which group
+    assert "READ GROUP kafka-journal.subscription.*" in rights("journal-worker")

@@ -306,3 +306,92 @@ async def listed_and_reset(h: Harness, name: str, running: Running) -> None:
     assert [(p.committed, p.lag) for p in status.partitions] == [
         (0, p.end) for p in status.partitions
     ]
+
+
+def test_the_settings_default_cap_is_the_member_s() -> None:
+    from journal.kafka.groups import DEFAULT_MAX_UNACKED
+    from journal.settings import Settings
+
+    assert Settings().group_max_unacked == DEFAULT_MAX_UNACKED
+
+
+@pytest.mark.integration
+async def test_a_member_that_never_acks_stops_receiving_at_its_cap_until_acks_come(
+    h: Harness,
+) -> None:
+    """Issue 38: a member holds every delivered, unacknowledged record; without a cap a client
+    that never acks grows the process with the topic."""
+    cap, journals = 5, 12
+    for i in range(journals):
+        await h.journals.journal(f"cap{i}").append([event(f"cap{i}", 1)])
+    member = h.journals.subscribe_group(unique("g"), heartbeat_s=0.3, max_unacked=cap)
+    got: list[GroupEvent] = []
+    quiet = 0  # heartbeats since the last event: the member fetched (paused) and found nothing
+    seen = asyncio.Event()
+
+    async def consume() -> None:
+        nonlocal quiet
+        async for batch in member.batches():
+            got.extend(batch)
+            quiet = 0 if batch else quiet + 1
+            seen.set()
+
+    async def settled_at(count: int) -> None:
+        """Until `count` events came and then three heartbeats: nothing more is coming."""
+        async with asyncio.timeout(60):
+            while not (len(got) >= count and quiet >= 3):
+                seen.clear()
+                await seen.wait()
+
+    await member.start()
+    task = asyncio.create_task(consume())
+    try:
+        await settled_at(cap)
+        assert len(got) == cap, "a member that never acks got past its cap"
+        assert member.unacknowledged_records() == cap
+        assert member.ack(*(e.position for e in got[:2])) == 2
+        await settled_at(cap + 2)
+        assert len(got) == cap + 2, "two acks made room for two records, no more"
+        member.ack(*(e.position for e in got))
+        await settled_at(journals)
+        assert sorted(e.key.id for e in got) == sorted(f"cap{i}" for i in range(journals))
+    finally:
+        await member.stop()
+        await asyncio.wait_for(task, 30)
+
+
+@pytest.mark.integration
+async def test_the_group_listing_reuses_one_admin_client_until_the_journals_close(
+    h: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 38: `GET /subscriptions` built an admin client (and two more clients) per
+    request. Counted, not mocked: the real clients run, wrapped."""
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    from journal.client.journals import Journals
+    from web.backend import topic_group_statuses
+
+    counts = {"start": 0, "close": 0}
+    start, close = AIOKafkaAdminClient.start, AIOKafkaAdminClient.close
+
+    async def counted_start(self: AIOKafkaAdminClient) -> None:
+        counts["start"] += 1
+        await start(self)
+
+    async def counted_close(self: AIOKafkaAdminClient) -> None:
+        counts["close"] += 1
+        await close(self)
+
+    name = unique("g")
+    await reset_group(h.settings.kafka_access(), h.settings.topic, name, None)  # checkpoints
+    monkeypatch.setattr(AIOKafkaAdminClient, "start", counted_start)
+    monkeypatch.setattr(AIOKafkaAdminClient, "close", counted_close)
+    j = h.journals  # its parts, with a group admin of its own, which it closes
+    journals = Journals(j.topic, j.writer, j.store, j.index, j.fence, j.kafka)
+    try:
+        for _ in range(3):
+            assert name in [s.name for s in await topic_group_statuses(journals)]
+        assert counts == {"start": 1, "close": 0}, "an admin client per listing"
+    finally:
+        await journals.close()
+    assert counts == {"start": 1, "close": 1}, "the kept admin client closed with the journals"

@@ -10,6 +10,7 @@ import orjson
 import pytest
 from aiohttp import web
 
+from journal.kafka.groups import EventPosition
 from journal.metrics import Metrics
 from tests.support.fake_backend import APPEND, JOURNAL_REQUESTS, FakeBackend
 from tests.support.http_api import journal_path
@@ -308,3 +309,80 @@ async def test_without_a_guard_everything_is_open_as_before() -> None:
                 method,
                 path,
             )
+
+
+# --- subscription groups (issue 38) -------------------------------------------------------------
+
+
+async def test_a_read_token_cannot_join_a_group_nor_acknowledge_nor_list_them(
+    served: Served,
+) -> None:
+    """Joining takes partitions from the group's members and an ack moves its checkpoint:
+    reading journals does not grant that."""
+    reader = bearer(token(Scope.READ, Scope.WRITE, Scope.DELETE, Scope.ADMIN))
+    ack = {"positions": [EventPosition(0, 0, 0).encode()]}
+    for method, path, body in (
+        ("POST", "/subscriptions/billing/ack", ack),
+        ("GET", "/subscriptions/billing/events", None),
+        ("GET", "/subscriptions", None),
+    ):
+        status, code, _, challenge = await error_of(served, method, path, reader, json=body)
+        assert (status, code) == (403, ErrorCode.FORBIDDEN), (method, path)
+        assert 'scope="journal:subscribe"' in challenge
+    subscriber = bearer(token(Scope.SUBSCRIBE))
+    async with served.session.get(
+        served.at("/subscriptions/billing/events"), headers=subscriber
+    ) as answer:
+        assert answer.status == 200, await answer.text()
+    # past the guard: acknowledged (200), or 409 once the closed stream's member is gone
+    assert await status_of(served, "POST", "/subscriptions/billing/ack", subscriber, ack) in {
+        200,
+        409,
+    }
+
+
+async def test_a_group_prefix_limits_the_groups_a_token_joins_acknowledges_and_lists() -> None:
+    backend = FakeBackend()
+    backend.group_acks.update({"billing-a": set(), "billing-b": set(), "audit": set()})
+    app = create_app(backend, metrics=Metrics(), guard=Guard(VERIFIER))
+    limited = bearer(MINTER.mint([Scope.SUBSCRIBE], group_prefix="billing-"))
+    assert VERIFIER.verify(limited["Authorization"][7:]).group_prefix == "billing-"
+    async with serve(app) as served:
+        for method, path in (
+            ("GET", "/subscriptions/audit/events"),
+            ("POST", "/subscriptions/audit/ack"),
+            ("GET", "/subscriptions/billing/events"),  # "billing" lies outside "billing-"
+        ):
+            status, code, message, _ = await error_of(
+                served, method, path, limited, json={"positions": [EventPosition(0, 0, 0).encode()]}
+            )
+            assert (status, code) == (403, ErrorCode.FORBIDDEN), path
+            assert "'billing-'" in message
+        async with served.session.get(
+            served.at("/subscriptions/billing-a/events"), headers=limited
+        ) as answer:
+            assert answer.status == 200, await answer.text()
+
+        async def listed(headers: Mapping[str, str]) -> list[str]:
+            async with served.session.get(served.at("/subscriptions"), headers=headers) as answer:
+                assert answer.status == 200, await answer.text()
+                return [group["name"] for group in (await answer.json())["groups"]]
+
+        assert await listed(limited) == ["billing-a", "billing-b"]
+        assert await listed(bearer(token(Scope.SUBSCRIBE))) == ["audit", "billing-a", "billing-b"]
+        # a member gets every journal's events: a journal-prefix token is refused
+        journal_limited = bearer(token(Scope.SUBSCRIBE, prefix="a-"))
+        assert (
+            await status_of(served, "GET", "/subscriptions/billing-a/events", journal_limited)
+            == 403
+        )
+
+
+def test_a_malformed_group_prefix_claim_is_refused() -> None:
+    forged = jwt.encode(
+        {"scope": "journal:subscribe", "group_prefix": ["a"], "exp": int(time.time()) + 60},
+        SECRET,
+        "HS256",
+    )
+    with pytest.raises(InvalidToken, match="group_prefix claim"):
+        VERIFIER.verify(forged)

@@ -99,3 +99,28 @@ async def test_a_reconnected_member_gets_only_the_unacknowledged_events(
         again = await events(answer, len(JOURNALS))
     # in each partition an acknowledged event would have come before the second events
     assert sorted((line["id"], line["seqNr"]) for line in again) == [(j, 2) for j in JOURNALS]
+
+
+async def test_a_worker_past_its_group_streams_answers_503_with_retry_after(h: Harness) -> None:
+    """Issue 38: each group stream is a Kafka consumer; a worker serves a bounded number."""
+    await h.journals.journal("limit").append([Event(1, frozenset(), JsonPayload.of(1))])
+    async with serve(create_app(DirectBackend(h.journals), max_group_streams=2)) as served:
+
+        def stream(name: str) -> Any:
+            return served.session.get(served.at(f"/subscriptions/{name}/events"))
+
+        async with stream(unique("g")) as first, stream(unique("g")) as second:
+            assert (first.status, second.status) == (200, 200)
+            async with stream(unique("g")) as third:
+                assert third.status == 503, "a third stream served past the limit of 2"
+                assert third.headers["Retry-After"] == "1"
+                assert (await third.json())["error"]["code"] == ErrorCode.GROUP_STREAMS_FULL
+            await events(first, 1)
+
+        async def room_again() -> bool:
+            # the closed streams' members leave as their handlers notice (at their next write)
+            async with stream(unique("g")) as again:
+                assert again.status == 200, await again.text()
+                return True
+
+        await eventually(room_again, "a closed stream frees its place")
