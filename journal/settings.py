@@ -12,6 +12,16 @@ from typing import TYPE_CHECKING, Any, Literal, Self
 
 from pydantic import Field, FilePath, SecretStr, field_validator, model_validator
 
+from journal.store.topology import (
+    DEFAULT_READ_CONSISTENCY,
+    DEFAULT_REQUEST_TIMEOUT_S,
+    DEFAULT_RETRIES,
+    DEFAULT_SPECULATIVE_AFTER_MS,
+    DEFAULT_WRITE_CONSISTENCY,
+    ReadConsistency,
+    WriteConsistency,
+    parse_replication,
+)
 from kjconfig.access import (
     CASSANDRA_ROLES,
     KAFKA_USERS,
@@ -131,8 +141,43 @@ class Settings(KJSettings):
         default=7 * DAY_MS, gt=0, description="the topic's retention when created; keep it >= 24 h"
     )
     keyspace_replication: str = Field(
-        default="{'class': 'SimpleStrategy', 'replication_factor': 1}",
-        description="the keyspace's replication, when created",
+        default="auto",
+        description="the keyspace's replication, when created: auto (NetworkTopologyStrategy, "
+        "each data centre at min(3, its nodes)), DC:REPLICAS,... (datacenter1:3,dc2:3), or a "
+        "CQL map; an existing keyspace keeps its own (a warning says when they differ)",
+    )
+    cassandra_read_consistency: ReadConsistency = Field(
+        default=DEFAULT_READ_CONSISTENCY,
+        description="consistency of the store's reads (LOCAL_QUORUM: 2 of 3 local replicas, "
+        "one node may be down; with the write one it must overlap: docs/operations.md)",
+    )
+    cassandra_write_consistency: WriteConsistency = Field(
+        default=DEFAULT_WRITE_CONSISTENCY,
+        description="consistency of replication's writes (LOCAL_QUORUM; EACH_QUORUM for "
+        "readers in two data centres: docs/operations.md)",
+    )
+    cassandra_local_dc: str | None = Field(
+        default=None,
+        description="this process's Cassandra data centre: requests go to its nodes only "
+        "(default: the data centre of the contact point that answers first)",
+    )
+    cassandra_request_timeout_s: float = Field(
+        default=DEFAULT_REQUEST_TIMEOUT_S,
+        gt=0,
+        description="seconds a Cassandra request may take, retries included, before the store "
+        "is called unavailable",
+    )
+    cassandra_retries: int = Field(
+        default=DEFAULT_RETRIES,
+        ge=0,
+        description="retries of an idempotent Cassandra request at the next node, after a "
+        "timeout, too few replicas or a lost connection",
+    )
+    cassandra_speculative_after_ms: int = Field(
+        default=DEFAULT_SPECULATIVE_AFTER_MS,
+        ge=0,
+        description="ms after which an unanswered idempotent Cassandra request is sent to the "
+        "next node as well, the first answer winning (0: never)",
     )
     segment_size: int = Field(
         default=100_000, gt=0, description="events per segment of new journals"
@@ -243,6 +288,12 @@ class Settings(KJSettings):
         bare = ",".join(host for host, _port in hosts)
         return {**values, "cassandra_hosts": bare, "cassandra_port": port}
 
+    @field_validator("keyspace_replication")
+    @classmethod
+    def _replication(cls, raw: str) -> str:
+        parse_replication(raw)
+        return raw.strip()
+
     @field_validator("cassandra_hosts")
     @classmethod
     def _hosts(cls, raw: str) -> str:
@@ -262,6 +313,12 @@ class Settings(KJSettings):
             keyspace=self.keyspace,
             replication=self.keyspace_replication,
             segment_size=self.segment_size,
+            read_consistency=self.cassandra_read_consistency,
+            write_consistency=self.cassandra_write_consistency,
+            local_dc=self.cassandra_local_dc,
+            request_timeout_s=self.cassandra_request_timeout_s,
+            retries=self.cassandra_retries,
+            speculative_after_ms=self.cassandra_speculative_after_ms,
             window=self.replication_window,
             login=self.cassandra_login(),
             create_schema=self.security == "off",

@@ -10,13 +10,14 @@ KJ_CASSANDRA_HOSTS) and only probed. Entry points:
     stack.kafka_bootstrap, stack.cassandra_hosts, stack.cassandra_port
     stack.kafka.restart()      # fault tests: one server while the other runs
     stack.kafka.nodes[1].kill9()  # with KJ_KAFKA_BROKERS=3: one node of the cluster
+    stack.cassandra.nodes[1].kill9()  # with KJ_CASSANDRA_NODES=3 likewise
     stack.down()
 
 From the shell: `kafka-journal stack up|down|status`. It needs nothing of `journal/`: only
 `kjconfig` (settings, logins) and `jars`.
 """
 
-from stack.cassandra import CassandraServer
+from stack.cassandra import CassandraCluster, CassandraServer
 from stack.errors import StackError
 from stack.kafka import KafkaCluster, KafkaServer
 from stack.server import ExternalServer, JvmServer, Server, ServerStatus
@@ -24,6 +25,7 @@ from stack.settings import StackSettings
 from stack.stack import Stack
 
 __all__ = [
+    "CassandraCluster",
     "CassandraServer",
     "ExternalServer",
     "JvmServer",

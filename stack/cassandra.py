@@ -1,11 +1,14 @@
-"""A single-node Apache Cassandra 5.0 as a child JVM.
+"""Apache Cassandra 5.0 as child JVMs: one node, or a cluster of three (KJ_CASSANDRA_NODES).
 
-Contract: `CassandraServer(settings)` keeps everything under `<data dir>/cassandra/`:
+Contract: `CassandraServer(settings, node)` is one node and keeps everything under
+`<data dir>/cassandra/` (one node) or `<data dir>/cassandra-<id>/` (a cluster's):
 `cassandra.yaml`, `logback.xml`, `data/` (`cassandra.storagedir`: data, commitlog, hints,
 saved_caches), `triggers/`, `logs/system.log` (INFO), `logs/cassandra.out` (JVM
 stdout/stderr), `cassandra.pid`. It runs `org.apache.cassandra.service.CassandraDaemon` on
 Java 17 with the JPMS flags of Cassandra's `conf/jvm17-server.options`, and is ready when
-cassandra-driver connects and reads `system.local`.
+cassandra-driver connects and reads `system.local` (a cluster's node: and knows its two
+peers, `system.peers_v2`). `CassandraCluster(settings)` is the three nodes as one `Server`,
+started and stopped together; `nodes` are the single nodes, for fault tests that kill one.
 
 Tuning for a fast, small, single test node (and why):
 - `num_tokens: 1` with `-Dcassandra.initial_token=0`: one token, no token allocation work.
@@ -14,16 +17,32 @@ Tuning for a fast, small, single test node (and why):
 - memtables 64 MiB on/off heap and 8 MiB commitlog segments: a 1 GiB heap and little disk.
 - JMX: no port unless KJ_CASSANDRA_JMX_PORT is set (nothing here uses nodetool).
 - `-XX:+ExitOnOutOfMemoryError`: Cassandra's advice; a half-dead node is worse than none.
+
+Three nodes (and why):
+- node i on its own loopback address (127.0.0.1, .2, .3), every node on the same ports: the
+  driver and Cassandra's own tools expect one native port per cluster.
+- every node a seed and `auto_bootstrap: false`: a seed does not bootstrap, so the three start
+  at once (a bootstrapping node waits 30 s of ring delay, and two may not bootstrap together),
+  which is safe only because a new cluster has no data to stream.
+- one token each (`num_tokens: 1`), the middles of the ring's thirds: equal shares, no token
+  allocation work.
+- `GossipingPropertyFileSnitch` with a `cassandra-rackdc.properties` per node: its data centre
+  (datacenter1, or datacenter2 for node 2 with KJ_CASSANDRA_DATACENTERS=2) and rack.
+- the heap 768m each unless KJ_CASSANDRA_HEAP_MAX says otherwise (`StackSettings.cassandra_heap`).
 """
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
-from stack.health import cassandra_release_version
+from stack.errors import StackError
+from stack.health import STATUS_PROBE_S, ProbeError, answers, cassandra_view
 from stack.jars import classpath_arg
+from stack.progress import Progress, print_progress
 from stack.security import CASSANDRA_YAML
-from stack.server import JvmServer
+from stack.server import JvmServer, ServerStatus, on_each
+from stack.settings import CassandraNode, StackSettings
 
 # From apache/cassandra conf/jvm17-server.options: its "JPMS" and "Netty" sections (the GC
 # section is replaced by the few flags in `_command`). Without them Cassandra fails on
@@ -87,9 +106,34 @@ class CassandraServer(JvmServer):
     accepted_java = (17,)  # 5.0 also runs on 11, but Kafka needs 17: one Java for both
     stop_timeout = 60.0
 
+    def __init__(
+        self,
+        settings: StackSettings,
+        node: CassandraNode | None = None,
+        *,
+        progress: Progress = print_progress,
+        tie_to_parent: bool = False,
+    ) -> None:
+        super().__init__(settings, progress=progress, tie_to_parent=tie_to_parent)
+        self.node = settings.cassandra_node_list[0] if node is None else node
+
+    @property
+    def clustered(self) -> bool:
+        return self.settings.cassandra_nodes > 1
+
+    @property
+    def label(self) -> str:
+        return f"cassandra-{self.node.node_id}" if self.clustered else self.name
+
     @property
     def address(self) -> str:
-        return f"{self.settings.host}:{self.settings.cassandra_port}"
+        return f"{self.node.host}:{self.settings.cassandra_port}"
+
+    @property
+    def jmx_port(self) -> int | None:
+        """JMX listens on localhost whatever the node's address: one port per node."""
+        base = self.settings.cassandra_jmx_port
+        return None if base is None else base + self.node.node_id - 1
 
     @property
     def ports(self) -> dict[str, int]:
@@ -97,8 +141,8 @@ class CassandraServer(JvmServer):
             "native": self.settings.cassandra_port,
             "storage": self.settings.cassandra_storage_port,
         }
-        if self.settings.cassandra_jmx_port is not None:
-            ports["jmx"] = self.settings.cassandra_jmx_port
+        if self.jmx_port is not None:
+            ports["jmx"] = self.jmx_port
         return ports
 
     @property
@@ -109,19 +153,26 @@ class CassandraServer(JvmServer):
     def config_file(self) -> Path:
         return self.home / "cassandra.yaml"
 
+    @property
+    def rackdc_file(self) -> Path:
+        return self.home / "cassandra-rackdc.properties"
+
     def cassandra_yaml(self) -> str:
         """The config, with Cassandra 5.0 key names (durations and sizes carry units)."""
-        host, storage = self.settings.host, self.settings.cassandra_storage_port
+        host, storage = self.node.host, self.settings.cassandra_storage_port
+        seeds = ",".join(f"{n.host}:{storage}" for n in self.settings.cassandra_node_list)
+        snitch = "GossipingPropertyFileSnitch" if self.clustered else "SimpleSnitch"
+        cluster = "auto_bootstrap: false\n" if self.clustered else ""
         return f"""\
 # Written by stack/cassandra.py on every start; edits are overwritten.
 cluster_name: kafka-journal
 num_tokens: 1
 partitioner: org.apache.cassandra.dht.Murmur3Partitioner
-endpoint_snitch: SimpleSnitch
-seed_provider:
+endpoint_snitch: {snitch}
+{cluster}seed_provider:
   - class_name: org.apache.cassandra.locator.SimpleSeedProvider
     parameters:
-      - seeds: "{host}:{storage}"
+      - seeds: "{seeds}"
 listen_address: {host}
 rpc_address: {host}
 storage_port: {storage}
@@ -141,19 +192,24 @@ auto_snapshot: false
             _LOGBACK.format(log=self.server_log), encoding="utf-8"
         )
         (self.home / "data").mkdir(exist_ok=True)
+        if self.clustered:
+            self.rackdc_file.write_text(
+                "# Written by stack/cassandra.py on every start; edits are overwritten.\n"
+                f"dc={self.node.datacenter}\nrack={self.node.rack}\n",
+                encoding="utf-8",
+            )
         # Cassandra warns every minute when its triggers directory is missing.
         (self.home / "triggers").mkdir(exist_ok=True)
 
     def _command(self, java: str, jars: list[Path]) -> list[str]:
         del java
         settings = self.settings
-        jmx = (
-            [f"-Dcassandra.jmx.local.port={settings.cassandra_jmx_port}"]
-            if settings.cassandra_jmx_port is not None
-            else []
+        jmx = [f"-Dcassandra.jmx.local.port={self.jmx_port}"] if self.jmx_port is not None else []
+        rackdc = (
+            [f"-Dcassandra-rackdc.properties={self.rackdc_file.as_uri()}"] if self.clustered else []
         )
         return [
-            f"-Xms{settings.cassandra_heap_min}", f"-Xmx{settings.cassandra_heap_max}",
+            f"-Xms{settings.cassandra_heap_min}", f"-Xmx{settings.cassandra_heap}",
             "-XX:+UseG1GC", "-XX:+ParallelRefProcEnabled", "-XX:MaxGCPauseMillis=300",
             "-XX:+ExitOnOutOfMemoryError", "-Djava.net.preferIPv4Stack=true",
             *JVM17_OPTIONS,
@@ -164,7 +220,8 @@ auto_snapshot: false
             f"-Dcassandra.logdir={self.home / 'logs'}",
             f"-Dlogback.configurationFile={self.home / 'logback.xml'}",
             "-Dcassandra.skip_wait_for_gossip_to_settle=0",
-            "-Dcassandra.initial_token=0",
+            f"-Dcassandra.initial_token={self.node.token}",  # read at the first start only
+            *rackdc,
             # with PasswordAuthenticator: the default superuser at once, not after 10 s
             "-Dcassandra.superuser_setup_delay_ms=0",
             *jmx,
@@ -172,9 +229,130 @@ auto_snapshot: false
         ]  # fmt: skip
 
     def _probe(self, timeout: float) -> str | None:
-        return cassandra_release_version(
-            [self.settings.host],
+        view = cassandra_view(
+            [self.node.host],
             self.settings.cassandra_port,
             timeout,
             self.settings.cassandra_login,
+            peers=self.clustered,
+        )
+        if view is None:
+            return None
+        missing = self.settings.cassandra_nodes - 1 - len(view.peers)
+        if missing > 0:  # answers CQL before gossip told it the whole ring
+            raise ProbeError(f"{self.label} knows {len(view.peers)} peer(s) {view.peers} so far")
+        return view.version
+
+
+class CassandraCluster:
+    """The local Cassandra as KJ_CASSANDRA_NODES nodes, one `Server` (module contract)."""
+
+    name = "cassandra"
+    controllable = True
+
+    def __init__(
+        self,
+        settings: StackSettings,
+        *,
+        progress: Progress = print_progress,
+        tie_to_parent: bool = False,
+    ) -> None:
+        self.settings = settings
+        self.progress = progress
+        self.nodes = tuple(
+            CassandraServer(settings, node, progress=progress, tie_to_parent=tie_to_parent)
+            for node in settings.cassandra_node_list
+        )
+
+    @property
+    def address(self) -> str:
+        return ",".join(node.address for node in self.nodes)
+
+    def start(self, timeout: float | None = None) -> bool:
+        """Start every node that is down, all at once (they are seeds: none waits for
+        another); True if this call launched any. If one does not become ready, the nodes
+        this call launched are stopped again and the error raised."""
+        with contextlib.ExitStack() as locks:
+            for node in self.nodes:  # always in node order: two callers cannot deadlock
+                locks.enter_context(node._exclusive())
+            down = [node for node in self.nodes if not node.healthy()]
+            if not down:
+                return False
+            launch = [node for node in down if node.pid() is None]
+            for node in launch:
+                self.progress(f"{node.label} {node.version}: starting")
+            on_each(launch, lambda node: node.prepare())
+            try:
+                for node in launch:
+                    node.spawn()
+                on_each(down, lambda node: node.wait_ready(timeout))
+            except BaseException:
+                on_each(launch, lambda node: node._stop_unlocked(None))
+                raise
+            return bool(launch)
+
+    def stop(self, timeout: float | None = None) -> None:
+        on_each(list(self.nodes), lambda node: node.stop(timeout))
+
+    def restart(self, timeout: float | None = None) -> None:
+        self.stop()
+        self.start(timeout)
+
+    def kill9(self) -> None:
+        for node in self.nodes:
+            node.kill9()
+
+    def pid(self) -> int | None:
+        """The first running node's pid; None when no node runs."""
+        return next((pid for pid in (node.pid() for node in self.nodes) if pid), None)
+
+    def healthy(self) -> bool:
+        """Every node answers (the cluster may serve with fewer; `status` shows which)."""
+        return all(answers(node._probe) for node in self.nodes)
+
+    def status(self) -> ServerStatus:
+        nodes = tuple(node.status() for node in self.nodes)
+        by_dc: dict[str, list[str]] = {}
+        for node in self.nodes:
+            by_dc.setdefault(node.node.datacenter, []).append(node.label)
+        facts = [("dcs", "; ".join(f"{dc}: {', '.join(n)}" for dc, n in by_dc.items()))]
+        facts.append(("ring", self._ring()))
+        down = [status.name for status in nodes if not status.healthy]
+        return ServerStatus(
+            name=self.name,
+            kind="local",
+            address=self.address,
+            healthy=not down,
+            version=nodes[0].version,
+            data_dir=self.settings.data_dir,
+            detail=f"{', '.join(down)} down" if down else None,
+            nodes=nodes,
+            facts=tuple(facts),
+        )
+
+    def _ring(self) -> str:
+        """The peers each answering node knows (gossip's view of the ring)."""
+        seen: list[str] = []
+        for node in self.nodes:
+            try:
+                view = cassandra_view(
+                    [node.node.host],
+                    self.settings.cassandra_port,
+                    STATUS_PROBE_S,
+                    self.settings.cassandra_login,
+                    peers=True,
+                )
+            except ProbeError:
+                continue
+            if view is not None:
+                seen.append(f"{node.label} knows {len(view.peers)} peers")
+        return ", ".join(seen) or "unknown: no node answers"
+
+
+def refuse_unsupported(settings: StackSettings) -> None:
+    """What a local Cassandra cluster does not do (yet): said at once, not found out later."""
+    if settings.cassandra_nodes > 1 and settings.security == "on":
+        raise StackError(
+            "KJ_CASSANDRA_NODES=3 with KJ_SECURITY=on is not supported: the roles would live "
+            "on one node (system_auth has one replica); use one node for the secured stack"
         )

@@ -200,7 +200,7 @@ def _cassandra_env(settings: StackSettings) -> dict[str, str]:
     return {
         "CASSANDRA_CLUSTER_NAME": "kafka-journal",
         "CASSANDRA_NUM_TOKENS": "1",
-        "MAX_HEAP_SIZE": settings.cassandra_heap_max,
+        "MAX_HEAP_SIZE": settings.cassandra_heap,
         "HEAP_NEWSIZE": "128m",
         "JVM_EXTRA_OPTS": (
             "-Dcassandra.skip_wait_for_gossip_to_settle=0 -Dcassandra.initial_token=0"

@@ -244,20 +244,45 @@ def _quiet(logger_name: str) -> Iterator[None]:
                 logger.setLevel(previous)
 
 
+@dataclass(frozen=True)
+class CassandraView:
+    """What one Cassandra node says: its release and data centre, and the peers it knows."""
+
+    version: str
+    datacenter: str | None
+    peers: tuple[str, ...]
+
+
 def cassandra_release_version(
     hosts: list[str], port: int, timeout: float = 10.0, login: CassandraLogin | None = None
 ) -> str | None:
     """Connect with cassandra-driver and read the server's release_version. With a `login`
     that the server refuses, None: it answers CQL, but its roles are not made yet."""
+    view = cassandra_view(hosts, port, timeout, login)
+    return None if view is None else view.version
+
+
+def cassandra_view(
+    hosts: list[str],
+    port: int,
+    timeout: float = 10.0,
+    login: CassandraLogin | None = None,
+    *,
+    peers: bool = False,
+) -> CassandraView | None:
+    """`system.local` (and with `peers`, `system.peers_v2`) of the first of `hosts` that
+    answers, asked of those hosts only; None when the login is refused (as above)."""
     if not any(port_open(host, port, min(timeout, 2.0)) for host in hosts):
         raise ProbeError(f"Cassandra at {','.join(hosts)}:{port}: native port closed")
     # Imported here: the driver is heavy, and settings/CLI help must not pay for it.
     from cassandra import AuthenticationFailed, DriverException
     from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable
     from cassandra.connection import ConnectionException
-    from cassandra.policies import RoundRobinPolicy
+    from cassandra.policies import WhiteListRoundRobinPolicy
 
-    profile = ExecutionProfile(load_balancing_policy=RoundRobinPolicy(), request_timeout=timeout)
+    # the hosts asked only: a cluster's node is probed alone, not through its peers
+    policy = WhiteListRoundRobinPolicy(hosts)
+    profile = ExecutionProfile(load_balancing_policy=policy, request_timeout=timeout)
     cluster = Cluster(
         contact_points=hosts,
         port=port,
@@ -269,7 +294,8 @@ def cassandra_release_version(
     try:
         with _quiet("cassandra"):
             session = cluster.connect()
-            row = session.execute("SELECT release_version FROM system.local").one()
+            row = session.execute("SELECT release_version, data_center FROM system.local").one()
+            known = session.execute("SELECT peer FROM system.peers_v2").all() if peers else []
     except NoHostAvailable as error:
         refused = error.errors and all(
             isinstance(e, AuthenticationFailed) for e in error.errors.values()
@@ -284,4 +310,6 @@ def cassandra_release_version(
         cluster.shutdown()
     if row is None:
         raise ProbeError("system.local is empty")
-    return str(row.release_version)
+    return CassandraView(
+        str(row.release_version), row.data_center, tuple(sorted(str(r.peer) for r in known))
+    )

@@ -31,8 +31,6 @@ import base64
 import contextlib
 import os
 import subprocess
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from stack.errors import StackError
@@ -47,7 +45,7 @@ from stack.health import (
 from stack.jars import classpath_arg
 from stack.progress import Progress, print_progress
 from stack.security import kafka_properties, scram_format_arguments
-from stack.server import JvmServer, ServerStatus
+from stack.server import JvmServer, ServerStatus, on_each
 from stack.settings import KafkaNode, StackSettings
 
 _LOG4J2 = """<?xml version="1.0" encoding="UTF-8"?>
@@ -252,17 +250,6 @@ class KafkaServer(JvmServer):
         return None
 
 
-def _each(nodes: list[KafkaServer], action: Callable[[KafkaServer], None]) -> None:
-    """`action` on every node at once; the first error raised after all had their turn."""
-    if not nodes:
-        return
-    with ThreadPoolExecutor(len(nodes), thread_name_prefix="kafka-node") as pool:
-        errors = [f.exception() for f in [pool.submit(action, node) for node in nodes]]
-    for error in errors:
-        if error is not None:
-            raise error
-
-
 class KafkaCluster:
     """The local Kafka as KJ_KAFKA_BROKERS KRaft nodes, one `Server` (module contract)."""
 
@@ -305,19 +292,19 @@ class KafkaCluster:
             for node in launch:
                 node.cluster_id = cluster_id
                 self.progress(f"{node.label} {node.version}: starting")
-            _each(launch, lambda node: node.prepare())  # one JVM per format: in parallel
+            on_each(launch, lambda node: node.prepare())  # one JVM per format: in parallel
             try:
                 for node in launch:
                     node.spawn()
-                _each(down, lambda node: node.wait_ready(timeout))
+                on_each(down, lambda node: node.wait_ready(timeout))
             except BaseException:
-                _each(launch, lambda node: node._stop_unlocked(None))
+                on_each(launch, lambda node: node._stop_unlocked(None))
                 raise
             return bool(launch)
 
     def stop(self, timeout: float | None = None) -> None:
         """Stop every node at once: each broker's controlled shutdown needs the quorum."""
-        _each(list(self.nodes), lambda node: node.stop(timeout))
+        on_each(list(self.nodes), lambda node: node.stop(timeout))
 
     def restart(self, timeout: float | None = None) -> None:
         self.stop()

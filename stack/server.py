@@ -21,10 +21,11 @@ import contextlib
 import fcntl
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar, Protocol
+from typing import ClassVar, Protocol, TypeVar
 
 from stack import process
 from stack.errors import StackError
@@ -35,6 +36,7 @@ from stack.progress import Progress, print_progress
 from stack.settings import StackSettings
 
 _VERSION_PROPERTY = "-Dkafka-journal.version="
+N = TypeVar("N")
 
 
 @dataclass(frozen=True)
@@ -340,6 +342,18 @@ class JvmServer(ABC):
             log_file=self.server_log,
             detail=detail,
         )
+
+
+def on_each(nodes: Sequence[N], action: Callable[[N], None]) -> None:
+    """`action` on every node of a cluster at once; the first error raised after all had
+    their turn."""
+    if not nodes:
+        return
+    with ThreadPoolExecutor(len(nodes), thread_name_prefix="stack-node") as pool:
+        errors = [f.exception() for f in [pool.submit(action, node) for node in nodes]]
+    for error in errors:
+        if error is not None:
+            raise error
 
 
 class ExternalServer:

@@ -18,7 +18,11 @@ Variables:
                             (0, 1, 2) listens on KJ_KAFKA_PORT + 2i and
                             KJ_KAFKA_CONTROLLER_PORT + 2i (9092/9093, 9094/9095, 9096/9097)
   KJ_CASSANDRA_PORT, KJ_CASSANDRA_STORAGE_PORT, KJ_CASSANDRA_JMX_PORT (0 or empty: no JMX port)
-  KJ_CASSANDRA_HEAP_MIN, KJ_CASSANDRA_HEAP_MAX
+  KJ_CASSANDRA_HEAP_MIN, KJ_CASSANDRA_HEAP_MAX (of each node; max default 1g, 768m each of 3)
+  KJ_CASSANDRA_NODES        1 (default) | 3: node i (0, 1, 2) on KJ_STACK_HOST + i (127.0.0.1,
+                            .2, .3: Linux routes all of 127/8 to lo), the same ports on each
+  KJ_CASSANDRA_DATACENTERS  1 (default) | 2: with 3 nodes, nodes 1 and 3 in datacenter1, node
+                            2 in datacenter2
   KJ_STACK_TIMEOUT_S        seconds a server may take to become ready (default 180)
   KJ_SECURITY               false (default) | true: SASL/SCRAM + ACLs, Cassandra roles
   KJ_SPARK                  none (default) | standalone: a Spark master and one worker too
@@ -37,6 +41,7 @@ a set KJ_KAFKA_BOOTSTRAP (KJ_CASSANDRA_HOSTS) still means external, with a warni
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,6 +110,22 @@ class KafkaNode:
     controller_port: int
 
 
+# Murmur3's token range is [-2**63, 2**63); node i of a local cluster takes the middle of the
+# i-th third, so the three own equal shares with one token each (no allocation work at start)
+_TOKEN_SPAN = 2**64
+
+
+@dataclass(frozen=True)
+class CassandraNode:
+    """One node of the local Cassandra: its own loopback address, the stack's ports."""
+
+    node_id: int
+    host: str
+    datacenter: str
+    token: int
+    rack: str = "rack1"
+
+
 class StackSettings(KJSettings):
     """Everything `Stack` and the servers need; immutable, so servers can share one instance."""
 
@@ -157,7 +178,20 @@ class StackSettings(KJSettings):
     cassandra_heap_min: Heap = Field(
         default="512m", description="the local Cassandra's minimum heap"
     )
-    cassandra_heap_max: Heap = Field(default="1g", description="the local Cassandra's maximum heap")
+    cassandra_heap_max: Heap | None = Field(
+        default=None,
+        description="each local Cassandra node's maximum heap (default 1g, 768m with 3 nodes)",
+    )
+    cassandra_nodes: Annotated[Literal[1, 3], BeforeValidator(_count)] = Field(
+        default=1,
+        description="local Cassandra nodes: 1, or 3 (node i on KJ_STACK_HOST + i, the same "
+        "ports; one data centre, or two with KJ_CASSANDRA_DATACENTERS=2)",
+    )
+    cassandra_datacenters: Annotated[Literal[1, 2], BeforeValidator(_count)] = Field(
+        default=1,
+        description="data centres of a 3-node local Cassandra: 1, or 2 (nodes 1 and 3 in "
+        "datacenter1, node 2 in datacenter2)",
+    )
     start_timeout: float = Field(
         default=180.0,
         gt=0,
@@ -252,6 +286,22 @@ class StackSettings(KJSettings):
             )
         return self
 
+    @model_validator(mode="after")
+    def _cassandra_nodes_fit(self) -> StackSettings:
+        if self.cassandra_datacenters > self.cassandra_nodes:
+            raise ValueError("KJ_CASSANDRA_DATACENTERS=2 needs KJ_CASSANDRA_NODES=3")
+        if self.cassandra_nodes > 1:
+            try:
+                first = ipaddress.IPv4Address(self.host)
+            except ValueError:
+                raise ValueError(
+                    f"KJ_CASSANDRA_NODES={self.cassandra_nodes} puts node i on KJ_STACK_HOST + i: "
+                    f"it must be an IPv4 address, not {self.host!r}"
+                ) from None
+            if first + self.cassandra_nodes - 1 > ipaddress.IPv4Address("127.255.255.254"):
+                raise ValueError(f"KJ_STACK_HOST={self.host} leaves no room for its nodes")
+        return self
+
     @field_validator("data_dir", "jar_cache", mode="after")
     @classmethod
     def _absolute(cls, path: Path) -> Path:
@@ -299,6 +349,31 @@ class StackSettings(KJSettings):
         )
 
     @property
+    def cassandra_heap(self) -> str:
+        """Each local Cassandra node's maximum heap: KJ_CASSANDRA_HEAP_MAX, else 1g for one
+        node and 768m for each of three (2.3 GB for the three; see the README's memory)."""
+        if self.cassandra_heap_max is not None:
+            return self.cassandra_heap_max
+        return "1g" if self.cassandra_nodes == 1 else "768m"
+
+    @property
+    def cassandra_node_list(self) -> tuple[CassandraNode, ...]:
+        """The local Cassandra's nodes, ids from 1: node i on `host` + i (one node: `host`)."""
+        if self.cassandra_nodes == 1:
+            return (CassandraNode(1, self.host, "datacenter1", 0),)
+        first = ipaddress.IPv4Address(self.host)
+        third = _TOKEN_SPAN // 3
+        return tuple(
+            CassandraNode(
+                node_id=i + 1,
+                host=str(first + i),
+                datacenter=f"datacenter{i % self.cassandra_datacenters + 1}",
+                token=-(2**63) + third * i + third // 2,
+            )
+            for i in range(self.cassandra_nodes)
+        )
+
+    @property
     def kafka_quorum_voters(self) -> str:
         """`controller.quorum.voters`: every node is a controller, "id@host:port,..."."""
         return ",".join(f"{n.node_id}@{self.host}:{n.controller_port}" for n in self.kafka_nodes)
@@ -315,7 +390,7 @@ class StackSettings(KJSettings):
         """The contact points clients use (all on `cassandra_port`), external or local."""
         if self.external_cassandra_hosts is not None:
             return list(self.external_cassandra_hosts)
-        return [self.host]
+        return [node.host for node in self.cassandra_node_list]
 
     def secured_twin(self) -> StackSettings:
         """A local stack with security on beside this one: data dir `<dir>-secured`, every
@@ -328,6 +403,19 @@ class StackSettings(KJSettings):
             cassandra_native_port=self.cassandra_native_port + 100,
             cassandra_storage_port=self.cassandra_storage_port + 100,
             external_kafka=False,
+            external_cassandra=False,
+        )
+
+    def cassandra_cluster_twin(self) -> StackSettings:
+        """A local three-node Cassandra beside this stack's: data dir `<dir>-cassandra3`, its
+        ports + 200 (on the nodes' own addresses), small heaps; for the tests that kill a node
+        (they use this stack's Kafka), never stopping the Cassandra others use."""
+        return self.replace(
+            data_dir=self.data_dir.with_name(f"{self.data_dir.name}-cassandra3"),
+            cassandra_nodes=3,
+            cassandra_native_port=self.cassandra_native_port + 200,
+            cassandra_storage_port=self.cassandra_storage_port + 200,
+            cassandra_jmx_port=None,
             external_cassandra=False,
         )
 

@@ -1,5 +1,5 @@
-"""The development stack: one Kafka (one node, or a cluster of three) and one Cassandra, up
-and down together.
+"""The development stack: one Kafka and one Cassandra (each one node, or a cluster of three),
+up and down together.
 
 Contract:
 - `Stack(settings)` picks each server's kind: external when KJ_KAFKA_BOOTSTRAP /
@@ -18,9 +18,10 @@ Contract:
   processes that still hold a lease on it. External servers are never stopped.
 - `kafka` and `cassandra` are the server objects, for fault tests that stop, restart or
   kill one server while the other keeps running. With KJ_KAFKA_BROKERS=3, `kafka` is a
-  `KafkaCluster` (stack/kafka.py) whose `nodes` can be killed one at a time. `spark` is the
-  Spark standalone master and worker (stack/spark.py) with KJ_SPARK=standalone, else empty;
-  they come up with the others.
+  `KafkaCluster` (stack/kafka.py) whose `nodes` can be killed one at a time; with
+  KJ_CASSANDRA_NODES=3, `cassandra` is a `CassandraCluster` (stack/cassandra.py) likewise.
+  `spark` is the Spark standalone master and worker (stack/spark.py) with
+  KJ_SPARK=standalone, else empty; they come up with the others.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from kjconfig.access import CassandraLogin, KafkaAccess
 from stack import leases
-from stack.cassandra import CassandraServer
+from stack.cassandra import CassandraCluster, CassandraServer, refuse_unsupported
 from stack.errors import StackError
 from stack.health import cassandra_release_version, kafka_metadata
 from stack.kafka import KafkaCluster, KafkaServer
@@ -77,7 +78,7 @@ def _jvms(server: Server) -> tuple[JvmServer, ...]:
     """The child JVMs behind a server: itself, a cluster's nodes, or none (external, docker)."""
     if isinstance(server, JvmServer):
         return (server,)
-    if isinstance(server, KafkaCluster):
+    if isinstance(server, KafkaCluster | CassandraCluster):
         return server.nodes
     return ()
 
@@ -100,6 +101,10 @@ class Stack:
             raise StackError("KJ_SECURITY=on runs local servers (stack/security.py), not docker")
         if s.kafka_brokers > 1 and s.mode == "docker" and not s.kafka_external:
             raise StackError("KJ_KAFKA_BROKERS=3 runs local Kafka nodes, not docker")
+        if s.cassandra_nodes > 1 and s.mode == "docker" and not s.cassandra_external:
+            raise StackError("KJ_CASSANDRA_NODES=3 runs local Cassandra nodes, not docker")
+        if not s.cassandra_external:
+            refuse_unsupported(s)
         docker: tuple[Server, Server] | None = None
         if s.mode == "docker" and not (s.kafka_external and s.cassandra_external):
             from stack.docker import docker_servers  # testcontainers only when asked for
@@ -121,6 +126,8 @@ class Stack:
             )
         elif docker is not None:
             self.cassandra = docker[1]
+        elif s.cassandra_nodes > 1:
+            self.cassandra = CassandraCluster(s, progress=progress, tie_to_parent=tie_to_parent)
         else:
             self.cassandra = CassandraServer(s, progress=progress, tie_to_parent=tie_to_parent)
         self.spark = spark_servers(s, progress=progress, tie_to_parent=tie_to_parent)

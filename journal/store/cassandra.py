@@ -22,7 +22,7 @@ from journal.store.base import EventualStore, FirstPage, JournalMeta, Snapshot, 
 from journal.store.chunked_snapshots import ChunkedSnapshots
 from journal.store.cluster import PROTOCOL_VERSION as PROTOCOL_VERSION
 from journal.store.cluster import CassandraConfig as CassandraConfig  # the store's, named here
-from journal.store.cluster import open_session
+from journal.store.cluster import open_session, write_level
 from journal.store.eventsourcing_tables import EventsourcingTables
 from journal.store.reads import Reads
 from journal.store.schema import check_schema, ensure_eventsourcing_tables, ensure_schema
@@ -37,7 +37,7 @@ class CassandraStore(EventualStore):
         self._cluster = cluster
         self._session = session
         self._config = config
-        self._statements = statements = Statements(session, config.keyspace)
+        self._statements = statements = Statements(session, config.keyspace, write_level(config))
         self._reads = Reads(session, statements, config.segment_size)
         self._writes = Writes(session, statements, config.segment_size, config.window)
         self._snapshots = ChunkedSnapshots(
@@ -68,7 +68,7 @@ class CassandraStore(EventualStore):
         are created first if missing, when this process creates schema."""
         if self._config.create_schema:
             await ensure_eventsourcing_tables(self._session, self._config.keyspace)
-        return EventsourcingTables(self._session, self._config.keyspace)
+        return EventsourcingTables(self._session, self._config.keyspace, write_level(self._config))
 
     @property
     def session_for_tests(self) -> Session:

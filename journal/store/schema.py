@@ -49,13 +49,17 @@ and a rebuild from Kafka produces the very same cells.
 
 from __future__ import annotations
 
+import logging
 import zlib
 
 from cassandra import InvalidRequest
-from cassandra.cluster import Session
+from cassandra.cluster import Cluster, Session
 
 from journal.errors import SetupMissing, StoreUnavailable
 from journal.store import cql
+from journal.store.topology import auto_replication, cql_map, parse_replication, replicas_per_dc
+
+log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 2  # 2: appends, snapshots, journal_ids
 APPEND_BUCKET = 100_000  # offsets per Cassandra partition of `appends`
@@ -113,11 +117,34 @@ class SchemaMissing(SetupMissing):
 
 
 async def ensure_schema(session: Session, keyspace: str, replication: str) -> None:
-    """Create the keyspace and tables if missing; refuse a schema newer than this code's."""
+    """Create the keyspace and tables if missing; refuse a schema newer than this code's.
+
+    `replication` is the setting's (`topology.parse_replication`: "auto" decides by the data
+    centres the session's cluster has). A keyspace that exists already keeps its
+    replication: changing it is an operator's step (ALTER KEYSPACE, then a full repair:
+    docs/operations.md), so a different one is only warned about, naming both."""
+    nodes = _nodes_per_dc(session.cluster)
+    wanted = parse_replication(replication) or auto_replication(nodes)
     await cql.execute(
         session,
-        f"CREATE KEYSPACE IF NOT EXISTS {keyspace} WITH replication = {replication}",
+        f"CREATE KEYSPACE IF NOT EXISTS {keyspace} WITH replication = {cql_map(wanted)}",
     )
+    rows = await cql.execute(
+        session,
+        "SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = %s",
+        (keyspace,),
+    )
+    has = dict(rows[0].replication) if rows else {}
+    if replicas_per_dc(has, nodes) != replicas_per_dc(wanted, nodes):
+        log.warning(
+            "keyspace %s has the replicas %s per data centre, and the settings say %s "
+            "(KJ_KEYSPACE_REPLICATION=%s): the keyspace's stay; ALTER KEYSPACE and a repair "
+            "change them (docs/operations.md)",
+            keyspace,
+            replicas_per_dc(has, nodes),
+            replicas_per_dc(wanted, nodes),
+            replication,
+        )
     for table in _TABLES:
         await cql.execute(session, table.format(ks=keyspace))
     version = await _version(session, keyspace)
@@ -168,6 +195,15 @@ async def _version(session: Session, keyspace: str) -> int | None:
             f"this code knows up to {SCHEMA_VERSION}"
         )
     return rows[0].version if rows else None
+
+
+def _nodes_per_dc(cluster: Cluster) -> dict[str, int]:
+    """The nodes the driver knows, by data centre (up or not)."""
+    counts: dict[str, int] = {}
+    for host in cluster.metadata.all_hosts():
+        dc = host.datacenter or "?"
+        counts[dc] = counts.get(dc, 0) + 1
+    return counts
 
 
 def id_bucket(journal_id: str) -> int:

@@ -1,22 +1,59 @@
 """Every CQL statement the Cassandra store runs, prepared once per session (`Statements`),
-with the page sizes of its reads. The tables and columns they name are `schema.py`'s."""
+with the page sizes of its reads. The tables and columns they name are `schema.py`'s.
+
+Every one is idempotent, and marked so (the driver retries and speculates only such
+statements, `cluster.py`): a read, or a write whose cells carry `USING TIMESTAMP`, the same
+stamp however often it is sent, so a second application changes nothing. `prepare` refuses a
+write without one. There are no counters and no lightweight transactions (`IF ...`): neither
+could be marked. Writes run at the write consistency; reads at the profile's, the read one."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from cassandra.cluster import Session
-from cassandra.query import PreparedStatement, SimpleStatement
+from cassandra.query import BatchStatement, BatchType, PreparedStatement, SimpleStatement
 
 PAGE_SIZE = 1000  # rows per page of a journal's events and of a partition's stored Appends
 SNAPSHOT_HEADERS_PAGE = 32  # headers a `latest_snapshot` pages through: most stop at the first
 CHUNKS_PAGE = 4  # chunks per page when a snapshot is read: a few MiB held at a time
 
 
-class Statements:
-    """Every statement the store runs, prepared once."""
+def mark(statement: Any, query: str, write_level: int | None, *, unstamped: bool = False) -> Any:
+    """`statement` marked idempotent, at `write_level` if `query` writes (module docstring):
+    a write must be stamped, else it is refused here, at preparation; `unstamped` for a write
+    of fixed values that no other write of the row can race (the driver's client timestamp,
+    taken once per request, is the same for its retries)."""
+    if not query.lstrip().upper().startswith("SELECT"):
+        stamped = unstamped or "USING TIMESTAMP" in query.upper()
+        if not stamped or " IF " in f" {query.upper()} ":
+            raise ValueError(f"not idempotent, so not for the store: {query}")
+        statement.consistency_level = write_level
+    statement.is_idempotent = True
+    return statement
 
-    def __init__(self, session: Session, ks: str) -> None:
+
+def idempotent(query: str, write_level: int | None, *, unstamped: bool = False) -> SimpleStatement:
+    """An unprepared statement, marked as `mark` does (for the few not worth preparing)."""
+    return mark(SimpleStatement(query), query, write_level, unstamped=unstamped)
+
+
+def unlogged_batch(write_level: int | None) -> BatchStatement:
+    """A batch for the store's writes only (each idempotent): so is the batch."""
+    batch = BatchStatement(batch_type=BatchType.UNLOGGED, consistency_level=write_level)
+    batch.is_idempotent = True
+    return batch
+
+
+class Statements:
+    """Every statement the store runs, prepared once; writes at `write_level` (the driver's
+    consistency value; None: the profile's)."""
+
+    def __init__(self, session: Session, ks: str, write_level: int | None = None) -> None:
+        self.write_level = write_level
+
         def prepare(query: str) -> PreparedStatement:
-            return session.prepare(query.format(ks=ks))
+            return mark(session.prepare(query.format(ks=ks)), query, write_level)
 
         self.pointer = prepare("SELECT offset FROM {ks}.pointers WHERE topic = ? AND partition = ?")
         self.pointers = prepare("SELECT partition, offset FROM {ks}.pointers WHERE topic = ?")
@@ -30,11 +67,12 @@ class Statements:
             "WHERE topic = ? AND id = ?"
         )
         # not prepared: only the pipeline's scans run it, a few times each
-        self.journals_in_token_range = SimpleStatement(
+        self.journals_in_token_range = idempotent(
             "SELECT topic, id, partition, offset, seq_nr, delete_to, segment_size FROM "
             f"{ks}.journals WHERE token(topic, id) > %s AND token(topic, id) <= %s",
-            fetch_size=PAGE_SIZE,
+            write_level,
         )
+        self.journals_in_token_range.fetch_size = PAGE_SIZE
         self.save_meta = prepare(
             "INSERT INTO {ks}.journals "
             "(topic, id, partition, offset, seq_nr, delete_to, segment_size) "
@@ -121,6 +159,10 @@ class Statements:
             "DELETE FROM {ks}.events USING TIMESTAMP ? "
             "WHERE topic = ? AND id = ? AND segment = ? AND seq_nr <= ?"
         )
+
+    def batch(self) -> BatchStatement:
+        """An unlogged batch of this store's writes (`unlogged_batch`)."""
+        return unlogged_batch(self.write_level)
 
     def ids(self, above: bool, bounded: bool) -> PreparedStatement:
         """A bucket's ids from a lower bound (`above`: exclusive), below an upper one if

@@ -5,12 +5,12 @@ into unlogged batches (`Packer`) and run a window at a time."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from cassandra.cluster import Session
-from cassandra.query import BatchStatement, BatchType, PreparedStatement, Statement
+from cassandra.query import BatchStatement, PreparedStatement, Statement
 
 from journal.codec.actions import events_of
 from journal.core.fold import JournalWrite
@@ -55,17 +55,19 @@ class Partition:
 
 class Packer:
     """Packs partitions' mutations into unlogged batches: small ones share a batch (at most
-    `_PARTITIONS_PER_BATCH` partitions, `_SHARED_BATCH_BYTES`), a large one goes alone."""
+    `_PARTITIONS_PER_BATCH` partitions, `_SHARED_BATCH_BYTES`), a large one goes alone.
+    Batches come from `new_batch` (`Statements.batch`: idempotent, at the write level)."""
 
-    def __init__(self) -> None:
-        self._batch = BatchStatement(batch_type=BatchType.UNLOGGED)
+    def __init__(self, new_batch: Callable[[], BatchStatement]) -> None:
+        self._new_batch = new_batch
+        self._batch = new_batch()
         self._partitions = 0
         self._weight = 0
 
     def requests(self, groups: Iterable[Partition]) -> Iterator[tuple[Statement, Params]]:
         for group in groups:
             if group.weight > _SHARED_BATCH_BYTES:
-                yield _batch_of(group.mutations), None
+                yield _batch_of(self._new_batch(), group.mutations), None
                 continue
             if (
                 self._partitions + group.partitions > _PARTITIONS_PER_BATCH
@@ -81,12 +83,11 @@ class Packer:
     def _flush(self) -> Iterator[tuple[Statement, Params]]:
         if self._partitions:
             yield self._batch, None
-        self._batch = BatchStatement(batch_type=BatchType.UNLOGGED)
+        self._batch = self._new_batch()
         self._partitions = self._weight = 0
 
 
-def _batch_of(mutations: Sequence[Mutation]) -> BatchStatement:
-    batch = BatchStatement(batch_type=BatchType.UNLOGGED)
+def _batch_of(batch: BatchStatement, mutations: Sequence[Mutation]) -> BatchStatement:
     for statement, values in mutations:
         batch.add(statement, values)
     return batch
@@ -125,10 +126,14 @@ class Writes:
             (m for write in changed for m in self.mutations(write, stored.get(write.key))),
             self.appends_mutations(changed, rows),
         )
-        await cql.execute_in_window(self._session, Packer().requests(mutations), self._window)
+        await cql.execute_in_window(
+            self._session, Packer(self._statements.batch).requests(mutations), self._window
+        )
         # the rows once every journal's events are durable (a reader trusts a row's seqNr)
         rows_mutations = (self.row_mutations(write, rows[write.key]) for write in changed)
-        await cql.execute_in_window(self._session, Packer().requests(rows_mutations), self._window)
+        await cql.execute_in_window(
+            self._session, Packer(self._statements.batch).requests(rows_mutations), self._window
+        )
         return rows
 
     async def save_pointer(self, topic: str, partition: int, offset: int) -> None:
@@ -145,7 +150,8 @@ class Writes:
         if len(records) == 1:
             await cql.execute(self._session, insert, event_row(key, size, records[0], stamp))
             return
-        batch = _batch_of([(insert, event_row(key, size, r, stamp)) for r in records])
+        rows = [(insert, event_row(key, size, r, stamp)) for r in records]
+        batch = _batch_of(self._statements.batch(), rows)
         await cql.execute(self._session, batch, None)
 
     def sizes(self, write: JournalWrite, stored: JournalMeta | None) -> tuple[int, int]:

@@ -7,7 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from stack import ExternalServer, KafkaCluster, KafkaServer, Stack, StackError, StackSettings
+from stack import (
+    CassandraCluster,
+    CassandraServer,
+    ExternalServer,
+    KafkaCluster,
+    KafkaServer,
+    Stack,
+    StackError,
+    StackSettings,
+)
 from stack.java import find_java
 from stack.progress import no_progress
 from stack.settings import KafkaNode
@@ -25,11 +34,12 @@ def test_defaults_give_a_local_stack_in_the_repo_with_an_outside_jar_cache() -> 
     assert settings.cassandra_hosts == ["127.0.0.1"]
     assert settings.cassandra_port == 9042
     assert settings.cassandra_jmx_port is None
-    assert (settings.kafka_heap, settings.cassandra_heap_min, settings.cassandra_heap_max) == (
+    assert (settings.kafka_heap, settings.cassandra_heap_min, settings.cassandra_heap) == (
         "512m",
         "512m",
         "1g",
     )
+    assert settings.cassandra_nodes == 1 and settings.cassandra_heap_max is None
     assert settings.java is None
     assert not settings.kafka_external and not settings.cassandra_external
 
@@ -234,3 +244,66 @@ def test_a_three_node_cluster_is_the_stacks_kafka(tmp_path: Path) -> None:
     assert isinstance(one.kafka, KafkaServer) and one.kafka.home.name == "kafka"
     assert "default.replication.factor" not in one.kafka.server_properties()
     assert list(tmp_path.iterdir()) == [], "constructing a stack writes nothing"
+
+
+def test_three_cassandra_nodes_get_their_own_loopback_addresses_and_a_third_of_the_ring(
+    tmp_path: Path,
+) -> None:
+    settings = StackSettings.from_env({"KJ_STACK_DIR": str(tmp_path), "KJ_CASSANDRA_NODES": "3"})
+    nodes = settings.cassandra_node_list
+    assert [(n.node_id, n.host, n.datacenter) for n in nodes] == [
+        (1, "127.0.0.1", "datacenter1"),
+        (2, "127.0.0.2", "datacenter1"),
+        (3, "127.0.0.3", "datacenter1"),
+    ]
+    tokens = [n.token for n in nodes]
+    assert tokens == sorted(tokens) and tokens[0] > -(2**63) and tokens[-1] < 2**63
+    assert settings.cassandra_hosts == ["127.0.0.1", "127.0.0.2", "127.0.0.3"]
+    assert settings.cassandra_heap == "768m"  # small heaps for three on one machine
+    stack = Stack(settings, progress=no_progress)
+    assert isinstance(stack.cassandra, CassandraCluster)
+    second = stack.cassandra.nodes[1]
+    assert second.home.name == "cassandra-2" and second.address == "127.0.0.2:9042"
+    yaml = second.cassandra_yaml()
+    assert "endpoint_snitch: GossipingPropertyFileSnitch" in yaml
+    assert 'seeds: "127.0.0.1:17000,127.0.0.2:17000,127.0.0.3:17000"' in yaml
+    assert "listen_address: 127.0.0.2" in yaml and "auto_bootstrap: false" in yaml
+    assert list(tmp_path.iterdir()) == [], "constructing a stack writes nothing"
+    two = StackSettings.from_env({"KJ_CASSANDRA_NODES": "3", "KJ_CASSANDRA_DATACENTERS": "2"})
+    assert [n.datacenter for n in two.cassandra_node_list] == [
+        "datacenter1",
+        "datacenter2",
+        "datacenter1",
+    ]
+
+
+def test_one_cassandra_node_keeps_todays_config(tmp_path: Path) -> None:
+    """The default starts as fast as before: a simple snitch, no peers, token 0."""
+    one = Stack(StackSettings.from_env({"KJ_STACK_DIR": str(tmp_path)}), progress=no_progress)
+    assert isinstance(one.cassandra, CassandraServer) and one.cassandra.home.name == "cassandra"
+    yaml = one.cassandra.cassandra_yaml()
+    assert "endpoint_snitch: SimpleSnitch" in yaml and "auto_bootstrap" not in yaml
+    assert 'seeds: "127.0.0.1:17000"' in yaml
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"KJ_CASSANDRA_NODES": "2"},
+        {"KJ_CASSANDRA_DATACENTERS": "2"},  # two data centres of one node
+        {"KJ_CASSANDRA_NODES": "3", "KJ_STACK_HOST": "localhost"},  # no address + i
+    ],
+)
+def test_cassandra_node_counts_that_cannot_work_are_refused(env: dict[str, str]) -> None:
+    with pytest.raises(ValueError, match=r"KJ_CASSANDRA|KJ_STACK_HOST"):
+        StackSettings.from_env(env)
+
+
+def test_the_cassandra_cluster_twin_runs_beside_the_stack(tmp_path: Path) -> None:
+    plain = StackSettings.from_env({"KJ_STACK_DIR": str(tmp_path / "s")})
+    twin = plain.cassandra_cluster_twin()
+    assert (twin.data_dir, twin.cassandra_nodes) == (tmp_path / "s-cassandra3", 3)
+    assert (twin.cassandra_port, twin.cassandra_storage_port) == (9242, 17200)
+    assert twin.kafka_bootstrap == plain.kafka_bootstrap  # the tests use the stack's Kafka
+    with pytest.raises(StackError, match="KJ_SECURITY"):
+        Stack(twin.replace(security="on"), progress=no_progress)

@@ -166,7 +166,7 @@ class TestCassandraStore(EventualStoreContract):
         writes = fold_batch(records, {})
         rows = {w.key: store._writes.row_after(w, None) for w in writes}
         groups = (store._writes.row_mutations(w, rows[w.key]) for w in writes)
-        batches = [batch for batch, _ in Packer().requests(groups)]
+        batches = [batch for batch, _ in Packer(store._statements.batch).requests(groups)]
         # each new journal: its row and its id, two partitions
         assert [len(batch) for batch in batches] == [10] * 5
 
@@ -183,10 +183,12 @@ class TestCassandraStore(EventualStoreContract):
         writes = fold_batch(records, {})
         groups = [g for w in writes for g in store._writes.mutations(w, None)]
         assert len(groups) == 25 and all(g.partitions == 1 for g in groups)
-        assert [len(batch) for batch, _ in Packer().requests(groups)] == [10, 10, 5]
+        packer = Packer(store._statements.batch)
+        assert [len(batch) for batch, _ in packer.requests(groups)] == [10, 10, 5]
 
         large = Partition(groups[0].mutations * 3, 60_000)  # as a 10-event append of 6 KB each
-        batches = [batch for batch, _ in Packer().requests([groups[1], large, groups[2]])]
+        requests = Packer(store._statements.batch).requests([groups[1], large, groups[2]])
+        batches = [batch for batch, _ in requests]
         assert sorted(len(batch) for batch in batches) == [2, 3]  # the large one alone
 
 
