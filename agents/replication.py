@@ -48,14 +48,14 @@ from journal.codec.actions import RawRecord
 from journal.core.model import ActionRecord
 from journal.errors import StoreUnavailable
 from journal.kafka.consumers import start_consumer, stop_consumer
-from journal.kafka.replicate import (
+from journal.metrics import METRICS, forget_replication_lag, set_replication_lag
+from journal.replication.replicate import (
     AlreadyQuarantined,
     Quarantine,
     Replicator,
     StoredRows,
     replicate_range,
 )
-from journal.metrics import METRICS, forget_replication_lag, set_replication_lag
 from journal.store.base import EventualStore
 from kjconfig.access import KafkaAccess
 from tables.expiry import ExpiryIndex

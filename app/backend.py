@@ -17,8 +17,8 @@ from typing import Protocol
 from journal.client.deferred import Deferred
 from journal.client.journals import Journals
 from journal.client.listing import JournalIdPage
-from journal.kafka.groups import GroupStatus
-from journal.kafka.subscription import SubscriptionItem, SubscriptionPosition
+from journal.subscriptions.groups import GroupStatus
+from journal.subscriptions.subscription import SubscriptionItem, SubscriptionPosition
 from web.backend import (
     GroupMemberHandle,
     JournalHandle,

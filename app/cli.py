@@ -240,7 +240,7 @@ def lag(as_json: bool, max_lag: int | None, **values: Any) -> int:
     settings = load(Settings, values)
     import asyncio
 
-    from journal.kafka.lag import PartitionLag, format_lag, lag_json, replication_lag
+    from journal.replication.lag import PartitionLag, format_lag, lag_json, replication_lag
     from journal.store.cassandra import CassandraStore
 
     async def measure() -> list[PartitionLag]:

@@ -120,7 +120,7 @@ def subscribe(settings: Settings, after: str | None, tags: str | None, live: boo
     """`kafka-journal subscribe`: the lines of `GET /events`, flushed one by one; 2 for a
     bad position. Ctrl-C ends a live one quietly."""
     from journal.errors import InvalidValue
-    from journal.kafka.subscription import SubscriptionPosition
+    from journal.subscriptions.subscription import SubscriptionPosition
     from web.validation import AFTER_END
 
     from_end = after == AFTER_END
@@ -196,7 +196,7 @@ def subscribe_group(settings: Settings, name: str, tags: str | None) -> int:
 def show_groups(settings: Settings) -> int:
     """`kafka-journal groups`: a table of each group's partitions (member, checkpoint, end,
     lag)."""
-    from journal.kafka.groups import group_statuses
+    from journal.subscriptions.groups import group_statuses
 
     statuses = asyncio.run(group_statuses(settings.kafka_access(), settings.topic))
     print(
@@ -228,7 +228,7 @@ def reset_group(
 
     from app.confirm import NotConfirmed, confirm
     from journal.errors import InvalidValue, Unavailable
-    from journal.kafka.groups import commit_reset, plan_reset
+    from journal.subscriptions.groups import commit_reset, plan_reset
 
     try:
         time_ms = None if to_time is None else _time_ms(datetime.fromisoformat(to_time))

@@ -1,5 +1,5 @@
 """`kafka-journal quarantine list | replay`: the quarantine topic for an operator
-(journal/kafka/quarantine.py says what a replay means for the fold)."""
+(journal/replication/quarantine.py says what a replay means for the fold)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from app.confirm import REFUSED_EXIT, UNAVAILABLE_EXIT, NotConfirmed, confirm, failed
 from app.progress import Meter
 from journal.errors import Unavailable
-from journal.kafka.quarantine import ReplayStep, list_quarantine, plan_replay, replay
+from journal.replication.quarantine import ReplayStep, list_quarantine, plan_replay, replay
 from journal.settings import Settings
 
 

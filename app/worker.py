@@ -30,10 +30,10 @@ from app.settings import WorkerSettings
 from journal.client.deferred import Deferred
 from journal.client.journals import Journals
 from journal.kafka.producer import JournalProducer
-from journal.kafka.replicate import KafkaQuarantine
 from journal.kafka.tail import TailConfig, TailIndex
 from journal.kafka.topic import TopicSpec, cluster_replicas, ensure_topic, quarantine_topic
 from journal.metrics import METRICS
+from journal.replication.replicate import KafkaQuarantine
 from journal.store.cassandra import CassandraStore
 from journal.store.connecting import ConnectingStore
 from kjconfig.access import KafkaAccess

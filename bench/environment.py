@@ -10,8 +10,8 @@ from pathlib import Path
 from bench.common import unique
 from devtools.workers import WorkerProcess
 from journal.client.journals import Journals
-from journal.kafka.replicate import wait_replicated
 from journal.kafka.topic import end_offsets
+from journal.replication.replicate import wait_replicated
 from journal.settings import Settings
 from journal.store.base import EventualJournal
 from journal.store.cassandra import CassandraStore

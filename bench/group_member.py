@@ -27,8 +27,8 @@ from pathlib import Path
 import orjson
 
 from bench.environment import connected
-from journal.kafka.groups import GroupEvent, GroupMember
 from journal.settings import Settings
+from journal.subscriptions.groups import GroupEvent, GroupMember
 
 REPO = Path(__file__).resolve().parents[1]
 _GO = b"go\n"

@@ -14,8 +14,8 @@ from bench.workload import events
 from devtools.workers import WorkerProcess
 from journal.client.journals import Journals
 from journal.core.model import Ack
-from journal.kafka.replicate import wait_replicated
 from journal.kafka.topic import end_offsets
+from journal.replication.replicate import wait_replicated
 from journal.store.cassandra import CassandraStore
 
 METHOD = (

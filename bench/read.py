@@ -23,9 +23,9 @@ from devtools.workers import WorkerProcess
 from journal.client.journals import Journals
 from journal.core.index import Indexed
 from journal.core.model import Ack, JournalKey
-from journal.kafka.replicate import AlreadyQuarantined, replicate_to_now, wait_replicated
 from journal.kafka.topic import end_offsets
 from journal.metrics import METRICS
+from journal.replication.replicate import AlreadyQuarantined, replicate_to_now, wait_replicated
 from journal.settings import Settings
 from journal.store.cassandra import CassandraStore
 from kjconfig.access import KafkaAccess

@@ -18,13 +18,13 @@ from devtools.workers import WorkerProcess
 from journal.client.journals import Journals
 from journal.core.model import Ack, Event, EventRecord, JournalKey, JsonPayload, Position
 from journal.kafka.producer import JournalProducer
-from journal.kafka.replicate import (
+from journal.kafka.topic import TopicSpec, end_offsets, ensure_topic, quarantine_topic
+from journal.replication.replicate import (
     AlreadyQuarantined,
     KafkaQuarantine,
     replicate_to_now,
     wait_replicated,
 )
-from journal.kafka.topic import TopicSpec, end_offsets, ensure_topic, quarantine_topic
 from journal.settings import Settings
 from journal.store.cassandra import CassandraStore
 

@@ -25,11 +25,11 @@ from journal.client.journals import Journals
 from journal.codec.actions import events_of, parse_checked
 from journal.core.model import Ack
 from journal.kafka.consumers import raw_record
-from journal.kafka.groups import reset_group
-from journal.kafka.replicate import AlreadyQuarantined, replicate_to_now, wait_replicated
-from journal.kafka.subscription import Heartbeat, SubscribedEvent, SubscriptionPosition
 from journal.kafka.topic import end_offsets
+from journal.replication.replicate import AlreadyQuarantined, replicate_to_now, wait_replicated
 from journal.settings import Settings
+from journal.subscriptions.groups import reset_group
+from journal.subscriptions.subscription import Heartbeat, SubscribedEvent, SubscriptionPosition
 
 _HEARTBEAT = b'{"heartbeat"'
 # the subscription's goal: at least this share of a raw consumer that decodes as it does

@@ -1,7 +1,7 @@
 """Tracking an application through a subscription group: instances of one follower take turns.
 
 With `KJ_TRACKING_GROUP` set (factory.py), the application recorder's `subscribe` joins that
-subscription group (journal/kafka/groups.py) over the application's topic. The topic has one
+subscription group (journal/subscriptions/groups.py) over the application's topic. The topic has one
 partition, so one member at a time owns it: only that instance is handed notifications, the
 others wait. A notification is acknowledged once its processing returned (the reader asks for
 the next one), so the group's checkpoint (Kafka's committed offset) moves over processed
@@ -28,7 +28,7 @@ from eventsourcing.persistence import Notification, StoredEvent
 from eventsourcing_kafka_journal.log import NotificationSource, notification_of
 from eventsourcing_kafka_journal.wire import decode_event
 from journal.client.journals import Journals
-from journal.kafka.groups import EventPosition
+from journal.subscriptions.groups import EventPosition
 
 GROUP_VARIABLE = "KJ_TRACKING_GROUP"  # the subscription group a follower tracks through
 

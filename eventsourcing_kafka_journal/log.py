@@ -1,9 +1,9 @@
 """The application's notification log: the topic's subscription, numbered by an index.
 
 An application's topic has one partition, so Kafka's offsets are a total order of everything
-the application recorded. The subscription (journal/kafka/subscription.py) delivers the events of
-the Appends the one fold accepted, in offset order, from any position: from Kafka within
-retention, from Cassandra's `appends` table beyond it. The log numbers those events 1, 2, 3,
+the application recorded. The subscription (journal/subscriptions/subscription.py) delivers
+the events of the Appends the one fold accepted, in offset order, from any position: from
+Kafka within retention, from Cassandra's `appends` table beyond it. The log numbers those events 1, 2, 3,
 ... (the library's cases expect contiguous ids: `test_insert_select` asserts them, and its
 switch for other ids covers only the subscribe case).
 
@@ -36,8 +36,8 @@ from eventsourcing.persistence import Notification, OperationalError, StoredEven
 from eventsourcing_kafka_journal.wire import decode_event, tracking_of
 from journal.client.journals import Journals
 from journal.core.model import JournalKey
-from journal.kafka.subscription import SubscribedEvent, SubscriptionPosition
 from journal.store.eventsourcing_tables import EventsourcingTables, NumbersRow
+from journal.subscriptions.subscription import SubscribedEvent, SubscriptionPosition
 
 APPLICATION_PARTITION = 0
 _BUCKET_IDS = 1_000_000  # ids per Cassandra partition of the numbers (far above one record's)

@@ -61,9 +61,9 @@ if TYPE_CHECKING:
     from journal.client.journals import Journal, Journals
     from journal.client.listing import JournalIdPage
     from journal.client.reading import JournalInfo
-    from journal.kafka.subscription import Heartbeat, SubscribedEvent, SubscriptionPosition
     from journal.settings import Settings
     from journal.store.base import Snapshot
+    from journal.subscriptions.subscription import Heartbeat, SubscribedEvent, SubscriptionPosition
     from kjconfig.settings import SettingsError
 
 # loaded on first use: name -> its module
@@ -72,9 +72,9 @@ _LAZY = {
     "Journal": "journal.client.journals",
     "JournalInfo": "journal.client.reading",
     "JournalIdPage": "journal.client.listing",
-    "SubscribedEvent": "journal.kafka.subscription",
-    "Heartbeat": "journal.kafka.subscription",
-    "SubscriptionPosition": "journal.kafka.subscription",
+    "SubscribedEvent": "journal.subscriptions.subscription",
+    "Heartbeat": "journal.subscriptions.subscription",
+    "SubscriptionPosition": "journal.subscriptions.subscription",
     "Snapshot": "journal.store.base",
     "Settings": "journal.settings",
     "SettingsError": "kjconfig.settings",

@@ -205,7 +205,7 @@ CATALOGUE: dict[str, MetricSpec] = {
         "Records of a partition above a subscription group's checkpoint, by group and "
         "partition, as its member last committed"
     ),
-    # replication (agents/, journal/kafka/replicate.py)
+    # replication (agents/, journal/replication/replicate.py)
     _N + "replication_lag_records": _gauge(
         "Records of a partition this worker owns that are not yet replicated to the store"
     ),

@@ -192,7 +192,8 @@ class Settings(KJSettings):
         description="largest snapshot payload (stored in Cassandra in chunks, not in Kafka)",
     )
     group_max_unacked: int = Field(
-        default=10_000,  # journal.kafka.groups.DEFAULT_MAX_UNACKED (a test keeps them equal)
+        # journal.subscriptions.groups.DEFAULT_MAX_UNACKED (a test keeps them equal)
+        default=10_000,
         gt=0,
         description="delivered records a subscription group member holds unacknowledged at "
         "most: at the cap it delivers nothing (heartbeats only) until acks come",

@@ -29,7 +29,7 @@ from pyspark.sql import SparkSession
 
 from journal.client.journals import Journals
 from journal.core.model import Event, JsonPayload
-from journal.kafka.replicate import AlreadyQuarantined, replicate_to_now
+from journal.replication.replicate import AlreadyQuarantined, replicate_to_now
 from journal.settings import Settings
 from journal.store.cassandra import CassandraStore
 from pipeline.rebuild import rebuild

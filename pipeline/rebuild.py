@@ -26,7 +26,7 @@ from pyspark.sql import SparkSession
 from journal.codec.actions import RawRecord
 from journal.core.fold import JournalWrite
 from journal.core.model import ActionRecord, AppendHeader, JournalKey
-from journal.kafka.replicate import Replicator
+from journal.replication.replicate import Replicator
 from journal.settings import Settings
 from journal.store.base import JournalMeta, ReplicatedJournal
 from journal.store.cassandra import CassandraConfig, CassandraStore

@@ -22,11 +22,11 @@ from journal.core.model import (
     Payload,
     Position,
 )
-from journal.kafka.groups import EventPosition, GroupEvent, GroupStatus
-from journal.kafka.quarantine import Quarantined
-from journal.kafka.quarantine import newest_quarantined as read_newest
-from journal.kafka.subscription import SubscriptionItem, SubscriptionPosition
+from journal.replication.quarantine import Quarantined
+from journal.replication.quarantine import newest_quarantined as read_newest
 from journal.store.base import Snapshot
+from journal.subscriptions.groups import EventPosition, GroupEvent, GroupStatus
+from journal.subscriptions.subscription import SubscriptionItem, SubscriptionPosition
 
 
 class SnapshotsHandle(Protocol):
@@ -69,7 +69,7 @@ class JournalHandle(Appending, Protocol):
 
 
 class GroupMemberHandle(Protocol):
-    """A member of a subscription group, as `journal.kafka.groups.GroupMember` offers it."""
+    """A member of a subscription group, as `journal.subscriptions.groups.GroupMember` offers it."""
 
     async def start(self) -> None: ...
 
@@ -103,7 +103,7 @@ class QuarantinePage:
 
 async def newest_quarantined(journals: Journals, limit: int) -> QuarantinePage:
     """The newest records of the quarantine of `journals`' topic: only its last `limit`
-    records are read, without values (`journal.kafka.quarantine.newest_quarantined`)."""
+    records are read, without values (`journal.replication.quarantine.newest_quarantined`)."""
     found, total = await read_newest(journals.kafka.config.kafka, journals.topic, limit)
     return QuarantinePage(found, total)
 

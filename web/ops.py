@@ -18,8 +18,8 @@ from pathlib import Path
 import orjson
 from aiohttp import web
 
-from journal.kafka.quarantine import Quarantined
 from journal.metrics import CONTENT_TYPE, Metrics
+from journal.replication.quarantine import Quarantined
 from web.backend import JournalBackend
 from web.error_answers import ErrorCode
 from web.failures import unavailable

@@ -23,8 +23,8 @@ from pydantic import BaseModel
 from journal.client import listing, reading
 from journal.core import model
 from journal.core.model import BinaryPayload, EventRecord, JsonPayload, Payload, TextPayload
-from journal.kafka.groups import GroupEvent, GroupStatus
-from journal.kafka.subscription import Heartbeat, SubscriptionItem, SubscriptionPosition
+from journal.subscriptions.groups import GroupEvent, GroupStatus
+from journal.subscriptions.subscription import Heartbeat, SubscriptionItem, SubscriptionPosition
 from web import schema
 from web.duration import expire_after_to_iso
 

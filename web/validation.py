@@ -48,8 +48,8 @@ from journal.core.model import (
     TextPayload,
     json_payload,
 )
-from journal.kafka.groups import EventPosition, group_id
-from journal.kafka.subscription import SubscriptionPosition
+from journal.subscriptions.groups import EventPosition, group_id
+from journal.subscriptions.subscription import SubscriptionPosition
 from web import schema
 from web.duration import iso_to_duration
 from web.error_answers import ApiError, ErrorCode, bad_request

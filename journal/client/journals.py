@@ -42,16 +42,23 @@ from journal.core.model import (
 )
 from journal.errors import InvalidValue
 from journal.kafka.fence import Fence, HighWatermarks, Marks
-from journal.kafka.groups import (
+from journal.kafka.producer import JournalProducer
+from journal.kafka.records import KafkaReadConfig, KafkaRecords
+from journal.kafka.tail import TailConfig, TailIndex
+from journal.kafka.topic import ensure_topic
+from journal.kafka.writer import EncodedAppend, JournalWriter, encode_append
+from journal.settings import Settings
+from journal.store.base import EventualJournal, EventualStore
+from journal.store.cassandra import CassandraStore
+from journal.store.connecting import ConnectingStore
+from journal.subscriptions.groups import (
     DEFAULT_MAX_UNACKED,
     GroupAdmin,
     GroupConfig,
     GroupMember,
     GroupStatus,
 )
-from journal.kafka.producer import JournalProducer
-from journal.kafka.records import KafkaReadConfig, KafkaRecords
-from journal.kafka.subscription import (
+from journal.subscriptions.subscription import (
     HEARTBEAT_S,
     SubscriptionConfig,
     SubscriptionItem,
@@ -60,13 +67,6 @@ from journal.kafka.subscription import (
     subscribe,
     subscribe_batches,
 )
-from journal.kafka.tail import TailConfig, TailIndex
-from journal.kafka.topic import ensure_topic
-from journal.kafka.writer import EncodedAppend, JournalWriter, encode_append
-from journal.settings import Settings
-from journal.store.base import EventualJournal, EventualStore
-from journal.store.cassandra import CassandraStore
-from journal.store.connecting import ConnectingStore
 
 
 class Appending(Protocol):
@@ -292,7 +292,7 @@ class Journals:
         """Every accepted event of the topic after `after` (None: from the start), each
         partition in log order; with `tags`, those with any of them; `live`: forever, with
         heartbeats while idle, else up to the high watermarks as of now
-        (`journal.kafka.subscription`)."""
+        (`journal.subscriptions.subscription`)."""
         config = SubscriptionConfig(self.kafka.config.kafka, heartbeat_s)
         return subscribe(self.topic, self.writer.partitions, self.store, config, after, tags, live)
 
@@ -322,7 +322,7 @@ class Journals:
     ) -> GroupMember:
         """A member (not started) of subscription group `name`: it shares the topic's
         partitions with the group's other members and resumes at the group's checkpoint
-        (`journal.kafka.groups`; `handover`: there). `max_unacked`: the delivered records it
+        (`journal.subscriptions.groups`; `handover`: there). `max_unacked`: the delivered records it
         holds unacknowledged at most (default: the settings' `group_max_unacked`)."""
         config = GroupConfig(
             SubscriptionConfig(self.kafka.config.kafka),
@@ -334,7 +334,7 @@ class Journals:
         )
 
     async def group_statuses(self) -> list[GroupStatus]:
-        """The topic's subscription groups, by name (`journal.kafka.groups`), asked with one
+        """The topic's subscription groups, by name (`journal.subscriptions.groups`), asked with one
         set of clients kept until `close`."""
         if self._group_admin is None:
             self._group_admin = GroupAdmin(self.kafka.config.kafka)

@@ -180,7 +180,8 @@ class Skipped:
 
 
 class Skipper(Protocol):
-    """What replication does with skipped offsets (journal.kafka.replicate.Replicator.skip)."""
+    """What replication does with skipped offsets
+    (journal.replication.replicate.Replicator.skip)."""
 
     async def skip(self, marker: RawRecord, reason: str) -> None: ...
 

@@ -82,7 +82,7 @@ class StoredAppend:
     """An Append replication stored: where it lies in the log and which seqNrs it brought.
 
     The fold accepted it, so a subscription delivers it without folding again
-    (`journal.kafka.subscription`). `segment_size`: how the store split its journal then.
+    (`journal.subscriptions.subscription`). `segment_size`: how the store split its journal then.
     """
 
     key: JournalKey
@@ -165,8 +165,8 @@ class ReplicatedJournal(ABC):
     @abstractmethod
     async def stored(self, keys: Collection[JournalKey]) -> dict[JournalKey, JournalMeta]:
         """The rows the store holds of `keys` (journals it does not know are left out): what
-        replication folds a batch onto, and keeps (`journal.kafka.replicate.StoredRows`) so that
-        the next batch needs no read."""
+        replication folds a batch onto, and keeps (`journal.replication.replicate.StoredRows`)
+        so that the next batch needs no read."""
 
     @abstractmethod
     async def apply(

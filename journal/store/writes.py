@@ -106,7 +106,7 @@ class Writes:
     (single-partition batches have no size threshold). Every cell is stamped with its action's
     offset + 1 (`schema.py`), so the requests of one journal need no order among them, and a
     replay cannot overwrite newer cells. Replication reads the rows it folds onto (`stored`)
-    only for journals it has not written lately (`journal.kafka.replicate`).
+    only for journals it has not written lately (`journal.replication.replicate`).
     """
 
     def __init__(

@@ -17,7 +17,7 @@ from journal.codec.actions import RawRecord, record_headers
 from journal.core.fold import JournalWrite
 from journal.core.model import ActionRecord, JournalKey
 from journal.errors import StoreUnavailable
-from journal.kafka.replicate import Replicator
+from journal.replication.replicate import Replicator
 from journal.store.base import JournalMeta
 from journal.store.memory import MemoryStore
 from tables.partitions import OwnedPartitions

@@ -30,8 +30,8 @@ from hypothesis import strategies as st
 from agents.expiry import Expirer
 from journal.core.fold import JournalState, fold_batch
 from journal.core.model import ActionRecord, JournalKey
-from journal.kafka.subscription import _PartitionReader
 from journal.store.memory import MemoryStore
+from journal.subscriptions.subscription import _PartitionReader
 from tables.expiry import ExpiryIndex
 from tables.partitions import OwnedPartitions
 from tests.support import actions as a

@@ -15,9 +15,9 @@ from aiokafka import TopicPartition
 
 from app.cli import main
 from journal.kafka.consumers import start_consumer, stop_consumer
-from journal.kafka.quarantine import list_quarantine
-from journal.kafka.replicate import QUARANTINE_ORIGIN_HEADER, QUARANTINE_REASON_HEADER
 from journal.kafka.topic import end_offsets, quarantine_topic
+from journal.replication.quarantine import list_quarantine
+from journal.replication.replicate import QUARANTINE_ORIGIN_HEADER, QUARANTINE_REASON_HEADER
 from stack import Stack
 from tests.journal.journal_contract import events
 from tests.support.eventually import eventually

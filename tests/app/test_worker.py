@@ -17,8 +17,8 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import OffsetAndMetadata, TopicPartition
 
 from journal.core.model import Ack
-from journal.kafka.subscription import SubscriptionPosition
 from journal.kafka.topic import TopicSpec, end_offsets, ensure_topic
+from journal.subscriptions.subscription import SubscriptionPosition
 from kjconfig.access import KafkaAccess
 from stack import Stack
 from tests.journal.journal_contract import JournalContract, events

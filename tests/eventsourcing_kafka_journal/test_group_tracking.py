@@ -18,7 +18,7 @@ from eventsourcing.domain import Aggregate, DomainEventProtocol, event
 from eventsourcing.projection import EventSourcedProjection, EventSourcedProjectionRunner
 
 from eventsourcing_kafka_journal.recorders import KafkaApplicationRecorder, KafkaProcessRecorder
-from journal.kafka.groups import group_statuses
+from journal.subscriptions.groups import group_statuses
 from tests.support.eventually import eventually
 from tests.support.harness import unique
 

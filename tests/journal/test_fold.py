@@ -28,7 +28,7 @@ from journal.core.model import (
     PurgeHeader,
 )
 from journal.kafka.head import JournalHead, fold_head, fold_whole
-from journal.kafka.replicate import AlreadyQuarantined, Replicator
+from journal.replication.replicate import AlreadyQuarantined, Replicator
 from journal.store.memory import MemoryStore
 from tests.support import actions as a
 

@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 import pytest
 
-from journal.kafka.groups import group_statuses
+from journal.subscriptions.groups import group_statuses
 from stack import Stack
 from tests.journal.test_groups import PARTITIONS, Written, in_order, write, write_until
 from tests.support.eventually import eventually

@@ -13,7 +13,7 @@ import pytest
 
 from journal.core.model import Ack, Event, JsonPayload
 from journal.errors import InvalidValue
-from journal.kafka.groups import (
+from journal.subscriptions.groups import (
     Checkpoint,
     EventPosition,
     GroupEvent,
@@ -309,8 +309,8 @@ async def listed_and_reset(h: Harness, name: str, running: Running) -> None:
 
 
 def test_the_settings_default_cap_is_the_member_s() -> None:
-    from journal.kafka.groups import DEFAULT_MAX_UNACKED
     from journal.settings import Settings
+    from journal.subscriptions.groups import DEFAULT_MAX_UNACKED
 
     assert Settings().group_max_unacked == DEFAULT_MAX_UNACKED
 

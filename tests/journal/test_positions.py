@@ -11,7 +11,7 @@ import pytest
 
 from journal.core.model import Event, JsonPayload
 from journal.errors import InvalidValue
-from journal.kafka.subscription import Heartbeat, SubscribedEvent, SubscriptionPosition
+from journal.subscriptions.subscription import Heartbeat, SubscribedEvent, SubscriptionPosition
 from stack import Stack
 from tests.support.harness import Harness, harness, unique
 

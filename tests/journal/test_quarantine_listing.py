@@ -9,12 +9,12 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from aiokafka.structs import ConsumerRecord
 
-import journal.kafka.quarantine as quarantine
+import journal.replication.quarantine as quarantine
 from journal.codec.actions import RawRecord
 from journal.kafka.consumers import raw_record
-from journal.kafka.quarantine import QUARANTINE_REPLAYED_HEADER
-from journal.kafka.replicate import QUARANTINE_ORIGIN_HEADER, QUARANTINE_REASON_HEADER
 from journal.kafka.topic import quarantine_topic
+from journal.replication.quarantine import QUARANTINE_REPLAYED_HEADER
+from journal.replication.replicate import QUARANTINE_ORIGIN_HEADER, QUARANTINE_REASON_HEADER
 from stack import Stack
 from tests.support.harness import Harness, harness, unique
 from web.backend import newest_quarantined

@@ -14,14 +14,14 @@ from aiokafka.structs import TopicPartition
 from journal.codec.actions import RawRecord
 from journal.core.fold import JournalWrite
 from journal.core.model import ActionRecord, JournalKey
-from journal.kafka.replicate import (
+from journal.kafka.topic import end_offsets, quarantine_topic
+from journal.metrics import METRICS
+from journal.replication.replicate import (
     AlreadyQuarantined,
     KafkaQuarantine,
     Replicator,
     replicate_to_now,
 )
-from journal.kafka.topic import end_offsets, quarantine_topic
-from journal.metrics import METRICS
 from journal.store.base import JournalMeta
 from journal.store.memory import MemoryStore
 from stack import Stack
@@ -104,7 +104,7 @@ async def test_a_flood_of_malformed_records_is_quarantined_in_bulk_with_summarie
     await asyncio.gather(*deliveries)
     await journal.append([a.event(2)])
     store = connected.store
-    with caplog.at_level(logging.WARNING, logger="journal.kafka.replicate"):
+    with caplog.at_level(logging.WARNING, logger="journal.replication.replicate"):
         await replicate_to_now(
             settings.kafka_access(),
             store,

@@ -16,14 +16,14 @@ from aiokafka.structs import TopicPartition
 from journal.client.journals import Journals
 from journal.core.model import Ack, Event, JournalKey, JsonPayload
 from journal.errors import InvalidValue
-from journal.kafka.subscription import (
+from journal.kafka.topic import end_offsets
+from journal.metrics import METRICS
+from journal.subscriptions.subscription import (
     Heartbeat,
     SubscribedEvent,
     SubscriptionItem,
     SubscriptionPosition,
 )
-from journal.kafka.topic import end_offsets
-from journal.metrics import METRICS
 from stack import Stack
 from tests.support.eventually import WITHIN_S, eventually
 from tests.support.harness import Harness, harness, unique

@@ -29,15 +29,15 @@ from journal.core.model import (
     check_consecutive,
 )
 from journal.errors import KafkaUnavailable, SeqNrConflict, SnapshotBeyondJournal, SnapshotTooLarge
-from journal.kafka.groups import EventPosition, GroupEvent, GroupPartition, GroupStatus
-from journal.kafka.quarantine import Quarantined
-from journal.kafka.subscription import (
+from journal.replication.quarantine import Quarantined
+from journal.store.base import Snapshot, snapshot_bytes
+from journal.subscriptions.groups import EventPosition, GroupEvent, GroupPartition, GroupStatus
+from journal.subscriptions.subscription import (
     Heartbeat,
     SubscribedEvent,
     SubscriptionItem,
     SubscriptionPosition,
 )
-from journal.store.base import Snapshot, snapshot_bytes
 from tests.support.http_api import journal_path
 from web import JournalHandle
 from web.backend import QuarantinePage

@@ -18,8 +18,8 @@ import orjson
 
 from journal.client.journals import Journals
 from journal.core.model import JsonPayload
-from journal.kafka.groups import GroupEvent
 from journal.settings import Settings
+from journal.subscriptions.groups import GroupEvent
 
 FIELDS = ("kafka_bootstrap", "cassandra_hosts", "cassandra_port", "topic", "keyspace", "partitions")
 HEARTBEAT_S = 0.5  # a quiet member writes its new assignment this soon

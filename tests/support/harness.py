@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 from journal.client.journals import Journals
 from journal.kafka.producer import JournalProducer
-from journal.kafka.replicate import KafkaQuarantine, replicate_to_now
 from journal.kafka.topic import TopicSpec, ensure_topic, quarantine_topic
+from journal.replication.replicate import KafkaQuarantine, replicate_to_now
 from journal.settings import Settings
 from journal.store.base import EventualStore, JournalMeta
 from journal.store.cassandra import CassandraStore

@@ -12,8 +12,8 @@ import pytest
 
 from app.http_tokens import client_headers
 from devtools.workers import REPO, WorkerProcess
-from journal.kafka.replicate import wait_replicated as wait_pointers
 from journal.kafka.topic import end_offsets
+from journal.replication.replicate import wait_replicated as wait_pointers
 from journal.settings import Settings
 from journal.store.base import EventualJournal
 from tests.support.eventually import WITHIN_S, eventually

@@ -36,13 +36,13 @@ from journal.errors import (
     StoreUnavailable,
     UndecodableBatch,
 )
-from journal.kafka.subscription import (
+from journal.metrics import Metrics
+from journal.subscriptions.subscription import (
     Heartbeat,
     SubscribedEvent,
     SubscriptionItem,
     SubscriptionPosition,
 )
-from journal.metrics import Metrics
 from tests.support.fake_backend import (
     APPEND,
     JOURNAL_REQUESTS,

@@ -10,8 +10,8 @@ import orjson
 import pytest
 from aiohttp import web
 
-from journal.kafka.groups import EventPosition
 from journal.metrics import Metrics
+from journal.subscriptions.groups import EventPosition
 from tests.support.fake_backend import APPEND, JOURNAL_REQUESTS, FakeBackend
 from tests.support.http_api import journal_path
 from tests.web.served import Served, serve

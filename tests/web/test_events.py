@@ -9,9 +9,9 @@ import orjson
 import pytest
 
 from journal.errors import KafkaUnavailable
-from journal.kafka.quarantine import Quarantined
-from journal.kafka.subscription import SubscriptionPosition
 from journal.metrics import Metrics, set_replication_lag
+from journal.replication.quarantine import Quarantined
+from journal.subscriptions.subscription import SubscriptionPosition
 from tests.support.fake_backend import FakeBackend
 from tests.support.http_api import journal_path
 from tests.web.served import Served, serve

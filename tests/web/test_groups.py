@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from journal.errors import KafkaUnavailable
-from journal.kafka.groups import EventPosition
+from journal.subscriptions.groups import EventPosition
 from tests.support.eventually import eventually
 from tests.support.fake_backend import FakeBackend
 from tests.support.http_api import journal_path

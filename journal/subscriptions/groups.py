@@ -4,7 +4,7 @@ checkpoints kept by Kafka (a consumer group and its committed offsets).
 A member (`GroupMember`) is an aiokafka consumer in group `kafka-journal.subscription.<name>`
 without auto-commit. Kafka assigns it some partitions (rebalancing as members come and go);
 each is read from the group's committed offset on, and what it delivers is decided exactly as
-`journal.kafka.subscription` decides it (the same readers, store table and fold): only
+`journal.subscriptions.subscription` decides it (the same readers, store table and fold): only
 accepted events, each partition in log order.
 
 Checkpoints: the member acknowledges each event it has handled (`ack`, by the event's
@@ -49,7 +49,10 @@ from journal.core.model import EventRecord, JournalKey
 from journal.errors import InvalidValue
 from journal.kafka.consumers import log_start, start_consumer, stop_consumer
 from journal.kafka.driver_errors import KafkaError, core_error
-from journal.kafka.subscription import (
+from journal.kafka.topic import partition_count
+from journal.metrics import METRICS
+from journal.store.base import EventualJournal
+from journal.subscriptions.subscription import (
     HEARTBEAT_S,
     Offsets,
     Subscription,
@@ -58,9 +61,6 @@ from journal.kafka.subscription import (
     SubscriptionPosition,
     _PartitionReader,
 )
-from journal.kafka.topic import partition_count
-from journal.metrics import METRICS
-from journal.store.base import EventualJournal
 from kjconfig.access import KafkaAccess
 
 log = logging.getLogger(__name__)

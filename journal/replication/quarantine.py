@@ -1,7 +1,7 @@
 """The quarantine topic read back: what replication set aside (`list_quarantine`), and the
 records that this version decodes produced again to the action topic (`replay`).
 
-The quarantine (`<topic>.quarantine`, one partition, journal.kafka.replicate.KafkaQuarantine)
+The quarantine (`<topic>.quarantine`, one partition, journal.replication.replicate.KafkaQuarantine)
 holds each malformed record unchanged (key, value, timestamp, headers) plus two headers: the
 reason and, since this module, where it was (`journal.quarantine.origin`: "partition:offset").
 An undecodable batch is quarantined as a marker of the offsets it spans (journal.kafka.poison):
@@ -34,9 +34,9 @@ from journal.codec.actions import MalformedRecord, RawHeaders, RawRecord, parse_
 from journal.kafka.consumers import raw_record, start_consumer, stop_consumer
 from journal.kafka.poison import QUARANTINE_SKIPPED_HEADER
 from journal.kafka.producer import JournalProducer
-from journal.kafka.replicate import QUARANTINE_ORIGIN_HEADER, QUARANTINE_REASON_HEADER
 from journal.kafka.topic import end_offsets, partition_count, quarantine_topic
 from journal.kafka.writer import partition_of
+from journal.replication.replicate import QUARANTINE_ORIGIN_HEADER, QUARANTINE_REASON_HEADER
 from kjconfig.access import KafkaAccess
 
 QUARANTINE_REPLAYED_HEADER = "journal.quarantine.replayed"  # "partition:offset" of quarantine
