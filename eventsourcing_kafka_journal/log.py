@@ -4,8 +4,8 @@ An application's topic has one partition, so Kafka's offsets are a total order o
 the application recorded. The subscription (journal/subscriptions/subscription.py) delivers
 the events of the Appends the one fold accepted, in offset order, from any position: from
 Kafka within retention, from Cassandra's `appends` table beyond it. The log numbers those
-events 1, 2, 3, ... (the library's cases expect contiguous ids: `test_insert_select` asserts them, and its
-switch for other ids covers only the subscribe case).
+events 1, 2, 3, ... (the library's cases expect contiguous ids: `test_insert_select` asserts
+them, and its switch for other ids covers only the subscribe case).
 
 Numbering needs the count of what came before, so it is kept, not recomputed, in tables the
 journal's schema creates (`journal/store/schema.py`): `eventsourcing_numbers` has a row per
