@@ -39,6 +39,7 @@ $(VENV)/.installed: pyproject.toml constraints.txt | $(BIN)/pip
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 typecheck: install
 	$(BIN)/mypy

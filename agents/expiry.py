@@ -22,9 +22,9 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from journal.client.reading import ReadingFlow
-from journal.core.model import JournalKey, Position
-from journal.kafka.fence import Fence
+from journal import JournalKey, Position
+from journal.client import ReadingFlow
+from journal.kafka import Fence
 from journal.metrics import METRICS
 from tables.expiry import ExpiryIndex, deadline_of_event
 from tables.partitions import OwnedPartitions

@@ -28,8 +28,7 @@ import faust
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
-from journal.kafka.driver_errors import POISON_ERRORS
-from journal.kafka.poison import Skipped, decodable_from, fetch
+from journal.kafka import POISON_ERRORS, Skipped, decodable_from, fetch
 
 log = logging.getLogger(__name__)
 

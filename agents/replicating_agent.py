@@ -16,8 +16,8 @@ from typing import Any
 import faust
 
 from agents.replication import WorkerReplication
-from journal.client.deferred import Deferred
-from journal.codec.actions import RawRecord
+from journal.client import Deferred
+from journal.codec import RawRecord
 
 log = logging.getLogger(__name__)
 

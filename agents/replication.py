@@ -44,19 +44,19 @@ from typing import Protocol, TypeVar
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from agents.poison import SkippedBatches
-from journal.codec.actions import RawRecord
-from journal.core.model import ActionRecord
+from journal.codec import RawRecord
+from journal.core import ActionRecord
 from journal.errors import StoreUnavailable
-from journal.kafka.consumers import start_consumer, stop_consumer
+from journal.kafka import start_consumer, stop_consumer
 from journal.metrics import METRICS, forget_replication_lag, set_replication_lag
-from journal.replication.replicate import (
+from journal.replication import (
     AlreadyQuarantined,
     Quarantine,
     Replicator,
     StoredRows,
     replicate_range,
 )
-from journal.store.base import EventualStore
+from journal.store import EventualStore
 from kjconfig.access import KafkaAccess
 from tables.expiry import ExpiryIndex
 from tables.partitions import OwnedPartitions

@@ -14,11 +14,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from typing import Protocol
 
-from journal.client.deferred import Deferred
-from journal.client.journals import Journals
-from journal.client.listing import JournalIdPage
-from journal.subscriptions.groups import GroupStatus
-from journal.subscriptions.subscription import SubscriptionItem, SubscriptionPosition
+from journal import JournalIdPage, Journals, SubscriptionPosition
+from journal.client import Deferred
+from journal.subscriptions import GroupStatus, SubscriptionItem
 from web.backend import (
     GroupMemberHandle,
     JournalHandle,

@@ -26,7 +26,7 @@ from pydantic.fields import FieldInfo
 
 from app.garbage import tune_garbage_collector
 from app.settings import WorkerSettings
-from journal.core.model import SEQ_NR_MAX
+from journal import SEQ_NR_MAX
 from journal.settings import HttpAuthSettings, Settings
 from journal.version import VERSION
 from kjconfig.settings import (
@@ -240,8 +240,8 @@ def lag(as_json: bool, max_lag: int | None, **values: Any) -> int:
     settings = load(Settings, values)
     import asyncio
 
-    from journal.replication.lag import PartitionLag, format_lag, lag_json, replication_lag
-    from journal.store.cassandra import CassandraStore
+    from journal.replication import PartitionLag, format_lag, lag_json, replication_lag
+    from journal.store import CassandraStore
 
     async def measure() -> list[PartitionLag]:
         store = await CassandraStore.connect(settings.cassandra_config())

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, BinaryIO
 from app.confirm import failed as _failed
 
 if TYPE_CHECKING:  # the command line loads the client (Kafka, Cassandra) only when it runs
-    from journal.client.journals import Journal
+    from journal import Journal
     from journal.errors import OutcomeUnknown
     from journal.settings import Settings
     from web.validation import ParsedAppend
@@ -49,8 +49,8 @@ def append(
     API's (verified: answered once the log accepted the append; kafka: at Kafka's ack). An
     append at the end without `idempotency_key` gets a fresh one, as the direct client's, so
     that it is safe to repeat (the key is on stderr when the outcome is unknown)."""
-    from journal.client.conditional import FreshKey, check_idempotency_key
-    from journal.core.model import Ack
+    from journal import Ack
+    from journal.client import FreshKey, check_idempotency_key
 
     request = parse_append_body(data)  # before connecting: bad input costs no round trip
     key: str | FreshKey = (
@@ -59,7 +59,7 @@ def append(
     expected = request.expected_seq_nr if expected_seq_nr is None else expected_seq_nr
 
     async def command(journal: Journal, out: BinaryIO) -> None:
-        from journal.client.journals import append_events
+        from journal.client import append_events
         from web.representation import appended_json
 
         appended = await append_events(
@@ -119,8 +119,8 @@ def purge() -> JournalCommand:
 def subscribe(settings: Settings, after: str | None, tags: str | None, live: bool) -> int:
     """`kafka-journal subscribe`: the lines of `GET /events`, flushed one by one; 2 for a
     bad position. Ctrl-C ends a live one quietly."""
+    from journal import SubscriptionPosition
     from journal.errors import InvalidValue
-    from journal.subscriptions.subscription import SubscriptionPosition
     from web.validation import AFTER_END
 
     from_end = after == AFTER_END
@@ -131,7 +131,7 @@ def subscribe(settings: Settings, after: str | None, tags: str | None, live: boo
     wanted = [tag for tag in (tags or "").split(",") if tag]
 
     async def run() -> None:
-        from journal.client.journals import Journals
+        from journal import Journals
         from web.representation import SubscriptionLines
 
         journals = await Journals.connect(settings)
@@ -166,7 +166,7 @@ def subscribe_group(settings: Settings, name: str, tags: str | None) -> int:
     wanted = [tag for tag in (tags or "").split(",") if tag]
 
     async def run() -> None:
-        from journal.client.journals import Journals
+        from journal import Journals
         from web.representation import group_line
 
         journals = await Journals.connect(settings)
@@ -196,7 +196,7 @@ def subscribe_group(settings: Settings, name: str, tags: str | None) -> int:
 def show_groups(settings: Settings) -> int:
     """`kafka-journal groups`: a table of each group's partitions (member, checkpoint, end,
     lag)."""
-    from journal.subscriptions.groups import group_statuses
+    from journal.subscriptions import group_statuses
 
     statuses = asyncio.run(group_statuses(settings.kafka_access(), settings.topic))
     print(
@@ -228,7 +228,7 @@ def reset_group(
 
     from app.confirm import NotConfirmed, confirm
     from journal.errors import InvalidValue, Unavailable
-    from journal.subscriptions.groups import commit_reset, plan_reset
+    from journal.subscriptions import commit_reset, plan_reset
 
     try:
         time_ms = None if to_time is None else _time_ms(datetime.fromisoformat(to_time))
@@ -262,7 +262,7 @@ def _time_ms(moment: datetime) -> int:
 
 
 async def _run(settings: Settings, journal_id: str, command: JournalCommand) -> None:
-    from journal.client.journals import Journals
+    from journal import Journals
 
     journals = await Journals.connect(settings)
     try:
@@ -275,8 +275,8 @@ async def _run(settings: Settings, journal_id: str, command: JournalCommand) -> 
 
 def list_ids(settings: Settings, prefix: str, after: str | None, limit: int | None) -> int:
     """Print the ids of `Journals.ids`, page after page, at most `limit` of them."""
-    from journal.client.journals import Journals
-    from journal.client.listing import MAX_LIMIT
+    from journal import Journals
+    from journal.client import MAX_LIMIT
 
     async def listing() -> None:
         journals = await Journals.connect(settings)

@@ -52,7 +52,7 @@ from tenacity import (
 )
 from yarl import URL
 
-from journal.kafka.writer import partition_of
+from journal.kafka import partition_of
 from journal.metrics import METRICS
 from tables.partitions import OwnedPartitions
 from web.app import DEFAULT_RETRY_AFTER_S

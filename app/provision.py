@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from app.settings import DEFAULT_APP_ID
-from journal.kafka.topic import TopicSpec, ensure_topic, quarantine_topic
+from journal.kafka import TopicSpec, ensure_topic, quarantine_topic
 from journal.settings import Settings
-from journal.store.schema import ensure_schema
-from journal.subscriptions.groups import GROUP_PREFIX
+from journal.store import ensure_schema
+from journal.subscriptions import GROUP_PREFIX
 from kjconfig.access import (
     CASSANDRA_READER,
     CASSANDRA_WRITER,

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from app.confirm import REFUSED_EXIT, UNAVAILABLE_EXIT, NotConfirmed, confirm, failed
 from app.progress import Meter
 from journal.errors import Unavailable
-from journal.replication.quarantine import ReplayStep, list_quarantine, plan_replay, replay
+from journal.replication import ReplayStep, list_quarantine, plan_replay, replay
 from journal.settings import Settings
 
 

@@ -44,8 +44,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from app.confirm import REFUSED_EXIT, UNAVAILABLE_EXIT, NotConfirmed, confirm, failed
-from journal.client.journals import Journals
-from journal.core.model import JournalKey, Position
+from journal import JournalKey, Journals, Position
 from journal.errors import JournalTruncated, Unavailable
 from journal.settings import Settings
 

@@ -27,15 +27,20 @@ from app.forwarding import Forwarder, Owners
 from app.http_tokens import guard_of
 from app.logs import json_logging
 from app.settings import WorkerSettings
-from journal.client.deferred import Deferred
-from journal.client.journals import Journals
-from journal.kafka.producer import JournalProducer
-from journal.kafka.tail import TailConfig, TailIndex
-from journal.kafka.topic import TopicSpec, cluster_replicas, ensure_topic, quarantine_topic
+from journal import Journals
+from journal.client import Deferred
+from journal.kafka import (
+    JournalProducer,
+    TailConfig,
+    TailIndex,
+    TopicSpec,
+    cluster_replicas,
+    ensure_topic,
+    quarantine_topic,
+)
 from journal.metrics import METRICS
-from journal.replication.replicate import KafkaQuarantine
-from journal.store.cassandra import CassandraStore
-from journal.store.connecting import ConnectingStore
+from journal.replication import KafkaQuarantine
+from journal.store import CassandraStore, ConnectingStore
 from kjconfig.access import KafkaAccess
 from tables.expiry import ExpiryIndex, define_expiry_table
 from tables.index import TableIndex

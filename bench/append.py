@@ -19,13 +19,10 @@ from bench.profile import process_cpu_s, py_spy
 from bench.raw_http import raw_http_server
 from bench.workload import closed_loop, events, http_body, raw_append, raw_producer
 from devtools.workers import free_port
-from journal.client.journals import Journals
-from journal.codec import encode_events
-from journal.codec.actions import record_headers
-from journal.core.model import Ack, AppendHeader, Event, Events, JournalKey, Json, JsonPayload
-from journal.kafka.producer import JournalProducer
-from journal.kafka.topic import TopicSpec, ensure_topic
-from journal.kafka.writer import JournalWriter, partition_of
+from journal import Ack, Event, JournalKey, Journals, JsonPayload
+from journal.codec import encode_events, record_headers
+from journal.core import AppendHeader, Events, Json
+from journal.kafka import JournalProducer, JournalWriter, TopicSpec, ensure_topic, partition_of
 from journal.settings import Settings
 from kjconfig.access import KafkaAccess
 

@@ -12,10 +12,9 @@ from aiokafka.admin import AIOKafkaAdminClient
 from bench.common import Row, Section, Timed, median, percentile, unique
 from bench.workload import closed_loop, events
 from devtools.cluster import three_nodes
-from journal.client.journals import Journals
-from journal.core.model import Ack
+from journal import Ack, Journals
 from journal.errors import Unavailable
-from journal.kafka.writer import partition_of
+from journal.kafka import partition_of
 from journal.settings import Settings
 from stack import KafkaCluster
 

@@ -9,12 +9,11 @@ from pathlib import Path
 
 from bench.common import unique
 from devtools.workers import WorkerProcess
-from journal.client.journals import Journals
-from journal.kafka.topic import end_offsets
-from journal.replication.replicate import wait_replicated
+from journal import Journals
+from journal.kafka import end_offsets
+from journal.replication import wait_replicated
 from journal.settings import Settings
-from journal.store.base import EventualJournal
-from journal.store.cassandra import CassandraStore
+from journal.store import CassandraStore, EventualJournal
 
 
 def settings_for(base: Settings, prefix: str, partitions: int = 3) -> Settings:

@@ -28,7 +28,7 @@ import orjson
 
 from bench.environment import connected
 from journal.settings import Settings
-from journal.subscriptions.groups import GroupEvent, GroupMember
+from journal.subscriptions import GroupEvent, GroupMember
 
 REPO = Path(__file__).resolve().parents[1]
 _GO = b"go\n"

@@ -12,11 +12,10 @@ from app.progress import Meter
 from bench.common import Row, Section, unique
 from bench.workload import events
 from devtools.workers import WorkerProcess
-from journal.client.journals import Journals
-from journal.core.model import Ack
-from journal.kafka.topic import end_offsets
-from journal.replication.replicate import wait_replicated
-from journal.store.cassandra import CassandraStore
+from journal import Ack, Journals
+from journal.kafka import end_offsets
+from journal.replication import wait_replicated
+from journal.store import CassandraStore
 
 METHOD = (
     "One journal of {events:,} events (~300 bytes each) written in appends of 1,000 events "

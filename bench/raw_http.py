@@ -23,7 +23,7 @@ import uvloop
 from aiohttp import web
 
 from bench.workload import raw_producer
-from journal.kafka.writer import partition_of
+from journal.kafka import partition_of
 from journal.settings import Settings
 
 _APPEND_HEADERS = [("journal.action", b'{"type":"append"}')]

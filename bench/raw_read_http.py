@@ -29,10 +29,9 @@ from cassandra.cluster import Cluster, ResponseFuture, Session
 from cassandra.query import PreparedStatement
 
 from bench.raw_http import serve_until_stopped, server_process
-from journal.core.model import SEQ_NR_MAX
+from journal import SEQ_NR_MAX
 from journal.settings import Settings
-from journal.store.cluster import ROWS_AS_TUPLES, open_session
-from journal.store.statements import Statements
+from journal.store import ROWS_AS_TUPLES, Statements, open_session
 from kjconfig.access import KafkaAccess
 
 NDJSON = "application/x-ndjson"

@@ -20,14 +20,13 @@ from bench.common import Row, Section, percentile, timed, unique
 from bench.raw_read_http import PAYLOAD_TXT, RawCompleteReads, RawReads
 from bench.workload import events, raw_append
 from devtools.workers import WorkerProcess
-from journal.client.journals import Journals
-from journal.core.index import Indexed
-from journal.core.model import Ack, JournalKey
-from journal.kafka.topic import end_offsets
+from journal import Ack, JournalKey, Journals
+from journal.core import Indexed
+from journal.kafka import end_offsets
 from journal.metrics import METRICS
-from journal.replication.replicate import AlreadyQuarantined, replicate_to_now, wait_replicated
+from journal.replication import AlreadyQuarantined, replicate_to_now, wait_replicated
 from journal.settings import Settings
-from journal.store.cassandra import CassandraStore
+from journal.store import CassandraStore
 from kjconfig.access import KafkaAccess
 from stack import Stack
 

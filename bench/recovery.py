@@ -16,8 +16,8 @@ from bench.common import Row, Section, median, spread, unique
 from bench.profile import process_cpu_s
 from bench.raw_read_http import PAYLOAD_TXT, RawReads, raw_read_server
 from devtools.workers import WorkerProcess, free_port
-from journal.client.journals import Journals
-from journal.core.model import Json
+from journal import Journals
+from journal.core import Json
 
 METHOD = (
     "One journal of {events:,} events (appends of {per_append} events of ~100-byte JSON "

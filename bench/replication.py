@@ -15,18 +15,16 @@ from bench.environment import worker
 from bench.profile import py_spy
 from bench.workload import closed_loop, events, payload
 from devtools.workers import WorkerProcess
-from journal.client.journals import Journals
-from journal.core.model import Ack, Event, EventRecord, JournalKey, JsonPayload, Position
-from journal.kafka.producer import JournalProducer
-from journal.kafka.topic import TopicSpec, end_offsets, ensure_topic, quarantine_topic
-from journal.replication.replicate import (
+from journal import Ack, Event, EventRecord, JournalKey, Journals, JsonPayload, Position
+from journal.kafka import JournalProducer, TopicSpec, end_offsets, ensure_topic, quarantine_topic
+from journal.replication import (
     AlreadyQuarantined,
     KafkaQuarantine,
     replicate_to_now,
     wait_replicated,
 )
 from journal.settings import Settings
-from journal.store.cassandra import CassandraStore
+from journal.store import CassandraStore
 
 METHOD = (
     "{events:,} events ({appends:,} appends of 10, 100 journals, 3 partitions) are written "

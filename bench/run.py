@@ -59,9 +59,9 @@ from bench.spark import bench_spark, bench_spark_on_cluster
 from bench.subscription import SubscriptionSizes, bench_subscription
 from bench.tail_index import bench_tail_index
 from devtools.workers import WorkerProcess
-from journal.client.journals import Journals
+from journal import Journals
 from journal.settings import Settings
-from journal.store.cassandra import CassandraStore
+from journal.store import CassandraStore
 from stack import Stack
 
 REPO = Path(__file__).resolve().parents[1]

@@ -21,15 +21,12 @@ from bench.environment import connected, settings_for, worker
 from bench.group_member import member_processes
 from bench.workload import events
 from devtools.workers import WorkerProcess
-from journal.client.journals import Journals
-from journal.codec.actions import events_of, parse_checked
-from journal.core.model import Ack
-from journal.kafka.consumers import raw_record
-from journal.kafka.topic import end_offsets
-from journal.replication.replicate import AlreadyQuarantined, replicate_to_now, wait_replicated
+from journal import Ack, Heartbeat, Journals, SubscribedEvent, SubscriptionPosition
+from journal.codec import events_of, parse_checked
+from journal.kafka import end_offsets, raw_record
+from journal.replication import AlreadyQuarantined, replicate_to_now, wait_replicated
 from journal.settings import Settings
-from journal.subscriptions.groups import reset_group
-from journal.subscriptions.subscription import Heartbeat, SubscribedEvent, SubscriptionPosition
+from journal.subscriptions import reset_group
 
 _HEARTBEAT = b'{"heartbeat"'
 # the subscription's goal: at least this share of a raw consumer that decodes as it does

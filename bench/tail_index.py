@@ -16,11 +16,10 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from bench.common import Row, Section, median, spread, unique
 from bench.workload import raw_append
-from journal.core.model import JournalKey
-from journal.kafka.tail import TailConfig, TailIndex
-from journal.kafka.topic import TopicSpec, end_offsets, ensure_topic
+from journal import JournalKey
+from journal.kafka import TailConfig, TailIndex, TopicSpec, end_offsets, ensure_topic
 from journal.settings import Settings
-from journal.store.cassandra import CassandraStore
+from journal.store import CassandraStore
 
 METHOD = (
     "{records:,} one-event Append records of {journals:,} journals, interleaved (record n "

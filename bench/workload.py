@@ -9,10 +9,10 @@ from collections.abc import Awaitable, Callable
 from aiokafka import AIOKafkaProducer
 
 from bench.common import Timed
-from journal.codec.actions import record_headers
-from journal.codec.events import encode_events
-from journal.core.model import AppendHeader, Event, Events, Json, JsonPayload, SeqRange
-from journal.kafka.producer import COMPRESSION, MAX_BATCH_BYTES
+from journal import Event, JsonPayload
+from journal.codec import encode_events, record_headers
+from journal.core import AppendHeader, Events, Json, SeqRange
+from journal.kafka import COMPRESSION, MAX_BATCH_BYTES
 from kjconfig.access import KafkaAccess
 
 PAD = "x" * 260  # with the JSON around it, an encoded event of about 300 bytes

@@ -11,7 +11,7 @@ from collections import OrderedDict
 from eventsourcing.persistence import IntegrityError
 
 from eventsourcing_kafka_journal.wire import decode_event
-from journal.client.journals import Journals
+from journal import Journals
 
 
 class Bases:

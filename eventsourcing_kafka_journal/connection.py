@@ -18,11 +18,11 @@ from eventsourcing_kafka_journal.group import GroupFeed
 from eventsourcing_kafka_journal.log import NotificationSource, SubscriptionLog
 from eventsourcing_kafka_journal.snapshots import AggregateSnapshots
 from eventsourcing_kafka_journal.tracking import TrackingPositions
-from journal.client.journals import Journals
+from journal import Journals
 from journal.errors import JournalTruncated, Unavailable
-from journal.kafka.topic import TopicSpec, ensure_topic
+from journal.kafka import TopicSpec, ensure_topic
 from journal.settings import Settings
-from journal.store.cassandra import CassandraStore
+from journal.store import CassandraStore
 
 T = TypeVar("T")
 

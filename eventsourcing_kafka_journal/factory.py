@@ -21,7 +21,7 @@ from eventsourcing_kafka_journal.recorders import (
     KafkaSnapshotRecorder,
     KafkaTrackingRecorder,
 )
-from journal.subscriptions.groups import group_id
+from journal.subscriptions import group_id
 from kjconfig.settings import lookup
 
 TIMEOUT_VARIABLE = "KJ_RECORDER_TIMEOUT_S"  # seconds a recorder call may take

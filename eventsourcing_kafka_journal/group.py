@@ -27,8 +27,8 @@ from eventsourcing.persistence import Notification, StoredEvent
 
 from eventsourcing_kafka_journal.log import NotificationSource, notification_of
 from eventsourcing_kafka_journal.wire import decode_event
-from journal.client.journals import Journals
-from journal.subscriptions.groups import EventPosition
+from journal import Journals
+from journal.subscriptions import EventPosition
 
 GROUP_VARIABLE = "KJ_TRACKING_GROUP"  # the subscription group a follower tracks through
 

@@ -34,10 +34,8 @@ from typing import Protocol
 from eventsourcing.persistence import Notification, OperationalError, StoredEvent, Tracking
 
 from eventsourcing_kafka_journal.wire import decode_event, tracking_of
-from journal.client.journals import Journals
-from journal.core.model import JournalKey
-from journal.store.eventsourcing_tables import EventsourcingTables, NumbersRow
-from journal.subscriptions.subscription import SubscribedEvent, SubscriptionPosition
+from journal import JournalKey, Journals, SubscribedEvent, SubscriptionPosition
+from journal.store import EventsourcingTables, NumbersRow
 
 APPLICATION_PARTITION = 0
 _BUCKET_IDS = 1_000_000  # ids per Cassandra partition of the numbers (far above one record's)

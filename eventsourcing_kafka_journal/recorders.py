@@ -33,7 +33,7 @@ from eventsourcing_kafka_journal.wire import (
     tracking_headers,
     tracking_journal_id,
 )
-from journal.core.model import Position
+from journal import Position
 from journal.errors import SeqNrConflict, Unavailable
 
 

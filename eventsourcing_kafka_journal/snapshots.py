@@ -32,8 +32,7 @@ from eventsourcing_kafka_journal.wire import (
     journal_id_of,
     seq_nr_of,
 )
-from journal.client.journals import Journals
-from journal.core.model import SEQ_NR_MAX
+from journal import SEQ_NR_MAX, Journals
 from journal.errors import SnapshotBeyondJournal, SnapshotTooLarge
 
 

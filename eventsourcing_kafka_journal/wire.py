@@ -29,7 +29,8 @@ from uuid import UUID
 
 from eventsourcing.persistence import StoredEvent, Tracking
 
-from journal.core.model import BinaryPayload, Event, EventRecord, Json, JsonPayload, Payload
+from journal import BinaryPayload, Event, EventRecord, JsonPayload, Payload
+from journal.core import Json
 
 TRACKING_HEADER = "eventsourcing.tracking"
 TRACKING_JOURNAL_PREFIX = "eventsourcing.tracking:"

@@ -61,8 +61,10 @@ if TYPE_CHECKING:
     from journal.client.journals import Journal, Journals
     from journal.client.listing import JournalIdPage
     from journal.client.reading import JournalInfo
+    from journal.replication.quarantine import Quarantined
     from journal.settings import Settings
     from journal.store.base import Snapshot
+    from journal.subscriptions.groups import EventPosition, GroupEvent, GroupStatus
     from journal.subscriptions.subscription import Heartbeat, SubscribedEvent, SubscriptionPosition
     from kjconfig.settings import SettingsError
 
@@ -76,6 +78,10 @@ _LAZY = {
     "Heartbeat": "journal.subscriptions.subscription",
     "SubscriptionPosition": "journal.subscriptions.subscription",
     "Snapshot": "journal.store.base",
+    "EventPosition": "journal.subscriptions.groups",
+    "GroupEvent": "journal.subscriptions.groups",
+    "GroupStatus": "journal.subscriptions.groups",
+    "Quarantined": "journal.replication.quarantine",
     "Settings": "journal.settings",
     "SettingsError": "kjconfig.settings",
 }
@@ -99,7 +105,10 @@ __all__ = [
     "BinaryPayload",
     "Deleted",
     "Event",
+    "EventPosition",
     "EventRecord",
+    "GroupEvent",
+    "GroupStatus",
     "HeaderMetadata",
     "Heartbeat",
     "IdempotencyKeyReused",
@@ -120,6 +129,7 @@ __all__ = [
     "Payload",
     "PayloadMetadata",
     "Position",
+    "Quarantined",
     "SeqNrConflict",
     "Settings",
     "SettingsError",

@@ -24,10 +24,9 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from journal.codec.actions import MalformedRecord, parse_checked
+from journal.codec import MalformedRecord, parse_checked
 from journal.settings import Settings
-from journal.store.base import EventualJournal
-from journal.store.cassandra import CassandraConfig, CassandraStore
+from journal.store import CassandraConfig, CassandraStore, EventualJournal
 from pipeline.audit_check import Difference, JournalAudit
 from pipeline.offsets import TopicOffsets, replicated_ranges, topic_offsets
 from pipeline.report import Progress, print_progress

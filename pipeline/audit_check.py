@@ -37,10 +37,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
-from journal.codec.actions import events_of
-from journal.core.fold import JournalState, Verdict
-from journal.core.model import ActionRecord, EventRecord, JournalKey
-from journal.store.base import EventualJournal, JournalMeta
+from journal import EventRecord, JournalKey
+from journal.codec import events_of
+from journal.core import ActionRecord, JournalState, Verdict
+from journal.store import EventualJournal, JournalMeta
 
 MAX_DIFFERENCES_PER_JOURNAL = 3
 

@@ -27,11 +27,10 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from journal.client.journals import Journals
-from journal.core.model import Event, JsonPayload
-from journal.replication.replicate import AlreadyQuarantined, replicate_to_now
+from journal import Event, Journals, JsonPayload
+from journal.replication import AlreadyQuarantined, replicate_to_now
 from journal.settings import Settings
-from journal.store.cassandra import CassandraStore
+from journal.store import CassandraStore
 from pipeline.rebuild import rebuild
 from pipeline.report import Progress, print_progress
 from pipeline.session import SparkOptions, spark_session

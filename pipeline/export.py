@@ -33,7 +33,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from journal.core.model import (
+from journal import (
     BinaryPayload,
     Event,
     EventRecord,
@@ -43,7 +43,7 @@ from journal.core.model import (
     TextPayload,
 )
 from journal.settings import Settings
-from journal.store.cassandra import CassandraConfig, CassandraStore
+from journal.store import CassandraConfig, CassandraStore
 from pipeline.report import Progress, per_second, print_progress, spark_job
 from pipeline.scan import journal_metas, token_ranges
 from pipeline.tasks import stream_with_store

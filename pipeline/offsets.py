@@ -19,7 +19,7 @@ from typing import Literal
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from journal.kafka.topic import partition_count
+from journal.kafka import partition_count
 from kjconfig.access import KafkaAccess
 
 StartFrom = Literal["pointers", "earliest"]

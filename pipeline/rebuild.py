@@ -23,13 +23,12 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from journal.codec.actions import RawRecord
-from journal.core.fold import JournalWrite
-from journal.core.model import ActionRecord, AppendHeader, JournalKey
-from journal.replication.replicate import Replicator
+from journal import JournalKey
+from journal.codec import RawRecord
+from journal.core import ActionRecord, AppendHeader, JournalWrite
+from journal.replication import Replicator
 from journal.settings import Settings
-from journal.store.base import JournalMeta, ReplicatedJournal
-from journal.store.cassandra import CassandraConfig, CassandraStore
+from journal.store import CassandraConfig, CassandraStore, JournalMeta, ReplicatedJournal
 from pipeline.offsets import Gap, StartFrom, read_ranges, topic_offsets
 from pipeline.report import Progress, per_second, print_progress, spark_job
 from pipeline.source import in_offset_order, raw_record_of, read_actions

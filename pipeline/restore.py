@@ -27,18 +27,18 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from journal.core.fold import JournalState, JournalWrite
-from journal.core.model import (
+from journal import EventRecord, JournalKey
+from journal.core import (
     ActionRecord,
     AppendHeader,
-    EventRecord,
-    JournalKey,
+    JournalState,
+    JournalWrite,
     PayloadType,
     SeqRange,
 )
 from journal.errors import JournalError
 from journal.settings import Settings
-from journal.store.cassandra import CassandraConfig, CassandraStore
+from journal.store import CassandraConfig, CassandraStore
 from journal.version import VERSION
 from pipeline.export import SCHEMA, event_record_of
 from pipeline.report import Progress, per_second, print_progress, spark_job

@@ -13,9 +13,8 @@ from __future__ import annotations
 import itertools
 from collections.abc import AsyncIterator
 
-from journal.core.model import JournalKey
-from journal.store.base import JournalMeta
-from journal.store.cassandra import CassandraStore
+from journal import JournalKey
+from journal.store import CassandraStore, JournalMeta
 
 TOKEN_MIN = -(2**63)  # Murmur3Partitioner's minimum: no key has it
 TOKEN_MAX = 2**63 - 1

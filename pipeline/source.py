@@ -14,7 +14,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from journal.codec.actions import RawRecord
+from journal.codec import RawRecord
 from kjconfig.access import KafkaAccess
 from pipeline.offsets import OffsetRange, spark_kafka_options
 

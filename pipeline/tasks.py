@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
 from typing import TypeVar
 
-from journal.store.cassandra import CassandraConfig, CassandraStore
+from journal.store import CassandraConfig, CassandraStore
 
 T = TypeVar("T")
 

@@ -54,10 +54,10 @@ from typing import Any, Protocol
 
 import faust
 
-from journal.codec.actions import events_of
-from journal.codec.duration import parse_duration
-from journal.core.model import ActionRecord, AppendHeader, EventRecord, PurgeHeader
-from journal.kafka.topic import end_offsets
+from journal import EventRecord
+from journal.codec import events_of, parse_duration
+from journal.core import ActionRecord, AppendHeader, PurgeHeader
+from journal.kafka import end_offsets
 from kjconfig.access import KafkaAccess
 from tables.store import IndexTable, partition_items
 

@@ -10,8 +10,8 @@ store down, answers that it cannot read the journal.
 
 from __future__ import annotations
 
-from journal.core.index import IndexAnswer, Indexed, NotIndexed
-from journal.core.model import JournalKey
+from journal import JournalKey
+from journal.core import IndexAnswer, Indexed, NotIndexed
 from journal.metrics import METRICS
 from tables.partitions import OwnedPartitions
 from tables.tables import JournalTables

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from journal.core.waiters import OffsetWaiters
+from journal.core import OffsetWaiters
 from journal.metrics import METRICS
 
 _OFFSET = "kafka_journal_agent_offset"

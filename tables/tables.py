@@ -24,9 +24,8 @@ from typing import Any
 
 import faust
 
-from journal.core.index import OffsetRuns
-from journal.core.model import ActionRecord, AppendHeader, DeleteHeader, PurgeHeader
-from journal.kafka.topic import end_offsets
+from journal.core import ActionRecord, AppendHeader, DeleteHeader, OffsetRuns, PurgeHeader
+from journal.kafka import end_offsets
 from kjconfig.access import KafkaAccess
 from tables.store import IndexTable
 from tables.values import decode_runs, encode_runs

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import orjson
 
-from journal.core.index import OffsetRuns
+from journal.core import OffsetRuns
 
 
 def encode_runs(runs: OffsetRuns) -> bytes:

@@ -13,20 +13,21 @@ from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from journal.client.journals import Appending, Journals
-from journal.client.listing import JournalIdPage
-from journal.client.reading import JournalInfo
-from journal.core.model import (
+from journal import (
     Deleted,
     EventRecord,
+    JournalIdPage,
+    JournalInfo,
+    Journals,
     Payload,
     Position,
+    Snapshot,
+    SubscriptionPosition,
 )
-from journal.replication.quarantine import Quarantined
-from journal.replication.quarantine import newest_quarantined as read_newest
-from journal.store.base import Snapshot
-from journal.subscriptions.groups import EventPosition, GroupEvent, GroupStatus
-from journal.subscriptions.subscription import SubscriptionItem, SubscriptionPosition
+from journal.client import Appending
+from journal.replication import Quarantined
+from journal.replication import newest_quarantined as read_newest
+from journal.subscriptions import EventPosition, GroupEvent, GroupStatus, SubscriptionItem
 
 
 class SnapshotsHandle(Protocol):

@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from decimal import Decimal, localcontext
 
-from journal.codec.duration import FiniteDuration, TimeUnit, from_nanos, parse_duration
-from journal.core.model import InvalidValue
+from journal import InvalidValue
+from journal.codec import FiniteDuration, TimeUnit, from_nanos, parse_duration
 
 _NUMBER = r"[0-9]+(?:[.,][0-9]+)?"  # ASCII digits only: \d would take any script
 _ISO_DURATION = re.compile(

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
-from journal.client.conditional import MAX_IDEMPOTENCY_KEY
+from journal.client import MAX_IDEMPOTENCY_KEY
 from web import schema
 from web.error_answers import Error
 from web.routes import ROUTES

@@ -19,7 +19,7 @@ import orjson
 from aiohttp import web
 
 from journal.metrics import CONTENT_TYPE, Metrics
-from journal.replication.quarantine import Quarantined
+from journal.replication import Quarantined
 from web.backend import JournalBackend
 from web.error_answers import ErrorCode
 from web.failures import unavailable

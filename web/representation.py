@@ -20,11 +20,21 @@ import orjson
 from aiohttp import web
 from pydantic import BaseModel
 
-from journal.client import listing, reading
-from journal.core import model
-from journal.core.model import BinaryPayload, EventRecord, JsonPayload, Payload, TextPayload
-from journal.subscriptions.groups import GroupEvent, GroupStatus
-from journal.subscriptions.subscription import Heartbeat, SubscriptionItem, SubscriptionPosition
+from journal import (
+    Appended,
+    BinaryPayload,
+    Deleted,
+    EventRecord,
+    Heartbeat,
+    JournalIdPage,
+    JournalInfo,
+    JsonPayload,
+    Payload,
+    Position,
+    SubscriptionPosition,
+    TextPayload,
+)
+from journal.subscriptions import GroupEvent, GroupStatus, SubscriptionItem
 from web import schema
 from web.duration import expire_after_to_iso
 
@@ -251,19 +261,19 @@ def groups_out(statuses: Iterable[GroupStatus]) -> schema.GroupsOut:
     )
 
 
-def info_out(journal_id: str, info: reading.JournalInfo) -> schema.JournalInfoOut:
+def info_out(journal_id: str, info: JournalInfo) -> schema.JournalInfoOut:
     return schema.JournalInfoOut(id=journal_id, seqNr=info.seq_nr, deleteTo=info.delete_to)
 
 
-def ids_out(page: listing.JournalIdPage) -> schema.JournalIdPageOut:
+def ids_out(page: JournalIdPage) -> schema.JournalIdPageOut:
     return schema.JournalIdPageOut(journals=list(page.ids), next=page.next)
 
 
-def position_out(position: model.Position) -> schema.PositionOut:
+def position_out(position: Position) -> schema.PositionOut:
     return schema.PositionOut(partition=position.partition, offset=position.offset)
 
 
-def appended_json(appended: model.Appended) -> bytes:
+def appended_json(appended: Appended) -> bytes:
     """An append's answer (`schema.AppendedOut`), written directly: every append's."""
     seq_nrs = appended.seq_nrs
     return b'{"partition":%d,"offset":%d,"seqNr":{"from":%d,"to":%d}}' % (
@@ -274,11 +284,11 @@ def appended_json(appended: model.Appended) -> bytes:
     )
 
 
-def appended_response(appended: model.Appended) -> web.Response:
+def appended_response(appended: Appended) -> web.Response:
     return web.Response(body=appended_json(appended), content_type="application/json")
 
 
-def deleted_out(deleted: model.Deleted) -> schema.DeletedOut:
+def deleted_out(deleted: Deleted) -> schema.DeletedOut:
     if deleted.position is None:
         return schema.DeletedOut(deleteTo=deleted.delete_to)
     return schema.DeletedOut(

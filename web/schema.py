@@ -39,14 +39,12 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from journal.client.conditional import CONDITIONAL_HEADERS
-from journal.client.listing import DEFAULT_LIMIT as DEFAULT_IDS_LIMIT
-from journal.client.listing import MAX_LIMIT as MAX_IDS_LIMIT
+from journal import SEQ_NR_MAX
+from journal.client import CONDITIONAL_HEADERS
+from journal.client import DEFAULT_LIMIT as DEFAULT_IDS_LIMIT
+from journal.client import MAX_LIMIT as MAX_IDS_LIMIT
 from journal.codec import ACTION_HEADER
-from journal.core.model import (
-    SEQ_NR_MAX,
-    SEQ_NR_MIN,
-)
+from journal.core import SEQ_NR_MIN
 from web.error_answers import ErrorCode
 
 # The codec writes payloads with orjson, which refuses nesting beyond 254 levels and integers

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from journal import Snapshot
 from journal.metrics import METRICS, Metrics
-from journal.store.base import Snapshot
 from web import schema
 from web.backend import JournalBackend
 from web.body import read_body

@@ -32,24 +32,22 @@ from multidict import MultiDict, MultiMapping
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from journal.client.conditional import check_idempotency_key
-from journal.core.model import (
+from journal import (
     SEQ_NR_MAX,
-    SEQ_NR_MIN,
     Ack,
     BinaryPayload,
     Event,
     InvalidValue,
-    Json,
     JsonPayload,
     NewEvent,
     Payload,
     PayloadMetadata,
+    SubscriptionPosition,
     TextPayload,
-    json_payload,
 )
-from journal.subscriptions.groups import EventPosition, group_id
-from journal.subscriptions.subscription import SubscriptionPosition
+from journal.client import check_idempotency_key
+from journal.core import SEQ_NR_MIN, Json, json_payload
+from journal.subscriptions import EventPosition, group_id
 from web import schema
 from web.duration import iso_to_duration
 from web.error_answers import ApiError, ErrorCode, bad_request

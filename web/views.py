@@ -26,12 +26,11 @@ from typing import TypeVar
 
 from aiohttp import web
 
-from journal.client.journals import append_events
-from journal.core.model import EventRecord
+from journal import EventRecord, Heartbeat
+from journal.client import append_events
 from journal.errors import InvalidValue, JournalError
 from journal.metrics import METRICS, Metrics
-from journal.subscriptions.groups import EventPosition, GroupEvent
-from journal.subscriptions.subscription import Heartbeat, SubscriptionItem
+from journal.subscriptions import EventPosition, GroupEvent, SubscriptionItem
 from web.backend import GroupMemberHandle, JournalBackend, JournalHandle
 from web.body import read_body
 from web.error_answers import ApiError, ErrorCode, StreamInterrupted, bad_request

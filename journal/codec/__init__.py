@@ -11,18 +11,68 @@ for values the format cannot carry.
 - `journal.codec.actions`: a Kafka record (`RawRecord`) to an action and back.
 
 Imports `journal.core.model` and `journal.errors` only: no I/O.
+
+The door: what the rooms above `journal/` use of this room, each name loaded from its
+module on first use (`journal.doors`).
 """
 
-from journal.codec.action_header import ACTION_HEADER, decode_action_header, encode_action_header
-from journal.codec.errors import DecodeError, EncodeError
-from journal.codec.events import decode_events, encode_events
+from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from journal.doors import door
+
+if TYPE_CHECKING:
+    from journal.codec.action_header import (
+        ACTION_HEADER,
+        decode_action_header,
+        encode_action_header,
+    )
+    from journal.codec.actions import (
+        MalformedRecord,
+        RawRecord,
+        events_of,
+        parse_checked,
+        record_headers,
+    )
+    from journal.codec.duration import FiniteDuration, TimeUnit, from_nanos, parse_duration
+    from journal.codec.errors import DecodeError, EncodeError
+    from journal.codec.events import decode_events, encode_events
+
+_DOOR = {
+    "ACTION_HEADER": "action_header",
+    "DecodeError": "errors",
+    "EncodeError": "errors",
+    "FiniteDuration": "duration",
+    "MalformedRecord": "actions",
+    "RawRecord": "actions",
+    "TimeUnit": "duration",
+    "decode_action_header": "action_header",
+    "decode_events": "events",
+    "encode_action_header": "action_header",
+    "encode_events": "events",
+    "events_of": "actions",
+    "from_nanos": "duration",
+    "parse_checked": "actions",
+    "parse_duration": "duration",
+    "record_headers": "actions",
+}
+__getattr__ = door(__name__, _DOOR)
 __all__ = [
     "ACTION_HEADER",
     "DecodeError",
     "EncodeError",
+    "FiniteDuration",
+    "MalformedRecord",
+    "RawRecord",
+    "TimeUnit",
     "decode_action_header",
     "decode_events",
     "encode_action_header",
     "encode_events",
+    "events_of",
+    "from_nanos",
+    "parse_checked",
+    "parse_duration",
+    "record_headers",
 ]

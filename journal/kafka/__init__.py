@@ -9,4 +9,78 @@ May import `journal.core`, `journal.codec`, `journal.store.base` (the store as i
 the shared modules (`errors`, `metrics`, `version`) and `kjconfig`; never `journal.client`,
 `journal.replication` or `journal.subscriptions`. Nothing above `journal/` needs aiokafka's
 errors: they end here.
+
+The door: what the rooms above `journal/` use of this room, each name loaded from its
+module on first use (`journal.doors`).
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from journal.doors import door
+
+if TYPE_CHECKING:
+    from journal.kafka.consumers import raw_record, start_consumer, stop_consumer
+    from journal.kafka.driver_errors import POISON_ERRORS
+    from journal.kafka.fence import Fence
+    from journal.kafka.poison import Skipped, decodable_from, fetch
+    from journal.kafka.producer import COMPRESSION, MAX_BATCH_BYTES, JournalProducer
+    from journal.kafka.tail import TailConfig, TailIndex
+    from journal.kafka.topic import (
+        TopicSpec,
+        cluster_replicas,
+        end_offsets,
+        ensure_topic,
+        partition_count,
+        quarantine_topic,
+    )
+    from journal.kafka.writer import JournalWriter, partition_of
+
+_DOOR = {
+    "COMPRESSION": "producer",
+    "Fence": "fence",
+    "JournalProducer": "producer",
+    "JournalWriter": "writer",
+    "MAX_BATCH_BYTES": "producer",
+    "POISON_ERRORS": "driver_errors",
+    "Skipped": "poison",
+    "TailConfig": "tail",
+    "TailIndex": "tail",
+    "TopicSpec": "topic",
+    "cluster_replicas": "topic",
+    "decodable_from": "poison",
+    "end_offsets": "topic",
+    "ensure_topic": "topic",
+    "fetch": "poison",
+    "partition_count": "topic",
+    "partition_of": "writer",
+    "quarantine_topic": "topic",
+    "raw_record": "consumers",
+    "start_consumer": "consumers",
+    "stop_consumer": "consumers",
+}
+__getattr__ = door(__name__, _DOOR)
+__all__ = [
+    "COMPRESSION",
+    "MAX_BATCH_BYTES",
+    "POISON_ERRORS",
+    "Fence",
+    "JournalProducer",
+    "JournalWriter",
+    "Skipped",
+    "TailConfig",
+    "TailIndex",
+    "TopicSpec",
+    "cluster_replicas",
+    "decodable_from",
+    "end_offsets",
+    "ensure_topic",
+    "fetch",
+    "partition_count",
+    "partition_of",
+    "quarantine_topic",
+    "raw_record",
+    "start_consumer",
+    "stop_consumer",
+]

@@ -4,4 +4,76 @@ cannot be replicated (`quarantine`), and replication's lag per partition (`lag`)
 
 May import `journal.kafka`, `journal.store`, `journal.codec`, `journal.core` and the shared
 modules; never `journal.client` or `journal.subscriptions`.
+
+The door: what the rooms above `journal/` use of this room, each name loaded from its
+module on first use (`journal.doors`).
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from journal.doors import door
+
+if TYPE_CHECKING:
+    from journal.replication.lag import PartitionLag, format_lag, lag_json, replication_lag
+    from journal.replication.quarantine import (
+        Quarantined,
+        ReplayStep,
+        list_quarantine,
+        newest_quarantined,
+        plan_replay,
+        replay,
+    )
+    from journal.replication.replicate import (
+        AlreadyQuarantined,
+        KafkaQuarantine,
+        Quarantine,
+        Replicator,
+        StoredRows,
+        replicate_range,
+        replicate_to_now,
+        wait_replicated,
+    )
+
+_DOOR = {
+    "AlreadyQuarantined": "replicate",
+    "KafkaQuarantine": "replicate",
+    "PartitionLag": "lag",
+    "Quarantine": "replicate",
+    "Quarantined": "quarantine",
+    "ReplayStep": "quarantine",
+    "Replicator": "replicate",
+    "StoredRows": "replicate",
+    "format_lag": "lag",
+    "lag_json": "lag",
+    "list_quarantine": "quarantine",
+    "newest_quarantined": "quarantine",
+    "plan_replay": "quarantine",
+    "replay": "quarantine",
+    "replicate_range": "replicate",
+    "replicate_to_now": "replicate",
+    "replication_lag": "lag",
+    "wait_replicated": "replicate",
+}
+__getattr__ = door(__name__, _DOOR)
+__all__ = [
+    "AlreadyQuarantined",
+    "KafkaQuarantine",
+    "PartitionLag",
+    "Quarantine",
+    "Quarantined",
+    "ReplayStep",
+    "Replicator",
+    "StoredRows",
+    "format_lag",
+    "lag_json",
+    "list_quarantine",
+    "newest_quarantined",
+    "plan_replay",
+    "replay",
+    "replicate_range",
+    "replicate_to_now",
+    "replication_lag",
+    "wait_replicated",
+]

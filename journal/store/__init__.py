@@ -1,0 +1,60 @@
+"""journal.store.
+
+The door: what the rooms above `journal/` use of this room, each name loaded from its
+module on first use (`journal.doors`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from journal.doors import door
+
+if TYPE_CHECKING:
+    from journal.store.base import (
+        EventualJournal,
+        EventualStore,
+        JournalMeta,
+        ReplicatedJournal,
+        Snapshot,
+    )
+    from journal.store.cassandra import CassandraConfig, CassandraStore
+    from journal.store.cluster import ROWS_AS_TUPLES, open_session
+    from journal.store.connecting import ConnectingStore
+    from journal.store.eventsourcing_tables import EventsourcingTables, NumbersRow
+    from journal.store.schema import ensure_schema
+    from journal.store.statements import Statements
+
+_DOOR = {
+    "CassandraConfig": "cassandra",
+    "CassandraStore": "cassandra",
+    "ConnectingStore": "connecting",
+    "EventsourcingTables": "eventsourcing_tables",
+    "EventualJournal": "base",
+    "EventualStore": "base",
+    "JournalMeta": "base",
+    "NumbersRow": "eventsourcing_tables",
+    "ROWS_AS_TUPLES": "cluster",
+    "ReplicatedJournal": "base",
+    "Snapshot": "base",
+    "Statements": "statements",
+    "ensure_schema": "schema",
+    "open_session": "cluster",
+}
+__getattr__ = door(__name__, _DOOR)
+__all__ = [
+    "ROWS_AS_TUPLES",
+    "CassandraConfig",
+    "CassandraStore",
+    "ConnectingStore",
+    "EventsourcingTables",
+    "EventualJournal",
+    "EventualStore",
+    "JournalMeta",
+    "NumbersRow",
+    "ReplicatedJournal",
+    "Snapshot",
+    "Statements",
+    "ensure_schema",
+    "open_session",
+]
