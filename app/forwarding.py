@@ -55,9 +55,9 @@ from yarl import URL
 from journal.kafka import partition_of
 from journal.metrics import METRICS
 from tables.partitions import OwnedPartitions
-from web.app import DEFAULT_RETRY_AFTER_S
 from web.error_answers import ApiError, ErrorCode, StreamInterrupted
 from web.failures import UNKEYED_AT_END, unavailable
+from web.limits import DEFAULT_RETRY_AFTER_S
 from web.request_id import REQUEST_ID_HEADER, current_request_id
 from web.validation import IDEMPOTENCY_KEY
 from web.views import journal_id_of

@@ -14,6 +14,7 @@ from pydantic import AliasChoices, Field, model_validator
 
 from journal.settings import Settings
 from kjconfig.settings import KJSettings
+from web.limits import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_GROUP_STREAMS
 
 DEFAULT_APP_ID = "kafka-journal"  # the worker's consumer group and its topics' prefix
 _WILDCARDS = ("0.0.0.0", "::", "[::]")  # bind addresses that name no one interface
@@ -55,10 +56,10 @@ class WorkerSettings(KJSettings):
         description="the consumer group and the tables' prefix",
     )
     max_body_bytes: int = Field(
-        default=4 * 1024 * 1024, gt=0, description="largest HTTP request body"
+        default=DEFAULT_MAX_BODY_BYTES, gt=0, description="largest HTTP request body"
     )
     max_group_streams: int = Field(
-        default=64,  # web.views.DEFAULT_MAX_GROUP_STREAMS (a test keeps them equal)
+        default=DEFAULT_MAX_GROUP_STREAMS,
         gt=0,
         description="subscription group streams this worker serves at once, each a Kafka "
         "consumer; the next gets 503 group_streams_full with Retry-After",

@@ -46,8 +46,9 @@ from tables.expiry import ExpiryIndex, define_expiry_table
 from tables.index import TableIndex
 from tables.partitions import OwnedPartitions
 from tables.tables import APPENDS_TABLE, JournalTables, define_tables
-from web.app import DEFAULT_RETRY_AFTER_S, add_routes
+from web.app import add_routes
 from web.draining import Draining
+from web.limits import DEFAULT_RETRY_AFTER_S
 
 log = logging.getLogger(__name__)
 

@@ -13,15 +13,19 @@ from typing import TYPE_CHECKING, Any, Literal, Self
 from pydantic import Field, FilePath, SecretStr, field_validator, model_validator
 
 from journal.store.topology import (
+    DEFAULT_MAX_SNAPSHOT_BYTES,
     DEFAULT_READ_CONSISTENCY,
+    DEFAULT_REPLICATION_WINDOW,
     DEFAULT_REQUEST_TIMEOUT_S,
     DEFAULT_RETRIES,
+    DEFAULT_SEGMENT_SIZE,
     DEFAULT_SPECULATIVE_AFTER_MS,
     DEFAULT_WRITE_CONSISTENCY,
     ReadConsistency,
     WriteConsistency,
     parse_replication,
 )
+from journal.subscriptions import DEFAULT_MAX_UNACKED
 from kjconfig.access import (
     CASSANDRA_ROLES,
     KAFKA_USERS,
@@ -180,20 +184,21 @@ class Settings(KJSettings):
         "next node as well, the first answer winning (0: never)",
     )
     segment_size: int = Field(
-        default=100_000, gt=0, description="events per segment of new journals"
+        default=DEFAULT_SEGMENT_SIZE, gt=0, description="events per segment of new journals"
     )
     replication_window: int = Field(
-        default=64, gt=0, description="Cassandra requests of a replication batch in flight"
+        default=DEFAULT_REPLICATION_WINDOW,
+        gt=0,
+        description="Cassandra requests of a replication batch in flight",
     )
     max_record_bytes: int = Field(default=1_000_000, gt=0, description="largest action record")
     max_snapshot_bytes: int = Field(
-        default=16 * 2**20,
+        default=DEFAULT_MAX_SNAPSHOT_BYTES,
         gt=0,
         description="largest snapshot payload (stored in Cassandra in chunks, not in Kafka)",
     )
     group_max_unacked: int = Field(
-        # journal.subscriptions.groups.DEFAULT_MAX_UNACKED (a test keeps them equal)
-        default=10_000,
+        default=DEFAULT_MAX_UNACKED,
         gt=0,
         description="delivered records a subscription group member holds unacknowledged at "
         "most: at the cap it delivers nothing (heartbeats only) until acks come",

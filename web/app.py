@@ -14,18 +14,21 @@ from __future__ import annotations
 from aiohttp import web
 
 from journal.metrics import METRICS, Metrics
+from journal.store import DEFAULT_MAX_SNAPSHOT_BYTES
 from web.auth import Guard
 from web.backend import JournalBackend
+from web.limits import (
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_GROUP_STREAMS,
+    DEFAULT_RETRY_AFTER_S,
+    Limits,
+)
 from web.middleware import error_middleware, metrics_middleware
 from web.ops import OpsViews
 from web.request_id import echo_request_id, request_id_middleware
 from web.routes import ROUTES, Views
 from web.snapshots import SnapshotViews, snapshot_body_limit
-from web.views import DEFAULT_MAX_GROUP_STREAMS, JournalViews, Limits
-
-DEFAULT_MAX_BODY_BYTES = 1_048_576
-DEFAULT_RETRY_AFTER_S = 1
-DEFAULT_MAX_SNAPSHOT_BYTES = 16 * 2**20
+from web.views import JournalViews
 
 
 def add_routes(

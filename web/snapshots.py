@@ -16,6 +16,7 @@ from web import schema
 from web.backend import JournalBackend
 from web.body import read_body
 from web.error_answers import ApiError, ErrorCode
+from web.limits import Limits
 from web.representation import iso_timestamp, json_response, payload_fields, position_out
 from web.validation import (
     check_no_params,
@@ -24,7 +25,7 @@ from web.validation import (
     parse_snapshot,
     parse_snapshot_seq_nr,
 )
-from web.views import JournalViews, Limits
+from web.views import JournalViews
 
 # room for the JSON around a payload, and for a JSON payload's escapes and spaces
 _BODY_SLACK = 64 * 1024

@@ -21,7 +21,6 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass
 from typing import TypeVar
 
 from aiohttp import web
@@ -36,6 +35,7 @@ from web.body import read_body
 from web.error_answers import ApiError, ErrorCode, StreamInterrupted, bad_request
 from web.failures import unavailable
 from web.grant import listing_prefix, may_see_group
+from web.limits import Limits
 from web.representation import (
     EVENT_STREAM,
     NDJSON,
@@ -99,19 +99,6 @@ class OpenMembers:
         if not members:
             return None
         return sum(member.ack(*positions) for member in members)
-
-
-DEFAULT_MAX_GROUP_STREAMS = 64
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    """Knobs of the journal routes: `max_group_streams`, the group members this process
-    streams at once (each is a Kafka consumer), the next answered 503 `group_streams_full`."""
-
-    max_body_bytes: int = 1_048_576
-    retry_after_s: int = 1
-    max_group_streams: int = DEFAULT_MAX_GROUP_STREAMS
 
 
 class JournalViews:

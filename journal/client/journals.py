@@ -51,8 +51,8 @@ from journal.settings import Settings
 from journal.store.base import EventualJournal, EventualStore
 from journal.store.cassandra import CassandraStore
 from journal.store.connecting import ConnectingStore
+from journal.subscriptions import DEFAULT_MAX_UNACKED
 from journal.subscriptions.groups import (
-    DEFAULT_MAX_UNACKED,
     GroupAdmin,
     GroupConfig,
     GroupMember,

@@ -24,8 +24,10 @@ if TYPE_CHECKING:
     from journal.store.eventsourcing_tables import EventsourcingTables, NumbersRow
     from journal.store.schema import ensure_schema
     from journal.store.statements import Statements
+    from journal.store.topology import DEFAULT_MAX_SNAPSHOT_BYTES
 
 _DOOR = {
+    "DEFAULT_MAX_SNAPSHOT_BYTES": "topology",
     "CassandraConfig": "cassandra",
     "CassandraStore": "cassandra",
     "ConnectingStore": "connecting",
@@ -43,6 +45,7 @@ _DOOR = {
 }
 __getattr__ = door(__name__, _DOOR)
 __all__ = [
+    "DEFAULT_MAX_SNAPSHOT_BYTES",
     "ROWS_AS_TUPLES",
     "CassandraConfig",
     "CassandraStore",

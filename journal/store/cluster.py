@@ -43,9 +43,12 @@ from cassandra.query import named_tuple_factory, tuple_factory
 
 from journal.errors import StoreLoginRefused, StoreUnavailable
 from journal.store.topology import (
+    DEFAULT_MAX_SNAPSHOT_BYTES,
     DEFAULT_READ_CONSISTENCY,
+    DEFAULT_REPLICATION_WINDOW,
     DEFAULT_REQUEST_TIMEOUT_S,
     DEFAULT_RETRIES,
+    DEFAULT_SEGMENT_SIZE,
     DEFAULT_SPECULATIVE_AFTER_MS,
     DEFAULT_WRITE_CONSISTENCY,
 )
@@ -69,18 +72,18 @@ class CassandraConfig:
     keyspace: str = "journal"
     # "auto", "dc1:3,dc2:3" or a CQL map: `topology.parse_replication`
     replication: str = "auto"
-    segment_size: int = 100_000
+    segment_size: int = DEFAULT_SEGMENT_SIZE
     read_consistency: str = DEFAULT_READ_CONSISTENCY
     write_consistency: str = DEFAULT_WRITE_CONSISTENCY
     local_dc: str | None = None  # None: the data centre of the contact point that answers first
     request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
     retries: int = DEFAULT_RETRIES
     speculative_after_ms: int = DEFAULT_SPECULATIVE_AFTER_MS  # 0: no speculative executions
-    window: int = 64  # requests of one replication batch in flight
+    window: int = DEFAULT_REPLICATION_WINDOW  # requests of one replication batch in flight
     login: CassandraLogin | None = None  # None: no authentication
     # False with security on: the project's roles may not create schema; the admin does
     create_schema: bool = True
-    max_snapshot_bytes: int = 16 * 2**20
+    max_snapshot_bytes: int = DEFAULT_MAX_SNAPSHOT_BYTES
     # a snapshot's payload is written in rows of this size: no single cell or mutation comes
     # near Cassandra's limits (a mutation must fit half a commit log segment, 16 MiB by default)
     snapshot_chunk_bytes: int = 512 * 1024

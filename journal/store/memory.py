@@ -17,6 +17,7 @@ from journal.store.base import (
     StoredAppend,
     snapshot_bytes,
 )
+from journal.store.topology import DEFAULT_MAX_SNAPSHOT_BYTES
 
 
 @dataclass(slots=True)
@@ -54,7 +55,7 @@ class MemoryStore(EventualStore):
     SEGMENT_SIZE = 0  # it does not segment: its metas carry no segment size, so pages fit
     PAGE_SIZE = 1000
 
-    def __init__(self, max_snapshot_bytes: int = 16 * 2**20) -> None:
+    def __init__(self, max_snapshot_bytes: int = DEFAULT_MAX_SNAPSHOT_BYTES) -> None:
         self._journals: dict[JournalKey, _Journal] = {}
         self._pointers: dict[tuple[str, int], int] = {}
         self._appends: dict[tuple[str, int], dict[int, StoredAppend]] = {}

@@ -35,6 +35,10 @@ DEFAULT_RETRIES = 2  # of an idempotent request, at the next host, on a timeout 
 # a second execution of an idempotent request at the next host when the first has no answer
 # after this long: far above a healthy answer (~1-10 ms), so only a slow or dead node causes it
 DEFAULT_SPECULATIVE_AFTER_MS = 500
+# what the store holds and how it writes, written once for the settings and the store's config
+DEFAULT_SEGMENT_SIZE = 100_000  # events per segment of a new journal
+DEFAULT_REPLICATION_WINDOW = 64  # requests of one replication batch in flight
+DEFAULT_MAX_SNAPSHOT_BYTES = 16 * 2**20  # a snapshot's payload, stored in chunks
 
 _DC_FACTOR = re.compile(r"^\s*([A-Za-z0-9_.-]+)\s*:\s*([1-9][0-9]*)\s*$")
 

@@ -15,6 +15,10 @@ from typing import TYPE_CHECKING
 
 from journal.doors import door
 
+# a member's unacknowledged records at most (`KJ_GROUP_MAX_UNACKED`): here, where the settings
+# take it without loading a driver
+DEFAULT_MAX_UNACKED = 10_000
+
 if TYPE_CHECKING:
     from journal.subscriptions.groups import (
         GROUP_PREFIX,

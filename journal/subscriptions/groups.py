@@ -52,6 +52,7 @@ from journal.kafka.driver_errors import KafkaError, core_error
 from journal.kafka.topic import partition_count
 from journal.metrics import METRICS
 from journal.store.base import EventualJournal
+from journal.subscriptions import DEFAULT_MAX_UNACKED
 from journal.subscriptions.subscription import (
     HEARTBEAT_S,
     Offsets,
@@ -66,9 +67,6 @@ from kjconfig.access import KafkaAccess
 log = logging.getLogger(__name__)
 
 GROUP_PREFIX = "kafka-journal.subscription."
-# a member's unacknowledged records at most (KJ_GROUP_MAX_UNACKED, journal.settings, has the
-# same default: the settings load no drivers, so they do not import it)
-DEFAULT_MAX_UNACKED = 10_000
 _LAG = "kafka_journal_group_lag_records"
 _NAME = re.compile(r"[A-Za-z0-9._-]{1,200}")
 

@@ -38,10 +38,3 @@ def test_each_worker_with_its_partitions_by_url() -> None:
 def test_no_workers_before_the_first_assignment() -> None:
     assert owners({}).workers() == {}
     assert owners(None).workers() == {}
-
-
-def test_the_worker_s_default_group_streams_is_the_routes_default() -> None:
-    from app.settings import WorkerSettings
-    from web.views import DEFAULT_MAX_GROUP_STREAMS
-
-    assert WorkerSettings().max_group_streams == DEFAULT_MAX_GROUP_STREAMS == 64

@@ -308,13 +308,6 @@ async def listed_and_reset(h: Harness, name: str, running: Running) -> None:
     ]
 
 
-def test_the_settings_default_cap_is_the_member_s() -> None:
-    from journal.settings import Settings
-    from journal.subscriptions.groups import DEFAULT_MAX_UNACKED
-
-    assert Settings().group_max_unacked == DEFAULT_MAX_UNACKED
-
-
 @pytest.mark.integration
 async def test_a_member_that_never_acks_stops_receiving_at_its_cap_until_acks_come(
     h: Harness,

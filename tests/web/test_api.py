@@ -20,6 +20,7 @@ from tests.support.http_api import HttpJournals, journal_path, nothing
 from tests.web.served import Served, serve
 from web import DirectBackend, create_app
 from web.error_answers import ErrorCode
+from web.limits import DEFAULT_MAX_BODY_BYTES
 
 pytestmark = pytest.mark.integration
 
@@ -74,7 +75,7 @@ async def assert_still_serves(api: HttpApi) -> None:
 
 
 EVENTS = journal_path("bad", "/events")
-BIG = 2 * 1_048_576
+BIG = 2 * DEFAULT_MAX_BODY_BYTES  # over the body limit
 
 
 #: (method, path, body, status, code) of requests that must be refused
