@@ -383,12 +383,23 @@ def read(journal_id: str, from_: int, to: int, limit: int | None, **values: Any)
 
 @cli.command()
 @_client_command
-def pointer(journal_id: str, **values: Any) -> int:
-    """The journal's last seqNr and deleteTo."""
+def state(journal_id: str, **values: Any) -> int:
+    """The journal's state: its last seqNr and deleteTo."""
     from app import client
 
-    command = partial(client.pointer, journal_id)
-    return client.run_client("pointer", load(Settings, values), journal_id, command)
+    command = partial(client.state, journal_id)
+    return client.run_client("state", load(Settings, values), journal_id, command)
+
+
+@cli.command(hidden=True)
+@_client_command
+def pointer(journal_id: str, **values: Any) -> int:
+    """`state`'s former name ("pointer" is a partition's replicated offset, as in the store)."""
+    click.echo("kafka-journal pointer is now `kafka-journal state`", err=True)
+    from app import client
+
+    command = partial(client.state, journal_id)
+    return client.run_client("state", load(Settings, values), journal_id, command)
 
 
 @cli.command()

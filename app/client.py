@@ -1,4 +1,4 @@
-"""`kafka-journal append|read|pointer|delete|purge|subscribe|journals`: the direct client on
+"""`kafka-journal append|read|state|delete|purge|subscribe|journals`: the direct client on
 the command line.
 
 Input and output use the HTTP API's JSON forms, so a body that works with curl works here:
@@ -86,7 +86,7 @@ def read(from_: int, to: int, limit: int | None) -> JournalCommand:
     return command
 
 
-def pointer(journal_id: str) -> JournalCommand:
+def state(journal_id: str) -> JournalCommand:
     async def command(journal: Journal, out: BinaryIO) -> None:
         from web.representation import info_out
         from web.schema import to_json

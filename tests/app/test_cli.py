@@ -50,7 +50,7 @@ def help_of(*command: str, group: click.Group = cli) -> str:
 
 def test_help_lists_every_command() -> None:
     out = help_of()
-    commands = ("stack", "worker", "run", "append", "read", "pointer", "delete", "purge")
+    commands = ("stack", "worker", "run", "append", "read", "state", "delete", "purge")
     for command in (*commands, "subscribe", "journals"):
         assert f"  {command} " in out, command
     for command in ("pipeline", "bench"):

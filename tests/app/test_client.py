@@ -43,7 +43,7 @@ def test_the_client_commands_round_trip(stack: Stack) -> None:
     ]
     deleted = orjson.loads(cli(env, "delete", "order-1", "--to", "1").stdout)
     assert deleted["deleteTo"] == 1
-    pointer = orjson.loads(cli(env, "pointer", "order-1").stdout)
+    pointer = orjson.loads(cli(env, "state", "order-1").stdout)
     assert pointer == {"id": "order-1", "seqNr": 2, "deleteTo": 1}
     assert cli(env, "purge", "order-1").returncode == 0
     assert cli(env, "read", "order-1").stdout == b""
@@ -57,7 +57,7 @@ def test_the_client_commands_round_trip(stack: Stack) -> None:
     assert (retried.returncode, retried.stdout) == (0, first.stdout)  # the first answer
     lost = cli(env, "append", "order-1", "--data", one, "--expected-seq-nr", "0")
     assert lost.returncode == 3 and b"seq_nr_conflict" in lost.stderr
-    assert orjson.loads(cli(env, "pointer", "order-1").stdout)["seqNr"] == 1
+    assert orjson.loads(cli(env, "pointer", "order-1").stdout)["seqNr"] == 1  # the old name
     # issue 38 item 6: an append at the end gets a fresh idempotency key, so it is safe to
     # repeat (with --idempotency-key, printed when the outcome is unknown)
     at_end = cli(env, "append", "order-1", "--data", '{"events": [{"payload": "d"}]}')
