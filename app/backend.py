@@ -17,6 +17,7 @@ from typing import Protocol
 from journal.client.deferred import Deferred
 from journal.client.journals import Journals
 from journal.client.listing import JournalIdPage
+from journal.errors import PartitionCountChanged
 from journal.kafka.groups import GroupStatus
 from journal.kafka.subscription import SubscriptionItem, SubscriptionPosition
 from web.backend import (
@@ -24,6 +25,7 @@ from web.backend import (
     JournalHandle,
     QuarantinePage,
     newest_quarantined,
+    refusal_of,
     topic_group_statuses,
 )
 
@@ -47,6 +49,9 @@ class WorkerBackend:
 
     def ready(self) -> bool:
         return self._journals.done()
+
+    def refusal(self) -> PartitionCountChanged | None:
+        return refusal_of(self._journals.value()) if self._journals.done() else None
 
     def subscribe(
         self, after: SubscriptionPosition | None, tags: Collection[str], live: bool

@@ -27,7 +27,7 @@ from journal.core.model import (
     PayloadMetadata,
     Position,
 )
-from journal.errors import InvalidValue
+from journal.errors import InvalidValue, PartitionCountChanged
 from journal.kafka.groups import EventPosition, GroupEvent, GroupStatus, group_statuses
 from journal.kafka.quarantine import Quarantined, list_quarantine
 from journal.kafka.subscription import SubscriptionItem, SubscriptionPosition
@@ -181,6 +181,12 @@ async def newest_quarantined(journals: Journals, limit: int) -> QuarantinePage:
     return QuarantinePage(found[-limit:][::-1], len(found))
 
 
+def refusal_of(journals: Journals) -> PartitionCountChanged | None:
+    """Why `journals` refuses its topic, or None (`JournalBackend.refusal`)."""
+    guard = journals.writer.guard
+    return None if guard is None else guard.refusal
+
+
 class JournalBackend(Protocol):
     def journal(self, journal_id: str) -> JournalHandle:
         """The journal `journal_id` (a valid, non-empty id); cheap, does no I/O."""
@@ -192,6 +198,11 @@ class JournalBackend(Protocol):
 
     def ready(self) -> bool:
         """Whether journal requests can be served now; False -> 503 with Retry-After."""
+        ...
+
+    def refusal(self) -> PartitionCountChanged | None:
+        """Why this process refuses its topic (its partition count changed: journal/kafka/
+        guard.py), or None; readiness answers 503 with it."""
         ...
 
     def subscribe(
@@ -238,6 +249,9 @@ class DirectBackend:
 
     def ready(self) -> bool:
         return True
+
+    def refusal(self) -> PartitionCountChanged | None:
+        return refusal_of(self._journals)
 
     def subscribe(
         self, after: SubscriptionPosition | None, tags: Collection[str], live: bool

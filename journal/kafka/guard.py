@@ -72,9 +72,10 @@ class PartitionGuard:
         if live != self.partitions:
             self._trip(live, self.partitions)
 
-    async def confirm(self, store: EventualStore) -> None:
+    async def confirm(self, store: EventualStore, *, announce: bool = False) -> None:
         """Compare this process's count with the record, recording it if there is none;
-        StoreUnavailable if the store cannot tell now. Check `refusal` after it."""
+        StoreUnavailable if the store cannot tell now. The caller `check`s after it (at start:
+        raised there, so logged only if `announce`)."""
         recorded = await store.recorded_partitions(self.topic, self.partitions)
         if recorded is None:
             if not self._unrecorded_logged:
@@ -87,7 +88,7 @@ class PartitionGuard:
                     self.topic,
                 )
         elif recorded != self.partitions:
-            self._trip(self.partitions, recorded)
+            self._trip(self.partitions, recorded, announce)
 
     async def confirm_when_reached(self, store: EventualStore) -> None:
         """`confirm`, trying again until the store is reached (a task's body: cancel it to
@@ -95,7 +96,7 @@ class PartitionGuard:
         backoff = 0.2
         while True:
             try:
-                await self.confirm(store)
+                await self.confirm(store, announce=True)
                 return
             except StoreUnavailable:
                 await asyncio.sleep(backoff)
@@ -106,7 +107,8 @@ class PartitionGuard:
         if live is not None and live != self.partitions:
             self._trip(live, self.partitions)
 
-    def _trip(self, live: int, recorded: int) -> None:
+    def _trip(self, live: int, recorded: int, announce: bool = True) -> None:
         if self._tripped is None:
             self._tripped = (live, recorded)
-            log.error("%s", PartitionCountChanged(self.topic, live, recorded))
+            if announce:  # once: every later refusal repeats it to its caller
+                log.error("%s", PartitionCountChanged(self.topic, live, recorded))
