@@ -29,7 +29,7 @@ from app.settings import WorkerSettings
 from journal.client.deferred import Deferred
 from journal.client.journals import Journals
 from journal.errors import PartitionCountChanged, StoreUnavailable
-from journal.kafka.guard import PartitionGuard
+from journal.kafka.guard import check_recorded
 from journal.kafka.producer import JournalProducer
 from journal.kafka.replicate import KafkaQuarantine
 from journal.kafka.tail import TailConfig, TailIndex
@@ -288,9 +288,7 @@ async def _check_recorded(journal: Settings, partitions: int) -> None:
     except StoreUnavailable:
         return
     try:
-        guard = PartitionGuard(journal.topic, partitions)
-        await guard.confirm(store)
-        guard.check()
+        await check_recorded(store, journal.topic, partitions)
     finally:
         await store.close()
 

@@ -26,6 +26,7 @@ from pyspark.sql import SparkSession
 from journal.codec.actions import RawRecord
 from journal.core.fold import JournalWrite
 from journal.core.model import ActionRecord, AppendHeader, JournalKey
+from journal.kafka.guard import check_recorded
 from journal.kafka.replicate import Replicator
 from journal.settings import Settings
 from journal.store.base import JournalMeta, ReplicatedJournal
@@ -157,6 +158,8 @@ async def rebuild(
     try:
         pointers = await store.pointers(settings.topic)
         offsets = await topic_offsets(settings.kafka_access(), settings.topic)
+        # a topic whose partition count changed holds split journals: the audit finds them
+        await check_recorded(store, settings.topic, len(offsets.end))
         ranges, gaps = read_ranges(offsets, pointers, start_from)
         total = sum(r.count for r in ranges)
         spans = ", ".join(f"{r.partition}:{r.start}..{r.end - 1}" for r in ranges if r.count)

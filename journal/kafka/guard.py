@@ -39,6 +39,14 @@ def _unknown() -> int | None:
     return None
 
 
+async def check_recorded(store: EventualStore, topic: str, partitions: int) -> None:
+    """At a process's start: PartitionCountChanged if the keyspace recorded another count for
+    `topic` than `partitions`, its live one (recorded first if none is)."""
+    guard = PartitionGuard(topic, partitions)
+    await guard.confirm(store)
+    guard.check()
+
+
 class PartitionGuard:
     """Holds a process to `partitions`, the count it maps keys with, for `topic`. `live`: the
     topic's count as the process's Kafka metadata has it now (None: not known yet)."""
