@@ -16,12 +16,14 @@ from typing import Protocol
 
 from journal import JournalIdPage, Journals, SubscriptionPosition
 from journal.client import Deferred
+from journal.errors import PartitionCountChanged
 from journal.subscriptions import GroupStatus, SubscriptionItem
 from web.backend import (
     GroupMemberHandle,
     JournalHandle,
     QuarantinePage,
     newest_quarantined,
+    refusal_of,
     topic_group_statuses,
 )
 
@@ -45,6 +47,9 @@ class WorkerBackend:
 
     def ready(self) -> bool:
         return self._journals.done()
+
+    def refusal(self) -> PartitionCountChanged | None:
+        return refusal_of(self._journals.value()) if self._journals.done() else None
 
     def subscribe(
         self, after: SubscriptionPosition | None, tags: Collection[str], live: bool

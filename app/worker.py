@@ -29,17 +29,20 @@ from app.logs import json_logging
 from app.settings import WorkerSettings
 from journal import Journals
 from journal.client import Deferred
+from journal.errors import PartitionCountChanged, StoreUnavailable
 from journal.kafka import (
     JournalProducer,
     TailConfig,
     TailIndex,
     TopicSpec,
+    check_recorded,
     cluster_replicas,
     ensure_topic,
     quarantine_topic,
 )
 from journal.metrics import METRICS
 from journal.replication import KafkaQuarantine
+from journal.settings import Settings
 from journal.store import CassandraStore, ConnectingStore
 from kjconfig.access import KafkaAccess
 from tables.expiry import ExpiryIndex, define_expiry_table
@@ -279,14 +282,30 @@ def _mount_web(
 
 def prepare_topic(settings: WorkerSettings) -> tuple[int, int]:
     """Create the action topic if needed (before Faust runs); its partition count, and the
-    replication factor the journal's topics get on the cluster now (Faust's default is 1)."""
+    replication factor the journal's topics get on the cluster now (Faust's default is 1).
+    PartitionCountChanged if the count is not the keyspace's record (journal/kafka/guard.py):
+    checked before Faust, whose tables would otherwise stop it with their own mismatch."""
     journal = settings.journal
 
     async def prepare() -> tuple[int, int]:
         partitions = await ensure_topic(journal.kafka_access(), journal.topic_spec())
+        await _check_recorded(journal, partitions)
         return partitions, await cluster_replicas(journal.kafka_access(), journal.topic_spec())
 
     return asyncio.run(prepare())
+
+
+async def _check_recorded(journal: Settings, partitions: int) -> None:
+    """PartitionCountChanged if the keyspace recorded another count; with the store down, the
+    core checks once it is reached (`Journals.connect`)."""
+    try:
+        store = await CassandraStore.connect(journal.cassandra_config())
+    except StoreUnavailable:
+        return
+    try:
+        await check_recorded(store, journal.topic, partitions)
+    finally:
+        await store.close()
 
 
 def run_worker(settings: WorkerSettings, loglevel: str = "info") -> int:
@@ -298,7 +317,11 @@ def run_worker(settings: WorkerSettings, loglevel: str = "info") -> int:
     # append's verdict: at the default 5 ms a hand-over waits up to 5 ms (with 64 conditional
     # appenders: 353/s at 5 ms, 542/s at 1 ms)
     sys.setswitchinterval(0.001)
-    partitions, replicas = prepare_topic(settings)
+    try:
+        partitions, replicas = prepare_topic(settings)
+    except PartitionCountChanged as error:  # before logging is set up: said on stderr
+        print(f"the worker refuses to start: {error}", file=sys.stderr, flush=True)
+        return 1
     settings.datadir.mkdir(parents=True, exist_ok=True)
     draining = Draining(DEFAULT_RETRY_AFTER_S)
     app = create_app(settings, partitions, replicas, draining)

@@ -8,6 +8,8 @@ journal/kafka/driver_errors.py, cassandra-driver's in journal/store/cql.py), so 
 - `AccessDenied` (an `Unavailable`): Kafka or Cassandra refused this process's principal a
   right; the message names the right, so an operator can grant it (HTTP 503 with it).
 - `StoreLoginRefused`: Cassandra refused this process's login; raised at connect.
+- `PartitionCountChanged` (a `SetupMissing`): the topic's live partition count is not the one
+  the keyspace recorded (HTTP 503 `partition_count_changed`); an operator's problem.
 - `JournalTruncated`: records a read needs expired before replication stored them (HTTP 410).
 - `AppendTooLarge`: the append cannot be written as one record (HTTP 413).
 - `SnapshotTooLarge`: a snapshot's payload exceeds the store's limit (HTTP 413).
@@ -61,6 +63,25 @@ class StoreLoginRefused(JournalError, PermissionError):
 class SetupMissing(JournalError):
     """The journal's topic or keyspace is missing or not as this code needs, and this process
     cannot fix it: an operator's task (create it, or run a newer version)."""
+
+
+class PartitionCountChanged(SetupMissing):
+    """The topic's partition count is not the one the keyspace recorded for it
+    (journal/kafka/guard.py): someone added partitions behind the project's back. A journal
+    lives in the partition its key maps to under the recorded count, so this process refuses
+    to produce or serve on the topic rather than put a journal on two partitions."""
+
+    def __init__(self, topic: str, live: int, recorded: int) -> None:
+        super().__init__(
+            f"topic {topic} has {live} partitions, the journal recorded {recorded}: appends "
+            f"and reads of {topic} are refused, as Kafka's partitioner would now put a "
+            "journal's records on another partition than its earlier ones. Kafka cannot take "
+            "partitions away; see 'The partition count changed' in docs/operations.md "
+            "(do not record the new count by hand)"
+        )
+        self.topic = topic
+        self.live = live
+        self.recorded = recorded
 
 
 class JournalTruncated(JournalError):

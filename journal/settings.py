@@ -209,6 +209,13 @@ class Settings(KJSettings):
         "nothing) or a Mark it produces (kafka-journal's way)",
     )
 
+    kafka_metadata_max_age_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="how often a producer refreshes Kafka's metadata: how soon a running "
+        "process sees that its topic's partition count changed, and refuses it",
+    )
+
     role: Role = Field(
         default="client",
         description="which principal this process is (client | replicator | worker): the "

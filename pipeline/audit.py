@@ -7,6 +7,9 @@ inside the executors, against the store (cassandra-driver): the fold of replicat
 exact where Kafka holds the journal from its start or from a Purge, partial (counted) where
 retention took its start (see `audit_check`). It checks, on the driver,
 that no pointer is past Kafka's end and that no records expired before being replicated.
+It also looks at every record Kafka holds, replicated or not, for a journal found on two
+partitions (`two_partitions`): a partition count changed behind the project's back and a
+process that did not guard it (journal/kafka/guard.py) wrote there; its history is split.
 The result counts what was checked and keeps the first differences per journal; `ok` is
 False on any difference. Malformed records are counted, never fatal (replication set them
 aside too). Records above a pointer are not replicated yet: the audit reports the lag only.
@@ -22,13 +25,14 @@ from functools import partial
 from itertools import groupby
 from typing import Any
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from journal.codec import MalformedRecord, parse_checked
 from journal.settings import Settings
 from journal.store import CassandraConfig, CassandraStore, EventualJournal
 from pipeline.audit_check import Difference, JournalAudit
-from pipeline.offsets import TopicOffsets, replicated_ranges, topic_offsets
+from pipeline.offsets import TopicOffsets, read_ranges, replicated_ranges, topic_offsets
 from pipeline.report import Progress, print_progress
 from pipeline.source import raw_record_of, read_actions
 from pipeline.tasks import run_with_store
@@ -166,6 +170,29 @@ def pointer_differences(
     return differences
 
 
+def journals_on_two_partitions(records: DataFrame, topic: str) -> list[Difference]:
+    """The first MAX_DIFFERENCES journals (by id) of `records` (`read_actions`' rows) found on
+    more than one partition."""
+    split = (
+        records.where(F.col("key").isNotNull())
+        .groupBy("key")
+        .agg(F.sort_array(F.collect_set("partition")).alias("partitions"))
+        .where(F.size("partitions") > 1)
+        .orderBy("key")
+        .limit(MAX_DIFFERENCES)
+        .collect()
+    )
+    return [
+        Difference(
+            f"{topic}:{bytes(row.key).decode('utf-8', 'replace')}",
+            "two_partitions",
+            f"records on partitions {', '.join(map(str, row.partitions))}: its history is "
+            "split (see 'The partition count changed' in docs/operations.md)",
+        )
+        for row in split
+    ]
+
+
 async def audit(
     spark: SparkSession, settings: Settings, progress: Progress = print_progress
 ) -> AuditResult:
@@ -191,6 +218,11 @@ async def audit(
     )
     pointer_found = pointer_differences(settings.topic, offsets, pointers)
     result.add(AuditCounts(differences=len(pointer_found)), pointer_found)
+    held, _ = read_ranges(offsets, {}, "earliest")  # every record Kafka holds
+    if any(r.count for r in held):
+        everything = read_actions(spark, settings.kafka_access(), settings.topic, held)
+        split = await asyncio.to_thread(journals_on_two_partitions, everything, settings.topic)
+        result.add(AuditCounts(differences=len(split)), split)
     if total:
         complete = frozenset(p for p, earliest in offsets.earliest.items() if earliest == 0)
         records = read_actions(spark, settings.kafka_access(), settings.topic, ranges)

@@ -64,6 +64,7 @@ KINDS = (
     "rejected_event_stored",  # a rejected Append's event, or one above the last seqNr, stored
     "purged_event_stored",  # an event older than a replicated Purge is still stored
     "deleted_event_stored",  # an event at or below the journal's deleteTo is still stored
+    "two_partitions",  # Kafka holds a journal's records on more than one partition
     "pointer",  # a partition's pointer is past Kafka's end or behind what Kafka still holds
 )
 

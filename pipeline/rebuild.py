@@ -26,6 +26,7 @@ from pyspark.sql import SparkSession
 from journal import JournalKey
 from journal.codec import RawRecord
 from journal.core import ActionRecord, AppendHeader, JournalWrite
+from journal.kafka import check_recorded
 from journal.replication import Replicator
 from journal.settings import Settings
 from journal.store import CassandraConfig, CassandraStore, JournalMeta, ReplicatedJournal
@@ -156,6 +157,8 @@ async def rebuild(
     try:
         pointers = await store.pointers(settings.topic)
         offsets = await topic_offsets(settings.kafka_access(), settings.topic)
+        # a topic whose partition count changed holds split journals: the audit finds them
+        await check_recorded(store, settings.topic, len(offsets.end))
         ranges, gaps = read_ranges(offsets, pointers, start_from)
         total = sum(r.count for r in ranges)
         spans = ", ".join(f"{r.partition}:{r.start}..{r.end - 1}" for r in ranges if r.count)

@@ -25,6 +25,7 @@ from journal import (
     SubscriptionPosition,
 )
 from journal.client import Appending
+from journal.errors import PartitionCountChanged
 from journal.replication import Quarantined
 from journal.replication import newest_quarantined as read_newest
 from journal.subscriptions import EventPosition, GroupEvent, GroupStatus, SubscriptionItem
@@ -109,6 +110,12 @@ async def newest_quarantined(journals: Journals, limit: int) -> QuarantinePage:
     return QuarantinePage(found, total)
 
 
+def refusal_of(journals: Journals) -> PartitionCountChanged | None:
+    """Why `journals` refuses its topic, or None (`JournalBackend.refusal`)."""
+    guard = journals.writer.guard
+    return None if guard is None else guard.refusal
+
+
 class JournalBackend(Protocol):
     def journal(self, journal_id: str) -> JournalHandle:
         """The journal `journal_id` (a valid, non-empty id); cheap, does no I/O."""
@@ -120,6 +127,11 @@ class JournalBackend(Protocol):
 
     def ready(self) -> bool:
         """Whether journal requests can be served now; False -> 503 with Retry-After."""
+        ...
+
+    def refusal(self) -> PartitionCountChanged | None:
+        """Why this process refuses its topic (its partition count changed: journal/kafka/
+        guard.py), or None; readiness answers 503 with it."""
         ...
 
     def subscribe(
@@ -166,6 +178,9 @@ class DirectBackend:
 
     def ready(self) -> bool:
         return True
+
+    def refusal(self) -> PartitionCountChanged | None:
+        return refusal_of(self._journals)
 
     def subscribe(
         self, after: SubscriptionPosition | None, tags: Collection[str], live: bool

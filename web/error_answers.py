@@ -49,6 +49,9 @@ class ErrorCode(StrEnum):
     IDEMPOTENCY_KEY_UNRESOLVED = "idempotency_key_unresolved"
     NOT_READY = "not_ready"  # 503: this worker, or the owner of the journal, is (re)starting
     UNAVAILABLE = "unavailable"  # 503: Kafka or Cassandra cannot be reached in time
+    # 503: the topic's partition count is not the recorded one (journal/kafka/guard.py): this
+    # worker refuses the topic until an operator acts (docs/operations.md)
+    PARTITION_COUNT_CHANGED = "partition_count_changed"
     UNDECODABLE_RECORDS = "undecodable_records"  # 503: the head spans a batch not decodable here
     # 503: this worker streams as many group members as it may (each is a Kafka consumer)
     GROUP_STREAMS_FULL = "group_streams_full"

@@ -21,6 +21,11 @@ answer with, or None when it is not a known failure (the caller then answers 500
 - `UndecodableBatch` -> 503 `undecodable_records` with `Retry-After`: the journal's
   partition holds a batch this process cannot decode (journal.kafka.poison) and the read spans it;
   it reads again once replication has skipped it.
+- `PartitionCountChanged` -> 503 `partition_count_changed` with `Retry-After`: the topic's
+  partition count is not the one the keyspace recorded (someone added partitions behind the
+  project's back), so this process refuses to produce or read rather than put a journal on two
+  partitions. Not the client's fault (no 4xx) nor a bug (no 500): a dependency unusable until
+  an operator acts, which a client waits out as any 503; the message says what happened.
 - aiohttp's client errors -> 503 `outcome_unknown` with `Retry-After`. Only a call to another
   worker raises them, and the forwarder (app/forwarding.py) answers each failure it can classify
   itself; one that still gets here may have been sent, so whether it took effect is unknown, and
@@ -42,6 +47,7 @@ from journal.errors import (
     IdempotencyUnresolved,
     JournalTruncated,
     OutcomeUnknown,
+    PartitionCountChanged,
     SeqNrConflict,
     SnapshotBeyondJournal,
     SnapshotTooLarge,
@@ -103,6 +109,8 @@ def api_error_of(error: BaseException, retry_after_s: int) -> ApiError | None:
             f"{error}. The append is wholly in the journal or wholly absent: {learn}",
             retry_after_s,
         )
+    if isinstance(error, PartitionCountChanged):
+        return unavailable(ErrorCode.PARTITION_COUNT_CHANGED, str(error), retry_after_s)
     if isinstance(error, UndecodableBatch):
         return unavailable(ErrorCode.UNDECODABLE_RECORDS, str(error), retry_after_s)
     if isinstance(error, AppendTooLarge):

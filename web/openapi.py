@@ -238,7 +238,8 @@ _RESPONSES: JsonDoc = {
     ),
     "Unavailable": _error_response(
         "`not_ready` (this worker starting or stopping, or the journal's owner unreachable: "
-        "nothing was applied), `unavailable` "
+        "nothing was applied), `partition_count_changed` (the topic's partition count is not "
+        "the recorded one: refused until an operator acts; nothing was applied), `unavailable` "
         "(Kafka/Cassandra unreachable) or `outcome_unknown` (the owner died with the request: it "
         "may have been applied; repeat it, an append of the same seqNrs, one with an "
         "`Idempotency-Key` or a delete is safe; an append at the end without a key is not: "
@@ -503,7 +504,8 @@ _OPERATIONS: dict[str, JsonDoc] = {
     },
     "healthz": _ops("The process is up.", _ok("up", _ref("schemas", "Status"))),
     "readyz": _ops(
-        "Ready to serve journal requests (connected), also while the group rebalances.",
+        "Ready to serve journal requests (connected), also while the group rebalances; 503 "
+        "`partition_count_changed` while the topic is refused (its partition count changed).",
         _ok("ready", _ref("schemas", "Status")),
         {"503": _ref("responses", "Unavailable")},
     ),

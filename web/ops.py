@@ -65,6 +65,9 @@ class OpsViews:
                 "not ready to serve journals (starting)",
                 self._retry_after_s,
             )
+        refusal = self._backend.refusal()
+        if refusal is not None:
+            raise unavailable(ErrorCode.PARTITION_COUNT_CHANGED, str(refusal), self._retry_after_s)
         return json_response(Status(status="ready"))
 
     async def metrics(self, request: web.Request) -> web.Response:

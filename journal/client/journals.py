@@ -6,6 +6,7 @@ conditional appends (`journal.client.conditional`), which read through the same 
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -40,8 +41,9 @@ from journal.core.model import (
     Position,
     check_seq_nr,
 )
-from journal.errors import InvalidValue
+from journal.errors import InvalidValue, StoreUnavailable
 from journal.kafka.fence import Fence, HighWatermarks, Marks
+from journal.kafka.guard import PartitionGuard
 from journal.kafka.producer import JournalProducer
 from journal.kafka.records import KafkaReadConfig, KafkaRecords
 from journal.kafka.tail import TailConfig, TailIndex
@@ -142,6 +144,32 @@ def _numbered(events: tuple[Event, ...] | tuple[NewEvent, ...]) -> TypeGuard[tup
     return isinstance(events[0], Event)
 
 
+async def _guard(
+    topic: str,
+    partitions: int,
+    producer: JournalProducer,
+    store: EventualStore,
+    owned: list[Callable[[], Awaitable[None]]],
+) -> PartitionGuard:
+    """The guard of `topic`'s partition count (journal/kafka/guard.py), confirmed against the
+    keyspace's record now (PartitionCountChanged: refused at start), or once the store is
+    reached if it is not yet."""
+    await producer.watch(topic)  # so the producer's metadata refreshes include the topic
+    guard = PartitionGuard(topic, partitions, lambda: producer.partition_count(topic))
+    try:
+        await guard.confirm(store)
+    except StoreUnavailable:
+        confirming = asyncio.create_task(guard.confirm_when_reached(store))
+
+        async def stop() -> None:
+            confirming.cancel()
+            await asyncio.gather(confirming, return_exceptions=True)
+
+        owned.append(stop)
+    guard.check()
+    return guard
+
+
 class Journals:
     """Appends and reads journals of one topic, through Kafka and the eventual store.
 
@@ -209,6 +237,7 @@ class Journals:
                 kafka_access,
                 linger_ms=0,
                 max_request_size=max(settings.max_record_bytes + 1024, 1_048_576),
+                metadata_max_age_ms=int(settings.kafka_metadata_max_age_s * 1000),
             )
             await producer.start()
             owned.append(producer.stop)
@@ -220,7 +249,8 @@ class Journals:
                     lambda: CassandraStore.connect(cassandra), cassandra.max_snapshot_bytes
                 )
                 owned.append(store.close)
-            writer = JournalWriter(producer, partitions, settings.max_record_bytes)
+            guard = await _guard(settings.topic, partitions, producer, store, owned)
+            writer = JournalWriter(producer, partitions, settings.max_record_bytes, guard=guard)
             kafka = KafkaRecords(KafkaReadConfig(kafka=kafka_access))
             owned.append(kafka.close)
             if index is None:

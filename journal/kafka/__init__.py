@@ -1,9 +1,9 @@
 """Writing to and reading from Kafka: producing actions (`producer`, `group_commit`, `writer`),
 reading them (`consumers`, `records`, `keys`, `poison`, `tail`), the fence a read stops at
-(`fence`), a head folded from them (`head`), the topic (`topic`), and the one mapping of
-aiokafka's errors to the core's (`driver_errors`). Replication and subscriptions, which read
-Kafka too, are rooms of their own above this one (`journal.replication`,
-`journal.subscriptions`).
+(`fence`), a head folded from them (`head`), the topic (`topic`) and the guard of its
+partition count (`guard`), and the one mapping of aiokafka's errors to the core's
+(`driver_errors`). Replication and subscriptions, which read Kafka too, are rooms of their own
+above this one (`journal.replication`, `journal.subscriptions`).
 
 May import `journal.core`, `journal.codec`, `journal.store.base` (the store as indexes see it),
 the shared modules (`errors`, `metrics`, `version`) and `kjconfig`; never `journal.client`,
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from journal.kafka.consumers import raw_record, start_consumer, stop_consumer
     from journal.kafka.driver_errors import POISON_ERRORS
     from journal.kafka.fence import Fence
+    from journal.kafka.guard import check_recorded
     from journal.kafka.poison import Skipped, decodable_from, fetch
     from journal.kafka.producer import COMPRESSION, MAX_BATCH_BYTES, JournalProducer
     from journal.kafka.tail import TailConfig, TailIndex
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from journal.kafka.writer import JournalWriter, partition_of
 
 _DOOR = {
+    "check_recorded": "guard",
     "COMPRESSION": "producer",
     "Fence": "fence",
     "JournalProducer": "producer",
@@ -72,6 +74,7 @@ __all__ = [
     "TailConfig",
     "TailIndex",
     "TopicSpec",
+    "check_recorded",
     "cluster_replicas",
     "decodable_from",
     "end_offsets",

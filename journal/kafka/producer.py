@@ -91,6 +91,18 @@ class JournalProducer:
         self._producer = AIOKafkaProducer(**self._options)
         await self._producer.start()
 
+    async def watch(self, topic: str) -> int:
+        """`topic`'s partition count, once its metadata is in; from then on the producer's
+        metadata refreshes include it (`partition_count`)."""
+        return len(await self._current().partitions_for(topic))
+
+    def partition_count(self, topic: str) -> int | None:
+        """`topic`'s partition count in the producer's metadata as it is now (in memory,
+        refreshed every `metadata_max_age_ms`); None when it has none (not `watch`ed yet, or
+        a producer replaced since)."""
+        partitions = self._current().client.cluster.partitions_for_topic(topic)
+        return None if partitions is None else len(partitions)
+
     async def stop(self) -> None:
         if self._producer is not None:
             await self._batches.flush()

@@ -34,6 +34,7 @@ from journal.core.model import (
     check_seq_nr,
 )
 from journal.errors import AppendTooLarge
+from journal.kafka.guard import PartitionGuard
 from journal.kafka.producer import JournalProducer
 from journal.metrics import METRICS, Metrics, ObservingChild
 from journal.version import VERSION
@@ -89,9 +90,11 @@ class JournalWriter:
         partitions: int,
         max_record_bytes: int = 1_000_000,
         metrics: Metrics = METRICS,
+        guard: PartitionGuard | None = None,
     ) -> None:
         self._producer = producer
         self._partitions = partitions
+        self.guard = guard
         self._max_record_bytes = max_record_bytes
         # looked up once: the append path is hot, a labelled child lookup is not free
         self._latency: dict[type[ActionHeader], ObservingChild] = {
@@ -104,6 +107,10 @@ class JournalWriter:
         return self._partitions
 
     def partition_of(self, key: JournalKey) -> int:
+        """The journal's partition: asked before every action and read of it, so a changed
+        partition count (`guard`) refuses them all here, before anything is produced."""
+        if self.guard is not None:
+            self.guard.check()
         return partition_of(key.id, self._partitions)
 
     # `append` and `append_encoded` are not coroutines but hand out `_send`'s: a coroutine

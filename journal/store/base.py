@@ -253,5 +253,11 @@ class EventualStore(EventualJournal, ReplicatedJournal, SnapshotStore, ABC):
     journals' snapshots. Its `apply` of a write with a Purge also removes the journal's
     snapshots put with a Mark before that Purge."""
 
+    @abstractmethod
+    async def recorded_partitions(self, topic: str, partitions: int) -> int | None:
+        """The partition count recorded for `topic`, recording `partitions` first if none is
+        (idempotent: the first to record wins; journal/kafka/guard.py); None when this store
+        cannot record one (a keyspace of an earlier version, not upgraded)."""
+
     async def close(self) -> None:
         """Release connections; the default has nothing to release."""

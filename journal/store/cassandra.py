@@ -25,7 +25,12 @@ from journal.store.cluster import CassandraConfig as CassandraConfig  # the stor
 from journal.store.cluster import open_session, write_level
 from journal.store.eventsourcing_tables import EventsourcingTables
 from journal.store.reads import Reads
-from journal.store.schema import check_schema, ensure_eventsourcing_tables, ensure_schema
+from journal.store.schema import (
+    check_schema,
+    ensure_eventsourcing_tables,
+    ensure_schema,
+    record_partitions,
+)
 from journal.store.statements import Statements
 from journal.store.writes import Writes
 
@@ -78,6 +83,9 @@ class CassandraStore(EventualStore):
 
     async def close(self) -> None:
         await asyncio.to_thread(self._cluster.shutdown)
+
+    async def recorded_partitions(self, topic: str, partitions: int) -> int | None:
+        return await record_partitions(self._session, self._config.keyspace, topic, partitions)
 
     # The read side (`reads.py`, `id_pages.py`).
 

@@ -82,6 +82,9 @@ class ConnectingStore(EventualStore):
         if self._store is not None:
             await self._store.close()
 
+    async def recorded_partitions(self, topic: str, partitions: int) -> int | None:
+        return await self._reached().recorded_partitions(topic, partitions)
+
     async def pointer(self, topic: str, partition: int) -> int | None:
         return await self._reached().pointer(topic, partition)
 

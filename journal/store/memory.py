@@ -61,6 +61,10 @@ class MemoryStore(EventualStore):
         self._appends: dict[tuple[str, int], dict[int, StoredAppend]] = {}
         self._snapshots: dict[JournalKey, _Snapshots] = {}
         self._max_snapshot_bytes = max_snapshot_bytes
+        self._partition_counts: dict[str, int] = {}
+
+    async def recorded_partitions(self, topic: str, partitions: int) -> int | None:
+        return self._partition_counts.setdefault(topic, partitions)
 
     async def pointer(self, topic: str, partition: int) -> int | None:
         return self._pointers.get((topic, partition))

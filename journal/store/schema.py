@@ -34,6 +34,13 @@ Tables:
   log, so a snapshot taken before a Purge can never come back, however late it is written.
 - `schema_version`: the version of this schema; a newer one is refused. Version 2 added the
   snapshots: version 1 code would apply a Purge without removing them, so it must refuse.
+- `topic_partitions`: per topic, the partition count the journal's processes use
+  (journal/kafka/guard.py): a journal lives in the partition its key maps to under this count,
+  so a process that finds the topic with another count refuses it. Written once, by the first
+  process that starts on the topic (`INSERT ... IF NOT EXISTS`), so a keyspace of an earlier
+  version gets its row at its first start. Kafka's topic id is not recorded: aiokafka 0.14
+  speaks metadata up to v5, and topic ids came with v10; the topic's name keys the row. No
+  version bump: older code never reads it, so nothing older must refuse it.
 - `eventsourcing_numbers`, `eventsourcing_numbered`, `eventsourcing_tracking`: the rows of the
   `eventsourcing` library module (`eventsourcing_kafka_journal/`: log.py numbers an
   application's notifications, tracking.py keeps its upstream positions; their rows through
@@ -95,6 +102,8 @@ _TABLES = (
         PRIMARY KEY ((topic, id), seq_nr, mark, chunk))""",
     """CREATE TABLE IF NOT EXISTS {ks}.schema_version (
         name text PRIMARY KEY, version int)""",
+    """CREATE TABLE IF NOT EXISTS {ks}.topic_partitions (
+        topic text PRIMARY KEY, partitions int, recorded_at timestamp)""",
 )
 _EVENTSOURCING_TABLES = (
     """CREATE TABLE IF NOT EXISTS {ks}.eventsourcing_numbers (
@@ -204,6 +213,27 @@ def _nodes_per_dc(cluster: Cluster) -> dict[str, int]:
         dc = host.datacenter or "?"
         counts[dc] = counts.get(dc, 0) + 1
     return counts
+
+
+async def record_partitions(
+    session: Session, keyspace: str, topic: str, partitions: int
+) -> int | None:
+    """The partition count recorded for `topic`, recording `partitions` first if none is (the
+    first process to record wins); None when the keyspace has no `topic_partitions` table (one
+    an administrator created before this version, and has not upgraded since)."""
+    try:
+        rows = await cql.execute(
+            session,
+            f"INSERT INTO {keyspace}.topic_partitions (topic, partitions, recorded_at) "
+            "VALUES (%s, %s, toTimestamp(now())) IF NOT EXISTS",
+            (topic, partitions),
+        )
+    except StoreUnavailable as error:
+        if not isinstance(error.__cause__, InvalidRequest):  # the table is missing
+            raise
+        return None
+    recorded: int = rows[0].partitions if rows and not rows[0].applied else partitions
+    return recorded
 
 
 def id_bucket(journal_id: str) -> int:

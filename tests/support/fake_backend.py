@@ -28,7 +28,13 @@ from journal.core.model import (
     Position,
     check_consecutive,
 )
-from journal.errors import KafkaUnavailable, SeqNrConflict, SnapshotBeyondJournal, SnapshotTooLarge
+from journal.errors import (
+    KafkaUnavailable,
+    PartitionCountChanged,
+    SeqNrConflict,
+    SnapshotBeyondJournal,
+    SnapshotTooLarge,
+)
 from journal.replication.quarantine import Quarantined
 from journal.store.base import Snapshot, snapshot_bytes
 from journal.subscriptions.groups import EventPosition, GroupEvent, GroupPartition, GroupStatus
@@ -75,6 +81,9 @@ class FakeBackend:
 
     def ready(self) -> bool:
         return self.is_ready
+
+    def refusal(self) -> PartitionCountChanged | None:
+        return None
 
     async def quarantined(self, limit: int) -> QuarantinePage:
         if self.failure is not None:
