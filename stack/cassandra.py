@@ -33,15 +33,14 @@ Three nodes (and why):
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 
 from stack.errors import StackError
-from stack.health import STATUS_PROBE_S, ProbeError, answers, cassandra_view
+from stack.health import STATUS_PROBE_S, ProbeError, cassandra_view
 from stack.jars import classpath_arg
 from stack.progress import Progress, print_progress
 from stack.security import CASSANDRA_YAML
-from stack.server import JvmServer, ServerStatus, on_each
+from stack.server import JvmServer, NodeCluster, ServerStatus
 from stack.settings import CassandraNode, StackSettings
 
 # From apache/cassandra conf/jvm17-server.options: its "JPMS" and "Netty" sections (the GC
@@ -244,91 +243,31 @@ auto_snapshot: false
         return view.version
 
 
-class CassandraCluster:
+class CassandraCluster(NodeCluster[CassandraServer]):
     """The local Cassandra as KJ_CASSANDRA_NODES nodes, one `Server` (module contract)."""
 
     name = "cassandra"
-    controllable = True
 
-    def __init__(
-        self,
-        settings: StackSettings,
-        *,
-        progress: Progress = print_progress,
-        tie_to_parent: bool = False,
-    ) -> None:
-        self.settings = settings
-        self.progress = progress
-        self.nodes = tuple(
-            CassandraServer(settings, node, progress=progress, tie_to_parent=tie_to_parent)
-            for node in settings.cassandra_node_list
+    def _nodes(self) -> tuple[CassandraServer, ...]:
+        return tuple(
+            CassandraServer(
+                self.settings, node, progress=self.progress, tie_to_parent=self.tie_to_parent
+            )
+            for node in self.settings.cassandra_node_list
         )
 
     @property
     def address(self) -> str:
         return ",".join(node.address for node in self.nodes)
 
-    def start(self, timeout: float | None = None) -> bool:
-        """Start every node that is down, all at once (they are seeds: none waits for
-        another); True if this call launched any. If one does not become ready, the nodes
-        this call launched are stopped again and the error raised."""
-        with contextlib.ExitStack() as locks:
-            for node in self.nodes:  # always in node order: two callers cannot deadlock
-                locks.enter_context(node._exclusive())
-            down = [node for node in self.nodes if not node.healthy()]
-            if not down:
-                return False
-            launch = [node for node in down if node.pid() is None]
-            for node in launch:
-                self.progress(f"{node.label} {node.version}: starting")
-            on_each(launch, lambda node: node.prepare())
-            try:
-                for node in launch:
-                    node.spawn()
-                on_each(down, lambda node: node.wait_ready(timeout))
-            except BaseException:
-                on_each(launch, lambda node: node._stop_unlocked(None))
-                raise
-            return bool(launch)
-
-    def stop(self, timeout: float | None = None) -> None:
-        on_each(list(self.nodes), lambda node: node.stop(timeout))
-
-    def restart(self, timeout: float | None = None) -> None:
-        self.stop()
-        self.start(timeout)
-
-    def kill9(self) -> None:
-        for node in self.nodes:
-            node.kill9()
-
-    def pid(self) -> int | None:
-        """The first running node's pid; None when no node runs."""
-        return next((pid for pid in (node.pid() for node in self.nodes) if pid), None)
-
-    def healthy(self) -> bool:
-        """Every node answers (the cluster may serve with fewer; `status` shows which)."""
-        return all(answers(node._probe) for node in self.nodes)
-
-    def status(self) -> ServerStatus:
-        nodes = tuple(node.status() for node in self.nodes)
+    def _facts(self, nodes: tuple[ServerStatus, ...]) -> list[tuple[str, str]]:
+        del nodes  # its facts come from asking the nodes anew
         by_dc: dict[str, list[str]] = {}
         for node in self.nodes:
             by_dc.setdefault(node.node.datacenter, []).append(node.label)
         facts = [("dcs", "; ".join(f"{dc}: {', '.join(n)}" for dc, n in by_dc.items()))]
         facts.append(("ring", self._ring()))
-        down = [status.name for status in nodes if not status.healthy]
-        return ServerStatus(
-            name=self.name,
-            kind="local",
-            address=self.address,
-            healthy=not down,
-            version=nodes[0].version,
-            data_dir=self.settings.data_dir,
-            detail=f"{', '.join(down)} down" if down else None,
-            nodes=nodes,
-            facts=tuple(facts),
-        )
+        return facts
 
     def _ring(self) -> str:
         """The peers each answering node knows (gossip's view of the ring)."""

@@ -28,16 +28,15 @@ Choices (say why, since tests and the Faust app depend on them):
 from __future__ import annotations
 
 import base64
-import contextlib
 import os
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 from stack.errors import StackError
 from stack.health import (
     STATUS_PROBE_S,
     ProbeError,
-    answers,
     kafka_metadata,
     kafka_quorum,
     under_replicated,
@@ -45,7 +44,7 @@ from stack.health import (
 from stack.jars import classpath_arg
 from stack.progress import Progress, print_progress
 from stack.security import kafka_properties, scram_format_arguments
-from stack.server import JvmServer, ServerStatus, on_each
+from stack.server import JvmServer, NodeCluster, ServerStatus
 from stack.settings import KafkaNode, StackSettings
 
 _LOG4J2 = """<?xml version="1.0" encoding="UTF-8"?>
@@ -250,80 +249,34 @@ class KafkaServer(JvmServer):
         return None
 
 
-class KafkaCluster:
+class KafkaCluster(NodeCluster[KafkaServer]):
     """The local Kafka as KJ_KAFKA_BROKERS KRaft nodes, one `Server` (module contract)."""
 
     name = "kafka"
-    controllable = True
 
-    def __init__(
-        self,
-        settings: StackSettings,
-        *,
-        progress: Progress = print_progress,
-        tie_to_parent: bool = False,
-    ) -> None:
-        self.settings = settings
-        self.progress = progress
-        self.nodes = tuple(
-            KafkaServer(settings, node, progress=progress, tie_to_parent=tie_to_parent)
-            for node in settings.kafka_nodes
+    def _nodes(self) -> tuple[KafkaServer, ...]:
+        return tuple(
+            KafkaServer(
+                self.settings, node, progress=self.progress, tie_to_parent=self.tie_to_parent
+            )
+            for node in self.settings.kafka_nodes
         )
 
     @property
     def address(self) -> str:
         return self.settings.kafka_bootstrap
 
-    def start(self, timeout: float | None = None) -> bool:
-        """Start every node that is down, all before waiting: a node is ready only once a
-        majority of the quorum runs. True if this call launched any node; if one does not
-        become ready, the nodes this call launched are stopped again and the error raised."""
-        with contextlib.ExitStack() as locks:
-            for node in self.nodes:  # always in node order: two callers cannot deadlock
-                locks.enter_context(node._exclusive())
-            down = [node for node in self.nodes if not node.healthy()]
-            if not down:
-                return False
-            launch = [node for node in down if node.pid() is None]
-            formatted = {node.formatted_cluster_id for node in self.nodes} - {None}
-            if len(formatted) > 1:
-                raise StackError(f"kafka: the nodes' storage belongs to clusters {formatted}")
-            cluster_id = formatted.pop() if formatted else new_cluster_id()
-            for node in launch:
-                node.cluster_id = cluster_id
-                self.progress(f"{node.label} {node.version}: starting")
-            on_each(launch, lambda node: node.prepare())  # one JVM per format: in parallel
-            try:
-                for node in launch:
-                    node.spawn()
-                on_each(down, lambda node: node.wait_ready(timeout))
-            except BaseException:
-                on_each(launch, lambda node: node._stop_unlocked(None))
-                raise
-            return bool(launch)
+    def _before_launch(self, launch: Sequence[KafkaServer]) -> None:
+        """The nodes to launch get the cluster's id: the one already formatted, or a new one
+        (a first format of all of them)."""
+        formatted = {node.formatted_cluster_id for node in self.nodes} - {None}
+        if len(formatted) > 1:
+            raise StackError(f"kafka: the nodes' storage belongs to clusters {formatted}")
+        cluster_id = formatted.pop() if formatted else new_cluster_id()
+        for node in launch:
+            node.cluster_id = cluster_id
 
-    def stop(self, timeout: float | None = None) -> None:
-        """Stop every node at once: each broker's controlled shutdown needs the quorum."""
-        on_each(list(self.nodes), lambda node: node.stop(timeout))
-
-    def restart(self, timeout: float | None = None) -> None:
-        self.stop()
-        self.start(timeout)
-
-    def kill9(self) -> None:
-        for node in self.nodes:
-            node.kill9()
-
-    def pid(self) -> int | None:
-        """The first running node's pid; None when no node runs."""
-        return next((pid for pid in (node.pid() for node in self.nodes) if pid), None)
-
-    def healthy(self) -> bool:
-        """Every node answers (the cluster may serve with fewer; `status` shows which)."""
-        return all(answers(node._probe) for node in self.nodes)
-
-    def status(self) -> ServerStatus:
-        nodes = tuple(node.status() for node in self.nodes)
+    def _facts(self, nodes: tuple[ServerStatus, ...]) -> list[tuple[str, str]]:
         facts = [("quorum", "unknown: no node answers")]
         if any(status.healthy for status in nodes):
             access = self.settings.kafka_access
@@ -335,15 +288,4 @@ class KafkaCluster:
                 facts.append(("replicas", f"{count} partition(s) under-replicated"))
             except ProbeError as error:
                 facts = [("quorum", f"unknown: {error}")]
-        down = [status.name for status in nodes if not status.healthy]
-        return ServerStatus(
-            name=self.name,
-            kind="local",
-            address=self.address,
-            healthy=not down,
-            version=nodes[0].version,
-            data_dir=self.settings.data_dir,
-            detail=f"{', '.join(down)} down" if down else None,
-            nodes=nodes,
-            facts=tuple(facts),
-        )
+        return facts

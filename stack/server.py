@@ -12,6 +12,10 @@ Contract:
   left alone. `start` and `stop` hold a lock file in the server's directory, so concurrent
   sessions (threads or processes) never launch two JVMs on one data directory. Subclasses
   provide the configs, the JVM command line and the probe.
+- `NodeCluster` runs several `JvmServer` nodes as one `Server` (KafkaCluster, CassandraCluster):
+  `start` locks every node (in node order), launches the ones down all at once, then waits for
+  each; if one does not become ready, the nodes it launched are stopped again. Subclasses
+  provide the nodes, the address and the status's facts, and may act before a launch.
 - `ExternalServer` is a server someone else runs: only probed, never started or stopped.
 """
 
@@ -25,7 +29,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar, Protocol, TypeVar
+from typing import ClassVar, Generic, Protocol, TypedDict, TypeVar, Unpack
 
 from stack import process
 from stack.errors import StackError
@@ -37,6 +41,7 @@ from stack.settings import StackSettings
 
 _VERSION_PROPERTY = "-Dkafka-journal.version="
 N = TypeVar("N")
+J = TypeVar("J", bound="JvmServer")
 
 
 @dataclass(frozen=True)
@@ -91,13 +96,16 @@ def _tail(path: Path, lines: int) -> str:
     return "\n".join(content[-lines:])
 
 
-class JvmServer(ABC):
-    """A server run as a child JVM with its files under `<data dir>/<name>/`."""
+class LocalOptions(TypedDict, total=False):
+    """`LocalServer`'s options, for a constructor that hands them on."""
 
-    name: ClassVar[str]
-    accepted_java: ClassVar[tuple[int, ...]] = (17,)
-    stop_timeout: ClassVar[float] = 60.0
-    controllable: ClassVar[bool] = True
+    progress: Progress
+    tie_to_parent: bool
+
+
+class LocalServer:
+    """A server this process runs: its settings, where its progress goes, and whether its
+    JVMs die with this process (`tie_to_parent`)."""
 
     def __init__(
         self,
@@ -109,7 +117,16 @@ class JvmServer(ABC):
         self.settings = settings
         self.progress = progress
         self.tie_to_parent = tie_to_parent
-        self._argv: list[str] | None = None
+
+
+class JvmServer(LocalServer, ABC):
+    """A server run as a child JVM with its files under `<data dir>/<name>/`."""
+
+    name: ClassVar[str]
+    accepted_java: ClassVar[tuple[int, ...]] = (17,)
+    stop_timeout: ClassVar[float] = 60.0
+    controllable: ClassVar[bool] = True
+    _argv: list[str] | None = None  # the command line, once `prepare` wrote it
 
     # -- what a subclass provides ------------------------------------------------------------
 
@@ -354,6 +371,98 @@ def on_each(nodes: Sequence[N], action: Callable[[N], None]) -> None:
     for error in errors:
         if error is not None:
             raise error
+
+
+class NodeCluster(LocalServer, ABC, Generic[J]):
+    """A server's nodes as one `Server` (see the module contract); `nodes` are the single
+    nodes, for fault tests that kill one."""
+
+    name: ClassVar[str]
+    controllable: ClassVar[bool] = True
+
+    def __init__(self, settings: StackSettings, **options: Unpack[LocalOptions]) -> None:
+        super().__init__(settings, **options)
+        self.nodes = self._nodes()
+
+    @abstractmethod
+    def _nodes(self) -> tuple[J, ...]:
+        """The nodes, as the settings say (built once, by the constructor)."""
+
+    @property
+    @abstractmethod
+    def address(self) -> str:
+        """Where clients connect: every node's address."""
+
+    def _before_launch(self, launch: Sequence[J]) -> None:
+        """Under every node's lock, before the nodes to launch are prepared (default:
+        nothing)."""
+        del launch
+
+    @abstractmethod
+    def _facts(self, nodes: tuple[ServerStatus, ...]) -> list[tuple[str, str]]:
+        """The cluster's own lines of `status` (its nodes' statuses are given)."""
+
+    def start(self, timeout: float | None = None) -> bool:
+        """Start every node that is down, all before waiting for any (a Kafka node is ready
+        only once a majority of the quorum runs; Cassandra's are seeds, none waits for
+        another). True if this call launched any node; if one does not become ready, the
+        nodes this call launched are stopped again and the error raised."""
+        with contextlib.ExitStack() as locks:
+            for node in self.nodes:  # always in node order: two callers cannot deadlock
+                locks.enter_context(node._exclusive())
+            down = [node for node in self.nodes if not node.healthy()]
+            if not down:
+                return False
+            launch = [node for node in down if node.pid() is None]
+            self._before_launch(launch)
+            for node in launch:
+                self.progress(f"{node.label} {node.version}: starting")
+            # in parallel: a Kafka node's first prepare runs a JVM (the storage format)
+            on_each(launch, lambda node: node.prepare())
+            try:
+                for node in launch:
+                    node.spawn()
+                on_each(down, lambda node: node.wait_ready(timeout))
+            except BaseException:
+                on_each(launch, lambda node: node._stop_unlocked(None))
+                raise
+            return bool(launch)
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Stop every node at once: a Kafka broker's controlled shutdown needs the quorum."""
+        on_each(list(self.nodes), lambda node: node.stop(timeout))
+
+    def restart(self, timeout: float | None = None) -> None:
+        self.stop()
+        self.start(timeout)
+
+    def kill9(self) -> None:
+        for node in self.nodes:
+            node.kill9()
+
+    def pid(self) -> int | None:
+        """The first running node's pid; None when no node runs."""
+        return next((pid for pid in (node.pid() for node in self.nodes) if pid), None)
+
+    def healthy(self) -> bool:
+        """Every node answers (the cluster may serve with fewer; `status` shows which)."""
+        return all(answers(node._probe) for node in self.nodes)
+
+    def status(self) -> ServerStatus:
+        nodes = tuple(node.status() for node in self.nodes)
+        facts = self._facts(nodes)
+        down = [status.name for status in nodes if not status.healthy]
+        return ServerStatus(
+            name=self.name,
+            kind="local",
+            address=self.address,
+            healthy=not down,
+            version=nodes[0].version,
+            data_dir=self.settings.data_dir,
+            detail=f"{', '.join(down)} down" if down else None,
+            nodes=nodes,
+            facts=tuple(facts),
+        )
 
 
 class ExternalServer:

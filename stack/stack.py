@@ -37,7 +37,7 @@ from stack.health import cassandra_release_version, kafka_metadata
 from stack.kafka import KafkaCluster, KafkaServer
 from stack.progress import Progress, print_progress
 from stack.security import ensure_cassandra_roles
-from stack.server import ExternalServer, JvmServer, Server, ServerStatus
+from stack.server import ExternalServer, JvmServer, NodeCluster, Server, ServerStatus
 from stack.settings import StackSettings
 from stack.spark import spark_servers
 
@@ -78,7 +78,7 @@ def _jvms(server: Server) -> tuple[JvmServer, ...]:
     """The child JVMs behind a server: itself, a cluster's nodes, or none (external, docker)."""
     if isinstance(server, JvmServer):
         return (server,)
-    if isinstance(server, KafkaCluster | CassandraCluster):
+    if isinstance(server, NodeCluster):
         return server.nodes
     return ()
 

@@ -25,8 +25,6 @@ store (records beyond Kafka's retention) waits at the cap between the store's pa
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import logging
 import re
 from collections.abc import AsyncIterator, Callable, Collection, Sequence
@@ -61,6 +59,8 @@ from journal.subscriptions.subscription import (
     SubscriptionItem,
     SubscriptionPosition,
     _PartitionReader,
+    decode_token,
+    encode_token,
 )
 from kjconfig.access import KafkaAccess
 
@@ -88,16 +88,14 @@ class EventPosition(msgspec.Struct, frozen=True, gc=False):
 
     def encode(self) -> str:
         text = f"{self.partition}:{self.offset}:{self.index}"
-        return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+        return encode_token(text)
 
     @classmethod
     def parse(cls, encoded: str) -> EventPosition:
         """A position `encode` made; InvalidValue for anything else."""
         try:
-            padded = encoded + "=" * (-len(encoded) % 4)
-            raw = base64.b64decode(padded.encode("ascii"), altchars=b"-_", validate=True)
-            partition, offset, index = (int(part) for part in raw.decode("ascii").split(":"))
-        except (ValueError, UnicodeError, binascii.Error):
+            partition, offset, index = (int(part) for part in decode_token(encoded).split(":"))
+        except ValueError:
             raise InvalidValue(f"not an event position: {encoded[:100]!r}") from None
         if partition < 0 or offset < 0 or index < 0:
             raise InvalidValue(f"not an event position: {encoded[:100]!r}")

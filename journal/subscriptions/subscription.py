@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import binascii
 import logging
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Collection, Iterable, Mapping, Sequence
@@ -70,6 +69,19 @@ Offsets: TypeAlias = tuple[tuple[int, int], ...]  # (partition, offset), by part
 Fetched: TypeAlias = dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]
 
 
+def encode_token(text: str) -> str:
+    """`text` as a position clients hand back: URL-safe base64, without padding."""
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+def decode_token(encoded: str) -> str:
+    """The text `encode_token` encoded; ValueError for anything else (binascii.Error and
+    UnicodeError are ValueErrors)."""
+    padded = encoded + "=" * (-len(encoded) % 4)
+    raw = base64.b64decode(padded.encode("ascii"), altchars=b"-_", validate=True)
+    return raw.decode("ascii")
+
+
 class SubscriptionPosition(msgspec.Struct, frozen=True, gc=False):
     """Per partition, the offset of the last record a subscriber has handled (-1: none);
     `inside`: per partition, how many events of the Append right after it are handled too."""
@@ -100,19 +112,17 @@ class SubscriptionPosition(msgspec.Struct, frozen=True, gc=False):
             f"{p}:{offsets.get(p, -1)}+{inside[p]}" if p in inside else f"{p}:{offsets[p]}"
             for p in sorted(offsets.keys() | inside.keys())
         )
-        return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+        return encode_token(text)
 
     @classmethod
     def parse(cls, encoded: str) -> SubscriptionPosition:
         """A position `encode` made; InvalidValue for anything else."""
         try:
-            padded = encoded + "=" * (-len(encoded) % 4)
-            raw = base64.b64decode(padded.encode("ascii"), altchars=b"-_", validate=True)
-            text = raw.decode("ascii")
+            text = decode_token(encoded)
             pairs = [part.split(":") for part in text.split(",")] if text else []
             offsets = {int(p): int(o.partition("+")[0]) for p, o in pairs}
             inside = {int(p): int(o.partition("+")[2]) for p, o in pairs if "+" in o}
-        except (ValueError, UnicodeError, binascii.Error):
+        except ValueError:
             raise InvalidValue(f"not a subscription position: {encoded[:100]!r}") from None
         if (
             any(p < 0 or o < -1 for p, o in offsets.items())
