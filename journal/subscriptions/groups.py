@@ -193,6 +193,8 @@ class _Reading(Subscription):
     """The subscription machinery over the partitions a member owns: its readers decide,
     its `_deliver` registers every event with the partition's checkpoint."""
 
+    _step_per_append = True  # the member's cap is checked between stored Appends
+
     def __init__(
         self,
         member: GroupMember,

@@ -455,6 +455,10 @@ class _PartitionReader:
 class Subscription:
     """One subscriber's stream over all partitions of a topic (`subscribe`)."""
 
+    # `_from_store` yields after every stored Append, even one that delivered nothing here:
+    # a group member delivers into a buffer of its own and checks its cap between the steps
+    _step_per_append = False
+
     def __init__(
         self,
         topic: str,
@@ -704,7 +708,7 @@ class Subscription:
             events = [e async for e in self._store.append_events(append)]
             delivered: list[SubscriptionItem] = []
             self._deliver(reader, append.key, events, append.offset, around, delivered)
-            if delivered:
+            if delivered or self._step_per_append:
                 yield delivered
         reader.cursor = max(reader.cursor, to)
         reader.next = max(reader.next, to + 1)

@@ -10,6 +10,8 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 
 import pytest
+from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
+from aiokafka.structs import TopicPartition
 
 from journal.core.model import Ack, Event, JsonPayload
 from journal.errors import InvalidValue
@@ -351,6 +353,63 @@ async def test_a_member_that_never_acks_stops_receiving_at_its_cap_until_acks_co
     finally:
         await member.stop()
         await asyncio.wait_for(task, 30)
+
+
+@pytest.mark.integration
+async def test_a_member_reading_from_the_store_stops_at_its_cap_too(stack: Stack) -> None:
+    """Beyond Kafka's retention a member reads the store's Appends: its cap holds there as in
+    Kafka (the store's read stepped once per Append, not once per gap)."""
+    cap, journals = 3, 10
+    async with harness(stack, unique("kj_groups"), unique("gone"), 1) as gone:
+        positions = [
+            await gone.journals.journal(f"s{i}").append([event(f"s{i}", 1)])
+            for i in range(journals)
+        ]
+        await gone.replicate()
+        admin = AIOKafkaAdminClient(bootstrap_servers=gone.settings.kafka_bootstrap)
+        await admin.start()
+        try:  # as retention would: the member must read them from the store
+            tp = TopicPartition(gone.settings.topic, 0)
+            await admin.delete_records({tp: RecordsToDelete(positions[-1].offset + 1)})
+        finally:
+            await admin.close()
+        await gone.journals.journal("after").append([event("after", 1)])  # the gap's end
+        member = gone.journals.subscribe_group(unique("g"), heartbeat_s=0.3, max_unacked=cap)
+        got: list[GroupEvent] = []
+        quiet, seen, acking = 0, asyncio.Event(), False
+
+        async def consume() -> None:
+            nonlocal quiet
+            async for batch in member.batches():
+                got.extend(batch)
+                if acking:
+                    member.ack(*(e.position for e in batch))
+                quiet = 0 if batch else quiet + 1
+                seen.set()
+
+        async def settled() -> None:
+            async with asyncio.timeout(60):
+                while not (got and quiet >= 3):
+                    seen.clear()
+                    await seen.wait()
+
+        await member.start()
+        task = asyncio.create_task(consume())
+        try:
+            await settled()
+            assert len(got) == cap, "a member reading the store got past its cap"
+            acking = True
+            member.ack(*(e.position for e in got))
+            async with asyncio.timeout(60):
+                while len(got) < journals + 1:
+                    seen.clear()
+                    await seen.wait()
+            assert sorted(e.key.id for e in got) == sorted(
+                [*(f"s{i}" for i in range(journals)), "after"]
+            )
+        finally:
+            await member.stop()
+            await asyncio.wait_for(task, 30)
 
 
 @pytest.mark.integration
