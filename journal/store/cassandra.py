@@ -1,13 +1,15 @@
 """The eventual store on Apache Cassandra: `CassandraStore` composes its parts on one
 cassandra-driver session: `cluster.py` connects, `schema.py` creates or checks the tables,
 `reads.py` and `id_pages.py` serve the read side, `writes.py` replication's writes,
-`chunked_snapshots.py` the snapshots (`statements.py`: their CQL; `rows.py`: row codecs), and
-`eventsourcing_tables.py` the rows of the eventsourcing library module."""
+`chunked_snapshots.py` the snapshots (`statements.py`: their CQL; `rows.py`: row codecs).
+`keyspace_access` hands code with tables of its own in the keyspace what it needs of the store,
+and nothing else."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Collection, Mapping, Sequence
+from dataclasses import dataclass
 
 from cassandra.cluster import Cluster, Session
 
@@ -23,11 +25,23 @@ from journal.store.chunked_snapshots import ChunkedSnapshots
 from journal.store.cluster import PROTOCOL_VERSION as PROTOCOL_VERSION
 from journal.store.cluster import CassandraConfig as CassandraConfig  # the store's, named here
 from journal.store.cluster import open_session, write_level
-from journal.store.eventsourcing_tables import EventsourcingTables
 from journal.store.reads import Reads
-from journal.store.schema import check_schema, ensure_eventsourcing_tables, ensure_schema
+from journal.store.schema import check_schema, ensure_schema
 from journal.store.statements import Statements
 from journal.store.writes import Writes
+
+
+@dataclass(frozen=True, slots=True)
+class KeyspaceAccess:
+    """The store's keyspace for code with tables of its own there: the driver's session, the
+    keyspace, the driver's value of the write consistency (`write_level`: writes are marked
+    with it by `statements.idempotent`, as the store's own) and whether this process creates
+    schema (`create_schema`: else an administrator created the tables)."""
+
+    session: Session
+    keyspace: str
+    write_level: int
+    create_schema: bool
 
 
 class CassandraStore(EventualStore):
@@ -63,12 +77,14 @@ class CassandraStore(EventualStore):
     def keyspace(self) -> str:
         return self._config.keyspace
 
-    async def eventsourcing_tables(self) -> EventsourcingTables:
-        """The rows of the eventsourcing library module's tables in this keyspace; the tables
-        are created first if missing, when this process creates schema."""
-        if self._config.create_schema:
-            await ensure_eventsourcing_tables(self._session, self._config.keyspace)
-        return EventsourcingTables(self._session, self._config.keyspace, write_level(self._config))
+    @property
+    def keyspace_access(self) -> KeyspaceAccess:
+        """The session and keyspace for tables that are not the store's, with the store's
+        write consistency: the journal's tables are the store's methods' alone."""
+        config = self._config
+        return KeyspaceAccess(
+            self._session, config.keyspace, write_level(config), config.create_schema
+        )
 
     @property
     def session_for_tests(self) -> Session:
