@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from journal.store.cluster import ROWS_AS_TUPLES, open_session
     from journal.store.connecting import ConnectingStore
     from journal.store.cql import execute
+    from journal.store.rows import event_row
     from journal.store.schema import ensure_schema
     from journal.store.statements import Statements, idempotent
     from journal.store.topology import DEFAULT_MAX_SNAPSHOT_BYTES
@@ -40,6 +41,7 @@ _DOOR = {
     "Snapshot": "base",
     "Statements": "statements",
     "ensure_schema": "schema",
+    "event_row": "rows",
     "execute": "cql",
     "idempotent": "statements",
     "open_session": "cluster",
@@ -59,6 +61,7 @@ __all__ = [
     "Snapshot",
     "Statements",
     "ensure_schema",
+    "event_row",
     "execute",
     "idempotent",
     "open_session",

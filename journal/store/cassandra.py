@@ -19,7 +19,7 @@ from journal.core.model import (
     EventRecord,
     JournalKey,
 )
-from journal.store import cql, id_pages
+from journal.store import id_pages
 from journal.store.base import EventualStore, FirstPage, JournalMeta, Snapshot, StoredAppend
 from journal.store.chunked_snapshots import ChunkedSnapshots
 from journal.store.cluster import PROTOCOL_VERSION as PROTOCOL_VERSION
@@ -74,10 +74,6 @@ class CassandraStore(EventualStore):
             raise
 
     @property
-    def keyspace(self) -> str:
-        return self._config.keyspace
-
-    @property
     def keyspace_access(self) -> KeyspaceAccess:
         """The session and keyspace for tables that are not the store's, with the store's
         write consistency: the journal's tables are the store's methods' alone."""
@@ -85,12 +81,6 @@ class CassandraStore(EventualStore):
         return KeyspaceAccess(
             self._session, config.keyspace, write_level(config), config.create_schema
         )
-
-    @property
-    def session_for_tests(self) -> Session:
-        """The driver's session, for tests that look at or tamper with rows directly: code
-        uses the store's methods."""
-        return self._session
 
     async def close(self) -> None:
         await asyncio.to_thread(self._cluster.shutdown)
@@ -154,13 +144,6 @@ class CassandraStore(EventualStore):
     async def save_pointer(self, topic: str, partition: int, offset: int) -> None:
         await self._writes.save_pointer(topic, partition, offset)
 
-    async def insert_events(
-        self, key: JournalKey, records: Sequence[EventRecord], stamp: int
-    ) -> None:
-        """Only the `events` rows of `records`, stamped `stamp`, in one request (an unlogged
-        batch past one): a benchmark's baseline of raw writes, not a replication write."""
-        await self._writes.insert_events(key, records, stamp)
-
     # Snapshots (`chunked_snapshots.py`).
 
     @property
@@ -177,13 +160,3 @@ class CassandraStore(EventualStore):
 
     async def delete_snapshots(self, key: JournalKey, to: int, mark: int) -> None:
         await self._snapshots.delete(key, to, mark)
-
-    # The server.
-
-    async def thread_pool_tasks(self) -> dict[str, int]:
-        """The active and pending tasks of each thread pool of the node that answers (its
-        `system_views.thread_pools`): whether it compacts or flushes in the background."""
-        rows = await cql.execute(
-            self._session, "SELECT name, active_tasks, pending_tasks FROM system_views.thread_pools"
-        )
-        return {row.name: row.active_tasks + row.pending_tasks for row in rows}
