@@ -13,7 +13,7 @@ from journal import Journals
 from journal.kafka import end_offsets
 from journal.replication import wait_replicated
 from journal.settings import Settings
-from journal.store import CassandraStore, EventualJournal
+from journal.store import CassandraStore, EventualJournal, execute
 
 
 def settings_for(base: Settings, prefix: str, partitions: int = 3) -> Settings:
@@ -50,6 +50,16 @@ async def settle(settings: Settings, store: EventualJournal, timeout_s: float = 
     await wait_replicated(store, settings.topic, ends, timeout_s)
 
 
+async def thread_pool_tasks(store: CassandraStore) -> dict[str, int]:
+    """The active and pending tasks of each thread pool of the node that answers (its
+    `system_views.thread_pools`): whether it compacts or flushes in the background."""
+    rows = await execute(
+        store.keyspace_access.session,
+        "SELECT name, active_tasks, pending_tasks FROM system_views.thread_pools",
+    )
+    return {row.name: row.active_tasks + row.pending_tasks for row in rows}
+
+
 _BACKGROUND_POOLS = ("CompactionExecutor", "MemtableFlushWriter", "MemtablePostFlush")
 
 
@@ -60,7 +70,7 @@ async def quiet_cassandra(store: CassandraStore, timeout_s: float = 300) -> floa
     loop = asyncio.get_running_loop()
     started = loop.time()
     while loop.time() - started < timeout_s:
-        tasks = await store.thread_pool_tasks()
+        tasks = await thread_pool_tasks(store)
         if not any(tasks.get(pool) for pool in _BACKGROUND_POOLS):
             break
         await asyncio.sleep(0.5)

@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from app.progress import Meter
 from bench.common import Row, Section, percentile, unique
@@ -24,7 +25,7 @@ from journal.replication import (
     wait_replicated,
 )
 from journal.settings import Settings
-from journal.store import CassandraStore
+from journal.store import CassandraStore, Statements, event_row, execute
 
 METHOD = (
     "{events:,} events ({appends:,} appends of 10, 100 journals, 3 partitions) are written "
@@ -216,23 +217,35 @@ async def replicate_one_event_appends_with_worker(
 
 async def raw_inserts(settings: Settings, rows: int, per_batch: int = 1, lanes: int = 64) -> float:
     """Raw concurrent INSERTs (`lanes` in flight, each lane a journal of its own) of event rows
-    as the store writes them (its `insert_events`, none of replication's planning): rows/s.
-    With `per_batch` > 1, each request is an unlogged batch of that many rows of one journal's
-    segment (one Cassandra partition), as replication writes a journal's events."""
+    as the store writes them (its own insert statement, row codec and batches, none of
+    replication's planning): rows/s. With `per_batch` > 1, each request is an unlogged batch of
+    that many rows of one journal's segment (one Cassandra partition), as replication writes a
+    journal's events."""
     fresh = settings.replace(keyspace=unique("bench_raw"))
     store = await CassandraStore.connect(fresh.cassandra_config())
     try:
+        access = store.keyspace_access
+        statements = await asyncio.to_thread(  # prepare blocks
+            Statements, access.session, access.keyspace, access.write_level
+        )
+        insert, size = statements.insert_event, fresh.segment_size
         now = datetime.now(UTC)
         stamp = int(time.time() * 1_000_000)
 
-        def record(seq_nr: int) -> EventRecord:
+        def row(lane: int, seq_nr: int) -> tuple[Any, ...]:
             event = Event(seq_nr, _RAW_TAGS, JsonPayload.of(payload(seq_nr)))
-            return EventRecord(event, now, 0, seq_nr)
+            record = EventRecord(event, now, 0, seq_nr)
+            return event_row(JournalKey(fresh.topic, f"raw-{lane}"), size, record, stamp)
 
         async def write(lane: int, round_: int) -> None:
             first = round_ * per_batch + 1
-            records = [record(seq_nr) for seq_nr in range(first, first + per_batch)]
-            await store.insert_events(JournalKey(fresh.topic, f"raw-{lane}"), records, stamp)
+            if per_batch == 1:
+                await execute(access.session, insert, row(lane, first))
+                return
+            batch = statements.batch()
+            for seq_nr in range(first, first + per_batch):
+                batch.add(insert, row(lane, seq_nr))
+            await execute(access.session, batch, None)
 
         timed = await closed_loop(write, lanes, rows // per_batch)
         return timed.per_second * per_batch

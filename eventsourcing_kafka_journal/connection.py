@@ -17,6 +17,7 @@ from eventsourcing_kafka_journal.bridge import LoopThread
 from eventsourcing_kafka_journal.group import GroupFeed
 from eventsourcing_kafka_journal.log import NotificationSource, SubscriptionLog
 from eventsourcing_kafka_journal.snapshots import AggregateSnapshots
+from eventsourcing_kafka_journal.tables import open_tables
 from eventsourcing_kafka_journal.tracking import TrackingPositions
 from journal import Journals
 from journal.errors import JournalTruncated, Unavailable
@@ -127,7 +128,7 @@ async def _open(
         await store.close()
         raise
     try:
-        tables = await store.eventsourcing_tables()  # created by the journal's schema module
+        tables = await open_tables(store)
     except BaseException:
         await _close_clients(journals, store)
         raise

@@ -8,7 +8,7 @@ events 1, 2, 3, ... (the library's cases expect contiguous ids: `test_insert_sel
 them, and its switch for other ids covers only the subscribe case).
 
 Numbering needs the count of what came before, so it is kept, not recomputed, in tables the
-journal's schema creates (`journal/store/schema.py`): `eventsourcing_numbers` has a row per
+module creates in the store's keyspace (tables.py): `eventsourcing_numbers` has a row per
 record that holds notifications (its first id, offset and count), and `eventsourcing_numbered`
 says up to which offset the rows are complete and the next id. Numbering extends them from there
 (`Numbering.number`): usually with the records of our own insert only (the last ones, whose
@@ -33,9 +33,9 @@ from typing import Protocol
 
 from eventsourcing.persistence import Notification, OperationalError, StoredEvent, Tracking
 
+from eventsourcing_kafka_journal.tables import EventsourcingTables, NumbersRow
 from eventsourcing_kafka_journal.wire import decode_event, tracking_of
 from journal import JournalKey, Journals, SubscribedEvent, SubscriptionPosition
-from journal.store import EventsourcingTables, NumbersRow
 
 APPLICATION_PARTITION = 0
 _BUCKET_IDS = 1_000_000  # ids per Cassandra partition of the numbers (far above one record's)

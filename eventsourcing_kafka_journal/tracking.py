@@ -19,7 +19,7 @@ from __future__ import annotations
 from eventsourcing.persistence import Tracking
 
 from eventsourcing_kafka_journal.log import NotificationSource
-from journal.store import EventsourcingTables
+from eventsourcing_kafka_journal.tables import EventsourcingTables
 
 
 class TrackingPositions:

@@ -18,12 +18,13 @@ if TYPE_CHECKING:
         ReplicatedJournal,
         Snapshot,
     )
-    from journal.store.cassandra import CassandraConfig, CassandraStore
+    from journal.store.cassandra import CassandraConfig, CassandraStore, KeyspaceAccess
     from journal.store.cluster import ROWS_AS_TUPLES, open_session
     from journal.store.connecting import ConnectingStore
-    from journal.store.eventsourcing_tables import EventsourcingTables, NumbersRow
+    from journal.store.cql import execute
+    from journal.store.rows import event_row
     from journal.store.schema import ensure_schema
-    from journal.store.statements import Statements
+    from journal.store.statements import Statements, idempotent
     from journal.store.topology import DEFAULT_MAX_SNAPSHOT_BYTES
 
 _DOOR = {
@@ -31,16 +32,18 @@ _DOOR = {
     "CassandraConfig": "cassandra",
     "CassandraStore": "cassandra",
     "ConnectingStore": "connecting",
-    "EventsourcingTables": "eventsourcing_tables",
     "EventualJournal": "base",
     "EventualStore": "base",
     "JournalMeta": "base",
-    "NumbersRow": "eventsourcing_tables",
+    "KeyspaceAccess": "cassandra",
     "ROWS_AS_TUPLES": "cluster",
     "ReplicatedJournal": "base",
     "Snapshot": "base",
     "Statements": "statements",
     "ensure_schema": "schema",
+    "event_row": "rows",
+    "execute": "cql",
+    "idempotent": "statements",
     "open_session": "cluster",
 }
 __getattr__ = door(__name__, _DOOR)
@@ -50,14 +53,16 @@ __all__ = [
     "CassandraConfig",
     "CassandraStore",
     "ConnectingStore",
-    "EventsourcingTables",
     "EventualJournal",
     "EventualStore",
     "JournalMeta",
-    "NumbersRow",
+    "KeyspaceAccess",
     "ReplicatedJournal",
     "Snapshot",
     "Statements",
     "ensure_schema",
+    "event_row",
+    "execute",
+    "idempotent",
     "open_session",
 ]

@@ -1,13 +1,15 @@
 """The eventual store on Apache Cassandra: `CassandraStore` composes its parts on one
 cassandra-driver session: `cluster.py` connects, `schema.py` creates or checks the tables,
 `reads.py` and `id_pages.py` serve the read side, `writes.py` replication's writes,
-`chunked_snapshots.py` the snapshots (`statements.py`: their CQL; `rows.py`: row codecs), and
-`eventsourcing_tables.py` the rows of the eventsourcing library module."""
+`chunked_snapshots.py` the snapshots (`statements.py`: their CQL; `rows.py`: row codecs).
+`keyspace_access` hands code with tables of its own in the keyspace what it needs of the store,
+and nothing else."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Collection, Mapping, Sequence
+from dataclasses import dataclass
 
 from cassandra.cluster import Cluster, Session
 
@@ -17,22 +19,29 @@ from journal.core.model import (
     EventRecord,
     JournalKey,
 )
-from journal.store import cql, id_pages
+from journal.store import id_pages
 from journal.store.base import EventualStore, FirstPage, JournalMeta, Snapshot, StoredAppend
 from journal.store.chunked_snapshots import ChunkedSnapshots
 from journal.store.cluster import PROTOCOL_VERSION as PROTOCOL_VERSION
 from journal.store.cluster import CassandraConfig as CassandraConfig  # the store's, named here
 from journal.store.cluster import open_session, write_level
-from journal.store.eventsourcing_tables import EventsourcingTables
 from journal.store.reads import Reads
-from journal.store.schema import (
-    check_schema,
-    ensure_eventsourcing_tables,
-    ensure_schema,
-    record_partitions,
-)
+from journal.store.schema import check_schema, ensure_schema, record_partitions
 from journal.store.statements import Statements
 from journal.store.writes import Writes
+
+
+@dataclass(frozen=True, slots=True)
+class KeyspaceAccess:
+    """The store's keyspace for code with tables of its own there: the driver's session, the
+    keyspace, the driver's value of the write consistency (`write_level`: writes are marked
+    with it by `statements.idempotent`, as the store's own) and whether this process creates
+    schema (`create_schema`: else an administrator created the tables)."""
+
+    session: Session
+    keyspace: str
+    write_level: int
+    create_schema: bool
 
 
 class CassandraStore(EventualStore):
@@ -65,21 +74,13 @@ class CassandraStore(EventualStore):
             raise
 
     @property
-    def keyspace(self) -> str:
-        return self._config.keyspace
-
-    async def eventsourcing_tables(self) -> EventsourcingTables:
-        """The rows of the eventsourcing library module's tables in this keyspace; the tables
-        are created first if missing, when this process creates schema."""
-        if self._config.create_schema:
-            await ensure_eventsourcing_tables(self._session, self._config.keyspace)
-        return EventsourcingTables(self._session, self._config.keyspace, write_level(self._config))
-
-    @property
-    def session_for_tests(self) -> Session:
-        """The driver's session, for tests that look at or tamper with rows directly: code
-        uses the store's methods."""
-        return self._session
+    def keyspace_access(self) -> KeyspaceAccess:
+        """The session and keyspace for tables that are not the store's, with the store's
+        write consistency: the journal's tables are the store's methods' alone."""
+        config = self._config
+        return KeyspaceAccess(
+            self._session, config.keyspace, write_level(config), config.create_schema
+        )
 
     async def close(self) -> None:
         await asyncio.to_thread(self._cluster.shutdown)
@@ -146,13 +147,6 @@ class CassandraStore(EventualStore):
     async def save_pointer(self, topic: str, partition: int, offset: int) -> None:
         await self._writes.save_pointer(topic, partition, offset)
 
-    async def insert_events(
-        self, key: JournalKey, records: Sequence[EventRecord], stamp: int
-    ) -> None:
-        """Only the `events` rows of `records`, stamped `stamp`, in one request (an unlogged
-        batch past one): a benchmark's baseline of raw writes, not a replication write."""
-        await self._writes.insert_events(key, records, stamp)
-
     # Snapshots (`chunked_snapshots.py`).
 
     @property
@@ -169,13 +163,3 @@ class CassandraStore(EventualStore):
 
     async def delete_snapshots(self, key: JournalKey, to: int, mark: int) -> None:
         await self._snapshots.delete(key, to, mark)
-
-    # The server.
-
-    async def thread_pool_tasks(self) -> dict[str, int]:
-        """The active and pending tasks of each thread pool of the node that answers (its
-        `system_views.thread_pools`): whether it compacts or flushes in the background."""
-        rows = await cql.execute(
-            self._session, "SELECT name, active_tasks, pending_tasks FROM system_views.thread_pools"
-        )
-        return {row.name: row.active_tasks + row.pending_tasks for row in rows}

@@ -41,12 +41,11 @@ Tables:
   version gets its row at its first start. Kafka's topic id is not recorded: aiokafka 0.14
   speaks metadata up to v5, and topic ids came with v10; the topic's name keys the row. No
   version bump: older code never reads it, so nothing older must refuse it.
-- `eventsourcing_numbers`, `eventsourcing_numbered`, `eventsourcing_tracking`: the rows of the
-  `eventsourcing` library module (`eventsourcing_kafka_journal/`: log.py numbers an
-  application's notifications, tracking.py keeps its upstream positions; their rows through
-  `eventsourcing_tables.py`), created by `ensure_eventsourcing_tables` in the keyspaces the
-  module uses only (each table costs every keyspace's creation ~0.2 s). They have no version:
-  code that does not know them never touches them, so nothing older must refuse them.
+
+Code above the store may keep tables of its own in the keyspace (through
+`CassandraStore.keyspace_access`): it creates them, this module neither creates nor versions
+them, and the version above is the journal's tables' only: code that does not know such a table
+never touches it, so nothing older must refuse it.
 
 Every write of replication carries `USING TIMESTAMP offset + 1` (the Kafka offset of the action
 that caused it). One journal lives in one partition, so its offsets order its changes: a replayed
@@ -105,16 +104,6 @@ _TABLES = (
     """CREATE TABLE IF NOT EXISTS {ks}.topic_partitions (
         topic text PRIMARY KEY, partitions int, recorded_at timestamp)""",
 )
-_EVENTSOURCING_TABLES = (
-    """CREATE TABLE IF NOT EXISTS {ks}.eventsourcing_numbers (
-        topic text, bucket bigint, first_id bigint, record_offset bigint, events int,
-        PRIMARY KEY ((topic, bucket), first_id)) WITH CLUSTERING ORDER BY (first_id DESC)""",
-    """CREATE TABLE IF NOT EXISTS {ks}.eventsourcing_numbered (
-        topic text PRIMARY KEY, as_of bigint, next_id bigint)""",
-    """CREATE TABLE IF NOT EXISTS {ks}.eventsourcing_tracking (
-        topic text, application text, notification_id bigint, as_of bigint,
-        PRIMARY KEY ((topic), application))""",
-)
 
 
 class SchemaTooNew(SetupMissing):
@@ -165,13 +154,6 @@ async def ensure_schema(session: Session, keyspace: str, replication: str) -> No
             f"INSERT INTO {keyspace}.schema_version (name, version) VALUES ('journal', %s)",
             (SCHEMA_VERSION,),
         )
-
-
-async def ensure_eventsourcing_tables(session: Session, keyspace: str) -> None:
-    """Create the eventsourcing module's tables if missing, in a keyspace `ensure_schema`
-    made."""
-    for table in _EVENTSOURCING_TABLES:
-        await cql.execute(session, table.format(ks=keyspace))
 
 
 async def check_schema(session: Session, keyspace: str) -> None:

@@ -14,7 +14,7 @@ from cassandra.query import BatchStatement, PreparedStatement, Statement
 
 from journal.codec.actions import events_of
 from journal.core.fold import JournalWrite
-from journal.core.model import ActionRecord, AppendHeader, EventRecord, JournalKey
+from journal.core.model import ActionRecord, AppendHeader, JournalKey
 from journal.store import cql
 from journal.store.base import JournalMeta
 from journal.store.cql import Params
@@ -140,19 +140,6 @@ class Writes:
         await cql.execute(
             self._session, self._statements.save_pointer, (topic, partition, offset, offset + 1)
         )
-
-    async def insert_events(
-        self, key: JournalKey, records: Sequence[EventRecord], stamp: int
-    ) -> None:
-        """The `events` rows of `records` alone (no journal row, no stored Append), stamped
-        `stamp`, in one request: an unlogged batch past one record."""
-        insert, size = self._statements.insert_event, self._segment_size
-        if len(records) == 1:
-            await cql.execute(self._session, insert, event_row(key, size, records[0], stamp))
-            return
-        rows = [(insert, event_row(key, size, r, stamp)) for r in records]
-        batch = _batch_of(self._statements.batch(), rows)
-        await cql.execute(self._session, batch, None)
 
     def sizes(self, write: JournalWrite, stored: JournalMeta | None) -> tuple[int, int]:
         """The journal's segment size before the batch, and after it (a Purge starts anew)."""

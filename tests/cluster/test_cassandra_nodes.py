@@ -19,6 +19,7 @@ from journal.core.model import Event, JsonPayload
 from journal.store.cql import execute
 from stack import CassandraCluster, Stack
 from tests.support.harness import Harness, harness, unique
+from tests.support.raw_store import session_of
 
 pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 
@@ -60,7 +61,7 @@ async def test_one_node_killed_stops_neither_replication_nor_reads(three_nodes: 
     assert isinstance(cassandra, CassandraCluster)
     async with harness(three_nodes, unique("kj_c3"), "journal_c3") as h:
         rows = await execute(
-            h.store.session_for_tests,
+            session_of(h.store),
             "SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = %s",
             (h.settings.keyspace,),
         )

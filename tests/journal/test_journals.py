@@ -27,6 +27,7 @@ from stack import Stack
 from tests.journal.journal_contract import JournalContract, events, seq_nrs
 from tests.support.eventually import answered, eventually
 from tests.support.harness import Harness, harness, unique
+from tests.support.raw_store import keyspace_of, session_of
 from tests.support.stores import DelegatingJournal
 
 pytestmark = pytest.mark.integration
@@ -288,7 +289,7 @@ async def test_the_keyspace_is_created_with_the_schema(api: Direct) -> None:
     store = api.journals.store
     assert isinstance(store, CassandraStore)
     rows = await cql.execute(
-        store.session_for_tests, f"SELECT version FROM {store.keyspace}.schema_version"
+        session_of(store), f"SELECT version FROM {keyspace_of(store)}.schema_version"
     )
     assert [r.version for r in rows] == [SCHEMA_VERSION]
 

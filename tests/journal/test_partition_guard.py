@@ -21,6 +21,7 @@ from tests.support.partitions import (
     guarded_settings,
     records_by_partition,
 )
+from tests.support.raw_store import session_of
 
 pytestmark = pytest.mark.integration
 
@@ -81,10 +82,10 @@ async def test_a_keyspace_without_the_record_gets_it_at_the_first_start(
     store = await CassandraStore.connect(settings.cassandra_config())
     try:
         select = f"SELECT partitions FROM {keyspace}.topic_partitions WHERE topic = %s"
-        assert not await cql.execute(store.session_for_tests, select, (settings.topic,))
+        assert not await cql.execute(session_of(store), select, (settings.topic,))
         async with await Journals.connect(settings, store=store):
             pass
-        rows = await cql.execute(store.session_for_tests, select, (settings.topic,))
+        rows = await cql.execute(session_of(store), select, (settings.topic,))
         assert [row.partitions for row in rows] == [RECORDED]
         # a later process with another count in its settings keeps the recorded one
         assert await store.recorded_partitions(settings.topic, ALTERED) == RECORDED

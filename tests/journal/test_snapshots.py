@@ -18,6 +18,7 @@ from tests.journal.journal_contract import events
 from tests.journal.snapshot_contract import SnapshotContract
 from tests.journal.test_journals import Direct
 from tests.support.harness import harness, unique
+from tests.support.raw_store import keyspace_of, session_of
 
 pytestmark = pytest.mark.integration
 
@@ -57,8 +58,8 @@ async def stored_marks(api: DirectSnapshots, journal_id: str) -> list[int]:
     assert isinstance(store, CassandraStore)
     key = api.journals.journal(journal_id).key
     rows = await cql.execute(
-        store.session_for_tests,
-        f"SELECT mark FROM {store.keyspace}.snapshots WHERE topic = %s AND id = %s",
+        session_of(store),
+        f"SELECT mark FROM {keyspace_of(store)}.snapshots WHERE topic = %s AND id = %s",
         (key.topic, key.id),
     )
     return [row.mark for row in rows]

@@ -7,6 +7,7 @@ from typing import Any
 
 from journal.store import cql
 from journal.store.cassandra import CassandraStore
+from tests.support.raw_store import session_of
 
 # Every column of the four tables, with the write time of one cell of each row.
 TABLES = {
@@ -32,7 +33,4 @@ TABLES = {
 async def rows(store: CassandraStore, keyspace: str, table: str) -> dict[tuple[Any, ...], Any]:
     columns, key_size = TABLES[table]
     query = f"SELECT {columns} FROM {keyspace}.{table}"
-    return {
-        tuple(row[:key_size]): tuple(row)
-        async for row in cql.stream(store.session_for_tests, query)
-    }
+    return {tuple(row[:key_size]): tuple(row) async for row in cql.stream(session_of(store), query)}

@@ -33,6 +33,7 @@ from tests.pipeline.workload import Workload, write_malformed, write_workload
 from tests.support.actions import event
 from tests.support.compressed import CODECS, produce_reference
 from tests.support.harness import Harness, harness, unique
+from tests.support.raw_store import session_of
 
 pytestmark = pytest.mark.integration
 
@@ -124,12 +125,12 @@ async def test_audit_passes_then_finds_removed_changed_and_rejected_events(
     removed, changed = visible[0], visible[-1]
     assert removed[:2] != changed[:2]
     await cql.execute(
-        store.session_for_tests,
+        session_of(store),
         f"DELETE FROM {ks}.events WHERE topic = %s AND id = %s AND segment = %s AND seq_nr = %s",
         removed[:4],
     )
     await cql.execute(
-        store.session_for_tests,
+        session_of(store),
         f"UPDATE {ks}.events SET payload_txt = %s "
         "WHERE topic = %s AND id = %s AND segment = %s AND seq_nr = %s",
         ('"changed"', *changed[:4]),
@@ -138,7 +139,7 @@ async def test_audit_passes_then_finds_removed_changed_and_rejected_events(
     race = replicated.work.race
     assert race is not None
     await cql.execute(
-        store.session_for_tests,
+        session_of(store),
         f"UPDATE {ks}.events SET offset = %s, payload_txt = %s "
         "WHERE topic = %s AND id = %s AND segment = 0 AND seq_nr = 1",
         (race.rival.offset, race.rival_payload, own.topic, race.journal_id),
@@ -207,18 +208,18 @@ async def test_after_retention_the_audit_is_exact_from_a_purge_and_partial_befor
         assert isinstance(store, CassandraStore)
         where = "WHERE topic = %s AND id = %s AND segment = 0 AND seq_nr = %s"
         await cql.execute(
-            store.session_for_tests,
+            session_of(store),
             f"UPDATE {ks}.events SET payload_txt = %s {where}",
             ('"changed"', settings.topic, "kept", 2),
         )
         # A row as if the Append 6-7 was missed, and an event the Delete removed, back.
         await cql.execute(
-            store.session_for_tests,
+            session_of(store),
             f"UPDATE {ks}.journals SET seq_nr = 5, offset = %s WHERE topic = %s AND id = %s",
             (deleted.position.offset, settings.topic, "partial"),
         )
         await cql.execute(
-            store.session_for_tests,
+            session_of(store),
             f"INSERT INTO {ks}.events (topic, id, segment, seq_nr, partition, offset, timestamp) "
             "VALUES (%s, %s, 0, 1, 0, 0, toTimestamp(now()))",
             (settings.topic, "partial"),

@@ -25,6 +25,7 @@ from tests.journal.store.contract import (
     snapshot,
 )
 from tests.support.eventually import eventually
+from tests.support.raw_store import keyspace_of, session_of
 
 pytestmark = pytest.mark.integration
 
@@ -44,34 +45,34 @@ def config(stack: object, keyspace: str) -> CassandraConfig:
 async def store(stack: object) -> AsyncIterator[CassandraStore]:
     store = await CassandraStore.connect(config(stack, f"contract_{uuid.uuid4().hex[:12]}"))
     yield store
-    await cql.execute(store.session_for_tests, f"DROP KEYSPACE {store.keyspace}")
+    await cql.execute(session_of(store), f"DROP KEYSPACE {keyspace_of(store)}")
     await store.close()
 
 
 class TestCassandraStore(EventualStoreContract):
     async def test_a_newer_schema_is_refused(self, store: CassandraStore, stack: object) -> None:
         await cql.execute(
-            store.session_for_tests,
-            f"UPDATE {store.keyspace}.schema_version SET version = %s WHERE name = 'journal'",
+            session_of(store),
+            f"UPDATE {keyspace_of(store)}.schema_version SET version = %s WHERE name = 'journal'",
             (SCHEMA_VERSION + 1,),
         )
         with pytest.raises(SchemaTooNew):
-            await CassandraStore.connect(config(stack, store.keyspace))
+            await CassandraStore.connect(config(stack, keyspace_of(store)))
 
     async def test_a_version_1_keyspace_gets_the_snapshot_tables_and_version_2(
         self, store: CassandraStore, stack: object
     ) -> None:
         await cql.execute(
-            store.session_for_tests,
-            f"UPDATE {store.keyspace}.schema_version SET version = 1 WHERE name = 'journal'",
+            session_of(store),
+            f"UPDATE {keyspace_of(store)}.schema_version SET version = 1 WHERE name = 'journal'",
         )
-        await cql.execute(store.session_for_tests, f"DROP TABLE {store.keyspace}.snapshots")
-        upgraded = await CassandraStore.connect(config(stack, store.keyspace))
+        await cql.execute(session_of(store), f"DROP TABLE {keyspace_of(store)}.snapshots")
+        upgraded = await CassandraStore.connect(config(stack, keyspace_of(store)))
         try:
             await put(upgraded, snapshot(1, 1))
             rows = await cql.execute(
-                store.session_for_tests,
-                f"SELECT version FROM {store.keyspace}.schema_version WHERE name = 'journal'",
+                session_of(store),
+                f"SELECT version FROM {keyspace_of(store)}.schema_version WHERE name = 'journal'",
             )
             assert [r.version for r in rows] == [2] == [SCHEMA_VERSION]
         finally:
@@ -83,8 +84,8 @@ class TestCassandraStore(EventualStoreContract):
 
         await apply(store, a.append(KEY, 41, 1, 2))
         rows = await cql.execute(
-            store.session_for_tests,
-            f"SELECT WRITETIME(partition) AS stamp FROM {store.keyspace}.events "
+            session_of(store),
+            f"SELECT WRITETIME(partition) AS stamp FROM {keyspace_of(store)}.events "
             "WHERE topic = %s AND id = %s AND segment = 0",
             (KEY.topic, KEY.id),
         )
@@ -101,8 +102,8 @@ class TestCassandraStore(EventualStoreContract):
         await apply(store, a.append(KEY, 41, 1, 3))
 
         def traced_read() -> list[str]:
-            result = store.session_for_tests.execute(
-                f"SELECT * FROM {store.keyspace}.events WHERE topic = %s AND id = %s "
+            result = session_of(store).execute(
+                f"SELECT * FROM {keyspace_of(store)}.events WHERE topic = %s AND id = %s "
                 "AND segment = 0",
                 (KEY.topic, KEY.id),
                 trace=True,
@@ -122,8 +123,8 @@ class TestCassandraStore(EventualStoreContract):
         await put(store, snapshot(5, 10, BinaryPayload(b"0123456789")))  # 3 chunks of <= 4
         await put(store, snapshot(5, 11, BinaryPayload(b"abcde")))  # 2
         rows = await cql.execute(
-            store.session_for_tests,
-            f"SELECT mark, chunk, data, WRITETIME(data) AS stamp FROM {store.keyspace}"
+            session_of(store),
+            f"SELECT mark, chunk, data, WRITETIME(data) AS stamp FROM {keyspace_of(store)}"
             ".snapshot_chunks WHERE topic = %s AND id = %s",
             (KEY.topic, KEY.id),
         )
@@ -140,19 +141,19 @@ class TestCassandraStore(EventualStoreContract):
 
         await apply(store, a.append(KEY, 0, 1, 2), a.append(OTHER, 1, 1, 1), a.purge(OTHER, 2))
         # as version 1 left it: no journal_ids
-        await cql.execute(store.session_for_tests, f"TRUNCATE {store.keyspace}.journal_ids")
+        await cql.execute(session_of(store), f"TRUNCATE {keyspace_of(store)}.journal_ids")
         await cql.execute(
-            store.session_for_tests,
-            f"UPDATE {store.keyspace}.schema_version SET version = 1 WHERE name = 'journal'",
+            session_of(store),
+            f"UPDATE {keyspace_of(store)}.schema_version SET version = 1 WHERE name = 'journal'",
         )
-        upgraded = await CassandraStore.connect(config(stack, store.keyspace))
+        upgraded = await CassandraStore.connect(config(stack, keyspace_of(store)))
         try:
             assert await upgraded.journal_ids(KEY.topic) == [KEY.id]
         finally:
             await upgraded.close()
         rows = await cql.execute(
-            store.session_for_tests,
-            f"SELECT version FROM {store.keyspace}.schema_version WHERE name = 'journal'",
+            session_of(store),
+            f"SELECT version FROM {keyspace_of(store)}.schema_version WHERE name = 'journal'",
         )
         assert rows[0].version == SCHEMA_VERSION
 
@@ -193,7 +194,7 @@ class TestCassandraStore(EventualStoreContract):
 
 
 async def test_pages_fetched_ahead_are_the_pages_fetched_on_demand(store: CassandraStore) -> None:
-    session, table = store.session_for_tests, f"{store.keyspace}.pages_ahead"
+    session, table = session_of(store), f"{keyspace_of(store)}.pages_ahead"
     await cql.execute(session, f"CREATE TABLE {table} (k int, n int, PRIMARY KEY (k, n))")
     for n in range(25):
         await cql.execute(session, f"INSERT INTO {table} (k, n) VALUES (1, {n})")
@@ -218,7 +219,7 @@ async def test_a_finished_query_is_freed_without_the_cyclic_collector(
     """Its future, statement and parameters go at once, not in a young collection's pause of
     many queries' worth (journal/store/cql.py): with the collector off, none stays behind,
     whether its rows came in one page or several."""
-    session, table = store.session_for_tests, f"{store.keyspace}.freed"
+    session, table = session_of(store), f"{keyspace_of(store)}.freed"
     await cql.execute(session, f"CREATE TABLE {table} (k int, n int, PRIMARY KEY (k, n))")
     for n in range(5):
         await cql.execute(session, f"INSERT INTO {table} (k, n) VALUES (1, {n})")
@@ -257,7 +258,7 @@ async def test_a_query_its_caller_left_keeps_its_timer_for_the_driver(
     query in flight: the driver must still hold the query's timeout timer, to cancel it once
     the answer comes. Dropped then, the timer fired on a query long answered and broke the
     connection's count of requests in flight (journal/store/cql.py `_page`)."""
-    session, table = store.session_for_tests, f"{store.keyspace}.left"
+    session, table = session_of(store), f"{keyspace_of(store)}.left"
     await cql.execute(session, f"CREATE TABLE {table} (k int, n int, PRIMARY KEY (k, n))")
     sent: list[ResponseFuture] = []
     sending = asyncio.Event()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 
+from journal.store.base import EventualStore
+from journal.store.cassandra import CassandraStore
 from journal.store.cluster import reconnection_policy
 from journal.store.cql import in_window
 
@@ -41,3 +43,14 @@ async def test_requests_run_at_most_a_window_at_a_time_in_no_more_lanes_than_req
     most_tasks = 0
     await in_window(run, range(2), window=64)  # two requests: two lanes, not 64
     assert most_tasks == 2
+
+
+def test_the_store_adds_to_the_eventual_store_only_what_the_product_uses() -> None:
+    """No doors for tests, benchmarks or other modules' tables: they go through
+    `keyspace_access` (tests/support/raw_store.py, bench/, eventsourcing_kafka_journal/)."""
+    own = {name for name in vars(CassandraStore) if not name.startswith("_")}
+    assert own - set(dir(EventualStore)) == {
+        "connect",  # the product's way in
+        "journals_in_token_range",  # the Spark pipeline's scans
+        "keyspace_access",  # tables that are not the store's
+    }
