@@ -17,7 +17,6 @@ import os
 import random
 import time
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -27,7 +26,7 @@ from yarl import URL
 
 from tests.support.harness import Harness, unique
 from tests.support.http_api import client_session, journal_path
-from tests.support.workers import WorkerProcess, running_workers
+from tests.support.workers import WorkerProcess, kill_in_turn
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
@@ -113,28 +112,11 @@ async def writer(
     return answered
 
 
-async def kill_in_turn(workers: list[WorkerProcess], tally: Tally, done: asyncio.Event) -> None:
-    while len(tally.kills) < KILLS:
-        await asyncio.sleep(KILL_EVERY_S)  # the chaos' own cadence, not a wait for a condition
-        victim = workers[len(tally.kills) % len(workers)]
-        victim.kill9()
-        victim.start()
-        tally.kills.append(f"{time.strftime('%H:%M:%S')} {victim.port}")
-    done.set()
-
-
-@pytest.fixture(scope="module")
-def workers(
-    connected: Harness, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[list[WorkerProcess]]:
-    with running_workers(connected.settings, tmp_path_factory, static_membership=True) as both:
-        yield both
-
-
 @pytest.mark.timeout(KILLS * KILL_EVERY_S + 3 * RESOLVE_WITHIN_S + 300)
 async def test_writers_at_the_end_through_dying_workers_get_exact_contiguous_ranges(
-    connected: Harness, workers: list[WorkerProcess]
+    connected: Harness, static_workers: list[WorkerProcess]
 ) -> None:
+    workers = static_workers
     for worker in workers:
         await worker.wait_ready()
     tally, done = Tally(), asyncio.Event()
@@ -143,7 +125,7 @@ async def test_writers_at_the_end_through_dying_workers_get_exact_contiguous_ran
     async with client_session(connected.settings) as session:
         urls = [w.url for w in workers]
         async with asyncio.TaskGroup() as group:
-            group.create_task(kill_in_turn(workers, tally, done))
+            group.create_task(kill_in_turn(workers, tally.kills, KILLS, KILL_EVERY_S, done))
             tasks = [
                 group.create_task(writer(n, session, urls, path, tally, done))
                 for n in range(WRITERS)

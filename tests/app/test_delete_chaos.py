@@ -18,7 +18,6 @@ import asyncio
 import random
 import time
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -28,7 +27,7 @@ from yarl import URL
 
 from tests.support.harness import Harness, unique
 from tests.support.http_api import client_session, journal_path
-from tests.support.workers import WorkerProcess, running_workers
+from tests.support.workers import WorkerProcess, kill_in_turn
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
@@ -148,17 +147,6 @@ async def reader(
             await asyncio.sleep(pause)
 
 
-async def kill_in_turn(workers: list[WorkerProcess], history: History, done: asyncio.Event) -> None:
-    while len(history.kills) < KILLS:
-        await asyncio.sleep(KILL_EVERY_S)  # the chaos' own cadence, not a wait for a condition
-        victim = workers[len(history.kills) % len(workers)]
-        victim.kill9()
-        victim.start()
-        history.kills.append(f"{time.strftime('%H:%M:%S')} {victim.port}")
-    await asyncio.sleep(KILL_EVERY_S / 2)  # operations after the last restart, too
-    done.set()
-
-
 def contradictions(history: History, last: dict[str, int]) -> list[str]:
     """Every answer a later answer contradicts (see the module)."""
     wrong = []
@@ -183,18 +171,11 @@ def contradictions(history: History, last: dict[str, int]) -> list[str]:
     return wrong
 
 
-@pytest.fixture(scope="module")
-def workers(
-    connected: Harness, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[list[WorkerProcess]]:
-    with running_workers(connected.settings, tmp_path_factory, static_membership=True) as both:
-        yield both
-
-
 @pytest.mark.timeout(KILLS * KILL_EVERY_S + 2 * RESOLVE_WITHIN_S + 300)
 async def test_every_delete_s_answer_is_honoured_by_the_reads_after_it_across_kills(
-    connected: Harness, workers: list[WorkerProcess]
+    connected: Harness, static_workers: list[WorkerProcess]
 ) -> None:
+    workers = static_workers
     for worker in workers:
         await worker.wait_ready()
     history, done = History(), asyncio.Event()
@@ -202,7 +183,9 @@ async def test_every_delete_s_answer_is_honoured_by_the_reads_after_it_across_ki
     urls = [w.url for w in workers]
     async with client_session(connected.settings) as session:
         async with asyncio.TaskGroup() as group:
-            group.create_task(kill_in_turn(workers, history, done))
+            group.create_task(
+                kill_in_turn(workers, history.kills, KILLS, KILL_EVERY_S, done, KILL_EVERY_S / 2)
+            )
             for n in range(WRITERS):
                 group.create_task(writer(n, session, urls, history, done))
             for n in range(DELETERS):

@@ -3,6 +3,8 @@ to replicate."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import TypeVar
@@ -128,3 +130,24 @@ async def suite_over(
 
     async with client_session(settings) as session:
         yield kind(session, [worker.url for worker in workers], settle)
+
+
+async def kill_in_turn(
+    workers: Sequence[WorkerProcess],
+    kills: list[str],
+    count: int,
+    every_s: float,
+    done: asyncio.Event,
+    after_s: float = 0.0,
+) -> None:
+    """Kill -9 the workers in turn every `every_s`, each restarted at once, `count` times (each
+    kill noted in `kills`); `done` is set `after_s` after the last (operations after the last
+    restart too)."""
+    while len(kills) < count:
+        await asyncio.sleep(every_s)  # the chaos' own cadence, not a wait for a condition
+        victim = workers[len(kills) % len(workers)]
+        victim.kill9()
+        victim.start()
+        kills.append(f"{time.strftime('%H:%M:%S')} {victim.port}")
+    await asyncio.sleep(after_s)
+    done.set()
