@@ -357,7 +357,11 @@ class WorkerReplication:
         state.pointer = max(state.pointer, until)
         self._owned.set_replicated(partition, state.pointer)
         if state.trusted:
-            self._owned.advance(partition, max(until, state.pointer))
+            # the tables hold the agent's records and readers' rows reach the floor (gap_end);
+            # the store may hold more (a catch-up to the end), but a reader told the tables
+            # reach there would miss it: the store's pointer answers those (`TableIndex`)
+            handled = -1 if state.last is None else state.last.offset
+            self._owned.advance(partition, max(state.gap_end, handled))
         if state.last is None or state.last.offset <= until:
             # no await since the check: every record the agent handles from here is queued
             state.catch_up_from, state.queued = None, []

@@ -265,3 +265,33 @@ async def test_a_revoked_partition_has_no_lag_or_offset_series_left() -> None:
 
 def _sample(name: str, labels: dict[str, str]) -> float | None:
     return METRICS.registry.get_sample_value(name, labels)
+
+
+async def test_a_catch_up_past_the_agents_records_does_not_tell_readers_the_tables_hold_them() -> (
+    None
+):
+    # the assignment's catch-up replays to the partition's end, past the agent's first record:
+    # the store holds offsets 3..4 then, the tables only once the agent handles them; a reader
+    # whose row predates the catch-up found only offset 2 in the tables and lost 3..4
+    async with agent() as ag:
+        index = TableIndex(ag.tables, ag.owned, wait_s=5)
+        ag.log.append(A, 1, 1)
+        ag.log.append(A, 2, 2)  # offsets 0..1, stored by the previous owner
+        await replicated(ag.store, ag.log, through=1)
+        covered = index.covered(PARTITION)  # the reading flow's order: covered, row, lookup
+        row = await ag.store.meta(A)
+        assert row is not None and row.state.offset == 1
+        records = [ag.log.append(A, n, n) for n in range(3, 6)]  # offsets 2..4
+        lookup = asyncio.create_task(index.lookup(A, PARTITION, fence=5))
+        ag.log.gate.clear()
+        ag.assigned()
+        await ag.handle(records[0])  # Faust committed through 1
+        ag.log.gate.set()
+        await until_pointer(ag, 4)  # the catch-up went to the partition's end
+        for record in records[1:]:
+            await ag.handle(record)
+        found = await lookup
+        assert isinstance(found, Indexed)
+        # the runs the reader fetches, or the row it must read again, reach offset 4
+        reach = max([found.needs] + [r.last for r in found.runs])
+        assert reach == 4 and (found.runs or found.needs > covered), found
