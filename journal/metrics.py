@@ -174,6 +174,10 @@ CATALOGUE: dict[str, MetricSpec] = {
         "Time from producing a verified append (or one with expectedSeqNr) to the fold's verdict "
         "on it, as the append waits: the produce's acknowledgement, then the tail's sight of it"
     ),
+    _N + "fence_floor_raised_total": _counter(
+        "Read fences Kafka answered below what this process saw acknowledged or read in the "
+        "partition (a lagging high watermark): the fence was raised to that floor"
+    ),
     _N + "index_misses_total": _counter(
         "Look-ups of the journal index that could not answer, by reason; the read then scans"
     ),

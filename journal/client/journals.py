@@ -261,7 +261,7 @@ class Journals:
             if settings.read_fence == "mark":
                 fence = Marks(writer, origin)
             else:
-                fence = await HighWatermarks.start(settings.topic, kafka_access)
+                fence = await HighWatermarks.start(settings.topic, kafka_access, writer.fence_floor)
                 owned.append(fence.close)
         except BaseException:
             for close in reversed(owned):
@@ -308,6 +308,7 @@ class Journals:
                 config.kafka,
                 config.timeout_s,
                 self.reading,
+                self.writer.fence_floor,
             )
             self._owned.append(self._listing.close)
         return await self._listing.page(prefix, after, limit)

@@ -1,7 +1,8 @@
 """Journal ids: pages of the ids of a topic's journals that exist, replicated or not yet.
 
 A page merges two sources, both as of one fence per partition (its high watermark, one
-ListOffsets for all: acks=all puts every acknowledged action below it):
+ListOffsets for all: acks=all puts every acknowledged action below it; never below the
+process's `FenceFloor`, as a read's fence):
 - the store's `journal_ids` (kept by replication: journal/store/schema.py);
 - candidates: ids whose records the store may not reflect yet. The direct client's tail index
   knows them per partition (the keys of unreplicated records). Where no index can tell (a
@@ -41,6 +42,7 @@ from journal.client.reading import ReadingFlow
 from journal.core.model import JournalKey
 from journal.errors import InvalidValue
 from journal.kafka.keys import PartitionKeys
+from journal.kafka.writer import FenceFloor
 from kjconfig.access import KafkaAccess
 
 DEFAULT_LIMIT = 100
@@ -83,8 +85,11 @@ class JournalIds:
         kafka: KafkaAccess,
         timeout_s: float,
         reading: ReadingFlow,
+        floor: FenceFloor | None = None,
     ) -> None:
+        """`floor`: the process's (its writer's), so that a page fences above its acks."""
         self._keys = PartitionKeys(kafka, topic, timeout_s)
+        self._floor = FenceFloor() if floor is None else floor
         self._topic = topic
         self._partitions = partitions
         self._store = reading.store
@@ -115,7 +120,10 @@ class JournalIds:
 
     async def _candidates(self) -> set[str]:
         partitions = self._partitions
-        ends = await self._keys.ends(partitions)
+        ends = {
+            p: self._floor.raise_to(p, end)
+            for p, end in (await self._keys.ends(partitions)).items()
+        }
         index = self._index
         candidates: set[str] = set()
         unknown: list[int] = []

@@ -7,6 +7,14 @@ requests: one request serves every read that was waiting when it was sent, and a
 was already on its way when a read arrived never serves that read. The fence has its own
 consumer, so it never queues behind a long poll. A read writes nothing.
 
+The fence is never below the process's `FenceFloor` (journal/kafka/writer.py): the end of
+what it saw acknowledged or fenced before in that partition. The broker refuses to answer
+while a new leader's high watermark lags (KIP-207: LEADER_NOT_AVAILABLE to aiokafka's
+ListOffsets v1-3, which aiokafka retries), so the floor is the process's own guarantee, not a
+trust in that: reads of one process never go back, and see its acknowledged writes. A floor
+above the answer is counted (`kafka_journal_fence_floor_raised_total`): the read then waits,
+bounded, for the records below it as for any other.
+
 `Marks` produces a Mark to the journal's partition and takes its offset, as kafka-journal
 does; it costs a record per read and is there for deployments that want that behaviour.
 """
@@ -23,7 +31,8 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from journal.core.model import JournalKey
 from journal.kafka.consumers import start_consumer, stop_consumer
 from journal.kafka.driver_errors import KafkaError, core_error
-from journal.kafka.writer import JournalWriter
+from journal.kafka.writer import FenceFloor, JournalWriter
+from journal.metrics import METRICS
 from kjconfig.access import KafkaAccess
 
 log = logging.getLogger(__name__)
@@ -38,15 +47,21 @@ class Fence(Protocol):
 
 
 class HighWatermarks:
-    def __init__(self, topic: str, consumer: AIOKafkaConsumer) -> None:
+    def __init__(
+        self, topic: str, consumer: AIOKafkaConsumer, floor: FenceFloor | None = None
+    ) -> None:
+        """`floor`: the process's (its writer's), so that reads fence above its acks."""
         self._topic = topic
         self._consumer = consumer
+        self._floor = FenceFloor() if floor is None else floor
         self._waiting: dict[int, list[asyncio.Future[int]]] = {}
         self._sender: asyncio.Task[None] | None = None
 
     @classmethod
-    async def start(cls, topic: str, kafka: KafkaAccess) -> HighWatermarks:
-        return cls(topic, await start_consumer(kafka))
+    async def start(
+        cls, topic: str, kafka: KafkaAccess, floor: FenceFloor | None = None
+    ) -> HighWatermarks:
+        return cls(topic, await start_consumer(kafka), floor)
 
     async def fence(self, key: JournalKey, partition: int) -> int:
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
@@ -70,9 +85,20 @@ class HighWatermarks:
                             future.set_exception(failure)
                 continue
             for tp, end in ends.items():
+                fence = self._floor.raise_to(tp.partition, end)
+                if fence > end:
+                    METRICS.counter("kafka_journal_fence_floor_raised_total").inc()
+                    log.info(
+                        "%s: Kafka answered a high watermark of %d, below %d that this process "
+                        "saw acknowledged or read: the fence is %d",
+                        tp,
+                        end,
+                        fence,
+                        fence,
+                    )
                 for future in waiting[tp.partition]:
                     if not future.done():
-                        future.set_result(end)
+                        future.set_result(fence)
 
     async def close(self) -> None:
         if self._sender is not None:

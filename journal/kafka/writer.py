@@ -81,6 +81,29 @@ def _append_header(
     )
 
 
+class FenceFloor:
+    """Per partition, an end offset below which this process knows every record is in the
+    log: each acknowledged action's offset + 1, raised by the writer, and each fence a read
+    took (journal/kafka/fence.py). A fence is never taken below it, so a broker's answer that
+    lags (a leader's high watermark behind what it acknowledged) cannot hide from a read what
+    this process saw acknowledged or read before (invariant 2). A read writes nothing for it."""
+
+    __slots__ = ("_ends",)
+
+    def __init__(self) -> None:
+        self._ends: dict[int, int] = {}
+
+    def of(self, partition: int) -> int:
+        return self._ends.get(partition, 0)
+
+    def raise_to(self, partition: int, end: int) -> int:
+        """The partition's floor, raised to `end` if it was below."""
+        floor = self._ends.get(partition, 0)
+        if end > floor:
+            self._ends[partition] = floor = end
+        return floor
+
+
 class JournalWriter:
     """Produces the four actions; one instance per process, shared by all journals."""
 
@@ -94,6 +117,7 @@ class JournalWriter:
     ) -> None:
         self._producer = producer
         self._partitions = partitions
+        self.fence_floor = FenceFloor()  # this process's reads fence at or above its acks
         self.guard = guard
         self._max_record_bytes = max_record_bytes
         # looked up once: the append path is hot, a labelled child lookup is not free
@@ -172,4 +196,5 @@ class JournalWriter:
         )
         # acknowledged writes only: a failed send's time says nothing about the write path
         self._latency[type(header)].observe(time.perf_counter() - started)
+        self.fence_floor.raise_to(partition, offset + 1)
         return Position(partition, offset)
