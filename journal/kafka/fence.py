@@ -75,6 +75,9 @@ class HighWatermarks:
         while self._waiting:
             waiting, self._waiting = self._waiting, {}
             tps = [TopicPartition(self._topic, p) for p in waiting]
+            # as of the request: what is acknowledged while it is on its way is not the
+            # waiting reads' to see, nor is an answer below it a lagging one
+            floors = {p: self._floor.of(p) for p in waiting}
             try:
                 ends = await self._consumer.end_offsets(tps)
             except KafkaError as error:  # end_offsets retried what was retriable already
@@ -85,17 +88,18 @@ class HighWatermarks:
                             future.set_exception(failure)
                 continue
             for tp, end in ends.items():
-                fence = self._floor.raise_to(tp.partition, end)
+                fence = max(end, floors[tp.partition])
                 if fence > end:
                     METRICS.counter("kafka_journal_fence_floor_raised_total").inc()
-                    log.info(
+                    log.warning(
                         "%s: Kafka answered a high watermark of %d, below %d that this process "
-                        "saw acknowledged or read: the fence is %d",
+                        "saw acknowledged or read before asking: the fence is %d",
                         tp,
                         end,
                         fence,
                         fence,
                     )
+                self._floor.raise_to(tp.partition, fence)
                 for future in waiting[tp.partition]:
                     if not future.done():
                         future.set_result(fence)
