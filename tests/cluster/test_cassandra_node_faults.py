@@ -196,7 +196,8 @@ async def workers(
         yield both
 
 
-@pytest.mark.timeout(900)
+# a restart takes 15-50 s here
+@pytest.mark.timeout(KILLS * (UP_BETWEEN_S + DOWN_S + 120) + 300)
 async def test_workers_ride_through_a_cassandra_node_s_kill_with_no_answer_the_store_caused(
     three_nodes: Stack, settings: Settings, workers: list[WorkerProcess]
 ) -> None:
