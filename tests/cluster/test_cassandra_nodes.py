@@ -10,9 +10,6 @@ journal's read would fall back to Kafka and hide a store that fails.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
-
 import pytest
 
 from journal.core.model import Event, JsonPayload
@@ -24,20 +21,6 @@ from tests.support.raw_store import session_of
 pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 
 JOURNALS = 6  # over the 3 partitions of the harness's topic
-_WAIT_FOR_OTHER_SESSIONS = 200.0  # as tests/conftest.py's
-
-
-@pytest.fixture(scope="module")
-def three_nodes(stack: Stack) -> Iterator[Stack]:
-    """The stack's Kafka and a three-node Cassandra beside the stack's own (started unless up)."""
-    twin = Stack(stack.settings.cassandra_cluster_twin(), tie_to_parent=True)
-    started = time.monotonic()
-    twin.up()
-    print(f"three Cassandra nodes up in {time.monotonic() - started:.1f} s")
-    try:
-        yield twin
-    finally:
-        twin.down(only_started=True, wait_for_others=_WAIT_FOR_OTHER_SESSIONS)
 
 
 async def _append_and_check(h: Harness, ids: list[str], expected: dict[str, int]) -> None:
