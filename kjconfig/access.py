@@ -2,10 +2,11 @@
 
 Contract:
 - `KafkaAccess` is how to reach Kafka: the bootstrap servers and, when secured, a SCRAM login
-  and optionally a TLS CA. `client_options()` gives the keyword arguments every aiokafka
-  client of the project takes (producer, consumers, admin); `spark_options()` the same for
-  Spark's Kafka source; the Faust app builds its credentials from `login` and
-  `ssl_context()`. No module builds these options itself, so no client forgets the login.
+  and optionally TLS (`ClientTls`: the CAs trusted, the name check, a client certificate).
+  `client_options()` gives the keyword arguments every aiokafka client of the project takes
+  (producer, consumers, admin); `spark_options()` the same for Spark's Kafka source; the Faust
+  app builds its credentials from `login` and `ssl_context()`. No module builds these options
+  itself, so no client forgets the login or the verification.
 - `CassandraLogin` is a role and its password for cassandra-driver's PlainTextAuthProvider.
 - Passwords are `SecretStr`s: their repr and str are masked, so a logged settings object or
   an exception that carries one shows `**********`. Only the option builders unwrap them.
@@ -63,16 +64,39 @@ class ScramLogin:
 
 
 @dataclass(frozen=True, slots=True)
+class ClientTls:
+    """How a client speaks TLS: the CAs it trusts (None: the system's), whether it checks the
+    server's name against its certificate (on unless turned off), and its own certificate for
+    mutual TLS (`cert`: a PEM chain, which may hold the key too; `key`: the key otherwise)."""
+
+    ca: Path | None = None
+    cert: Path | None = None
+    key: Path | None = None
+    check_hostname: bool = True
+
+    def __post_init__(self) -> None:
+        if self.key is not None and self.cert is None:
+            raise SettingsError("a TLS client key without its certificate")
+
+    def context(self) -> ssl.SSLContext:
+        """A client context that verifies the server (always) and its name (by default)."""
+        context = ssl.create_default_context(cafile=None if self.ca is None else str(self.ca))
+        context.check_hostname = self.check_hostname
+        if self.cert is not None:
+            context.load_cert_chain(str(self.cert), None if self.key is None else str(self.key))
+        return context
+
+
+@dataclass(frozen=True, slots=True)
 class KafkaAccess:
     """Kafka's servers and how to log in to them (see the module contract)."""
 
     bootstrap: str
     login: ScramLogin | None = None
-    tls: bool = False  # SASL_SSL; only with a login (PLAINTEXT and SASL_* are the protocols)
-    tls_ca: Path | None = None  # PEM CAs to trust; None: the system's
+    tls: ClientTls | None = None  # SASL_SSL; only with a login (PLAINTEXT and SASL_* are used)
 
     def __post_init__(self) -> None:
-        if self.tls and self.login is None:
+        if self.tls is not None and self.login is None:
             raise SettingsError(
                 "TLS without a SASL login (SSL) is not a protocol this project uses"
             )
@@ -81,13 +105,11 @@ class KafkaAccess:
     def protocol(self) -> KafkaProtocol:
         if self.login is None:
             return "PLAINTEXT"
-        return "SASL_SSL" if self.tls else "SASL_PLAINTEXT"
+        return "SASL_PLAINTEXT" if self.tls is None else "SASL_SSL"
 
     def ssl_context(self) -> ssl.SSLContext | None:
         """The TLS context of SASL_SSL, None otherwise."""
-        if not self.tls:
-            return None
-        return ssl.create_default_context(cafile=None if self.tls_ca is None else str(self.tls_ca))
+        return None if self.tls is None else self.tls.context()
 
     def client_options(self) -> dict[str, Any]:
         """aiokafka's keyword arguments: `bootstrap_servers` and the security ones."""
@@ -119,9 +141,8 @@ class KafkaAccess:
                     f'username="{self.login.username}" password="{quoted}";'
                 ),
             }
-            if self.tls and self.tls_ca is not None:
-                options["kafka.ssl.truststore.type"] = "PEM"
-                options["kafka.ssl.truststore.location"] = str(self.tls_ca)
+            if self.tls is not None:
+                options |= _spark_tls(self.tls)
         return options
 
 
@@ -137,9 +158,29 @@ class CassandraLogin:
         return PlainTextAuthProvider(self.role, self.password.get_secret_value())
 
 
-def kafka_admin(bootstrap: str) -> KafkaAccess:
+def _spark_tls(tls: ClientTls) -> dict[str, str]:
+    """A Kafka Java client's TLS options (`kafka.`-prefixed): PEM files, as Python's."""
+    options = {}
+    if tls.ca is not None:
+        options["kafka.ssl.truststore.type"] = "PEM"
+        options["kafka.ssl.truststore.location"] = str(tls.ca)
+    if not tls.check_hostname:
+        options["kafka.ssl.endpoint.identification.algorithm"] = ""
+    if tls.cert is not None:
+        if tls.key is not None:
+            # a Java PEM keystore is one file: the key, then the chain
+            raise SettingsError(
+                "Spark's Kafka client reads its key and certificate from one PEM file: give "
+                "both in KJ_KAFKA_SSL_CERTFILE (key first) and leave KJ_KAFKA_SSL_KEYFILE unset"
+            )
+        options["kafka.ssl.keystore.type"] = "PEM"
+        options["kafka.ssl.keystore.location"] = str(tls.cert)
+    return options
+
+
+def kafka_admin(bootstrap: str, tls: ClientTls | None = None) -> KafkaAccess:
     """The local secured stack's Kafka admin (its only super user) at `bootstrap`."""
-    return KafkaAccess(bootstrap, ScramLogin(KAFKA_ADMIN, dev_password(KAFKA_ADMIN)))
+    return KafkaAccess(bootstrap, ScramLogin(KAFKA_ADMIN, dev_password(KAFKA_ADMIN)), tls)
 
 
 def cassandra_admin() -> CassandraLogin:

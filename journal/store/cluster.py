@@ -52,7 +52,7 @@ from journal.store.topology import (
     DEFAULT_SPECULATIVE_AFTER_MS,
     DEFAULT_WRITE_CONSISTENCY,
 )
-from kjconfig.access import CassandraLogin
+from kjconfig.access import CassandraLogin, ClientTls
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +81,7 @@ class CassandraConfig:
     speculative_after_ms: int = DEFAULT_SPECULATIVE_AFTER_MS  # 0: no speculative executions
     window: int = DEFAULT_REPLICATION_WINDOW  # requests of one replication batch in flight
     login: CassandraLogin | None = None  # None: no authentication
+    tls: ClientTls | None = None  # None: plaintext
     # False with security on: the project's roles may not create schema; the admin does
     create_schema: bool = True
     max_snapshot_bytes: int = DEFAULT_MAX_SNAPSHOT_BYTES
@@ -198,6 +199,7 @@ async def open_session(config: CassandraConfig) -> tuple[Cluster, Session]:
         # mismatch on header", PYTHON-1337; seen once in our CI); v4 has no segments
         protocol_version=PROTOCOL_VERSION,
         auth_provider=None if config.login is None else config.login.auth_provider(),
+        ssl_context=None if config.tls is None else config.tls.context(),
         reconnection_policy=reconnection_policy(),
         # without it, a request written while the previous one's segment is unacknowledged
         # waits for Linux's delayed ACK (Nagle): ~40 ms, most of a worker's store batch

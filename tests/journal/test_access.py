@@ -9,7 +9,7 @@ from pydantic import SecretStr
 
 from app.settings import WorkerSettings
 from journal.settings import Settings
-from kjconfig.access import KafkaAccess, ScramLogin
+from kjconfig.access import ClientTls, KafkaAccess, ScramLogin
 from kjconfig.settings import SettingsError
 
 
@@ -77,7 +77,7 @@ def test_a_ca_file_makes_it_sasl_ssl(tmp_path: Path) -> None:
     assert access.protocol == "SASL_SSL"
     assert access.spark_options()["kafka.ssl.truststore.location"] == str(ca)
     with pytest.raises(ValueError, match="TLS without a SASL login"):
-        KafkaAccess("k:9092", tls=True)
+        KafkaAccess("k:9092", tls=ClientTls())
 
 
 def test_a_missing_password_file_is_named_when_the_settings_load(tmp_path: Path) -> None:
