@@ -29,7 +29,7 @@ from app.logs import json_logging
 from app.settings import WorkerSettings
 from journal import Journals
 from journal.client import Deferred
-from journal.errors import PartitionCountChanged, StoreUnavailable
+from journal.errors import PartitionCountChanged, StoreUnavailable, TlsRefused
 from journal.kafka import (
     JournalProducer,
     TailConfig,
@@ -288,6 +288,8 @@ def prepare_topic(settings: WorkerSettings) -> tuple[int, int]:
     journal = settings.journal
 
     async def prepare() -> tuple[int, int]:
+        # Faust would log a failed handshake and retry for ever: TlsRefused stops it here
+        await asyncio.to_thread(journal.kafka_access().check_tls)
         partitions = await ensure_topic(journal.kafka_access(), journal.topic_spec())
         await _check_recorded(journal, partitions)
         return partitions, await cluster_replicas(journal.kafka_access(), journal.topic_spec())
@@ -319,7 +321,7 @@ def run_worker(settings: WorkerSettings, loglevel: str = "info") -> int:
     sys.setswitchinterval(0.001)
     try:
         partitions, replicas = prepare_topic(settings)
-    except PartitionCountChanged as error:  # before logging is set up: said on stderr
+    except (PartitionCountChanged, TlsRefused) as error:  # before logging: said on stderr
         print(f"the worker refuses to start: {error}", file=sys.stderr, flush=True)
         return 1
     settings.datadir.mkdir(parents=True, exist_ok=True)

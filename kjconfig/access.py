@@ -17,6 +17,7 @@ Contract:
 
 from __future__ import annotations
 
+import socket
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,8 @@ from typing import Any, Literal
 
 from pydantic import SecretStr
 
+from kjconfig.errors import TlsRefused
+from kjconfig.hosts import bootstrap_addresses
 from kjconfig.settings import SettingsError
 
 KafkaProtocol = Literal["PLAINTEXT", "SASL_PLAINTEXT", "SASL_SSL"]
@@ -78,6 +81,41 @@ class ClientTls:
         if self.key is not None and self.cert is None:
             raise SettingsError("a TLS client key without its certificate")
 
+    def check(self, host: str, port: int, timeout: float = 10.0) -> None:
+        """One handshake with `host:port` as the clients make it: `TlsRefused` naming the
+        server and the reason when it fails; nothing when it succeeds or the server does not
+        answer (that is unavailability, the drivers' to report). Drivers report a failed
+        handshake as a lost connection and try again: this says why, once."""
+        try:
+            with (
+                socket.create_connection((host, port), timeout) as raw,
+                self.context().wrap_socket(raw, server_hostname=host),
+            ):
+                return
+        except ssl.SSLCertVerificationError as error:
+            reason = error.verify_message or error.reason or str(error)
+            raise TlsRefused(
+                f"TLS to {host}:{port}: its certificate failed verification: {reason}"
+                f"{_trusting(self.ca)}"
+            ) from None
+        except ssl.SSLError as error:
+            raise TlsRefused(
+                f"TLS to {host}:{port} failed: {error.reason or error} (does it speak TLS, "
+                "and does it accept this client's certificate?)"
+            ) from None
+        except ConnectionResetError as error:
+            # a server that wants a client certificate resets the handshake without one
+            raise TlsRefused(
+                f"TLS to {host}:{port}: the server reset the handshake: {error}"
+            ) from None
+        except OSError:
+            return
+
+    def check_all(self, addresses: list[tuple[str, int]], timeout: float = 10.0) -> None:
+        """`check` each of `addresses` (a bootstrap list, contact points)."""
+        for host, port in addresses:
+            self.check(host, port, timeout)
+
     def context(self) -> ssl.SSLContext:
         """A client context that verifies the server (always) and its name (by default)."""
         context = ssl.create_default_context(cafile=None if self.ca is None else str(self.ca))
@@ -110,6 +148,13 @@ class KafkaAccess:
     def ssl_context(self) -> ssl.SSLContext | None:
         """The TLS context of SASL_SSL, None otherwise."""
         return None if self.tls is None else self.tls.context()
+
+    def check_tls(self, timeout: float = 10.0) -> None:
+        """With TLS, a handshake with each bootstrap server (`ClientTls.check`): a certificate
+        that fails verification raises `TlsRefused` at once, where aiokafka would only log it
+        and retry until its bootstrap gave up."""
+        if self.tls is not None:
+            self.tls.check_all(bootstrap_addresses(self.bootstrap), timeout)
 
     def client_options(self) -> dict[str, Any]:
         """aiokafka's keyword arguments: `bootstrap_servers` and the security ones."""
@@ -156,6 +201,10 @@ class CassandraLogin:
         from cassandra.auth import PlainTextAuthProvider
 
         return PlainTextAuthProvider(self.role, self.password.get_secret_value())
+
+
+def _trusting(ca: Path | None) -> str:
+    return " (trusting the system's CAs)" if ca is None else f" (trusting the CAs of {ca})"
 
 
 def _spark_tls(tls: ClientTls) -> dict[str, str]:

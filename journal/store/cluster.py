@@ -1,7 +1,8 @@
 """Connecting to Cassandra: the store's `CassandraConfig`, and the driver's cluster with our
 execution profiles (the local data centre, consistency, timeout, retries, speculative
 executions), protocol version and reconnection policy. A cluster no host of which answers is
-`StoreUnavailable`; a refused login is `StoreLoginRefused` (no wait cures it).
+`StoreUnavailable`; a refused login is `StoreLoginRefused` and a failed TLS verification
+`TlsRefused` (no wait cures either).
 
 Riding through one slow or dead node (of three replicas, reads and writes at LOCAL_QUORUM):
 the token-aware policy sends a request to a replica of its partition in the local data
@@ -212,6 +213,11 @@ async def open_session(config: CassandraConfig) -> tuple[Cluster, Session]:
         if login_refused(error):
             # a wrong login is no outage: waiting would not cure it
             raise StoreLoginRefused(f"Cassandra refused the login: {error}") from error
+        if config.tls is not None:
+            # nor is a certificate that fails verification: TlsRefused says whose and why
+            await asyncio.to_thread(
+                config.tls.check_all, [(host, config.port) for host in config.hosts]
+            )
         raise StoreUnavailable(f"Cassandra: no host reachable: {error}") from error
     dcs = {host.datacenter for host in cluster.metadata.all_hosts()}
     if config.local_dc is None and len(dcs) > 1:
