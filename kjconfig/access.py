@@ -86,10 +86,15 @@ class ClientTls:
         server and the reason when it fails; nothing when it succeeds or the server does not
         answer (that is unavailability, the drivers' to report). Drivers report a failed
         handshake as a lost connection and try again: this says why, once."""
+        context = self.context()
+        if self.cert is not None:
+            # TLS 1.3 ends the client's handshake before the server checks its certificate;
+            # under 1.2 a refusal of it (expired, unknown CA) comes within the handshake
+            context.maximum_version = ssl.TLSVersion.TLSv1_2
         try:
             with (
                 socket.create_connection((host, port), timeout) as raw,
-                self.context().wrap_socket(raw, server_hostname=host),
+                context.wrap_socket(raw, server_hostname=host),
             ):
                 return
         except ssl.SSLCertVerificationError as error:
@@ -99,6 +104,8 @@ class ClientTls:
                 f"{_trusting(self.ca)}"
             ) from None
         except ssl.SSLError as error:
+            if self.cert is not None and "VERSION" in str(error.reason):
+                return  # a server of TLS 1.3 only: its drivers' handshake says the rest
             raise TlsRefused(
                 f"TLS to {host}:{port} failed: {error.reason or error} (does it speak TLS, "
                 "and does it accept this client's certificate?)"

@@ -9,7 +9,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from journal.errors import SetupMissing
-from journal.kafka.driver_errors import kafka_denied
+from journal.kafka.driver_errors import KafkaError, core_error, kafka_denied
 from kjconfig.access import KafkaAccess
 
 _TOPIC_ALREADY_EXISTS = 36
@@ -52,7 +52,11 @@ async def ensure_topic(kafka: KafkaAccess, spec: TopicSpec, timeout_s: float = 3
     topic if it exists, and gets `KafkaAccessDenied` naming the right if it does not.
     """
     admin = AIOKafkaAdminClient(**kafka.client_options())
-    await admin.start()
+    try:
+        await admin.start()
+    except KafkaError as error:  # the first contact of most processes: the core's error
+        await admin.close()
+        raise core_error(error, f"cannot reach Kafka at {kafka.bootstrap}") from error
     try:
         brokers = len((await admin.describe_cluster())["brokers"])
         replicas, min_insync = replication_for(spec, brokers)

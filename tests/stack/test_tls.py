@@ -1,0 +1,202 @@
+"""The project on the stack with TLS (KJ_SECURITY=true KJ_TLS=true): Kafka's listeners speak
+SASL_SSL only, Cassandra's native port TLS only, both with the stack's certificate
+(stack/tls.py). Every client verifies it: the journal's semantic suite passes through the
+direct client; a plaintext client and a client trusting another CA are refused by Kafka and
+Cassandra, and a server certificate that expired by the clients, each with the error a user
+sees; a capture of the loopback during
+appends shows neither the payload nor a password.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import socket
+import ssl
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from journal.client.journals import Journals
+from journal.core.model import Ack, Event, JsonPayload
+from journal.errors import KafkaUnavailable, StoreUnavailable, TlsRefused
+from journal.kafka.producer import JournalProducer
+from journal.settings import Settings
+from journal.store.cassandra import CassandraStore
+from kjconfig.access import CASSANDRA_ROLES, KAFKA_USERS, ClientTls, dev_password
+from stack import Stack
+from stack.tls import Issued, StackCertificates, issue, new_ca, write_private
+from tests.journal.journal_contract import JournalContract
+from tests.journal.test_journals import Direct
+from tests.support.capture import loopback_capture
+from tests.support.harness import Harness
+from tests.support.secured import Granted, granted_journal
+
+pytestmark = [pytest.mark.integration, pytest.mark.tls]
+
+
+@pytest.fixture(scope="module")
+async def granted(tls_stack: Stack) -> Granted:
+    return await granted_journal(tls_stack)
+
+
+async def _harness(granted: Granted) -> Harness:
+    """The client principal's journals; the replicator's store and quarantine producer."""
+    replicator = granted.as_role("replicator")
+    store = await CassandraStore.connect(replicator.cassandra_config())
+    journals = await Journals.connect(granted.settings)
+    producer = JournalProducer(replicator.kafka_access())
+    await producer.start()
+    return Harness(journals, store, producer, granted.settings)
+
+
+async def _close(harness: Harness) -> None:
+    await harness.producer.stop()
+    await harness.journals.close()
+    await harness.store.close()
+
+
+class TestDirectOverTls(JournalContract):
+    @pytest.fixture(scope="class")
+    @classmethod
+    async def api(cls, granted: Granted, replicating: bool) -> AsyncIterator[Direct]:
+        harness = await _harness(granted)
+        try:
+            yield Direct(harness, replicating)
+        finally:
+            await _close(harness)
+
+
+# --- refusals ----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def other_ca(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A CA file of another authority than the stack's."""
+    path = tmp_path_factory.mktemp("other-ca") / "ca.pem"
+    path.write_bytes(new_ca("not the stack's CA").certificate_pem())
+    return path
+
+
+def _stack_ca(stack: Stack) -> Issued:
+    """The stack's CA (stack/tls.py), to issue the tests' certificates with."""
+    files = StackCertificates(stack.settings.tls_dir)
+    key = serialization.load_pem_private_key(files.ca_key.read_bytes(), password=None)
+    assert isinstance(key, ec.EllipticCurvePrivateKey)
+    return Issued(key, x509.load_pem_x509_certificate(files.ca.read_bytes()))
+
+
+async def _kafka_refusal(settings: Settings) -> BaseException:
+    with pytest.raises((TlsRefused, KafkaUnavailable)) as refused:
+        journals = await asyncio.wait_for(Journals.connect(settings), 60)
+        await journals.close()
+    return refused.value
+
+
+async def _cassandra_refusal(settings: Settings) -> BaseException:
+    with pytest.raises((TlsRefused, StoreUnavailable)) as refused:
+        store = await asyncio.wait_for(CassandraStore.connect(settings.cassandra_config()), 60)
+        await store.close()
+    return refused.value
+
+
+async def test_a_plaintext_client_is_refused_by_kafka_and_cassandra(granted: Granted) -> None:
+    plain = granted.settings.replace(tls="off", kafka_ssl_cafile=None, cassandra_ssl_cafile=None)
+    assert plain.kafka_access().protocol == "SASL_PLAINTEXT" and plain.cassandra_tls() is None
+    kafka = await _kafka_refusal(plain)
+    # the broker closes a connection that does not start with a TLS handshake
+    assert isinstance(kafka, KafkaUnavailable) and "Unable to bootstrap" in str(kafka)
+    cassandra = await _cassandra_refusal(plain)
+    assert isinstance(cassandra, StoreUnavailable)
+    assert "127.0.0.1:" in str(cassandra) and "reset by peer" in str(cassandra)
+
+
+async def test_a_client_trusting_another_ca_refuses_kafka_and_cassandra(
+    granted: Granted, other_ca: Path
+) -> None:
+    settings = granted.settings.replace(kafka_ssl_cafile=other_ca, cassandra_ssl_cafile=other_ca)
+    kafka = await _kafka_refusal(settings)
+    cassandra = await _cassandra_refusal(settings)
+    for error, port in ((kafka, settings.kafka_bootstrap), (cassandra, settings.cassandra_port)):
+        assert isinstance(error, TlsRefused), error
+        assert f"127.0.0.1:{str(port).rpartition(':')[2]}" in str(error)
+        assert "unable to get local issuer certificate" in str(error)
+        assert str(other_ca) in str(error)
+
+
+async def test_the_client_refuses_a_server_certificate_that_expired(
+    tls_stack: Stack, tmp_path: Path
+) -> None:
+    """The other side of an expiry: a server whose certificate (of the stack's CA, for
+    127.0.0.1) expired is refused by the clients' check, before any driver retries."""
+    ca = _stack_ca(tls_stack)
+    now = dt.datetime.now(dt.UTC)
+    a_month_ago, yesterday = now - dt.timedelta(days=30), now - dt.timedelta(days=1)
+    expired = issue(ca, "expired server", not_before=a_month_ago, not_after=yesterday)
+    pem = tmp_path / "server.pem"
+    write_private(pem, expired.key_pem() + expired.certificate_pem())
+    server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_context.load_cert_chain(pem)
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    async def serve() -> None:
+        connection, _ = await asyncio.to_thread(listener.accept)
+        with connection, contextlib.suppress(OSError):
+            server_context.wrap_socket(connection, server_side=True).close()
+
+    serving = asyncio.ensure_future(serve())
+    try:
+        with pytest.raises(TlsRefused, match=f"127.0.0.1:{port}.*certificate has expired"):
+            await asyncio.to_thread(ClientTls(tls_stack.settings.tls_ca).check, "127.0.0.1", port)
+    finally:
+        await asyncio.wait_for(serving, 10)
+        listener.close()
+
+
+# --- on the wire -------------------------------------------------------------------------------
+
+
+async def test_the_loopback_carries_no_payload_nor_password_in_clear(
+    granted: Granted, tls_stack: Stack
+) -> None:
+    kafka_port = tls_stack.settings.kafka_port
+    cassandra_port = tls_stack.settings.cassandra_port
+    marker = "clear-text-marker-4c1f9e"
+    secrets = [
+        dev_password(user).get_secret_value()
+        for user in (*KAFKA_USERS.values(), *CASSANDRA_ROLES.values())
+    ]
+    control = socket.socket()
+    control.bind(("127.0.0.1", 0))
+    control.listen(1)
+    control_port = control.getsockname()[1]
+    with loopback_capture({kafka_port, cassandra_port, control_port}) as capture:
+        # a positive control: the capture does see bytes sent in clear on the loopback
+        with socket.create_connection(("127.0.0.1", control_port)) as sender:
+            sender.sendall(marker.encode())
+        control.accept()[0].close()
+        harness = await _harness(granted)  # the logins happen in here
+        try:
+            journal = harness.journals.journal("wire")
+            for n in range(1, 4):
+                payload = JsonPayload.of({"secret": marker, "n": n})
+                await journal.append([Event(n, frozenset(), payload)], ack=Ack.VERIFIED)
+            await harness.replicate()  # the payload's way into Cassandra
+            assert [e.event.seq_nr async for e in journal.read()] == [1, 2, 3]
+        finally:
+            await _close(harness)
+    control.close()
+    assert marker.encode() in capture.seen(control_port)
+    for port in (kafka_port, cassandra_port):
+        wire = capture.seen(port)
+        assert len(wire) > 1000, f"nothing captured on {port}"
+        assert marker.encode() not in wire
+        for secret in secrets:
+            assert secret.encode() not in wire
+        assert b"journal-client" not in wire  # not even a user name
