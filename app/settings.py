@@ -7,12 +7,14 @@ names KJ_WEB_* and KJ_DATADIR working); flags win.
 
 from __future__ import annotations
 
+import ssl
 from pathlib import Path
 from typing import Any, Literal, Self
 
-from pydantic import AliasChoices, Field, model_validator
+from pydantic import AliasChoices, Field, FilePath, model_validator
 
 from journal.settings import Settings
+from kjconfig.access import ClientTls
 from kjconfig.settings import KJSettings
 from web.limits import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_GROUP_STREAMS
 
@@ -69,6 +71,19 @@ class WorkerSettings(KJSettings):
         gt=0,
         description="how long a read waits for the owner's agent to reach the read's fence",
     )
+    http_ssl_certfile: FilePath | None = Field(
+        default=None,
+        description="the worker's PEM certificate chain (it may hold the key too): set, the "
+        "HTTP API is served over HTTPS only",
+    )
+    http_ssl_keyfile: FilePath | None = Field(
+        default=None, description="the PEM key of KJ_HTTP_SSL_CERTFILE, when not in that file"
+    )
+    http_ssl_cafile: FilePath | None = Field(
+        default=None,
+        description="PEM CA file the other workers' HTTPS certificates are verified against "
+        "when forwarding (default: the system's CAs)",
+    )
     log_format: Literal["text", "json"] = Field(
         default="text", description="text, or json: one JSON object per line (app/logs.py)"
     )
@@ -101,7 +116,31 @@ class WorkerSettings(KJSettings):
             )
         return self
 
+    @model_validator(mode="after")
+    def _key_with_its_certificate(self) -> Self:
+        if self.http_ssl_keyfile is not None and self.http_ssl_certfile is None:
+            raise ValueError("KJ_HTTP_SSL_KEYFILE needs KJ_HTTP_SSL_CERTFILE (its certificate)")
+        return self
+
+    @property
+    def https(self) -> bool:
+        return self.http_ssl_certfile is not None
+
     @property
     def url(self) -> str:
         """Where other workers and clients reach this worker (KJ_HTTP_URL or the bind address)."""
-        return self.web_url or f"http://{self.web_host}:{self.web_port}"
+        scheme = "https" if self.https else "http"
+        return self.web_url or f"{scheme}://{self.web_host}:{self.web_port}"
+
+    def server_ssl_context(self) -> ssl.SSLContext | None:
+        """The HTTPS API's context (KJ_HTTP_SSL_CERTFILE), None for plain HTTP."""
+        if self.http_ssl_certfile is None:
+            return None
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        keyfile = None if self.http_ssl_keyfile is None else str(self.http_ssl_keyfile)
+        context.load_cert_chain(str(self.http_ssl_certfile), keyfile)
+        return context
+
+    def forwarding_tls(self) -> ClientTls:
+        """How this worker verifies the others when it forwards to them over HTTPS."""
+        return ClientTls(self.http_ssl_cafile, check_hostname=self.journal.ssl_check_hostname)

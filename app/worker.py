@@ -90,6 +90,7 @@ def create_app(
         web_tables_enabled=False,
         web_router_enabled=False,
         web_application_options={"client_max_size": settings.max_body_bytes},
+        web_ssl_context=settings.server_ssl_context(),  # HTTPS only when it is set
         worker_redirect_stdouts=False,  # the welcome text is for the terminal, not the log
     )
     skipped = SkippedBatches()  # the undecodable batches the agent's consumer went past
@@ -273,7 +274,7 @@ def _mount_web(
     app.sensors.add(FaustTimings(METRICS))
     # a leaving worker neither serves nor forwards a request: it answers 503 not_ready
     web_app.middlewares.append(draining.middleware)
-    forwarder = Forwarder(owners)
+    forwarder = Forwarder(owners, tls=settings.forwarding_tls().context())
     # inside the API's error middleware and token check: a forwarded request was checked here
     # and carries its Authorization header on, for the owner to check it again
     web_app.middlewares.append(forwarder.middleware)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -20,6 +21,7 @@ import aiohttp
 from yarl import URL
 
 from journal.settings import Settings
+from kjconfig.access import ClientTls
 
 REPO = Path(__file__).resolve().parents[1]  # the checkout: workers run `python -m app.cli` in it
 
@@ -44,8 +46,24 @@ class WorkerProcess:
     process: subprocess.Popen[bytes] | None = None
 
     @property
+    def https(self) -> bool:
+        """Whether it serves HTTPS: given a certificate (KJ_HTTP_SSL_CERTFILE) in `env`."""
+        return bool(self.env.get("KJ_HTTP_SSL_CERTFILE"))
+
+    @property
     def url(self) -> URL:
-        return URL(f"http://127.0.0.1:{self.port}")
+        return URL(f"{'https' if self.https else 'http'}://127.0.0.1:{self.port}")
+
+    def http_ssl(self) -> ssl.SSLContext | bool:
+        """What a client of its API verifies it with: the CA of KJ_HTTP_SSL_CAFILE in `env`
+        (else the system's) over HTTPS; aiohttp's default (True) otherwise."""
+        if not self.https:
+            return True
+        ca = self.env.get("KJ_HTTP_SSL_CAFILE")
+        return ClientTls(None if ca is None else Path(ca)).context()
+
+    def http_connector(self) -> aiohttp.TCPConnector:
+        return aiohttp.TCPConnector(ssl=self.http_ssl())
 
     @property
     def log(self) -> Path:
@@ -85,7 +103,7 @@ class WorkerProcess:
         """Until /readyz answers 200 (assigned, recovered, connected)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
-        async with aiohttp.ClientSession() as session:
+        async with aiohttp.ClientSession(connector=self.http_connector()) as session:
             while True:
                 if self.process is None or self.process.poll() is not None:
                     raise RuntimeError(f"the worker on {self.port} exited:\n{self.tail()}")

@@ -14,14 +14,16 @@ import contextlib
 import datetime as dt
 import socket
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import aiohttp
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from app.http_tokens import client_headers
 from journal.client.journals import Journals
 from journal.core.model import Ack, Event, JsonPayload
 from journal.errors import KafkaUnavailable, StoreUnavailable, TlsRefused
@@ -35,7 +37,15 @@ from tests.journal.journal_contract import JournalContract
 from tests.journal.test_journals import Direct
 from tests.support.capture import loopback_capture
 from tests.support.harness import Harness
+from tests.support.http_api import HttpJournals
 from tests.support.secured import Granted, granted_journal
+from tests.support.workers import (
+    WorkerProcess,
+    metric,
+    running_workers,
+    suite_over,
+    wait_settled,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.tls]
 
@@ -200,3 +210,102 @@ async def test_the_loopback_carries_no_payload_nor_password_in_clear(
         for secret in secrets:
             assert secret.encode() not in wire
         assert b"journal-client" not in wire  # not even a user name
+
+
+# --- the HTTP API over HTTPS, two workers ------------------------------------------------------
+
+
+def _https_env(stack: Stack) -> dict[str, str]:
+    """A worker on the TLS stack: its clients trust the stack's CA, and it serves HTTPS with
+    the stack's server certificate (named for 127.0.0.1), which the other worker verifies."""
+    ca, server = str(stack.settings.tls_ca), str(StackCertificates(stack.settings.tls_dir).server)
+    return {
+        "KJ_TLS": "true",
+        "KJ_KAFKA_SSL_CAFILE": ca,
+        "KJ_CASSANDRA_SSL_CAFILE": ca,
+        "KJ_HTTP_SSL_CERTFILE": server,
+        "KJ_HTTP_SSL_CAFILE": ca,
+    }
+
+
+@pytest.fixture(scope="module")
+async def http_granted(tls_stack: Stack) -> Granted:
+    return await granted_journal(tls_stack, partitions=4)
+
+
+@pytest.fixture(scope="module")
+async def http_client(http_granted: Granted) -> AsyncIterator[Journals]:
+    async with await Journals.connect(http_granted.settings) as journals:
+        yield journals
+
+
+@pytest.fixture(scope="module")
+def workers(
+    http_granted: Granted, tls_stack: Stack, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[list[WorkerProcess]]:
+    env = _https_env(tls_stack)
+    with running_workers(
+        http_granted.settings, tmp_path_factory, app_id=http_granted.app_id, env=env
+    ) as both:
+        yield both
+
+
+@pytest.fixture(scope="module")
+async def http_api(
+    http_granted: Granted, http_client: Journals, workers: list[WorkerProcess]
+) -> AsyncIterator[HttpJournals]:
+    await wait_settled(workers)  # both hold partitions: half the requests are forwarded
+    async with suite_over(HttpJournals, workers, http_granted.settings, http_client.store) as api:
+        yield api
+
+
+class TestTwoWorkersOverHttps(JournalContract):
+    """Each request goes to the other worker than the last: half are forwarded, over HTTPS."""
+
+    @pytest.fixture
+    def api(self, http_api: HttpJournals) -> HttpJournals:
+        return http_api
+
+
+async def test_the_workers_serve_https_only(
+    http_api: HttpJournals, workers: list[WorkerProcess], other_ca: Path
+) -> None:
+    assert all(str(worker.url).startswith("https://127.0.0.1:") for worker in workers)
+    port = workers[0].port
+    # a plaintext client: the worker closes a connection that does not begin with TLS
+    async with aiohttp.ClientSession() as plain:
+        with pytest.raises(aiohttp.ClientError) as refused:
+            await plain.get(f"http://127.0.0.1:{port}/readyz")
+    assert isinstance(refused.value, aiohttp.ServerDisconnectedError | aiohttp.ClientOSError)
+    # a client trusting another CA: aiohttp names the host and the reason
+    wrong = aiohttp.TCPConnector(ssl=ClientTls(other_ca).context())
+    async with aiohttp.ClientSession(connector=wrong) as session:
+        with pytest.raises(aiohttp.ClientConnectorCertificateError) as untrusted:
+            await session.get(f"https://127.0.0.1:{port}/readyz")
+    assert f"127.0.0.1:{port}" in str(untrusted.value)
+    assert "unable to get local issuer certificate" in str(untrusted.value)
+
+
+async def test_the_loopback_carries_no_token_nor_payload_to_the_workers(
+    http_api: HttpJournals, workers: list[WorkerProcess], http_granted: Granted
+) -> None:
+    marker = "https-clear-text-marker-7d2b"
+    token = client_headers(http_granted.settings)["Authorization"].removeprefix("Bearer ")
+    assert token
+    ports = {worker.port for worker in workers}
+
+    async def forwarded() -> float:
+        return sum([await metric(w, "kafka_journal_forwarded_requests_total") for w in workers])
+
+    before = await forwarded()
+    with loopback_capture(ports) as capture:
+        for k in range(4):  # spread over the partitions: some forwarded worker to worker
+            batch = [Event(1, frozenset(), JsonPayload.of({"secret": marker, "k": k}))]
+            await http_api.append(f"https-wire-{k}", batch)
+            assert [e.seq_nr for e in await http_api.read(f"https-wire-{k}")] == [1]
+    assert await forwarded() > before  # worker to worker too, over HTTPS
+    for port in ports:
+        wire = capture.seen(port)
+        assert len(wire) > 1000, f"nothing captured on {port}"
+        assert marker.encode() not in wire and token.encode() not in wire
+        assert b"Authorization" not in wire and b"POST /journals" not in wire
