@@ -33,6 +33,18 @@ def free_port() -> int:
         return port
 
 
+def _tls_env(settings: Settings) -> dict[str, str]:
+    """The settings' TLS to Kafka and Cassandra, for the worker to speak it as they do."""
+    env = {"KJ_TLS": settings.tls, "KJ_SSL_CHECK_HOSTNAME": str(settings.ssl_check_hostname)}
+    for variable, path in (
+        ("KJ_KAFKA_SSL_CAFILE", settings.kafka_ssl_cafile),
+        ("KJ_CASSANDRA_SSL_CAFILE", settings.cassandra_ssl_cafile),
+    ):
+        if path is not None:
+            env[variable] = str(path)
+    return env
+
+
 @dataclass
 class WorkerProcess:
     settings: Settings
@@ -87,6 +99,7 @@ class WorkerProcess:
             "KJ_SEGMENT_SIZE": str(s.segment_size),
             "KJ_APP_ID": self.app_id,
             "KJ_SECURITY": s.security,  # the worker's login then defaults as the settings' do
+            **_tls_env(s),
             **self.env,
         }
         command = [sys.executable, "-m", "app.cli", self.command, "--http-port", str(self.port)]

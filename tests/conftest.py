@@ -16,9 +16,11 @@ the `stack` itself when KJ_SECURITY=on, otherwise a second stack beside it (data
 KJ_SECURITY=on, integration tests not marked `secured` are deselected: they talk to the
 servers without logins by design (`KJ_SECURITY=on make test` = unit + secured tests).
 
-`tls_stack` gives tests marked `tls` the stack with TLS (`KJ_SECURITY=true KJ_TLS=true make
-test` = unit + tls tests: every other integration test is deselected, as they speak no TLS);
-without KJ_TLS the `tls` tests are deselected, never skipped.
+With KJ_TLS=true (and KJ_SECURITY=true) only the integration tests marked `tls` are collected
+(`KJ_SECURITY=true KJ_TLS=true make test` = unit + tls tests): the others speak no TLS. A
+`secured` test marked `tls` too runs on either stack (its clients' settings come from
+tests/support/secured.py, which follows the stack). `tls_stack` is the stack with TLS; without
+KJ_TLS the tests that ask for it are deselected, never skipped.
 
 `keyspace` gives each module a fresh keyspace its harnesses share (one per module: creating
 one is slow); `connected`, a harness on it shared by the module's tests (a module that needs
@@ -53,14 +55,16 @@ def _tls_on() -> bool:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     tls = _tls_on()
-    if tls:  # only the tests written for TLS know its settings (the CA, KJ_TLS)
+    if tls:  # only the tests marked for TLS know its settings (the CA, KJ_TLS)
         other = [i for i in items if "integration" in i.keywords and "tls" not in i.keywords]
     elif _security_on():
         other = [i for i in items if "integration" in i.keywords and "secured" not in i.keywords]
     else:
         other = []
     if not tls:  # they need the TLS stack: KJ_SECURITY=true KJ_TLS=true make test
-        other += [i for i in items if "tls" in i.keywords]
+        other += [
+            i for i in items if "tls_stack" in getattr(i, "fixturenames", ()) and i not in other
+        ]
     if other:
         config.hook.pytest_deselected(items=other)
         items[:] = [item for item in items if item not in other]
