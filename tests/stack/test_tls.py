@@ -23,6 +23,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from app.cli import main
 from app.http_tokens import client_headers
 from journal.client.journals import Journals
 from journal.core.model import Ack, Event, JsonPayload
@@ -309,3 +310,49 @@ async def test_the_loopback_carries_no_token_nor_payload_to_the_workers(
         assert len(wire) > 1000, f"nothing captured on {port}"
         assert marker.encode() not in wire and token.encode() not in wire
         assert b"Authorization" not in wire and b"POST /journals" not in wire
+
+
+async def test_a_worker_trusting_another_ca_refuses_to_start_and_says_why(
+    granted: Granted, tmp_path: Path, other_ca: Path
+) -> None:
+    worker = WorkerProcess(
+        granted.settings,
+        granted.app_id,
+        tmp_path / "worker",
+        env={"KJ_KAFKA_SSL_CAFILE": str(other_ca)},
+    )
+    worker.start()
+    assert worker.process is not None
+    code = await asyncio.to_thread(worker.process.wait, 120)  # no retry loop: it exits
+    assert code == 1
+    assert (
+        "the worker refuses to start: TLS to 127.0.0.1:"
+        f"{granted.settings.kafka_bootstrap.rpartition(':')[2]}: its certificate failed "
+        "verification: unable to get local issuer certificate"
+    ) in worker.log.read_text()
+
+
+def test_the_command_line_says_why_tls_failed_without_a_trace(
+    granted: Granted,
+    tls_stack: Stack,
+    other_ca: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    s = granted.settings
+    for variable, value in {
+        "KJ_KAFKA_BOOTSTRAP": s.kafka_bootstrap,
+        "KJ_CASSANDRA_HOSTS": s.cassandra_hosts,
+        "KJ_CASSANDRA_PORT": str(s.cassandra_port),
+        "KJ_TOPIC": s.topic,
+        "KJ_KEYSPACE": s.keyspace,
+        "KJ_SECURITY": "true",
+        "KJ_TLS": "true",
+        "KJ_KAFKA_SSL_CAFILE": str(tls_stack.settings.tls_ca),
+        "KJ_CASSANDRA_SSL_CAFILE": str(other_ca),
+    }.items():
+        monkeypatch.setenv(variable, value)
+    assert main(["state", "cli-1"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"kafka-journal: TLS to 127.0.0.1:{s.cassandra_port}: its certificate")
+    assert "Traceback" not in err
