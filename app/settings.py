@@ -84,6 +84,11 @@ class WorkerSettings(KJSettings):
         description="PEM CA file the other workers' HTTPS certificates are verified against "
         "when forwarding (default: the system's CAs)",
     )
+    http_ssl_client_cafile: FilePath | None = Field(
+        default=None,
+        description="PEM CA file of the client certificates the HTTPS API requires (mutual "
+        "TLS; a worker forwarding presents KJ_HTTP_SSL_CERTFILE); default: none required",
+    )
     log_format: Literal["text", "json"] = Field(
         default="text", description="text, or json: one JSON object per line (app/logs.py)"
     )
@@ -118,8 +123,12 @@ class WorkerSettings(KJSettings):
 
     @model_validator(mode="after")
     def _key_with_its_certificate(self) -> Self:
-        if self.http_ssl_keyfile is not None and self.http_ssl_certfile is None:
-            raise ValueError("KJ_HTTP_SSL_KEYFILE needs KJ_HTTP_SSL_CERTFILE (its certificate)")
+        if self.http_ssl_certfile is None and (
+            self.http_ssl_keyfile is not None or self.http_ssl_client_cafile is not None
+        ):
+            raise ValueError(
+                "KJ_HTTP_SSL_KEYFILE and KJ_HTTP_SSL_CLIENT_CAFILE need KJ_HTTP_SSL_CERTFILE"
+            )
         return self
 
     @property
@@ -139,8 +148,17 @@ class WorkerSettings(KJSettings):
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         keyfile = None if self.http_ssl_keyfile is None else str(self.http_ssl_keyfile)
         context.load_cert_chain(str(self.http_ssl_certfile), keyfile)
+        if self.http_ssl_client_cafile is not None:  # mutual TLS: no certificate, no request
+            context.verify_mode = ssl.CERT_REQUIRED
+            context.load_verify_locations(str(self.http_ssl_client_cafile))
         return context
 
     def forwarding_tls(self) -> ClientTls:
-        """How this worker verifies the others when it forwards to them over HTTPS."""
-        return ClientTls(self.http_ssl_cafile, check_hostname=self.journal.ssl_check_hostname)
+        """How this worker verifies the others when it forwards to them over HTTPS, and the
+        certificate it presents if they ask for one (mutual TLS): its own."""
+        return ClientTls(
+            self.http_ssl_cafile,
+            self.http_ssl_certfile,
+            self.http_ssl_keyfile,
+            self.journal.ssl_check_hostname,
+        )

@@ -68,11 +68,17 @@ class WorkerProcess:
 
     def http_ssl(self) -> ssl.SSLContext | bool:
         """What a client of its API verifies it with: the CA of KJ_HTTP_SSL_CAFILE in `env`
-        (else the system's) over HTTPS; aiohttp's default (True) otherwise."""
+        (else the system's) over HTTPS, presenting the worker's own certificate when it asks
+        for one (KJ_HTTP_SSL_CLIENT_CAFILE); aiohttp's default (True) otherwise."""
         if not self.https:
             return True
         ca = self.env.get("KJ_HTTP_SSL_CAFILE")
-        return ClientTls(None if ca is None else Path(ca)).context()
+        mutual = bool(self.env.get("KJ_HTTP_SSL_CLIENT_CAFILE"))
+        cert = Path(self.env["KJ_HTTP_SSL_CERTFILE"]) if mutual else None
+        key = self.env.get("KJ_HTTP_SSL_KEYFILE") if mutual else None
+        return ClientTls(
+            None if ca is None else Path(ca), cert, None if key is None else Path(key)
+        ).context()
 
     def http_connector(self) -> aiohttp.TCPConnector:
         return aiohttp.TCPConnector(ssl=self.http_ssl())

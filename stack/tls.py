@@ -18,6 +18,7 @@ import datetime as dt
 import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
@@ -129,15 +130,20 @@ def issue(
     common_name: str,
     names: tuple[str, ...] = SERVER_NAMES,
     *,
-    client: bool = False,
+    usage: Literal["server", "client", "both"] = "server",
     not_before: dt.datetime | None = None,
     not_after: dt.datetime | None = None,
 ) -> Issued:
-    """A certificate signed by `ca` for `names` (DNS names or IP addresses): a server's, or
-    a client's (`client`, for mutual TLS). The validity defaults to now .. SERVER_DAYS."""
+    """A certificate signed by `ca` for `names` (DNS names or IP addresses): a server's, a
+    client's (for mutual TLS), or both (a worker's: it serves HTTPS and, forwarding, is a
+    client of the others). The validity defaults to now .. SERVER_DAYS."""
     key = ec.generate_private_key(ec.SECP256R1())
     now = _now()
-    usage = ExtendedKeyUsageOID.CLIENT_AUTH if client else ExtendedKeyUsageOID.SERVER_AUTH
+    usages = {
+        "server": [ExtendedKeyUsageOID.SERVER_AUTH],
+        "client": [ExtendedKeyUsageOID.CLIENT_AUTH],
+        "both": [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH],
+    }[usage]
     builder = (
         x509.CertificateBuilder()
         .subject_name(_name(common_name))
@@ -147,7 +153,7 @@ def issue(
         .not_valid_before(not_before or now - dt.timedelta(minutes=5))
         .not_valid_after(not_after or now + dt.timedelta(days=SERVER_DAYS))
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+        .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
         .add_extension(
             x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.key.public_key()), False
         )
@@ -194,7 +200,8 @@ def ensure_certificates(directory: Path) -> StackCertificates:
         write_private(files.ca_key, ca.key_pem())
         files.ca.write_bytes(ca.certificate_pem())
     if not _fresh(files.server) or not _signed_by(files.server, ca):
-        server = issue(ca, "kafka-journal local server")
+        # both: a worker on the local stack may serve with it and present it when forwarding
+        server = issue(ca, "kafka-journal local server", usage="both")
         write_private(files.server, server.key_pem() + server.certificate_pem())
     return files
 

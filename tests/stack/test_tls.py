@@ -16,6 +16,7 @@ import socket
 import ssl
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Literal
 
 import aiohttp
 import pytest
@@ -216,17 +217,38 @@ async def test_the_loopback_carries_no_payload_nor_password_in_clear(
 # --- the HTTP API over HTTPS, two workers ------------------------------------------------------
 
 
-def _https_env(stack: Stack) -> dict[str, str]:
-    """A worker on the TLS stack: its clients trust the stack's CA, and it serves HTTPS with
-    the stack's server certificate (named for 127.0.0.1), which the other worker verifies."""
-    ca, server = str(stack.settings.tls_ca), str(StackCertificates(stack.settings.tls_dir).server)
+def _https_env(stack: Stack, worker_cert: Path) -> dict[str, str]:
+    """A worker on the TLS stack: its clients trust the stack's CA; it serves HTTPS with a
+    certificate of that CA named for 127.0.0.1, and requires its clients' certificates (mutual
+    TLS): the other worker, forwarding, presents its own."""
+    ca = str(stack.settings.tls_ca)
     return {
         "KJ_TLS": "true",
         "KJ_KAFKA_SSL_CAFILE": ca,
         "KJ_CASSANDRA_SSL_CAFILE": ca,
-        "KJ_HTTP_SSL_CERTFILE": server,
+        "KJ_HTTP_SSL_CERTFILE": str(worker_cert),
         "KJ_HTTP_SSL_CAFILE": ca,
+        "KJ_HTTP_SSL_CLIENT_CAFILE": ca,
     }
+
+
+def _certificate(
+    stack: Stack, directory: Path, usage: Literal["server", "client", "both"], expired: bool
+) -> Path:
+    """A certificate of the stack's CA (key, then certificate), for 127.0.0.1 and localhost."""
+    now = dt.datetime.now(dt.UTC)
+    start, end = (
+        (now - dt.timedelta(days=30), now - dt.timedelta(days=1)) if expired else (None, None)
+    )
+    issued = issue(_stack_ca(stack), f"test {usage}", usage=usage, not_before=start, not_after=end)
+    path = directory / f"{usage}{'-expired' if expired else ''}.pem"
+    write_private(path, issued.key_pem() + issued.certificate_pem())
+    return path
+
+
+@pytest.fixture(scope="module")
+def certificates(tls_stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("certificates")
 
 
 @pytest.fixture(scope="module")
@@ -242,9 +264,12 @@ async def http_client(http_granted: Granted) -> AsyncIterator[Journals]:
 
 @pytest.fixture(scope="module")
 def workers(
-    http_granted: Granted, tls_stack: Stack, tmp_path_factory: pytest.TempPathFactory
+    http_granted: Granted,
+    tls_stack: Stack,
+    tmp_path_factory: pytest.TempPathFactory,
+    certificates: Path,
 ) -> Iterator[list[WorkerProcess]]:
-    env = _https_env(tls_stack)
+    env = _https_env(tls_stack, _certificate(tls_stack, certificates, "both", expired=False))
     with running_workers(
         http_granted.settings, tmp_path_factory, app_id=http_granted.app_id, env=env
     ) as both:
@@ -284,7 +309,34 @@ async def test_the_workers_serve_https_only(
         with pytest.raises(aiohttp.ClientConnectorCertificateError) as untrusted:
             await session.get(f"https://127.0.0.1:{port}/readyz")
     assert f"127.0.0.1:{port}" in str(untrusted.value)
-    assert "unable to get local issuer certificate" in str(untrusted.value)
+    # the worker sends its CA with its certificate (OpenSSL builds the chain from the client
+    # CAs it loaded), so the reason is the chain's self-signed root, not a missing issuer
+    assert "certificate verify failed: self-signed certificate in certificate chain" in str(
+        untrusted.value
+    )
+
+
+async def test_the_workers_require_a_valid_client_certificate(
+    http_api: HttpJournals, workers: list[WorkerProcess], tls_stack: Stack, certificates: Path
+) -> None:
+    url = f"{workers[0].url}/readyz"
+    ca = tls_stack.settings.tls_ca
+
+    async def status(tls: ClientTls) -> int:
+        async with (
+            aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=tls.context())) as session,
+            session.get(url) as response,
+        ):
+            return response.status
+
+    client = _certificate(tls_stack, certificates, "client", expired=False)
+    assert await status(ClientTls(ca, client)) == 200  # the control: a valid one is served
+    expired = _certificate(tls_stack, certificates, "client", expired=True)
+    for refused in (ClientTls(ca), ClientTls(ca, expired)):  # none, and an expired one
+        with pytest.raises(aiohttp.ClientError) as error:
+            await status(refused)
+        # TLS 1.3: the worker's alert arrives after the client's handshake, on the first read
+        assert isinstance(error.value, aiohttp.ClientOSError | aiohttp.ServerDisconnectedError)
 
 
 async def test_the_loopback_carries_no_token_nor_payload_to_the_workers(

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import ipaddress
+import ssl
 import stat
 from pathlib import Path
 
 import pytest
 from cryptography import x509
 
+from app.settings import WorkerSettings
 from kjconfig.settings import SettingsError
 from stack.security import cassandra_tls_yaml, kafka_properties
 from stack.settings import StackSettings
@@ -49,3 +51,21 @@ def test_tls_needs_security() -> None:
     secured = StackSettings.from_env({"KJ_TLS": "true", "KJ_SECURITY": "true"})
     assert secured.client_tls is not None and secured.client_tls.ca == secured.tls_ca
     assert secured.kafka_access.protocol == "SASL_SSL"
+
+
+def test_a_worker_with_a_certificate_serves_https_and_may_require_clients_ones(
+    tmp_path: Path,
+) -> None:
+    files = ensure_certificates(tmp_path)
+    plain = WorkerSettings.from_env({})
+    assert plain.url.startswith("http://") and plain.server_ssl_context() is None
+    https = WorkerSettings.from_env({"KJ_HTTP_SSL_CERTFILE": str(files.server)})
+    assert https.url == "https://127.0.0.1:6066"
+    context = https.server_ssl_context()
+    assert context is not None and context.verify_mode == ssl.CERT_NONE
+    mutual = https.replace(http_ssl_client_cafile=files.ca)
+    context = mutual.server_ssl_context()
+    assert context is not None and context.verify_mode == ssl.CERT_REQUIRED
+    assert mutual.forwarding_tls().cert == files.server  # presented when forwarding
+    with pytest.raises(SettingsError, match="need KJ_HTTP_SSL_CERTFILE"):
+        WorkerSettings.from_env({"KJ_HTTP_SSL_CLIENT_CAFILE": str(files.ca)})
