@@ -210,6 +210,27 @@ class CassandraLogin:
         return PlainTextAuthProvider(self.role, self.password.get_secret_value())
 
 
+def refuse_plaintext_to_tls(addresses: list[tuple[str, int]], timeout: float = 2.0) -> None:
+    """For a plaintext client the server refused: `TlsRefused` when one of `addresses` speaks
+    TLS (a handshake, nothing verified: only whether it answers one), which no wait cures."""
+    probe = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    probe.check_hostname = False
+    probe.verify_mode = ssl.CERT_NONE
+    for host, port in addresses:
+        try:
+            with (
+                socket.create_connection((host, port), timeout) as raw,
+                probe.wrap_socket(raw, server_hostname=host),
+            ):
+                pass
+        except OSError:
+            continue  # no TLS there either: the drivers' error stands
+        raise TlsRefused(
+            f"{host}:{port} speaks TLS only and this client speaks none: set KJ_TLS=true "
+            "(with its CA file: docs/operations.md, TLS certificates)"
+        )
+
+
 def _trusting(ca: Path | None) -> str:
     return " (trusting the system's CAs)" if ca is None else f" (trusting the CAs of {ca})"
 

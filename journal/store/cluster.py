@@ -53,7 +53,7 @@ from journal.store.topology import (
     DEFAULT_SPECULATIVE_AFTER_MS,
     DEFAULT_WRITE_CONSISTENCY,
 )
-from kjconfig.access import CassandraLogin, ClientTls
+from kjconfig.access import CassandraLogin, ClientTls, refuse_plaintext_to_tls
 
 log = logging.getLogger(__name__)
 
@@ -213,11 +213,13 @@ async def open_session(config: CassandraConfig) -> tuple[Cluster, Session]:
         if login_refused(error):
             # a wrong login is no outage: waiting would not cure it
             raise StoreLoginRefused(f"Cassandra refused the login: {error}") from error
+        # nor is a certificate that fails verification, nor a TLS-only server to a plaintext
+        # client: TlsRefused says which server and why
+        addresses = [(host, config.port) for host in config.hosts]
         if config.tls is not None:
-            # nor is a certificate that fails verification: TlsRefused says whose and why
-            await asyncio.to_thread(
-                config.tls.check_all, [(host, config.port) for host in config.hosts]
-            )
+            await asyncio.to_thread(config.tls.check_all, addresses)
+        else:
+            await asyncio.to_thread(refuse_plaintext_to_tls, addresses)
         raise StoreUnavailable(f"Cassandra: no host reachable: {error}") from error
     dcs = {host.datacenter for host in cluster.metadata.all_hosts()}
     if config.local_dc is None and len(dcs) > 1:
