@@ -29,6 +29,7 @@ from app.settings import WorkerSettings
 from journal import SEQ_NR_MAX
 from journal.settings import HttpAuthSettings, Settings
 from journal.version import VERSION
+from kjconfig.errors import TlsRefused
 from kjconfig.settings import (
     RENAMED,
     KJSettings,
@@ -638,6 +639,9 @@ def run_group(group: click.Group, prog_name: str, argv: list[str] | None = None)
         return error.exit_code
     except click.Abort:
         print("Aborted!", file=sys.stderr)
+        return 1
+    except TlsRefused as error:  # a certificate problem, the operator's: the reason, no trace
+        print(f"{prog_name}: {error}", file=sys.stderr)
         return 1
     return result if isinstance(result, int) else 0
 

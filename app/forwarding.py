@@ -36,6 +36,7 @@ then this worker's to serve, it comes back to this worker as a forwarded request
 from __future__ import annotations
 
 import logging
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from types import SimpleNamespace
 from typing import Any, Protocol
@@ -214,8 +215,10 @@ class Forwarder:
         *,
         owner_wait_s: float = OWNER_WAIT_S,
         retry_after_s: int = DEFAULT_RETRY_AFTER_S,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self._owners = owners
+        self._tls = tls  # verifies an https owner (None: the system's CAs)
         self._owner_wait_s = owner_wait_s
         self._retry_after_s = retry_after_s
         self._session: aiohttp.ClientSession | None = None
@@ -309,6 +312,7 @@ class Forwarder:
                 # total=None: a read's stream lasts as long as its journal
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=OWNER_CONNECT_TIMEOUT_S),
                 trace_configs=[tracing],
+                connector=aiohttp.TCPConnector(ssl=self._tls if self._tls is not None else True),
             )
         headers = _end_to_end(request.headers)
         headers[FORWARDED_HEADER] = "1"

@@ -26,6 +26,7 @@ from kjconfig.access import (
     CASSANDRA_READER,
     CASSANDRA_WRITER,
     KAFKA_USERS,
+    ClientTls,
     KafkaAccess,
     cassandra_admin,
     kafka_admin,
@@ -142,9 +143,11 @@ async def create_acls(admin: KafkaAccess, acls: list[Acl]) -> None:
         await client.close()
 
 
-async def grant_keyspace(hosts: list[str], port: int, keyspace: str, replication: str) -> None:
+async def grant_keyspace(
+    hosts: list[str], port: int, keyspace: str, replication: str, tls: ClientTls | None = None
+) -> None:
     """Create the journal schema in `keyspace` as the admin, and grant the roles on it."""
-    cluster = cassandra_cluster(hosts, port, cassandra_admin())
+    cluster = cassandra_cluster(hosts, port, cassandra_admin(), tls)
     try:
         session = await asyncio.to_thread(cluster.connect)
         await ensure_schema(session, keyspace, replication)
@@ -171,14 +174,15 @@ async def grant_journal(
     keyspace: str,
     replication: str,
     app_id: str,
+    tls: ClientTls | None = None,
 ) -> None:
     """What an administrator does before the principals can run a journal: create the action
     topic, its quarantine and the keyspace's schema, and give the principals their rights."""
-    admin = kafka_admin(bootstrap)
+    admin = kafka_admin(bootstrap, tls)
     await ensure_topic(admin, topic)
     await ensure_topic(admin, TopicSpec(quarantine_topic(topic.name), 1, topic.replication_factor))
     await create_acls(admin, journal_acls(topic.name, app_id))
-    await grant_keyspace(cassandra_hosts, cassandra_port, keyspace, replication)
+    await grant_keyspace(cassandra_hosts, cassandra_port, keyspace, replication, tls)
 
 
 def provision(stack: Stack) -> None:
@@ -194,7 +198,7 @@ def provision(stack: Stack) -> None:
     asyncio.run(
         grant_journal(
             s.kafka_bootstrap, s.cassandra_hosts, s.cassandra_port, journal.topic_spec(),
-            journal.keyspace, journal.keyspace_replication, app_id,
+            journal.keyspace, journal.keyspace_replication, app_id, s.client_tls,
         )
     )  # fmt: skip
 

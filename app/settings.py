@@ -7,12 +7,14 @@ names KJ_WEB_* and KJ_DATADIR working); flags win.
 
 from __future__ import annotations
 
+import ssl
 from pathlib import Path
 from typing import Any, Literal, Self
 
-from pydantic import AliasChoices, Field, model_validator
+from pydantic import AliasChoices, Field, FilePath, model_validator
 
 from journal.settings import Settings
+from kjconfig.access import ClientTls
 from kjconfig.settings import KJSettings
 from web.limits import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_GROUP_STREAMS
 
@@ -69,6 +71,24 @@ class WorkerSettings(KJSettings):
         gt=0,
         description="how long a read waits for the owner's agent to reach the read's fence",
     )
+    http_ssl_certfile: FilePath | None = Field(
+        default=None,
+        description="the worker's PEM certificate chain (it may hold the key too): set, the "
+        "HTTP API is served over HTTPS only",
+    )
+    http_ssl_keyfile: FilePath | None = Field(
+        default=None, description="the PEM key of KJ_HTTP_SSL_CERTFILE, when not in that file"
+    )
+    http_ssl_cafile: FilePath | None = Field(
+        default=None,
+        description="PEM CA file the other workers' HTTPS certificates are verified against "
+        "when forwarding (default: the system's CAs)",
+    )
+    http_ssl_client_cafile: FilePath | None = Field(
+        default=None,
+        description="PEM CA file of the client certificates the HTTPS API requires (mutual "
+        "TLS; a worker forwarding presents KJ_HTTP_SSL_CERTFILE); default: none required",
+    )
     log_format: Literal["text", "json"] = Field(
         default="text", description="text, or json: one JSON object per line (app/logs.py)"
     )
@@ -101,7 +121,44 @@ class WorkerSettings(KJSettings):
             )
         return self
 
+    @model_validator(mode="after")
+    def _key_with_its_certificate(self) -> Self:
+        if self.http_ssl_certfile is None and (
+            self.http_ssl_keyfile is not None or self.http_ssl_client_cafile is not None
+        ):
+            raise ValueError(
+                "KJ_HTTP_SSL_KEYFILE and KJ_HTTP_SSL_CLIENT_CAFILE need KJ_HTTP_SSL_CERTFILE"
+            )
+        return self
+
+    @property
+    def https(self) -> bool:
+        return self.http_ssl_certfile is not None
+
     @property
     def url(self) -> str:
         """Where other workers and clients reach this worker (KJ_HTTP_URL or the bind address)."""
-        return self.web_url or f"http://{self.web_host}:{self.web_port}"
+        scheme = "https" if self.https else "http"
+        return self.web_url or f"{scheme}://{self.web_host}:{self.web_port}"
+
+    def server_ssl_context(self) -> ssl.SSLContext | None:
+        """The HTTPS API's context (KJ_HTTP_SSL_CERTFILE), None for plain HTTP."""
+        if self.http_ssl_certfile is None:
+            return None
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        keyfile = None if self.http_ssl_keyfile is None else str(self.http_ssl_keyfile)
+        context.load_cert_chain(str(self.http_ssl_certfile), keyfile)
+        if self.http_ssl_client_cafile is not None:  # mutual TLS: no certificate, no request
+            context.verify_mode = ssl.CERT_REQUIRED
+            context.load_verify_locations(str(self.http_ssl_client_cafile))
+        return context
+
+    def forwarding_tls(self) -> ClientTls:
+        """How this worker verifies the others when it forwards to them over HTTPS, and the
+        certificate it presents if they ask for one (mutual TLS): its own."""
+        return ClientTls(
+            self.http_ssl_cafile,
+            self.http_ssl_certfile,
+            self.http_ssl_keyfile,
+            self.journal.ssl_check_hostname,
+        )

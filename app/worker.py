@@ -29,7 +29,7 @@ from app.logs import json_logging
 from app.settings import WorkerSettings
 from journal import Journals
 from journal.client import Deferred
-from journal.errors import PartitionCountChanged, StoreUnavailable
+from journal.errors import PartitionCountChanged, StoreUnavailable, TlsRefused
 from journal.kafka import (
     JournalProducer,
     TailConfig,
@@ -90,6 +90,7 @@ def create_app(
         web_tables_enabled=False,
         web_router_enabled=False,
         web_application_options={"client_max_size": settings.max_body_bytes},
+        web_ssl_context=settings.server_ssl_context(),  # HTTPS only when it is set
         worker_redirect_stdouts=False,  # the welcome text is for the terminal, not the log
     )
     skipped = SkippedBatches()  # the undecodable batches the agent's consumer went past
@@ -273,7 +274,7 @@ def _mount_web(
     app.sensors.add(FaustTimings(METRICS))
     # a leaving worker neither serves nor forwards a request: it answers 503 not_ready
     web_app.middlewares.append(draining.middleware)
-    forwarder = Forwarder(owners)
+    forwarder = Forwarder(owners, tls=settings.forwarding_tls().context())
     # inside the API's error middleware and token check: a forwarded request was checked here
     # and carries its Authorization header on, for the owner to check it again
     web_app.middlewares.append(forwarder.middleware)
@@ -288,6 +289,8 @@ def prepare_topic(settings: WorkerSettings) -> tuple[int, int]:
     journal = settings.journal
 
     async def prepare() -> tuple[int, int]:
+        # Faust would log a failed handshake and retry for ever: TlsRefused stops it here
+        await asyncio.to_thread(journal.kafka_access().check_tls)
         partitions = await ensure_topic(journal.kafka_access(), journal.topic_spec())
         await _check_recorded(journal, partitions)
         return partitions, await cluster_replicas(journal.kafka_access(), journal.topic_spec())
@@ -319,7 +322,7 @@ def run_worker(settings: WorkerSettings, loglevel: str = "info") -> int:
     sys.setswitchinterval(0.001)
     try:
         partitions, replicas = prepare_topic(settings)
-    except PartitionCountChanged as error:  # before logging is set up: said on stderr
+    except (PartitionCountChanged, TlsRefused) as error:  # before logging: said on stderr
         print(f"the worker refuses to start: {error}", file=sys.stderr, flush=True)
         return 1
     settings.datadir.mkdir(parents=True, exist_ok=True)

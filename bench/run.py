@@ -598,6 +598,29 @@ def run_offline(large_backlog: int) -> int:
     return 0
 
 
+def run_tls(appends: int) -> int:
+    """Only "TLS" (`--tls-only`): the environment's stack must be the TLS one (KJ_SECURITY=true
+    KJ_TLS=true, a KJ_STACK_DIR of its own); a plain twin is started beside it for the run and
+    stopped after. Prints the rows."""
+    from bench.tls import TlsSizes, bench_tls, plain_twin
+
+    tls, _ = _stack_up()
+    if tls.settings.tls != "on":
+        raise SystemExit("--tls-only runs on the TLS stack: KJ_SECURITY=true KJ_TLS=true")
+    plain = Stack(plain_twin(tls.settings), tie_to_parent=True)
+    stack_up(plain)
+    try:
+        with tempfile.TemporaryDirectory(prefix="kj-bench-") as workdir:
+            stacks = {"plain": plain.settings, "tls": tls.settings}
+            section = asyncio.run(bench_tls(stacks, Path(workdir), TlsSizes(appends=appends)))
+    finally:
+        plain.down(only_started=True)
+    for row in section.rows:
+        ratio = "" if row.ratio is None else f" ({row.ratio:.2f}x of {row.baseline:,.0f})"
+        print(f"{row.name}: {row.value:,.1f} {row.unit}{ratio} {row.goal} {row.spread}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kafka-journal bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="tiny sizes: prove the harness")
@@ -622,7 +645,17 @@ def main(argv: list[str] | None = None) -> int:
         help="run only the reads with Cassandra down, at 20,000 and this many other records "
         "(it stops the stack's Cassandra); print its numbers",
     )
+    parser.add_argument(
+        "--tls-only",
+        type=int,
+        metavar="APPENDS",
+        default=None,
+        help="run only TLS against the same without, at this many appends per repetition "
+        "(on the TLS stack; it starts a plain twin beside it); print its numbers",
+    )
     args = parser.parse_args(argv)
+    if args.tls_only is not None:
+        return run_tls(args.tls_only)
     if args.contention_only:
         return run_contention(args.out)
     if args.offline_only is not None:

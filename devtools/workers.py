@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -20,6 +21,7 @@ import aiohttp
 from yarl import URL
 
 from journal.settings import Settings
+from kjconfig.access import ClientTls
 
 REPO = Path(__file__).resolve().parents[1]  # the checkout: workers run `python -m app.cli` in it
 
@@ -29,6 +31,18 @@ def free_port() -> int:
         probe.bind(("127.0.0.1", 0))
         port: int = probe.getsockname()[1]
         return port
+
+
+def _tls_env(settings: Settings) -> dict[str, str]:
+    """The settings' TLS to Kafka and Cassandra, for the worker to speak it as they do."""
+    env = {"KJ_TLS": settings.tls, "KJ_SSL_CHECK_HOSTNAME": str(settings.ssl_check_hostname)}
+    for variable, path in (
+        ("KJ_KAFKA_SSL_CAFILE", settings.kafka_ssl_cafile),
+        ("KJ_CASSANDRA_SSL_CAFILE", settings.cassandra_ssl_cafile),
+    ):
+        if path is not None:
+            env[variable] = str(path)
+    return env
 
 
 @dataclass
@@ -44,8 +58,30 @@ class WorkerProcess:
     process: subprocess.Popen[bytes] | None = None
 
     @property
+    def https(self) -> bool:
+        """Whether it serves HTTPS: given a certificate (KJ_HTTP_SSL_CERTFILE) in `env`."""
+        return bool(self.env.get("KJ_HTTP_SSL_CERTFILE"))
+
+    @property
     def url(self) -> URL:
-        return URL(f"http://127.0.0.1:{self.port}")
+        return URL(f"{'https' if self.https else 'http'}://127.0.0.1:{self.port}")
+
+    def http_ssl(self) -> ssl.SSLContext | bool:
+        """What a client of its API verifies it with: the CA of KJ_HTTP_SSL_CAFILE in `env`
+        (else the system's) over HTTPS, presenting the worker's own certificate when it asks
+        for one (KJ_HTTP_SSL_CLIENT_CAFILE); aiohttp's default (True) otherwise."""
+        if not self.https:
+            return True
+        ca = self.env.get("KJ_HTTP_SSL_CAFILE")
+        mutual = bool(self.env.get("KJ_HTTP_SSL_CLIENT_CAFILE"))
+        cert = Path(self.env["KJ_HTTP_SSL_CERTFILE"]) if mutual else None
+        key = self.env.get("KJ_HTTP_SSL_KEYFILE") if mutual else None
+        return ClientTls(
+            None if ca is None else Path(ca), cert, None if key is None else Path(key)
+        ).context()
+
+    def http_connector(self) -> aiohttp.TCPConnector:
+        return aiohttp.TCPConnector(ssl=self.http_ssl())
 
     @property
     def log(self) -> Path:
@@ -69,6 +105,7 @@ class WorkerProcess:
             "KJ_SEGMENT_SIZE": str(s.segment_size),
             "KJ_APP_ID": self.app_id,
             "KJ_SECURITY": s.security,  # the worker's login then defaults as the settings' do
+            **_tls_env(s),
             **self.env,
         }
         command = [sys.executable, "-m", "app.cli", self.command, "--http-port", str(self.port)]
@@ -85,7 +122,7 @@ class WorkerProcess:
         """Until /readyz answers 200 (assigned, recovered, connected)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
-        async with aiohttp.ClientSession() as session:
+        async with aiohttp.ClientSession(connector=self.http_connector()) as session:
             while True:
                 if self.process is None or self.process.poll() is not None:
                     raise RuntimeError(f"the worker on {self.port} exited:\n{self.tail()}")

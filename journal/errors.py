@@ -8,6 +8,8 @@ journal/kafka/driver_errors.py, cassandra-driver's in journal/store/cql.py), so 
 - `AccessDenied` (an `Unavailable`): Kafka or Cassandra refused this process's principal a
   right; the message names the right, so an operator can grant it (HTTP 503 with it).
 - `StoreLoginRefused`: Cassandra refused this process's login; raised at connect.
+- `TlsRefused`: a server's certificate failed this process's verification (or it spoke no
+  TLS); raised at connect, naming the server and the reason (kjconfig/errors.py).
 - `PartitionCountChanged` (a `SetupMissing`): the topic's live partition count is not the one
   the keyspace recorded (HTTP 503 `partition_count_changed`); an operator's problem.
 - `JournalTruncated`: records a read needs expired before replication stored them (HTTP 410).
@@ -28,6 +30,7 @@ journal/kafka/driver_errors.py, cassandra-driver's in journal/store/cql.py), so 
 from __future__ import annotations
 
 from kjconfig.errors import JournalError as JournalError  # the root; imported from here
+from kjconfig.errors import TlsRefused as TlsRefused  # raised where clients connect
 
 
 class Unavailable(JournalError, ConnectionError):

@@ -30,6 +30,7 @@ from kjconfig.access import (
     CASSANDRA_ROLES,
     KAFKA_USERS,
     CassandraLogin,
+    ClientTls,
     KafkaAccess,
     KafkaProtocol,
     Role,
@@ -110,6 +111,11 @@ class HttpAuthSettings(KJSettings):
 class Settings(KJSettings):
     """The journal's servers, topic and keyspace; what the direct client and workers share."""
 
+    tls: Switch = Field(
+        default="off",
+        description="true (with KJ_SECURITY=true): TLS to Kafka (SASL_SSL) and Cassandra, each "
+        "server's certificate and name verified (docs/operations.md)",
+    )
     security: Switch = Field(
         default="off",
         description="true: every part authenticates (HTTP bearer tokens; Kafka SASL/SCRAM and "
@@ -239,7 +245,27 @@ class Settings(KJSettings):
         default=None, description="a file holding the Kafka password (instead of the variable)"
     )
     kafka_ssl_cafile: FilePath | None = Field(
-        default=None, description="PEM CA file for SASL_SSL (default: the system's CAs)"
+        default=None,
+        description="PEM CA file Kafka's certificates are verified against (default: the "
+        "system's CAs); set alone, it selects SASL_SSL",
+    )
+    kafka_ssl_certfile: FilePath | None = Field(
+        default=None,
+        description="this client's PEM certificate chain for mutual TLS with Kafka (it may "
+        "hold the key too)",
+    )
+    kafka_ssl_keyfile: FilePath | None = Field(
+        default=None, description="the PEM key of KJ_KAFKA_SSL_CERTFILE, when not in that file"
+    )
+    cassandra_ssl_cafile: FilePath | None = Field(
+        default=None,
+        description="PEM CA file Cassandra's certificates are verified against (default: the "
+        "system's CAs); set alone, it turns TLS to Cassandra on",
+    )
+    ssl_check_hostname: bool = Field(
+        default=True,
+        description="whether a TLS client checks the server's name (host or IP address "
+        "connected to) against its certificate; false only for servers named otherwise",
     )
     cassandra_username: str | None = Field(
         default=None,
@@ -259,7 +285,7 @@ class Settings(KJSettings):
             "PLAINTEXT"
             if self.security == "off"
             else "SASL_SSL"
-            if self.kafka_ssl_cafile is not None
+            if self.tls == "on" or self.kafka_ssl_cafile is not None
             else "SASL_PLAINTEXT"
         )
         if protocol == "PLAINTEXT":
@@ -267,8 +293,21 @@ class Settings(KJSettings):
         user = self.kafka_username or KAFKA_USERS[self.role]
         password = _secret(self.kafka_password, self.kafka_password_file) or dev_password(user)
         login = ScramLogin(user, password, self.kafka_sasl_mechanism)
-        tls = protocol == "SASL_SSL"
-        return KafkaAccess(self.kafka_bootstrap, login, tls, self.kafka_ssl_cafile if tls else None)
+        tls = None
+        if protocol == "SASL_SSL":
+            tls = ClientTls(
+                self.kafka_ssl_cafile,
+                self.kafka_ssl_certfile,
+                self.kafka_ssl_keyfile,
+                self.ssl_check_hostname,
+            )
+        return KafkaAccess(self.kafka_bootstrap, login, tls)
+
+    def cassandra_tls(self) -> ClientTls | None:
+        """TLS to Cassandra: with KJ_TLS or a CA file set, else None (plaintext)."""
+        if self.tls == "off" and self.cassandra_ssl_cafile is None:
+            return None
+        return ClientTls(self.cassandra_ssl_cafile, check_hostname=self.ssl_check_hostname)
 
     def cassandra_login(self) -> CassandraLogin | None:
         """This process's Cassandra role, or None (no authentication) with security off and
@@ -283,6 +322,13 @@ class Settings(KJSettings):
     def http_security_on(self) -> bool:
         """Whether the HTTP API demands tokens: KJ_HTTP_SECURITY, else KJ_SECURITY."""
         return (self.http_auth.http_security or self.security) == "on"
+
+    @model_validator(mode="after")
+    def _tls_with_logins(self) -> Self:
+        # Kafka's TLS here is SASL_SSL: without logins there is no protocol to speak
+        if self.tls == "on" and self.security == "off":
+            raise ValueError("KJ_TLS=true needs KJ_SECURITY=true (Kafka's TLS is SASL_SSL)")
+        return self
 
     @model_validator(mode="before")
     @classmethod
@@ -334,6 +380,7 @@ class Settings(KJSettings):
             speculative_after_ms=self.cassandra_speculative_after_ms,
             window=self.replication_window,
             login=self.cassandra_login(),
+            tls=self.cassandra_tls(),
             create_schema=self.security == "off",
             max_snapshot_bytes=self.max_snapshot_bytes,
         )

@@ -55,3 +55,11 @@ def bootstrap_servers(raw: object) -> str:
         if split_host_port(item)[1] is None:
             raise ValueError(f"{item!r} needs a port (host:port)")
     return ",".join(items)
+
+
+def bootstrap_addresses(raw: str) -> list[tuple[str, int]]:
+    """A bootstrap list's (host, port) pairs (Kafka's default port where an item names none)."""
+    return [
+        (host, 9092 if port is None else port)
+        for host, port in map(split_host_port, host_items(raw))
+    ]

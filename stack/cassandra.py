@@ -39,9 +39,10 @@ from stack.errors import StackError
 from stack.health import STATUS_PROBE_S, ProbeError, cassandra_view
 from stack.jars import classpath_arg
 from stack.progress import Progress, print_progress
-from stack.security import CASSANDRA_YAML
+from stack.security import CASSANDRA_YAML, cassandra_tls_yaml
 from stack.server import JvmServer, NodeCluster, ServerStatus
 from stack.settings import CassandraNode, StackSettings
+from stack.tls import StackCertificates
 
 # From apache/cassandra conf/jvm17-server.options: its "JPMS" and "Netty" sections (the GC
 # section is replaced by the few flags in `_command`). Without them Cassandra fails on
@@ -162,7 +163,8 @@ class CassandraServer(JvmServer):
         seeds = ",".join(f"{n.host}:{storage}" for n in self.settings.cassandra_node_list)
         snitch = "GossipingPropertyFileSnitch" if self.clustered else "SimpleSnitch"
         cluster = "auto_bootstrap: false\n" if self.clustered else ""
-        return f"""\
+        return (
+            f"""\
 # Written by stack/cassandra.py on every start; edits are overwritten.
 cluster_name: kafka-journal
 num_tokens: 1
@@ -183,7 +185,14 @@ commitlog_segment_size: 8MiB
 memtable_heap_space: 64MiB
 memtable_offheap_space: 64MiB
 auto_snapshot: false
-""" + (CASSANDRA_YAML if self.settings.security == "on" else "")
+"""
+            + (CASSANDRA_YAML if self.settings.security == "on" else "")
+            + (
+                cassandra_tls_yaml(StackCertificates(self.settings.tls_dir))
+                if self.settings.tls == "on"
+                else ""
+            )
+        )
 
     def _configure(self) -> None:
         self.config_file.write_text(self.cassandra_yaml(), encoding="utf-8")
@@ -234,6 +243,7 @@ auto_snapshot: false
             timeout,
             self.settings.cassandra_login,
             peers=self.clustered,
+            tls=self.settings.client_tls,
         )
         if view is None:
             return None
@@ -280,6 +290,7 @@ class CassandraCluster(NodeCluster[CassandraServer]):
                     STATUS_PROBE_S,
                     self.settings.cassandra_login,
                     peers=True,
+                    tls=self.settings.client_tls,
                 )
             except ProbeError:
                 continue

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from aiokafka.admin import AIOKafkaAdminClient
     from aiokafka.client import AIOKafkaClient
 
-    from kjconfig.access import CassandraLogin, KafkaAccess
+    from kjconfig.access import CassandraLogin, ClientTls, KafkaAccess
 
 
 class ProbeError(Exception):
@@ -254,11 +254,15 @@ class CassandraView:
 
 
 def cassandra_release_version(
-    hosts: list[str], port: int, timeout: float = 10.0, login: CassandraLogin | None = None
+    hosts: list[str],
+    port: int,
+    timeout: float = 10.0,
+    login: CassandraLogin | None = None,
+    tls: ClientTls | None = None,
 ) -> str | None:
     """Connect with cassandra-driver and read the server's release_version. With a `login`
     that the server refuses, None: it answers CQL, but its roles are not made yet."""
-    view = cassandra_view(hosts, port, timeout, login)
+    view = cassandra_view(hosts, port, timeout, login, tls=tls)
     return None if view is None else view.version
 
 
@@ -269,6 +273,7 @@ def cassandra_view(
     login: CassandraLogin | None = None,
     *,
     peers: bool = False,
+    tls: ClientTls | None = None,
 ) -> CassandraView | None:
     """`system.local` (and with `peers`, `system.peers_v2`) of the first of `hosts` that
     answers, asked of those hosts only; None when the login is refused (as above)."""
@@ -290,6 +295,7 @@ def cassandra_view(
         connect_timeout=timeout,
         control_connection_timeout=timeout,
         auth_provider=None if login is None else login.auth_provider(),
+        ssl_context=None if tls is None else tls.context(),
     )
     try:
         with _quiet("cassandra"):

@@ -46,6 +46,7 @@ from stack.progress import Progress, print_progress
 from stack.security import kafka_properties, scram_format_arguments
 from stack.server import JvmServer, NodeCluster, ServerStatus
 from stack.settings import KafkaNode, StackSettings
+from stack.tls import StackCertificates
 
 _LOG4J2 = """<?xml version="1.0" encoding="UTF-8"?>
 <!-- Written by stack/kafka.py on every start; edits are overwritten. -->
@@ -164,8 +165,16 @@ class KafkaServer(JvmServer):
                 "auto.create.topics.enable": "true",
             }
             | self._replication_properties()
-            | (kafka_properties(host, port, controller) if self.settings.security == "on" else {})
+            | (
+                kafka_properties(host, port, controller, self._certificates)
+                if self.settings.security == "on"
+                else {}
+            )
         )
+
+    @property
+    def _certificates(self) -> StackCertificates | None:
+        return StackCertificates(self.settings.tls_dir) if self.settings.tls == "on" else None
 
     def _replication_properties(self) -> dict[str, str]:
         """A cluster's: every topic (internal ones too) on all three nodes, and writes with

@@ -27,11 +27,13 @@ from kjconfig.access import (
     KAFKA_ADMIN,
     KAFKA_USERS,
     CassandraLogin,
+    ClientTls,
     ScramMechanism,
     cassandra_admin,
     dev_password,
 )
 from stack.health import ProbeError, until_answered
+from stack.tls import StackCertificates
 
 SCRAM: ScramMechanism = "SCRAM-SHA-512"
 # the native protocol the admin speaks: the journal's clients speak v4 too
@@ -44,20 +46,25 @@ def _jaas(module: str, user: str, extra: str = "") -> str:
     return f'{module} required username="{user}" password="{password}"{extra};'
 
 
-def kafka_properties(host: str, port: int, controller: int) -> dict[str, str]:
-    """The broker's listener, SASL and authorizer properties with security on."""
+def kafka_properties(
+    host: str, port: int, controller: int, tls: StackCertificates | None = None
+) -> dict[str, str]:
+    """The broker's listener, SASL and authorizer properties with security on; with `tls`
+    every listener (the controller's too) speaks SASL_SSL with the stack's certificate."""
     admin_password = dev_password(KAFKA_ADMIN).get_secret_value()
     plain = "org.apache.kafka.common.security.plain.PlainLoginModule"
     scram = "org.apache.kafka.common.security.scram.ScramLoginModule"
+    protocol = "SASL_PLAINTEXT" if tls is None else "SASL_SSL"
+    name = protocol.lower()
     return {
-        "listeners": f"SASL_PLAINTEXT://{host}:{port},CONTROLLER://{host}:{controller}",
-        "advertised.listeners": f"SASL_PLAINTEXT://{host}:{port}",
-        "listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
-        "inter.broker.listener.name": "SASL_PLAINTEXT",
+        "listeners": f"{protocol}://{host}:{port},CONTROLLER://{host}:{controller}",
+        "advertised.listeners": f"{protocol}://{host}:{port}",
+        "listener.security.protocol.map": f"{protocol}:{protocol},CONTROLLER:{protocol}",
+        "inter.broker.listener.name": protocol,
         "sasl.enabled.mechanisms": SCRAM,
         "sasl.mechanism.inter.broker.protocol": SCRAM,
-        "listener.name.sasl_plaintext.sasl.enabled.mechanisms": SCRAM,
-        "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": _jaas(scram, KAFKA_ADMIN),
+        f"listener.name.{name}.sasl.enabled.mechanisms": SCRAM,
+        f"listener.name.{name}.scram-sha-512.sasl.jaas.config": _jaas(scram, KAFKA_ADMIN),
         "sasl.mechanism.controller.protocol": "PLAIN",
         "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
         "listener.name.controller.plain.sasl.jaas.config": _jaas(
@@ -66,6 +73,20 @@ def kafka_properties(host: str, port: int, controller: int) -> dict[str, str]:
         "authorizer.class.name": AUTHORIZER,
         "super.users": f"User:{KAFKA_ADMIN}",
         "allow.everyone.if.no.acl.found": "false",
+    } | ({} if tls is None else _kafka_tls(tls))
+
+
+def _kafka_tls(tls: StackCertificates) -> dict[str, str]:
+    """PEM keystore (the key, then the certificate) and truststore (the stack's CA): the
+    broker's server side, and its client side to the other nodes (names verified)."""
+    return {
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(tls.server),
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(tls.ca),
+        # mutual TLS is a client's choice: a certificate given is verified, none is fine
+        "ssl.client.auth": "requested",
+        "ssl.endpoint.identification.algorithm": "https",
     }
 
 
@@ -85,11 +106,29 @@ role_manager: CassandraRoleManager
 """
 
 
+def cassandra_tls_yaml(tls: StackCertificates) -> str:
+    """Client encryption, required (no plaintext port): Cassandra 5's PEM context factory reads
+    the key and certificate from one file, the CA from another. Nodes talk in clear: they talk
+    over the loopback only, and `KJ_CASSANDRA_NODES=3` is refused with security on."""
+    return f"""\
+client_encryption_options:
+  enabled: true
+  optional: false
+  require_client_auth: false
+  ssl_context_factory:
+    class_name: org.apache.cassandra.security.PEMBasedSslContextFactory
+  keystore: {tls.server}
+  truststore: {tls.ca}
+"""
+
+
 # --- Cassandra roles ---------------------------------------------------------------------------
 
 
-def cassandra_cluster(hosts: list[str], port: int, login: CassandraLogin) -> Any:
-    """A cassandra-driver Cluster (not connected) logging in as `login`."""
+def cassandra_cluster(
+    hosts: list[str], port: int, login: CassandraLogin, tls: ClientTls | None = None
+) -> Any:
+    """A cassandra-driver Cluster (not connected) logging in as `login` (over `tls`)."""
     from cassandra.cluster import Cluster
 
     return Cluster(
@@ -97,6 +136,7 @@ def cassandra_cluster(hosts: list[str], port: int, login: CassandraLogin) -> Any
         port=port,
         auth_provider=login.auth_provider(),
         protocol_version=CASSANDRA_PROTOCOL_VERSION,
+        ssl_context=None if tls is None else tls.context(),
     )
 
 
@@ -109,12 +149,14 @@ def _refused(error: BaseException) -> bool:
     )
 
 
-def ensure_cassandra_roles(hosts: list[str], port: int, within_s: float = 60.0) -> None:
+def ensure_cassandra_roles(
+    hosts: list[str], port: int, tls: ClientTls | None = None, within_s: float = 60.0
+) -> None:
     """Create the admin (from the default superuser, on the first start) and the two roles."""
     admin = cassandra_admin()
 
     def connect_as_admin() -> Any:
-        cluster = cassandra_cluster(hosts, port, admin)
+        cluster = cassandra_cluster(hosts, port, admin, tls)
         try:
             return cluster, cluster.connect()
         except Exception as error:
@@ -122,13 +164,13 @@ def ensure_cassandra_roles(hosts: list[str], port: int, within_s: float = 60.0) 
             if not _refused(error):
                 raise
         try:
-            _create_admin(hosts, port, admin)
+            _create_admin(hosts, port, admin, tls)
         except Exception as error:
             # the default superuser appears a moment after the node starts: ask again
             if _refused(error):
                 raise ProbeError("Cassandra's default superuser is not there yet") from error
             raise
-        cluster = cassandra_cluster(hosts, port, admin)
+        cluster = cassandra_cluster(hosts, port, admin, tls)
         return cluster, cluster.connect()
 
     cluster, session = until_answered(connect_as_admin, within_s)
@@ -143,11 +185,13 @@ def ensure_cassandra_roles(hosts: list[str], port: int, within_s: float = 60.0) 
         cluster.shutdown()
 
 
-def _create_admin(hosts: list[str], port: int, admin: CassandraLogin) -> None:
+def _create_admin(
+    hosts: list[str], port: int, admin: CassandraLogin, tls: ClientTls | None
+) -> None:
     from pydantic import SecretStr
 
     default = CassandraLogin("cassandra", SecretStr("cassandra"))  # Cassandra's own default
-    cluster = cassandra_cluster(hosts, port, default)
+    cluster = cassandra_cluster(hosts, port, default, tls)
     try:
         session = cluster.connect()
         session.execute(

@@ -25,6 +25,8 @@ Variables:
                             2 in datacenter2
   KJ_STACK_TIMEOUT_S        seconds a server may take to become ready (default 180)
   KJ_SECURITY               false (default) | true: SASL/SCRAM + ACLs, Cassandra roles
+  KJ_TLS                    false (default) | true, with KJ_SECURITY: a local CA and server
+                            certificate (stack/tls.py), Kafka SASL_SSL only, Cassandra TLS only
   KJ_SPARK                  none (default) | standalone: a Spark master and one worker too
   KJ_SPARK_MASTER_PORT, KJ_SPARK_WEBUI_PORT, KJ_SPARK_WORKER_PORT, KJ_SPARK_WORKER_WEBUI_PORT
   KJ_SPARK_WORKER_CORES, KJ_SPARK_WORKER_MEMORY   what the worker offers executors (2, 1g)
@@ -50,7 +52,13 @@ from typing import Annotated, Any, Literal
 from pydantic import AliasChoices, BeforeValidator, Field, field_validator, model_validator
 
 import jars
-from kjconfig.access import CassandraLogin, KafkaAccess, cassandra_admin, kafka_admin
+from kjconfig.access import (
+    CassandraLogin,
+    ClientTls,
+    KafkaAccess,
+    cassandra_admin,
+    kafka_admin,
+)
 from kjconfig.hosts import HostPort, bootstrap_servers, parse_hosts, shared_port
 from kjconfig.settings import KJSettings, Switch, current_environment, warn_deprecated
 
@@ -203,6 +211,12 @@ class StackSettings(KJSettings):
         description="true: Kafka with SASL/SCRAM and ACLs, Cassandra with passwords and roles "
         "(stack/security.py)",
     )
+    tls: Switch = Field(
+        default="off",
+        description="true (with KJ_SECURITY=true): a local CA and server certificate in "
+        "<KJ_STACK_DIR>/tls, Kafka's listeners SASL_SSL, Cassandra's clients on TLS only "
+        "(stack/tls.py)",
+    )
     spark: Literal["none", "standalone"] = Field(
         default="none",
         description="standalone: a Spark master and one worker as child JVMs (stack/spark.py)",
@@ -274,6 +288,14 @@ class StackSettings(KJSettings):
             raise ValueError("KJ_EXTERNAL_KAFKA=true needs KJ_KAFKA_BOOTSTRAP (where it is)")
         if self.external_cassandra and self.given_cassandra_hosts is None:
             raise ValueError("KJ_EXTERNAL_CASSANDRA=true needs KJ_CASSANDRA_HOSTS (where it is)")
+        return self
+
+    @model_validator(mode="after")
+    def _tls_is_secured(self) -> StackSettings:
+        if self.tls == "on" and self.security == "off":
+            raise ValueError("KJ_TLS=true needs KJ_SECURITY=true (Kafka's TLS is SASL_SSL)")
+        if self.tls == "on" and self.mode == "docker":
+            raise ValueError("KJ_TLS=true runs local servers (stack/tls.py), not docker")
         return self
 
     @model_validator(mode="after")
@@ -431,8 +453,23 @@ class StackSettings(KJSettings):
     def kafka_access_at(self, bootstrap: str) -> KafkaAccess:
         """How the stack reaches the brokers at `bootstrap` (one node, say): as `kafka_access`."""
         if self.security == "on":
-            return kafka_admin(bootstrap)
+            return kafka_admin(bootstrap, self.client_tls)
         return KafkaAccess(bootstrap)
+
+    @property
+    def tls_dir(self) -> Path:
+        """The local stack's CA and server certificate (stack/tls.py)."""
+        return self.data_dir / "tls"
+
+    @property
+    def tls_ca(self) -> Path:
+        """The CA file the stack's clients trust with TLS on (stack/tls.py makes it)."""
+        return self.tls_dir / "ca.pem"
+
+    @property
+    def client_tls(self) -> ClientTls | None:
+        """How the stack's own clients (probes, the admins) speak TLS: trusting its CA."""
+        return ClientTls(self.tls_ca) if self.tls == "on" else None
 
     @property
     def cassandra_login(self) -> CassandraLogin | None:

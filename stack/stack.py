@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 
-from kjconfig.access import CassandraLogin, KafkaAccess
+from kjconfig.access import CassandraLogin, ClientTls, KafkaAccess
 from stack import leases
 from stack.cassandra import CassandraCluster, CassandraServer, refuse_unsupported
 from stack.errors import StackError
@@ -40,6 +40,7 @@ from stack.security import ensure_cassandra_roles
 from stack.server import ExternalServer, JvmServer, NodeCluster, Server, ServerStatus
 from stack.settings import StackSettings
 from stack.spark import spark_servers
+from stack.tls import ensure_certificates
 
 
 def _external_kafka(kafka: KafkaAccess, progress: Progress) -> ExternalServer:
@@ -51,10 +52,14 @@ def _external_kafka(kafka: KafkaAccess, progress: Progress) -> ExternalServer:
 
 
 def _external_cassandra(
-    hosts: list[str], port: int, login: CassandraLogin | None, progress: Progress
+    hosts: list[str],
+    port: int,
+    login: CassandraLogin | None,
+    tls: ClientTls | None,
+    progress: Progress,
 ) -> ExternalServer:
     def probe(timeout: float) -> str | None:
-        return cassandra_release_version(hosts, port, timeout, login)
+        return cassandra_release_version(hosts, port, timeout, login, tls)
 
     address = ",".join(f"{host}:{port}" for host in hosts)
     return ExternalServer("cassandra", address, probe, progress=progress)
@@ -122,7 +127,7 @@ class Stack:
             self.kafka = KafkaServer(s, progress=progress, tie_to_parent=tie_to_parent)
         if s.external_cassandra_hosts is not None:
             self.cassandra = _external_cassandra(
-                s.cassandra_hosts, s.cassandra_port, s.cassandra_login, progress
+                s.cassandra_hosts, s.cassandra_port, s.cassandra_login, s.client_tls, progress
             )
         elif docker is not None:
             self.cassandra = docker[1]
@@ -163,6 +168,10 @@ class Stack:
         for server in self.servers:
             for jvm in _jvms(server):
                 leases.take(jvm.home)
+        s = self.settings
+        if s.tls == "on" and not (s.kafka_external and s.cassandra_external):
+            # before any server starts: they read these files (kept while valid: stack/tls.py)
+            ensure_certificates(s.tls_dir)
         outcome: dict[str, bool | BaseException] = {}
 
         def bring_up(server: Server) -> None:
@@ -186,7 +195,11 @@ class Stack:
         if self.settings.security == "on" and self.local:
             self.progress("security on: Cassandra roles")
             # idempotent: also for servers reused
-            ensure_cassandra_roles(self.settings.cassandra_hosts, self.settings.cassandra_port)
+            ensure_cassandra_roles(
+                self.settings.cassandra_hosts,
+                self.settings.cassandra_port,
+                self.settings.client_tls,
+            )
         elif self.settings.security == "on":  # someone else's servers: their admin grants
             self.progress("security on with external servers: their administrator grants rights")
         return [server.name for server in launched]

@@ -16,6 +16,12 @@ the `stack` itself when KJ_SECURITY=on, otherwise a second stack beside it (data
 KJ_SECURITY=on, integration tests not marked `secured` are deselected: they talk to the
 servers without logins by design (`KJ_SECURITY=on make test` = unit + secured tests).
 
+With KJ_TLS=true (and KJ_SECURITY=true) only the integration tests marked `tls` are collected
+(`KJ_SECURITY=true KJ_TLS=true make test` = unit + tls tests): the others speak no TLS. A
+`secured` test marked `tls` too runs on either stack (its clients' settings come from
+tests/support/secured.py, which follows the stack). `tls_stack` is the stack with TLS; without
+KJ_TLS the tests that ask for it are deselected, never skipped.
+
 `keyspace` gives each module a fresh keyspace its harnesses share (one per module: creating
 one is slow); `connected`, a harness on it shared by the module's tests (a module that needs
 another defines its own).
@@ -43,13 +49,25 @@ def _security_on() -> bool:
     return StackSettings.from_env().security == "on"
 
 
+def _tls_on() -> bool:
+    return StackSettings.from_env().tls == "on"
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not _security_on():
-        return
-    plain = [i for i in items if "integration" in i.keywords and "secured" not in i.keywords]
-    if plain:
-        config.hook.pytest_deselected(items=plain)
-        items[:] = [item for item in items if item not in plain]
+    tls = _tls_on()
+    if tls:  # only the tests marked for TLS know its settings (the CA, KJ_TLS)
+        other = [i for i in items if "integration" in i.keywords and "tls" not in i.keywords]
+    elif _security_on():
+        other = [i for i in items if "integration" in i.keywords and "secured" not in i.keywords]
+    else:
+        other = []
+    if not tls:  # they need the TLS stack: KJ_SECURITY=true KJ_TLS=true make test
+        other += [
+            i for i in items if "tls_stack" in getattr(i, "fixturenames", ()) and i not in other
+        ]
+    if other:
+        config.hook.pytest_deselected(items=other)
+        items[:] = [item for item in items if item not in other]
 
 
 def _run(settings: StackSettings) -> Iterator[Stack]:
@@ -72,6 +90,14 @@ def secured_stack(request: pytest.FixtureRequest) -> Iterator[Stack]:
         yield request.getfixturevalue("stack")
         return
     yield from _run(StackSettings.from_env().secured_twin())
+
+
+@pytest.fixture(scope="session")
+def tls_stack(stack: Stack) -> Stack:
+    """The stack with TLS (KJ_TLS=true, KJ_SECURITY=true): tests marked `tls` are collected
+    only then (`pytest_collection_modifyitems`)."""
+    assert stack.settings.tls == "on", "a `tls` test runs on the TLS stack only"
+    return stack
 
 
 def _module_name(request: pytest.FixtureRequest) -> str:

@@ -232,6 +232,8 @@ class Journals:
         owned: list[Callable[[], Awaitable[None]]] = []
         try:
             kafka_access = settings.kafka_access()
+            # a certificate that fails verification: said now (TlsRefused), not retried
+            await asyncio.to_thread(kafka_access.check_tls)
             partitions = await ensure_topic(kafka_access, settings.topic_spec())
             producer = JournalProducer(
                 kafka_access,

@@ -9,8 +9,9 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from journal.errors import SetupMissing
-from journal.kafka.driver_errors import kafka_denied
-from kjconfig.access import KafkaAccess
+from journal.kafka.driver_errors import KafkaError, core_error, kafka_denied
+from kjconfig.access import KafkaAccess, refuse_plaintext_to_tls
+from kjconfig.hosts import bootstrap_addresses
 
 _TOPIC_ALREADY_EXISTS = 36
 _UNKNOWN_TOPIC = 3
@@ -52,7 +53,14 @@ async def ensure_topic(kafka: KafkaAccess, spec: TopicSpec, timeout_s: float = 3
     topic if it exists, and gets `KafkaAccessDenied` naming the right if it does not.
     """
     admin = AIOKafkaAdminClient(**kafka.client_options())
-    await admin.start()
+    try:
+        await admin.start()
+    except KafkaError as error:  # the first contact of most processes: the core's error
+        await admin.close()
+        if kafka.tls is None:  # a TLS-only broker closes on a plaintext client: say so
+            addresses = bootstrap_addresses(kafka.bootstrap)
+            await asyncio.to_thread(refuse_plaintext_to_tls, addresses)
+        raise core_error(error, f"cannot reach Kafka at {kafka.bootstrap}") from error
     try:
         brokers = len((await admin.describe_cluster())["brokers"])
         replicas, min_insync = replication_for(spec, brokers)

@@ -1,7 +1,8 @@
 """Connecting to Cassandra: the store's `CassandraConfig`, and the driver's cluster with our
 execution profiles (the local data centre, consistency, timeout, retries, speculative
 executions), protocol version and reconnection policy. A cluster no host of which answers is
-`StoreUnavailable`; a refused login is `StoreLoginRefused` (no wait cures it).
+`StoreUnavailable`; a refused login is `StoreLoginRefused` and a failed TLS verification
+`TlsRefused` (no wait cures either).
 
 Riding through one slow or dead node (of three replicas, reads and writes at LOCAL_QUORUM):
 the token-aware policy sends a request to a replica of its partition in the local data
@@ -52,7 +53,7 @@ from journal.store.topology import (
     DEFAULT_SPECULATIVE_AFTER_MS,
     DEFAULT_WRITE_CONSISTENCY,
 )
-from kjconfig.access import CassandraLogin
+from kjconfig.access import CassandraLogin, ClientTls, refuse_plaintext_to_tls
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +82,7 @@ class CassandraConfig:
     speculative_after_ms: int = DEFAULT_SPECULATIVE_AFTER_MS  # 0: no speculative executions
     window: int = DEFAULT_REPLICATION_WINDOW  # requests of one replication batch in flight
     login: CassandraLogin | None = None  # None: no authentication
+    tls: ClientTls | None = None  # None: plaintext
     # False with security on: the project's roles may not create schema; the admin does
     create_schema: bool = True
     max_snapshot_bytes: int = DEFAULT_MAX_SNAPSHOT_BYTES
@@ -198,6 +200,7 @@ async def open_session(config: CassandraConfig) -> tuple[Cluster, Session]:
         # mismatch on header", PYTHON-1337; seen once in our CI); v4 has no segments
         protocol_version=PROTOCOL_VERSION,
         auth_provider=None if config.login is None else config.login.auth_provider(),
+        ssl_context=None if config.tls is None else config.tls.context(),
         reconnection_policy=reconnection_policy(),
         # without it, a request written while the previous one's segment is unacknowledged
         # waits for Linux's delayed ACK (Nagle): ~40 ms, most of a worker's store batch
@@ -210,6 +213,13 @@ async def open_session(config: CassandraConfig) -> tuple[Cluster, Session]:
         if login_refused(error):
             # a wrong login is no outage: waiting would not cure it
             raise StoreLoginRefused(f"Cassandra refused the login: {error}") from error
+        # nor is a certificate that fails verification, nor a TLS-only server to a plaintext
+        # client: TlsRefused says which server and why
+        addresses = [(host, config.port) for host in config.hosts]
+        if config.tls is not None:
+            await asyncio.to_thread(config.tls.check_all, addresses)
+        else:
+            await asyncio.to_thread(refuse_plaintext_to_tls, addresses)
         raise StoreUnavailable(f"Cassandra: no host reachable: {error}") from error
     dcs = {host.datacenter for host in cluster.metadata.all_hosts()}
     if config.local_dc is None and len(dcs) > 1:

@@ -9,7 +9,7 @@ from pydantic import SecretStr
 
 from app.settings import WorkerSettings
 from journal.settings import Settings
-from kjconfig.access import KafkaAccess, ScramLogin
+from kjconfig.access import ClientTls, KafkaAccess, ScramLogin
 from kjconfig.settings import SettingsError
 
 
@@ -77,7 +77,7 @@ def test_a_ca_file_makes_it_sasl_ssl(tmp_path: Path) -> None:
     assert access.protocol == "SASL_SSL"
     assert access.spark_options()["kafka.ssl.truststore.location"] == str(ca)
     with pytest.raises(ValueError, match="TLS without a SASL login"):
-        KafkaAccess("k:9092", tls=True)
+        KafkaAccess("k:9092", tls=ClientTls())
 
 
 def test_a_missing_password_file_is_named_when_the_settings_load(tmp_path: Path) -> None:
@@ -103,3 +103,47 @@ def test_sparks_jaas_line_quotes_the_password() -> None:
         'username="u" password="pa\\"ss\\\\word";'
     )
     assert access.spark_options()["kafka.security.protocol"] == "SASL_PLAINTEXT"
+
+
+def test_tls_on_makes_kafka_sasl_ssl_and_cassandra_tls_verifying_names(tmp_path: Path) -> None:
+    ca = tmp_path / "ca.pem"
+    ca.write_text("not read until a connection is made")
+    settings = Settings.from_env(
+        {"KJ_SECURITY": "true", "KJ_TLS": "true", "KJ_CASSANDRA_SSL_CAFILE": str(ca)}
+    )
+    kafka = settings.kafka_access()
+    assert kafka.protocol == "SASL_SSL" and kafka.tls == ClientTls()  # the system's CAs
+    assert settings.cassandra_tls() == ClientTls(ca)
+    assert settings.cassandra_config().tls == ClientTls(ca)
+    assert ClientTls().check_hostname  # on unless turned off
+    assert Settings.from_env({"KJ_SECURITY": "true"}).cassandra_tls() is None
+
+
+def test_tls_needs_the_logins() -> None:
+    with pytest.raises(SettingsError, match="KJ_TLS=true needs KJ_SECURITY=true"):
+        Settings.from_env({"KJ_TLS": "true"})
+
+
+def test_sparks_kafka_source_verifies_as_python_does(tmp_path: Path) -> None:
+    ca, mine = tmp_path / "ca.pem", tmp_path / "client.pem"
+    ca.write_text("-")
+    mine.write_text("-")
+    settings = Settings.from_env(
+        {
+            "KJ_SECURITY": "true",
+            "KJ_TLS": "true",
+            "KJ_KAFKA_SSL_CAFILE": str(ca),
+            "KJ_KAFKA_SSL_CERTFILE": str(mine),
+            "KJ_SSL_CHECK_HOSTNAME": "false",
+        }
+    )
+    options = settings.kafka_access().spark_options()
+    assert options["kafka.security.protocol"] == "SASL_SSL"
+    assert options["kafka.ssl.truststore.type"] == "PEM"
+    assert options["kafka.ssl.truststore.location"] == str(ca)
+    assert options["kafka.ssl.keystore.location"] == str(mine)
+    assert options["kafka.ssl.endpoint.identification.algorithm"] == ""  # names unchecked
+    assert (
+        "kafka.ssl.endpoint.identification.algorithm"
+        not in settings.replace(ssl_check_hostname=True).kafka_access().spark_options()
+    )

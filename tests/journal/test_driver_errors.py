@@ -27,7 +27,7 @@ from journal.kafka.driver_errors import core_error
 from journal.kafka.producer import JournalProducer
 from journal.store import cql
 from journal.store.schema import SchemaMissing, SchemaTooNew
-from kjconfig.access import KafkaAccess
+from kjconfig.access import ClientTls, KafkaAccess
 from kjconfig.settings import SettingsError
 
 
@@ -95,4 +95,4 @@ def test_one_root_for_what_the_library_raises() -> None:
     for setup in (SchemaMissing(), SchemaTooNew()):  # an operator's fix, not a bug
         assert isinstance(setup, SetupMissing) and isinstance(setup, JournalError)
     with pytest.raises(SettingsError):  # a bad setting, still a ValueError
-        KafkaAccess("localhost:9092", tls=True)
+        KafkaAccess("localhost:9092", tls=ClientTls())

@@ -12,7 +12,7 @@ from pipeline.rebuild import rebuild
 from stack import Stack
 from tests.support.secured import granted_journal
 
-pytestmark = [pytest.mark.integration, pytest.mark.secured]
+pytestmark = [pytest.mark.integration, pytest.mark.secured, pytest.mark.tls]
 
 
 async def test_rebuild_and_audit_run_as_the_replicator(

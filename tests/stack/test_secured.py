@@ -34,7 +34,7 @@ from tests.support.secured import Granted, granted_journal
 from tests.support.workers import wait_replicated
 from web.failures import api_error_of
 
-pytestmark = [pytest.mark.integration, pytest.mark.secured]
+pytestmark = [pytest.mark.integration, pytest.mark.secured, pytest.mark.tls]
 
 _SECRETS = [
     dev_password(user).get_secret_value()

@@ -23,8 +23,12 @@ class Granted:
 async def granted_journal(stack: Stack, partitions: int = 2) -> Granted:
     """A fresh topic, keyspace and app id, with every principal's rights on them."""
     s = stack.settings
+    tls = s.tls == "on"
     settings = Settings(
         security="on",
+        tls=s.tls,
+        kafka_ssl_cafile=s.tls_ca if tls else None,
+        cassandra_ssl_cafile=s.tls_ca if tls else None,
         kafka_bootstrap=s.kafka_bootstrap,
         cassandra_hosts=",".join(s.cassandra_hosts),
         cassandra_port=s.cassandra_port,
@@ -42,5 +46,6 @@ async def granted_journal(stack: Stack, partitions: int = 2) -> Granted:
         settings.keyspace,
         settings.keyspace_replication,
         app_id,
+        s.client_tls,
     )
     return Granted(settings, app_id)

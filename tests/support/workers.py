@@ -78,7 +78,7 @@ async def metric(
     `headers`: the settings' token unless given (an admin's, with HTTP security on)."""
     headers = client_headers(worker.settings) if headers is None else headers
     async with (
-        aiohttp.ClientSession(headers=headers) as session,
+        aiohttp.ClientSession(headers=headers, connector=worker.http_connector()) as session,
         session.get(worker.url / "metrics") as got,
     ):
         assert got.status == 200, await got.text()
@@ -99,10 +99,12 @@ async def wait_settled(
     active = f'kafka_journal_faust_assigned_partitions{{kind="active",topic="{settings.topic}"}}'
 
     async def split() -> list[float]:
-        async with aiohttp.ClientSession() as session:
-            for worker in workers:
-                async with session.get(worker.url / "readyz") as ready:
-                    assert ready.status == 200, f"{worker.url}: {ready.status}"
+        for worker in workers:
+            async with (
+                aiohttp.ClientSession(connector=worker.http_connector()) as session,
+                session.get(worker.url / "readyz") as ready,
+            ):
+                assert ready.status == 200, f"{worker.url}: {ready.status}"
         held = [await metric(worker, active, headers) for worker in workers]
         assert 0 not in held and sum(held) == settings.partitions, f"held: {held}"
         return held
@@ -128,7 +130,7 @@ async def suite_over(
     async def settle() -> None:
         await wait_replicated(settings, store)
 
-    async with client_session(settings) as session:
+    async with client_session(settings, connector=workers[0].http_connector()) as session:
         yield kind(session, [worker.url for worker in workers], settle)
 
 

@@ -1,0 +1,230 @@
+"""TLS against the same without (issue 45): appends (direct and HTTP) and a recovery.
+
+Two secured stacks in one run: the one the environment names, with TLS (KJ_TLS=true), and a
+plain twin beside it (SASL_PLAINTEXT, Cassandra in clear; data dir `<dir>-plain`, every port +
+100), each with a worker of its own (HTTPS on the TLS one). The modes alternate, plain then TLS,
+every repetition, so a load on the shared machine falls on both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+
+from app.http_tokens import client_headers
+from bench.common import Row, Section, median, spread, unique
+from bench.workload import closed_loop, events, http_body
+from devtools.workers import WorkerProcess
+from journal import Ack, Journals
+from journal.settings import Settings
+from stack import StackSettings
+from stack.tls import StackCertificates
+
+METHOD = (
+    "Two secured local stacks at once, one with TLS (Kafka SASL_SSL, Cassandra client "
+    "encryption, the worker on HTTPS; every client verifying certificate and name) and one "
+    "without (SASL_PLAINTEXT), each with one worker. Appends: {concurrency} lanes, 1 event per "
+    "append, each lane its own journal, {appends} appends per repetition, {reps} repetitions "
+    "after a warm-up, plain and TLS alternating; the direct client answered at Kafka's "
+    "acknowledgement (`Ack.KAFKA`), HTTP with `?ack=kafka`; the median over repetitions. "
+    "Recovery: one journal of {events} events (appended 100 at a time), replicated by the "
+    "worker (its time is the replication row), then read whole by the direct client, "
+    "{reps} times, the median."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TlsSizes:
+    appends: int = 1280  # per repetition, over the lanes
+    concurrency: int = 64
+    repetitions: int = 3
+    events: int = 20_000
+
+
+def plain_twin(tls: StackSettings) -> StackSettings:
+    """The TLS stack's twin without TLS: `<dir>-plain`, every port + 100."""
+    return tls.replace(
+        tls="off",
+        data_dir=tls.data_dir.with_name(f"{tls.data_dir.name}-plain"),
+        kafka_port=tls.kafka_port + 100,
+        kafka_controller_port=tls.kafka_controller_port + 100,
+        cassandra_native_port=tls.cassandra_native_port + 100,
+        cassandra_storage_port=tls.cassandra_storage_port + 100,
+        external_kafka=False,
+        external_cassandra=False,
+    )
+
+
+def client_settings(stack: StackSettings) -> Settings:
+    """The client principal on `stack`'s provisioned journal (topic and keyspace `journal`)."""
+    tls = stack.tls == "on"
+    return Settings(
+        security="on",
+        tls=stack.tls,
+        kafka_bootstrap=stack.kafka_bootstrap,
+        cassandra_hosts=",".join(stack.cassandra_hosts),
+        cassandra_port=stack.cassandra_port,
+        kafka_ssl_cafile=stack.tls_ca if tls else None,
+        cassandra_ssl_cafile=stack.tls_ca if tls else None,
+    )
+
+
+def worker_env(stack: StackSettings) -> dict[str, str]:
+    if stack.tls == "off":
+        return {}
+    return {
+        "KJ_HTTP_SSL_CERTFILE": str(StackCertificates(stack.tls_dir).server),
+        "KJ_HTTP_SSL_CAFILE": str(stack.tls_ca),
+    }
+
+
+@dataclass
+class _Side:
+    label: str
+    journals: Journals
+    worker: WorkerProcess
+    http: aiohttp.ClientSession
+
+
+async def bench_tls(
+    stacks: dict[str, StackSettings], workdir: Path, sizes: TlsSizes = TlsSizes()
+) -> Section:
+    section = Section(
+        "TLS",
+        METHOD.format(
+            concurrency=sizes.concurrency,
+            appends=sizes.appends,
+            reps=sizes.repetitions,
+            events=sizes.events,
+        ),
+    )
+    sides: dict[str, _Side] = {}
+    try:
+        for label, stack in stacks.items():
+            settings = client_settings(stack)
+            worker = WorkerProcess(
+                settings, "kafka-journal", workdir / label / "worker", env=worker_env(stack)
+            )
+            worker.start()
+            journals = await Journals.connect(settings)
+            http = aiohttp.ClientSession(
+                headers=client_headers(settings),
+                connector=aiohttp.TCPConnector(limit=sizes.concurrency, ssl=worker.http_ssl()),
+            )
+            sides[label] = _Side(label, journals, worker, http)
+        for side in sides.values():
+            await side.worker.wait_ready()
+        await _appends(section, sides, sizes)
+        await _recovery(section, sides, sizes)
+    finally:
+        for side in sides.values():
+            await side.http.close()
+            await side.journals.close()
+            side.worker.stop()
+    return section
+
+
+def _direct(side: _Side, prefix: str) -> Callable[[int, int], Awaitable[None]]:
+    async def op(lane: int, round_: int) -> None:
+        batch = events(round_ + 1, 1)
+        await side.journals.journal(f"{prefix}-{lane}").append(batch, ack=Ack.KAFKA)
+
+    return op
+
+
+def _http(side: _Side, prefix: str) -> Callable[[int, int], Awaitable[None]]:
+    async def op(lane: int, round_: int) -> None:
+        url = f"{side.worker.url}/journals/{prefix}-{lane}/events?ack=kafka"
+        async with side.http.post(url, json=http_body(round_ + 1, 1)) as response:
+            if response.status != 200:
+                raise RuntimeError(f"HTTP append: {response.status} {await response.text()}")
+            await response.read()
+
+    return op
+
+
+async def _appends(section: Section, sides: dict[str, _Side], sizes: TlsSizes) -> None:
+    rates: dict[tuple[str, str], list[float]] = {}
+    for repetition in range(sizes.repetitions + 1):  # the first warms up
+        for kind, make in (("direct", _direct), ("http", _http)):
+            for label, side in sides.items():
+                operation = make(side, unique(f"{kind}{repetition}"))
+                timed = await closed_loop(operation, sizes.concurrency, sizes.appends)
+                if repetition:
+                    rates.setdefault((kind, label), []).append(timed.per_second)
+    for kind in ("direct", "http"):
+        plain = median(rates[(kind, "plain")])
+        section.add(Row(f"{kind} appends, c={sizes.concurrency}, plain", plain, "appends/s"))
+        tls = rates[(kind, "tls")]
+        section.add(
+            Row(
+                f"{kind} appends, c={sizes.concurrency}, TLS",
+                median(tls),
+                "appends/s",
+                baseline=plain,
+                goal=">= 0.8x",
+                spread=spread(tls),
+            )
+        )
+
+
+async def _recovery(section: Section, sides: dict[str, _Side], sizes: TlsSizes) -> None:
+    replicated: dict[str, float] = {}
+    reads: dict[str, list[float]] = {}
+    ids = {label: unique("recovery") for label in sides}
+    for label, side in sides.items():
+        journal = side.journals.journal(ids[label])
+        for first in range(1, sizes.events + 1, 100):
+            await journal.append(events(first, min(100, sizes.events - first + 1)), ack=Ack.KAFKA)
+        started = time.perf_counter()
+        await _replicated(side, ids[label], sizes.events)
+        replicated[label] = sizes.events / (time.perf_counter() - started)
+    for _ in range(sizes.repetitions):
+        for label, side in sides.items():
+            started = time.perf_counter()
+            count = 0
+            async for _record in side.journals.journal(ids[label]).read():
+                count += 1
+            assert count == sizes.events, f"{label}: read {count} of {sizes.events}"
+            reads.setdefault(label, []).append(sizes.events / (time.perf_counter() - started))
+    section.add(Row(f"replication of {sizes.events:,}, plain", replicated["plain"], "events/s"))
+    section.add(
+        Row(
+            f"replication of {sizes.events:,}, TLS",
+            replicated["tls"],
+            "events/s",
+            baseline=replicated["plain"],
+            goal=">= 0.8x",
+            note="once: the worker's agent, from the last append to the store's pointer",
+        )
+    )
+    plain = median(reads["plain"])
+    section.add(Row(f"recovery of {sizes.events:,}, direct, plain", plain, "events/s"))
+    section.add(
+        Row(
+            f"recovery of {sizes.events:,}, direct, TLS",
+            median(reads["tls"]),
+            "events/s",
+            baseline=plain,
+            goal=">= 0.8x",
+            spread=spread(reads["tls"]),
+        )
+    )
+
+
+async def _replicated(side: _Side, journal_id: str, events_: int, within_s: float = 600) -> None:
+    """Until the store holds the journal's last event (bounded)."""
+    key = side.journals.journal(journal_id).key
+    deadline = time.monotonic() + within_s
+    while True:
+        meta = await side.journals.store.meta(key)
+        if meta is not None and (meta.seq_nr or 0) >= events_:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{journal_id} not replicated in {within_s:g} s")
+        await asyncio.sleep(0.05)
