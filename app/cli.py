@@ -265,7 +265,14 @@ def lag(as_json: bool, max_lag: int | None, **values: Any) -> int:
 # --- tokens -----------------------------------------------------------------------------------
 
 # web.auth.Scope's values (not imported: --help loads no aiohttp)
-_SCOPES = ("journal:read", "journal:write", "journal:delete", "journal:admin", "journal:subscribe")
+_SCOPES = (
+    "journal:read",
+    "journal:write",
+    "journal:delete",
+    "journal:admin",
+    "journal:subscribe",
+    "journal:erase",
+)
 
 
 @cli.command()

@@ -241,6 +241,10 @@ class DataKeys:
         self._ttl_s = ttl_s
         self._clock = clock
 
+    def __len__(self) -> int:
+        """Journals cached now."""
+        return len(self._cache)
+
     def _cached(self, key: JournalKey) -> object | None:
         entry = self._cache.get(key)
         if entry is None:

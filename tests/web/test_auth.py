@@ -112,6 +112,7 @@ def test_every_route_of_the_api_is_in_the_table_and_unlisted_ones_need_admin() -
         Scope.READ,
         Scope.WRITE,
         Scope.DELETE,
+        Scope.ERASE,
     }
 
 
