@@ -5,6 +5,7 @@ stopped between its steps is finished by erasing again."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 
@@ -30,6 +31,7 @@ from journal.replication.replicate import KafkaQuarantine, replicate_to_now
 from journal.settings import Settings
 from journal.store.cassandra import CassandraStore
 from journal.store.keys import KeyRow, KeyState, KeyStore
+from journal.subscriptions.groups import GroupEvent
 from journal.subscriptions.subscription import Heartbeat, SubscribedEvent
 from stack import Stack
 from tests.support.compressed import read_partition
@@ -286,3 +288,43 @@ async def test_erasing_needs_the_deployments_kek(stack: Stack, keyspace: str) ->
     async with await Journals.connect(settings) as journals:
         with pytest.raises(SetupMissing, match="KJ_KEK"):
             await journals.journal("any").erase()
+
+
+async def test_a_group_member_never_delivers_an_erased_journal_and_moves_past_it(
+    encrypted: Encrypted,
+) -> None:
+    journals = encrypted.journals
+    erased_id, kept_id = unique("g_erased"), unique("g_kept")
+    kept_events = events_with(secret())
+    await journals.journal(erased_id).append(events_with(secret()))
+    await journals.journal(kept_id).append(kept_events)
+    await journals.journal(erased_id).erase()
+
+    member = journals.subscribe_group(unique("g"), heartbeat_s=0.3)
+    got: list[GroupEvent] = []
+    quiet = 0  # heartbeats since the last event
+    seen = asyncio.Event()
+
+    async def consume() -> None:
+        nonlocal quiet
+        async for batch in member.batches():
+            got.extend(batch)
+            quiet = 0 if batch else quiet + 1
+            seen.set()
+
+    await member.start()
+    task = asyncio.create_task(consume())
+    try:
+        async with asyncio.timeout(60):  # until the kept journal came, then three heartbeats
+            while not (any(e.key.id == kept_id for e in got) and quiet >= 3):
+                seen.clear()
+                await seen.wait()
+        assert [e.record.event for e in got if e.key.id == kept_id] == kept_events
+        assert not [e for e in got if e.key.id == erased_id]
+        member.ack(*(e.position for e in got))
+        # the erased journal's records were acknowledged by the member: none is left open
+        assert member.unacknowledged_records() == 0
+    finally:
+        await member.stop()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
