@@ -34,8 +34,8 @@ from journal.store.keys import KeyRow, KeyState, KeyStore
 from journal.subscriptions.groups import GroupEvent
 from journal.subscriptions.subscription import Heartbeat, SubscribedEvent
 from stack import Stack
-from tests.support.compressed import read_partition
 from tests.support.harness import settings_for, unique
+from tests.support.raw_bytes import cassandra_bytes, kafka_bytes
 from tests.support.raw_store import keyspace_of, session_of
 
 pytestmark = pytest.mark.integration
@@ -61,29 +61,10 @@ class Encrypted:
             await producer.stop()
 
     async def kafka_values(self) -> bytes:
-        """Every byte of every record (values and headers) of the topic, as one blob."""
-        blob = bytearray()
-        for partition in range(self.settings.partitions):
-            for record in await read_partition(
-                self.settings.kafka_bootstrap, self.settings.topic, partition
-            ):
-                blob += (record.key or b"") + (record.value or b"")
-                for _name, value in record.headers:
-                    blob += value
-        return bytes(blob)
+        return await kafka_bytes(self.settings)
 
     async def cassandra_cells(self) -> bytes:
-        """Every cell of the keyspace's tables that could hold a payload, as one blob."""
-        session, keyspace = session_of(self.store), keyspace_of(self.store)
-        blob = bytearray()
-        for table in ("events", "snapshot_chunks", "journal_keys"):
-            for row in session.execute(f"SELECT * FROM {keyspace}.{table}"):
-                for cell in row:
-                    if isinstance(cell, bytes):
-                        blob += cell
-                    elif isinstance(cell, str):
-                        blob += cell.encode()
-        return bytes(blob)
+        return cassandra_bytes(self.store)
 
 
 @pytest.fixture(scope="module")
