@@ -266,7 +266,14 @@ def lag(as_json: bool, max_lag: int | None, **values: Any) -> int:
 # --- tokens -----------------------------------------------------------------------------------
 
 # web.auth.Scope's values (not imported: --help loads no aiohttp)
-_SCOPES = ("journal:read", "journal:write", "journal:delete", "journal:admin", "journal:subscribe")
+_SCOPES = (
+    "journal:read",
+    "journal:write",
+    "journal:delete",
+    "journal:admin",
+    "journal:subscribe",
+    "journal:erase",
+)
 
 
 @cli.command()
@@ -540,6 +547,44 @@ def repair(journal_id: str, decision: str | None, dry_run: bool, yes: bool, **va
 
     chosen: Literal["accept-loss", "purge"] = "purge" if decision == "purge" else "accept-loss"
     return run_repair(load(Settings, values), journal_id, chosen, dry_run, yes)
+
+
+@cli.command()
+@_client_command
+@_consent_options
+def erase(journal_id: str, dry_run: bool, yes: bool, **values: Any) -> int:
+    """Erase a journal for good (crypto-shredding, docs/erasure.md): it no longer reads nor
+    appends, its rows are purged and its data key destroyed, so every copy of its payloads is
+    unreadable. Needs the key-encryption key (KJ_KEK_FILE); run it again to finish an erasure
+    that stopped part way."""
+    from app.erasure import run_erase
+
+    return run_erase(load(Settings, values), journal_id, dry_run, yes)
+
+
+@cli.group()
+def keys() -> None:
+    """The journals' data keys (docs/erasure.md): new-kek | rotate."""
+
+
+@keys.command("new-kek")
+def keys_new_kek() -> int:
+    """Print a fresh key-encryption key (32 bytes, base64): keep it in a file (KJ_KEK_FILE)."""
+    from journal.codec import new_kek_text
+
+    click.echo(new_kek_text())
+    return 0
+
+
+@keys.command("rotate")
+@settings_options(Settings)
+@_consent_options
+def keys_rotate(dry_run: bool, yes: bool, **values: Any) -> int:
+    """Rewrap every data key of the topic with the current KEK (KJ_KEK_FILE), unwrapping with
+    the previous one (KJ_KEK_OLD_FILE); events are not rewritten."""
+    from app.erasure import run_rotate
+
+    return run_rotate(load(Settings, values), dry_run, yes)
 
 
 # --- quarantine -------------------------------------------------------------------------------

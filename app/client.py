@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # the command line loads the client (Kafka, Cassandra) only w
 JournalCommand = Callable[["Journal", BinaryIO], Awaitable[None]]
 SEQ_NR_CONFLICT_EXIT = 3  # a conditional append found the journal elsewhere
 OUTCOME_UNKNOWN_EXIT = 75  # EX_TEMPFAIL: retry with the same --idempotency-key to learn it
+JOURNAL_ERASED_EXIT = 4  # the journal was erased (docs/erasure.md): for good
 
 
 def parse_append_body(data: str | None) -> ParsedAppend:
@@ -312,7 +313,7 @@ def run_client(
 ) -> int:
     """Check the input (`prepare`), then run the command it gives on the journal; 0, or 2 with
     the API's error on stderr for bad input."""
-    from journal.errors import OutcomeUnknown, SeqNrConflict
+    from journal.errors import JournalErased, OutcomeUnknown, SeqNrConflict
     from web.error_answers import ApiError
 
     try:
@@ -324,6 +325,8 @@ def run_client(
         return _failed(name, f"seq_nr_conflict: {conflict}", SEQ_NR_CONFLICT_EXIT)
     except OutcomeUnknown as error:
         return _failed(name, f"outcome_unknown: {error}{_repeat(error)}", OUTCOME_UNKNOWN_EXIT)
+    except JournalErased as error:
+        return _failed(name, f"journal_erased: {error}", JOURNAL_ERASED_EXIT)
     except ValueError as error:
         return _failed(name, str(error), 2)
     return 0

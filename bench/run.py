@@ -27,6 +27,7 @@ from bench.cluster import bench_cluster
 from bench.common import Row, Section, load_average
 from bench.console import console_section
 from bench.consumer import bench_consumer
+from bench.encryption import EncryptionSizes, bench_encryption
 from bench.environment import connected, quiet_cassandra, settings_for, settle, worker
 from bench.huge import bench_huge
 from bench.profile import host_busy_fraction, host_cpu_jiffies
@@ -78,6 +79,7 @@ class Sizes:
     subscription: SubscriptionSizes
     tail_records: int  # the direct client's tail index: records it indexes
     recovery: RecoverySizes
+    encryption: EncryptionSizes
     spread_events: int  # the backlog over 100 journals a fresh worker replicates
     console_loads: int = 10  # overview loads in the browser
     console_appends: int = 50  # appends timed into the live tail
@@ -103,6 +105,7 @@ FULL = Sizes(
     subscription=SubscriptionSizes(events=100_000),
     tail_records=300_000,
     recovery=RecoverySizes(events=20_000, repetitions=5),
+    encryption=EncryptionSizes(appends=3200, recovery_events=20_000, repetitions=3),
     spread_events=100_000,
 )
 QUICK = Sizes(
@@ -116,6 +119,7 @@ QUICK = Sizes(
     subscription=SubscriptionSizes(events=2000, journals=20, repetitions=1, live=20, offered_s=1.0),
     tail_records=3000,
     recovery=RecoverySizes(events=500, repetitions=2),
+    encryption=EncryptionSizes(appends=128, recovery_events=500, repetitions=1),
     spread_events=2000,
     console_loads=2,
     console_appends=5,
@@ -455,6 +459,9 @@ async def _scenarios(
             "Subscription", bench_subscription(base, sizes.subscription), store
         )
         tail = await _guarded("Tail index", bench_tail_index(base, sizes.tail_records), store)
+        encryption = await _guarded(
+            "Encrypted journals", bench_encryption(base, sizes.encryption), store
+        )
         cluster = await _guarded(
             "Append on a three-node cluster",
             bench_cluster(
@@ -486,7 +493,8 @@ async def _scenarios(
             spark_cluster = Section("Spark rebuild on a standalone cluster", "Not run.")
     finally:
         await store.close()
-    sections = [append, compression, read, recovery, offline, replication, spread, huge]
+    sections = [append, compression, encryption, read, recovery, offline, replication, spread]
+    sections.append(huge)
     return [*sections, console, cluster, subscription, tail, spark, spark_cluster, consumer]
 
 
@@ -555,6 +563,18 @@ def run_subscription(events: int, out: Path | None = None) -> int:
     _, base = _stack_up()
     sizes = SubscriptionSizes(events=events, journals=max(2, min(100, events // 100)))
     section = asyncio.run(bench_subscription(base, sizes))
+    for row in section.rows:
+        ratio = "" if row.ratio is None else f" ({row.ratio:.2f}x of {row.baseline:,.0f})"
+        print(f"{row.name}: {row.value:,.1f} {row.unit}{ratio} {row.goal} {row.note}")
+    return 0
+
+
+def run_encryption(appends: int, events: int) -> int:
+    """Only the encrypted-journals scenario (`--encryption-only`): `appends` appends at c=64
+    and a recovery of `events` events; prints its rows."""
+    _, base = _stack_up()
+    sizes = EncryptionSizes(appends=appends, recovery_events=events, repetitions=3)
+    section = asyncio.run(bench_encryption(base, sizes))
     for row in section.rows:
         ratio = "" if row.ratio is None else f" ({row.ratio:.2f}x of {row.baseline:,.0f})"
         print(f"{row.name}: {row.value:,.1f} {row.unit}{ratio} {row.goal} {row.note}")
@@ -653,9 +673,20 @@ def main(argv: list[str] | None = None) -> int:
         help="run only TLS against the same without, at this many appends per repetition "
         "(on the TLS stack; it starts a plain twin beside it); print its numbers",
     )
+    parser.add_argument(
+        "--encryption-only",
+        type=int,
+        nargs=2,
+        metavar=("APPENDS", "EVENTS"),
+        default=None,
+        help="run only the encrypted-journals scenario (APPENDS at c=64, a recovery of EVENTS); "
+        "print its numbers",
+    )
     args = parser.parse_args(argv)
     if args.tls_only is not None:
         return run_tls(args.tls_only)
+    if args.encryption_only is not None:
+        return run_encryption(*args.encryption_only)
     if args.contention_only:
         return run_contention(args.out)
     if args.offline_only is not None:

@@ -13,6 +13,7 @@ journal/kafka/driver_errors.py, cassandra-driver's in journal/store/cql.py), so 
 - `PartitionCountChanged` (a `SetupMissing`): the topic's live partition count is not the one
   the keyspace recorded (HTTP 503 `partition_count_changed`); an operator's problem.
 - `JournalTruncated`: records a read needs expired before replication stored them (HTTP 410).
+- `JournalErased`: the journal was erased (crypto-shredded, docs/erasure.md) (HTTP 410).
 - `AppendTooLarge`: the append cannot be written as one record (HTTP 413).
 - `SnapshotTooLarge`: a snapshot's payload exceeds the store's limit (HTTP 413).
 - `SnapshotBeyondJournal`: a snapshot at a seqNr the journal has not reached (HTTP 409).
@@ -89,6 +90,11 @@ class PartitionCountChanged(SetupMissing):
 
 class JournalTruncated(JournalError):
     """Records a read needs expired from Kafka before replication stored them."""
+
+
+class JournalErased(JournalError):
+    """The journal was erased, or its erasure began (docs/erasure.md): its payloads are gone
+    for good; HTTP 410 `journal_erased`."""
 
 
 class UndecodableBatch(JournalError):

@@ -42,6 +42,7 @@ from kjconfig.hosts import parse_hosts, shared_port
 from kjconfig.settings import KJSettings, Switch
 
 if TYPE_CHECKING:  # loaded on use: the command line's --help needs no drivers
+    from journal.codec.envelope import Kek
     from journal.kafka.topic import TopicSpec
     from journal.store.cassandra import CassandraConfig
 
@@ -278,6 +279,56 @@ class Settings(KJSettings):
     cassandra_password_file: FilePath | None = Field(
         default=None, description="a file holding the Cassandra password"
     )
+
+    # crypto-shredding (docs/erasure.md): with a KEK, every journal's payloads are encrypted
+    kek: SecretStr | None = Field(
+        default=None,
+        description="the key-encryption key, 32 bytes in base64 (prefer kek_file): with one, "
+        "every journal's payloads are encrypted with a data key of its own, and can be erased",
+    )
+    kek_file: FilePath | None = Field(
+        default=None, description="a file holding the key-encryption key (32 bytes in base64)"
+    )
+    kek_old_file: FilePath | None = Field(
+        default=None,
+        description="the previous key-encryption key during a rotation: it only unwraps "
+        "(`kafka-journal keys rotate` rewraps its data keys with the current one)",
+    )
+    key_cache_size: int = Field(
+        default=10_000, gt=0, description="journals whose data key a process keeps in memory"
+    )
+    key_cache_ttl_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="seconds a process trusts a cached data key: after an erasure elsewhere, "
+        "it may use the key that long at most",
+    )
+
+    @model_validator(mode="after")
+    def _one_kek(self) -> Self:
+        if self.kek is not None and self.kek_file is not None:
+            raise ValueError("give at most one of KJ_KEK, KJ_KEK_FILE")
+        if self.kek_old_file is not None and self.kek is None and self.kek_file is None:
+            raise ValueError("KJ_KEK_OLD_FILE needs the current key (KJ_KEK_FILE or KJ_KEK)")
+        return self
+
+    @property
+    def encrypted(self) -> bool:
+        """Whether journals are encrypted (a key-encryption key is given)."""
+        return self.kek is not None or self.kek_file is not None
+
+    def keks(self) -> tuple[Kek, tuple[Kek, ...]] | None:
+        """The key-encryption key, and the previous one if rotating; None without one."""
+        from journal.codec.envelope import FileKek
+
+        if self.kek_file is not None:
+            current = FileKek.of_file(self.kek_file)
+        elif self.kek is not None:
+            current = FileKek.of_text(self.kek.get_secret_value())
+        else:
+            return None
+        old = () if self.kek_old_file is None else (FileKek.of_file(self.kek_old_file),)
+        return current, old
 
     def kafka_access(self) -> KafkaAccess:
         """How this process reaches Kafka: the servers and its login (kjconfig.access)."""

@@ -24,7 +24,7 @@ from journal import (
     Snapshot,
     SubscriptionPosition,
 )
-from journal.client import Appending
+from journal.client import Appending, Erasure
 from journal.errors import PartitionCountChanged
 from journal.replication import Quarantined
 from journal.replication import newest_quarantined as read_newest
@@ -65,6 +65,10 @@ class JournalHandle(Appending, Protocol):
     async def delete(self, to: int) -> Deleted: ...
 
     async def purge(self) -> Position: ...
+
+    async def erase(self) -> Erasure:
+        """Erase the journal (docs/erasure.md); SetupMissing without a key-encryption key."""
+        ...
 
     @property
     def snapshots(self) -> SnapshotsHandle: ...

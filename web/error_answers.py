@@ -39,6 +39,9 @@ class ErrorCode(StrEnum):
     # 409: an ack for a group with no member streaming on this worker
     NO_MEMBER = "no_member"
     JOURNAL_TRUNCATED = "journal_truncated"  # 410: events expired from Kafka unreplicated
+    JOURNAL_ERASED = "journal_erased"  # 410: the journal was erased (docs/erasure.md)
+    # 503: erasure needs the deployment's key-encryption key, which this worker is not given
+    ERASURE_UNAVAILABLE = "erasure_unavailable"
     BODY_TOO_LARGE = "body_too_large"  # 413: the request body exceeds the configured limit
     APPEND_TOO_LARGE = "append_too_large"  # 413: the encoded record exceeds Kafka's limit
     SNAPSHOT_TOO_LARGE = "snapshot_too_large"  # 413: a snapshot's payload exceeds the limit

@@ -7,6 +7,8 @@ answer with, or None when it is not a known failure (the caller then answers 500
   replication stored them: a data-loss signal, not a transient condition, so not a 503 (a client
   would retry forever) and not a 500 (nothing is wrong with this request or this process).
   410 says "this history is gone and retrying will not bring it back"; an operator must act.
+- `JournalErased` -> 410 `journal_erased`: the journal was erased (docs/erasure.md), or its
+  erasure began; its payloads are gone for good, for reads and appends alike.
 - `AppendTooLarge` (the core's, including the broker's size refusals) -> 413 `append_too_large`.
 - `SnapshotTooLarge` -> 413 `snapshot_too_large`; `SnapshotBeyondJournal` -> 409
   `snapshot_beyond_journal` with the journal's last seqNr.
@@ -45,6 +47,7 @@ from journal.errors import (
     AppendTooLarge,
     IdempotencyKeyReused,
     IdempotencyUnresolved,
+    JournalErased,
     JournalTruncated,
     OutcomeUnknown,
     PartitionCountChanged,
@@ -77,6 +80,12 @@ def api_error_of(error: BaseException, retry_after_s: int) -> ApiError | None:
             ErrorCode.JOURNAL_TRUNCATED,
             f"events of this journal were lost: {error}. Retrying will not help; an operator "
             "must repair the journal (see the kafka_journal_truncated_reads_total metric)",
+        )
+    if isinstance(error, JournalErased):
+        return ApiError(
+            410,
+            ErrorCode.JOURNAL_ERASED,
+            f"{error}; the journal was erased and its id stays erased (docs/erasure.md)",
         )
     if isinstance(error, SeqNrConflict):
         return ApiError(

@@ -26,6 +26,8 @@ class Scope(StrEnum):
     # subscription groups: list them, join one's stream, acknowledge; apart from READ because
     # a member takes partitions from the group's others and its acks move the group's checkpoint
     SUBSCRIBE = "journal:subscribe"
+    # erasure (docs/erasure.md): apart from DELETE because it cannot be undone, anywhere
+    ERASE = "journal:erase"
 
 
 @dataclass(frozen=True)

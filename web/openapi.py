@@ -45,20 +45,24 @@ end.
 stored them in Cassandra. That history is lost; retrying will not bring it back, so it is
 neither a 503 (retry) nor a 500 (a bug); an operator must repair the journal.
 
+`journal_erased` (410 Gone): the journal was erased (`DELETE /journals/{id}/payloads`,
+docs/erasure.md): reads and appends of it answer this for good; a subscription passes its
+events by as heartbeats at their positions.
+
 Unknown query parameters and unknown body fields are refused (400), so typos do not pass
 silently.
 
 With security on (`KJ_SECURITY=on`), every route but `/healthz`, `/readyz` and this document
 needs `Authorization: Bearer <JWT>` whose `scope` grants it: `journal:read` (GET a journal or
-its events), `journal:write` (append), `journal:delete` (delete, purge), `journal:admin`
-(`/metrics`, `/status`, `/quarantine`), `journal:subscribe` (the subscription groups: list,
-join a group's stream, acknowledge); the console's files (`/ui`) are open, the API they
-call is not. A token limited to a journal id prefix lists ids (`/journals`) and subscribes
-(`/events`) within it, and is refused by `/metrics`, `/status`, `/quarantine` and the
-subscription groups. A token's group prefix claim limits it to the groups whose name starts
-with it: `/subscriptions` lists only those. 401 `unauthorized` (with `WWW-Authenticate`)
-without a valid token, 403 `forbidden` without the scope, for a journal id outside the
-token's prefix claim or a group outside its group prefix claim."""
+its events), `journal:write` (append), `journal:delete` (delete, purge), `journal:erase`
+(erase), `journal:admin` (`/metrics`, `/status`, `/quarantine`), `journal:subscribe` (the
+subscription groups: list, join a group's stream, acknowledge); the console's files (`/ui`) are
+open, the API they call is not. A token limited to a journal id prefix lists ids (`/journals`)
+and subscribes (`/events`) within it, and is refused by `/metrics`, `/status`, `/quarantine`
+and the subscription groups. A token's group prefix claim limits it to the groups whose name
+starts with it: `/subscriptions` lists only those. 401 `unauthorized` (with `WWW-Authenticate`)
+without a valid token, 403 `forbidden` without the scope, for a journal id outside the token's
+prefix claim or a group outside its group prefix claim."""
 
 _SUBSCRIBE = """\
 Every event the journals' logs accepted (never an Append the conflict rule rejected), one JSON
@@ -114,6 +118,7 @@ _ANSWERS: tuple[type[BaseModel], ...] = (
     schema.SnapshotOut,
     schema.SnapshotStored,
     schema.PositionOut,
+    schema.ErasedOut,
     schema.AppendedOut,
     schema.EventOut,
     schema.JournalInfoOut,
@@ -222,7 +227,8 @@ _RESPONSES: JsonDoc = {
         {"Allow": {"schema": {"type": "string"}, "description": "the methods it has"}},
     ),
     "JournalTruncated": _error_response(
-        "`journal_truncated`: events expired from Kafka before they were replicated; lost."
+        "`journal_truncated`: events expired from Kafka before they were replicated; lost. "
+        "`journal_erased`: the journal was erased (docs/erasure.md); gone for good."
     ),
     "TooLarge": _error_response(
         "`body_too_large` (over the configured body limit) or `append_too_large` (the encoded "
@@ -360,7 +366,7 @@ _OPERATIONS: dict[str, JsonDoc] = {
                 "where the record landed and the seqNrs of its events.",
                 _ref("schemas", "AppendedOut"),
             ),
-            **_errors("400", "409", "413", "422", "503"),
+            **_errors("400", "409", "410", "413", "422", "503"),
         },
     },
     "read": {
@@ -397,6 +403,20 @@ _OPERATIONS: dict[str, JsonDoc] = {
         "summary": "Remove the whole journal; seqNrs may restart at 1.",
         "responses": {
             "200": _ok("Where the Purge landed.", _ref("schemas", "PositionOut")),
+            **_errors(*_JOURNAL_ERRORS),
+        },
+    },
+    "erase": {
+        "summary": "Erase the journal: its data key destroyed, its rows purged, for good.",
+        "description": "Crypto-shredding (docs/erasure.md): needs a deployment with a "
+        "key-encryption key (else 503 `erasure_unavailable`). From the first step on the "
+        "journal answers 410 `journal_erased`; every copy of its payloads (Kafka, Cassandra, "
+        "exports, backups) stays unreadable. Safe to repeat: after a failure, repeating "
+        "finishes it.",
+        "responses": {
+            "200": _ok(
+                "Where the Purge landed (none if erased before).", _ref("schemas", "ErasedOut")
+            ),
             **_errors(*_JOURNAL_ERRORS),
         },
     },

@@ -54,6 +54,8 @@ ROUTES: tuple[Route, ...] = (
     Route("DELETE", "/journals/{id}/events", "journals", "delete", Scope.DELETE, "delete"),
     Route("GET", "/journals/{id}", "journals", "info", Scope.READ, "info"),
     Route("DELETE", "/journals/{id}", "journals", "purge", Scope.DELETE, "purge"),
+    # crypto-shredding: the journal's data key destroyed, its rows purged (docs/erasure.md)
+    Route("DELETE", "/journals/{id}/payloads", "journals", "erase", Scope.ERASE, "erase"),
     # every journal's events: a prefix-limited token gets those within its prefix
     Route(
         "GET",

@@ -367,6 +367,15 @@ class NoQuery(_Wire):
 # --- answers --------------------------------------------------------------------------------
 
 
+class ErasedOut(_Wire):
+    """An erasure's answer: where its Purge landed (absent when the journal was erased
+    already)."""
+
+    already: bool = Field(description="the journal was erased before this request")
+    partition: int | None = Field(default=None, ge=0)
+    offset: int | None = Field(default=None, ge=0)
+
+
 class PositionOut(_Wire):
     """Where an action landed in Kafka."""
 

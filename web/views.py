@@ -27,7 +27,7 @@ from aiohttp import web
 
 from journal import EventRecord, Heartbeat
 from journal.client import append_events
-from journal.errors import InvalidValue, JournalError
+from journal.errors import InvalidValue, JournalError, SetupMissing
 from journal.metrics import METRICS, Metrics
 from journal.subscriptions import EventPosition, GroupEvent, SubscriptionItem
 from web.backend import GroupMemberHandle, JournalBackend, JournalHandle
@@ -53,7 +53,7 @@ from web.representation import (
     json_response,
     position_out,
 )
-from web.schema import AckedOut
+from web.schema import AckedOut, ErasedOut
 from web.validation import (
     check_no_params,
     parse_ack,
@@ -398,6 +398,26 @@ class JournalViews:
         _, journal = self._journal(request)
         check_no_params(request.query)
         return json_response(position_out(await journal.purge()))
+
+    async def erase(self, request: web.Request) -> web.Response:
+        """DELETE /journals/{id}/payloads -> 200 {"already", "partition"?, "offset"?}: the
+        journal erased (docs/erasure.md); safe to repeat, and repeated after a failure it
+        finishes the erasure."""
+        _, journal = self._journal(request)
+        check_no_params(request.query)
+        try:
+            erasure = await journal.erase()
+        except SetupMissing as error:
+            raise unavailable(
+                ErrorCode.ERASURE_UNAVAILABLE, str(error), self._limits.retry_after_s
+            ) from error
+        position = erasure.position
+        if position is None:
+            return json_response(ErasedOut(already=erasure.already))
+        out = ErasedOut(
+            already=erasure.already, partition=position.partition, offset=position.offset
+        )
+        return json_response(out)
 
 
 def journal_id_of(request: web.Request) -> str:

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         check_idempotency_key,
     )
     from journal.client.deferred import Deferred
+    from journal.client.erasure import Erasure
     from journal.client.journals import Appending, Journal, Journals, append_events
     from journal.client.listing import DEFAULT_LIMIT, MAX_LIMIT, JournalIdPage
     from journal.client.reading import JournalInfo, ReadingFlow
@@ -33,6 +34,7 @@ _DOOR = {
     "CONDITIONAL_HEADERS": "conditional",
     "DEFAULT_LIMIT": "listing",
     "Deferred": "deferred",
+    "Erasure": "erasure",
     "FreshKey": "conditional",
     "Journal": "journals",
     "JournalIdPage": "listing",
@@ -52,6 +54,7 @@ __all__ = [
     "MAX_LIMIT",
     "Appending",
     "Deferred",
+    "Erasure",
     "FreshKey",
     "Journal",
     "JournalIdPage",

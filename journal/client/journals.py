@@ -20,9 +20,11 @@ from journal.client.conditional import (
     Produce,
     new_idempotency_key,
 )
+from journal.client.erasure import Encryption, Erasure, seal_events
 from journal.client.listing import DEFAULT_LIMIT, JournalIdPage, JournalIds
 from journal.client.reading import JournalInfo, ReadingFlow
 from journal.client.snapshots import JournalSnapshots
+from journal.codec.envelope import request_digest_key
 from journal.core.index import RecordIndex
 from journal.core.model import (
     SEQ_NR_MAX,
@@ -41,7 +43,7 @@ from journal.core.model import (
     Position,
     check_seq_nr,
 )
-from journal.errors import InvalidValue, StoreUnavailable
+from journal.errors import InvalidValue, SetupMissing, StoreUnavailable
 from journal.kafka.fence import Fence, HighWatermarks, Marks
 from journal.kafka.guard import PartitionGuard
 from journal.kafka.producer import JournalProducer
@@ -53,6 +55,7 @@ from journal.settings import Settings
 from journal.store.base import EventualJournal, EventualStore
 from journal.store.cassandra import CassandraStore
 from journal.store.connecting import ConnectingStore
+from journal.store.keys import CassandraKeyStore, DataKeys, KeyState, keyspace_access_of
 from journal.subscriptions import DEFAULT_MAX_UNACKED
 from journal.subscriptions.groups import (
     GroupAdmin,
@@ -62,6 +65,8 @@ from journal.subscriptions.groups import (
 )
 from journal.subscriptions.subscription import (
     HEARTBEAT_S,
+    Heartbeat,
+    SubscribedEvent,
     SubscriptionConfig,
     SubscriptionItem,
     SubscriptionPosition,
@@ -188,8 +193,11 @@ class Journals:
         origin: str | None = None,
         verdicts: RecordIndex | None = None,
         scan_without_store: bool = False,
+        encryption: Encryption | None = None,
     ) -> None:
         self.topic = topic
+        # with a key-encryption key, payloads are sealed and opened here (docs/erasure.md)
+        self.encryption = encryption
         self.writer = writer
         self.store = store
         self.index = index
@@ -269,8 +277,29 @@ class Journals:
             for close in reversed(owned):
                 await close()
             raise
+        encryption = None
+        keks = settings.keks()
+        if keks is not None:
+            reached = store  # a store connecting in the background has its keyspace later
+            keys = DataKeys(
+                CassandraKeyStore(lambda: keyspace_access_of(reached)),
+                keks[0],
+                keks[1],
+                settings.key_cache_size,
+                settings.key_cache_ttl_s,
+            )
+            encryption = Encryption(keys)
         journals = cls(
-            settings.topic, writer, store, index, fence, kafka, origin, verdicts, scan_without_store
+            settings.topic,
+            writer,
+            store,
+            index,
+            fence,
+            kafka,
+            origin,
+            verdicts,
+            scan_without_store,
+            encryption,
         )
         journals._owned = owned
         journals.group_max_unacked = settings.group_max_unacked
@@ -327,7 +356,25 @@ class Journals:
         heartbeats while idle, else up to the high watermarks as of now
         (`journal.subscriptions.subscription`)."""
         config = SubscriptionConfig(self.kafka.config.kafka, heartbeat_s)
-        return subscribe(self.topic, self.writer.partitions, self.store, config, after, tags, live)
+        items = subscribe(self.topic, self.writer.partitions, self.store, config, after, tags, live)
+        return items if self.encryption is None else self._opened_items(items)
+
+    async def _opened_items(
+        self, items: AsyncIterator[SubscriptionItem]
+    ) -> AsyncIterator[SubscriptionItem]:
+        async for item in items:
+            yield await self._opened_item(item)
+
+    async def _opened_item(self, item: SubscriptionItem) -> SubscriptionItem:
+        """An event opened; one that cannot be (its journal erased) passed by as a heartbeat
+        at its position, so a subscriber resumes exactly after it."""
+        if type(item) is not SubscribedEvent:
+            return item
+        assert self.encryption is not None
+        record = await self.encryption.opened(item.key, item.record)
+        if record is None:
+            return Heartbeat(item.position)
+        return item if record is item.record else SubscribedEvent(item.key, record, item.position)
 
     async def end_position(self) -> SubscriptionPosition:
         """After every record the topic holds now: `subscribe` after it for what is appended
@@ -343,7 +390,14 @@ class Journals:
         """`subscribe`, a list of items at a time as they come (what one fetch gave)."""
         config = SubscriptionConfig(self.kafka.config.kafka)
         partitions = self.writer.partitions
-        return subscribe_batches(self.topic, partitions, self.store, config, after, tags, live)
+        batches = subscribe_batches(self.topic, partitions, self.store, config, after, tags, live)
+        return batches if self.encryption is None else self._opened_item_batches(batches)
+
+    async def _opened_item_batches(
+        self, batches: AsyncIterator[list[SubscriptionItem]]
+    ) -> AsyncIterator[list[SubscriptionItem]]:
+        async for batch in batches:
+            yield [await self._opened_item(item) for item in batch]
 
     def subscribe_group(
         self,
@@ -362,8 +416,9 @@ class Journals:
             heartbeat_s,
             max_unacked=self.group_max_unacked if max_unacked is None else max_unacked,
         )
+        opener = None if self.encryption is None else self.encryption.opened
         return GroupMember(
-            name, self.topic, self.writer.partitions, self.store, config, tags, handover
+            name, self.topic, self.writer.partitions, self.store, config, tags, handover, opener
         )
 
     async def group_statuses(self) -> list[GroupStatus]:
@@ -414,8 +469,16 @@ class Journal:
         answers the first one's position.
         """
         journals = self._journals
+        events = tuple(events)
+        digested: bytes | None = None  # what an idempotency digest covers, if not the record
+        if journals.encryption is not None:
+            data_key = await journals.encryption.keys.for_append(self.key)
+            if idempotency_key is not None:  # a retry seals anew: the digest is of the plain
+                plain = encode_append(Events(events, metadata)).value
+                digested = request_digest_key(data_key.raw, plain)
+            events = seal_events(data_key, self.key.id, events)
         # checked and encoded once: the range is the encoding's
-        encoded = encode_append(Events(tuple(events), metadata))
+        encoded = encode_append(Events(events, metadata))
         if ack is Ack.VERIFIED and expected_seq_nr is None:
             expected_seq_nr = encoded.range.from_ - 1
         if expected_seq_nr is None and idempotency_key is None:
@@ -428,7 +491,10 @@ class Journal:
             None
             if idempotency_key is None
             else Idempotency.of_request(
-                idempotency_key, encoded.value, header_metadata, user_headers
+                idempotency_key,
+                encoded.value if digested is None else digested,
+                header_metadata,
+                user_headers,
             )
         )
         header = AppendHeader(encoded.range, encoded.payload_type)  # as the fold sees it
@@ -465,23 +531,35 @@ class Journal:
             raise InvalidValue("an append needs at least one event")
         journals = self._journals
         user_headers = dict(headers or {})
+        data_key = (
+            None
+            if journals.encryption is None
+            else await journals.encryption.keys.for_append(self.key)
+        )
 
-        def encoded_from(first: int) -> EncodedAppend:
+        def encoded_from(first: int, sealed: bool = False) -> EncodedAppend:
             numbered = tuple([event.numbered(first + i) for i, event in enumerate(events)])
+            if sealed and data_key is not None:  # sealed once numbered: the seqNr is sealed in
+                numbered = seal_events(data_key, self.key.id, numbered)
             return encode_append(Events(numbered, metadata))
 
         def number(first: int) -> tuple[AppendHeader, Produce]:
-            encoded = encoded_from(first)
+            encoded = encoded_from(first, sealed=True)
             header = AppendHeader(encoded.range, encoded.payload_type)
             return header, self._producer(encoded, header_metadata, user_headers)
 
         fresh = isinstance(idempotency_key, FreshKey)
         key = new_idempotency_key() if isinstance(idempotency_key, FreshKey) else idempotency_key
+        digested: bytes | None = None
+        if key is not None:
+            digested = encoded_from(1).value
+            if data_key is not None:  # of the plain events, keyed: module erasure's reasons
+                digested = request_digest_key(data_key.raw, digested)
         idempotency = (
             None
-            if key is None
+            if key is None or digested is None
             else Idempotency.of_request(
-                key, encoded_from(1).value, header_metadata, user_headers, at_end=True, fresh=fresh
+                key, digested, header_metadata, user_headers, at_end=True, fresh=fresh
             )
         )
         return await journals.conditional.append_at_end(
@@ -509,6 +587,9 @@ class Journal:
         """The last seqNr and deleteTo, as a read starting now would see them (a journal this
         process appended to or looked at lately, from memory when the index shows nothing
         newer: journal/client/conditional.py `look`)."""
+        encryption = self._journals.encryption
+        if encryption is not None:
+            await encryption.keys.for_read(self.key)  # JournalErased once its erasure began
         state = await self._journals.conditional.look(self.key)
         return JournalInfo(state.seq_nr or None, state.delete_to or None)
 
@@ -516,15 +597,19 @@ class Journal:
         self, from_: int = 1, to: int = SEQ_NR_MAX, limit: int | None = None
     ) -> AsyncIterator[EventRecord]:
         """Stream the events in [from_, to], at most `limit`, in seqNr order (the reading
-        flow: `journal.client.reading`)."""
-        return self._journals.reading.read(self.key, from_, to, limit)
+        flow: `journal.client.reading`). JournalErased once the journal's erasure began."""
+        records = self._journals.reading.read(self.key, from_, to, limit)
+        encryption = self._journals.encryption
+        return records if encryption is None else encryption.open_records(self.key, records)
 
     def read_batches(
         self, from_: int = 1, to: int = SEQ_NR_MAX, limit: int | None = None
     ) -> AsyncIterator[list[EventRecord]]:
         """`read`, a non-empty list of events at a time as the flow gets them: a page of the
         store's, the head's events, a fetch of the events it spilled."""
-        return self._journals.reading.read_batches(self.key, from_, to, limit)
+        batches = self._journals.reading.read_batches(self.key, from_, to, limit)
+        encryption = self._journals.encryption
+        return batches if encryption is None else encryption.open_batches(self.key, batches)
 
     async def delete(self, to: int) -> Deleted:
         """Delete the events up to `to`: the log decides how far, where the Delete lands
@@ -542,3 +627,24 @@ class Journal:
     async def purge(self) -> Position:
         """Remove the whole journal; a later append may start at seqNr 1 again."""
         return await self._journals.writer.purge(self.key, origin=self._journals.origin)
+
+    def _encryption(self) -> Encryption:
+        encryption = self._journals.encryption
+        if encryption is None:
+            raise SetupMissing(
+                "erasure needs the deployment's key-encryption key (KJ_KEK_FILE or KJ_KEK): "
+                "docs/erasure.md"
+            )
+        return encryption
+
+    async def erase(self) -> Erasure:
+        """Erase the journal for good (docs/erasure.md): from now on it neither reads nor
+        appends (JournalErased), its rows are purged and its data key destroyed, so its payloads
+        in every copy of the topic, the store, exports and backups can never be read again. Safe
+        to repeat: an erasure that failed part way is finished by erasing again."""
+        return await self._encryption().erase(self.key, self.purge)
+
+    async def erasure_state(self) -> KeyState | None:
+        """`active` (it has a key), `erasing` (an erasure began and is not finished: erase
+        again), `erased`; None: no key, never erased."""
+        return await self._encryption().erasure_state(self.key)

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
         record_headers,
     )
     from journal.codec.duration import FiniteDuration, TimeUnit, from_nanos, parse_duration
+    from journal.codec.envelope import new_kek_text
     from journal.codec.errors import DecodeError, EncodeError
     from journal.codec.events import decode_events, encode_events
 
@@ -53,6 +54,7 @@ _DOOR = {
     "encode_events": "events",
     "events_of": "actions",
     "from_nanos": "duration",
+    "new_kek_text": "envelope",
     "parse_checked": "actions",
     "parse_duration": "duration",
     "record_headers": "actions",
@@ -72,6 +74,7 @@ __all__ = [
     "encode_events",
     "events_of",
     "from_nanos",
+    "new_kek_text",
     "parse_checked",
     "parse_duration",
     "record_headers",

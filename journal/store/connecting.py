@@ -17,6 +17,7 @@ from journal.core.fold import JournalWrite
 from journal.core.model import SEQ_NR_MAX, EventRecord, JournalKey
 from journal.errors import StoreUnavailable
 from journal.store.base import EventualStore, FirstPage, JournalMeta, Snapshot, StoredAppend
+from journal.store.cassandra import CassandraStore, KeyspaceAccess
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +76,14 @@ class ConnectingStore(EventualStore):
         if self._store is None:
             raise StoreUnavailable("the store has not been reached since this process started")
         return self._store
+
+    @property
+    def keyspace_access(self) -> KeyspaceAccess:
+        """The reached store's (`CassandraStore.keyspace_access`); StoreUnavailable before."""
+        store = self._reached()
+        if not isinstance(store, CassandraStore):
+            raise TypeError("keyspace_access is a Cassandra store's")
+        return store.keyspace_access
 
     async def close(self) -> None:
         if self._connecting is not None:

@@ -41,6 +41,11 @@ Tables:
   version gets its row at its first start. Kafka's topic id is not recorded: aiokafka 0.14
   speaks metadata up to v5, and topic ids came with v10; the topic's name keys the row. No
   version bump: older code never reads it, so nothing older must refuse it.
+- `journal_keys`: per journal of an encrypting deployment, its data key wrapped by the
+  key-encryption key and the state of its erasure (journal/store/keys.py, docs/erasure.md).
+  Changed only by lightweight transactions. No version bump: older code never reads it; a
+  keyspace an administrator made before it gets it from `ensure_schema` (`stack up`, or a
+  process that creates schema).
 
 Code above the store may keep tables of its own in the keyspace (through
 `CassandraStore.keyspace_access`): it creates them, this module neither creates nor versions
@@ -103,6 +108,10 @@ _TABLES = (
         name text PRIMARY KEY, version int)""",
     """CREATE TABLE IF NOT EXISTS {ks}.topic_partitions (
         topic text PRIMARY KEY, partitions int, recorded_at timestamp)""",
+    """CREATE TABLE IF NOT EXISTS {ks}.journal_keys (
+        topic text, id text, state text, wrapped blob, kek_id text,
+        created_at timestamp, erasing_at timestamp, erased_at timestamp,
+        PRIMARY KEY ((topic, id)))""",
 )
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import AsyncIterator, Callable, Collection, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext, suppress
 from dataclasses import dataclass
 from types import TracebackType
@@ -245,8 +245,12 @@ class GroupMember:
         config: GroupConfig,
         tags: Collection[str] = (),
         handover: Callable[[], AbstractAsyncContextManager[object]] | None = None,
+        opener: Callable[[JournalKey, EventRecord], Awaitable[EventRecord | None]] | None = None,
     ) -> None:
         self.name = name
+        # opens each event delivered (encrypted journals, docs/erasure.md); None: it cannot be
+        # (its journal erased), so it is acknowledged here and never delivered
+        self._opener = opener
         self._handover = handover
         self.group_id = group_id(name)
         self._topic = topic
@@ -348,12 +352,25 @@ class GroupMember:
                 return
             async for batch in self._handle(consumer, fetched):
                 quiet_since = loop.time()
-                yield batch
+                yield batch if self._opener is None else await self._opened(batch)
             async with self._lock:
                 await self._commit(consumer, list(self.owned), quietly=True)
             if loop.time() - quiet_since >= self._config.heartbeat_s:
                 quiet_since = loop.time()
                 yield []
+
+    async def _opened(self, batch: list[GroupEvent]) -> list[GroupEvent]:
+        assert self._opener is not None
+        opened: list[GroupEvent] = []
+        for event in batch:
+            record = await self._opener(event.key, event.record)
+            if record is None:
+                self.ack(event.position)
+            elif record is event.record:
+                opened.append(event)
+            else:
+                opened.append(GroupEvent(event.key, record, event.position))
+        return opened
 
     async def _handle(
         self,

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from journal.client.conditional import FreshKey, new_idempotency_key
+from journal.client.erasure import Erasure
 from journal.client.listing import JournalIdPage
 from journal.client.reading import JournalInfo
 from journal.core.model import (
@@ -283,6 +284,11 @@ class FakeJournal:
         self.backend.records.pop(self.id, None)
         return Position(0, 100)
 
+    async def erase(self) -> Erasure:
+        self._check()
+        self.backend.records.pop(self.id, None)
+        return Erasure(Position(0, 101))
+
     @property
     def snapshots(self) -> FakeSnapshots:
         return FakeSnapshots(self)
@@ -333,6 +339,7 @@ JOURNAL_REQUESTS: list[tuple[str, str, dict[str, object]]] = [
     ("PUT", journal_path("j", "/snapshots/1"), {"json": {"payload": 1}}),
     ("GET", journal_path("j", "/snapshots/latest"), {}),
     ("DELETE", journal_path("j", "/snapshots?to=1"), {}),
+    ("DELETE", journal_path("j", "/payloads"), {}),
     ("DELETE", journal_path("j"), {}),  # the purge last: the routes before need the journal
     ("GET", "/journals", {}),
 ]

@@ -254,9 +254,9 @@ async def test_openapi_describes_every_route_of_the_app(api: HttpApi) -> None:
         for route in api.served.app.router.routes()
         if route.resource is not None
     }
-    # 6 journal routes, /events, 3 snapshot routes, 6 ops routes (/status, /quarantine), 3 of
-    # subscription groups, 2 of the console
-    assert len(routes) == 21
+    # 7 journal routes (erase), /events, 3 snapshot routes, 6 ops routes (/status,
+    # /quarantine), 3 of subscription groups, 2 of the console
+    assert len(routes) == 22
     for method, path in routes:
         assert method in document["paths"].get(path, {}), f"{method.upper()} {path} undocumented"
     assert "Error" in document["components"]["schemas"]

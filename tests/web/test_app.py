@@ -30,9 +30,11 @@ from journal.errors import (
     AppendTooLarge,
     IdempotencyKeyReused,
     IdempotencyUnresolved,
+    JournalErased,
     JournalTruncated,
     KafkaUnavailable,
     OutcomeUnknown,
+    SetupMissing,
     StoreUnavailable,
     UndecodableBatch,
 )
@@ -276,6 +278,17 @@ async def test_delete_and_purge_answer_positions(served: Served) -> None:
     assert (status, body) == (200, {"partition": 0, "offset": 100})
 
 
+async def test_an_erasure_answers_where_its_purge_landed(
+    served: Served, backend: FakeBackend
+) -> None:
+    status, body, _ = await call(served, "DELETE", journal_path("j", "/payloads"))
+    assert (status, body) == (200, {"already": False, "partition": 0, "offset": 101})
+    backend.failure = SetupMissing("erasure needs the deployment's key-encryption key")
+    status, body, headers = await call(served, "DELETE", journal_path("j", "/payloads"))
+    assert (status, body["error"]["code"]) == (503, "erasure_unavailable")  # type: ignore[index]
+    assert "Retry-After" in headers
+
+
 # --- snapshots -------------------------------------------------------------------------------
 
 
@@ -387,6 +400,7 @@ async def test_not_ready_is_503_with_retry_after(served: Served, backend: FakeBa
     ("failure", "status", "code"),
     [
         (JournalTruncated("offsets 0..9 expired"), 410, ErrorCode.JOURNAL_TRUNCATED),
+        (JournalErased("journal 'j' is erased"), 410, ErrorCode.JOURNAL_ERASED),
         (StoreUnavailable("Cassandra: NoHostAvailable"), 503, ErrorCode.UNAVAILABLE),
         (KafkaUnavailable("partition 3 stuck"), 503, ErrorCode.UNAVAILABLE),
         (

@@ -112,6 +112,7 @@ def test_every_route_of_the_api_is_in_the_table_and_unlisted_ones_need_admin() -
         Scope.READ,
         Scope.WRITE,
         Scope.DELETE,
+        Scope.ERASE,
     }
 
 
@@ -195,6 +196,7 @@ async def test_each_route_needs_its_scope(served: Served) -> None:
         ("GET", journal_path("j")): Scope.READ,
         ("DELETE", journal_path("j", "/events?to=1")): Scope.DELETE,
         ("DELETE", journal_path("j")): Scope.DELETE,
+        ("DELETE", journal_path("j", "/payloads")): Scope.ERASE,
         ("PUT", journal_path("j", "/snapshots/1")): Scope.WRITE,
         ("GET", journal_path("j", "/snapshots/latest")): Scope.READ,
         ("DELETE", journal_path("j", "/snapshots?to=1")): Scope.DELETE,

@@ -34,7 +34,7 @@ def described_routes() -> set[RouteKey]:
 
 def test_the_served_routes_the_scopes_and_the_openapi_paths_are_one_set() -> None:
     declared = [route.key for route in ROUTES]
-    assert len(set(declared)) == len(declared) == 21
+    assert len(set(declared)) == len(declared) == 22
     assert served_routes() == set(ROUTE_SCOPES) == described_routes() == set(declared)
     assert METRICS_ROUTE in ROUTE_SCOPES
     assert {("GET", "/journals"), ("GET", "/events")} == PREFIX_FILTERING_ROUTES

@@ -1,0 +1,111 @@
+"""Encryption of a journal's payloads and its erasure (crypto-shredding, docs/erasure.md).
+
+Payloads are sealed before they leave the writer (`seal_events`, with the journal's data key,
+made at its first append) and opened on every read path (`Encryption.open_*`). `erase` runs the
+erasure's steps in the one order that is safe to stop anywhere and to run again:
+
+    mark erasing -> purge -> destroy the key -> erased
+
+From the mark on, the journal neither reads nor appends (JournalErased); its key is destroyed
+only once the Purge is in the log, and the key row says `erasing` until then, so an erasure
+that stopped is reported not done (`erasure_state`) and finished by erasing again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+import msgspec
+
+from journal.codec.envelope import EnvelopeRefused, is_sealed, open_sealed, seal
+from journal.core.model import BinaryPayload, Event, EventRecord, JournalKey, Position
+from journal.errors import JournalErased
+from journal.store.keys import DataKey, DataKeys, KeyState
+
+
+def seal_events(data_key: DataKey, journal_id: str, events: Sequence[Event]) -> tuple[Event, ...]:
+    cipher = data_key.cipher
+    return tuple(
+        [
+            event
+            if event.payload is None
+            else msgspec.structs.replace(
+                event, payload=seal(cipher, journal_id, event.seq_nr, event.payload)
+            )
+            for event in events
+        ]
+    )
+
+
+def open_record(data_key: DataKey, journal_id: str, record: EventRecord) -> EventRecord:
+    event = record.event
+    payload = event.payload
+    if not is_sealed(payload):  # appended before the deployment encrypted: plain
+        return record
+    assert isinstance(payload, BinaryPayload)  # is_sealed says so
+    opened = open_sealed(data_key.cipher, journal_id, event.seq_nr, payload)
+    return msgspec.structs.replace(record, event=msgspec.structs.replace(event, payload=opened))
+
+
+@dataclass(frozen=True, slots=True)
+class Erasure:
+    """What `erase` did: the Purge's position (None if the journal was erased already)."""
+
+    position: Position | None
+    already: bool = False
+
+
+class Encryption:
+    """The journals' data keys as the facade uses them (journal/client/journals.py)."""
+
+    def __init__(self, keys: DataKeys) -> None:
+        self.keys = keys
+
+    async def open_batches(
+        self, key: JournalKey, batches: AsyncIterator[list[EventRecord]]
+    ) -> AsyncIterator[list[EventRecord]]:
+        """A read's batches, opened; JournalErased (before any batch) once its erasure began."""
+        data_key = await self.keys.for_read(key)
+        if data_key is None:  # a journal without a key has only plain payloads
+            async for batch in batches:
+                yield batch
+            return
+        async for batch in batches:
+            yield [open_record(data_key, key.id, record) for record in batch]
+
+    async def open_records(
+        self, key: JournalKey, records: AsyncIterator[EventRecord]
+    ) -> AsyncIterator[EventRecord]:
+        data_key = await self.keys.for_read(key)
+        async for record in records:
+            yield record if data_key is None else open_record(data_key, key.id, record)
+
+    async def opened(self, key: JournalKey, record: EventRecord) -> EventRecord | None:
+        """A subscription's event, opened; None if its journal is erased (any of its events,
+        with a payload or not) or it cannot be opened: the subscription passes it by, its
+        position exact."""
+        try:
+            data_key = await self.keys.for_read(key)  # cached: one look per journal a while
+            if data_key is None:
+                return None if is_sealed(record.event.payload) else record
+            return open_record(data_key, key.id, record)
+        except (JournalErased, EnvelopeRefused):
+            return None
+
+    async def erasure_state(self, key: JournalKey) -> KeyState | None:
+        """The journal's key row as the store has it now (None: no key, not erased)."""
+        row = await self.keys.store.get(key)
+        return None if row is None else row.state
+
+    async def erase(self, key: JournalKey, purge: Callable[[], Awaitable[Position]]) -> Erasure:
+        """Erase the journal (module docstring); run again after any failure to finish it."""
+        keys = self.keys
+        row = await keys.store.mark_erasing(key)
+        keys.forget(key)
+        if row.state is KeyState.ERASED:
+            return Erasure(None, already=True)
+        position = await purge()  # the rows go as a Purge's do; a repeated Purge is harmless
+        await keys.store.destroy(key)
+        keys.forget(key)
+        return Erasure(position)

@@ -1,0 +1,155 @@
+"""Per-journal encryption of event payloads (crypto-shredding, docs/erasure.md): AES-256-GCM
+from `cryptography`, never hand-written crypto.
+
+An encrypted event's payload is a binary payload holding the envelope
+
+    MAGIC (b"KJE1") | nonce (12 bytes) | AES-GCM(kind (1 byte) | payload bytes) with its tag
+
+`kind` is the original payload's (`j` JSON, `t` text, `b` binary), so a read gives back the very
+payload that was appended. The associated data is the journal id and the event's seqNr: an
+envelope moved to another journal or seqNr fails to open (`EnvelopeRefused`). An event without
+a payload stays without one. kafka-journal (Scala) reads such events as opaque binary payloads.
+
+The data keys are wrapped by a key-encryption key (`Kek`): AES-256-GCM again, with the journal
+as associated data, so a wrapped key copied to another journal's row does not unwrap there.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import os
+import struct
+from pathlib import Path
+from typing import Protocol
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from journal.core.model import BinaryPayload, JsonPayload, Payload, TextPayload
+from journal.errors import JournalError
+
+MAGIC = b"KJE1"
+_NONCE = 12
+_TAG = 16
+KEY_BYTES = 32  # AES-256
+
+
+class EnvelopeRefused(JournalError, ValueError):
+    """An envelope or a wrapped key that does not open with the key given: tampered with, moved
+    to another journal or seqNr, or wrapped by another key-encryption key."""
+
+
+def new_data_key() -> bytes:
+    return AESGCM.generate_key(bit_length=256)
+
+
+def is_sealed(payload: Payload | None) -> bool:
+    """Whether a payload is an envelope (only ever asked of a journal that has a data key)."""
+    return (
+        type(payload) is BinaryPayload
+        and payload.value[:4] == MAGIC
+        and len(payload.value) >= 4 + _NONCE + _TAG + 1
+    )
+
+
+def _associated(journal_id: str, seq_nr: int) -> bytes:
+    raw = journal_id.encode("utf-8")
+    return struct.pack(">I", len(raw)) + raw + struct.pack(">q", seq_nr)
+
+
+def seal(cipher: AESGCM, journal_id: str, seq_nr: int, payload: Payload) -> BinaryPayload:
+    if isinstance(payload, JsonPayload):
+        kind, raw = b"j", payload.raw
+    elif isinstance(payload, TextPayload):
+        kind, raw = b"t", payload.value.encode("utf-8")
+    else:
+        kind, raw = b"b", payload.value
+    nonce = os.urandom(_NONCE)  # 96 random bits: safe far beyond any journal's event count
+    sealed = cipher.encrypt(nonce, kind + raw, _associated(journal_id, seq_nr))
+    return BinaryPayload(MAGIC + nonce + sealed)
+
+
+def open_sealed(cipher: AESGCM, journal_id: str, seq_nr: int, payload: BinaryPayload) -> Payload:
+    value = payload.value
+    nonce = value[4 : 4 + _NONCE]
+    try:
+        plain = cipher.decrypt(nonce, value[4 + _NONCE :], _associated(journal_id, seq_nr))
+    except InvalidTag:
+        raise EnvelopeRefused(
+            f"journal {journal_id!r} seqNr {seq_nr}: the envelope does not open with the "
+            "journal's data key"
+        ) from None
+    kind, raw = plain[:1], plain[1:]
+    if kind == b"j":
+        return JsonPayload(raw)
+    if kind == b"t":
+        return TextPayload(raw.decode("utf-8"))
+    return BinaryPayload(raw)
+
+
+def request_digest_key(cipher_key: bytes, value: bytes) -> bytes:
+    """What an idempotency digest covers for an encrypted journal: an HMAC of the plain value
+    under the data key, so the digest in Kafka's headers tells nothing of the payloads once the
+    key is gone (a plain SHA-256 of a short payload can be guessed)."""
+    return hmac.digest(cipher_key, value, "sha256")
+
+
+class Kek(Protocol):
+    """A key-encryption key: wraps and unwraps data keys. A KMS can implement it (wrap and
+    unwrap as its Encrypt and Decrypt calls); `FileKek` is the key an operator supplies."""
+
+    @property
+    def id(self) -> str:
+        """Names this key in each wrapped key's row, so a rotation knows what to rewrap."""
+        ...
+
+    def wrap(self, data_key: bytes, context: bytes) -> bytes: ...
+
+    def unwrap(self, wrapped: bytes, context: bytes) -> bytes:
+        """The data key; EnvelopeRefused if `wrapped` was not wrapped by this key for
+        `context`."""
+        ...
+
+
+class FileKek:
+    """A 32-byte key, given base64-encoded in a file or a variable (`KJ_KEK_FILE`, `KJ_KEK`)."""
+
+    def __init__(self, key: bytes) -> None:
+        if len(key) != KEY_BYTES:
+            raise ValueError(f"a key-encryption key is {KEY_BYTES} bytes, not {len(key)}")
+        self._cipher = AESGCM(key)
+        # a fingerprint, not the key: 8 bytes of a hash under a fixed label
+        self._id = hashlib.sha256(b"kafka-journal kek id\x00" + key).hexdigest()[:16]
+
+    @classmethod
+    def of_text(cls, text: str) -> FileKek:
+        try:
+            key = base64.b64decode(text.strip(), validate=True)
+        except ValueError:
+            raise ValueError("a key-encryption key is 32 bytes in base64") from None
+        return cls(key)
+
+    @classmethod
+    def of_file(cls, path: Path) -> FileKek:
+        return cls.of_text(path.read_text())
+
+    @property
+    def id(self) -> str:
+        return self._id
+
+    def wrap(self, data_key: bytes, context: bytes) -> bytes:
+        nonce = os.urandom(_NONCE)
+        return nonce + self._cipher.encrypt(nonce, data_key, context)
+
+    def unwrap(self, wrapped: bytes, context: bytes) -> bytes:
+        try:
+            return self._cipher.decrypt(wrapped[:_NONCE], wrapped[_NONCE:], context)
+        except InvalidTag:
+            raise EnvelopeRefused(f"a data key does not unwrap with the KEK {self._id}") from None
+
+
+def new_kek_text() -> str:
+    """A fresh key-encryption key in base64, for `kafka-journal keys new-kek`."""
+    return base64.b64encode(os.urandom(KEY_BYTES)).decode()

@@ -1,0 +1,96 @@
+"""The envelope of an encrypted payload and the wrapping of data keys (journal/codec/envelope.py,
+journal/store/keys.py): what opens, what refuses, rotation, and the cache's bound."""
+
+from __future__ import annotations
+
+import pytest
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from journal.codec.envelope import (
+    EnvelopeRefused,
+    FileKek,
+    is_sealed,
+    new_data_key,
+    new_kek_text,
+    open_sealed,
+    seal,
+)
+from journal.core.model import BinaryPayload, JournalKey, JsonPayload, Payload, TextPayload
+from journal.errors import JournalErased
+from journal.store.keys import DataKeys, KeyState, MemoryKeyStore, context
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [JsonPayload(b'{"n":1e400}'), TextPayload("é"), BinaryPayload(b"\x00KJE1"), BinaryPayload(b"")],
+)
+def test_a_sealed_payload_opens_to_the_very_payload(payload: Payload) -> None:
+    cipher = AESGCM(new_data_key())
+    sealed = seal(cipher, "j", 7, payload)
+    assert is_sealed(sealed) and not is_sealed(payload)
+    assert open_sealed(cipher, "j", 7, sealed) == payload
+
+
+def test_an_envelope_moved_to_another_journal_or_seq_nr_or_key_does_not_open() -> None:
+    cipher = AESGCM(new_data_key())
+    sealed = seal(cipher, "j", 7, TextPayload("x"))
+    for journal_id, seq_nr, other in (("k", 7, cipher), ("j", 8, cipher)):
+        with pytest.raises(EnvelopeRefused):
+            open_sealed(other, journal_id, seq_nr, sealed)
+    with pytest.raises(EnvelopeRefused):
+        open_sealed(AESGCM(new_data_key()), "j", 7, sealed)
+
+
+def test_a_wrapped_key_unwraps_only_with_its_kek_for_its_journal() -> None:
+    kek, other = FileKek.of_text(new_kek_text()), FileKek.of_text(new_kek_text())
+    data_key = new_data_key()
+    wrapped = kek.wrap(data_key, b"t\x00a")
+    assert kek.unwrap(wrapped, b"t\x00a") == data_key
+    with pytest.raises(EnvelopeRefused):
+        kek.unwrap(wrapped, b"t\x00b")
+    with pytest.raises(EnvelopeRefused):
+        other.unwrap(wrapped, b"t\x00a")
+    assert kek.id != other.id
+
+
+async def test_rotation_rewraps_the_data_keys_and_the_events_still_open() -> None:
+    store = MemoryKeyStore()
+    old, new = FileKek.of_text(new_kek_text()), FileKek.of_text(new_kek_text())
+    before = DataKeys(store, old)
+    key = JournalKey("t", "a")
+    data_key = await before.for_append(key)
+    sealed = seal(data_key.cipher, "a", 1, TextPayload("x"))
+
+    rotating = DataKeys(store, new, old_keks=[old])
+    assert await rotating.rotate("t") == (1, 0)
+    assert await rotating.rotate("t") == (0, 1)
+    row = store.keys[key]
+    assert row.kek_id == new.id and row.wrapped is not None
+    assert new.unwrap(row.wrapped, context(key)) == data_key.raw
+
+    after = DataKeys(store, new)  # the old KEK retired
+    opened = await after.for_read(key)
+    assert opened is not None
+    assert open_sealed(opened.cipher, "a", 1, sealed) == TextPayload("x")
+
+
+async def test_the_cache_is_bounded_and_trusts_an_entry_for_its_ttl() -> None:
+    store = MemoryKeyStore()
+    now = [0.0]
+    keys = DataKeys(
+        store, FileKek.of_text(new_kek_text()), cache_size=2, ttl_s=10, clock=lambda: now[0]
+    )
+    a, b, c = (JournalKey("t", i) for i in "abc")
+    for key in (a, b, c):
+        await keys.for_append(key)
+    assert len(keys) == 2
+
+    await store.mark_erasing(b)  # another process's erasure
+    assert await keys.for_read(b) is not None  # cached: trusted for its ttl
+    now[0] = 11
+    with pytest.raises(JournalErased, match="erasing"):
+        await keys.for_read(b)
+    await store.destroy(b)
+    assert store.keys[b].state is KeyState.ERASED
+    with pytest.raises(JournalErased):
+        await keys.for_append(b)  # an erased id never gets a key again

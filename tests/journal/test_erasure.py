@@ -1,0 +1,311 @@
+"""Encrypted journals and their erasure (crypto-shredding, docs/erasure.md) on the real servers:
+payloads never in clear in Kafka or Cassandra, every read path opens them, an erased journal
+answers JournalErased everywhere while the others read exactly as before, and an erasure
+stopped between its steps is finished by erasing again."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+from pydantic import SecretStr
+
+from journal.client.journals import Journals
+from journal.codec.envelope import new_kek_text
+from journal.core.model import (
+    BinaryPayload,
+    Event,
+    EventRecord,
+    JournalKey,
+    JsonPayload,
+    NewEvent,
+    Position,
+    TextPayload,
+)
+from journal.errors import JournalErased, SetupMissing
+from journal.kafka.producer import JournalProducer
+from journal.kafka.topic import TopicSpec, ensure_topic, quarantine_topic
+from journal.replication.replicate import KafkaQuarantine, replicate_to_now
+from journal.settings import Settings
+from journal.store.cassandra import CassandraStore
+from journal.store.keys import KeyRow, KeyState, KeyStore
+from journal.subscriptions.groups import GroupEvent
+from journal.subscriptions.subscription import Heartbeat, SubscribedEvent
+from stack import Stack
+from tests.support.harness import settings_for, unique
+from tests.support.raw_bytes import cassandra_bytes, kafka_bytes
+from tests.support.raw_store import keyspace_of, session_of
+
+pytestmark = pytest.mark.integration
+
+
+class Encrypted:
+    def __init__(self, settings: Settings, store: CassandraStore, journals: Journals) -> None:
+        self.settings = settings
+        self.store = store
+        self.journals = journals
+
+    async def replicate(self) -> None:
+        producer = JournalProducer(self.settings.kafka_access())
+        await producer.start()
+        try:
+            await replicate_to_now(
+                self.settings.kafka_access(),
+                self.store,
+                self.settings.topic,
+                KafkaQuarantine(producer),
+            )
+        finally:
+            await producer.stop()
+
+    async def kafka_values(self) -> bytes:
+        return await kafka_bytes(self.settings)
+
+    async def cassandra_cells(self) -> bytes:
+        return cassandra_bytes(self.store)
+
+
+@pytest.fixture(scope="module")
+async def encrypted(stack: Stack, keyspace: str) -> AsyncIterator[Encrypted]:
+    # one partition: a subscription's order is the log's, the same on every run
+    settings = settings_for(stack, unique("journal_erasure"), keyspace, partitions=1).model_copy(
+        update={"kek": SecretStr(new_kek_text())}
+    )
+    store = await CassandraStore.connect(settings.cassandra_config())
+    journals = await Journals.connect(settings, store=store)
+    await ensure_topic(settings.kafka_access(), TopicSpec(quarantine_topic(settings.topic), 1))
+    try:
+        yield Encrypted(settings, store, journals)
+    finally:
+        await journals.close()
+        await store.close()
+
+
+def secret() -> str:
+    """A marker no other byte of the servers holds: found anywhere, it leaked in clear."""
+    return f"secret-{uuid.uuid4().hex}"
+
+
+def events_with(marker: str) -> list[Event]:
+    return [
+        Event(1, payload=JsonPayload.of({"name": marker})),
+        Event(2, frozenset({"tag"}), TextPayload(marker)),
+        Event(3, payload=BinaryPayload(marker.encode())),
+        Event(4),
+    ]
+
+
+async def read(journals: Journals, journal_id: str) -> list[EventRecord]:
+    return [record async for record in journals.journal(journal_id).read()]
+
+
+async def test_payloads_leave_the_writer_sealed_and_every_read_opens_them(
+    encrypted: Encrypted,
+) -> None:
+    journals = encrypted.journals
+    marker, journal_id = secret(), unique("sealed")
+    events = events_with(marker)
+    await journals.journal(journal_id).append(events)
+    at_end = await journals.journal(journal_id).append_at_end(
+        [NewEvent(payload=TextPayload(marker + "-end"))]
+    )
+
+    before = [r.event for r in await read(journals, journal_id)]
+    assert before == [*events, Event(5, payload=TextPayload(marker + "-end"))]
+    assert at_end.seq_nrs.to == 5
+    await encrypted.replicate()
+    assert [r.event for r in await read(journals, journal_id)] == before  # from the store
+    batches = [b async for b in journals.journal(journal_id).read_batches()]
+    assert [r.event for batch in batches for r in batch] == before
+
+    assert marker.encode() not in await encrypted.kafka_values()
+    assert marker.encode() not in await encrypted.cassandra_cells()
+
+    subscribed = [
+        item.record.event
+        async for item in journals.subscribe()
+        if isinstance(item, SubscribedEvent) and item.key.id == journal_id
+    ]
+    assert subscribed == before
+
+
+async def test_a_keyed_retry_answers_the_first_append(encrypted: Encrypted) -> None:
+    """The request's digest is of the plain events (keyed): sealing anew is the same request."""
+    journal = encrypted.journals.journal(unique("keyed"))
+    events = events_with(secret())
+    first = await journal.append(events, idempotency_key="k-1")
+    again = await journal.append(events, idempotency_key="k-1")
+    assert (again.partition, again.offset) == (first.partition, first.offset)
+    at_end = [NewEvent(payload=TextPayload("x"))]
+    first_end = await journal.append_at_end(at_end, idempotency_key="k-2")
+    again_end = await journal.append_at_end(at_end, idempotency_key="k-2")
+    assert again_end == first_end
+
+
+async def test_an_erased_journal_is_gone_everywhere_and_the_others_read_as_before(
+    encrypted: Encrypted,
+) -> None:
+    journals = encrypted.journals
+    erased_marker, kept_marker = secret(), secret()
+    erased_id, kept_id = unique("erased"), unique("kept")
+    await journals.journal(erased_id).append(events_with(erased_marker))
+    await journals.journal(kept_id).append(events_with(kept_marker))
+    await encrypted.replicate()
+    kept_before = await read(journals, kept_id)
+    subscribed_before = [item async for item in journals.subscribe()]
+
+    erasure = await journals.journal(erased_id).erase()
+    assert erasure.position is not None and not erasure.already
+    await encrypted.replicate()
+
+    # the erasing process and a fresh one (another process: a cache of its own)
+    fresh = await Journals.connect(encrypted.settings, store=encrypted.store)
+    try:
+        for client in (journals, fresh):
+            journal = client.journal(erased_id)
+            assert await journal.erasure_state() is KeyState.ERASED
+            with pytest.raises(JournalErased):
+                await read(client, erased_id)
+            with pytest.raises(JournalErased):
+                [b async for b in journal.read_batches()]
+            with pytest.raises(JournalErased):
+                await journal.info()
+            with pytest.raises(JournalErased):
+                await journal.append([Event(1, payload=TextPayload("again"))])
+            assert await read(client, kept_id) == kept_before
+
+            # the subscription passes the erased journal's events by, at their positions
+            subscribed = [item async for item in client.subscribe(live=False)]
+            at = {item.position: item for item in subscribed}
+            for was in subscribed_before:
+                if not isinstance(was, SubscribedEvent):
+                    continue
+                now = at[was.position]  # each event's position is there still
+                if was.key.id == erased_id:
+                    assert now == Heartbeat(was.position)
+                else:
+                    assert now == was
+        assert (await fresh.journal(erased_id).erase()).already
+    finally:
+        await fresh.close()
+
+    # ciphertext stays in Kafka; its key does not stay anywhere
+    assert erased_marker.encode() not in await encrypted.kafka_values()
+    assert erased_marker.encode() not in await encrypted.cassandra_cells()
+    session, keyspace = session_of(encrypted.store), keyspace_of(encrypted.store)
+    row = session.execute(
+        f"SELECT state, wrapped FROM {keyspace}.journal_keys WHERE topic = %s AND id = %s",
+        (encrypted.settings.topic, erased_id),
+    ).one()
+    assert (row.state, row.wrapped) == ("erased", None)
+    erased_key = JournalKey(encrypted.settings.topic, erased_id)
+    meta = await encrypted.store.meta(erased_key)  # purged: the row keeps no seqNr, no events
+    assert meta is not None and meta.seq_nr is None
+    assert [r async for r in encrypted.store.read(erased_key, meta)] == []
+
+
+class FailingOnce:
+    """A key store whose `destroy` fails once: a crash between the Purge and the key's end."""
+
+    def __init__(self, store: KeyStore) -> None:
+        self.store = store
+        self.failed = False
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.store, name)
+
+    async def destroy(self, key: JournalKey) -> None:
+        if not self.failed:
+            self.failed = True
+            raise ConnectionError("crashed before the key was destroyed")
+        await self.store.destroy(key)
+
+
+@pytest.mark.parametrize("step", ["before the purge", "before the key is destroyed"])
+async def test_an_erasure_stopped_between_its_steps_is_never_half_done_and_resumes(
+    encrypted: Encrypted, step: str
+) -> None:
+    journals = encrypted.journals
+    journal_id = unique("crash")
+    journal = journals.journal(journal_id)
+    await journal.append(events_with(secret()))
+    assert journals.encryption is not None
+    encryption = journals.encryption
+    keys = encryption.keys
+    real = keys.store
+    purge = journal.purge
+    if step == "before the purge":
+
+        async def crashing() -> Position:
+            raise ConnectionError("crashed before the Purge")
+
+        purge = crashing
+    else:
+        keys.store = FailingOnce(real)  # type: ignore[assignment]
+    try:
+        with pytest.raises(ConnectionError):
+            await encryption.erase(journal.key, purge)
+    finally:
+        keys.store = real
+
+    # not done, and said so; not half done: the journal no longer reads, its key is kept
+    assert await journal.erasure_state() is KeyState.ERASING
+    with pytest.raises(JournalErased):
+        await read(journals, journal_id)
+    row: KeyRow | None = await keys.store.get(journal.key)
+    assert row is not None and row.wrapped is not None
+
+    erasure = await journal.erase()  # resumed
+    assert not erasure.already and erasure.position is not None
+    assert await journal.erasure_state() is KeyState.ERASED
+    row = await keys.store.get(journal.key)
+    assert row is not None and row.wrapped is None
+
+
+async def test_erasing_needs_the_deployments_kek(stack: Stack, keyspace: str) -> None:
+    settings = settings_for(stack, unique("journal_plain"), keyspace)
+    async with await Journals.connect(settings) as journals:
+        with pytest.raises(SetupMissing, match="KJ_KEK"):
+            await journals.journal("any").erase()
+
+
+async def test_a_group_member_never_delivers_an_erased_journal_and_moves_past_it(
+    encrypted: Encrypted,
+) -> None:
+    journals = encrypted.journals
+    erased_id, kept_id = unique("g_erased"), unique("g_kept")
+    kept_events = events_with(secret())
+    await journals.journal(erased_id).append(events_with(secret()))
+    await journals.journal(kept_id).append(kept_events)
+    await journals.journal(erased_id).erase()
+
+    member = journals.subscribe_group(unique("g"), heartbeat_s=0.3)
+    got: list[GroupEvent] = []
+    quiet = 0  # heartbeats since the last event
+    seen = asyncio.Event()
+
+    async def consume() -> None:
+        nonlocal quiet
+        async for batch in member.batches():
+            got.extend(batch)
+            quiet = 0 if batch else quiet + 1
+            seen.set()
+
+    await member.start()
+    task = asyncio.create_task(consume())
+    try:
+        async with asyncio.timeout(60):  # until the kept journal came, then three heartbeats
+            while not (any(e.key.id == kept_id for e in got) and quiet >= 3):
+                seen.clear()
+                await seen.wait()
+        assert [e.record.event for e in got if e.key.id == kept_id] == kept_events
+        assert not [e for e in got if e.key.id == erased_id]
+        member.ack(*(e.position for e in got))
+        # the erased journal's records were acknowledged by the member: none is left open
+        assert member.unacknowledged_records() == 0
+    finally:
+        await member.stop()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
