@@ -21,7 +21,7 @@ from journal import Ack, Journals
 from journal.errors import StoreUnavailable
 from journal.replication import AlreadyQuarantined, replicate_to_now
 from journal.settings import Settings
-from journal.store import CassandraStore
+from journal.store import CassandraStore, execute
 from stack import StackSettings
 
 METHOD = (
@@ -100,6 +100,8 @@ async def bench_cassandra_cluster(
             settings = side_settings(base, f"c{len(cassandra.cassandra_hosts)}", cassandra)
             journals, store = await opened.enter_async_context(connected(settings))
             sides[label] = _Side(label, settings, journals, store)
+            replicas = await _replicas(store, settings.keyspace)
+            section.notes.append(f"{label}: the keyspace's replicas {replicas}")
         for side in sides.values():
             await write_backlog(side.journals, sizes.events)
         for label, side in sides.items():
@@ -157,6 +159,17 @@ async def bench_cassandra_cluster(
         for label in cassandras:
             section.samples[f"{name}, {label}"] = samples[label]
     return section
+
+
+async def _replicas(store: CassandraStore, keyspace: str) -> str:
+    """The keyspace's replicas per data centre, as Cassandra has them ("datacenter1: 3")."""
+    rows = await execute(
+        store.keyspace_access.session,
+        "SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = %s",
+        (keyspace,),
+    )
+    replication = dict(rows[0].replication)
+    return ", ".join(f"{dc}: {n}" for dc, n in sorted(replication.items()) if dc != "class")
 
 
 async def _replicate(side: _Side) -> tuple[float, int]:

@@ -643,6 +643,8 @@ def run_cassandra_cluster(events: int) -> int:
         ratio = "" if row.ratio is None else f" ({row.ratio:.2f}x of {row.baseline:,.4g})"
         print(f"{row.name}: {row.value:,.4g} {row.unit}{ratio} {row.note}")
     loads = [", ".join(f"{n:.1f}" for n in load) for load in (load_before, load_average())]
+    for note in section.notes:
+        print(note)
     print(f"load average (1, 5, 15 min): before {loads[0]}; after {loads[1]}")
     print(f"other processes: {_others()}")
     return 0
