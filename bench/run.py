@@ -641,6 +641,35 @@ def run_tls(appends: int) -> int:
     return 0
 
 
+def run_cassandra_cluster(events: int) -> int:
+    """Only "Cassandra: three nodes against one" (`--cassandra-cluster-only`): the environment's
+    stack is the one-node side (point KJ_STACK_DIR and the KJ_* ports at a stack of your own on
+    a shared machine); its three-node Cassandra twin is started for the run (unless up) and
+    stopped after. Prints the rows and the load average before and after."""
+    from bench.cassandra_cluster import CassandraClusterSizes, bench_cassandra_cluster
+
+    one, base = _stack_up()
+    three = Stack(one.settings.cassandra_cluster_twin(), tie_to_parent=True)
+    three.up()
+    load_before = load_average()
+    try:
+        cassandras = {"1 node": one.settings, "3 nodes": three.settings}
+        sizes = CassandraClusterSizes(events=events)
+        section = asyncio.run(bench_cassandra_cluster(base, cassandras, sizes))
+    finally:
+        three.down(only_started=True)
+    print(section.method)
+    for row in section.rows:
+        ratio = "" if row.ratio is None else f" ({row.ratio:.2f}x of {row.baseline:,.4g})"
+        print(f"{row.name}: {row.value:,.4g} {row.unit}{ratio} {row.note}")
+    loads = [", ".join(f"{n:.1f}" for n in load) for load in (load_before, load_average())]
+    for note in section.notes:
+        print(note)
+    print(f"load average (1, 5, 15 min): before {loads[0]}; after {loads[1]}")
+    print(f"other processes: {_others()}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kafka-journal bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="tiny sizes: prove the harness")
@@ -682,7 +711,18 @@ def main(argv: list[str] | None = None) -> int:
         help="run only the encrypted-journals scenario (APPENDS at c=64, a recovery of EVENTS); "
         "print its numbers",
     )
+    parser.add_argument(
+        "--cassandra-cluster-only",
+        type=int,
+        metavar="EVENTS",
+        default=None,
+        help="run only replication and reads on a three-node Cassandra against one node, "
+        "replicating this many events per side (it starts the stack's three-node Cassandra "
+        "twin beside it); print its numbers",
+    )
     args = parser.parse_args(argv)
+    if args.cassandra_cluster_only is not None:
+        return run_cassandra_cluster(args.cassandra_cluster_only)
     if args.tls_only is not None:
         return run_tls(args.tls_only)
     if args.encryption_only is not None:
