@@ -18,6 +18,8 @@ from journal.store.rows import EVENT_OFFSET, event_record_of, meta_of
 from journal.store.schema import APPEND_BUCKET
 from journal.store.statements import Statements
 
+_POINTER_READS = 32  # pointers read at a time: one Cassandra partition each
+
 
 class Reads:
     """The read side on one session; `segment_size` is the store's for new journals."""
@@ -26,6 +28,7 @@ class Reads:
         self._session = session
         self._statements = statements
         self._segment_size = segment_size
+        self._counts: dict[str, int] = {}
 
     async def pointer(self, topic: str, partition: int) -> int | None:
         rows = await cql.execute(
@@ -34,8 +37,37 @@ class Reads:
         return rows[0][0] if rows else None
 
     async def pointers(self, topic: str) -> dict[int, int]:
-        rows = await cql.execute(self._session, self._statements.pointers, (topic,), ROWS_AS_TUPLES)
-        return dict(rows)  # (partition, offset) pairs
+        """Each partition's pointer, one Cassandra partition at a time over the topic's
+        recorded partition count; a topic without one (no process guarded it) from the
+        version 2 table, which every save writes too, all of its pages."""
+        count = await self._partition_count(topic)
+        if count is None:
+            rows = cql.stream(
+                self._session, self._statements.legacy_pointers, (topic,), ROWS_AS_TUPLES
+            )
+            return {partition: offset async for partition, offset in rows}
+        found: dict[int, int] = {}
+
+        async def read(partition: int) -> None:
+            offset = await self.pointer(topic, partition)
+            if offset is not None:
+                found[partition] = offset
+
+        await cql.in_window(read, range(count), _POINTER_READS)
+        return dict(sorted(found.items()))
+
+    async def _partition_count(self, topic: str) -> int | None:
+        """The topic's recorded partition count, kept once known: the guard refuses a
+        change of it (journal/kafka/guard.py)."""
+        count = self._counts.get(topic)
+        if count is None:
+            rows = await cql.execute(
+                self._session, self._statements.partition_count, (topic,), ROWS_AS_TUPLES
+            )
+            count = rows[0][0] if rows else None
+            if count is not None:
+                self._counts[topic] = count
+        return count
 
     async def meta(self, key: JournalKey) -> JournalMeta | None:
         row = await self._meta_row(key)

@@ -137,9 +137,13 @@ class Writes:
         return rows
 
     async def save_pointer(self, topic: str, partition: int, offset: int) -> None:
-        await cql.execute(
-            self._session, self._statements.save_pointer, (topic, partition, offset, offset + 1)
-        )
+        """The pointer, in `pointers2` and in version 2's `pointers` (schema.py: version 2
+        processes of a rolling upgrade read only that one)."""
+        batch = self._statements.batch()
+        values = (topic, partition, offset, offset + 1)
+        batch.add(self._statements.save_pointer, values)
+        batch.add(self._statements.save_legacy_pointer, values)
+        await cql.execute(self._session, batch)
 
     def sizes(self, write: JournalWrite, stored: JournalMeta | None) -> tuple[int, int]:
         """The journal's segment size before the batch, and after it (a Purge starts anew)."""
