@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Collection
 from typing import Any
 
@@ -19,6 +20,7 @@ from journal.store.schema import APPEND_BUCKET
 from journal.store.statements import Statements
 
 _POINTER_READS = 32  # pointers read at a time: one Cassandra partition each
+_KNOWN_DELETES = 10_000  # journals whose deleteTo a store keeps for first pages (~1 MB)
 
 
 class Reads:
@@ -29,6 +31,8 @@ class Reads:
         self._statements = statements
         self._segment_size = segment_size
         self._counts: dict[str, int] = {}
+        # the deleteTo of journals whose rows were read lately, for `first_page`: bounded
+        self._deleted_to: OrderedDict[JournalKey, int] = OrderedDict()
 
     async def pointer(self, topic: str, partition: int) -> int | None:
         rows = await cql.execute(
@@ -71,7 +75,9 @@ class Reads:
 
     async def meta(self, key: JournalKey) -> JournalMeta | None:
         row = await self._meta_row(key)
-        return None if row is None else meta_of(row)
+        meta = None if row is None else meta_of(row)
+        self._note_delete_to(key, meta)
+        return meta
 
     async def stored(self, keys: Collection[JournalKey]) -> dict[JournalKey, JournalMeta]:
         rows = await asyncio.gather(*(self._meta_row(key) for key in keys))
@@ -136,6 +142,11 @@ class Reads:
                     yield event_record_of(event_row)
 
     async def first_page(self, key: JournalKey, from_: int, to: int) -> FirstPage:
+        """From the journal's deleteTo + 1 as last seen here, if above `from_`: a slice from
+        `from_` would walk every row a Delete shadowed in the segment (up to a segment's
+        worth) until compaction drops them. A deleteTo seen before a Purge only makes the page
+        start too high: the reader keeps only events that continue what it has."""
+        from_ = max(from_, self._deleted_to.get(key, 0) + 1)
         size = self._segment_size
         segment_end = (from_ // size + 1) * size - 1
         rows = await cql.execute(
@@ -156,6 +167,16 @@ class Reads:
         )
         async for row in rows:
             yield JournalKey(row[0], row[1]), meta_of(row[2:])
+
+    def _note_delete_to(self, key: JournalKey, meta: JournalMeta | None) -> None:
+        delete_to = None if meta is None else meta.delete_to
+        if not delete_to:
+            self._deleted_to.pop(key, None)
+            return
+        self._deleted_to[key] = delete_to
+        self._deleted_to.move_to_end(key)
+        if len(self._deleted_to) > _KNOWN_DELETES:
+            self._deleted_to.popitem(last=False)
 
     async def _meta_row(self, key: JournalKey) -> tuple[Any, ...] | None:
         rows = await cql.execute(

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from cassandra.cluster import ResponseFuture
 
 from eventsourcing_kafka_journal.tables import NumbersRow, open_tables
 from journal.core.model import JournalKey
@@ -207,3 +208,52 @@ async def test_a_version_2_keyspace_migrates_online_and_reads_the_same(
         assert await migrate(session, ks, "auto", dry_run=True) == []  # nothing left to do
     finally:
         await migrated.close()
+
+
+def traced(store: CassandraStore, monkeypatch: pytest.MonkeyPatch) -> list[ResponseFuture]:
+    """The store's reads of `events` from here on, traced by Cassandra."""
+    session, futures = session_of(store), []
+    execute_async = session.execute_async
+
+    def tracing(statement: Any, *args: Any, **kwargs: Any) -> ResponseFuture:
+        query = getattr(statement, "query_string", "")
+        if ".events " in query and query.startswith("SELECT"):
+            kwargs["trace"] = True
+            futures.append(future := execute_async(statement, *args, **kwargs))
+            return future
+        return execute_async(statement, *args, **kwargs)
+
+    monkeypatch.setattr(session, "execute_async", tracing)
+    return futures
+
+
+async def rows_read(futures: list[ResponseFuture]) -> list[str]:
+    """What each traced read says it read ("Read 2 live rows and 0 tombstone cells")."""
+
+    def lines() -> list[str]:
+        found = []
+        for future in futures:
+            trace = future.get_query_trace(max_wait=30)
+            found += [e.description for e in trace.events if "live rows" in e.description]
+        return found
+
+    return await asyncio.to_thread(lines)
+
+
+async def test_a_first_page_starts_above_a_known_delete_to(
+    store: CassandraStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Segments hold 5 events (the contract's): a Delete to 8 removes segment 0 whole and rows
+    5..8 of segment 1, whose range deletion a slice from seqNr 5 would walk."""
+    key = JournalKey(TOPIC, "deleted")
+    await apply(store, a.append(key, 0, 1, 9), a.delete(key, 1, 8))
+    futures = traced(store, monkeypatch)
+    page = await store.first_page(key, 1, 2**62)  # deleteTo not known yet: from seqNr 1
+    assert [e.seq_nr for e in page.events] == []  # segment 0: deleted whole
+    assert await rows_read(futures) == ["Read 0 live rows and 0 tombstone cells"]
+    futures.clear()
+    meta = await store.meta(key)
+    assert meta is not None and meta.delete_to == 8
+    page = await store.first_page(key, 1, 2**62)
+    assert [e.seq_nr for e in page.events] == [9]
+    assert await rows_read(futures) == ["Read 1 live rows and 0 tombstone cells"]
