@@ -285,8 +285,8 @@ async def check_schema(session: Session, keyspace: str) -> None:
     if version is None or version < SCHEMA_VERSION:
         raise SchemaMissing(
             f"keyspace {keyspace} has no journal schema of version {SCHEMA_VERSION} (it has "
-            f"{version}); an administrator creates or upgrades it (kafka-journal stack up does "
-            "for the local stack)"
+            f"{version}); an administrator creates or upgrades it: kafka-journal schema migrate "
+            "(kafka-journal stack up does for the local stack)"
         )
 
 
