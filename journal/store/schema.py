@@ -129,6 +129,9 @@ class SchemaMissing(SetupMissing):
     """The keyspace or its tables do not exist, and this process may not create them."""
 
 
+# a schema change is answered once the nodes agree on it: seconds more than a request on a
+# busy cluster, and a migration is run by an operator, who can wait
+_SCHEMA_CHANGE_S = 60.0
 _LEVELED = "{'class': 'LeveledCompactionStrategy'}"
 _SIZE_TIERED = "{'class': 'SizeTieredCompactionStrategy'}"
 _TEN_DAYS = 864_000  # Cassandra's default gc_grace_seconds
@@ -204,7 +207,7 @@ async def migrate(
 
 async def _steps(session: Session, keyspace: str, replication: str) -> list[Step]:
     async def run(query: str) -> None:
-        await cql.execute(session, query)
+        await cql.execute(session, query, timeout_s=_SCHEMA_CHANGE_S)
 
     def step(says: str, query: str) -> Step:
         return Step(says, functools.partial(run, query))

@@ -144,8 +144,10 @@ async def test_schema_migrate_says_its_steps_and_a_dry_run_runs_none(
     flags = ["schema", "migrate", *server_flags(settings)]
 
     def migrate(*more: str) -> list[str]:
-        assert main([*flags, *more]) == 0
-        return capsys.readouterr().out.splitlines()
+        code = main([*flags, *more])
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        return out.splitlines()
 
     def cql(query: str) -> list[Any]:
         cluster = Cluster(list(stack.cassandra_hosts), port=stack.cassandra_port)

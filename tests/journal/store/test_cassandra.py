@@ -45,8 +45,14 @@ def config(stack: object, keyspace: str) -> CassandraConfig:
 async def store(stack: object) -> AsyncIterator[CassandraStore]:
     store = await CassandraStore.connect(config(stack, f"contract_{uuid.uuid4().hex[:12]}"))
     yield store
-    await cql.execute(session_of(store), f"DROP KEYSPACE {keyspace_of(store)}")
+    await drop_keyspace(store)
     await store.close()
+
+
+async def drop_keyspace(store: CassandraStore) -> None:
+    """A schema change waits for every node's agreement: longer than a request on a busy host."""
+    drop = f"DROP KEYSPACE {keyspace_of(store)}"
+    await asyncio.to_thread(session_of(store).execute, drop, timeout=120)
 
 
 class TestCassandraStore(EventualStoreContract):

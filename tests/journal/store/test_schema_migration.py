@@ -18,7 +18,7 @@ from journal.store import cql
 from journal.store.cassandra import CassandraStore
 from journal.store.schema import SCHEMA_VERSION, TABLE_OPTIONS, migrate
 from tests.journal.store.contract import apply, put, snapshot
-from tests.journal.store.test_cassandra import config
+from tests.journal.store.test_cassandra import config, drop_keyspace
 from tests.support import actions as a
 from tests.support.raw_store import keyspace_of, session_of
 
@@ -31,9 +31,7 @@ TOPIC = "topic"
 async def store(stack: object) -> AsyncIterator[CassandraStore]:
     store = await CassandraStore.connect(config(stack, f"schema_{uuid.uuid4().hex[:12]}"))
     yield store
-    # a schema change waits for every node's agreement: longer than a request on a busy host
-    drop = f"DROP KEYSPACE {keyspace_of(store)}"
-    await asyncio.to_thread(session_of(store).execute, drop, timeout=120)
+    await drop_keyspace(store)
     await store.close()
 
 
