@@ -263,6 +263,48 @@ def lag(as_json: bool, max_lag: int | None, **values: Any) -> int:
     return 1 if behind else 0
 
 
+# --- schema -----------------------------------------------------------------------------------
+
+
+@cli.group()
+def schema() -> None:
+    """The store's schema in Cassandra: migrate."""
+
+
+@schema.command("migrate")
+@settings_options(Settings)
+@click.option("--dry-run", is_flag=True, help="print the steps, run none")
+def schema_migrate(dry_run: bool, **values: Any) -> int:
+    """Bring KJ_KEYSPACE to this version's schema (creating it if missing), online: workers
+    of the version before keep running through it (docs/operations.md, "Upgrading the
+    schema"). Prints each step; needs a login that may create and alter tables."""
+    settings = load(Settings, values)
+    import asyncio
+
+    from journal.errors import SetupMissing, StoreUnavailable
+    from journal.store import SCHEMA_VERSION, migrate, open_session
+
+    config = settings.cassandra_config()
+
+    async def run() -> list[str]:
+        cluster, session = await open_session(config)
+        try:
+            return await migrate(session, config.keyspace, config.replication, dry_run)
+        finally:
+            await asyncio.to_thread(cluster.shutdown)
+
+    try:
+        steps = asyncio.run(run())
+    except (SetupMissing, StoreUnavailable) as error:
+        print(f"kafka-journal schema migrate: {error}", file=sys.stderr)
+        return 1
+    if not steps:
+        print(f"keyspace {config.keyspace}: at schema version {SCHEMA_VERSION}, nothing to do")
+    for step in steps:
+        print(f"{'would' if dry_run else 'done'}: {step}")
+    return 0
+
+
 # --- tokens -----------------------------------------------------------------------------------
 
 # web.auth.Scope's values (not imported: --help loads no aiohttp)

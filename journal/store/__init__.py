@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from journal.store.connecting import ConnectingStore
     from journal.store.cql import execute
     from journal.store.rows import event_row
-    from journal.store.schema import ensure_schema
+    from journal.store.schema import SCHEMA_VERSION, ensure_schema, migrate
     from journal.store.statements import Statements, idempotent
     from journal.store.topology import DEFAULT_MAX_SNAPSHOT_BYTES
 
@@ -38,18 +38,21 @@ _DOOR = {
     "KeyspaceAccess": "cassandra",
     "ROWS_AS_TUPLES": "cluster",
     "ReplicatedJournal": "base",
+    "SCHEMA_VERSION": "schema",
     "Snapshot": "base",
     "Statements": "statements",
     "ensure_schema": "schema",
     "event_row": "rows",
     "execute": "cql",
     "idempotent": "statements",
+    "migrate": "schema",
     "open_session": "cluster",
 }
 __getattr__ = door(__name__, _DOOR)
 __all__ = [
     "DEFAULT_MAX_SNAPSHOT_BYTES",
     "ROWS_AS_TUPLES",
+    "SCHEMA_VERSION",
     "CassandraConfig",
     "CassandraStore",
     "ConnectingStore",
@@ -64,5 +67,6 @@ __all__ = [
     "event_row",
     "execute",
     "idempotent",
+    "migrate",
     "open_session",
 ]

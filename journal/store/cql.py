@@ -118,15 +118,20 @@ async def execute(
     statement: str | Statement,
     params: Params = None,
     profile: object = EXEC_PROFILE_DEFAULT,
+    timeout_s: float | None = None,
 ) -> list[Any]:
     """Run one statement and return the rows of its first page (all rows for small results);
-    `profile`: the driver's execution profile (`cluster.ROWS_AS_TUPLES`: rows as tuples)."""
+    `profile`: the driver's execution profile (`cluster.ROWS_AS_TUPLES`: rows as tuples);
+    `timeout_s`: other than the profile's request timeout (a schema change's)."""
     loop = asyncio.get_running_loop()
     give_up = loop.time() + _BUSY_GIVE_UP_S
     wait = _BUSY_RETRY_S
+    timeout = {} if timeout_s is None else {"timeout": timeout_s}
     while True:
         try:
-            response = session.execute_async(statement, params, execution_profile=profile)
+            response = session.execute_async(
+                statement, params, execution_profile=profile, **timeout
+            )
             return await _page(response)
         except StoreUnavailable as error:
             if not _only_busy(error.__cause__) or loop.time() + wait > give_up:

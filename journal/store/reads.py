@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Collection
 from typing import Any
 
@@ -18,6 +19,9 @@ from journal.store.rows import EVENT_OFFSET, event_record_of, meta_of
 from journal.store.schema import APPEND_BUCKET
 from journal.store.statements import Statements
 
+_POINTER_READS = 32  # pointers read at a time: one Cassandra partition each
+_KNOWN_DELETES = 10_000  # journals whose deleteTo a store keeps for first pages (~1 MB)
+
 
 class Reads:
     """The read side on one session; `segment_size` is the store's for new journals."""
@@ -26,6 +30,9 @@ class Reads:
         self._session = session
         self._statements = statements
         self._segment_size = segment_size
+        self._counts: dict[str, int] = {}
+        # the deleteTo of journals whose rows were read lately, for `first_page`: bounded
+        self._deleted_to: OrderedDict[JournalKey, int] = OrderedDict()
 
     async def pointer(self, topic: str, partition: int) -> int | None:
         rows = await cql.execute(
@@ -34,12 +41,43 @@ class Reads:
         return rows[0][0] if rows else None
 
     async def pointers(self, topic: str) -> dict[int, int]:
-        rows = await cql.execute(self._session, self._statements.pointers, (topic,), ROWS_AS_TUPLES)
-        return dict(rows)  # (partition, offset) pairs
+        """Each partition's pointer, one Cassandra partition at a time over the topic's
+        recorded partition count; a topic without one (no process guarded it) from the
+        version 2 table, which every save writes too, all of its pages."""
+        count = await self._partition_count(topic)
+        if count is None:
+            rows = cql.stream(
+                self._session, self._statements.legacy_pointers, (topic,), ROWS_AS_TUPLES
+            )
+            return {partition: offset async for partition, offset in rows}
+        found: dict[int, int] = {}
+
+        async def read(partition: int) -> None:
+            offset = await self.pointer(topic, partition)
+            if offset is not None:
+                found[partition] = offset
+
+        await cql.in_window(read, range(count), _POINTER_READS)
+        return dict(sorted(found.items()))
+
+    async def _partition_count(self, topic: str) -> int | None:
+        """The topic's recorded partition count, kept once known: the guard refuses a
+        change of it (journal/kafka/guard.py)."""
+        count = self._counts.get(topic)
+        if count is None:
+            rows = await cql.execute(
+                self._session, self._statements.partition_count, (topic,), ROWS_AS_TUPLES
+            )
+            count = rows[0][0] if rows else None
+            if count is not None:
+                self._counts[topic] = count
+        return count
 
     async def meta(self, key: JournalKey) -> JournalMeta | None:
         row = await self._meta_row(key)
-        return None if row is None else meta_of(row)
+        meta = None if row is None else meta_of(row)
+        self._note_delete_to(key, meta)
+        return meta
 
     async def stored(self, keys: Collection[JournalKey]) -> dict[JournalKey, JournalMeta]:
         rows = await asyncio.gather(*(self._meta_row(key) for key in keys))
@@ -104,6 +142,11 @@ class Reads:
                     yield event_record_of(event_row)
 
     async def first_page(self, key: JournalKey, from_: int, to: int) -> FirstPage:
+        """From the journal's deleteTo + 1 as last seen here, if above `from_`: a slice from
+        `from_` would walk every row a Delete shadowed in the segment (up to a segment's
+        worth) until compaction drops them. A deleteTo seen before a Purge only makes the page
+        start too high: the reader keeps only events that continue what it has."""
+        from_ = max(from_, self._deleted_to.get(key, 0) + 1)
         size = self._segment_size
         segment_end = (from_ // size + 1) * size - 1
         rows = await cql.execute(
@@ -124,6 +167,16 @@ class Reads:
         )
         async for row in rows:
             yield JournalKey(row[0], row[1]), meta_of(row[2:])
+
+    def _note_delete_to(self, key: JournalKey, meta: JournalMeta | None) -> None:
+        delete_to = None if meta is None else meta.delete_to
+        if not delete_to:
+            self._deleted_to.pop(key, None)
+            return
+        self._deleted_to[key] = delete_to
+        self._deleted_to.move_to_end(key)
+        if len(self._deleted_to) > _KNOWN_DELETES:
+            self._deleted_to.popitem(last=False)
 
     async def _meta_row(self, key: JournalKey) -> tuple[Any, ...] | None:
         rows = await cql.execute(

@@ -14,7 +14,12 @@ Tables:
   but ids share prefixes (`order-...`): one bucket would hold nearly all of them, forever.
   Replication writes a row when a journal comes to exist and deletes it when a Purge empties
   it, from the fold's `before` and `after` states, so it never reads the table.
-- `pointers`: per (topic, partition), the offset of the last replicated record.
+- `pointers2` (version 3): per (topic, partition), the offset of the last replicated record,
+  one Cassandra partition each, so no partition is written by every replicating worker and read
+  by every client; all of a topic's are read one partition at a time over its recorded count
+  (`topic_partitions`). `pointers`, the table before it (all of a topic's in one partition),
+  is still written beside it while version 2 processes may run (a rolling upgrade: they read
+  only it), and read where a topic has no count recorded; a later version stops writing it.
 - `appends`: per (topic, partition), the Appends replication stored, by offset (buckets of
   `APPEND_BUCKET` offsets per Cassandra partition): which records a subscription delivers from
   the replicated part of the log without folding it again. A row stays when a Delete or
@@ -34,6 +39,10 @@ Tables:
   log, so a snapshot taken before a Purge can never come back, however late it is written.
 - `schema_version`: the version of this schema; a newer one is refused. Version 2 added the
   snapshots: version 1 code would apply a Purge without removing them, so it must refuse.
+  Version 3 added `pointers2` and each table's compaction and `gc_grace_seconds`
+  (`TABLE_OPTIONS`); a version 2 process that is running when the version moves on keeps
+  running (it writes what it wrote, and readers of version 3 see its pointers late, never
+  early: `migrate` says why that is safe), one that starts afterwards refuses.
 - `topic_partitions`: per topic, the partition count the journal's processes use
   (journal/kafka/guard.py): a journal lives in the partition its key maps to under this count,
   so a process that finds the topic with another count refuses it. Written once, by the first
@@ -60,8 +69,11 @@ and a rebuild from Kafka produces the very same cells.
 
 from __future__ import annotations
 
+import functools
 import logging
 import zlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from cassandra import InvalidRequest
 from cassandra.cluster import Cluster, Session
@@ -72,7 +84,7 @@ from journal.store.topology import auto_replication, cql_map, parse_replication,
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2  # 2: appends, snapshots, journal_ids
+SCHEMA_VERSION = 3  # 2: appends, snapshots, journal_ids; 3: pointers2, compaction, gc_grace
 APPEND_BUCKET = 100_000  # offsets per Cassandra partition of `appends`
 BUCKETS = 32  # of journal_ids per topic; changing it needs a rewrite of the table
 
@@ -93,6 +105,9 @@ _TABLES = (
     """CREATE TABLE IF NOT EXISTS {ks}.pointers (
         topic text, partition int, offset bigint,
         PRIMARY KEY ((topic), partition))""",
+    """CREATE TABLE IF NOT EXISTS {ks}.pointers2 (
+        topic text, partition int, offset bigint,
+        PRIMARY KEY ((topic, partition)))""",
     """CREATE TABLE IF NOT EXISTS {ks}.appends (
         topic text, partition int, bucket bigint, offset bigint,
         id text, first_seq_nr bigint, last_seq_nr bigint, segment_size bigint,
@@ -123,46 +138,149 @@ class SchemaMissing(SetupMissing):
     """The keyspace or its tables do not exist, and this process may not create them."""
 
 
+# a schema change is answered once the nodes agree on it: seconds more than a request on a
+# busy cluster, and a migration is run by an operator, who can wait
+_SCHEMA_CHANGE_S = 60.0
+_LEVELED = "{'class': 'LeveledCompactionStrategy'}"
+_SIZE_TIERED = "{'class': 'SizeTieredCompactionStrategy'}"
+_TEN_DAYS = 864_000  # Cassandra's default gc_grace_seconds
+
+# Each table's compaction and gc_grace_seconds (docs/operations.md, "Compaction and gc_grace"):
+# - Leveled where reads dominate or rows are overwritten or deleted: one Cassandra partition is
+#   written by many replication batches over time (a segment of events, a journal's row, a
+#   pointer, a bucket of ids), and leveled compaction keeps a read of it to about one SSTable
+#   per level, and drops the rows a Delete or Purge shadowed sooner than size-tiered would.
+# - Size-tiered for `appends`: written once, in offset order, never updated nor read at random,
+#   so its partitions sit in few SSTables anyway and leveled's rewrites would buy nothing.
+# - gc_grace stays ten days everywhere: a tombstone dropped before every replica has it (a
+#   repair) would bring back what it deleted, an event a subscriber reading from the store
+#   would be given, a purged journal in the listing, a removed snapshot; so a full repair must
+#   run within it. Tables that are never deleted from (`journals`, `pointers2`) keep it too: it
+#   also bounds how long a dead node's hints are kept.
+TABLE_OPTIONS: dict[str, tuple[str, int]] = {
+    "events": (_LEVELED, _TEN_DAYS),
+    "journals": (_LEVELED, _TEN_DAYS),
+    "journal_ids": (_LEVELED, _TEN_DAYS),
+    "pointers": (_LEVELED, _TEN_DAYS),
+    "pointers2": (_LEVELED, _TEN_DAYS),
+    "appends": (_SIZE_TIERED, _TEN_DAYS),
+    "snapshots": (_LEVELED, _TEN_DAYS),
+    "snapshot_chunks": (_LEVELED, _TEN_DAYS),
+}
+
+
+def _options(table: str) -> str:
+    compaction, gc_grace = TABLE_OPTIONS[table]
+    return f"compaction = {compaction} AND gc_grace_seconds = {gc_grace}"
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One step of a migration: what it does, and doing it."""
+
+    says: str
+    run: Callable[[], Awaitable[None]]
+
+
 async def ensure_schema(session: Session, keyspace: str, replication: str) -> None:
-    """Create the keyspace and tables if missing; refuse a schema newer than this code's.
+    """Create the keyspace and tables if missing, or migrate them to this version; refuse a
+    schema newer than this code's (`migrate` without a dry run)."""
+    await migrate(session, keyspace, replication)
+
+
+async def migrate(
+    session: Session, keyspace: str, replication: str, dry_run: bool = False
+) -> list[str]:
+    """Bring the keyspace to `SCHEMA_VERSION` (creating it if missing): what each step did, or
+    with `dry_run` would do. SchemaTooNew for a newer one.
 
     `replication` is the setting's (`topology.parse_replication`: "auto" decides by the data
     centres the session's cluster has). A keyspace that exists already keeps its
     replication: changing it is an operator's step (ALTER KEYSPACE, then a full repair:
-    docs/operations.md), so a different one is only warned about, naming both."""
-    nodes = _nodes_per_dc(session.cluster)
-    wanted = parse_replication(replication) or auto_replication(nodes)
-    await cql.execute(
-        session,
-        f"CREATE KEYSPACE IF NOT EXISTS {keyspace} WITH replication = {cql_map(wanted)}",
-    )
+    docs/operations.md), so a different one is only warned about, naming both.
+
+    Online: every step is additive, so processes of the version before keep running through
+    it (docs/operations.md, "Upgrading the schema"). From 2 to 3: `pointers2` is created and
+    filled from `pointers`, each row stamped with its offset + 1 as replication stamps it, so
+    a version 3 worker's newer pointer is never overwritten; the tables get their options;
+    then the version is written. A version 2 worker still running writes only `pointers`:
+    readers of version 3 then see that partition's pointer behind, never ahead, of what is
+    stored, which costs them more of Kafka to read and nothing else (every read folds the
+    log after the pointer onto the stored rows, and a replay is harmless), until it stops."""
+    steps = await _steps(session, keyspace, replication)
+    if not dry_run:
+        for step in steps:
+            await step.run()
+    return [step.says for step in steps]
+
+
+async def _steps(session: Session, keyspace: str, replication: str) -> list[Step]:
+    async def run(query: str) -> None:
+        await cql.execute(session, query, timeout_s=_SCHEMA_CHANGE_S)
+
+    def step(says: str, query: str) -> Step:
+        return Step(says, functools.partial(run, query))
+
     rows = await cql.execute(
         session,
         "SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = %s",
         (keyspace,),
     )
-    has = dict(rows[0].replication) if rows else {}
-    if replicas_per_dc(has, nodes) != replicas_per_dc(wanted, nodes):
-        log.warning(
-            "keyspace %s has the replicas %s per data centre, and the settings say %s "
-            "(KJ_KEYSPACE_REPLICATION=%s): the keyspace's stay; ALTER KEYSPACE and a repair "
-            "change them (docs/operations.md)",
-            keyspace,
-            replicas_per_dc(has, nodes),
-            replicas_per_dc(wanted, nodes),
-            replication,
-        )
+    nodes = _nodes_per_dc(session.cluster)
+    wanted = parse_replication(replication) or auto_replication(nodes)
+    if not rows:
+        create = f"CREATE KEYSPACE IF NOT EXISTS {keyspace} WITH replication = {cql_map(wanted)}"
+        steps = [step(f"create keyspace {keyspace}", create)]
+        version = None
+    else:
+        has = dict(rows[0].replication)
+        if replicas_per_dc(has, nodes) != replicas_per_dc(wanted, nodes):
+            log.warning(
+                "keyspace %s has the replicas %s per data centre, and the settings say %s "
+                "(KJ_KEYSPACE_REPLICATION=%s): the keyspace's stay; ALTER KEYSPACE and a "
+                "repair change them (docs/operations.md)",
+                keyspace,
+                replicas_per_dc(has, nodes),
+                replicas_per_dc(wanted, nodes),
+                replication,
+            )
+        steps = []
+        version = await _existing_version(session, keyspace)
+    if version == SCHEMA_VERSION:
+        return []
     for table in _TABLES:
-        await cql.execute(session, table.format(ks=keyspace))
-    version = await _version(session, keyspace)
+        name = table.split(".", 1)[1].split(" ", 1)[0]
+        create = table.format(ks=keyspace)
+        if name in TABLE_OPTIONS:  # a table it creates gets them at once: one schema change
+            create += " WITH " + _options(name)
+        steps.append(step(f"create table {name} if missing", create))
     if version == 1:  # version 1 had no journal_ids: list its journals once
-        await _fill_journal_ids(session, keyspace)
-    if version is None or version < SCHEMA_VERSION:  # the tables above upgraded it
-        await cql.execute(
-            session,
-            f"INSERT INTO {keyspace}.schema_version (name, version) VALUES ('journal', %s)",
-            (SCHEMA_VERSION,),
-        )
+        says = "list every journal in journal_ids (version 1 had none)"
+        steps.append(Step(says, functools.partial(_fill_journal_ids, session, keyspace)))
+    if version is not None:  # version 2 and before kept pointers in `pointers` only
+        says = "copy pointers into pointers2, each stamped with its offset + 1"
+        steps.append(Step(says, functools.partial(_fill_pointers2, session, keyspace)))
+    if version is not None:  # tables made before version 3 have Cassandra's defaults
+        for name in TABLE_OPTIONS:
+            alter = f"ALTER TABLE {keyspace}.{name} WITH {_options(name)}"
+            steps.append(step(f"table {name}: {_options(name)}", alter))
+    insert = (
+        f"INSERT INTO {keyspace}.schema_version (name, version) "
+        f"VALUES ('journal', {SCHEMA_VERSION})"
+    )
+    steps.append(step(f"schema version {version} -> {SCHEMA_VERSION}", insert))
+    return steps
+
+
+async def _existing_version(session: Session, keyspace: str) -> int | None:
+    """The version of an existing keyspace (None: no version table yet)."""
+    tables = await cql.execute(
+        session,
+        "SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s "
+        "AND table_name = 'schema_version'",
+        (keyspace,),
+    )
+    return await _version(session, keyspace) if tables else None
 
 
 async def check_schema(session: Session, keyspace: str) -> None:
@@ -179,8 +297,8 @@ async def check_schema(session: Session, keyspace: str) -> None:
     if version is None or version < SCHEMA_VERSION:
         raise SchemaMissing(
             f"keyspace {keyspace} has no journal schema of version {SCHEMA_VERSION} (it has "
-            f"{version}); an administrator creates or upgrades it (kafka-journal stack up does "
-            "for the local stack)"
+            f"{version}); an administrator creates or upgrades it: kafka-journal schema migrate "
+            "(kafka-journal stack up does for the local stack)"
         )
 
 
@@ -230,6 +348,18 @@ async def record_partitions(
 def id_bucket(journal_id: str) -> int:
     """The `journal_ids` bucket of an id: stable across processes and versions."""
     return zlib.crc32(journal_id.encode("utf-8")) % BUCKETS
+
+
+async def _fill_pointers2(session: Session, keyspace: str) -> None:
+    """Copy `pointers` into `pointers2`, stamped as replication stamps a pointer, so a later
+    pointer written meanwhile (by a version 3 worker) wins."""
+    insert = (
+        f"INSERT INTO {keyspace}.pointers2 (topic, partition, offset) VALUES (%s, %s, %s) "
+        "USING TIMESTAMP %s"
+    )
+    rows = cql.stream(session, f"SELECT topic, partition, offset FROM {keyspace}.pointers")
+    async for row in rows:
+        await cql.execute(session, insert, (row.topic, row.partition, row.offset, row.offset + 1))
 
 
 async def _fill_journal_ids(session: Session, keyspace: str) -> None:

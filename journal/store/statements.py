@@ -14,7 +14,7 @@ from typing import Any
 from cassandra.cluster import Session
 from cassandra.query import BatchStatement, BatchType, PreparedStatement, SimpleStatement
 
-PAGE_SIZE = 1000  # rows per page of a journal's events and of a partition's stored Appends
+PAGE_SIZE = 1000  # rows per page of a journal's events, a partition's stored Appends, pointers
 SNAPSHOT_HEADERS_PAGE = 32  # headers a `latest_snapshot` pages through: most stop at the first
 CHUNKS_PAGE = 4  # chunks per page when a snapshot is read: a few MiB held at a time
 
@@ -55,11 +55,25 @@ class Statements:
         def prepare(query: str) -> PreparedStatement:
             return mark(session.prepare(query.format(ks=ks)), query, write_level)
 
-        self.pointer = prepare("SELECT offset FROM {ks}.pointers WHERE topic = ? AND partition = ?")
-        self.pointers = prepare("SELECT partition, offset FROM {ks}.pointers WHERE topic = ?")
+        # pointers live in `pointers2`; `pointers` (version 2's) is written too, and read only
+        # for a topic without a recorded partition count (schema.py)
+        self.pointer = prepare(
+            "SELECT offset FROM {ks}.pointers2 WHERE topic = ? AND partition = ?"
+        )
+        self.legacy_pointers = prepare(
+            "SELECT partition, offset FROM {ks}.pointers WHERE topic = ?"
+        )
+        self.legacy_pointers.fetch_size = PAGE_SIZE
         self.save_pointer = prepare(
+            "INSERT INTO {ks}.pointers2 (topic, partition, offset) VALUES (?, ?, ?) "
+            "USING TIMESTAMP ?"
+        )
+        self.save_legacy_pointer = prepare(
             "INSERT INTO {ks}.pointers (topic, partition, offset) VALUES (?, ?, ?) "
             "USING TIMESTAMP ?"
+        )
+        self.partition_count = prepare(
+            "SELECT partitions FROM {ks}.topic_partitions WHERE topic = ?"
         )
         # `rows.meta_of` takes its columns by position: in this order
         self.meta = prepare(

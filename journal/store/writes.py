@@ -137,9 +137,13 @@ class Writes:
         return rows
 
     async def save_pointer(self, topic: str, partition: int, offset: int) -> None:
-        await cql.execute(
-            self._session, self._statements.save_pointer, (topic, partition, offset, offset + 1)
-        )
+        """The pointer, in `pointers2` and in version 2's `pointers` (schema.py: version 2
+        processes of a rolling upgrade read only that one)."""
+        batch = self._statements.batch()
+        values = (topic, partition, offset, offset + 1)
+        batch.add(self._statements.save_pointer, values)
+        batch.add(self._statements.save_legacy_pointer, values)
+        await cql.execute(self._session, batch)
 
     def sizes(self, write: JournalWrite, stored: JournalMeta | None) -> tuple[int, int]:
         """The journal's segment size before the batch, and after it (a Purge starts anew)."""
@@ -238,11 +242,14 @@ class Writes:
     def segment_deletes(
         self, key: JournalKey, size: int, first: int, last: int, to: int | None, offset: int
     ) -> Iterator[Partition]:
-        """Delete the segments holding seqNrs first..last: whole ones, or rows up to `to`."""
+        """Delete the segments holding seqNrs first..last: whole ones, or rows up to `to`. A
+        segment wholly at or below `to` goes whole too: a read of a partition meets its
+        deletion first and skips the older SSTables, where a range deletion would have it walk
+        every row it shadows until compaction."""
         stamp = offset + 1
         statements = self._statements
         for segment in range(first // size, last // size + 1):
-            if to is None:
+            if to is None or (segment + 1) * size - 1 <= to:
                 yield Partition.of(statements.delete_segment, (stamp, key.topic, key.id, segment))
             else:
                 yield Partition.of(statements.delete_rows, (stamp, key.topic, key.id, segment, to))

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import click
 import orjson
 import pytest
+from cassandra.cluster import Cluster
 from click.testing import CliRunner
 
 from app.cli import cli, main
 from app.settings import WorkerSettings
 from journal.settings import Settings
+from journal.store import SCHEMA_VERSION, CassandraStore
 from journal.version import VERSION
 from kjconfig.settings import KJSettings, is_secret
 from pipeline.commands import pipeline
@@ -51,7 +54,7 @@ def help_of(*command: str, group: click.Group = cli) -> str:
 def test_help_lists_every_command() -> None:
     out = help_of()
     commands = ("stack", "worker", "run", "append", "read", "state", "delete", "purge")
-    for command in (*commands, "subscribe", "journals"):
+    for command in (*commands, "subscribe", "journals", "schema"):
         assert f"  {command} " in out, command
     for command in ("pipeline", "bench"):
         assert command in out
@@ -131,6 +134,44 @@ def server_flags(settings: Settings) -> list[str]:
         f"--topic={settings.topic}",
         f"--keyspace={settings.keyspace}",
     ]
+
+
+@pytest.mark.integration
+async def test_schema_migrate_says_its_steps_and_a_dry_run_runs_none(
+    stack: Stack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = settings_for(stack, unique("journal_schema"), unique("kj_schema"))
+    flags = ["schema", "migrate", *server_flags(settings)]
+
+    def migrate(*more: str) -> list[str]:
+        code = main([*flags, *more])
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        return out.splitlines()
+
+    def cql(query: str) -> list[Any]:
+        cluster = Cluster(list(stack.cassandra_hosts), port=stack.cassandra_port)
+        try:  # a schema change waits for the nodes' agreement: longer on a busy host
+            return list(cluster.connect().execute(query, timeout=120))
+        finally:
+            cluster.shutdown()
+
+    def keyspaces() -> set[str]:
+        rows = cql("SELECT keyspace_name FROM system_schema.keyspaces")
+        return {row.keyspace_name for row in rows}
+
+    planned = await asyncio.to_thread(migrate, "--dry-run")
+    assert planned[0] == f"would: create keyspace {settings.keyspace}"
+    assert planned[-1] == f"would: schema version None -> {SCHEMA_VERSION}"
+    assert settings.keyspace not in await asyncio.to_thread(keyspaces)
+    done = await asyncio.to_thread(migrate)
+    assert done == [line.replace("would: ", "done: ", 1) for line in planned]
+    assert await asyncio.to_thread(migrate) == [
+        f"keyspace {settings.keyspace}: at schema version {SCHEMA_VERSION}, nothing to do"
+    ]
+    store = await CassandraStore.connect(replace(settings.cassandra_config(), create_schema=False))
+    await store.close()  # the schema a process that may not create one checks
+    await asyncio.to_thread(cql, f"DROP KEYSPACE {settings.keyspace}")
 
 
 @pytest.mark.integration

@@ -9,7 +9,7 @@ from journal.store import cql
 from journal.store.cassandra import CassandraStore
 from tests.support.raw_store import session_of
 
-# Every column of the four tables, with the write time of one cell of each row.
+# Every column of the tables, with the write time of one cell of each row.
 TABLES = {
     "events": (
         "topic, id, segment, seq_nr, partition, offset, timestamp, tags, payload_type, "
@@ -21,6 +21,7 @@ TABLES = {
         2,
     ),
     "pointers": ("topic, partition, offset, writetime(offset)", 2),
+    "pointers2": ("topic, partition, offset, writetime(offset)", 2),
     "appends": (
         "topic, partition, bucket, offset, id, first_seq_nr, last_seq_nr, segment_size, "
         "writetime(id)",

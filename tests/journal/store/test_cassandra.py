@@ -45,8 +45,14 @@ def config(stack: object, keyspace: str) -> CassandraConfig:
 async def store(stack: object) -> AsyncIterator[CassandraStore]:
     store = await CassandraStore.connect(config(stack, f"contract_{uuid.uuid4().hex[:12]}"))
     yield store
-    await cql.execute(session_of(store), f"DROP KEYSPACE {keyspace_of(store)}")
+    await drop_keyspace(store)
     await store.close()
+
+
+async def drop_keyspace(store: CassandraStore) -> None:
+    """A schema change waits for every node's agreement: longer than a request on a busy host."""
+    drop = f"DROP KEYSPACE {keyspace_of(store)}"
+    await asyncio.to_thread(session_of(store).execute, drop, timeout=120)
 
 
 class TestCassandraStore(EventualStoreContract):
@@ -59,7 +65,7 @@ class TestCassandraStore(EventualStoreContract):
         with pytest.raises(SchemaTooNew):
             await CassandraStore.connect(config(stack, keyspace_of(store)))
 
-    async def test_a_version_1_keyspace_gets_the_snapshot_tables_and_version_2(
+    async def test_a_version_1_keyspace_gets_the_snapshot_tables_and_this_version(
         self, store: CassandraStore, stack: object
     ) -> None:
         await cql.execute(
@@ -74,7 +80,7 @@ class TestCassandraStore(EventualStoreContract):
                 session_of(store),
                 f"SELECT version FROM {keyspace_of(store)}.schema_version WHERE name = 'journal'",
             )
-            assert [r.version for r in rows] == [2] == [SCHEMA_VERSION]
+            assert [r.version for r in rows] == [SCHEMA_VERSION]
         finally:
             await upgraded.close()
 

@@ -1,0 +1,257 @@
+"""Schema version 3 (issue 41): pointers one Cassandra partition per topic partition, read in
+full; each table's compaction and gc_grace; the online migration from version 2, and what a
+version 2 worker still running beside version 3 ones does."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from cassandra.cluster import ResponseFuture
+
+from eventsourcing_kafka_journal.tables import NumbersRow, open_tables
+from journal.core.model import JournalKey
+from journal.store import cql
+from journal.store.cassandra import CassandraStore
+from journal.store.schema import SCHEMA_VERSION, TABLE_OPTIONS, migrate
+from tests.journal.store.contract import apply, put, snapshot
+from tests.journal.store.test_cassandra import config, drop_keyspace
+from tests.support import actions as a
+from tests.support.raw_store import keyspace_of, session_of
+
+pytestmark = pytest.mark.integration
+
+TOPIC = "topic"
+
+
+@pytest.fixture
+async def store(stack: object) -> AsyncIterator[CassandraStore]:
+    store = await CassandraStore.connect(config(stack, f"schema_{uuid.uuid4().hex[:12]}"))
+    yield store
+    await drop_keyspace(store)
+    await store.close()
+
+
+async def version_of(store: CassandraStore) -> int:
+    rows = await cql.execute(
+        session_of(store),
+        f"SELECT version FROM {keyspace_of(store)}.schema_version WHERE name = 'journal'",
+    )
+    return int(rows[0].version)
+
+
+async def compactions(store: CassandraStore) -> dict[str, tuple[str, int]]:
+    rows = await cql.execute(
+        session_of(store),
+        "SELECT table_name, compaction, gc_grace_seconds FROM system_schema.tables "
+        "WHERE keyspace_name = %s",
+        (keyspace_of(store),),
+    )
+    return {
+        r.table_name: (r.compaction["class"].rsplit(".", 1)[-1], r.gc_grace_seconds) for r in rows
+    }
+
+
+async def test_every_pointer_is_read_past_the_drivers_first_page(
+    store: CassandraStore,
+) -> None:
+    """A topic without a recorded count is read from version 2's table: all of its pages
+    (version 2 answered the driver's first page, 5,000 partitions, and no more)."""
+    partitions = 5_001
+
+    async def save(partition: int) -> None:
+        await store.save_pointer(TOPIC, partition, partition + 7)
+
+    await cql.in_window(save, range(partitions), 64)
+    pointers = await store.pointers(TOPIC)
+    assert len(pointers) == partitions
+    assert pointers == {p: p + 7 for p in range(partitions)}
+
+
+async def test_pointers_live_one_cassandra_partition_per_topic_partition(
+    store: CassandraStore,
+) -> None:
+    assert await store.recorded_partitions(TOPIC, 4) == 4
+    await store.save_pointer(TOPIC, 0, 10)
+    await store.save_pointer(TOPIC, 3, 30)
+    await store.save_pointer("other", 1, 99)
+    rows = await cql.execute(
+        session_of(store),
+        f"SELECT topic, partition, offset, token(topic, partition) AS t "
+        f"FROM {keyspace_of(store)}.pointers2",
+    )
+    assert sorted((r.topic, r.partition, r.offset) for r in rows) == [
+        ("other", 1, 99),
+        (TOPIC, 0, 10),
+        (TOPIC, 3, 30),
+    ]
+    assert len({r.t for r in rows}) == 3  # a Cassandra partition each
+    assert await store.pointers(TOPIC) == {0: 10, 3: 30}
+    assert await store.pointer(TOPIC, 3) == 30
+
+
+async def test_a_version_2_workers_pointer_is_seen_late_never_early(
+    store: CassandraStore,
+) -> None:
+    """During a rolling upgrade a version 2 worker writes only `pointers`; a version 3 one
+    writes both, so version 2 readers see its progress, and version 3 readers see a version 2
+    worker's behind (a longer read of Kafka), never ahead of what the store holds."""
+    assert await store.recorded_partitions(TOPIC, 2) == 2
+    await store.save_pointer(TOPIC, 0, 10)  # version 3
+    legacy = await cql.execute(
+        session_of(store),
+        f"SELECT partition, offset FROM {keyspace_of(store)}.pointers WHERE topic = %s",
+        (TOPIC,),
+    )
+    assert [(r.partition, r.offset) for r in legacy] == [(0, 10)]  # what version 2 reads
+    # version 2's save_pointer, exactly as it ran
+    await cql.execute(
+        session_of(store),
+        f"INSERT INTO {keyspace_of(store)}.pointers (topic, partition, offset) "
+        "VALUES (%s, %s, %s) USING TIMESTAMP %s",
+        (TOPIC, 0, 20, 21),
+    )
+    assert await store.pointer(TOPIC, 0) == 10
+    await store.save_pointer(TOPIC, 0, 30)  # the partition back on a version 3 worker
+    assert await store.pointers(TOPIC) == {0: 30}
+
+
+async def as_version_2(store: CassandraStore) -> None:
+    """The keyspace as version 2 left it: no `pointers2`, Cassandra's default compaction and
+    gc_grace on every table, version 2 recorded (its other tables are version 3's, unchanged)."""
+    session, ks = session_of(store), keyspace_of(store)
+    await cql.execute(session, f"DROP TABLE {ks}.pointers2")
+    for table in TABLE_OPTIONS:
+        if table != "pointers2":
+            await cql.execute(
+                session,
+                f"ALTER TABLE {ks}.{table} WITH compaction = "
+                "{'class': 'SizeTieredCompactionStrategy'} AND gc_grace_seconds = 864000",
+            )
+    await cql.execute(session, f"UPDATE {ks}.schema_version SET version = 2 WHERE name = 'journal'")
+
+
+async def everything(store: CassandraStore, keys: list[JournalKey]) -> dict[str, Any]:
+    """All a reader can see of the journals: rows, events, listing, snapshots, Appends."""
+    seen: dict[str, Any] = {}
+    for key in keys:
+        meta = await store.meta(key)
+        seen[f"meta {key.id}"] = meta
+        if meta is not None:
+            seen[f"events {key.id}"] = [r async for r in store.read(key, meta)]
+        seen[f"snapshot {key.id}"] = await store.latest_snapshot(key, 2**62, -1, 2**62)
+    seen["ids"] = await store.journal_ids(TOPIC)
+    seen["pointers"] = await store.pointers(TOPIC)
+    stored = [s async for s in store.appends(TOPIC, 0, -1, 1000)]
+    seen["appends"] = stored
+    seen["append events"] = [[e async for e in store.append_events(s)] for s in stored]
+    tables = await open_tables(store)
+    seen["es numbered"] = await tables.numbered(TOPIC)
+    seen["es numbers"] = await tables.numbers_below(TOPIC, 0, 2**62, 10)
+    seen["es tracking"] = await tables.tracking(TOPIC, "app")
+    return seen
+
+
+async def test_a_version_2_keyspace_migrates_online_and_reads_the_same(
+    store: CassandraStore, stack: object
+) -> None:
+    live, deleted, purged, again, snapped = (
+        JournalKey(TOPIC, name) for name in ("live", "deleted", "purged", "again", "snapped")
+    )
+    await apply(
+        store,
+        a.append(live, 0, 1, 7),
+        a.append(deleted, 1, 1, 6),
+        a.append(deleted, 2, 7, 9),
+        a.delete(deleted, 3, 7),
+        a.append(purged, 4, 1, 3),
+        a.purge(purged, 5),
+        a.append(again, 6, 1, 4),
+        a.purge(again, 7),
+        a.append(again, 8, 1, 2),
+        a.append(snapped, 9, 1, 3),
+    )
+    await store.put_snapshot(snapped, snapshot(2, 10))
+    await put(store, snapshot(3, 11))  # the contract's KEY: a snapshot of no stored journal
+    await store.recorded_partitions(TOPIC, 1)
+    await store.save_pointer(TOPIC, 0, 11)
+    tables = await open_tables(store)
+    await tables.save_numbered(TOPIC, 11, 23, 12)
+    await tables.save_numbers(TOPIC, 0, NumbersRow(1, 0, 7))
+    await tables.save_tracking(TOPIC, "app", 5, 11, 12)
+    keys = [live, deleted, purged, again, snapped, JournalKey(TOPIC, "journal-1")]
+    before = await everything(store, keys)
+    assert before["meta purged"] is not None and "events purged" in before
+    assert before["snapshot snapped"] is not None and before["pointers"] == {0: 11}
+    await as_version_2(store)
+    session, ks = session_of(store), keyspace_of(store)
+
+    said = await migrate(session, ks, "auto", dry_run=True)
+    assert "copy pointers into pointers2, each stamped with its offset + 1" in said
+    assert said[-1] == f"schema version 2 -> {SCHEMA_VERSION}"
+    assert await version_of(store) == 2 and "pointers2" not in await compactions(store)
+
+    assert await migrate(session, ks, "auto") == said
+    migrated = await CassandraStore.connect(config(stack, ks))
+    try:
+        assert await version_of(migrated) == SCHEMA_VERSION
+        assert await everything(migrated, keys) == before
+        options = await compactions(migrated)
+        assert {t: options[t] for t in TABLE_OPTIONS} == {
+            t: (c.split("'")[3], g) for t, (c, g) in TABLE_OPTIONS.items()
+        }
+        assert await migrate(session, ks, "auto", dry_run=True) == []  # nothing left to do
+    finally:
+        await migrated.close()
+
+
+def traced(store: CassandraStore, monkeypatch: pytest.MonkeyPatch) -> list[ResponseFuture]:
+    """The store's reads of `events` from here on, traced by Cassandra."""
+    session, futures = session_of(store), []
+    execute_async = session.execute_async
+
+    def tracing(statement: Any, *args: Any, **kwargs: Any) -> ResponseFuture:
+        query = getattr(statement, "query_string", "")
+        if ".events " in query and query.startswith("SELECT"):
+            kwargs["trace"] = True
+            futures.append(future := execute_async(statement, *args, **kwargs))
+            return future
+        return execute_async(statement, *args, **kwargs)
+
+    monkeypatch.setattr(session, "execute_async", tracing)
+    return futures
+
+
+async def rows_read(futures: list[ResponseFuture]) -> list[str]:
+    """What each traced read says it read ("Read 2 live rows and 0 tombstone cells")."""
+
+    def lines() -> list[str]:
+        found = []
+        for future in futures:
+            trace = future.get_query_trace(max_wait=30)
+            found += [e.description for e in trace.events if "live rows" in e.description]
+        return found
+
+    return await asyncio.to_thread(lines)
+
+
+async def test_a_first_page_starts_above_a_known_delete_to(
+    store: CassandraStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Segments hold 5 events (the contract's): a Delete to 8 removes segment 0 whole and rows
+    5..8 of segment 1, whose range deletion a slice from seqNr 5 would walk."""
+    key = JournalKey(TOPIC, "deleted")
+    await apply(store, a.append(key, 0, 1, 9), a.delete(key, 1, 8))
+    futures = traced(store, monkeypatch)
+    page = await store.first_page(key, 1, 2**62)  # deleteTo not known yet: from seqNr 1
+    assert [e.seq_nr for e in page.events] == []  # segment 0: deleted whole
+    assert await rows_read(futures) == ["Read 0 live rows and 0 tombstone cells"]
+    futures.clear()
+    meta = await store.meta(key)
+    assert meta is not None and meta.delete_to == 8
+    page = await store.first_page(key, 1, 2**62)
+    assert [e.seq_nr for e in page.events] == [9]
+    assert await rows_read(futures) == ["Read 1 live rows and 0 tombstone cells"]
