@@ -561,6 +561,58 @@ def run_subscription(events: int, out: Path | None = None) -> int:
     return 0
 
 
+def _print_rows(section: Section) -> None:
+    for row in section.rows:
+        ratio = "" if row.ratio is None else f" ({row.ratio:.2f}x of {row.baseline:,.0f})"
+        print(f"{row.name}: {row.value:,.1f} {row.unit}{ratio} {row.goal} {row.note}")
+    for note in section.notes:
+        print(note)
+
+
+def run_recovery(events: int, repetitions: int = 5) -> int:
+    """Only the recovery scenario (`--recovery-only`), one journal of `events` on a 1-partition
+    topic served by a worker of its own; prints its rows (BENCHMARKS.md is left as it is)."""
+    _, base = _stack_up()
+    settings = settings_for(base, "recovery", partitions=1)
+
+    async def measure(datadir: Path) -> Section:
+        async with connected(settings) as (journals, store):
+            process = worker(settings, datadir)
+            process.start()
+            try:
+                await process.wait_ready()
+                sizes = RecoverySizes(events=events, repetitions=repetitions)
+                return await bench_recovery(
+                    journals, process, lambda: settle(settings, store), sizes
+                )
+            finally:
+                process.stop()
+
+    with tempfile.TemporaryDirectory(prefix="kj-bench-") as workdir:
+        _print_rows(asyncio.run(measure(Path(workdir) / "worker")))
+    return 0
+
+
+def run_spread(events: int) -> int:
+    """Only "Replication of a spread backlog" (`--spread-only`): a worker of its own replicating
+    `events` over 100 journals, against raw batched INSERTs; prints its rows."""
+    _, base = _stack_up()
+    settings = settings_for(base, "spread", partitions=3)
+
+    async def measure(datadir: Path) -> Section:
+        store = await CassandraStore.connect(settings.cassandra_config())
+        try:
+            return await bench_spread_backlog(
+                settings, store, datadir, events, lambda: quiet_cassandra(store)
+            )
+        finally:
+            await store.close()
+
+    with tempfile.TemporaryDirectory(prefix="kj-bench-") as workdir:
+        _print_rows(asyncio.run(measure(Path(workdir) / "worker-spread")))
+    return 0
+
+
 def run_contention(out: Path) -> int:
     """Only the append section's contention rows (`--contention-only`), against a worker of
     their own; prints them (BENCHMARKS.md is left as the last full run wrote it)."""
@@ -622,7 +674,26 @@ def main(argv: list[str] | None = None) -> int:
         help="run only the reads with Cassandra down, at 20,000 and this many other records "
         "(it stops the stack's Cassandra); print its numbers",
     )
+    parser.add_argument(
+        "--recovery-only",
+        type=int,
+        metavar="EVENTS",
+        default=None,
+        help="run only the recovery scenario, one journal of this many events; print its numbers",
+    )
+    parser.add_argument(
+        "--spread-only",
+        type=int,
+        metavar="EVENTS",
+        default=None,
+        help="run only the replication of a backlog of this many events over 100 journals; "
+        "print its numbers",
+    )
     args = parser.parse_args(argv)
+    if args.recovery_only is not None:
+        return run_recovery(args.recovery_only)
+    if args.spread_only is not None:
+        return run_spread(args.spread_only)
     if args.contention_only:
         return run_contention(args.out)
     if args.offline_only is not None:
