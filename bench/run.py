@@ -564,7 +564,8 @@ def run_subscription(events: int, out: Path | None = None) -> int:
 def _print_rows(section: Section) -> None:
     for row in section.rows:
         ratio = "" if row.ratio is None else f" ({row.ratio:.2f}x of {row.baseline:,.0f})"
-        print(f"{row.name}: {row.value:,.1f} {row.unit}{ratio} {row.goal} {row.note}")
+        spread = f" (spread {row.spread})" if row.spread else ""
+        print(f"{row.name}: {row.value:,.1f} {row.unit}{ratio}{spread} {row.goal} {row.note}")
     for note in section.notes:
         print(note)
 
