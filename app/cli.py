@@ -696,7 +696,27 @@ def pipeline(arguments: tuple[str, ...]) -> int:
     metavar="EVENTS",
     help="only the subscription scenario, at this many events: print its numbers",
 )
-def bench(quick: bool, out: Path | None, subscription_only: int | None) -> int:
+@click.option(
+    "--recovery-only",
+    type=click.IntRange(min=100),
+    default=None,
+    metavar="EVENTS",
+    help="only the recovery scenario, one journal of this many events: print its numbers",
+)
+@click.option(
+    "--spread-only",
+    type=click.IntRange(min=1000),
+    default=None,
+    metavar="EVENTS",
+    help="only the replication of a backlog over 100 journals: print its numbers",
+)
+def bench(
+    quick: bool,
+    out: Path | None,
+    subscription_only: int | None,
+    recovery_only: int | None,
+    spread_only: int | None,
+) -> int:
     """Measure against raw baselines and write BENCHMARKS.md (+ PNG plots) under --out (.)."""
     # bench stands above app (it drives workers and signs requests with app's code): it runs
     # as its own program, never imported from here
@@ -705,6 +725,10 @@ def bench(quick: bool, out: Path | None, subscription_only: int | None) -> int:
         command.append("--quick")
     if subscription_only is not None:
         command += ["--subscription-only", str(subscription_only)]
+    if recovery_only is not None:
+        command += ["--recovery-only", str(recovery_only)]
+    if spread_only is not None:
+        command += ["--spread-only", str(spread_only)]
     return subprocess.run(command, check=False).returncode
 
 

@@ -36,8 +36,9 @@ from kjconfig.access import KafkaAccess
 
 NDJSON = "application/x-ndjson"
 # the driver's timestamps are naive UTC: written with a Z, as the API writes them
-# the columns of `Statements.read`'s rows
+# the columns of `Statements.read`'s rows (the tags as JSON text: "null" for none)
 SEQ_NR, PARTITION, OFFSET, TIMESTAMP, TAGS, PAYLOAD_TXT = 0, 1, 2, 3, 4, 6
+_NO_TAGS: list[str] = []
 _LINE = orjson.OPT_APPEND_NEWLINE | orjson.OPT_NAIVE_UTC | orjson.OPT_UTC_Z
 
 
@@ -152,7 +153,7 @@ def line(row: Any) -> bytes:
     fields = {
         "seqNr": row[SEQ_NR],
         "payload": orjson.Fragment(row[PAYLOAD_TXT].encode()),
-        "tags": sorted(row[TAGS] or ()),
+        "tags": _NO_TAGS if row[TAGS] == "null" else orjson.Fragment(row[TAGS].encode()),
         "timestamp": row[TIMESTAMP],
         "partition": row[PARTITION],
         "offset": row[OFFSET],

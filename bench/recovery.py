@@ -15,36 +15,37 @@ from app.http_tokens import client_headers
 from bench.common import Row, Section, median, spread, unique
 from bench.profile import process_cpu_s
 from bench.raw_read_http import PAYLOAD_TXT, RawReads, raw_read_server
+from bench.workload import http_body
 from devtools.workers import WorkerProcess, free_port
 from journal import Journals
-from journal.core import Json
 
 METHOD = (
-    "One journal of {events:,} events (appends of {per_append} events of ~100-byte JSON "
-    "payloads, POSTed to the worker one after the other), replicated by the worker (the "
-    "pointers reach the topic's end) before anything is timed. A read takes it from seqNr 1 "
-    "to its end, every event consumed; events/s of each read. Direct: `journal.read()` with "
-    "the direct client, against a raw read: the store's read statement (`Statements.read`, "
-    "fetch size as the store's) on a driver session of its own, paged, each row's payload "
-    "text decoded with orjson (`bench/raw_read_http.py`). HTTP: GET /journals/{{id}}/events "
-    "on the worker (lines counted), against a minimal aiohttp server process on uvloop that "
-    "pages the same statement and writes one NDJSON line per row (one `orjson.dumps`, the "
-    "payload text passed through) and one write per page (`bench/raw_read_http.py`). One "
-    "warm-up read of each, then {reps} repetitions, the four reads interleaved in an order "
-    "rotated every repetition; medians (spread min..max). CPU: the serving process's "
-    "(user + system, every thread) over its reads, per event."
+    "One journal of {events:,} events (appends of {per_append} events of ~300 bytes, "
+    "`bench/workload.py`'s, POSTed to the worker one after the other), replicated by the worker"
+    " (the pointers reach the topic's end) before anything is timed. A read takes it from seqNr"
+    " 1 to its end, every event consumed; events/s of each read. Direct: `journal.read()` with "
+    "the direct client (`async for event in ...`), and its `read_batches()` (a list of events "
+    "at a time), against a raw read: the store's read statement (`Statements.read`, fetch size "
+    "as the store's) on a driver session of its own, paged, each row's payload text decoded "
+    "with orjson (`bench/raw_read_http.py`). HTTP: GET /journals/{{id}}/events on the worker "
+    "(lines counted), against a minimal aiohttp server process on uvloop that pages the same "
+    "statement and writes one NDJSON line per row (one `orjson.dumps`, the payload text passed "
+    "through) and one write per page (`bench/raw_read_http.py`). One warm-up read of each, then"
+    " {reps} repetitions, the five reads interleaved in an order rotated every repetition; "
+    "medians (spread min..max). CPU: the serving process's (user + system, every thread) over "
+    "its reads, per event."
 )
 
-MODES = ("raw", "direct", "http_raw", "http")
-BASELINES = {"direct": "raw", "http": "http_raw"}
+MODES = ("raw", "direct", "batches", "http_raw", "http")
+BASELINES = {"direct": "raw", "batches": "raw", "http": "http_raw"}
 GOALS = {"direct": (0.8, ">= 0.8x raw"), "http": (0.6, ">= 0.6x raw HTTP")}
 LABELS = {
     "raw": "raw read (SELECT pages, payloads decoded)",
     "direct": "direct client",
+    "batches": "direct client, read_batches()",
     "http_raw": "raw HTTP read server",
     "http": "HTTP (worker)",
 }
-_PAD = "x" * 62  # with the rest of the payload's JSON, ~100 bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,19 +55,10 @@ class RecoverySizes:
     per_append: int = 10
 
 
-def _body(first: int, count: int) -> dict[str, Json]:
-    return {
-        "events": [
-            {"seqNr": n, "payload": {"n": n, "kind": "recovery", "pad": _PAD}, "tags": ["bench"]}
-            for n in range(first, first + count)
-        ]
-    }
-
-
 async def _write(http: aiohttp.ClientSession, url: str, sizes: RecoverySizes) -> None:
     for first in range(1, sizes.events + 1, sizes.per_append):
         count = min(sizes.per_append, sizes.events - first + 1)
-        async with http.post(url, json=_body(first, count)) as response:
+        async with http.post(url, json=http_body(first, count)) as response:
             if response.status != 200:
                 raise RuntimeError(f"append: {response.status} {await response.text()}")
 
@@ -119,6 +111,13 @@ async def bench_recovery(
                     count += 1
                 return count
 
+            async def batches_read() -> int:
+                count = 0
+                async for batch in journals.journal(journal_id).read_batches():
+                    for _ in batch:  # every event taken, as `direct_read` takes them
+                        count += 1
+                return count
+
             async def http_read(base: str) -> int:
                 lines = 0
                 async with http.get(f"{base}{path}") as response:
@@ -130,10 +129,12 @@ async def bench_recovery(
             reads: dict[str, Callable[[], Awaitable[int]]] = {
                 "raw": raw_read,
                 "direct": direct_read,
+                "batches": batches_read,
                 "http_raw": lambda: http_read(f"http://127.0.0.1:{port}"),
                 "http": lambda: http_read(str(worker.url)),
             }
-            servers = {"raw": os.getpid(), "direct": os.getpid(), "http_raw": raw_pid}
+            servers = {"raw": os.getpid(), "direct": os.getpid(), "batches": os.getpid()}
+            servers["http_raw"] = raw_pid
             servers["http"] = worker.pid
             rates: dict[str, list[float]] = {mode: [] for mode in MODES}
             cpu_s = dict.fromkeys(MODES, 0.0)
@@ -159,6 +160,7 @@ async def bench_recovery(
 _CPU_OF = {
     "raw": "this process's",
     "direct": "this process's (the direct client's)",
+    "batches": "this process's (the direct client's)",
     "http_raw": "the raw HTTP server's",
     "http": "the worker's",
 }

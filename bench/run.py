@@ -569,15 +569,66 @@ def run_subscription(events: int, out: Path | None = None) -> int:
     return 0
 
 
+def _print_rows(section: Section) -> None:
+    for row in section.rows:
+        ratio = "" if row.ratio is None else f" ({row.ratio:.2f}x of {row.baseline:,.0f})"
+        spread = f" (spread {row.spread})" if row.spread else ""
+        print(f"{row.name}: {row.value:,.1f} {row.unit}{ratio}{spread} {row.goal} {row.note}")
+    for note in section.notes:
+        print(note)
+
+
+def run_recovery(events: int, repetitions: int = 5) -> int:
+    """Only the recovery scenario (`--recovery-only`), one journal of `events` on a 1-partition
+    topic served by a worker of its own; prints its rows (BENCHMARKS.md is left as it is)."""
+    _, base = _stack_up()
+    settings = settings_for(base, "recovery", partitions=1)
+
+    async def measure(datadir: Path) -> Section:
+        async with connected(settings) as (journals, store):
+            process = worker(settings, datadir)
+            process.start()
+            try:
+                await process.wait_ready()
+                sizes = RecoverySizes(events=events, repetitions=repetitions)
+                return await bench_recovery(
+                    journals, process, lambda: settle(settings, store), sizes
+                )
+            finally:
+                process.stop()
+
+    with tempfile.TemporaryDirectory(prefix="kj-bench-") as workdir:
+        _print_rows(asyncio.run(measure(Path(workdir) / "worker")))
+    return 0
+
+
+def run_spread(events: int) -> int:
+    """Only "Replication of a spread backlog" (`--spread-only`): a worker of its own replicating
+    `events` over 100 journals, against raw batched INSERTs; prints its rows."""
+    _, base = _stack_up()
+    settings = settings_for(base, "spread", partitions=3)
+
+    async def measure(datadir: Path) -> Section:
+        store = await CassandraStore.connect(settings.cassandra_config())
+        try:
+            return await bench_spread_backlog(
+                settings, store, datadir, events, lambda: quiet_cassandra(store)
+            )
+        finally:
+            await store.close()
+
+    with tempfile.TemporaryDirectory(prefix="kj-bench-") as workdir:
+        _print_rows(asyncio.run(measure(Path(workdir) / "worker-spread")))
+    return 0
+
+
 def run_encryption(appends: int, events: int) -> int:
     """Only the encrypted-journals scenario (`--encryption-only`): `appends` appends at c=64
     and a recovery of `events` events; prints its rows."""
     _, base = _stack_up()
     sizes = EncryptionSizes(appends=appends, recovery_events=events, repetitions=3)
     section = asyncio.run(bench_encryption(base, sizes))
-    for row in section.rows:
-        ratio = "" if row.ratio is None else f" ({row.ratio:.2f}x of {row.baseline:,.0f})"
-        print(f"{row.name}: {row.value:,.1f} {row.unit}{ratio} {row.goal} {row.note}")
+    _print_rows(section)
     return 0
 
 
@@ -720,6 +771,21 @@ def main(argv: list[str] | None = None) -> int:
         "replicating this many events per side (it starts the stack's three-node Cassandra "
         "twin beside it); print its numbers",
     )
+    parser.add_argument(
+        "--recovery-only",
+        type=int,
+        metavar="EVENTS",
+        default=None,
+        help="run only the recovery scenario, one journal of this many events; print its numbers",
+    )
+    parser.add_argument(
+        "--spread-only",
+        type=int,
+        metavar="EVENTS",
+        default=None,
+        help="run only the replication of a backlog of this many events over 100 journals; "
+        "print its numbers",
+    )
     args = parser.parse_args(argv)
     if args.cassandra_cluster_only is not None:
         return run_cassandra_cluster(args.cassandra_cluster_only)
@@ -727,6 +793,10 @@ def main(argv: list[str] | None = None) -> int:
         return run_tls(args.tls_only)
     if args.encryption_only is not None:
         return run_encryption(*args.encryption_only)
+    if args.recovery_only is not None:
+        return run_recovery(args.recovery_only)
+    if args.spread_only is not None:
+        return run_spread(args.spread_only)
     if args.contention_only:
         return run_contention(args.out)
     if args.offline_only is not None:

@@ -90,6 +90,9 @@ class EventLines:
     def __init__(self) -> None:
         self._append: tuple[int, int] | None = None
         self._shared: dict[str, Any] = {}
+        # the store's reads give the events of a page with equal tags one frozenset: sorted once
+        self._tags: frozenset[str] = frozenset()
+        self._sorted_tags: list[str] = []
 
     def line(self, record: EventRecord) -> bytes:
         return orjson.dumps(self.fields(record), option=orjson.OPT_APPEND_NEWLINE)
@@ -104,7 +107,10 @@ class EventLines:
         payload = _payload_entry(event.payload)
         if payload is not None:
             fields[payload[0]] = payload[1]
-        fields["tags"] = sorted(event.tags) if event.tags else []
+        tags = event.tags
+        if tags is not self._tags:
+            self._tags, self._sorted_tags = tags, sorted(tags)
+        fields["tags"] = self._sorted_tags
         append = (record.partition, record.offset)
         if append != self._append:
             self._append, self._shared = append, _append_fields(record)

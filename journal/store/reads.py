@@ -15,7 +15,7 @@ from journal.core.model import SEQ_NR_MAX, EventRecord, JournalKey
 from journal.store import cql
 from journal.store.base import FirstPage, JournalMeta, StoredAppend
 from journal.store.cluster import ROWS_AS_TUPLES
-from journal.store.rows import EVENT_OFFSET, event_record_of, meta_of
+from journal.store.rows import EVENT_OFFSET, event_record_of, event_records_of, meta_of
 from journal.store.schema import APPEND_BUCKET
 from journal.store.statements import Statements
 
@@ -109,7 +109,7 @@ class Reads:
             )
             async for rows in pages:
                 if rows:
-                    yield [event_record_of(row) for row in rows]
+                    yield event_records_of(rows)
 
     async def appends(
         self, topic: str, partition: int, after: int, to: int
@@ -155,7 +155,7 @@ class Reads:
             (key.topic, key.id, from_ // size, from_, min(to, segment_end)),
             ROWS_AS_TUPLES,
         )
-        return FirstPage(size, tuple(event_record_of(row) for row in rows))
+        return FirstPage(size, tuple(event_records_of(rows)))
 
     async def journals_in_token_range(
         self, low: int, high: int

@@ -4,7 +4,7 @@ values of its `events` row (what it lacks left unset) and such a row back into a
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any, cast
@@ -94,39 +94,56 @@ _UTC_EPOCH = _EPOCH.replace(tzinfo=UTC)
 # columns in the statement's order; the offset's position in it
 EVENT_OFFSET = 2
 
+_TAGS = msgspec.json.Decoder(frozenset[str])
+_TAGS_NONE = "null"  # toJson of a row without tags (the column is left unset)
+
 
 def event_record_of(row: tuple[Any, ...]) -> EventRecord:
-    """A row of `Statements.read` as the read returns it; the hot loop of every stored read
-    (by position, a JSON payload's case first, so that a page costs as little Python as it
-    can)."""
-    (
+    """A row of `Statements.read` as a read returns it."""
+    return event_records_of((row,))[0]
+
+
+def event_records_of(rows: Sequence[tuple[Any, ...]]) -> list[EventRecord]:
+    """A page of `Statements.read`'s rows as a read returns them; the hot loop of every stored
+    read (by position, a JSON payload's case first, so that a page costs as little Python as it
+    can). The tags come as JSON text (`Statements.read` says why), decoded once per distinct
+    text in the page: a journal's events mostly share theirs, and share one frozenset then."""
+    tags_of: dict[str, frozenset[str]] = {_TAGS_NONE: _NO_TAGS}
+    records = []
+    for (
         seq_nr,
         partition,
         offset,
         timestamp,
-        tags,
+        tags_json,
         kind,
         text,
         data,
         expire_after,
         metadata,
         headers,
-    ) = row
-    return EventRecord(
-        Event(
-            seq_nr,
-            frozenset(tags) if tags else _NO_TAGS,
-            json_payload(text.encode())
-            if kind == "json" and text is not None
-            else _payload_of(kind, text, data),
-        ),
-        _UTC_EPOCH + (timestamp - _EPOCH),  # the naive UTC time, aware: 10x `replace`'s speed
-        partition,
-        offset,
-        _NO_METADATA
-        if expire_after is None and metadata is None
-        else PayloadMetadata(
-            expire_after, None if metadata is None else msgspec.json.decode(metadata)
-        ),
-        dict(headers) if headers else _NO_HEADERS,
-    )
+    ) in rows:
+        tags = tags_of.get(tags_json)
+        if tags is None:
+            tags = tags_of[tags_json] = _TAGS.decode(tags_json) or _NO_TAGS
+        records.append(
+            EventRecord(
+                Event(
+                    seq_nr,
+                    tags,
+                    json_payload(text.encode())
+                    if kind == "json" and text is not None
+                    else _payload_of(kind, text, data),
+                ),
+                _UTC_EPOCH + (timestamp - _EPOCH),  # the naive UTC time, aware: 10x `replace`'s
+                partition,
+                offset,
+                _NO_METADATA
+                if expire_after is None and metadata is None
+                else PayloadMetadata(
+                    expire_after, None if metadata is None else msgspec.json.decode(metadata)
+                ),
+                dict(headers) if headers else _NO_HEADERS,
+            )
+        )
+    return records

@@ -13,17 +13,22 @@ from datetime import UTC, datetime
 import pytest
 from msgspec.structs import replace as struct_replace
 
+from journal.codec import encode_events
 from journal.codec.actions import events_of
 from journal.core.fold import fold_batch
 from journal.core.model import (
     SEQ_NR_MAX,
     ActionRecord,
+    AppendHeader,
     BinaryPayload,
+    Event,
     EventRecord,
+    Events,
     JournalKey,
     JsonPayload,
     Payload,
     PayloadMetadata,
+    SeqRange,
     TextPayload,
 )
 from journal.errors import SnapshotTooLarge
@@ -89,6 +94,27 @@ class EventualStoreContract:
         (first, _) = await read_all(store, KEY)
         assert first.headers == {"h": "v"}
         assert first.metadata == PayloadMetadata()
+
+    async def test_tags_of_every_kind_read_back_equal(self, store: EventualStore) -> None:
+        # the Cassandra store reads tags as JSON text, decoded once per distinct text a page
+        kinds = [
+            frozenset(),
+            frozenset({""}),
+            frozenset({'quote " and \\ backslash', "null", "[]"}),
+            frozenset({"ünïcødé ✓", "tab\tnew\nline\u0001"}),
+            frozenset({"a", "b", "c"}),
+            frozenset({"a", "b", "c"}),
+            frozenset(),
+        ]
+        events = Events(
+            tuple(Event(n, tags, JsonPayload.of(n)) for n, tags in enumerate(kinds, start=1))
+        )
+        payload_type, value = encode_events(events)
+        header = AppendHeader(SeqRange(1, len(kinds)), payload_type)
+        await apply(store, a.record(KEY, 0, header, value))
+        assert [r.event.tags for r in await read_all(store, KEY)] == kinds
+        stored = await store.first_page(KEY, 1, len(kinds))
+        assert [r.event.tags for r in stored.events] == kinds[: len(stored.events)]
 
     async def test_reads_a_range_across_segments(self, store: EventualStore) -> None:
         await apply(store, a.append(KEY, 0, 1, 23))
