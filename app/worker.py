@@ -185,7 +185,13 @@ async def _connect(
         journal.topic,
         owned.partitions(),
         store,
-        TailConfig(kafka, wait_s=settings.read_wait_s, kept_journals=0),  # reads use the tables
+        TailConfig(  # reads use the tables: it drops what replication covered at once
+            kafka,
+            max_journals=journal.tail_max_journals,
+            kept_journals=0,
+            forgotten_capacity=journal.tail_forgotten_capacity,
+            wait_s=settings.read_wait_s,
+        ),
     )
     closers.append(tail.close)
     verdicts.set(tail)

@@ -180,6 +180,10 @@ CATALOGUE: dict[str, MetricSpec] = {
     _N + "index_dropped_records_total": _counter(
         "Records the tail index dropped because it held its maximum of journals"
     ),
+    _N + "index_forgotten_generations_total": _counter(
+        "Generations of the tail index's filter of forgotten journals dropped: from then on a "
+        "journal it does not know needs the store (docs/operations.md)"
+    ),
     _N + "index_expired_records_total": _counter(
         "Records that expired from Kafka before the tail index saw them"
     ),

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal, Self
 
 from pydantic import Field, FilePath, SecretStr, field_validator, model_validator
 
+from journal.kafka import DEFAULT_TAIL_FORGOTTEN_CAPACITY, DEFAULT_TAIL_MAX_JOURNALS
 from journal.store.topology import (
     DEFAULT_MAX_SNAPSHOT_BYTES,
     DEFAULT_READ_CONSISTENCY,
@@ -202,6 +203,19 @@ class Settings(KJSettings):
         gt=0,
         description="delivered records a subscription group member holds unacknowledged at "
         "most: at the cap it delivers nothing (heartbeats only) until acks come",
+    )
+    tail_max_journals: int = Field(
+        default=DEFAULT_TAIL_MAX_JOURNALS,
+        gt=0,
+        description="journals the direct client's tail index holds per partition (~330 B "
+        "each): past it a new journal's records are not indexed, and its reads need the store "
+        "(a scan, or a prompt 503 with the store down) until replication covers them",
+    )
+    tail_forgotten_capacity: int = Field(
+        default=DEFAULT_TAIL_FORGOTTEN_CAPACITY,
+        gt=0,
+        description="ids per generation of the tail index's filter of forgotten journals "
+        "(12 bits each, two generations per partition: false positives under 1%)",
     )
     read_fence: Literal["high_watermark", "mark"] = Field(
         default="high_watermark",

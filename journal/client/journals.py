@@ -254,7 +254,11 @@ class Journals:
             kafka = KafkaRecords(KafkaReadConfig(kafka=kafka_access))
             owned.append(kafka.close)
             if index is None:
-                tail = TailConfig(kafka=kafka_access)
+                tail = TailConfig(
+                    kafka=kafka_access,
+                    max_journals=settings.tail_max_journals,
+                    forgotten_capacity=settings.tail_forgotten_capacity,
+                )
                 index = await TailIndex.on_demand(settings.topic, range(partitions), store, tail)
                 owned.append(index.close)
             fence: Fence
