@@ -174,7 +174,9 @@ async def _connect(
     cassandra = journal.cassandra_config()
     # a worker started while Cassandra is down serves from Kafka until it is reached
     store = await ConnectingStore.start(
-        lambda: CassandraStore.connect(cassandra), cassandra.max_snapshot_bytes
+        lambda: CassandraStore.connect(cassandra),
+        cassandra.max_snapshot_bytes,
+        down_retry_s=journal.store_down_retry_s,
     )
     closers.append(store.close)
     index = TableIndex(tables, owned, settings.read_wait_s)

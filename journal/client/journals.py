@@ -246,7 +246,9 @@ class Journals:
                 # (as with a store that went down) until the store is reached
                 cassandra = settings.cassandra_config()
                 store = await ConnectingStore.start(
-                    lambda: CassandraStore.connect(cassandra), cassandra.max_snapshot_bytes
+                    lambda: CassandraStore.connect(cassandra),
+                    cassandra.max_snapshot_bytes,
+                    down_retry_s=settings.store_down_retry_s,
                 )
                 owned.append(store.close)
             guard = await _guard(settings.topic, partitions, producer, store, owned)
@@ -276,6 +278,7 @@ class Journals:
         )
         journals._owned = owned
         journals.group_max_unacked = settings.group_max_unacked
+        journals.reading.limit_scans(settings.max_kafka_only_scans)
         return journals
 
     async def close(self) -> None:
