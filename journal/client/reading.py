@@ -9,7 +9,9 @@ appends, snapshots and listing all read through it):
    the partition is scanned from the store's replicated offset (counted:
    `kafka_journal_reads_total`). With the store down, the index's runs answer when they hold
    the whole journal; else a worker scans the partition from offset 0 (its tables cannot tell
-   after it took a partition over), at most `max_scans` at once (one more answers
+   after it took a partition over) unless its agent is only behind the read (then it answers
+   StoreUnavailable: the agent gets there sooner without a scan taking its CPU, issue 43),
+   at most `max_scans` at once (one more answers
    StoreUnavailable at once: each costs the retained log's records, and the CPU they took
    starved the agent that would let the tables answer: issue 43), and the direct client answers
    StoreUnavailable, saying why: its scan would cost every record of the retained log.
@@ -31,7 +33,7 @@ from dataclasses import dataclass
 
 from journal.codec.actions import events_of
 from journal.core.fold import JournalState
-from journal.core.index import IndexAnswer, Indexed, OffsetRun, RecordIndex
+from journal.core.index import BEHIND, IndexAnswer, Indexed, NotIndexed, OffsetRun, RecordIndex
 from journal.core.model import SEQ_NR_MAX, EventRecord, JournalKey, check_seq_nr
 from journal.errors import InvalidValue, JournalTruncated, StoreUnavailable
 from journal.kafka import DEFAULT_MAX_KAFKA_ONLY_SCANS
@@ -213,7 +215,9 @@ class ReadingFlow:
         if isinstance(found, Indexed) and found.complete:
             path = "kafka_only_index"
             head = await self._whole_by_runs(key, partition, found.runs, fence)
-        elif self._scan_without_store:
+        elif self._scan_without_store and not (
+            isinstance(found, NotIndexed) and found.reason == BEHIND
+        ):
             if self._scans.locked():
                 METRICS.counter("kafka_journal_reads_total", path="kafka_only_busy").inc()
                 raise StoreUnavailable(

@@ -12,10 +12,11 @@ from typing import cast
 import pytest
 
 from journal.client.reading import ReadingFlow
-from journal.core.index import IndexAnswer, NotIndexed
+from journal.core.index import BEHIND, IndexAnswer, NotIndexed
 from journal.core.model import ActionRecord, JournalKey
 from journal.errors import StoreUnavailable
 from journal.kafka.records import KafkaReadConfig, KafkaRecords
+from journal.metrics import METRICS
 from journal.store.base import JournalMeta
 from journal.store.memory import MemoryStore
 from kjconfig.access import KafkaAccess
@@ -31,13 +32,17 @@ class _Down(DelegatingJournal):
 
 
 class _Behind:
-    """A worker's tables whose agent has not reached the fence: they cannot tell."""
+    """A worker's tables that cannot tell: their agent has not published the partition since
+    it took it over ("unpublished"), or is behind the fence ("behind")."""
+
+    def __init__(self, reason: str = "unpublished") -> None:
+        self.reason = reason
 
     def covered(self, partition: int) -> int:
         return -1
 
     async def lookup(self, key: JournalKey, partition: int, fence: int) -> IndexAnswer:
-        return NotIndexed("behind")
+        return NotIndexed(self.reason)
 
     async def close(self) -> None:
         return None
@@ -75,11 +80,11 @@ class _Scans:
         return 0
 
 
-def _flow(scans: _Scans) -> ReadingFlow:
+def _flow(scans: _Scans, reason: str = "unpublished") -> ReadingFlow:
     flow = ReadingFlow(
         lambda key: 0,
         _Down(MemoryStore()),
-        _Behind(),
+        _Behind(reason),
         _Fence(),
         cast(KafkaRecords, scans),
         scan_without_store=True,
@@ -109,3 +114,20 @@ async def test_past_the_bound_a_read_that_would_scan_is_refused_at_once() -> Non
     scans.release.set()
     assert (await first).head.state.seq_nr == 0
     assert (await flow.view(KEY)).head.state.seq_nr == 0  # the turn is free again
+
+
+async def test_a_read_its_publishing_agent_is_only_behind_is_refused_without_a_scan() -> None:
+    # the agent gets there: a scan meanwhile would take the CPU it needs (issue 43's profile)
+    scans = _Scans()
+    scans.release.set()
+    before = _scanned()
+    with pytest.raises(StoreUnavailable, match="the index cannot tell \\(behind\\)"):
+        await _flow(scans, BEHIND).view(KEY)
+    assert _scanned() == before
+    # tables that wait for the store to hold their gap: nothing but a scan answers
+    await _flow(scans, "unpublished").view(KEY)
+    assert _scanned() == before + 1
+
+
+def _scanned() -> float:
+    return METRICS.value("kafka_journal_reads_total", path="kafka_only_scan")
