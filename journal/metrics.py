@@ -175,7 +175,8 @@ CATALOGUE: dict[str, MetricSpec] = {
         "on it, as the append waits: the produce's acknowledgement, then the tail's sight of it"
     ),
     _N + "index_misses_total": _counter(
-        "Look-ups of the journal index that could not answer, by reason; the read then scans"
+        "Look-ups of the journal index that could not answer, by reason; the read then scans "
+        "(with the store down, a worker's read its agent is only behind answers 503 instead)"
     ),
     _N + "index_dropped_records_total": _counter(
         "Records the tail index dropped because it held its maximum of journals"
