@@ -214,6 +214,8 @@ class WorkerReplication:
         state.wake.set()
         if state.trusted:
             self._owned.advance(record.partition, record.offset)
+        else:
+            self._owned.held(record.partition)
 
     def assigned(self, partition: int) -> None:
         """The partition came to this worker: catch up from the store's pointer to its end now,

@@ -175,7 +175,9 @@ async def _connect(
     cassandra = journal.cassandra_config()
     # a worker started while Cassandra is down serves from Kafka until it is reached
     store = await ConnectingStore.start(
-        lambda: CassandraStore.connect(cassandra), cassandra.max_snapshot_bytes
+        lambda: CassandraStore.connect(cassandra),
+        cassandra.max_snapshot_bytes,
+        down_retry_s=journal.store_down_retry_s,
     )
     closers.append(store.close)
     index = TableIndex(tables, owned, settings.read_wait_s)
@@ -186,7 +188,13 @@ async def _connect(
         journal.topic,
         owned.partitions(),
         store,
-        TailConfig(kafka, wait_s=settings.read_wait_s, kept_journals=0),  # reads use the tables
+        TailConfig(  # reads use the tables: it drops what replication covered at once
+            kafka,
+            max_journals=journal.tail_max_journals,
+            kept_journals=0,
+            forgotten_capacity=journal.tail_forgotten_capacity,
+            wait_s=settings.read_wait_s,
+        ),
     )
     closers.append(tail.close)
     verdicts.set(tail)

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 
 import aiohttp
 import orjson
-from aiokafka import AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from app.http_tokens import client_headers
 from app.progress import Meter
-from bench.common import Row, Section, percentile, timed, unique
+from bench.common import Row, Section, median, percentile, timed, unique
 from bench.raw_read_http import PAYLOAD_TXT, RawCompleteReads, RawReads
 from bench.workload import events, raw_append
 from devtools.workers import WorkerProcess
@@ -415,3 +415,133 @@ async def _worker_at(worker: WorkerProcess, http: aiohttp.ClientSession, end: in
             return
         await asyncio.sleep(1)
     raise TimeoutError(f"the worker's agent did not reach offset {end - 1}")
+
+
+PILE_METHOD = (
+    "A worker serves a fresh 1-partition topic; {history} journals of 100 events (10 appends "
+    "of 10) are written and replicated. Then Cassandra is stopped and {pile:,} one-event "
+    "Appends of other journals are piled into the partition at once; from the end of the pile "
+    "one reader reads the history journals in turn over HTTP, one read at a time (a 503 counts "
+    "as slow). Time until reads are fast again: from the end of the pile until the median of "
+    "the last {window} reads is at most 50 ms; p50 after: the next {after} reads. The agent's "
+    "indexing rate: the pile over the time until its offset (/metrics) reached the end; "
+    "baseline: a bare consumer that only counts the partition's records, in the same run, "
+    "after the reads."
+)
+_FAST_WINDOW = 20
+_FAST_MS = 50.0
+_AFTER_READS = 100
+
+
+async def bench_offline_pile(
+    journals: Journals, store: CassandraStore, worker: WorkerProcess, stack: Stack, pile: int
+) -> Section:
+    """Reads of journals with replicated history right after a pile, Cassandra down (issue
+    43): the bench above waits for the worker to reach the end before it reads; this one
+    reads from the moment the pile is written."""
+    method = PILE_METHOD.format(
+        history=HISTORY_JOURNALS, pile=pile, window=_FAST_WINDOW, after=_AFTER_READS
+    )
+    section = Section("Reads with Cassandra down, right after a pile", method)
+    kafka, topic = worker.settings.kafka_access(), journals.topic
+    await worker.wait_ready()
+    history = [unique("history") for _ in range(HISTORY_JOURNALS)]
+    for journal_id in history:
+        await _write(journals, journal_id)
+    await wait_replicated(store, topic, await end_offsets(kafka, topic, 1), timeout_s=300)
+    in_turn = itertools.cycle(history)
+    producer = _producer(kafka)
+    await producer.start()
+    timeout = aiohttp.ClientTimeout(total=120)
+    await asyncio.to_thread(stack.cassandra.stop)
+    try:
+        headers = client_headers(worker.settings)
+        async with aiohttp.ClientSession(timeout=timeout, headers=headers) as http:
+
+            async def read() -> float:
+                """Milliseconds of one read; infinite for a 503."""
+                url = f"{worker.url}/journals/{next(in_turn)}/events"
+                started = time.perf_counter()
+                async with http.get(url) as answer:
+                    body = await answer.read()
+                    if answer.status == 503:
+                        return float("inf")
+                    assert answer.status == 200, body
+                    assert body.count(b"\n") == 100
+                return (time.perf_counter() - started) * 1000
+
+            await _fill(producer, topic, pile)
+            end = (await end_offsets(kafka, topic, 1))[0]
+            piled = time.monotonic()
+            recent: list[float] = []
+            reads = refused = 0
+            agent_at_end: float | None = None
+            while len(recent) < _FAST_WINDOW or median(recent[-_FAST_WINDOW:]) > _FAST_MS:
+                if time.monotonic() - piled > 3600:
+                    raise TimeoutError("reads were not fast again within an hour")
+                took = await read()
+                reads, refused = reads + 1, refused + (took == float("inf"))
+                recent = [*recent[-_FAST_WINDOW + 1 :], took]
+                if agent_at_end is None and reads % 10 == 0 and await _agent_at(worker, http, end):
+                    agent_at_end = time.monotonic() - piled
+            fast_after = time.monotonic() - piled
+            after = [await read() for _ in range(_AFTER_READS)]
+            if agent_at_end is None:
+                await _worker_at(worker, http, end)
+                agent_at_end = time.monotonic() - piled
+        memory = worker.memory_kib()
+    finally:
+        await producer.stop()
+        await asyncio.to_thread(stack.cassandra.start)
+    consumer_s = await _count_records(kafka, topic, end)
+    section.add(
+        Row(
+            "time until reads are fast again",
+            fast_after,
+            "s",
+            goal="<= 60",
+            met=fast_after <= 60,
+            note=f"{reads} reads meanwhile, {refused} of them 503",
+        )
+    )
+    section.add(
+        Row("p50 after", percentile(after, 50), "ms", goal="<= 50", met=percentile(after, 50) <= 50)
+    )
+    section.add(Row("p99 after", percentile(after, 99), "ms"))
+    section.add(
+        Row(
+            "agent's indexing of the pile, Cassandra down",
+            pile / agent_at_end,
+            "records/s",
+            end / consumer_s,
+            note=f"reached the end {agent_at_end:.0f} s after the pile",
+        )
+    )
+    section.add(Row("worker VmHWM (peak RSS)", memory["VmHWM"] / 1024, "MB"))
+    return section
+
+
+async def _agent_at(worker: WorkerProcess, http: aiohttp.ClientSession, end: int) -> bool:
+    async with http.get(f"{worker.url}/metrics") as answer:
+        text = await answer.text()
+    return any(
+        float(line.split()[-1]) >= end - 1
+        for line in text.splitlines()
+        if line.startswith("kafka_journal_agent_offset{")
+    )
+
+
+async def _count_records(kafka: KafkaAccess, topic: str, end: int) -> float:
+    """Seconds a bare consumer takes to be handed partition 0's records up to `end`."""
+    consumer = AIOKafkaConsumer(**kafka.client_options(), group_id=None, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        tp = TopicPartition(topic, 0)
+        consumer.assign([tp])
+        await consumer.seek_to_beginning(tp)
+        started = time.perf_counter()
+        while await consumer.position(tp) < end:
+            await consumer.getmany(tp, timeout_ms=200)
+        return time.perf_counter() - started
+    finally:
+        await consumer.stop()

@@ -31,7 +31,7 @@ from bench.encryption import EncryptionSizes, bench_encryption
 from bench.environment import connected, quiet_cassandra, settings_for, settle, worker
 from bench.huge import bench_huge
 from bench.profile import host_busy_fraction, host_cpu_jiffies
-from bench.read import ReadSizes, bench_offline, bench_read
+from bench.read import ReadSizes, bench_offline, bench_offline_pile, bench_read
 from bench.recovery import RecoverySizes, bench_recovery
 from bench.replication import (
     LAG_GOALS,
@@ -721,6 +721,32 @@ def run_cassandra_cluster(events: int) -> int:
     return 0
 
 
+def run_offline_pile(pile: int) -> int:
+    """Only "Reads with Cassandra down, right after a pile" (`--offline-pile`, issue 43): a
+    pile of `pile` records, read from the moment it is written; prints its rows. It stops and
+    starts the stack's Cassandra: point KJ_STACK_DIR and the KJ_* ports at a stack of its own
+    where others use the default one."""
+    stack, base = _stack_up()
+    with tempfile.TemporaryDirectory(prefix="kj-bench-") as workdir:
+        section = asyncio.run(_offline_pile(base, pile, stack, Path(workdir)))
+    for row in section.rows:
+        met = "" if row.met is None else (" met" if row.met else " NOT met")
+        ratio = "" if row.ratio is None else f" ({row.ratio:.2f}x of {row.baseline:,.0f})"
+        print(f"{row.name}: {row.value:,.1f} {row.unit}{ratio} {row.goal}{met} {row.note}")
+    return 0
+
+
+async def _offline_pile(base: Settings, pile: int, stack: Stack, workdir: Path) -> Section:
+    settings = settings_for(base, "offline_pile", partitions=1)
+    async with connected(settings) as (journals, store):
+        process = worker(settings, workdir / "offline_pile")
+        process.start()
+        try:
+            return await bench_offline_pile(journals, store, process, stack, pile)
+        finally:
+            process.stop()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kafka-journal bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="tiny sizes: prove the harness")
@@ -786,6 +812,14 @@ def main(argv: list[str] | None = None) -> int:
         help="run only the replication of a backlog of this many events over 100 journals; "
         "print its numbers",
     )
+    parser.add_argument(
+        "--offline-pile",
+        type=int,
+        metavar="RECORDS",
+        default=None,
+        help="run only the reads with Cassandra down right after a pile of this many records "
+        "(it stops the stack's Cassandra); print its numbers",
+    )
     args = parser.parse_args(argv)
     if args.cassandra_cluster_only is not None:
         return run_cassandra_cluster(args.cassandra_cluster_only)
@@ -797,6 +831,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_recovery(args.recovery_only)
     if args.spread_only is not None:
         return run_spread(args.spread_only)
+    if args.offline_pile is not None:
+        return run_offline_pile(args.offline_pile)
     if args.contention_only:
         return run_contention(args.out)
     if args.offline_only is not None:

@@ -179,10 +179,15 @@ CATALOGUE: dict[str, MetricSpec] = {
         "partition (a lagging high watermark): the fence was raised to that floor"
     ),
     _N + "index_misses_total": _counter(
-        "Look-ups of the journal index that could not answer, by reason; the read then scans"
+        "Look-ups of the journal index that could not answer, by reason; the read then scans "
+        "(with the store down, a worker's read its agent is only behind answers 503 instead)"
     ),
     _N + "index_dropped_records_total": _counter(
         "Records the tail index dropped because it held its maximum of journals"
+    ),
+    _N + "index_forgotten_generations_total": _counter(
+        "Generations of the tail index's filter of forgotten journals dropped: from then on a "
+        "journal it does not know needs the store (docs/operations.md)"
     ),
     _N + "index_expired_records_total": _counter(
         "Records that expired from Kafka before the tail index saw them"

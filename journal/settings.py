@@ -12,7 +12,13 @@ from typing import TYPE_CHECKING, Any, Literal, Self
 
 from pydantic import Field, FilePath, SecretStr, field_validator, model_validator
 
+from journal.kafka import (
+    DEFAULT_MAX_KAFKA_ONLY_SCANS,
+    DEFAULT_TAIL_FORGOTTEN_CAPACITY,
+    DEFAULT_TAIL_MAX_JOURNALS,
+)
 from journal.store.topology import (
+    DEFAULT_DOWN_RETRY_S,
     DEFAULT_MAX_SNAPSHOT_BYTES,
     DEFAULT_READ_CONSISTENCY,
     DEFAULT_REPLICATION_WINDOW,
@@ -190,6 +196,13 @@ class Settings(KJSettings):
         description="ms after which an unanswered idempotent Cassandra request is sent to the "
         "next node as well, the first answer winning (0: never)",
     )
+    store_down_retry_s: float = Field(
+        default=DEFAULT_DOWN_RETRY_S,
+        ge=0,
+        description="seconds a process does not ask Cassandra again after a read found it "
+        "unavailable (reads go to Kafka alone at once meanwhile), then one read asks; 0: "
+        "every read asks",
+    )
     segment_size: int = Field(
         default=DEFAULT_SEGMENT_SIZE, gt=0, description="events per segment of new journals"
     )
@@ -209,6 +222,26 @@ class Settings(KJSettings):
         gt=0,
         description="delivered records a subscription group member holds unacknowledged at "
         "most: at the cap it delivers nothing (heartbeats only) until acks come",
+    )
+    tail_max_journals: int = Field(
+        default=DEFAULT_TAIL_MAX_JOURNALS,
+        gt=0,
+        description="journals the direct client's tail index holds per partition (~330 B "
+        "each): past it a new journal's records are not indexed, and its reads need the store "
+        "(a scan, or a prompt 503 with the store down) until replication covers them",
+    )
+    tail_forgotten_capacity: int = Field(
+        default=DEFAULT_TAIL_FORGOTTEN_CAPACITY,
+        gt=0,
+        description="ids per generation of the tail index's filter of forgotten journals "
+        "(12 bits each, two generations per partition: false positives under 1%)",
+    )
+    max_kafka_only_scans: int = Field(
+        default=DEFAULT_MAX_KAFKA_ONLY_SCANS,
+        gt=0,
+        description="scans of a partition from offset 0 a worker runs at once with Cassandra "
+        "down (a read its tables cannot answer yet); one more is refused at once (503), so "
+        "reads do not take the CPU the agent needs to index a backlog",
     )
     read_fence: Literal["high_watermark", "mark"] = Field(
         default="high_watermark",

@@ -11,7 +11,7 @@ store down, answers that it cannot read the journal.
 from __future__ import annotations
 
 from journal import JournalKey
-from journal.core import IndexAnswer, Indexed, NotIndexed
+from journal.core import BEHIND, IndexAnswer, Indexed, NotIndexed
 from journal.metrics import METRICS
 from tables.partitions import OwnedPartitions
 from tables.tables import JournalTables
@@ -40,7 +40,10 @@ class TableIndex:
             # it has got there, the tables answer: with the store down, they are what is read)
             return Indexed((), replicated)
         if not await owned.wait_for(partition, fence - 1, self._wait_s):
-            return _missed("behind")
+            # "behind": the agent publishes and will get there (with the store down the
+            # reading flow then refuses at once: a scan would take the agent's CPU); else
+            # the tables wait for the store to hold the gap before them
+            return _missed(BEHIND if owned.publishing(partition) else "unpublished")
         if not owned.owns(partition):  # revoked between the agent's release and this reader
             return _missed("not_owner")
         appends, deletions = self._tables.runs(key.id, partition)  # together, no await between

@@ -25,6 +25,10 @@ class _Owned:
     processed: int = -1  # every record up to here is in the tables (-1: none yet)
     replicated: int = -1  # the store's pointer as this worker knows it
     floor: int = -1
+    # the agent publishes what it handles (`advance`): False from the assignment until its
+    # first publication, and while it handles records the store must first hold the gap
+    # before (`held`): then a reader waiting for it may wait for the store, not the agent
+    publishing: bool = False
     waiters: OffsetWaiters = field(default_factory=OffsetWaiters)  # readers awaiting an offset
 
 
@@ -71,10 +75,25 @@ class OwnedPartitions:
         if owned is not None and pointer > owned.replicated:
             owned.replicated = pointer
 
+    def publishing(self, partition: int) -> bool:
+        """Whether the agent publishes what it handles in `partition` (see `_Owned`): if so, a
+        reader it is behind waits for the agent alone."""
+        owned = self._owned.get(partition)
+        return owned is not None and owned.publishing
+
+    def held(self, partition: int) -> None:
+        """The agent handled a record it may not publish yet (the store lacks the gap)."""
+        owned = self._owned.get(partition)
+        if owned is not None:
+            owned.publishing = False
+
     def advance(self, partition: int, offset: int) -> None:
         """Every record of `partition` up to `offset` is in the tables."""
         owned = self._owned.get(partition)
-        if owned is None or offset <= owned.processed:
+        if owned is None:
+            return
+        owned.publishing = True
+        if offset <= owned.processed:
             return
         owned.processed = offset
         METRICS.gauge(_OFFSET, partition=str(partition)).set(offset)

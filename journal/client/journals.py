@@ -256,7 +256,9 @@ class Journals:
                 # (as with a store that went down) until the store is reached
                 cassandra = settings.cassandra_config()
                 store = await ConnectingStore.start(
-                    lambda: CassandraStore.connect(cassandra), cassandra.max_snapshot_bytes
+                    lambda: CassandraStore.connect(cassandra),
+                    cassandra.max_snapshot_bytes,
+                    down_retry_s=settings.store_down_retry_s,
                 )
                 owned.append(store.close)
             guard = await _guard(settings.topic, partitions, producer, store, owned)
@@ -264,7 +266,11 @@ class Journals:
             kafka = KafkaRecords(KafkaReadConfig(kafka=kafka_access))
             owned.append(kafka.close)
             if index is None:
-                tail = TailConfig(kafka=kafka_access)
+                tail = TailConfig(
+                    kafka=kafka_access,
+                    max_journals=settings.tail_max_journals,
+                    forgotten_capacity=settings.tail_forgotten_capacity,
+                )
                 index = await TailIndex.on_demand(settings.topic, range(partitions), store, tail)
                 owned.append(index.close)
             fence: Fence
@@ -303,6 +309,7 @@ class Journals:
         )
         journals._owned = owned
         journals.group_max_unacked = settings.group_max_unacked
+        journals.reading.limit_scans(settings.max_kafka_only_scans)
         return journals
 
     async def close(self) -> None:

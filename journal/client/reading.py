@@ -9,8 +9,12 @@ appends, snapshots and listing all read through it):
    the partition is scanned from the store's replicated offset (counted:
    `kafka_journal_reads_total`). With the store down, the index's runs answer when they hold
    the whole journal; else a worker scans the partition from offset 0 (its tables cannot tell
-   after it took a partition over) and the direct client answers StoreUnavailable, saying why:
-   its scan would cost every record of the retained log.
+   after it took a partition over) unless its agent is only behind the read (then it answers
+   StoreUnavailable: the agent gets there sooner without a scan taking its CPU, issue 43),
+   at most `max_scans` at once (one more answers
+   StoreUnavailable at once: each costs the retained log's records, and the CPU they took
+   starved the agent that would let the tables answer: issue 43), and the direct client answers
+   StoreUnavailable, saying why: its scan would cost every record of the retained log.
 3. The records the store does not reflect yet are fetched by offset and folded onto the
    store's state with the one fold (`journal.kafka.head.fold_head`). Nothing there: the store
    answers alone and Kafka is not read.
@@ -29,9 +33,10 @@ from dataclasses import dataclass
 
 from journal.codec.actions import events_of
 from journal.core.fold import JournalState
-from journal.core.index import IndexAnswer, Indexed, OffsetRun, RecordIndex
+from journal.core.index import BEHIND, IndexAnswer, Indexed, NotIndexed, OffsetRun, RecordIndex
 from journal.core.model import SEQ_NR_MAX, EventRecord, JournalKey, check_seq_nr
 from journal.errors import InvalidValue, JournalTruncated, StoreUnavailable
+from journal.kafka import DEFAULT_MAX_KAFKA_ONLY_SCANS
 from journal.kafka.fence import Fence
 from journal.kafka.head import JournalHead, fold_head, fold_whole
 from journal.kafka.records import KafkaRecords
@@ -113,6 +118,12 @@ class ReadingFlow:
         self.fence = fence
         self.kafka = kafka
         self._scan_without_store = scan_without_store
+        self._scans = asyncio.Semaphore(DEFAULT_MAX_KAFKA_ONLY_SCANS)
+        self._max_scans = DEFAULT_MAX_KAFKA_ONLY_SCANS
+
+    def limit_scans(self, max_scans: int) -> None:
+        """At most `max_scans` scans without the store at once (`KJ_MAX_KAFKA_ONLY_SCANS`)."""
+        self._scans, self._max_scans = asyncio.Semaphore(max_scans), max_scans
 
     async def head(
         self, key: JournalKey, until: int | None = None, index: RecordIndex | None = None
@@ -204,13 +215,22 @@ class ReadingFlow:
         if isinstance(found, Indexed) and found.complete:
             path = "kafka_only_index"
             head = await self._whole_by_runs(key, partition, found.runs, fence)
-        elif self._scan_without_store:
+        elif self._scan_without_store and not (
+            isinstance(found, NotIndexed) and found.reason == BEHIND
+        ):
+            if self._scans.locked():
+                METRICS.counter("kafka_journal_reads_total", path="kafka_only_busy").inc()
+                raise StoreUnavailable(
+                    f"{error}; {key} needs a scan of partition {partition}, and "
+                    f"{self._max_scans} scans are running already"
+                ) from error
             path = "kafka_only_scan"
-            actions = self.kafka.scan(key, partition, None, fence)
-            if await self.kafka.log_start(key.topic, partition) == 0:
-                head = await fold_head(JournalState(), actions, budget)
-            else:
-                head = await fold_whole(actions, budget)
+            async with self._scans:
+                actions = self.kafka.scan(key, partition, None, fence)
+                if await self.kafka.log_start(key.topic, partition) == 0:
+                    head = await fold_head(JournalState(), actions, budget)
+                else:
+                    head = await fold_whole(actions, budget)
         else:
             METRICS.counter("kafka_journal_reads_total", path="kafka_only_refused").inc()
             why = (

@@ -17,7 +17,7 @@ from journal.doors import door
 
 if TYPE_CHECKING:
     from journal.core.fold import JournalState, JournalWrite, Verdict
-    from journal.core.index import IndexAnswer, Indexed, NotIndexed, OffsetRuns
+    from journal.core.index import BEHIND, IndexAnswer, Indexed, NotIndexed, OffsetRuns
     from journal.core.model import (
         SEQ_NR_MAX,
         SEQ_NR_MIN,
@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 
 _DOOR = {
     "Ack": "model",
+    "BEHIND": "index",
     "ActionRecord": "model",
     "AppendHeader": "model",
     "BinaryPayload": "model",
@@ -82,6 +83,7 @@ _DOOR = {
 }
 __getattr__ = door(__name__, _DOOR)
 __all__ = [
+    "BEHIND",
     "SEQ_NR_MAX",
     "SEQ_NR_MIN",
     "Ack",

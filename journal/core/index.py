@@ -203,6 +203,12 @@ class Indexed:
     complete: bool = False
 
 
+# `NotIndexed.reason` of an index whose reader only has to wait for it to get there (a
+# worker's agent is behind the fence and publishing): with the store down, a worker's read
+# answers StoreUnavailable at once instead of scanning (journal/client/reading.py)
+BEHIND = "behind"
+
+
 @dataclass(frozen=True, slots=True)
 class NotIndexed:
     """The index cannot tell; `reason` is a metric label."""

@@ -20,6 +20,15 @@ from typing import TYPE_CHECKING
 
 from journal.doors import door
 
+# the direct client's tail index, per partition it follows (`KJ_TAIL_MAX_JOURNALS`,
+# `KJ_TAIL_FORGOTTEN_CAPACITY`: journal/kafka/tail.py): here, where the settings take them
+# without loading a driver
+DEFAULT_TAIL_MAX_JOURNALS = 10_000
+DEFAULT_TAIL_FORGOTTEN_CAPACITY = 100_000
+# a worker's scans of a partition from offset 0 with the store down, at once
+# (`KJ_MAX_KAFKA_ONLY_SCANS`: journal/client/reading.py)
+DEFAULT_MAX_KAFKA_ONLY_SCANS = 2
+
 if TYPE_CHECKING:
     from journal.kafka.consumers import raw_record, start_consumer, stop_consumer
     from journal.kafka.driver_errors import POISON_ERRORS
@@ -65,6 +74,9 @@ _DOOR = {
 __getattr__ = door(__name__, _DOOR)
 __all__ = [
     "COMPRESSION",
+    "DEFAULT_MAX_KAFKA_ONLY_SCANS",
+    "DEFAULT_TAIL_FORGOTTEN_CAPACITY",
+    "DEFAULT_TAIL_MAX_JOURNALS",
     "MAX_BATCH_BYTES",
     "POISON_ERRORS",
     "Fence",

@@ -22,7 +22,16 @@ A partition followed from offset 0 with nothing skipped (`_IndexedPartition.prun
 knows which journals are new: those it never held runs of. Their runs hold all their records,
 so a read of one needs no store (`Indexed.complete`: the reading flow's Kafka-only path when
 Cassandra is down). A prune forgets the journals it empties, so it remembers their ids in a
-Bloom filter.
+filter that ages (`ForgottenJournals`): two generations of Bloom filters, the older dropped
+when the newer holds `forgotten_capacity` ids, so its false positives stay under 1% however
+many journals pass through. Once a generation is dropped, a journal it does not know may be one
+of those it held: every journal first seen from then on needs the store up to where the
+dropped ones' records lay (`forgotten_to`), so with the store down it is refused (a prompt
+503), never read incomplete.
+
+Memory (docs/capacity.md): ~340-450 B per journal held with one run (its key, its runs, the
+dict's slot), so ~3.4-4.4 MB per partition at the default `max_journals` (10,000), plus
+2 x 150 KB of filter once the partition forgot a journal.
 """
 
 from __future__ import annotations
@@ -40,6 +49,7 @@ from journal.core.index import GrowingRuns, IndexAnswer, Indexed, NotIndexed, Of
 from journal.core.model import JournalKey
 from journal.core.waiters import OffsetWaiters
 from journal.errors import StoreUnavailable
+from journal.kafka import DEFAULT_TAIL_FORGOTTEN_CAPACITY, DEFAULT_TAIL_MAX_JOURNALS
 from journal.kafka.consumers import start_consumer, stop_consumer
 from journal.kafka.driver_errors import POISON_ERRORS, KafkaError
 from journal.kafka.poison import decodable_from, fetch
@@ -53,10 +63,12 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True, slots=True)
 class TailConfig:
     kafka: KafkaAccess
-    max_journals: int = 200_000  # per partition
+    max_journals: int = DEFAULT_TAIL_MAX_JOURNALS  # per partition
     # per partition: past it a prune drops replicated runs (module doc); below max_journals,
-    # so that replicated journals make room before new ones would go unindexed
-    kept_journals: int = 150_000
+    # so that replicated journals make room before new ones would go unindexed (None: 3/4 of
+    # max_journals)
+    kept_journals: int | None = None
+    forgotten_capacity: int = DEFAULT_TAIL_FORGOTTEN_CAPACITY  # ids per filter generation
     wait_s: float = 5.0  # how long a read waits for the index to reach its fence
     prune_interval_s: float = 1.0
     # an idle partition's long poll: new records end it at once (the broker answers a waiting
@@ -64,30 +76,65 @@ class TailConfig:
     # core in polls alone, taken from every read's CPU
     fetch_max_wait_ms: int = 100
 
+    @property
+    def kept(self) -> int:
+        return self.max_journals * 3 // 4 if self.kept_journals is None else self.kept_journals
 
-class _ForgottenJournals:
+
+class ForgottenJournals:
     """The ids of journals the index held runs of and dropped (pruned empty, or never indexed
-    past `max_journals`), as a Bloom filter: bounded (128 KiB a partition), never a false
-    "no". A false "yes" (about 2% at 100,000 ids) only makes a read scan where it need not."""
+    past `max_journals`): two generations of Bloom filters, never a false "no" for the ids
+    they hold. Each holds up to `capacity` ids at 12 bits and 8 hashes an id (a false "yes"
+    0.3% when full, so under 1% for the two); when the current one is full it becomes the
+    previous one and the previous one is dropped (`add` says so: the caller then stops
+    trusting that a journal it does not know is new). A false "yes" only makes a read need the
+    store (or scan) where it need not."""
 
-    _BITS = 1 << 20
-    _MASK = _BITS - 1
+    BITS_PER_ID = 12
+    _HASHES = 8
 
-    __slots__ = ("_bits",)
+    __slots__ = ("_bits", "_capacity", "_count", "_current", "_previous")
 
-    def __init__(self) -> None:
-        self._bits = bytearray(self._BITS // 8)
+    def __init__(self, capacity: int) -> None:
+        self._capacity = capacity
+        # at least 1,024 bits: a filter of a few ids would hold its own false positives
+        self._bits = max(capacity * self.BITS_PER_ID, 1024)
+        self._current = bytearray((self._bits + 7) // 8)
+        self._previous: bytearray | None = None
+        self._count = 0  # ids added to `_current`
 
-    def _positions(self, raw_key: bytes) -> tuple[int, int, int]:
-        h = hash(raw_key)  # stable within the process, which is all the filter lives for
-        return h & self._MASK, (h >> 20) & self._MASK, (h >> 40) & self._MASK
+    def _positions(self, raw_key: bytes) -> list[int]:
+        # double hashing from the one 64-bit hash (stable within the process, which is all
+        # the filter lives for)
+        h = hash(raw_key) & 0xFFFF_FFFF_FFFF_FFFF
+        low, step, bits = h & 0xFFFF_FFFF, (h >> 32) | 1, self._bits
+        return [(low + i * step) % bits for i in range(self._HASHES)]
 
-    def add(self, raw_key: bytes) -> None:
-        for bit in self._positions(raw_key):
-            self._bits[bit >> 3] |= 1 << (bit & 7)
+    @staticmethod
+    def _holds(filter_: bytearray, positions: list[int]) -> bool:
+        return all(filter_[bit >> 3] & (1 << (bit & 7)) for bit in positions)
+
+    def add(self, raw_key: bytes) -> bool:
+        """Remember `raw_key`; True if that dropped the oldest generation."""
+        positions = self._positions(raw_key)
+        if self._holds(self._current, positions):
+            return False  # held already: counting it again would age the filter sooner
+        dropped = False
+        if self._count >= self._capacity:
+            dropped = self._previous is not None
+            self._previous, self._current = self._current, bytearray(len(self._current))
+            self._count = 0
+        for bit in positions:
+            self._current[bit >> 3] |= 1 << (bit & 7)
+        self._count += 1
+        return dropped
 
     def __contains__(self, raw_key: bytes) -> bool:
-        return all(self._bits[bit >> 3] & (1 << (bit & 7)) for bit in self._positions(raw_key))
+        positions = self._positions(raw_key)
+        previous = self._previous
+        return self._holds(self._current, positions) or (
+            previous is not None and self._holds(previous, positions)
+        )
 
 
 @dataclass(slots=True)
@@ -105,16 +152,20 @@ class _IndexedPartition:
     # of the ~20 waiting per partition under 64 appends in flight)
     waiters: OffsetWaiters = field(default_factory=OffsetWaiters)
     followed: bool = True  # False once the partition is no longer followed
-    forgotten: _ForgottenJournals | None = None  # made when the first journal is dropped
+    forgotten: ForgottenJournals | None = None  # made when the first journal is dropped
+    # the journals the filter dropped had no record above this: a journal it does not know
+    # may be one of them, so a reader's store must reach this far (-1: nothing dropped)
+    forgotten_to: int = -1
 
     def pruned_to_of(self, raw_key: bytes) -> int:
         """The `pruned_to` of a journal the partition holds no runs of: how far a reader's
         store must reach to hold its records that the index lacks. -1 (it has none) when the
-        index saw every record from offset 0 and never dropped this journal; else as for a
-        journal whose runs were pruned away, or up to the last record not indexed."""
+        index saw every record from offset 0 and never dropped this journal (nor forgot that
+        it did: `forgotten_to`); else as for a journal whose runs were pruned away, or up to
+        the last record not indexed."""
         whole = self.start == 0 and self.expired_to == -1 and self.poisoned_to == -1
         if whole and (self.forgotten is None or raw_key not in self.forgotten):
-            return -1
+            return self.forgotten_to
         return max(self.pruned_to, self.dropped_to)
 
     def moved_to(self, position: int) -> None:
@@ -127,12 +178,16 @@ class _IndexedPartition:
         self.followed = False
         self.waiters.miss_all()
 
-    def forget(self, raw_key: bytes) -> None:
+    def forget(self, raw_key: bytes, capacity: int) -> None:
         if self.start != 0:
             return  # nothing is ever whole here: no need to remember
         if self.forgotten is None:
-            self.forgotten = _ForgottenJournals()
-        self.forgotten.add(raw_key)
+            self.forgotten = ForgottenJournals(capacity)
+        if self.forgotten.add(raw_key):
+            # the dropped generation's journals were dropped no later than now: their
+            # records lie at or below what replication covered, or what went unindexed
+            self.forgotten_to = max(self.pruned_to, self.dropped_to)
+            METRICS.counter("kafka_journal_index_forgotten_generations_total").inc()
 
 
 class TailIndex:
@@ -283,7 +338,7 @@ class TailIndex:
     async def _tail(self) -> None:
         consumer = self._consumer
         assert consumer is not None
-        limit = self._config.max_journals
+        limit, forgotten = self._config.max_journals, self._config.forgotten_capacity
         dropped = METRICS.counter("kafka_journal_index_dropped_records_total")
         while True:
             try:
@@ -316,7 +371,7 @@ class TailIndex:
                         runs.add(message.offset)
                     else:
                         state.dropped_to = message.offset
-                        state.forget(raw_key)
+                        state.forget(raw_key, forgotten)
                         dropped.inc()
             for partition, state in self._partitions.items():
                 tp = TopicPartition(self._topic, partition)
@@ -374,13 +429,13 @@ class TailIndex:
                 if state is None or pointer <= state.pruned_to:
                     continue
                 state.pruned_to = pointer
-                if len(state.journals) > self._config.kept_journals:
+                if len(state.journals) > self._config.kept:
                     self._drop_replicated(state, pointer)
 
     def _drop_replicated(self, state: _IndexedPartition, pointer: int) -> None:
         """Drop the runs up to `pointer` of the journals first seen, down to `kept_journals`
         journals (or as far as replication allows): a journal with nothing left goes."""
-        excess = len(state.journals) - self._config.kept_journals
+        excess = len(state.journals) - self._config.kept
         journals = state.journals
         for raw_key, runs in list(journals.items()):
             if excess <= 0:
@@ -388,7 +443,7 @@ class TailIndex:
             left = runs.after(pointer)
             if left is None:
                 del journals[raw_key]  # room for others
-                state.forget(raw_key)
+                state.forget(raw_key, self._config.forgotten_capacity)
                 excess -= 1
             elif left is not runs:
                 journals[raw_key] = left

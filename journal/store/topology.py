@@ -31,6 +31,9 @@ DEFAULT_WRITE_CONSISTENCY: WriteConsistency = "LOCAL_QUORUM"
 # above the server's own timeouts (writes 2 s, reads 5 s), so the server answers first with
 # what happened (a WriteTimeout, Unavailable) and the retry policy can act on it
 DEFAULT_REQUEST_TIMEOUT_S = 10.0
+# after a read found the store unavailable, reads fail at once for this long, then one asks
+# again (journal/store/connecting.py)
+DEFAULT_DOWN_RETRY_S = 1.0
 DEFAULT_RETRIES = 2  # of an idempotent request, at the next host, on a timeout or a lost node
 # a second execution of an idempotent request at the next host when the first has no answer
 # after this long: far above a healthy answer (~1-10 ms), so only a slow or dead node causes it

@@ -21,6 +21,7 @@ from journal.codec import encode_events
 from journal.codec.actions import record_headers
 from journal.core.index import Indexed
 from journal.core.model import AppendHeader, Event, Events, SeqRange
+from journal.kafka import end_offsets
 from journal.metrics import METRICS
 from stack import Stack
 from tests.journal.journal_contract import events
@@ -69,6 +70,18 @@ async def metric(worker: WorkerProcess, session: aiohttp.ClientSession, name: st
     return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(name))
 
 
+async def agent_offsets(worker: WorkerProcess, session: aiohttp.ClientSession) -> dict[int, int]:
+    """The offset the worker's agent handled, by partition (its /metrics)."""
+    async with session.get(f"{worker.url}/metrics") as answer:
+        text = await answer.text()
+    prefix = 'kafka_journal_agent_offset{partition="'
+    return {
+        int(line[len(prefix) :].partition('"')[0]): int(float(line.split()[-1]))
+        for line in text.splitlines()
+        if line.startswith(prefix)
+    }
+
+
 async def test_reads_stay_exact_and_indexed_with_cassandra_down_under_a_pile(
     connected: Harness, worker: WorkerProcess, stack: Stack
 ) -> None:
@@ -87,7 +100,19 @@ async def test_reads_stay_exact_and_indexed_with_cassandra_down_under_a_pile(
             assert await http.delete("old", 3) == 3
 
             index_path = 'kafka_journal_reads_total{path="kafka_only_index"}'
+            # the agent indexes the pile while the store is down (issue 43: it must not wait
+            # for the store), to the partitions' ends
+            ends = await end_offsets(settings.kafka_access(), settings.topic, settings.partitions)
+
+            async def agent_at_the_ends() -> bool:
+                offsets = await agent_offsets(worker, session)
+                return all(offsets.get(p, -1) >= end - 1 for p, end in ends.items() if end)
+
+            await eventually(agent_at_the_ends, "the agent indexed the pile, Cassandra down")
             before = await metric(worker, session, index_path)
+            assert await http.read("old") == events(4, 8)  # replicated history, by its runs
+            assert await metric(worker, session, index_path) == before + 1
+            before += 1
 
             async def worker_read_through_its_tables() -> bool:
                 assert await http.read("new-http") == events(1, 10)  # exact on every path

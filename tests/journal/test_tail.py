@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator
 
 import pytest
 
-from journal.client.journals import Journal
+from journal.client.journals import Journal, Journals
 from journal.core.index import Indexed, NotIndexed
+from journal.core.model import Ack
+from journal.errors import StoreUnavailable
 from journal.kafka.tail import TailConfig, TailIndex
 from journal.store.memory import MemoryStore
 from stack import Stack
-from tests.journal.journal_contract import events
+from tests.journal.journal_contract import events, seq_nrs
 from tests.support.eventually import eventually
 from tests.support.harness import Harness, harness, unique
 
@@ -157,6 +160,122 @@ async def test_it_keeps_what_replication_covered_until_a_partition_holds_too_man
         assert found.needs >= again.offset
     finally:
         await tail.close()
+
+
+async def test_ten_times_its_bound_of_journals_pass_through_and_every_read_is_exact(
+    connected: Harness,
+) -> None:
+    # bound 50 per partition, 500 journals: past the bound new journals go unindexed (their
+    # reads scan) until a prune makes room; the filter of forgotten ones ages (capacity 40)
+    h = connected
+    config = TailConfig(
+        h.settings.kafka_access(),
+        max_journals=50,
+        forgotten_capacity=40,
+        wait_s=60,
+        prune_interval_s=0.1,
+    )
+    tail = await TailIndex.start(h.settings.topic, [0, 1], h.store, config)
+    reader = await Journals.connect(h.settings, store=h.store, index=tail)
+    ids = [f"bound-{n}" for n in range(500)]
+    expected: dict[str, list[int]] = {}
+    try:
+        for first in range(0, len(ids), 50):
+            batch = ids[first : first + 50]
+            await asyncio.gather(*(_append(h, j, 1, 2) for j in batch))
+            expected.update((j, [1, 2]) for j in batch)
+            back = ids[max(first - 100, 0) : max(first - 95, 0)]  # forgotten ones come back
+            await asyncio.gather(
+                *(_append(h, j, len(expected[j]) + 1, len(expected[j]) + 1) for j in back)
+            )
+            for j in back:
+                expected[j].append(len(expected[j]) + 1)
+            pointers = await h.replicate()
+            await eventually(functools.partial(_pruned, tail, pointers), "the tail pruned")
+            for partition in (0, 1):
+                assert len(tail._partitions[partition].journals) <= 50
+        assert all(tail._partitions[p].forgotten_to >= 0 for p in (0, 1))  # generations went
+        for journal_id, seq in expected.items():
+            assert await _read(reader, h.journals.journal(journal_id)) == seq
+    finally:
+        await reader.close()
+        await tail.close()
+
+
+async def _pruned(tail: TailIndex, pointers: dict[int, int]) -> bool:
+    return all(tail.covered(p) >= pointer for p, pointer in pointers.items())
+
+
+async def _append(h: Harness, journal_id: str, first: int, last: int) -> None:
+    await h.journals.journal(journal_id).append(events(first, last), ack=Ack.KAFKA)
+
+
+async def test_at_its_bound_with_cassandra_down_a_read_is_whole_or_a_prompt_refusal(
+    connected: Harness, stack: Stack
+) -> None:
+    """Past `max_journals`, and once the filter of forgotten journals dropped a generation, a
+    read with the store down is the whole journal from Kafka (a journal held since offset 0),
+    or StoreUnavailable (a 503): never a journal missing what the store holds."""
+    h = connected
+    config = TailConfig(
+        h.settings.kafka_access(),
+        max_journals=4,
+        kept_journals=1,
+        forgotten_capacity=1,
+        wait_s=60,
+        prune_interval_s=0.1,
+    )
+    tail = await TailIndex.start(h.settings.topic, [0], h.store, config)
+    reader = await Journals.connect(h.settings, store=h.store, index=tail)
+    held, *gone = _journals_in(h, 0, 7)
+    try:
+        for journal in gone[:3]:  # four journals: the bound
+            await _append(h, journal.key.id, 1, 1)
+        await _append(h, held.key.id, 1, 2)
+        # the prune keeps the last one first seen: three forgotten, a generation each, so
+        # gone[0]'s was dropped
+        pointers = await h.replicate()
+        await eventually(lambda: _true(tail.covered(0) >= pointers[0]), "the tail pruned")
+        assert tail._partitions[0].forgotten_to >= 0
+        stack.cassandra.stop()
+        try:
+            await _append(h, held.key.id, 3, 3)
+            # held since offset 0 and never forgotten: whole in Kafka
+            assert await _read(reader, held) == [1, 2, 3]
+            # forgotten (its seqNr 1 is the store's) and back: refused, not read as [2]
+            await _append(h, gone[0].key.id, 2, 2)
+            with pytest.raises(StoreUnavailable):
+                await _read(reader, gone[0])
+            # new, but first seen after a generation was dropped: it may be one of those
+            await _append(h, gone[3].key.id, 1, 1)
+            with pytest.raises(StoreUnavailable):
+                await _read(reader, gone[3])
+            # past the bound (held, gone[0], gone[3] + this one = 4, the next is not indexed)
+            for journal in gone[4:6]:
+                await _append(h, journal.key.id, 1, 1)
+            with pytest.raises(StoreUnavailable):
+                await _read(reader, gone[5])
+            assert len(tail._partitions[0].journals) <= 4
+        finally:
+            stack.cassandra.start()
+    finally:
+        await reader.close()
+        await tail.close()
+
+
+async def _read(reader: Journals, journal: Journal) -> list[int]:
+    return seq_nrs([r.event async for r in reader.journal(journal.key.id).read()])
+
+
+def _journals_in(h: Harness, partition: int, count: int) -> list[Journal]:
+    found = []
+    for n in range(10_000):
+        journal = h.journals.journal(f"at-bound-{n}")
+        if h.journals.writer.partition_of(journal.key) == partition:
+            found.append(journal)
+            if len(found) == count:
+                return found
+    raise AssertionError(f"not {count} journal ids found for partition {partition}")
 
 
 def _two_journals_in(h: Harness, partition: int) -> tuple[Journal, Journal]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from journal.core.index import Indexed, OffsetRun
+from journal.core.index import BEHIND, Indexed, NotIndexed, OffsetRun
 from journal.core.model import JournalKey
 from tables.index import TableIndex
 from tables.partitions import OwnedPartitions
@@ -39,3 +39,16 @@ async def test_below_the_partition_s_floor_the_tables_are_not_whole() -> None:
     # a new owner's floor: records up to 3 may be missing from the tables
     found = await index_of(6, replicated=5, floor=3).lookup(A, 0, fence=6)
     assert isinstance(found, Indexed) and found.needs == 3 and not found.complete
+
+
+async def test_a_miss_says_behind_only_while_the_agent_publishes_the_partition() -> None:
+    # with the store down a worker refuses a read its agent is only behind, and scans one
+    # whose tables wait for the store (journal/client/reading.py)
+    tables, owned = JournalTables({}, {}), OwnedPartitions()
+    owned.assign(0)
+    index = TableIndex(tables, owned, wait_s=0.01)
+    assert await index.lookup(A, 0, fence=5) == NotIndexed("unpublished")  # nothing yet
+    owned.advance(0, 1)
+    assert await index.lookup(A, 0, fence=5) == NotIndexed(BEHIND)
+    owned.held(0)  # handled a record the store must first hold the gap before
+    assert await index.lookup(A, 0, fence=5) == NotIndexed("unpublished")
