@@ -7,6 +7,7 @@ names KJ_WEB_* and KJ_DATADIR working); flags win.
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Any, Literal, Self
 
@@ -47,8 +48,24 @@ class WorkerSettings(KJSettings):
         validation_alias=AliasChoices("KJ_WORKER_DIR", "datadir"),
         description="tables' local state (default .worker/<port>)",
     )
+    static_membership: bool = Field(
+        default=True,
+        description="join the consumer group as a static member (KIP-345): a worker killed "
+        "and restarted within the session timeout takes its partitions back without a "
+        "rebalance; false: a dynamic member, whose restart waits for the next rebalance",
+    )
     instance_id: str | None = Field(
-        default=None, description="static group membership id: a restart keeps the partitions"
+        default=None,
+        description="the static member's id, unique in the group and the same across restarts "
+        "(default <hostname>-<HTTP port>: set it where the hostname changes with a restart)",
+    )
+    session_timeout_s: float = Field(
+        default=30.0,
+        ge=6.0,  # the brokers' group.min.session.timeout.ms
+        le=90.0,  # Faust's request timeout: the session timeout must not exceed it
+        description="how long the group waits for a silent worker: a static member restarted "
+        "within it keeps its partitions; one that does not come back has its partitions "
+        "reassigned after it (they are served by scanning and forwarding meanwhile)",
     )
     app_id: str = Field(
         default=DEFAULT_APP_ID,
@@ -100,6 +117,14 @@ class WorkerSettings(KJSettings):
                 "other workers reach this one at"
             )
         return self
+
+    @property
+    def group_instance_id(self) -> str | None:
+        """The consumer's group.instance.id: None for a dynamic member."""
+        if not self.static_membership:
+            return None
+        # the port tells apart workers of one host (they cannot share it), the hostname hosts
+        return self.instance_id or f"{socket.gethostname()}-{self.web_port}"
 
     @property
     def url(self) -> str:

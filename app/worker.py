@@ -78,7 +78,8 @@ def create_app(
         topic_partitions=partitions,
         topic_replication_factor=replicas,
         table_standby_replicas=1,
-        consumer_group_instance_id=settings.instance_id,
+        consumer_group_instance_id=settings.group_instance_id,
+        broker_session_timeout=settings.session_timeout_s,
         consumer_auto_offset_reset="earliest",
         key_serializer="raw",
         value_serializer="raw",
@@ -346,9 +347,10 @@ class _Worker(faust.Worker):  # type: ignore[misc]
     On SIGTERM (or SIGINT) Faust stops the worker, whose `on_stop` comes first: readiness false,
     the listener closed, the requests in flight drained (`web.draining`). Then Faust stops the
     app: its consumer (the agent's batches done, the tables' changelogs flushed), the core
-    (`on_shutdown`'s closers), and the consumer leaves the group, so that the other workers
-    take its partitions over at once (with static membership, `--instance-id`, it does not
-    leave: they stay its own until it is back or its session expired). Then the process exits.
+    (`on_shutdown`'s closers). A static member (the default) does not leave the group (aiokafka
+    sends no LeaveGroup for one): its partitions stay its own until it is back, without a
+    rebalance, or its session (`session_timeout_s`) expired; a dynamic one leaves, so the
+    others take its partitions over at once. Then the process exits.
     """
 
     def __init__(self, app: faust.App, draining: Draining, **options: Any) -> None:
