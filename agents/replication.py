@@ -199,7 +199,8 @@ class WorkerReplication:
             await _retrying(functools.partial(self._quarantine.put, marker, batch.reason))
         actions = await _retrying(lambda: self._replicator.parse([record]))
         for action in actions:
-            self._tables.record(action, state.pointer)
+            pruned = self._tables.record(action, state.pointer)
+            self._owned.raise_floor(record.partition, pruned)
             if self._expiry is not None:
                 self._expiry.record(action)
         # `last` and the queue move together, with no await between: the replicator takes

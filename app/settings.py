@@ -15,6 +15,7 @@ from pydantic import AliasChoices, Field, model_validator
 
 from journal.settings import Settings
 from kjconfig.settings import KJSettings
+from tables.pruning import DEFAULT_PRUNE_INTERVAL_S, DEFAULT_PRUNE_KEYS_PER_STEP
 from web.limits import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_GROUP_STREAMS
 
 DEFAULT_APP_ID = "kafka-journal"  # the worker's consumer group and its topics' prefix
@@ -85,6 +86,18 @@ class WorkerSettings(KJSettings):
         default=2.0,
         gt=0,
         description="how long a read waits for the owner's agent to reach the read's fence",
+    )
+    prune_keys_per_step: int = Field(
+        default=DEFAULT_PRUNE_KEYS_PER_STEP,
+        gt=0,
+        description="offset table entries a worker reads per step (one per flush of a "
+        "partition) looking for journals whose records left Kafka, to delete them",
+    )
+    prune_interval_s: float = Field(
+        default=DEFAULT_PRUNE_INTERVAL_S,
+        gt=0,
+        description="how often the worker asks Kafka for its partitions' log starts (what "
+        "the offset tables keep: entries whose records are all below them go)",
     )
     log_format: Literal["text", "json"] = Field(
         default="text", description="text, or json: one JSON object per line (app/logs.py)"

@@ -95,7 +95,14 @@ def create_app(
     )
     skipped = SkippedBatches()  # the undecodable batches the agent's consumer went past
     app.transport = guarded_transport(app, skipped)  # agents/poison.py
-    tables = define_tables(app, partitions, kafka)
+    tables = define_tables(
+        app,
+        partitions,
+        kafka,
+        journal.topic,
+        prune_keys_per_step=settings.prune_keys_per_step,
+        prune_interval_s=settings.prune_interval_s,
+    )
     expiry = define_expiry_table(app, partitions, kafka)
     owned = OwnedPartitions()
     work: Deferred[WorkerReplication] = Deferred()
@@ -214,6 +221,7 @@ async def _connect(
         expiry=expiry,
     )
     closers.append(replication.close)
+    closers.append(tables.close)  # the log starts' question in flight
     work.set(replication)
     for partition in owned.partitions():  # assigned before the core was there
         replication.assigned(partition)

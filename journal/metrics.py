@@ -174,6 +174,10 @@ CATALOGUE: dict[str, MetricSpec] = {
         "Time from producing a verified append (or one with expectedSeqNr) to the fold's verdict "
         "on it, as the append waits: the produce's acknowledgement, then the tail's sight of it"
     ),
+    _N + "table_keys_pruned_total": _counter(
+        "Entries a worker deleted from its offset tables, by table, because their records "
+        "left Kafka (below the log start) and are replicated"
+    ),
     _N + "index_misses_total": _counter(
         "Look-ups of the journal index that could not answer, by reason; the read then scans"
     ),

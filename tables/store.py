@@ -93,6 +93,16 @@ def partition_items(store: rocksdb.Store, partition: int) -> Iterator[tuple[byte
     return items
 
 
+def partition_entries(
+    table: Any, partition: int, from_key: bytes | None
+) -> Iterator[tuple[bytes, bytes]]:
+    """A table's entries in one partition, in key order from `from_key` (None: the first),
+    without the store's own persisted-offset key (`tables.pruning` sweeps with it)."""
+    store = table.data
+    items: Iterator[tuple[bytes, bytes]] = partition_db(store, partition).items(from_key=from_key)
+    return ((key, value) for key, value in items if key != store.offset_key)
+
+
 def forget_key_partitions(store: rocksdb.Store) -> None:
     """Empty the store's cache of which partition holds a key (its reads trust it)."""
     store._key_index.clear()

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
         cluster_replicas,
         end_offsets,
         ensure_topic,
+        log_starts,
         partition_count,
         quarantine_topic,
     )
@@ -55,6 +56,7 @@ _DOOR = {
     "end_offsets": "topic",
     "ensure_topic": "topic",
     "fetch": "poison",
+    "log_starts": "topic",
     "partition_count": "topic",
     "partition_of": "writer",
     "quarantine_topic": "topic",
@@ -80,6 +82,7 @@ __all__ = [
     "end_offsets",
     "ensure_topic",
     "fetch",
+    "log_starts",
     "partition_count",
     "partition_of",
     "quarantine_topic",

@@ -23,6 +23,7 @@ from tests.support.http_api import client_session, journal_path
 from tests.support.workers import WorkerProcess, metric, running_workers, wait_settled
 
 REBALANCES = "kafka_journal_faust_rebalances_total"
+SESSION = {"KJ_SESSION_TIMEOUT_S": "90"}
 
 
 def test_a_worker_is_a_static_member_by_default_with_a_stable_id() -> None:
@@ -50,8 +51,11 @@ async def test_a_worker_killed_and_restarted_serves_its_partitions_without_a_reb
     connected: Harness, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     settings = connected.settings
-    # as the README starts them: the worker's own default
-    with running_workers(settings, tmp_path_factory, static_membership="default") as workers:
+    # as the README starts them: the worker's own default membership; its session long enough
+    # for a restart on a loaded CI host (the default 30 s is a production host's)
+    with running_workers(
+        settings, tmp_path_factory, static_membership="default", env=SESSION
+    ) as workers:
         await wait_settled(workers)
         survivor, victim = workers
         async with client_session(settings) as session:
