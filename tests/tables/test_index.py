@@ -39,3 +39,17 @@ async def test_below_the_partition_s_floor_the_tables_are_not_whole() -> None:
     # a new owner's floor: records up to 3 may be missing from the tables
     found = await index_of(6, replicated=5, floor=3).lookup(A, 0, fence=6)
     assert isinstance(found, Indexed) and found.needs == 3 and not found.complete
+
+
+async def test_a_journal_pruned_from_the_tables_is_not_read_as_whole_without_the_store() -> None:
+    # C's records left Kafka and its entry was pruned: the tables lack it, so they must not
+    # claim to hold all of it (an empty journal, with the store down)
+    owned = OwnedPartitions()
+    owned.assign(0)
+    owned.advance(0, 5)
+    owned.set_replicated(0, 5)
+    index = TableIndex(JournalTables({}, {}), owned, wait_s=1.0)
+    C = JournalKey("t", "c")
+    assert await index.lookup(C, 0, fence=6) == Indexed((), -1, True)  # never written: whole
+    owned.raise_floor(0, 3)  # what pruning dropped reached offset 3
+    assert await index.lookup(C, 0, fence=6) == Indexed((), 3, False)
