@@ -99,6 +99,19 @@ class WorkerSettings(KJSettings):
         description="how often the worker asks Kafka for its partitions' log starts (what "
         "the offset tables keep: entries whose records are all below them go)",
     )
+    rocksdb_memory_bytes: int = Field(
+        default=256 * 1024**2,
+        ge=16 * 1024**2,
+        description="RocksDB memory of the worker's tables, all their partitions together: "
+        "one block cache, their write buffers charged to it (past half of it, the largest is "
+        "flushed)",
+    )
+    rocksdb_max_open_files: int = Field(
+        default=4096,
+        gt=0,
+        description="files the worker's table databases keep open, all together (divided "
+        "among them, at least 16 each)",
+    )
     log_format: Literal["text", "json"] = Field(
         default="text", description="text, or json: one JSON object per line (app/logs.py)"
     )

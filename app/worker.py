@@ -48,12 +48,15 @@ from kjconfig.access import KafkaAccess
 from tables.expiry import ExpiryIndex, define_expiry_table
 from tables.index import TableIndex
 from tables.partitions import OwnedPartitions
+from tables.store import RocksMemory
 from tables.tables import APPENDS_TABLE, JournalTables, define_tables
 from web.app import add_routes
 from web.draining import Draining
 from web.limits import DEFAULT_RETRY_AFTER_S
 
 log = logging.getLogger(__name__)
+
+TABLES = 3  # the worker's Faust tables: append-offsets, deletion-offsets, expiry
 
 
 def create_app(
@@ -95,6 +98,10 @@ def create_app(
     )
     skipped = SkippedBatches()  # the undecodable batches the agent's consumer went past
     app.transport = guarded_transport(app, skipped)  # agents/poison.py
+    # every partition of the three tables may be here (active or standby): one budget for all
+    memory = RocksMemory(
+        settings.rocksdb_memory_bytes, settings.rocksdb_max_open_files, TABLES * partitions
+    )
     tables = define_tables(
         app,
         partitions,
@@ -102,8 +109,9 @@ def create_app(
         journal.topic,
         prune_keys_per_step=settings.prune_keys_per_step,
         prune_interval_s=settings.prune_interval_s,
+        memory=memory,
     )
-    expiry = define_expiry_table(app, partitions, kafka)
+    expiry = define_expiry_table(app, partitions, kafka, memory)
     owned = OwnedPartitions()
     work: Deferred[WorkerReplication] = Deferred()
     journals: Deferred[Journals] = Deferred()
