@@ -13,6 +13,7 @@ from typing import Any, Literal, Self
 
 from pydantic import AliasChoices, Field, model_validator
 
+from agents.limits import DEFAULT_CATCH_UP_CONCURRENCY
 from journal.settings import Settings
 from kjconfig.settings import KJSettings
 from tables.pruning import DEFAULT_PRUNE_INTERVAL_S, DEFAULT_PRUNE_KEYS_PER_STEP
@@ -98,6 +99,12 @@ class WorkerSettings(KJSettings):
         gt=0,
         description="how often the worker asks Kafka for its partitions' log starts (what "
         "the offset tables keep: entries whose records are all below them go)",
+    )
+    catch_up_concurrency: int = Field(
+        default=DEFAULT_CATCH_UP_CONCURRENCY,
+        gt=0,
+        description="partitions catching up from Kafka at once after an assignment (each with "
+        "a consumer of its own); the others wait their turn, their reads scanning meanwhile",
     )
     rocksdb_memory_bytes: int = Field(
         default=256 * 1024**2,

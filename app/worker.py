@@ -227,6 +227,7 @@ async def _connect(
         KafkaReplay(kafka, journal.topic),
         skipped,
         expiry=expiry,
+        catch_up_concurrency=settings.catch_up_concurrency,
     )
     closers.append(replication.close)
     closers.append(tables.close)  # the log starts' question in flight
