@@ -87,7 +87,12 @@ async def test_a_worker_killed_and_restarted_serves_its_partitions_without_a_reb
                 retry_on=(aiohttp.ClientError,),
             )
             waited_s = time.monotonic() - killed
-            assert await _owned(session, victim) == owned
+
+            async def same_partitions() -> bool:
+                return await _owned(session, victim) == owned
+
+            # /status lists a partition once its replication reported on it
+            await eventually(same_partitions, f"the restarted worker owns {owned} again")
             # the group never rebalanced: the survivor took part in no rebalance since the kill
             assert await metric(survivor, REBALANCES) == rebalances
             print(f"served again {waited_s:.1f} s after the kill -9")
