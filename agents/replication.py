@@ -43,6 +43,7 @@ from typing import Protocol, TypeVar
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from agents.limits import DEFAULT_CATCH_UP_CONCURRENCY
 from agents.poison import SkippedBatches
 from journal.codec import RawRecord
 from journal.core import ActionRecord
@@ -159,8 +160,14 @@ class WorkerReplication:
         skipped: SkippedBatches,
         max_backoff_s: float = 10.0,
         expiry: ExpiryIndex | None = None,
+        catch_up_concurrency: int = DEFAULT_CATCH_UP_CONCURRENCY,
     ) -> None:
-        """`expiry`: the journals' deadlines, kept with the tables (a worker's; None: none)."""
+        """`expiry`: the journals' deadlines, kept with the tables (a worker's; None: none);
+        `catch_up_concurrency`: catch-ups from Kafka at once (the others wait their turn)."""
+        # a rebalance assigns many partitions at once, each catching up with a consumer of its
+        # own and batches of the store's rows: at once, they would take the worker's memory,
+        # connections and CPU together (issue 43)
+        self._catch_ups = asyncio.Semaphore(catch_up_concurrency)
         self._topic = topic
         self._expiry = expiry
         self._quarantine = quarantine
@@ -199,7 +206,8 @@ class WorkerReplication:
             await _retrying(functools.partial(self._quarantine.put, marker, batch.reason))
         actions = await _retrying(lambda: self._replicator.parse([record]))
         for action in actions:
-            self._tables.record(action, state.pointer)
+            pruned = self._tables.record(action, state.pointer)
+            self._owned.raise_floor(record.partition, pruned)
             if self._expiry is not None:
                 self._expiry.record(action)
         # `last` and the queue move together, with no await between: the replicator takes
@@ -347,10 +355,12 @@ class WorkerReplication:
 
     async def _catch_up(self, partition: int, state: _ReplicatedPartition) -> None:
         """Replay from `catch_up_from` to the agent's last record (at the assignment: to the
-        partition's end, if further) from Kafka; back to the queue once at the agent."""
+        partition's end, if further) from Kafka; back to the queue once at the agent. At most
+        `catch_up_concurrency` at once: a partition waiting its turn is not trusted yet, so its
+        reads wait for it or scan (as while it catches up)."""
         start = state.catch_up_from
         assert start is not None
-        async with self._replay.open(partition) as source:
+        async with self._catch_ups, self._replay.open(partition) as source:
             until = -1 if state.last is None else state.last.offset
             if state.catch_up_to_end:
                 until = max(until, await source.end() - 1)

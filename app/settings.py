@@ -7,15 +7,18 @@ names KJ_WEB_* and KJ_DATADIR working); flags win.
 
 from __future__ import annotations
 
+import socket
 import ssl
 from pathlib import Path
 from typing import Any, Literal, Self
 
 from pydantic import AliasChoices, Field, FilePath, model_validator
 
+from agents.limits import DEFAULT_CATCH_UP_CONCURRENCY
 from journal.settings import Settings
 from kjconfig.access import ClientTls
 from kjconfig.settings import KJSettings
+from tables.pruning import DEFAULT_PRUNE_INTERVAL_S, DEFAULT_PRUNE_KEYS_PER_STEP
 from web.limits import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_GROUP_STREAMS
 
 DEFAULT_APP_ID = "kafka-journal"  # the worker's consumer group and its topics' prefix
@@ -49,8 +52,24 @@ class WorkerSettings(KJSettings):
         validation_alias=AliasChoices("KJ_WORKER_DIR", "datadir"),
         description="tables' local state (default .worker/<port>)",
     )
+    static_membership: bool = Field(
+        default=True,
+        description="join the consumer group as a static member (KIP-345): a worker killed "
+        "and restarted within the session timeout takes its partitions back without a "
+        "rebalance; false: a dynamic member, whose restart waits for the next rebalance",
+    )
     instance_id: str | None = Field(
-        default=None, description="static group membership id: a restart keeps the partitions"
+        default=None,
+        description="the static member's id, unique in the group and the same across restarts "
+        "(default <hostname>-<HTTP port>: set it where the hostname changes with a restart)",
+    )
+    session_timeout_s: float = Field(
+        default=30.0,
+        ge=6.0,  # the brokers' group.min.session.timeout.ms
+        le=90.0,  # Faust's request timeout: the session timeout must not exceed it
+        description="how long the group waits for a silent worker: a static member restarted "
+        "within it keeps its partitions; one that does not come back has its partitions "
+        "reassigned after it (they are served by scanning and forwarding meanwhile)",
     )
     app_id: str = Field(
         default=DEFAULT_APP_ID,
@@ -88,6 +107,37 @@ class WorkerSettings(KJSettings):
         default=None,
         description="PEM CA file of the client certificates the HTTPS API requires (mutual "
         "TLS; a worker forwarding presents KJ_HTTP_SSL_CERTFILE); default: none required",
+    )
+    prune_keys_per_step: int = Field(
+        default=DEFAULT_PRUNE_KEYS_PER_STEP,
+        gt=0,
+        description="offset table entries a worker reads per step (one per flush of a "
+        "partition) looking for journals whose records left Kafka, to delete them",
+    )
+    prune_interval_s: float = Field(
+        default=DEFAULT_PRUNE_INTERVAL_S,
+        gt=0,
+        description="how often the worker asks Kafka for its partitions' log starts (what "
+        "the offset tables keep: entries whose records are all below them go)",
+    )
+    catch_up_concurrency: int = Field(
+        default=DEFAULT_CATCH_UP_CONCURRENCY,
+        gt=0,
+        description="partitions catching up from Kafka at once after an assignment (each with "
+        "a consumer of its own); the others wait their turn, their reads scanning meanwhile",
+    )
+    rocksdb_memory_bytes: int = Field(
+        default=256 * 1024**2,
+        ge=16 * 1024**2,
+        description="RocksDB memory of the worker's tables, all their partitions together: "
+        "one block cache, their write buffers charged to it (past half of it, the largest is "
+        "flushed)",
+    )
+    rocksdb_max_open_files: int = Field(
+        default=4096,
+        gt=0,
+        description="files the worker's table databases keep open, all together (divided "
+        "among them, at least 16 each)",
     )
     log_format: Literal["text", "json"] = Field(
         default="text", description="text, or json: one JSON object per line (app/logs.py)"
@@ -134,6 +184,14 @@ class WorkerSettings(KJSettings):
     @property
     def https(self) -> bool:
         return self.http_ssl_certfile is not None
+
+    @property
+    def group_instance_id(self) -> str | None:
+        """The consumer's group.instance.id: None for a dynamic member."""
+        if not self.static_membership:
+            return None
+        # the port tells apart workers of one host (they cannot share it), the hostname hosts
+        return self.instance_id or f"{socket.gethostname()}-{self.web_port}"
 
     @property
     def url(self) -> str:

@@ -48,12 +48,15 @@ from kjconfig.access import KafkaAccess
 from tables.expiry import ExpiryIndex, define_expiry_table
 from tables.index import TableIndex
 from tables.partitions import OwnedPartitions
+from tables.store import RocksMemory
 from tables.tables import APPENDS_TABLE, JournalTables, define_tables
 from web.app import add_routes
 from web.draining import Draining
 from web.limits import DEFAULT_RETRY_AFTER_S
 
 log = logging.getLogger(__name__)
+
+TABLES = 3  # the worker's Faust tables: append-offsets, deletion-offsets, expiry
 
 
 def create_app(
@@ -78,7 +81,8 @@ def create_app(
         topic_partitions=partitions,
         topic_replication_factor=replicas,
         table_standby_replicas=1,
-        consumer_group_instance_id=settings.instance_id,
+        consumer_group_instance_id=settings.group_instance_id,
+        broker_session_timeout=settings.session_timeout_s,
         consumer_auto_offset_reset="earliest",
         key_serializer="raw",
         value_serializer="raw",
@@ -95,8 +99,20 @@ def create_app(
     )
     skipped = SkippedBatches()  # the undecodable batches the agent's consumer went past
     app.transport = guarded_transport(app, skipped)  # agents/poison.py
-    tables = define_tables(app, partitions, kafka)
-    expiry = define_expiry_table(app, partitions, kafka)
+    # every partition of the three tables may be here (active or standby): one budget for all
+    memory = RocksMemory(
+        settings.rocksdb_memory_bytes, settings.rocksdb_max_open_files, TABLES * partitions
+    )
+    tables = define_tables(
+        app,
+        partitions,
+        kafka,
+        journal.topic,
+        prune_keys_per_step=settings.prune_keys_per_step,
+        prune_interval_s=settings.prune_interval_s,
+        memory=memory,
+    )
+    expiry = define_expiry_table(app, partitions, kafka, memory)
     owned = OwnedPartitions()
     work: Deferred[WorkerReplication] = Deferred()
     journals: Deferred[Journals] = Deferred()
@@ -220,8 +236,10 @@ async def _connect(
         KafkaReplay(kafka, journal.topic),
         skipped,
         expiry=expiry,
+        catch_up_concurrency=settings.catch_up_concurrency,
     )
     closers.append(replication.close)
+    closers.append(tables.close)  # the log starts' question in flight
     work.set(replication)
     for partition in owned.partitions():  # assigned before the core was there
         replication.assigned(partition)
@@ -357,9 +375,10 @@ class _Worker(faust.Worker):  # type: ignore[misc]
     On SIGTERM (or SIGINT) Faust stops the worker, whose `on_stop` comes first: readiness false,
     the listener closed, the requests in flight drained (`web.draining`). Then Faust stops the
     app: its consumer (the agent's batches done, the tables' changelogs flushed), the core
-    (`on_shutdown`'s closers), and the consumer leaves the group, so that the other workers
-    take its partitions over at once (with static membership, `--instance-id`, it does not
-    leave: they stay its own until it is back or its session expired). Then the process exits.
+    (`on_shutdown`'s closers). A static member (the default) does not leave the group (aiokafka
+    sends no LeaveGroup for one): its partitions stay its own until it is back, without a
+    rebalance, or its session (`session_timeout_s`) expired; a dynamic one leaves, so the
+    others take its partitions over at once. Then the process exits.
     """
 
     def __init__(self, app: faust.App, draining: Draining, **options: Any) -> None:

@@ -23,6 +23,7 @@ from yarl import URL
 from journal.settings import Settings
 from kjconfig.access import ClientTls
 
+DEFAULT_MEMBERSHIP = "default"  # an `instance_id` that leaves the worker its own default
 REPO = Path(__file__).resolve().parents[1]  # the checkout: workers run `python -m app.cli` in it
 
 
@@ -51,6 +52,9 @@ class WorkerProcess:
     app_id: str  # the consumer group: workers with the same one share the partitions
     datadir: Path
     port: int = field(default_factory=free_port)
+    # None: a dynamic member (KJ_STATIC_MEMBERSHIP=false), so that a worker stopped for good
+    # hands its partitions over at once; "default": the worker's own default (static, its id
+    # derived from host and port), as the README starts one; else this static member id
     instance_id: str | None = None
     command: str = "worker"  # or "run": the stack (reused when up) and a worker
     loglevel: str = "info"
@@ -110,7 +114,9 @@ class WorkerProcess:
         }
         command = [sys.executable, "-m", "app.cli", self.command, "--http-port", str(self.port)]
         command += ["--worker-dir", str(self.datadir), "--loglevel", self.loglevel]
-        if self.instance_id:
+        if self.instance_id is None:
+            env["KJ_STATIC_MEMBERSHIP"] = "false"
+        elif self.instance_id != DEFAULT_MEMBERSHIP:
             command += ["--instance-id", self.instance_id]
         self.datadir.parent.mkdir(parents=True, exist_ok=True)
         with self.log.open("ab") as log:

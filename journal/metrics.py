@@ -178,6 +178,10 @@ CATALOGUE: dict[str, MetricSpec] = {
         "Read fences Kafka answered below what this process saw acknowledged or read in the "
         "partition (a lagging high watermark): the fence was raised to that floor"
     ),
+    _N + "table_keys_pruned_total": _counter(
+        "Entries a worker deleted from its offset tables, by table, because their records "
+        "left Kafka (below the log start) and are replicated"
+    ),
     _N + "index_misses_total": _counter(
         "Look-ups of the journal index that could not answer, by reason; the read then scans "
         "(with the store down, a worker's read its agent is only behind answers 503 instead)"

@@ -59,7 +59,7 @@ from journal.codec import events_of, parse_duration
 from journal.core import ActionRecord, AppendHeader, PurgeHeader
 from journal.kafka import end_offsets
 from kjconfig.access import KafkaAccess
-from tables.store import IndexTable, partition_items
+from tables.store import IndexTable, RocksMemory, partition_items
 
 EXPIRY_TABLE = "journal-expiry"
 WINDOW_BOUND = 10_000  # deadlines held in memory per owned partition
@@ -282,13 +282,16 @@ class FaustExpiryTable:
             yield key, int(raw)
 
 
-def define_expiry_table(app: faust.App, partitions: int, kafka: KafkaAccess) -> ExpiryIndex:
+def define_expiry_table(
+    app: faust.App, partitions: int, kafka: KafkaAccess, memory: RocksMemory | None = None
+) -> ExpiryIndex:
     """The table (a partition's local state its changelog no longer holds is dropped, as the
-    other tables') and the index over it."""
+    other tables'; its RocksDB on the worker's `memory`) and the index over it."""
     table = app.tables.add(
         IndexTable(
             app,
             changelog_ends=functools.partial(end_offsets, kafka),
+            memory=memory,
             name=EXPIRY_TABLE,
             beacon=app.tables.beacon,
             key_type=bytes,

@@ -70,6 +70,13 @@ class OwnedPartitions:
         if owned is not None:  # else revoked meanwhile: ownership comes from `assign` only
             owned.floor = offset
 
+    def raise_floor(self, partition: int, offset: int) -> None:
+        """Records up to `offset` may be missing from the tables now (pruned): a reader needs
+        the store that far."""
+        owned = self._owned.get(partition)
+        if owned is not None and offset > owned.floor:
+            owned.floor = offset
+
     def set_replicated(self, partition: int, pointer: int) -> None:
         owned = self._owned.get(partition)
         if owned is not None and pointer > owned.replicated:

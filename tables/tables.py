@@ -25,9 +25,10 @@ from typing import Any
 import faust
 
 from journal.core import ActionRecord, AppendHeader, DeleteHeader, OffsetRuns, PurgeHeader
-from journal.kafka import end_offsets
+from journal.kafka import end_offsets, log_starts
 from kjconfig.access import KafkaAccess
-from tables.store import IndexTable
+from tables.pruning import DEFAULT_PRUNE_INTERVAL_S, DEFAULT_PRUNE_KEYS_PER_STEP, Pruning
+from tables.store import IndexTable, RocksMemory, partition_entries
 from tables.values import decode_runs, encode_runs
 
 FLUSH_RECORDS = 500  # a partition's records between two flushes of its changes, at most
@@ -51,6 +52,7 @@ class _Pending:
 class JournalTables:
     appends: Any  # faust.Table[bytes, bytes]; faust's generics do not type-check
     deletions: Any
+    pruning: Pruning | None = None  # None: entries are never deleted (tests' tables)
     _pending: dict[int, _Pending] = field(default_factory=dict)
 
     def runs(self, journal_id: str, partition: int) -> tuple[OffsetRuns, OffsetRuns]:
@@ -61,14 +63,17 @@ class JournalTables:
             self.deletions, pending.deletions, key
         )
 
-    def record(self, action: ActionRecord, replicated: int) -> None:
+    def record(self, action: ActionRecord, replicated: int) -> int:
         """Note where `action` is; `replicated` (the store's pointer) says which of the
         journal's runs merge first when it has too many (journal/core/index.py). Runs the
         store holds are kept: with the store down, a read of the journal fetches them (its
-        own records) instead of scanning the partition.
+        own records) instead of scanning the partition, for as long as Kafka holds them
+        (`tables.pruning` deletes them after, a step per flush).
 
         Call only while the agent iterates its stream, with the action's event as Faust's
         current event: a flush writes the changelog of the current event's partition.
+        The highest offset a pruning step dropped from the tables (-1: none): the partition's
+        floor must reach it.
         """
         partition = action.partition
         pending = self._pending.setdefault(partition, _Pending())
@@ -89,10 +94,27 @@ class JournalTables:
             or time.monotonic() - pending.since >= FLUSH_INTERVAL_S
         ):
             self._flush(partition, pending)
+            if self.pruning is not None:
+                return self.pruning.step(
+                    ((APPENDS_TABLE, self.appends), (DELETIONS_TABLE, self.deletions)),
+                    partition,
+                    replicated,
+                    lambda key: (
+                        key in self._pending[partition].appends
+                        or key in self._pending[partition].deletions
+                    ),
+                )
+        return -1
 
     def forget(self, partition: int) -> None:
         """The partition went: its unwritten changes are of no use to anyone (module doc)."""
         self._pending.pop(partition, None)
+        if self.pruning is not None:
+            self.pruning.forget(partition)
+
+    async def close(self) -> None:
+        if self.pruning is not None:
+            await self.pruning.close()
 
     def _flush(self, partition: int, pending: _Pending) -> None:
         for table, changes in (
@@ -117,15 +139,26 @@ APPENDS_TABLE = "append-offsets"
 DELETIONS_TABLE = "deletion-offsets"
 
 
-def define_tables(app: faust.App, partitions: int, kafka: KafkaAccess) -> JournalTables:
-    """The tables; a partition's local state its changelog no longer holds is dropped
-    (`tables.store`): `kafka` is where the changelogs' ends are asked."""
+def define_tables(
+    app: faust.App,
+    partitions: int,
+    kafka: KafkaAccess,
+    topic: str,
+    prune_keys_per_step: int = DEFAULT_PRUNE_KEYS_PER_STEP,
+    prune_interval_s: float = DEFAULT_PRUNE_INTERVAL_S,
+    memory: RocksMemory | None = None,
+) -> JournalTables:
+    """The tables of action topic `topic`; a partition's local state its changelog no longer
+    holds is dropped (`tables.store`): `kafka` is where the changelogs' ends and the topic's
+    log starts are asked; entries whose records left the topic are deleted (`tables.pruning`)
+    `prune_keys_per_step` at a time; their RocksDB databases share the worker's `memory`."""
 
     def table(name: str, help: str) -> Any:
         return app.tables.add(
             IndexTable(
                 app,
                 changelog_ends=functools.partial(end_offsets, kafka),
+                memory=memory,
                 name=name,
                 beacon=app.tables.beacon,
                 key_type=bytes,
@@ -138,4 +171,12 @@ def define_tables(app: faust.App, partitions: int, kafka: KafkaAccess) -> Journa
     return JournalTables(
         appends=table(APPENDS_TABLE, "per journal: offsets of its Appends"),
         deletions=table(DELETIONS_TABLE, "per journal: offsets of its Deletes and Purges"),
+        pruning=Pruning(
+            topic,
+            partitions,
+            functools.partial(log_starts, kafka),
+            partition_entries,
+            keys_per_step=prune_keys_per_step,
+            interval_s=prune_interval_s,
+        ),
     )

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
         cluster_replicas,
         end_offsets,
         ensure_topic,
+        log_starts,
         partition_count,
         quarantine_topic,
     )
@@ -64,6 +65,7 @@ _DOOR = {
     "end_offsets": "topic",
     "ensure_topic": "topic",
     "fetch": "poison",
+    "log_starts": "topic",
     "partition_count": "topic",
     "partition_of": "writer",
     "quarantine_topic": "topic",
@@ -92,6 +94,7 @@ __all__ = [
     "end_offsets",
     "ensure_topic",
     "fetch",
+    "log_starts",
     "partition_count",
     "partition_of",
     "quarantine_topic",

@@ -115,6 +115,19 @@ async def end_offsets(kafka: KafkaAccess, topic: str, partitions: int) -> dict[i
         await consumer.stop()
 
 
+async def log_starts(kafka: KafkaAccess, topic: str, partitions: int) -> dict[int, int]:
+    """The offset of the first record Kafka still holds of each partition (retention's or
+    `delete_records`' start; the end offset when it holds none)."""
+    consumer = AIOKafkaConsumer(**kafka.client_options(), group_id=None)
+    await consumer.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        starts = await consumer.beginning_offsets(tps)
+        return {tp.partition: offset for tp, offset in starts.items()}
+    finally:
+        await consumer.stop()
+
+
 async def partition_count(kafka: KafkaAccess, topic: str, timeout_s: float = 30.0) -> int:
     """The partition count of an existing topic, once all its partitions have leaders."""
     admin = AIOKafkaAdminClient(**kafka.client_options())

@@ -7,13 +7,13 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 import aiohttp
 import pytest
 
 from app.http_tokens import client_headers
-from devtools.workers import REPO, WorkerProcess
+from devtools.workers import DEFAULT_MEMBERSHIP, REPO, WorkerProcess
 from journal.kafka.topic import end_offsets
 from journal.replication.replicate import wait_replicated as wait_pointers
 from journal.settings import Settings
@@ -44,19 +44,26 @@ def running_workers(
     *,
     app_id: str | None = None,
     env: Mapping[str, str] | None = None,
-    static_membership: bool = False,
+    static_membership: bool | Literal["default"] = False,
     loglevel: str = "info",
 ) -> Iterator[list[WorkerProcess]]:
     """`count` worker processes of one Faust app (a fresh one unless `app_id`), so they share
     the partitions, started, and stopped at exit. `static_membership` gives each an instance id:
-    a restarted worker takes its own partitions back."""
+    a restarted worker takes its own partitions back; "default": the worker's own default (as
+    the README starts one: static, its id derived); False: dynamic members."""
     app_id = app_id or unique("app")
     workers = [
         WorkerProcess(
             settings,
             app_id,
             tmp_path_factory.mktemp(f"w{n}") / "data",
-            instance_id=f"{app_id}-{n}" if static_membership else None,
+            instance_id=(
+                DEFAULT_MEMBERSHIP
+                if static_membership == "default"
+                else f"{app_id}-{n}"
+                if static_membership
+                else None
+            ),
             loglevel=loglevel,
             env=dict(env or {}),
         )

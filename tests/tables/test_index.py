@@ -52,3 +52,17 @@ async def test_a_miss_says_behind_only_while_the_agent_publishes_the_partition()
     assert await index.lookup(A, 0, fence=5) == NotIndexed(BEHIND)
     owned.held(0)  # handled a record the store must first hold the gap before
     assert await index.lookup(A, 0, fence=5) == NotIndexed("unpublished")
+
+
+async def test_a_journal_pruned_from_the_tables_is_not_read_as_whole_without_the_store() -> None:
+    # C's records left Kafka and its entry was pruned: the tables lack it, so they must not
+    # claim to hold all of it (an empty journal, with the store down)
+    owned = OwnedPartitions()
+    owned.assign(0)
+    owned.advance(0, 5)
+    owned.set_replicated(0, 5)
+    index = TableIndex(JournalTables({}, {}), owned, wait_s=1.0)
+    C = JournalKey("t", "c")
+    assert await index.lookup(C, 0, fence=6) == Indexed((), -1, True)  # never written: whole
+    owned.raise_floor(0, 3)  # what pruning dropped reached offset 3
+    assert await index.lookup(C, 0, fence=6) == Indexed((), 3, False)
