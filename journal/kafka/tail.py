@@ -41,6 +41,7 @@ import contextlib
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from hashlib import blake2b
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.structs import ConsumerRecord
@@ -104,9 +105,9 @@ class ForgottenJournals:
         self._count = 0  # ids added to `_current`
 
     def _positions(self, raw_key: bytes) -> list[int]:
-        # double hashing from the one 64-bit hash (stable within the process, which is all
-        # the filter lives for)
-        h = hash(raw_key) & 0xFFFF_FFFF_FFFF_FFFF
+        # double hashing from one 64-bit hash; blake2b, not hash(): bytes' hash() changes from
+        # process to process (PYTHONHASHSEED), so a filter's false positives would too
+        h = int.from_bytes(blake2b(raw_key, digest_size=8).digest(), "little")
         low, step, bits = h & 0xFFFF_FFFF, (h >> 32) | 1, self._bits
         return [(low + i * step) % bits for i in range(self._HASHES)]
 
