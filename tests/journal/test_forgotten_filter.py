@@ -31,7 +31,7 @@ def test_after_ten_times_its_capacity_false_positives_stay_under_one_percent() -
 def _add_new(rng: random.Random, forgotten: ForgottenJournals, count: int) -> list[bool]:
     """Add `count` ids the filter does not hold yet (a false "yes" would not be counted, and
     the test would then depend on which ids the seed drew): what each `add` answered."""
-    answers = []
+    answers: list[bool] = []
     while len(answers) < count:
         (raw_key,) = _ids(rng, 1)
         if raw_key not in forgotten:
