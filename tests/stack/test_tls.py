@@ -3,7 +3,8 @@ SASL_SSL only, Cassandra's native port TLS only, both with the stack's certifica
 (stack/tls.py). Every client verifies it: the journal's semantic suite passes through the
 direct client; a plaintext client and a client trusting another CA are refused by Kafka and
 Cassandra, and a server certificate that expired by the clients, each with the error a user
-sees; a capture of the loopback during
+sees; Kafka's listener that requires client certificates serves a client with a valid one and
+refuses one without or with an expired one; a capture of the loopback during
 appends shows neither the payload nor a password.
 """
 
@@ -172,6 +173,67 @@ async def test_the_client_refuses_a_server_certificate_that_expired(
     finally:
         await asyncio.wait_for(serving, 10)
         listener.close()
+
+
+# --- Kafka's mutual TLS (its MTLS listener, ssl.client.auth=required) ------------------------
+
+
+@pytest.fixture(scope="module")
+def client_certificates(tls_stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`valid.pem` and `expired.pem`: client certificates (key + certificate) of the stack's CA."""
+    directory = tmp_path_factory.mktemp("kafka-clients")
+    ca = _stack_ca(tls_stack)
+    now = dt.datetime.now(dt.UTC)
+    valid = issue(ca, "kafka client", (), usage="client")
+    expired = issue(
+        ca,
+        "expired kafka client",
+        (),
+        usage="client",
+        not_before=now - dt.timedelta(days=30),
+        not_after=now - dt.timedelta(days=1),
+    )
+    for name, issued in (("valid", valid), ("expired", expired)):
+        write_private(directory / f"{name}.pem", issued.key_pem() + issued.certificate_pem())
+    return directory
+
+
+def _mtls(granted: Granted, tls_stack: Stack, cert: Path | None) -> Settings:
+    """The client's settings on Kafka's listener that requires a client certificate."""
+    return granted.settings.replace(
+        kafka_bootstrap=tls_stack.settings.kafka_mtls_bootstrap, kafka_ssl_certfile=cert
+    )
+
+
+async def test_kafka_requiring_client_certificates_serves_a_client_with_a_valid_one(
+    granted: Granted, tls_stack: Stack, client_certificates: Path
+) -> None:
+    settings = _mtls(granted, tls_stack, client_certificates / "valid.pem")
+    journals = await asyncio.wait_for(Journals.connect(settings), 60)
+    try:
+        journal = journals.journal("mtls")
+        payload = JsonPayload.of({"over": "mtls"})
+        await journal.append([Event(1, frozenset(), payload)], ack=Ack.VERIFIED)
+        assert [e.event.payload async for e in journal.read()] == [payload]
+    finally:
+        await journals.close()
+
+
+async def test_kafka_requiring_client_certificates_refuses_none_and_an_expired_one(
+    granted: Granted, tls_stack: Stack, client_certificates: Path
+) -> None:
+    """Without a certificate, or with an expired one, the handshake fails, said at once
+    (TlsRefused naming the listener), not retried by aiokafka until its bootstrap gives up."""
+    address = tls_stack.settings.kafka_mtls_bootstrap
+    without = await _kafka_refusal(_mtls(granted, tls_stack, None))
+    expired = await _kafka_refusal(_mtls(granted, tls_stack, client_certificates / "expired.pem"))
+    assert isinstance(without, TlsRefused), without
+    assert str(without).startswith(f"TLS to {address} failed: SSLV3_ALERT_BAD_CERTIFICATE")
+    assert "accept a client without certificate?" in str(without)
+    assert isinstance(expired, TlsRefused), expired
+    # Kafka's JSSE answers an expired certificate with certificate_unknown
+    assert str(expired).startswith(f"TLS to {address} failed: SSLV3_ALERT_CERTIFICATE_UNKNOWN")
+    assert "accept this client's certificate?" in str(expired)
 
 
 # --- on the wire -------------------------------------------------------------------------------
