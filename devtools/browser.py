@@ -6,6 +6,8 @@ browser is /usr/bin/chromium, which `make browser` installs.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from playwright.async_api import Browser, Playwright, ViewportSize
 
 CHROMIUM = "/usr/bin/chromium"
@@ -22,6 +24,7 @@ FLAGS = (
 VIEWPORT = ViewportSize(width=1280, height=800)  # a laptop's screen
 
 
-async def launch(playwright: Playwright) -> Browser:
-    """Chromium with a fresh profile of its own (Playwright makes one per launch)."""
-    return await playwright.chromium.launch(executable_path=CHROMIUM, args=list(FLAGS))
+async def launch(playwright: Playwright, extra: Sequence[str] = ()) -> Browser:
+    """Chromium with a fresh profile of its own (Playwright makes one per launch); `extra`:
+    more flags (the TLS test's trusted key)."""
+    return await playwright.chromium.launch(executable_path=CHROMIUM, args=[*FLAGS, *extra])

@@ -87,10 +87,10 @@ class ClientTls:
         answer (that is unavailability, the drivers' to report). Drivers report a failed
         handshake as a lost connection and try again: this says why, once."""
         context = self.context()
-        if self.cert is not None:
-            # TLS 1.3 ends the client's handshake before the server checks its certificate;
-            # under 1.2 a refusal of it (expired, unknown CA) comes within the handshake
-            context.maximum_version = ssl.TLSVersion.TLSv1_2
+        # TLS 1.3 ends the client's handshake before the server checks its certificate (or
+        # its absence, where one is required); under 1.2 that refusal comes within the
+        # handshake, where this check sees it
+        context.maximum_version = ssl.TLSVersion.TLSv1_2
         try:
             with (
                 socket.create_connection((host, port), timeout) as raw,
@@ -104,11 +104,12 @@ class ClientTls:
                 f"{_trusting(self.ca)}"
             ) from None
         except ssl.SSLError as error:
-            if self.cert is not None and "VERSION" in str(error.reason):
+            if "VERSION" in str(error.reason):
                 return  # a server of TLS 1.3 only: its drivers' handshake says the rest
+            ours = "this client's certificate" if self.cert else "a client without certificate"
             raise TlsRefused(
                 f"TLS to {host}:{port} failed: {error.reason or error} (does it speak TLS, "
-                "and does it accept this client's certificate?)"
+                f"and does it accept {ours}?)"
             ) from None
         except ConnectionResetError as error:
             # a server that wants a client certificate resets the handshake without one

@@ -122,7 +122,8 @@ class KafkaServer(JvmServer):
 
     @property
     def ports(self) -> dict[str, int]:
-        return {"broker": self.node.port, "controller": self.node.controller_port}
+        mtls = {"mtls": self.node.mtls_port} if self.settings.tls == "on" else {}
+        return {"broker": self.node.port, "controller": self.node.controller_port} | mtls
 
     @property
     def formatted_cluster_id(self) -> str | None:
@@ -166,7 +167,7 @@ class KafkaServer(JvmServer):
             }
             | self._replication_properties()
             | (
-                kafka_properties(host, port, controller, self._certificates)
+                kafka_properties(host, port, controller, self._certificates, self.node.mtls_port)
                 if self.settings.security == "on"
                 else {}
             )

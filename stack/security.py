@@ -47,33 +47,58 @@ def _jaas(module: str, user: str, extra: str = "") -> str:
 
 
 def kafka_properties(
-    host: str, port: int, controller: int, tls: StackCertificates | None = None
+    host: str,
+    port: int,
+    controller: int,
+    tls: StackCertificates | None = None,
+    mtls_port: int | None = None,
 ) -> dict[str, str]:
     """The broker's listener, SASL and authorizer properties with security on; with `tls`
-    every listener (the controller's too) speaks SASL_SSL with the stack's certificate."""
+    every listener (the controller's too) speaks SASL_SSL with the stack's certificate, and
+    `mtls_port` is a second SASL_SSL listener (MTLS) that requires a client certificate."""
     admin_password = dev_password(KAFKA_ADMIN).get_secret_value()
     plain = "org.apache.kafka.common.security.plain.PlainLoginModule"
     scram = "org.apache.kafka.common.security.scram.ScramLoginModule"
     protocol = "SASL_PLAINTEXT" if tls is None else "SASL_SSL"
     name = protocol.lower()
+    mtls = tls is not None and mtls_port is not None
+    listeners = f"{protocol}://{host}:{port}" + (f",MTLS://{host}:{mtls_port}" if mtls else "")
+    return (
+        {
+            "listeners": f"{listeners},CONTROLLER://{host}:{controller}",
+            "advertised.listeners": listeners,
+            "listener.security.protocol.map": f"{protocol}:{protocol},CONTROLLER:{protocol}"
+            + (",MTLS:SASL_SSL" if mtls else ""),
+            "inter.broker.listener.name": protocol,
+            "sasl.enabled.mechanisms": SCRAM,
+            "sasl.mechanism.inter.broker.protocol": SCRAM,
+            f"listener.name.{name}.sasl.enabled.mechanisms": SCRAM,
+            f"listener.name.{name}.scram-sha-512.sasl.jaas.config": _jaas(scram, KAFKA_ADMIN),
+            "sasl.mechanism.controller.protocol": "PLAIN",
+            "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.controller.plain.sasl.jaas.config": _jaas(
+                plain, KAFKA_ADMIN, f' user_{KAFKA_ADMIN}="{admin_password}"'
+            ),
+            "authorizer.class.name": AUTHORIZER,
+            "super.users": f"User:{KAFKA_ADMIN}",
+            "allow.everyone.if.no.acl.found": "false",
+        }
+        | ({} if tls is None else _kafka_tls(tls))
+        | (_kafka_mtls() if mtls else {})
+    )
+
+
+def _kafka_mtls() -> dict[str, str]:
+    """The MTLS listener: SCRAM as on the other, and a client certificate required. Only a
+    listener-prefixed ssl.client.auth applies to a SASL_SSL listener (KIP-684): the plain
+    `ssl.client.auth` is ignored there, so the main listener asks for no certificate."""
     return {
-        "listeners": f"{protocol}://{host}:{port},CONTROLLER://{host}:{controller}",
-        "advertised.listeners": f"{protocol}://{host}:{port}",
-        "listener.security.protocol.map": f"{protocol}:{protocol},CONTROLLER:{protocol}",
-        "inter.broker.listener.name": protocol,
-        "sasl.enabled.mechanisms": SCRAM,
-        "sasl.mechanism.inter.broker.protocol": SCRAM,
-        f"listener.name.{name}.sasl.enabled.mechanisms": SCRAM,
-        f"listener.name.{name}.scram-sha-512.sasl.jaas.config": _jaas(scram, KAFKA_ADMIN),
-        "sasl.mechanism.controller.protocol": "PLAIN",
-        "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
-        "listener.name.controller.plain.sasl.jaas.config": _jaas(
-            plain, KAFKA_ADMIN, f' user_{KAFKA_ADMIN}="{admin_password}"'
+        "listener.name.mtls.sasl.enabled.mechanisms": SCRAM,
+        "listener.name.mtls.scram-sha-512.sasl.jaas.config": _jaas(
+            "org.apache.kafka.common.security.scram.ScramLoginModule", KAFKA_ADMIN
         ),
-        "authorizer.class.name": AUTHORIZER,
-        "super.users": f"User:{KAFKA_ADMIN}",
-        "allow.everyone.if.no.acl.found": "false",
-    } | ({} if tls is None else _kafka_tls(tls))
+        "listener.name.mtls.ssl.client.auth": "required",
+    }
 
 
 def _kafka_tls(tls: StackCertificates) -> dict[str, str]:
@@ -84,7 +109,8 @@ def _kafka_tls(tls: StackCertificates) -> dict[str, str]:
         "ssl.keystore.location": str(tls.server),
         "ssl.truststore.type": "PEM",
         "ssl.truststore.location": str(tls.ca),
-        # mutual TLS is a client's choice: a certificate given is verified, none is fine
+        # not in force on a SASL_SSL listener (KIP-684: only a listener-prefixed one is):
+        # mutual TLS is the MTLS listener's (_kafka_mtls)
         "ssl.client.auth": "requested",
         "ssl.endpoint.identification.algorithm": "https",
     }

@@ -27,6 +27,8 @@ Variables:
   KJ_SECURITY               false (default) | true: SASL/SCRAM + ACLs, Cassandra roles
   KJ_TLS                    false (default) | true, with KJ_SECURITY: a local CA and server
                             certificate (stack/tls.py), Kafka SASL_SSL only, Cassandra TLS only
+  KJ_KAFKA_MTLS_PORT        with KJ_TLS: Kafka's second SASL_SSL listener, requiring a client
+                            certificate of the stack's CA (default KJ_KAFKA_PORT + 10; + 2i)
   KJ_SPARK                  none (default) | standalone: a Spark master and one worker too
   KJ_SPARK_MASTER_PORT, KJ_SPARK_WEBUI_PORT, KJ_SPARK_WORKER_PORT, KJ_SPARK_WORKER_WEBUI_PORT
   KJ_SPARK_WORKER_CORES, KJ_SPARK_WORKER_MEMORY   what the worker offers executors (2, 1g)
@@ -116,6 +118,7 @@ class KafkaNode:
     node_id: int
     port: int
     controller_port: int
+    mtls_port: int  # with KJ_TLS: its listener that requires client certificates
 
 
 # Murmur3's token range is [-2**63, 2**63); node i of a local cluster takes the middle of the
@@ -162,6 +165,12 @@ class StackSettings(KJSettings):
     kafka_port: Port = Field(default=9092, description="the local Kafka's port")
     kafka_controller_port: Port = Field(
         default=9093, description="the local KRaft controller's port"
+    )
+    kafka_mtls_port: Annotated[Port | None, BeforeValidator(_optional_port)] = Field(
+        default=None,
+        description="with KJ_TLS: the local Kafka's second SASL_SSL listener, which requires a "
+        "client certificate of the stack's CA (mutual TLS; node i's is + 2i); default "
+        "KJ_KAFKA_PORT + 10",
     )
     kafka_heap: Heap = Field(
         default="512m", description="the heap of each local Kafka node, e.g. 512m or 1g"
@@ -300,11 +309,17 @@ class StackSettings(KJSettings):
 
     @model_validator(mode="after")
     def _distinct_kafka_ports(self) -> StackSettings:
-        ports = [p for node in self.kafka_nodes for p in (node.port, node.controller_port)]
+        ports = [
+            p
+            for node in self.kafka_nodes
+            for p in (node.port, node.controller_port)
+            + ((node.mtls_port,) if self.tls == "on" else ())
+        ]
         if len(set(ports)) != len(ports) or max(ports) >= 65536:
             raise ValueError(
-                f"KJ_KAFKA_PORT and KJ_KAFKA_CONTROLLER_PORT give {self.kafka_brokers} Kafka "
-                f"node(s) the ports {ports}: they must be distinct and below 65536"
+                "KJ_KAFKA_PORT, KJ_KAFKA_CONTROLLER_PORT (and KJ_KAFKA_MTLS_PORT) give "
+                f"{self.kafka_brokers} Kafka node(s) the ports {ports}: they must be distinct "
+                "and below 65536"
             )
         return self
 
@@ -359,6 +374,16 @@ class StackSettings(KJSettings):
         return self.cassandra_native_port if port is None else port
 
     @property
+    def _kafka_mtls_port(self) -> int:
+        return self.kafka_port + 10 if self.kafka_mtls_port is None else self.kafka_mtls_port
+
+    @property
+    def kafka_mtls_bootstrap(self) -> str:
+        """The local Kafka's mutual-TLS listeners (KJ_TLS=true): a client there must present a
+        certificate of the stack's CA as well as its SCRAM login."""
+        return ",".join(f"{self.host}:{node.mtls_port}" for node in self.kafka_nodes)
+
+    @property
     def kafka_nodes(self) -> tuple[KafkaNode, ...]:
         """The local Kafka's nodes, ids from 1, ports derived as KJ_KAFKA_BROKERS says."""
         return tuple(
@@ -366,6 +391,7 @@ class StackSettings(KJSettings):
                 node_id=i + 1,
                 port=self.kafka_port + _NODE_PORT_STRIDE * i,
                 controller_port=self.kafka_controller_port + _NODE_PORT_STRIDE * i,
+                mtls_port=self._kafka_mtls_port + _NODE_PORT_STRIDE * i,
             )
             for i in range(self.kafka_brokers)
         )

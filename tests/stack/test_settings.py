@@ -173,7 +173,7 @@ def test_one_broker_is_the_default_and_keeps_its_ports() -> None:
         {"KJ_KAFKA_PORT": "19092", "KJ_KAFKA_CONTROLLER_PORT": "19192"}
     )
     assert settings.kafka_brokers == 1
-    assert settings.kafka_nodes == (KafkaNode(1, 19092, 19192),)
+    assert settings.kafka_nodes == (KafkaNode(1, 19092, 19192, 19102),)
     assert settings.kafka_quorum_voters == "1@127.0.0.1:19192"
     assert settings.kafka_bootstrap == "127.0.0.1:19092"
 
@@ -183,9 +183,9 @@ def test_three_brokers_get_ports_two_apart_and_one_quorum_of_all() -> None:
         {"KJ_KAFKA_BROKERS": "3", "KJ_KAFKA_PORT": "19092", "KJ_KAFKA_CONTROLLER_PORT": "19192"}
     )
     assert settings.kafka_nodes == (
-        KafkaNode(1, 19092, 19192),
-        KafkaNode(2, 19094, 19194),
-        KafkaNode(3, 19096, 19196),
+        KafkaNode(1, 19092, 19192, 19102),
+        KafkaNode(2, 19094, 19194, 19104),
+        KafkaNode(3, 19096, 19196, 19106),
     )
     assert settings.kafka_quorum_voters == ("1@127.0.0.1:19192,2@127.0.0.1:19194,3@127.0.0.1:19196")
     # clients (the worker, the tests) are handed every broker

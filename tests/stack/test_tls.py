@@ -3,36 +3,49 @@ SASL_SSL only, Cassandra's native port TLS only, both with the stack's certifica
 (stack/tls.py). Every client verifies it: the journal's semantic suite passes through the
 direct client; a plaintext client and a client trusting another CA are refused by Kafka and
 Cassandra, and a server certificate that expired by the clients, each with the error a user
-sees; a capture of the loopback during
-appends shows neither the payload nor a password.
+sees; Kafka's listener that requires client certificates serves a client with a valid one and
+refuses one without or with an expired one; an eventsourcing application saves and reads
+back; a capture of the loopback during appends shows neither the payload nor a password.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import datetime as dt
 import socket
 import ssl
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Literal
+from uuid import UUID
 
 import aiohttp
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from eventsourcing.application import Application
+from eventsourcing.domain import Aggregate, event
 
 from app.cli import main
 from app.http_tokens import client_headers
+from eventsourcing_kafka_journal.tables import ensure_tables
 from journal.client.journals import Journals
 from journal.core.model import Ack, Event, JsonPayload
 from journal.errors import KafkaUnavailable, StoreUnavailable, TlsRefused
 from journal.kafka.producer import JournalProducer
 from journal.settings import Settings
 from journal.store.cassandra import CassandraStore
-from kjconfig.access import CASSANDRA_ROLES, KAFKA_USERS, ClientTls, dev_password
+from kjconfig.access import (
+    CASSANDRA_ROLES,
+    CASSANDRA_WRITER,
+    KAFKA_USERS,
+    ClientTls,
+    cassandra_admin,
+    dev_password,
+)
 from stack import Stack
 from stack.tls import Issued, StackCertificates, issue, new_ca, write_private
 from tests.journal.journal_contract import JournalContract
@@ -172,6 +185,135 @@ async def test_the_client_refuses_a_server_certificate_that_expired(
     finally:
         await asyncio.wait_for(serving, 10)
         listener.close()
+
+
+# --- Kafka's mutual TLS (its MTLS listener, ssl.client.auth=required) ------------------------
+
+
+@pytest.fixture(scope="module")
+def client_certificates(tls_stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`valid.pem` and `expired.pem`: client certificates (key + certificate) of the stack's CA."""
+    directory = tmp_path_factory.mktemp("kafka-clients")
+    ca = _stack_ca(tls_stack)
+    now = dt.datetime.now(dt.UTC)
+    valid = issue(ca, "kafka client", (), usage="client")
+    expired = issue(
+        ca,
+        "expired kafka client",
+        (),
+        usage="client",
+        not_before=now - dt.timedelta(days=30),
+        not_after=now - dt.timedelta(days=1),
+    )
+    for name, issued in (("valid", valid), ("expired", expired)):
+        write_private(directory / f"{name}.pem", issued.key_pem() + issued.certificate_pem())
+    return directory
+
+
+def _mtls(granted: Granted, tls_stack: Stack, cert: Path | None) -> Settings:
+    """The client's settings on Kafka's listener that requires a client certificate."""
+    return granted.settings.replace(
+        kafka_bootstrap=tls_stack.settings.kafka_mtls_bootstrap, kafka_ssl_certfile=cert
+    )
+
+
+async def test_kafka_requiring_client_certificates_serves_a_client_with_a_valid_one(
+    granted: Granted, tls_stack: Stack, client_certificates: Path
+) -> None:
+    settings = _mtls(granted, tls_stack, client_certificates / "valid.pem")
+    journals = await asyncio.wait_for(Journals.connect(settings), 60)
+    try:
+        journal = journals.journal("mtls")
+        payload = JsonPayload.of({"over": "mtls"})
+        await journal.append([Event(1, frozenset(), payload)], ack=Ack.VERIFIED)
+        assert [e.event.payload async for e in journal.read()] == [payload]
+    finally:
+        await journals.close()
+
+
+async def test_kafka_requiring_client_certificates_refuses_none_and_an_expired_one(
+    granted: Granted, tls_stack: Stack, client_certificates: Path
+) -> None:
+    """Without a certificate, or with an expired one, the handshake fails, said at once
+    (TlsRefused naming the listener), not retried by aiokafka until its bootstrap gives up."""
+    address = tls_stack.settings.kafka_mtls_bootstrap
+    without = await _kafka_refusal(_mtls(granted, tls_stack, None))
+    expired = await _kafka_refusal(_mtls(granted, tls_stack, client_certificates / "expired.pem"))
+    assert isinstance(without, TlsRefused), without
+    assert str(without).startswith(f"TLS to {address} failed: SSLV3_ALERT_BAD_CERTIFICATE")
+    assert "accept a client without certificate?" in str(without)
+    assert isinstance(expired, TlsRefused), expired
+    # Kafka's JSSE answers an expired certificate with certificate_unknown
+    assert str(expired).startswith(f"TLS to {address} failed: SSLV3_ALERT_CERTIFICATE_UNKNOWN")
+    assert "accept this client's certificate?" in str(expired)
+
+
+# --- the eventsourcing module ------------------------------------------------------------------
+
+
+class Account(Aggregate):
+    @event("Opened")
+    def __init__(self, owner: str) -> None:
+        self.owner = owner
+
+
+class Accounts(Application[UUID]):
+    def open(self, owner: str) -> UUID:
+        account = Account(owner)
+        self.save(account)
+        return account.id
+
+
+async def test_an_eventsourcing_application_saves_and_reads_back_over_tls(
+    tls_stack: Stack,
+) -> None:
+    """An application of the eventsourcing library, given the TLS settings as any application
+    is (its environment), saves an aggregate and a second instance reads it back: Kafka over
+    SASL_SSL and Cassandra over TLS, each verified against the stack's CA."""
+    # one partition: an application's topic is its notification order
+    settings = (await granted_journal(tls_stack, partitions=1)).settings
+    # its notification index is Cassandra tables of its own: an administrator makes them on a
+    # secured stack (create_schema is off for the principals), then it writes them as a writer
+    admin = await CassandraStore.connect(
+        dataclasses.replace(
+            settings.cassandra_config(), login=cassandra_admin(), create_schema=True
+        )
+    )
+    try:
+        await ensure_tables(admin.keyspace_access)
+    finally:
+        await admin.close()
+    assert settings.kafka_ssl_cafile is not None and settings.cassandra_ssl_cafile is not None
+    env = {
+        "PERSISTENCE_MODULE": "eventsourcing_kafka_journal",
+        "KJ_SECURITY": "true",
+        "KJ_TLS": "true",
+        "KJ_KAFKA_SSL_CAFILE": str(settings.kafka_ssl_cafile),
+        "KJ_CASSANDRA_SSL_CAFILE": str(settings.cassandra_ssl_cafile),
+        "KJ_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
+        "KJ_CASSANDRA_HOSTS": settings.cassandra_hosts,
+        "KJ_CASSANDRA_PORT": str(settings.cassandra_port),
+        "KJ_CASSANDRA_USERNAME": CASSANDRA_WRITER,
+        "KJ_TOPIC": settings.topic,
+        "KJ_KEYSPACE": settings.keyspace,
+    }
+
+    def save_and_read_back() -> tuple[str, int]:
+        writer = Accounts(env=env)
+        try:
+            account_id = writer.open("alice")
+        finally:
+            writer.close()
+        reader = Accounts(env=env)
+        try:
+            account: Account = reader.repository.get(account_id)
+            notifications = reader.notification_log.select(start=1, limit=10)
+            assert isinstance(account, Account)
+            return account.owner, len(notifications)
+        finally:
+            reader.close()
+
+    assert await asyncio.to_thread(save_and_read_back) == ("alice", 1)
 
 
 # --- on the wire -------------------------------------------------------------------------------

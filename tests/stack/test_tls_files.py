@@ -41,6 +41,11 @@ def test_tls_turns_every_kafka_listener_to_sasl_ssl_and_cassandra_to_tls_only(
     assert properties["listener.security.protocol.map"] == "SASL_SSL:SASL_SSL,CONTROLLER:SASL_SSL"
     assert "PLAINTEXT" not in properties["listener.security.protocol.map"].replace("SASL_", "")
     assert properties["ssl.keystore.type"] == properties["ssl.truststore.type"] == "PEM"
+    mtls = kafka_properties("127.0.0.1", 9092, 9093, files, mtls_port=9102)
+    assert mtls["advertised.listeners"] == "SASL_SSL://127.0.0.1:9092,MTLS://127.0.0.1:9102"
+    assert mtls["listener.security.protocol.map"].endswith(",MTLS:SASL_SSL")
+    # only the listener-prefixed setting applies to a SASL_SSL listener (KIP-684)
+    assert mtls["listener.name.mtls.ssl.client.auth"] == "required"
     yaml = cassandra_tls_yaml(files)
     assert "enabled: true" in yaml and "optional: false" in yaml
 
