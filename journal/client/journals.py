@@ -445,6 +445,7 @@ class Journal:
             self.key,
             journals.reading,
             functools.partial(journals.writer.mark, origin=journals.origin),
+            journals.encryption,
         )
 
     async def append(
