@@ -4,7 +4,8 @@ Contract: `pipeline/commands.py` declares the options (so `--help` never loads P
 the settings (flags over `KJ_*` variables over local defaults, the one loader of
 `kjconfig.settings`) and calls `run(job, settings, options)`, which starts a SparkSession on
 `options.master`, runs the job and returns the exit code: 0, or 1 when the audit (its own, or
-the one after an import) found a difference, 2 when an import's keyspace is not empty.
+the one after an import) found a difference, 2 when an import's keyspace is not empty or a
+plaintext export has no key-encryption key.
 Progress goes to stderr, the report (one line for rebuild, export and import, the audit's
 report) to stdout.
 """
@@ -19,7 +20,7 @@ from pyspark.sql import SparkSession
 
 from journal.settings import Settings
 from pipeline.audit import audit
-from pipeline.export import export
+from pipeline.export import PlaintextRefused, export
 from pipeline.rebuild import rebuild
 from pipeline.report import print_progress
 from pipeline.restore import KeyspaceNotEmpty, restore
@@ -42,6 +43,7 @@ class Export:
     out: str
     all_topics: bool = False
     overwrite: bool = False
+    plaintext: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,8 +90,18 @@ async def execute(job: PipelineJob, spark: SparkSession, settings: Settings) -> 
         audited = await audit(spark, settings)  # what Kafka still holds against the import
         print("\n".join(audited.lines()))
         return 0 if audited.ok else 1
-    exported = await export(
-        spark, settings, job.out, all_topics=job.all_topics, overwrite=job.overwrite
-    )
-    print(f"export: {exported.rows} events in {exported.files} files under {job.out}")
+    try:
+        exported = await export(
+            spark,
+            settings,
+            job.out,
+            all_topics=job.all_topics,
+            overwrite=job.overwrite,
+            plaintext=job.plaintext,
+        )
+    except PlaintextRefused as error:
+        print(f"export refused: {error}")
+        return 2
+    erased = f", {exported.erased} erased journals left out" if job.plaintext else ""
+    print(f"export: {exported.rows} events in {exported.files} files under {job.out}{erased}")
     return 0

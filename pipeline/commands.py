@@ -79,18 +79,25 @@ def audit(master: str, shuffle_partitions: int, **values: Any) -> int:
 @click.option("--out", required=True, help="output directory")
 @click.option("--all-topics", is_flag=True, help="not only --topic")
 @click.option("--overwrite", is_flag=True, help="replace an existing --out")
+@click.option(
+    "--plaintext",
+    is_flag=True,
+    help="open encrypted payloads with the KEK (the files then hold personal data in clear; "
+    "erased journals are left out): docs/erasure.md",
+)
 def export(
     master: str,
     shuffle_partitions: int,
     out: str,
     all_topics: bool,
     overwrite: bool,
+    plaintext: bool,
     **values: Any,
 ) -> int:
-    """Journals from Cassandra to Parquet."""
+    """Journals from Cassandra to Parquet (encrypted payloads as ciphertext unless --plaintext)."""
     from pipeline.cli import Export
 
-    job = Export(out, all_topics=all_topics, overwrite=overwrite)
+    job = Export(out, all_topics=all_topics, overwrite=overwrite, plaintext=plaintext)
     return _run_pipeline(job, master, shuffle_partitions, values)
 
 

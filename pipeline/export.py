@@ -7,13 +7,19 @@ journal API returns once replication has caught up. One row per event, columns a
 written under `out` partitioned by `topic` and `date` (the event's UTC day, `YYYY-MM-DD`).
 `event_record_of` turns a row back into the `EventRecord` a read returns. An existing `out`
 is refused unless `overwrite`.
+
+Encrypted journals (docs/erasure.md) are exported as the store holds them: their payloads are
+envelopes (binary, ciphertext), which no one opens once the journal is erased. `plaintext`
+opens them with the deployment's key-encryption key (each task reads the journals' data keys)
+and warns that the files then hold personal data in clear; an erased (or erasing) journal's
+events are left out and the journals counted (`ExportResult.erased`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncGenerator, Iterator
+from collections.abc import AsyncGenerator, Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
@@ -42,6 +48,8 @@ from journal import (
     PayloadMetadata,
     TextPayload,
 )
+from journal.client import data_keys_of, open_record
+from journal.errors import JournalErased
 from journal.settings import Settings
 from journal.store import CassandraConfig, CassandraStore
 from pipeline.report import Progress, per_second, print_progress, spark_job
@@ -75,6 +83,17 @@ class ExportResult:
     rows: int
     files: int
     seconds: float
+    erased: int = 0  # a plaintext export's journals left out as erased
+
+
+class PlaintextRefused(ValueError):
+    """A plaintext export asked of a process without the key-encryption key."""
+
+
+PLAINTEXT_WARNING = (
+    "WARNING: a plaintext export holds the journals' payloads, personal data, in clear: an "
+    "erasure cannot reach it; keep it as the data itself and delete it when done"
+)
 
 
 def export_row(key: JournalKey, record: EventRecord) -> tuple[Any, ...]:
@@ -138,26 +157,55 @@ def event_record_of(row: Any) -> EventRecord:
 
 
 async def export_rows(
-    store: CassandraStore, low: int, high: int, topic: str | None
+    store: CassandraStore,
+    low: int,
+    high: int,
+    topic: str | None,
+    keys: Any = None,  # journal.store.keys.DataKeys
+    erased: Callable[[JournalKey], None] = lambda key: None,
 ) -> AsyncGenerator[tuple[Any, ...], None]:
-    """The rows of every event of the journals in token range `(low, high]`."""
+    """The rows of every event of the journals in token range `(low, high]`; with `keys`,
+    their payloads opened, and an erased journal's left out (`erased` is told)."""
     async for key, meta in journal_metas(store, low, high, topic):
+        data_key = None
+        if keys is not None:
+            try:
+                data_key = await keys.for_read(key)
+            except JournalErased:
+                erased(key)
+                continue
         async for record in store.read(key, meta):
-            yield export_row(key, record)
+            yield export_row(
+                key, record if data_key is None else open_record(data_key, key.id, record)
+            )
 
 
 def _export_task(
-    config: CassandraConfig, topic: str | None, ranges: Iterator[tuple[int, int]]
+    config: CassandraConfig,
+    topic: str | None,
+    plaintext: Settings | None,
+    erased: Any,  # a Spark accumulator
+    ranges: Iterator[tuple[int, int]],
 ) -> Iterator[tuple[Any, ...]]:
     """The rows of one Spark partition's token ranges (runs in an executor)."""
     for low, high in ranges:
-        yield from stream_with_store(config, partial(_rows_of, low=low, high=high, topic=topic))
+        rows = partial(
+            _rows_of, low=low, high=high, topic=topic, plaintext=plaintext, erased=erased
+        )
+        yield from stream_with_store(config, rows)
 
 
 def _rows_of(
-    store: CassandraStore, *, low: int, high: int, topic: str | None
+    store: CassandraStore,
+    *,
+    low: int,
+    high: int,
+    topic: str | None,
+    plaintext: Settings | None,
+    erased: Any,
 ) -> AsyncGenerator[tuple[Any, ...], None]:
-    return export_rows(store, low, high, topic)
+    keys = None if plaintext is None else data_keys_of(plaintext, store)
+    return export_rows(store, low, high, topic, keys, lambda key: erased.add(1))
 
 
 async def export(
@@ -168,9 +216,18 @@ async def export(
     all_topics: bool = False,
     overwrite: bool = False,
     tasks: int = 8,
+    plaintext: bool = False,
     progress: Progress = print_progress,
 ) -> ExportResult:
-    """Export the journals of `settings.topic` (or all) in `settings.keyspace` to `out`."""
+    """Export the journals of `settings.topic` (or all) in `settings.keyspace` to `out`;
+    `plaintext`: with their payloads opened (module docstring; PlaintextRefused without a KEK)."""
+    if plaintext:
+        if settings.keks() is None:
+            raise PlaintextRefused(
+                "a plaintext export opens payloads with the key-encryption key: set KJ_KEK_FILE "
+                "or KJ_KEK (docs/erasure.md)"
+            )
+        progress(PLAINTEXT_WARNING)
     started = time.monotonic()
     config = settings.cassandra_config()
     store = await CassandraStore.connect(config)  # checks the keyspace and its schema version
@@ -181,8 +238,9 @@ async def export(
         f"to {out}: {tasks} token ranges"
     )
     ranges = token_ranges(tasks)
+    erased = spark.sparkContext.accumulator(0)
     rows = spark.sparkContext.parallelize(ranges, len(ranges)).mapPartitions(
-        partial(_export_task, config, topic)
+        partial(_export_task, config, topic, settings if plaintext else None, erased)
     )
     frame = spark.createDataFrame(rows, SCHEMA)
     writer = frame.write.mode("overwrite" if overwrite else "errorifexists")
@@ -191,8 +249,9 @@ async def export(
     count = await asyncio.to_thread(written.count)
     files = len(await asyncio.to_thread(written.inputFiles))
     seconds = time.monotonic() - started
+    left_out = f", {erased.value} erased journals left out" if plaintext else ""
     progress(
         f"exported {count} events in {files} files in {seconds:.1f} s "
-        f"({per_second(count, seconds)})"
+        f"({per_second(count, seconds)}){left_out}"
     )
-    return ExportResult(count, files, seconds)
+    return ExportResult(count, files, seconds, erased.value)

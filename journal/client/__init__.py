@@ -24,7 +24,7 @@ if TYPE_CHECKING:
         check_idempotency_key,
     )
     from journal.client.deferred import Deferred
-    from journal.client.erasure import Erasure
+    from journal.client.erasure import Erasure, data_keys_of, open_record
     from journal.client.journals import Appending, Journal, Journals, append_events
     from journal.client.listing import DEFAULT_LIMIT, MAX_LIMIT, JournalIdPage
     from journal.client.reading import JournalInfo, ReadingFlow
@@ -45,6 +45,8 @@ _DOOR = {
     "ReadingFlow": "reading",
     "append_events": "journals",
     "check_idempotency_key": "conditional",
+    "data_keys_of": "erasure",
+    "open_record": "erasure",
 }
 __getattr__ = door(__name__, _DOOR)
 __all__ = [
@@ -63,4 +65,6 @@ __all__ = [
     "ReadingFlow",
     "append_events",
     "check_idempotency_key",
+    "data_keys_of",
+    "open_record",
 ]

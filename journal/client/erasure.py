@@ -21,7 +21,29 @@ import msgspec
 from journal.codec.envelope import EnvelopeRefused, is_sealed, open_sealed, seal
 from journal.core.model import BinaryPayload, Event, EventRecord, JournalKey, Position
 from journal.errors import JournalErased
-from journal.store.keys import DataKey, DataKeys, KeyState
+from journal.settings import Settings
+from journal.store.keys import (
+    CassandraKeyStore,
+    DataKey,
+    DataKeys,
+    KeyState,
+    keyspace_access_of,
+)
+
+
+def data_keys_of(settings: Settings, store: object) -> DataKeys | None:
+    """The data keys a process reads through, with `store`'s keyspace (read when first asked:
+    a store connecting in the background has it later); None without a key-encryption key."""
+    keks = settings.keks()
+    if keks is None:
+        return None
+    return DataKeys(
+        CassandraKeyStore(lambda: keyspace_access_of(store)),
+        keks[0],
+        keks[1],
+        settings.key_cache_size,
+        settings.key_cache_ttl_s,
+    )
 
 
 def seal_events(data_key: DataKey, journal_id: str, events: Sequence[Event]) -> tuple[Event, ...]:

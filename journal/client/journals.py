@@ -20,7 +20,7 @@ from journal.client.conditional import (
     Produce,
     new_idempotency_key,
 )
-from journal.client.erasure import Encryption, Erasure, seal_events
+from journal.client.erasure import Encryption, Erasure, data_keys_of, seal_events
 from journal.client.listing import DEFAULT_LIMIT, JournalIdPage, JournalIds
 from journal.client.reading import JournalInfo, ReadingFlow
 from journal.client.snapshots import JournalSnapshots
@@ -55,7 +55,7 @@ from journal.settings import Settings
 from journal.store.base import EventualJournal, EventualStore
 from journal.store.cassandra import CassandraStore
 from journal.store.connecting import ConnectingStore
-from journal.store.keys import CassandraKeyStore, DataKeys, KeyState, keyspace_access_of
+from journal.store.keys import KeyState
 from journal.subscriptions import DEFAULT_MAX_UNACKED
 from journal.subscriptions.groups import (
     GroupAdmin,
@@ -283,18 +283,8 @@ class Journals:
             for close in reversed(owned):
                 await close()
             raise
-        encryption = None
-        keks = settings.keks()
-        if keks is not None:
-            reached = store  # a store connecting in the background has its keyspace later
-            keys = DataKeys(
-                CassandraKeyStore(lambda: keyspace_access_of(reached)),
-                keks[0],
-                keks[1],
-                settings.key_cache_size,
-                settings.key_cache_ttl_s,
-            )
-            encryption = Encryption(keys)
+        keys = data_keys_of(settings, store)
+        encryption = None if keys is None else Encryption(keys)
         journals = cls(
             settings.topic,
             writer,
@@ -452,6 +442,7 @@ class Journal:
             self.key,
             journals.reading,
             functools.partial(journals.writer.mark, origin=journals.origin),
+            journals.encryption,
         )
 
     async def append(

@@ -15,6 +15,11 @@ A snapshot is the caller's encoding of a journal's state up to a seqNr, kept in 
 - `latest(n)` answers as of its fence: the newest snapshot at or below n whose Mark lies
   after the head's last Purge and below the fence. A put that was acknowledged is below it.
 - `delete(to)` produces a Mark too and removes the snapshots at or below `to` put before it.
+
+With a key-encryption key (`encryption`, docs/erasure.md), a snapshot's payload is sealed with
+the journal's data key before it is stored (its associated data: the journal id, "snapshot"
+and its seqNr, so it opens at no other journal or seqNr, nor as an event) and opened by
+`latest`; once the journal's erasure began, `put` and `latest` answer JournalErased.
 """
 
 from __future__ import annotations
@@ -24,8 +29,17 @@ import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
+from journal.client.erasure import Encryption
 from journal.client.reading import ReadingFlow
-from journal.core.model import SEQ_NR_MAX, JournalKey, Payload, Position, check_seq_nr
+from journal.codec.envelope import SNAPSHOT, is_sealed, open_sealed, seal
+from journal.core.model import (
+    SEQ_NR_MAX,
+    BinaryPayload,
+    JournalKey,
+    Payload,
+    Position,
+    check_seq_nr,
+)
 from journal.errors import SnapshotBeyondJournal, SnapshotTooLarge
 from journal.store.base import Snapshot, SnapshotStore, snapshot_bytes
 
@@ -34,17 +48,19 @@ class JournalSnapshots:
     """One journal's snapshots. Cheap to create; every method is one round trip of its kind.
 
     Its client's reading flow (its store, fence and partitioner too), and `mark`, which
-    produces a Mark with the given id to the journal's partition."""
+    produces a Mark with the given id to the journal's partition; its `encryption`, if any."""
 
     def __init__(
         self,
         key: JournalKey,
         reading: ReadingFlow,
         mark: Callable[[JournalKey, str], Awaitable[Position]],
+        encryption: Encryption | None = None,
     ) -> None:
         self.key = key
         self._reading = reading
         self._produce_mark = mark
+        self._encryption = encryption
 
     def _store(self) -> SnapshotStore:
         store = self._reading.store
@@ -60,10 +76,16 @@ class JournalSnapshots:
         """
         check_seq_nr(seq_nr)
         store = self._store()
-        size = len(snapshot_bytes(payload)[1])
+        stored = payload
+        if self._encryption is not None:  # JournalErased once its erasure began
+            data_key = await self._encryption.keys.for_append(self.key)
+            stored = seal(data_key.cipher, self.key.id, seq_nr, payload, SNAPSHOT)
+        size = len(snapshot_bytes(stored)[1])  # the limit is the store's: of what it keeps
         if size > store.max_snapshot_bytes:
+            sealed = " (sealed)" if stored is not payload else ""
             raise SnapshotTooLarge(
-                f"the snapshot's payload is {size} bytes; the limit is {store.max_snapshot_bytes}"
+                f"the snapshot's payload is {size} bytes{sealed}; "
+                f"the limit is {store.max_snapshot_bytes}"
             )
         mark = await self._mark()
         last = (await self._reading.head(self.key, until=mark.offset)).state.seq_nr
@@ -71,13 +93,24 @@ class JournalSnapshots:
             raise SnapshotBeyondJournal(seq_nr, last)
         now = datetime.now(UTC)
         now = now.replace(microsecond=now.microsecond // 1000 * 1000)  # what the store keeps
-        snapshot = Snapshot(seq_nr, payload, now, mark.offset)
-        await store.put_snapshot(self.key, snapshot)
-        return snapshot
+        await store.put_snapshot(self.key, Snapshot(seq_nr, stored, now, mark.offset))
+        return Snapshot(seq_nr, payload, now, mark.offset)
 
     async def latest(self, max_seq_nr: int = SEQ_NR_MAX) -> Snapshot | None:
         """The newest snapshot at or below min(`max_seq_nr`, the journal's last seqNr)."""
         check_seq_nr(max_seq_nr, "maxSeqNr")
+        found = await self._latest(max_seq_nr)
+        if self._encryption is None:
+            return found
+        # asked even when none is found: an erased journal answers JournalErased, not None
+        data_key = await self._encryption.keys.for_read(self.key)
+        if found is None or data_key is None or not is_sealed(found.payload):
+            return found  # a journal without a key, or a snapshot put before it had one: plain
+        assert isinstance(found.payload, BinaryPayload)  # is_sealed says so
+        opened = open_sealed(data_key.cipher, self.key.id, found.seq_nr, found.payload, SNAPSHOT)
+        return Snapshot(found.seq_nr, opened, found.timestamp, found.mark)
+
+    async def _latest(self, max_seq_nr: int) -> Snapshot | None:
         store = self._store()
         reading = self._reading
         fence = await reading.fence.fence(self.key, reading.partition_of(self.key))

@@ -7,7 +7,8 @@ An encrypted event's payload is a binary payload holding the envelope
 
 `kind` is the original payload's (`j` JSON, `t` text, `b` binary), so a read gives back the very
 payload that was appended. The associated data is the journal id and the event's seqNr: an
-envelope moved to another journal or seqNr fails to open (`EnvelopeRefused`). An event without
+envelope moved to another journal or seqNr fails to open (`EnvelopeRefused`). A snapshot's
+payload is sealed the same way, with `SNAPSHOT` in its associated data too. An event without
 a payload stays without one. kafka-journal (Scala) reads such events as opaque binary payloads.
 
 The data keys are wrapped by a key-encryption key (`Kek`): AES-256-GCM again, with the journal
@@ -54,12 +55,19 @@ def is_sealed(payload: Payload | None) -> bool:
     )
 
 
-def _associated(journal_id: str, seq_nr: int) -> bytes:
+# what an envelope is of, in its associated data besides the journal id and the seqNr: an event's
+# (nothing, as since the first version) or a snapshot's, so neither opens as the other
+SNAPSHOT = b"snapshot"
+
+
+def _associated(journal_id: str, seq_nr: int, label: bytes) -> bytes:
     raw = journal_id.encode("utf-8")
-    return struct.pack(">I", len(raw)) + raw + struct.pack(">q", seq_nr)
+    return struct.pack(">I", len(raw)) + raw + label + struct.pack(">q", seq_nr)
 
 
-def seal(cipher: AESGCM, journal_id: str, seq_nr: int, payload: Payload) -> BinaryPayload:
+def seal(
+    cipher: AESGCM, journal_id: str, seq_nr: int, payload: Payload, label: bytes = b""
+) -> BinaryPayload:
     if isinstance(payload, JsonPayload):
         kind, raw = b"j", payload.raw
     elif isinstance(payload, TextPayload):
@@ -67,19 +75,22 @@ def seal(cipher: AESGCM, journal_id: str, seq_nr: int, payload: Payload) -> Bina
     else:
         kind, raw = b"b", payload.value
     nonce = os.urandom(_NONCE)  # 96 random bits: safe far beyond any journal's event count
-    sealed = cipher.encrypt(nonce, kind + raw, _associated(journal_id, seq_nr))
+    sealed = cipher.encrypt(nonce, kind + raw, _associated(journal_id, seq_nr, label))
     return BinaryPayload(MAGIC + nonce + sealed)
 
 
-def open_sealed(cipher: AESGCM, journal_id: str, seq_nr: int, payload: BinaryPayload) -> Payload:
+def open_sealed(
+    cipher: AESGCM, journal_id: str, seq_nr: int, payload: BinaryPayload, label: bytes = b""
+) -> Payload:
     value = payload.value
     nonce = value[4 : 4 + _NONCE]
+    associated = _associated(journal_id, seq_nr, label)
     try:
-        plain = cipher.decrypt(nonce, value[4 + _NONCE :], _associated(journal_id, seq_nr))
+        plain = cipher.decrypt(nonce, value[4 + _NONCE :], associated)
     except InvalidTag:
         raise EnvelopeRefused(
-            f"journal {journal_id!r} seqNr {seq_nr}: the envelope does not open with the "
-            "journal's data key"
+            f"journal {journal_id!r} seqNr {seq_nr}{' ' + label.decode() if label else ''}: "
+            "the envelope does not open with the journal's data key"
         ) from None
     kind, raw = plain[:1], plain[1:]
     if kind == b"j":

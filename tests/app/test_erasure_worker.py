@@ -1,5 +1,6 @@
 """Encrypted journals through two Faust workers (real servers, docs/erasure.md): payloads are
-sealed on the worker's append path, replicated sealed, opened by HTTP reads on either worker,
+sealed on the worker's append path (snapshots too), replicated sealed, opened by HTTP reads on
+either worker,
 and an erasure over HTTP makes the journal 410 `journal_erased` everywhere."""
 
 from __future__ import annotations
@@ -86,8 +87,12 @@ async def test_two_workers_seal_replicate_and_open_and_an_http_erasure_is_final(
         return meta is not None and meta.seq_nr == 2
 
     await eventually(replicated, "the workers replicated the journal")
+    snapshot_path = journal_path(journal_id, "/snapshots/2")
+    await api.request_json("PUT", snapshot_path, json={"payloadText": f"snap-{marker}"})
     for _ in range(2):  # each request to the next worker
         assert await api.read(journal_id) == events
+        latest = await api.request_json("GET", journal_path(journal_id, "/snapshots/latest"))
+        assert latest["payloadText"] == f"snap-{marker}"
     assert marker.encode() not in await kafka_bytes(settings)
     assert marker.encode() not in cassandra_bytes(store)
 
@@ -98,6 +103,8 @@ async def test_two_workers_seal_replicate_and_open_and_an_http_erasure_is_final(
         for method, suffix, body in (
             ("GET", "/events", None),
             ("GET", "", None),
+            ("GET", "/snapshots/latest", None),
+            ("PUT", "/snapshots/2", {"payloadText": "again"}),
             ("POST", "/events", {"events": [{"seqNr": 3, "payloadText": "x"}]}),
         ):
             path = journal_path(journal_id, suffix)

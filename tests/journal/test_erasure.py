@@ -13,7 +13,13 @@ import pytest
 from pydantic import SecretStr
 
 from journal.client.journals import Journals
-from journal.codec.envelope import new_kek_text
+from journal.codec.envelope import (
+    SNAPSHOT,
+    EnvelopeRefused,
+    is_sealed,
+    new_kek_text,
+    open_sealed,
+)
 from journal.core.model import (
     BinaryPayload,
     Event,
@@ -204,6 +210,54 @@ async def test_an_erased_journal_is_gone_everywhere_and_the_others_read_as_befor
     meta = await encrypted.store.meta(erased_key)  # purged: the row keeps no seqNr, no events
     assert meta is not None and meta.seq_nr is None
     assert [r async for r in encrypted.store.read(erased_key, meta)] == []
+
+
+async def test_snapshots_are_sealed_open_only_where_put_and_an_erasure_ends_them(
+    encrypted: Encrypted,
+) -> None:
+    journals = encrypted.journals
+    marker, journal_id = secret(), unique("snapshotted")
+    journal = journals.journal(journal_id)
+    await journal.append(events_with(marker))
+    await journal.snapshots.put(2, JsonPayload.of({"state": marker}))
+    await journal.snapshots.put(3, BinaryPayload(marker.encode()))
+
+    # the store keeps ciphertext: neither snapshot's bytes are in any cell
+    assert marker.encode() not in await encrypted.cassandra_cells()
+    key = JournalKey(encrypted.settings.topic, journal_id)
+    stored = await encrypted.store.latest_snapshot(key, 3, -1, 2**62)
+    assert stored is not None and is_sealed(stored.payload)
+    assert isinstance(stored.payload, BinaryPayload)
+    data_key = await encrypted.journals.encryption.keys.for_read(key)  # type: ignore[union-attr]
+    assert data_key is not None
+    for journal_id_, seq_nr, label in (
+        (journal_id, 2, SNAPSHOT),
+        (journal_id, 3, b""),
+        ("x", 3, SNAPSHOT),
+    ):
+        with pytest.raises(EnvelopeRefused):  # moved to a seqNr, to an event, to a journal
+            open_sealed(data_key.cipher, journal_id_, seq_nr, stored.payload, label)
+
+    # the putting process and another (a cache of its own)
+    async with await Journals.connect(encrypted.settings, store=encrypted.store) as other:
+        for client in (journals, other):
+            snapshots = client.journal(journal_id).snapshots
+            latest = await snapshots.latest()
+            assert latest is not None
+            assert (latest.seq_nr, latest.payload) == (3, BinaryPayload(marker.encode()))
+            at_2 = await snapshots.latest(2)
+            assert at_2 is not None and at_2.payload == JsonPayload.of({"state": marker})
+
+    await journal.erase()
+    # the erasing process and a fresh one (the other may trust its cached key a while: the docs)
+    async with await Journals.connect(encrypted.settings, store=encrypted.store) as fresh:
+        for client in (journals, fresh):
+            snapshots = client.journal(journal_id).snapshots
+            with pytest.raises(JournalErased):
+                await snapshots.latest()
+            with pytest.raises(JournalErased):
+                await snapshots.put(1, TextPayload("again"))
+    assert marker.encode() not in await encrypted.cassandra_cells()
 
 
 class FailingOnce:

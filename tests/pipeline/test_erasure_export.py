@@ -1,0 +1,119 @@
+"""Exports of encrypted journals (docs/erasure.md), on the real servers and Spark local[2]: an
+export holds ciphertext as stored (rebuild and audit carry it unchanged), which opens no more
+once the journal is erased; a plaintext
+export opens payloads with the KEK, warns, and leaves an erased journal's events out."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from pydantic import SecretStr
+from pyspark.sql import SparkSession
+
+from journal.client.journals import Journals
+from journal.codec.envelope import is_sealed, new_kek_text
+from journal.core.model import EventRecord, JournalKey
+from journal.errors import JournalErased
+from journal.settings import Settings
+from journal.store.cassandra import CassandraStore
+from pipeline.audit import audit
+from pipeline.export import PLAINTEXT_WARNING, PlaintextRefused, event_record_of, export
+from pipeline.rebuild import rebuild
+from stack import Stack
+from tests.journal.test_erasure import Encrypted, events_with, read, secret
+from tests.support.harness import settings_for, unique
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+async def encrypted(stack: Stack, keyspace: str) -> AsyncIterator[Encrypted]:
+    settings = settings_for(stack, unique("pipe_erasure"), keyspace, partitions=1).model_copy(
+        update={"kek": SecretStr(new_kek_text())}
+    )
+    store = await CassandraStore.connect(settings.cassandra_config())
+    journals = await Journals.connect(settings, store=store)
+    try:
+        yield Encrypted(settings, store, journals)
+    finally:
+        await journals.close()
+        await store.close()
+
+
+async def stored_records(store: CassandraStore, key: JournalKey) -> list[EventRecord]:
+    meta = await store.meta(key)
+    assert meta is not None
+    return [record async for record in store.read(key, meta)]
+
+
+def file_bytes(out: Path) -> bytes:
+    return b"".join(path.read_bytes() for path in sorted(out.rglob("*")) if path.is_file())
+
+
+async def test_an_export_holds_ciphertext_and_a_plaintext_one_leaves_erased_journals_out(
+    encrypted: Encrypted, spark: SparkSession, tmp_path: Path
+) -> None:
+    settings, journals = encrypted.settings, encrypted.journals
+    erased_marker, kept_marker = secret(), secret()
+    erased_id, kept_id = unique("x_erased"), unique("x_kept")
+    await journals.journal(erased_id).append(events_with(erased_marker))
+    await journals.journal(kept_id).append(events_with(kept_marker))
+    await encrypted.replicate()
+    kept = await read(journals, kept_id)
+
+    def quiet(line: str) -> None:
+        pass
+
+    sealed = await export(spark, settings, str(tmp_path / "sealed"), tasks=2, progress=quiet)
+    assert sealed.rows == 8 and sealed.erased == 0
+    blob = file_bytes(tmp_path / "sealed")
+    assert erased_marker.encode() not in blob and kept_marker.encode() not in blob
+    rows = spark.read.parquet(str(tmp_path / "sealed")).collect()
+    with_payload = [event_record_of(row) for row in rows if row["payload_type"] is not None]
+    assert len(with_payload) == 6 and all(is_sealed(r.event.payload) for r in with_payload)
+
+    # rebuild and audit carry the envelopes as they are: a rebuilt keyspace holds the same bytes
+    assert (await audit(spark, settings, progress=quiet)).ok
+    rebuilt = settings.replace(keyspace=unique("pipe_erasure_b"))
+    await rebuild(spark, rebuilt, "earliest", progress=quiet)
+    other = await CassandraStore.connect(rebuilt.cassandra_config())
+    try:
+        for journal_id in (erased_id, kept_id):
+            key = JournalKey(settings.topic, journal_id)
+            assert await stored_records(other, key) == await stored_records(encrypted.store, key)
+    finally:
+        await other.close()
+
+    lines: list[str] = []
+    opened = await export(
+        spark, settings, str(tmp_path / "open"), tasks=2, plaintext=True, progress=lines.append
+    )
+    assert PLAINTEXT_WARNING in lines
+    by_id: dict[str, list[object]] = {}
+    for row in spark.read.parquet(str(tmp_path / "open")).collect():
+        by_id.setdefault(row["id"], []).append(event_record_of(row))
+    assert sorted(by_id[kept_id], key=lambda r: r.event.seq_nr) == kept  # type: ignore[attr-defined]
+    assert opened.rows == 8
+
+    await journals.journal(erased_id).erase()
+    await encrypted.replicate()
+    # the ciphertext already exported opens no more: no process gets the key
+    async with await Journals.connect(settings, store=encrypted.store) as fresh:
+        assert fresh.encryption is not None
+        with pytest.raises(JournalErased):
+            await fresh.encryption.keys.for_read(JournalKey(settings.topic, erased_id))
+    assert (await audit(spark, settings, progress=quiet)).ok
+    after = await export(
+        spark, settings, str(tmp_path / "after"), tasks=2, plaintext=True, progress=quiet
+    )
+    assert (after.rows, after.erased) == (4, 1)
+    assert erased_marker.encode() not in file_bytes(tmp_path / "after")
+    assert kept_marker.encode() in file_bytes(
+        tmp_path / "after"
+    )  # what the scan looks for is there
+
+    without_kek: Settings = settings.model_copy(update={"kek": None})
+    with pytest.raises(PlaintextRefused, match="KJ_KEK"):
+        await export(spark, without_kek, str(tmp_path / "none"), plaintext=True, progress=quiet)
