@@ -84,6 +84,20 @@ class PartitionCountChanged(SetupMissing):
         self.recorded = recorded
 
 
+class TopicGrown(SetupMissing):
+    """The topic is being grown, or was, into a larger one (docs/growing.md), and this process
+    does not follow a grow: it refuses to serve the topic rather than serve half of it."""
+
+    def __init__(self, topic: str, new_topic: str, phase: str, who: str) -> None:
+        super().__init__(
+            f"topic {topic} is being grown into {new_topic} (phase {phase}): {who} does not "
+            "follow a grow yet and refuses the topic (docs/growing.md: the direct client "
+            "follows it; workers do not)"
+        )
+        self.topic = topic
+        self.new_topic = new_topic
+
+
 class JournalTruncated(JournalError):
     """Records a read needs expired from Kafka before replication stored them."""
 

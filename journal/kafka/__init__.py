@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from journal.kafka.guard import check_recorded
     from journal.kafka.poison import Skipped, decodable_from, fetch
     from journal.kafka.producer import COMPRESSION, MAX_BATCH_BYTES, JournalProducer
+    from journal.kafka.seals import first_seal
     from journal.kafka.tail import TailConfig, TailIndex
     from journal.kafka.topic import (
         TopicSpec,
@@ -55,6 +56,7 @@ _DOOR = {
     "end_offsets": "topic",
     "ensure_topic": "topic",
     "fetch": "poison",
+    "first_seal": "seals",
     "partition_count": "topic",
     "partition_of": "writer",
     "quarantine_topic": "topic",
@@ -80,6 +82,7 @@ __all__ = [
     "end_offsets",
     "ensure_topic",
     "fetch",
+    "first_seal",
     "partition_count",
     "partition_of",
     "quarantine_topic",

@@ -41,6 +41,10 @@ Tables:
   version gets its row at its first start. Kafka's topic id is not recorded: aiokafka 0.14
   speaks metadata up to v5, and topic ids came with v10; the topic's name keys the row. No
   version bump: older code never reads it, so nothing older must refuse it.
+- `topic_grow`: the registry of a grow of a topic (OLD) into a larger one (NEW,
+  docs/growing.md, journal/core/grow.py): NEW, its count and the phase (static), and per old
+  partition `low` (its end just before sealing) and `cut` (its first Seal's offset). Additive
+  like `topic_partitions`: created if absent, no version bump.
 
 Code above the store may keep tables of its own in the keyspace (through
 `CassandraStore.keyspace_access`): it creates them, this module neither creates nor versions
@@ -103,6 +107,9 @@ _TABLES = (
         name text PRIMARY KEY, version int)""",
     """CREATE TABLE IF NOT EXISTS {ks}.topic_partitions (
         topic text PRIMARY KEY, partitions int, recorded_at timestamp)""",
+    """CREATE TABLE IF NOT EXISTS {ks}.topic_grow (
+        topic text, partition int, new_topic text static, partitions int static,
+        phase text static, low bigint, cut bigint, PRIMARY KEY (topic, partition))""",
 )
 
 
