@@ -98,6 +98,21 @@ class TopicGrown(SetupMissing):
         self.new_topic = new_topic
 
 
+class JournalMoved(JournalError):
+    """The journal's partition was cut by a grow below where this operation looked or wrote
+    (docs/growing.md): nothing of the operation took effect in the old topic; the direct client
+    redoes it in the grown one (journal/client/growing.py). Not an answer to anyone."""
+
+    def __init__(self, key: object, cut: int) -> None:
+        super().__init__(f"{key}: moved by a grow (its partition was cut at offset {cut})")
+        self.cut = cut
+
+
+class JournalMoving(Unavailable):
+    """Whether the journal's partition is cut cannot be learnt within the bound
+    (`Settings.grow_wait_s`) while a grow is in progress: try again shortly (503)."""
+
+
 class JournalTruncated(JournalError):
     """Records a read needs expired from Kafka before replication stored them."""
 

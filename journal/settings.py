@@ -203,6 +203,13 @@ class Settings(KJSettings):
         description="delivered records a subscription group member holds unacknowledged at "
         "most: at the cap it delivers nothing (heartbeats only) until acks come",
     )
+    grow_wait_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="while the topic is grown (docs/growing.md): how long an operation waits "
+        "to learn whether its journal's partition is cut when its index cannot tell (it reads "
+        "the partition for the Seal); past it, 503 with Retry-After",
+    )
     read_fence: Literal["high_watermark", "mark"] = Field(
         default="high_watermark",
         description="how a read learns where now is: the high watermark (a read writes "

@@ -7,11 +7,12 @@ conditional appends (`journal.client.conditional`), which read through the same 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
-from typing import Protocol, TypeGuard, cast
+from typing import Protocol, TypeGuard, TypeVar, cast
 
 from journal.client.conditional import (
     ConditionalAppends,
@@ -20,9 +21,11 @@ from journal.client.conditional import (
     Produce,
     new_idempotency_key,
 )
+from journal.client.growing import Cuts, Growth, Predecessor, Registry
 from journal.client.listing import DEFAULT_LIMIT, JournalIdPage, JournalIds
 from journal.client.reading import JournalInfo, ReadingFlow
 from journal.client.snapshots import JournalSnapshots
+from journal.core.grow import Grow, check_not_reserved
 from journal.core.index import RecordIndex
 from journal.core.model import (
     SEQ_NR_MAX,
@@ -41,7 +44,7 @@ from journal.core.model import (
     Position,
     check_seq_nr,
 )
-from journal.errors import InvalidValue, StoreUnavailable
+from journal.errors import InvalidValue, JournalMoved, StoreUnavailable, TopicGrown
 from journal.kafka.fence import Fence, HighWatermarks, Marks
 from journal.kafka.guard import PartitionGuard
 from journal.kafka.producer import JournalProducer
@@ -69,6 +72,8 @@ from journal.subscriptions.subscription import (
     subscribe,
     subscribe_batches,
 )
+
+_T = TypeVar("_T")
 
 
 class Appending(Protocol):
@@ -170,6 +175,71 @@ async def _guard(
     return guard
 
 
+async def _refuse_grown(store: EventualStore, topic: str) -> None:
+    """TopicGrown if a grow of `topic` is recorded: a worker's core does not follow one."""
+    try:
+        grow = await store.grow(topic)
+    except StoreUnavailable:
+        return  # the worker's start checked (app/worker.py)
+    if grow is not None:
+        raise TopicGrown(topic, grow.new_topic, grow.phase.value, "a worker")
+
+
+async def _growth(
+    settings: Settings,
+    store: EventualStore,
+    index: RecordIndex,
+    kafka: KafkaRecords,
+    producer: JournalProducer,
+    origin: str | None,
+    owned: list[Callable[[], Awaitable[None]]],
+) -> Growth:
+    """How the direct client follows a grow of its topic (journal/client/growing.py): the
+    registry (read now if the store answers), the cuts, and how NEW's `Journals` is built."""
+    kafka_access = settings.kafka_access()
+    registry = Registry(store, settings.topic)
+    with contextlib.suppress(StoreUnavailable):
+        await registry.fresh()
+    cuts = Cuts(settings.topic, registry, index, kafka_access, settings.grow_wait_s)
+    cuts.learn(registry.record)
+
+    async def build(grow: Grow) -> Journals:
+        """NEW's `Journals`: its own writer (M partitions, guarded), index and fence; the
+        producer, the store and Kafka's readers are shared."""
+        new_owned: list[Callable[[], Awaitable[None]]] = []
+        try:
+            guard = await _guard(grow.new_topic, grow.partitions, producer, store, new_owned)
+            writer = JournalWriter(
+                producer, grow.partitions, settings.max_record_bytes, guard=guard
+            )
+            tail = TailConfig(kafka=kafka_access)
+            new_index = await TailIndex.on_demand(
+                grow.new_topic, range(grow.partitions), store, tail
+            )
+            new_owned.append(new_index.close)
+            fence: Fence
+            if settings.read_fence == "mark":
+                fence = Marks(writer, origin)
+            else:
+                fence = await HighWatermarks.start(grow.new_topic, kafka_access)
+                new_owned.append(fence.close)
+        except BaseException:
+            for close in reversed(new_owned):
+                await close()
+            raise
+        assert growth.predecessor_flow is not None
+        predecessor = Predecessor(growth.predecessor_flow, cuts)
+        successor = Journals(
+            grow.new_topic, writer, store, new_index, fence, kafka, origin, predecessor=predecessor
+        )
+        successor.group_max_unacked = settings.group_max_unacked
+        owned.extend(new_owned)  # closed with the old topic's parts, before them
+        return successor
+
+    growth = Growth(registry, cuts, build)
+    return growth
+
+
 class Journals:
     """Appends and reads journals of one topic, through Kafka and the eventual store.
 
@@ -188,8 +258,13 @@ class Journals:
         origin: str | None = None,
         verdicts: RecordIndex | None = None,
         scan_without_store: bool = False,
+        growth: Growth | None = None,
+        predecessor: Predecessor | None = None,
     ) -> None:
+        """`growth`: the topic's grow as this client follows it (journal/client/growing.py);
+        `predecessor`: the old topic, for the `Journals` of a grown one."""
         self.topic = topic
+        self.growth = growth
         self.writer = writer
         self.store = store
         self.index = index
@@ -198,7 +273,14 @@ class Journals:
         self.origin = origin
         self._owned: list[Callable[[], Awaitable[None]]] = []
         self.reading = ReadingFlow(
-            writer.partition_of, store, index, fence, kafka, scan_without_store
+            writer.partition_of,
+            store,
+            index,
+            fence,
+            kafka,
+            scan_without_store,
+            cuts=None if growth is None else growth.cuts.below,
+            predecessor=predecessor,
         )
         # a worker's tables learn of a record only once its agent has handled it: a tailing
         # index of its own gives its conditional appends their verdicts sooner (app/worker.py)
@@ -253,6 +335,7 @@ class Journals:
             writer = JournalWriter(producer, partitions, settings.max_record_bytes, guard=guard)
             kafka = KafkaRecords(KafkaReadConfig(kafka=kafka_access))
             owned.append(kafka.close)
+            own_index = index is None  # the direct client's: it follows a grow
             if index is None:
                 tail = TailConfig(kafka=kafka_access)
                 index = await TailIndex.on_demand(settings.topic, range(partitions), store, tail)
@@ -267,9 +350,30 @@ class Journals:
             for close in reversed(owned):
                 await close()
             raise
+        try:
+            growth = None
+            if own_index:
+                growth = await _growth(settings, store, index, kafka, producer, origin, owned)
+            else:
+                await _refuse_grown(store, settings.topic)
+        except BaseException:
+            for close in reversed(owned):
+                await close()
+            raise
         journals = cls(
-            settings.topic, writer, store, index, fence, kafka, origin, verdicts, scan_without_store
+            settings.topic,
+            writer,
+            store,
+            index,
+            fence,
+            kafka,
+            origin,
+            verdicts,
+            scan_without_store,
+            growth,
         )
+        if growth is not None:
+            growth.predecessor_flow = journals.reading
         journals._owned = owned
         journals.group_max_unacked = settings.group_max_unacked
         return journals
@@ -292,7 +396,7 @@ class Journals:
         await self.close()
 
     def journal(self, journal_id: str) -> Journal:
-        return Journal(self, JournalKey(self.topic, journal_id))
+        return Journal(self, JournalKey(self.topic, check_not_reserved(journal_id)))
 
     async def ids(
         self, prefix: str = "", after: str | None = None, limit: int = DEFAULT_LIMIT
@@ -379,6 +483,37 @@ class Journal:
         self._journals = journals
         self.key = key
 
+    async def _moved(self) -> Journal | None:
+        """The journal in the grown topic, if this process knows its partition is cut."""
+        growth = self._journals.growth
+        if (
+            growth is None
+            or growth.cuts.known(self._journals.writer.partition_of(self.key)) is None
+        ):
+            return None
+        return (await growth.successor()).journal(self.key.id)
+
+    async def _followed(self, call: Callable[[Journal], Awaitable[_T]]) -> _T:
+        """`call` on this journal where it is (docs/growing.md): in the grown topic once its
+        partition is cut; else here, and redone there, the same way, if it turns out to be
+        cut (JournalMoved: nothing of the first attempt took effect)."""
+        growth = self._journals.growth
+        if growth is None:
+            return await call(self)
+        moved = await self._moved()
+        if moved is not None:
+            return await call(moved)
+        try:
+            return await call(self)
+        except JournalMoved:
+            return await call((await growth.successor()).journal(self.key.id))
+
+    async def _acknowledged(self, position: Position) -> None:
+        """JournalMoved if a record no fold verified (Ack.KAFKA, a Purge) lies after a cut."""
+        growth = self._journals.growth
+        if growth is not None:
+            await growth.acknowledged(self.key, position.partition, position.offset)
+
     @property
     def snapshots(self) -> JournalSnapshots:
         """The journal's snapshots (journal/client/snapshots.py)."""
@@ -410,6 +545,29 @@ class Journal:
         that knows it is the journal's only one. With `idempotency_key`, a repeated request
         answers the first one's position.
         """
+        return await self._followed(
+            lambda j: j._append_here(
+                events,
+                metadata=metadata,
+                header_metadata=header_metadata,
+                headers=headers,
+                expected_seq_nr=expected_seq_nr,
+                idempotency_key=idempotency_key,
+                ack=ack,
+            )
+        )
+
+    async def _append_here(
+        self,
+        events: Sequence[Event],
+        *,
+        metadata: PayloadMetadata,
+        header_metadata: HeaderMetadata,
+        headers: Mapping[str, str] | None,
+        expected_seq_nr: int | None,
+        idempotency_key: str | None,
+        ack: Ack,
+    ) -> Appended:
         journals = self._journals
         # checked and encoded once: the range is the encoding's
         encoded = encode_append(Events(tuple(events), metadata))
@@ -419,6 +577,7 @@ class Journal:
             position = await journals.writer.append_encoded(
                 self.key, encoded, metadata=header_metadata, headers=headers, origin=journals.origin
             )
+            await self._acknowledged(position)
             return Appended.at(position, encoded.range)
         user_headers = dict(headers or {})
         idempotency = (
@@ -460,6 +619,25 @@ class Journal:
         """
         if not events:
             raise InvalidValue("an append needs at least one event")
+        # a fresh key is drawn once: a redo in the grown topic carries the same
+        key = new_idempotency_key() if isinstance(idempotency_key, FreshKey) else idempotency_key
+        fresh = isinstance(idempotency_key, FreshKey)
+        return await self._followed(
+            lambda j: j._append_at_end_here(
+                events, metadata, header_metadata, headers, expected_seq_nr, key, fresh
+            )
+        )
+
+    async def _append_at_end_here(
+        self,
+        events: Sequence[NewEvent],
+        metadata: PayloadMetadata,
+        header_metadata: HeaderMetadata,
+        headers: Mapping[str, str] | None,
+        expected_seq_nr: int | None,
+        key: str | None,
+        fresh: bool,
+    ) -> Appended:
         journals = self._journals
         user_headers = dict(headers or {})
 
@@ -472,8 +650,6 @@ class Journal:
             header = AppendHeader(encoded.range, encoded.payload_type)
             return header, self._producer(encoded, header_metadata, user_headers)
 
-        fresh = isinstance(idempotency_key, FreshKey)
-        key = new_idempotency_key() if isinstance(idempotency_key, FreshKey) else idempotency_key
         idempotency = (
             None
             if key is None
@@ -506,6 +682,9 @@ class Journal:
         """The last seqNr and deleteTo, as a read starting now would see them (a journal this
         process appended to or looked at lately, from memory when the index shows nothing
         newer: journal/client/conditional.py `look`)."""
+        return await self._followed(lambda j: j._info_here())
+
+    async def _info_here(self) -> JournalInfo:
         state = await self._journals.conditional.look(self.key)
         return JournalInfo(state.seq_nr or None, state.delete_to or None)
 
@@ -514,14 +693,39 @@ class Journal:
     ) -> AsyncIterator[EventRecord]:
         """Stream the events in [from_, to], at most `limit`, in seqNr order (the reading
         flow: `journal.client.reading`)."""
-        return self._journals.reading.read(self.key, from_, to, limit)
+        return self._read(from_, to, limit)
+
+    async def _read(self, from_: int, to: int, limit: int | None) -> AsyncIterator[EventRecord]:
+        async for batch in self.read_batches(from_, to, limit):
+            for record in batch:
+                yield record
 
     def read_batches(
         self, from_: int = 1, to: int = SEQ_NR_MAX, limit: int | None = None
     ) -> AsyncIterator[list[EventRecord]]:
         """`read`, a non-empty list of events at a time as the flow gets them: a page of the
         store's, the head's events, a fetch of the events it spilled."""
-        return self._journals.reading.read_batches(self.key, from_, to, limit)
+        if self._journals.growth is None:
+            return self._journals.reading.read_batches(self.key, from_, to, limit)
+        return self._read_followed(from_, to, limit)
+
+    async def _read_followed(
+        self, from_: int, to: int, limit: int | None
+    ) -> AsyncIterator[list[EventRecord]]:
+        """`read_batches` where the journal is: JournalMoved comes before any batch (the view
+        is taken first), so a read redone in the grown topic repeats nothing."""
+        growth = self._journals.growth
+        assert growth is not None
+        moved = await self._moved()
+        if moved is None:
+            try:
+                async for batch in self._journals.reading.read_batches(self.key, from_, to, limit):
+                    yield batch
+                return
+            except JournalMoved:
+                moved = (await growth.successor()).journal(self.key.id)
+        async for batch in moved.read_batches(from_, to, limit):
+            yield batch
 
     async def delete(self, to: int) -> Deleted:
         """Delete the events up to `to`: the log decides how far, where the Delete lands
@@ -529,6 +733,9 @@ class Journal:
         deleteTo never shrinks). The answer is that deleteTo, as every read from then on honours
         it (`ConditionalAppends.delete`); its position is None when it deleted nothing new."""
         check_seq_nr(to, "to")
+        return await self._followed(lambda j: j._delete_here(to))
+
+    async def _delete_here(self, to: int) -> Deleted:
         journals = self._journals
 
         async def produce(_: Mapping[str, str]) -> Position:
@@ -538,4 +745,9 @@ class Journal:
 
     async def purge(self) -> Position:
         """Remove the whole journal; a later append may start at seqNr 1 again."""
-        return await self._journals.writer.purge(self.key, origin=self._journals.origin)
+        return await self._followed(lambda j: j._purge_here())
+
+    async def _purge_here(self) -> Position:
+        position = await self._journals.writer.purge(self.key, origin=self._journals.origin)
+        await self._acknowledged(position)
+        return position
