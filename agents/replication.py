@@ -178,9 +178,9 @@ class WorkerReplication:
         self._replay = replay
         self._max_backoff_s = max_backoff_s
         rows = StoredRows()  # both replicators write the same partitions
-        self._replicator = Replicator(store, quarantine, rows)
+        self._replicator = Replicator(store, quarantine, rows, cuts=store)
         # catching up replays records the agent has seen: quarantined once is enough
-        self._replayer = Replicator(store, AlreadyQuarantined(quarantine), rows)
+        self._replayer = Replicator(store, AlreadyQuarantined(quarantine), rows, cuts=store)
         self._partitions: dict[int, _ReplicatedPartition] = {}
         # per record: looked up once
         self._record_delay = METRICS.histogram("kafka_journal_agent_record_delay_seconds")

@@ -629,6 +629,39 @@ def keys_rotate(dry_run: bool, yes: bool, **values: Any) -> int:
     return run_rotate(load(Settings, values), dry_run, yes)
 
 
+# --- the topic ---------------------------------------------------------------------------------
+
+
+@cli.group()
+def topic() -> None:
+    """The action topic: grow."""
+
+
+@topic.command("grow")
+@settings_options(Settings)
+@click.option(
+    "--with-workers",
+    is_flag=True,
+    help="grow although consumer groups (workers) consume the topic: they do not follow a "
+    "grow yet (docs/growing.md)",
+)
+@_consent_options
+def topic_grow(with_workers: bool, dry_run: bool, yes: bool, **values: Any) -> int:
+    """Grow the action topic online into <topic>.<M> with --partitions M (docs/growing.md):
+    plan, create, then cut each partition with a Seal. Prints the plan and each partition's
+    step, then asks (--yes: does not ask; --dry-run: stops there). Run again with the same
+    arguments, it resumes from the registry and the log. Exit 1: refused, 75: Kafka or
+    Cassandra did not answer (run it again)."""
+    from app.grow import run_grow
+
+    # the settings' --partitions (the count a topic is created with) is the grown count here:
+    # said on the command line, never taken from KJ_PARTITIONS (options default to None)
+    if values.get("partitions") is None:
+        raise click.UsageError("say the grown topic's partition count: --partitions M")
+    settings = load(Settings, values)
+    return run_grow(settings, settings.partitions, dry_run, yes, with_workers)
+
+
 # --- quarantine -------------------------------------------------------------------------------
 
 

@@ -29,7 +29,7 @@ from app.logs import json_logging
 from app.settings import WorkerSettings
 from journal import Journals
 from journal.client import Deferred
-from journal.errors import PartitionCountChanged, StoreUnavailable, TlsRefused
+from journal.errors import PartitionCountChanged, StoreUnavailable, TlsRefused, TopicGrown
 from journal.kafka import (
     JournalProducer,
     TailConfig,
@@ -325,14 +325,19 @@ def prepare_topic(settings: WorkerSettings) -> tuple[int, int]:
 
 
 async def _check_recorded(journal: Settings, partitions: int) -> None:
-    """PartitionCountChanged if the keyspace recorded another count; with the store down, the
-    core checks once it is reached (`Journals.connect`)."""
+    """PartitionCountChanged if the keyspace recorded another count, TopicGrown if the topic
+    is (being) grown; with the store down, the core checks once it is reached
+    (`Journals.connect`)."""
     try:
         store = await CassandraStore.connect(journal.cassandra_config())
     except StoreUnavailable:
         return
     try:
         await check_recorded(store, journal.topic, partitions)
+        grow = await store.grow(journal.topic)
+        if grow is not None:
+            # a worker serves OLD only: it would replicate and serve half of each moved journal
+            raise TopicGrown(journal.topic, grow.new_topic, grow.phase.value, "a worker")
     finally:
         await store.close()
 
@@ -348,7 +353,7 @@ def run_worker(settings: WorkerSettings, loglevel: str = "info") -> int:
     sys.setswitchinterval(0.001)
     try:
         partitions, replicas = prepare_topic(settings)
-    except (PartitionCountChanged, TlsRefused) as error:  # before logging: said on stderr
+    except (PartitionCountChanged, TlsRefused, TopicGrown) as error:  # said on stderr
         print(f"the worker refuses to start: {error}", file=sys.stderr, flush=True)
         return 1
     settings.datadir.mkdir(parents=True, exist_ok=True)

@@ -88,6 +88,35 @@ class PartitionCountChanged(SetupMissing):
         self.recorded = recorded
 
 
+class TopicGrown(SetupMissing):
+    """The topic is being grown, or was, into a larger one (docs/growing.md), and this process
+    does not follow a grow: it refuses to serve the topic rather than serve half of it."""
+
+    def __init__(self, topic: str, new_topic: str, phase: str, who: str) -> None:
+        super().__init__(
+            f"topic {topic} is being grown into {new_topic} (phase {phase}): {who} does not "
+            "follow a grow yet and refuses the topic (docs/growing.md: the direct client "
+            "follows it; workers do not)"
+        )
+        self.topic = topic
+        self.new_topic = new_topic
+
+
+class JournalMoved(JournalError):
+    """The journal's partition was cut by a grow below where this operation looked or wrote
+    (docs/growing.md): nothing of the operation took effect in the old topic; the direct client
+    redoes it in the grown one (journal/client/growing.py). Not an answer to anyone."""
+
+    def __init__(self, key: object, cut: int) -> None:
+        super().__init__(f"{key}: moved by a grow (its partition was cut at offset {cut})")
+        self.cut = cut
+
+
+class JournalMoving(Unavailable):
+    """Whether the journal's partition is cut cannot be learnt within the bound
+    (`Settings.grow_wait_s`) while a grow is in progress: try again shortly (503)."""
+
+
 class JournalTruncated(JournalError):
     """Records a read needs expired from Kafka before replication stored them."""
 

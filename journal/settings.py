@@ -243,6 +243,13 @@ class Settings(KJSettings):
         "down (a read its tables cannot answer yet); one more is refused at once (503), so "
         "reads do not take the CPU the agent needs to index a backlog",
     )
+    grow_wait_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="while the topic is grown (docs/growing.md): how long an operation waits "
+        "to learn whether its journal's partition is cut when its index cannot tell (it reads "
+        "the partition for the Seal); past it, 503 with Retry-After",
+    )
     read_fence: Literal["high_watermark", "mark"] = Field(
         default="high_watermark",
         description="how a read learns where now is: the high watermark (a read writes "

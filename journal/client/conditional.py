@@ -683,6 +683,7 @@ class ConditionalAppends:
         partition = self._reading.partition_of(key)
         fence = await self._reading.fence.fence(key, partition)
         found = await self._index.lookup(key, partition, fence)
+        await self._reading.check_cut(key, partition, fence)  # moved by a grow: redone there
         known = self._known.get(key)
         if (
             known is not None
@@ -739,6 +740,8 @@ class ConditionalAppends:
         record up to it folded; or, when the store's row is past our record already, the
         row's state (its `offset` says so: as of when, the row cannot tell)."""
         offset = position.offset
+        # a record after its partition's cut (a grow's Seal) took no effect: redone there
+        await self._reading.check_cut(key, position.partition, offset + 1)
         state = await self._folded_in_memory(key, header, position)
         self._verdicts[state is None].inc()
         if state is None:
@@ -785,6 +788,8 @@ class ConditionalAppends:
                 meta = await self._reading.store.meta(key)
             except StoreUnavailable:
                 return None  # the reading flow knows how to do without the store
+            if meta is None and self._reading.predecessor is not None:
+                return None  # its base is the old topic's: the reading flow folds it
             base = JournalState() if meta is None else meta.state
             after = max(base.offset, found.needs)
             if after >= offset:

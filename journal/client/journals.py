@@ -7,11 +7,12 @@ conditional appends (`journal.client.conditional`), which read through the same 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
-from typing import Protocol, TypeGuard, cast
+from typing import Protocol, TypeGuard, TypeVar, cast
 
 from journal.client.conditional import (
     ConditionalAppends,
@@ -21,10 +22,12 @@ from journal.client.conditional import (
     new_idempotency_key,
 )
 from journal.client.erasure import Encryption, Erasure, data_keys_of, seal_events
+from journal.client.growing import Cuts, Growth, Predecessor, Registry
 from journal.client.listing import DEFAULT_LIMIT, JournalIdPage, JournalIds
 from journal.client.reading import JournalInfo, ReadingFlow
 from journal.client.snapshots import JournalSnapshots
 from journal.codec.envelope import request_digest_key
+from journal.core.grow import Grow, check_not_reserved
 from journal.core.index import RecordIndex
 from journal.core.model import (
     SEQ_NR_MAX,
@@ -43,7 +46,7 @@ from journal.core.model import (
     Position,
     check_seq_nr,
 )
-from journal.errors import InvalidValue, SetupMissing, StoreUnavailable
+from journal.errors import InvalidValue, JournalMoved, SetupMissing, StoreUnavailable, TopicGrown
 from journal.kafka.fence import Fence, HighWatermarks, Marks
 from journal.kafka.guard import PartitionGuard
 from journal.kafka.producer import JournalProducer
@@ -74,6 +77,8 @@ from journal.subscriptions.subscription import (
     subscribe,
     subscribe_batches,
 )
+
+_T = TypeVar("_T")
 
 
 class Appending(Protocol):
@@ -175,6 +180,82 @@ async def _guard(
     return guard
 
 
+async def _refuse_grown(store: EventualStore, topic: str) -> None:
+    """TopicGrown if a grow of `topic` is recorded: a worker's core does not follow one."""
+    try:
+        grow = await store.grow(topic)
+    except StoreUnavailable:
+        return  # the worker's start checked (app/worker.py)
+    if grow is not None:
+        raise TopicGrown(topic, grow.new_topic, grow.phase.value, "a worker")
+
+
+async def _growth(
+    settings: Settings,
+    store: EventualStore,
+    index: RecordIndex,
+    kafka: KafkaRecords,
+    producer: JournalProducer,
+    origin: str | None,
+    owned: list[Callable[[], Awaitable[None]]],
+    encrypting: bool,
+) -> Growth:
+    """How the direct client follows a grow of its topic (journal/client/growing.py): the
+    registry (read now if the store answers), the cuts, and how NEW's `Journals` is built.
+    `encrypting`: with a key-encryption key it refuses to follow (TopicGrown), since data keys
+    are kept per (topic, id): NEW would seal with another key than OLD's events need."""
+    kafka_access = settings.kafka_access()
+    registry = Registry(store, settings.topic)
+    with contextlib.suppress(StoreUnavailable):
+        await registry.fresh()
+    cuts = Cuts(settings.topic, registry, index, kafka_access, settings.grow_wait_s)
+    cuts.learn(registry.record)
+
+    async def build(grow: Grow) -> Journals:
+        """NEW's `Journals`: its own writer (M partitions, guarded), index and fence; the
+        producer, the store and Kafka's readers are shared."""
+        if encrypting:
+            who = "a direct client with a key-encryption key (KJ_KEK_FILE)"
+            raise TopicGrown(settings.topic, grow.new_topic, grow.phase.value, who)
+        new_owned: list[Callable[[], Awaitable[None]]] = []
+        try:
+            guard = await _guard(grow.new_topic, grow.partitions, producer, store, new_owned)
+            writer = JournalWriter(
+                producer, grow.partitions, settings.max_record_bytes, guard=guard
+            )
+            tail = TailConfig(
+                kafka=kafka_access,
+                max_journals=settings.tail_max_journals,
+                forgotten_capacity=settings.tail_forgotten_capacity,
+            )
+            new_index = await TailIndex.on_demand(
+                grow.new_topic, range(grow.partitions), store, tail
+            )
+            new_owned.append(new_index.close)
+            fence: Fence
+            if settings.read_fence == "mark":
+                fence = Marks(writer, origin)
+            else:
+                fence = await HighWatermarks.start(grow.new_topic, kafka_access)
+                new_owned.append(fence.close)
+        except BaseException:
+            for close in reversed(new_owned):
+                await close()
+            raise
+        assert growth.predecessor_flow is not None
+        predecessor = Predecessor(growth.predecessor_flow, cuts)
+        successor = Journals(
+            grow.new_topic, writer, store, new_index, fence, kafka, origin, predecessor=predecessor
+        )
+        successor.group_max_unacked = settings.group_max_unacked
+        successor.reading.limit_scans(settings.max_kafka_only_scans)
+        owned.extend(new_owned)  # closed with the old topic's parts, before them
+        return successor
+
+    growth = Growth(registry, cuts, build)
+    return growth
+
+
 class Journals:
     """Appends and reads journals of one topic, through Kafka and the eventual store.
 
@@ -194,10 +275,15 @@ class Journals:
         verdicts: RecordIndex | None = None,
         scan_without_store: bool = False,
         encryption: Encryption | None = None,
+        growth: Growth | None = None,
+        predecessor: Predecessor | None = None,
     ) -> None:
+        """`growth`: the topic's grow as this client follows it (journal/client/growing.py);
+        `predecessor`: the old topic, for the `Journals` of a grown one."""
         self.topic = topic
         # with a key-encryption key, payloads are sealed and opened here (docs/erasure.md)
         self.encryption = encryption
+        self.growth = growth
         self.writer = writer
         self.store = store
         self.index = index
@@ -206,7 +292,14 @@ class Journals:
         self.origin = origin
         self._owned: list[Callable[[], Awaitable[None]]] = []
         self.reading = ReadingFlow(
-            writer.partition_of, store, index, fence, kafka, scan_without_store
+            writer.partition_of,
+            store,
+            index,
+            fence,
+            kafka,
+            scan_without_store,
+            cuts=None if growth is None else growth.cuts.below,
+            predecessor=predecessor,
         )
         # a worker's tables learn of a record only once its agent has handled it: a tailing
         # index of its own gives its conditional appends their verdicts sooner (app/worker.py)
@@ -265,6 +358,7 @@ class Journals:
             writer = JournalWriter(producer, partitions, settings.max_record_bytes, guard=guard)
             kafka = KafkaRecords(KafkaReadConfig(kafka=kafka_access))
             owned.append(kafka.close)
+            own_index = index is None  # the direct client's: it follows a grow
             if index is None:
                 tail = TailConfig(
                     kafka=kafka_access,
@@ -285,6 +379,18 @@ class Journals:
             raise
         keys = data_keys_of(settings, store)
         encryption = None if keys is None else Encryption(keys)
+        try:
+            growth = None
+            if own_index:
+                growth = await _growth(
+                    settings, store, index, kafka, producer, origin, owned, encryption is not None
+                )
+            else:
+                await _refuse_grown(store, settings.topic)
+        except BaseException:
+            for close in reversed(owned):
+                await close()
+            raise
         journals = cls(
             settings.topic,
             writer,
@@ -296,7 +402,10 @@ class Journals:
             verdicts,
             scan_without_store,
             encryption,
+            growth,
         )
+        if growth is not None:
+            growth.predecessor_flow = journals.reading
         journals._owned = owned
         journals.group_max_unacked = settings.group_max_unacked
         journals.reading.limit_scans(settings.max_kafka_only_scans)
@@ -320,7 +429,7 @@ class Journals:
         await self.close()
 
     def journal(self, journal_id: str) -> Journal:
-        return Journal(self, JournalKey(self.topic, journal_id))
+        return Journal(self, JournalKey(self.topic, check_not_reserved(journal_id)))
 
     async def ids(
         self, prefix: str = "", after: str | None = None, limit: int = DEFAULT_LIMIT
@@ -434,6 +543,37 @@ class Journal:
         self._journals = journals
         self.key = key
 
+    async def _moved(self) -> Journal | None:
+        """The journal in the grown topic, if this process knows its partition is cut."""
+        growth = self._journals.growth
+        if (
+            growth is None
+            or growth.cuts.known(self._journals.writer.partition_of(self.key)) is None
+        ):
+            return None
+        return (await growth.successor()).journal(self.key.id)
+
+    async def _followed(self, call: Callable[[Journal], Awaitable[_T]]) -> _T:
+        """`call` on this journal where it is (docs/growing.md): in the grown topic once its
+        partition is cut; else here, and redone there, the same way, if it turns out to be
+        cut (JournalMoved: nothing of the first attempt took effect)."""
+        growth = self._journals.growth
+        if growth is None:
+            return await call(self)
+        moved = await self._moved()
+        if moved is not None:
+            return await call(moved)
+        try:
+            return await call(self)
+        except JournalMoved:
+            return await call((await growth.successor()).journal(self.key.id))
+
+    async def _acknowledged(self, position: Position) -> None:
+        """JournalMoved if a record no fold verified (Ack.KAFKA, a Purge) lies after a cut."""
+        growth = self._journals.growth
+        if growth is not None:
+            await growth.acknowledged(self.key, position.partition, position.offset)
+
     @property
     def snapshots(self) -> JournalSnapshots:
         """The journal's snapshots (journal/client/snapshots.py)."""
@@ -466,6 +606,29 @@ class Journal:
         that knows it is the journal's only one. With `idempotency_key`, a repeated request
         answers the first one's position.
         """
+        return await self._followed(
+            lambda j: j._append_here(
+                events,
+                metadata=metadata,
+                header_metadata=header_metadata,
+                headers=headers,
+                expected_seq_nr=expected_seq_nr,
+                idempotency_key=idempotency_key,
+                ack=ack,
+            )
+        )
+
+    async def _append_here(
+        self,
+        events: Sequence[Event],
+        *,
+        metadata: PayloadMetadata,
+        header_metadata: HeaderMetadata,
+        headers: Mapping[str, str] | None,
+        expected_seq_nr: int | None,
+        idempotency_key: str | None,
+        ack: Ack,
+    ) -> Appended:
         journals = self._journals
         events = tuple(events)
         digested: bytes | None = None  # what an idempotency digest covers, if not the record
@@ -483,6 +646,7 @@ class Journal:
             position = await journals.writer.append_encoded(
                 self.key, encoded, metadata=header_metadata, headers=headers, origin=journals.origin
             )
+            await self._acknowledged(position)
             return Appended.at(position, encoded.range)
         user_headers = dict(headers or {})
         idempotency = (
@@ -527,6 +691,25 @@ class Journal:
         """
         if not events:
             raise InvalidValue("an append needs at least one event")
+        # a fresh key is drawn once: a redo in the grown topic carries the same
+        key = new_idempotency_key() if isinstance(idempotency_key, FreshKey) else idempotency_key
+        fresh = isinstance(idempotency_key, FreshKey)
+        return await self._followed(
+            lambda j: j._append_at_end_here(
+                events, metadata, header_metadata, headers, expected_seq_nr, key, fresh
+            )
+        )
+
+    async def _append_at_end_here(
+        self,
+        events: Sequence[NewEvent],
+        metadata: PayloadMetadata,
+        header_metadata: HeaderMetadata,
+        headers: Mapping[str, str] | None,
+        expected_seq_nr: int | None,
+        key: str | None,
+        fresh: bool,
+    ) -> Appended:
         journals = self._journals
         user_headers = dict(headers or {})
         data_key = (
@@ -546,8 +729,6 @@ class Journal:
             header = AppendHeader(encoded.range, encoded.payload_type)
             return header, self._producer(encoded, header_metadata, user_headers)
 
-        fresh = isinstance(idempotency_key, FreshKey)
-        key = new_idempotency_key() if isinstance(idempotency_key, FreshKey) else idempotency_key
         digested: bytes | None = None
         if key is not None:
             digested = encoded_from(1).value
@@ -585,6 +766,9 @@ class Journal:
         """The last seqNr and deleteTo, as a read starting now would see them (a journal this
         process appended to or looked at lately, from memory when the index shows nothing
         newer: journal/client/conditional.py `look`)."""
+        return await self._followed(lambda j: j._info_here())
+
+    async def _info_here(self) -> JournalInfo:
         encryption = self._journals.encryption
         if encryption is not None:
             await encryption.keys.for_read(self.key)  # JournalErased once its erasure began
@@ -596,18 +780,43 @@ class Journal:
     ) -> AsyncIterator[EventRecord]:
         """Stream the events in [from_, to], at most `limit`, in seqNr order (the reading
         flow: `journal.client.reading`). JournalErased once the journal's erasure began."""
-        records = self._journals.reading.read(self.key, from_, to, limit)
-        encryption = self._journals.encryption
-        return records if encryption is None else encryption.open_records(self.key, records)
+        return self._read(from_, to, limit)
+
+    async def _read(self, from_: int, to: int, limit: int | None) -> AsyncIterator[EventRecord]:
+        async for batch in self.read_batches(from_, to, limit):
+            for record in batch:
+                yield record
 
     def read_batches(
         self, from_: int = 1, to: int = SEQ_NR_MAX, limit: int | None = None
     ) -> AsyncIterator[list[EventRecord]]:
         """`read`, a non-empty list of events at a time as the flow gets them: a page of the
         store's, the head's events, a fetch of the events it spilled."""
-        batches = self._journals.reading.read_batches(self.key, from_, to, limit)
+        batches = (
+            self._journals.reading.read_batches(self.key, from_, to, limit)
+            if self._journals.growth is None
+            else self._read_followed(from_, to, limit)
+        )
         encryption = self._journals.encryption
         return batches if encryption is None else encryption.open_batches(self.key, batches)
+
+    async def _read_followed(
+        self, from_: int, to: int, limit: int | None
+    ) -> AsyncIterator[list[EventRecord]]:
+        """`read_batches` where the journal is: JournalMoved comes before any batch (the view
+        is taken first), so a read redone in the grown topic repeats nothing."""
+        growth = self._journals.growth
+        assert growth is not None
+        moved = await self._moved()
+        if moved is None:
+            try:
+                async for batch in self._journals.reading.read_batches(self.key, from_, to, limit):
+                    yield batch
+                return
+            except JournalMoved:
+                moved = (await growth.successor()).journal(self.key.id)
+        async for batch in moved.read_batches(from_, to, limit):
+            yield batch
 
     async def delete(self, to: int) -> Deleted:
         """Delete the events up to `to`: the log decides how far, where the Delete lands
@@ -615,6 +824,9 @@ class Journal:
         deleteTo never shrinks). The answer is that deleteTo, as every read from then on honours
         it (`ConditionalAppends.delete`); its position is None when it deleted nothing new."""
         check_seq_nr(to, "to")
+        return await self._followed(lambda j: j._delete_here(to))
+
+    async def _delete_here(self, to: int) -> Deleted:
         journals = self._journals
 
         async def produce(_: Mapping[str, str]) -> Position:
@@ -624,7 +836,12 @@ class Journal:
 
     async def purge(self) -> Position:
         """Remove the whole journal; a later append may start at seqNr 1 again."""
-        return await self._journals.writer.purge(self.key, origin=self._journals.origin)
+        return await self._followed(lambda j: j._purge_here())
+
+    async def _purge_here(self) -> Position:
+        position = await self._journals.writer.purge(self.key, origin=self._journals.origin)
+        await self._acknowledged(position)
+        return position
 
     def _encryption(self) -> Encryption:
         encryption = self._journals.encryption

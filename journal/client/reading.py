@@ -29,13 +29,14 @@ from __future__ import annotations
 import asyncio
 import bisect
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from journal.client.growing import Predecessor, rebased
 from journal.codec.actions import events_of
 from journal.core.fold import JournalState
 from journal.core.index import BEHIND, IndexAnswer, Indexed, NotIndexed, OffsetRun, RecordIndex
 from journal.core.model import SEQ_NR_MAX, EventRecord, JournalKey, check_seq_nr
-from journal.errors import InvalidValue, JournalTruncated, StoreUnavailable
+from journal.errors import InvalidValue, JournalMoved, JournalTruncated, StoreUnavailable
 from journal.kafka import DEFAULT_MAX_KAFKA_ONLY_SCANS
 from journal.kafka.fence import Fence
 from journal.kafka.head import JournalHead, fold_head, fold_whole
@@ -59,6 +60,7 @@ class JournalView:
     partition: int
     meta: JournalMeta | None  # None: the store has no row, or is not used (Kafka alone)
     head: JournalHead
+    before: JournalView | None = None  # a moved journal's view in the old topic, to the cut
 
     @property
     def info(self) -> JournalInfo:
@@ -111,7 +113,12 @@ class ReadingFlow:
         fence: Fence,
         kafka: KafkaRecords,
         scan_without_store: bool = False,
+        cuts: Callable[[int, int], Awaitable[int | None]] | None = None,
+        predecessor: Predecessor | None = None,
     ) -> None:
+        """`cuts`: a grown topic's (journal/client/growing.py): the cut of a partition below a
+        fence, where a view raises JournalMoved. `predecessor`: the old topic of a grown one,
+        where a journal without a row here takes its base from."""
         self.partition_of = partition_of
         self.store = store
         self.index = index
@@ -120,10 +127,19 @@ class ReadingFlow:
         self._scan_without_store = scan_without_store
         self._scans = asyncio.Semaphore(DEFAULT_MAX_KAFKA_ONLY_SCANS)
         self._max_scans = DEFAULT_MAX_KAFKA_ONLY_SCANS
+        self._cuts = cuts
+        self.predecessor = predecessor
 
     def limit_scans(self, max_scans: int) -> None:
         """At most `max_scans` scans without the store at once (`KJ_MAX_KAFKA_ONLY_SCANS`)."""
         self._scans, self._max_scans = asyncio.Semaphore(max_scans), max_scans
+
+    async def check_cut(self, key: JournalKey, partition: int, fence: int) -> None:
+        """JournalMoved if a grow cut the partition below `fence` (docs/growing.md)."""
+        if self._cuts is not None:
+            cut = await self._cuts(partition, fence)
+            if cut is not None:
+                raise JournalMoved(key, cut)
 
     async def head(
         self, key: JournalKey, until: int | None = None, index: RecordIndex | None = None
@@ -150,6 +166,7 @@ class ReadingFlow:
         try:
             fence = await self.fence.fence(key, partition) if until is None else until
             found = await index.lookup(key, partition, fence)
+            await self.check_cut(key, partition, fence)
         except BaseException:
             meta_read.cancel()
             raise
@@ -157,10 +174,35 @@ class ReadingFlow:
             meta = await meta_read
             if isinstance(found, Indexed) and found.needs > covered:
                 meta = await self.store.meta(key)  # the index dropped what that row may lack
-            if isinstance(found, Indexed):
-                return await self._view_indexed(key, partition, fence, found, meta, covered)
-            return await self._view_scanned(key, partition, fence, found.reason)
         except StoreUnavailable as error:
+            if self.predecessor is not None:
+                raise  # a moved journal's Kafka-only read (its base too) is not built
+            return await self._view_without_store(key, partition, fence, found, error)
+        before = None
+        if meta is None and self.predecessor is not None:
+            # moved here by a grow, not replicated here yet: its base is OLD's, to the cut
+            before = await self.predecessor.view(key)
+        view = await self._view_found(key, partition, fence, found, meta, covered, before)
+        return view if before is None else replace(view, before=before)
+
+    async def _view_found(
+        self,
+        key: JournalKey,
+        partition: int,
+        fence: int,
+        found: IndexAnswer,
+        meta: JournalMeta | None,
+        covered: int,
+        before: JournalView | None,
+    ) -> JournalView:
+        base = JournalState() if before is None else rebased(before.head.state)
+        try:
+            if isinstance(found, Indexed):
+                return await self._view_indexed(key, partition, fence, found, meta, covered, base)
+            return await self._view_scanned(key, partition, fence, found.reason, base)
+        except StoreUnavailable as error:
+            if before is not None:
+                raise  # a moved journal's Kafka-only read is not built
             return await self._view_without_store(key, partition, fence, found, error)
 
     async def _view_indexed(
@@ -171,8 +213,9 @@ class ReadingFlow:
         found: Indexed,
         meta: JournalMeta | None,
         covered: int,
+        base: JournalState,
     ) -> JournalView:
-        base = JournalState() if meta is None else meta.state
+        base = base if meta is None else meta.state
         # the row reflects everything of the journal up to its offset, to `needs` and to
         # `covered` (read before it): the index keeps runs replication covered, not fetched here
         after = max(base.offset, found.needs, covered)
@@ -186,12 +229,12 @@ class ReadingFlow:
         return JournalView(partition, meta, head)
 
     async def _view_scanned(
-        self, key: JournalKey, partition: int, fence: int, reason: str
+        self, key: JournalKey, partition: int, fence: int, reason: str, base: JournalState
     ) -> JournalView:
         METRICS.counter("kafka_journal_reads_total", path=f"scan_{reason}").inc()
         pointer = await self.store.pointer(key.topic, partition)
         meta = await self.store.meta(key)  # after the pointer: it reflects at least that much
-        base = JournalState() if meta is None else meta.state
+        base = base if meta is None else meta.state
         # nothing replicated: the journal's records are needed from offset 0, whatever the
         # log start is (`None` would start at the log start and miss an expiry)
         actions = self.kafka.scan(key, partition, -1 if pointer is None else pointer, fence)
@@ -326,9 +369,22 @@ class ReadingFlow:
         page: Awaitable[FirstPage],
     ) -> AsyncIterator[list[EventRecord]]:
         """The store's events above deleteTo (unless the head purged them), then the head's;
-        each list non-empty."""
+        each list non-empty. A moved journal's events in the old topic come first (above this
+        view's deleteTo; none after a Purge here)."""
         head, meta = view.head, view.meta
         last = max(head.state.delete_to, from_ - 1)
+        if view.before is not None and not head.purged and self.predecessor is not None:
+            old, flow = self.predecessor.key_of(key), self.predecessor.flow
+            stop = min(to, view.before.head.state.seq_nr)
+            if last < stop:
+                old_page = asyncio.ensure_future(flow.store.first_page(old, last + 1, stop))
+                old_page.add_done_callback(_retrieve)
+                try:
+                    async for batch in flow._batches(old, view.before, last + 1, stop, old_page):
+                        last = batch[-1].seq_nr
+                        yield batch
+                finally:
+                    old_page.cancel()
         if meta is not None and not head.purged:
             stop = min(to, meta.seq_nr or 0)
             first = await page

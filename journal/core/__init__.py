@@ -17,6 +17,16 @@ from journal.doors import door
 
 if TYPE_CHECKING:
     from journal.core.fold import JournalState, JournalWrite, Verdict
+    from journal.core.grow import (
+        SEAL_ID,
+        Grow,
+        Phase,
+        Step,
+        check_multiple,
+        new_topic_of,
+        next_step,
+        partition_state,
+    )
     from journal.core.index import BEHIND, IndexAnswer, Indexed, NotIndexed, OffsetRuns
     from journal.core.model import (
         SEQ_NR_MAX,
@@ -47,6 +57,14 @@ if TYPE_CHECKING:
     from journal.core.waiters import OffsetWaiters
 
 _DOOR = {
+    "partition_state": "grow",
+    "next_step": "grow",
+    "new_topic_of": "grow",
+    "check_multiple": "grow",
+    "Step": "grow",
+    "Phase": "grow",
+    "Grow": "grow",
+    "SEAL_ID": "grow",
     "Ack": "model",
     "BEHIND": "index",
     "ActionRecord": "model",
@@ -84,6 +102,7 @@ _DOOR = {
 __getattr__ = door(__name__, _DOOR)
 __all__ = [
     "BEHIND",
+    "SEAL_ID",
     "SEQ_NR_MAX",
     "SEQ_NR_MIN",
     "Ack",
@@ -95,6 +114,7 @@ __all__ = [
     "Event",
     "EventRecord",
     "Events",
+    "Grow",
     "IndexAnswer",
     "Indexed",
     "InvalidValue",
@@ -110,10 +130,16 @@ __all__ = [
     "Payload",
     "PayloadMetadata",
     "PayloadType",
+    "Phase",
     "Position",
     "PurgeHeader",
     "SeqRange",
+    "Step",
     "TextPayload",
     "Verdict",
+    "check_multiple",
     "json_payload",
+    "new_topic_of",
+    "next_step",
+    "partition_state",
 ]

@@ -16,6 +16,10 @@ The rules, applied per journal in offset order:
   appended before it, never later ones, and only grows.
 - **Purge:** the journal starts again, empty; a later Append starts at 1.
 - **Mark:** nothing (a read's fence with `read_fence=mark`; a snapshot's stamp).
+- **Moved:** every action after its partition's cut (the offset of the partition's first
+  Seal, journal/core/grow.py) is rejected with the verdict MOVED: it never takes effect, its
+  writer redoes it in the grown topic (docs/growing.md). The caller passes the cut it knows
+  (`apply`'s `cut`, `fold_batch`'s `cuts`); a Seal in a batch is a cut from then on.
 An action at or below the state's `offset` was folded already and changes nothing, which is
 what makes replaying records (after a crash, a replayed batch, a rebuild) harmless.
 
@@ -30,6 +34,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
+from journal.core.grow import SEAL_ID
 from journal.core.model import (
     ActionHeader,
     ActionRecord,
@@ -52,10 +57,11 @@ class Verdict(Enum):
     NOTHING = "nothing"  # a Mark, a Delete that removes nothing new, or folded already
     DUPLICATE = "duplicate"  # an Append ending at the journal's last seqNr: a retry
     CONFLICT = "conflict"  # an Append that does not continue the journal
+    MOVED = "moved"  # any action after its partition's cut: redone in the grown topic
 
     @property
     def rejected(self) -> bool:
-        return self in (Verdict.DUPLICATE, Verdict.CONFLICT)
+        return self in (Verdict.DUPLICATE, Verdict.CONFLICT, Verdict.MOVED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,9 +83,15 @@ class JournalState:
         this."""
         return self.seq_nr > 0
 
-    def apply(self, header: ActionHeader, offset: int) -> tuple[JournalState, Verdict]:
+    def apply(
+        self, header: ActionHeader, offset: int, cut: int | None = None
+    ) -> tuple[JournalState, Verdict]:
+        """The state after the action `header` at `offset`; `cut`: the offset of the first
+        Seal of the partition, when the caller knows one (an action after it is MOVED)."""
         if offset <= self.offset:
             return self, Verdict.NOTHING
+        if cut is not None and offset > cut:
+            return self, Verdict.MOVED
         if isinstance(header, AppendHeader):
             first, last = header.range.from_, header.range.to
             if first == self.seq_nr + 1:
@@ -147,8 +159,8 @@ class _Folding:
     appends: list[ActionRecord] = field(default_factory=list)
     delete: DeleteTo | None = None
 
-    def add(self, record: ActionRecord) -> None:
-        self.state, verdict = self.state.apply(record.header, record.offset)
+    def add(self, record: ActionRecord, cut: int | None) -> None:
+        self.state, verdict = self.state.apply(record.header, record.offset, cut)
         if verdict is Verdict.APPENDED:
             self.appends.append(record)
         elif verdict is Verdict.DELETED:
@@ -171,19 +183,31 @@ def _last_seq_nr(record: ActionRecord) -> int:
     return record.header.range.to
 
 
+def first_seal(batch: Iterable[ActionRecord]) -> int | None:
+    """The offset of the batch's first Seal (a cut, if its partition had none before)."""
+    return next((r.offset for r in batch if r.key.id == SEAL_ID), None)
+
+
 def fold_batch(
-    batch: Iterable[ActionRecord], stored: Mapping[JournalKey, JournalState]
+    batch: Iterable[ActionRecord],
+    stored: Mapping[JournalKey, JournalState],
+    cut: int | None = None,
 ) -> list[JournalWrite]:
     """Fold a batch of one partition, in offset order, onto the journals' stored states.
 
     `stored` holds the state the store has of every journal in the batch (missing: a new
-    one). One write per journal, in the order of the journals' first records in the batch.
+    one). `cut`: the partition's cut, if known before the batch; else the batch's first Seal
+    is the cut from there on. One write per journal, in the order of the journals' first
+    records in the batch. The Seals themselves are no journal's: they write nothing.
     """
     folding: dict[JournalKey, _Folding] = {}
     for record in batch:
+        if record.key.id == SEAL_ID:
+            cut = record.offset if cut is None else cut
+            continue
         entry = folding.get(record.key)
         if entry is None:
             before = stored.get(record.key, JournalState())
             entry = folding[record.key] = _Folding(record.partition, before, before)
-        entry.add(record)
+        entry.add(record, cut)
     return [entry.write(key) for key, entry in folding.items()]

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from journal.kafka.guard import check_recorded
     from journal.kafka.poison import Skipped, decodable_from, fetch
     from journal.kafka.producer import COMPRESSION, MAX_BATCH_BYTES, JournalProducer
+    from journal.kafka.seals import first_seal
     from journal.kafka.tail import TailConfig, TailIndex
     from journal.kafka.topic import (
         TopicSpec,
@@ -65,6 +66,7 @@ _DOOR = {
     "end_offsets": "topic",
     "ensure_topic": "topic",
     "fetch": "poison",
+    "first_seal": "seals",
     "log_starts": "topic",
     "partition_count": "topic",
     "partition_of": "writer",
@@ -94,6 +96,7 @@ __all__ = [
     "end_offsets",
     "ensure_topic",
     "fetch",
+    "first_seal",
     "log_starts",
     "partition_count",
     "partition_of",

@@ -19,6 +19,7 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
 from journal.codec.actions import record_headers
 from journal.codec.events import encode_checked_events
+from journal.core.grow import SEAL_ID
 from journal.core.model import (
     ActionHeader,
     AppendHeader,
@@ -178,8 +179,19 @@ class JournalWriter:
     async def mark(self, key: JournalKey, mark_id: str, *, origin: str | None = None) -> Position:
         return await self._send(key, MarkHeader(mark_id, origin, VERSION), b"", {})
 
+    async def seal(self, topic: str, partition: int, origin: str | None = None) -> Position:
+        """A grow's Seal (docs/growing.md): a Mark of the reserved id, produced to `partition`
+        itself, not where its key maps (it cuts that partition)."""
+        header = MarkHeader(SEAL_ID, origin, VERSION)
+        return await self._send(JournalKey(topic, SEAL_ID), header, b"", {}, partition)
+
     async def _send(
-        self, key: JournalKey, header: ActionHeader, value: bytes, headers: Mapping[str, str]
+        self,
+        key: JournalKey,
+        header: ActionHeader,
+        value: bytes,
+        headers: Mapping[str, str],
+        partition: int | None = None,
     ) -> Position:
         raw_key = key.id.encode("utf-8")
         raw_headers = record_headers(header, headers)
@@ -189,7 +201,8 @@ class JournalWriter:
                 f"the record would be {size} bytes; the limit is {self._max_record_bytes}: "
                 "split the events into smaller appends"
             )
-        partition = self.partition_of(key)
+        if partition is None:
+            partition = self.partition_of(key)
         started = time.perf_counter()
         offset = await self._producer.produce(
             key.topic, partition, raw_key, value, raw_headers, int(time.time() * 1000)

@@ -19,7 +19,8 @@ from typing import Any, Protocol
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from journal.codec.actions import MalformedRecord, RawRecord, parse_checked
-from journal.core.fold import fold_batch
+from journal.core.fold import first_seal, fold_batch
+from journal.core.grow import Grow
 from journal.core.model import ActionRecord, JournalKey, MarkHeader
 from journal.errors import StoreUnavailable
 from journal.kafka.consumers import raw_record
@@ -195,19 +196,37 @@ class StoredRows:
         self._rows.pop(partition, None)
 
 
+class CutRegistry(Protocol):
+    """Where replication learns and records a partition's cut (a grow's registry: the store's,
+    `EventualStore.grow`)."""
+
+    async def grow(self, topic: str) -> Grow | None: ...
+
+    async def record_cut(self, topic: str, partition: int, offset: int) -> None: ...
+
+
 class Replicator:
-    """Applies batches of one topic's partitions to a store's write side."""
+    """Applies batches of one topic's partitions to a store's write side.
+
+    A grow's cut (docs/growing.md): replication of an old partition stops applying at its
+    first Seal (the fold's MOVED rule). It learns the cut from the registry (`cuts`) or from
+    the Seal in a batch, and records a cut it found before its pointer passes it, so that a
+    process (re)starting after the pointer still learns it; without `cuts` only a Seal in the
+    same batch stops it (a Spark rebuild: see docs/growing.md's status)."""
 
     def __init__(
         self,
         store: ReplicatedJournal,
         quarantine: Quarantine,
         rows: StoredRows | None = None,
+        cuts: CutRegistry | None = None,
     ) -> None:
         self._store = store
         self._quarantine = quarantine
         # share `rows` between the replicators of the same partitions
         self._rows = StoredRows() if rows is None else rows
+        self._registry = cuts
+        self._cuts: dict[tuple[str, int], int | None] = {}  # None: none before the pointer
 
     async def apply(self, records: Sequence[RawRecord]) -> None:
         """Replicate records of one partition, in offset order; then advance its pointer."""
@@ -234,14 +253,34 @@ class Replicator:
         await self._quarantine.put(marker, reason)
         await self.store([], marker)
 
+    async def _cut(self, topic: str, partition: int, actions: Sequence[ActionRecord]) -> int | None:
+        """The partition's cut as of the batch's end: the registry's, else the batch's first
+        Seal (recorded now, before the pointer can pass it)."""
+        if self._registry is None:
+            return first_seal(actions)
+        where = (topic, partition)
+        if where not in self._cuts:
+            grow = await self._registry.grow(topic)
+            # none recorded: replication, which sees every record in order, will see the Seal
+            self._cuts[where] = None if grow is None else grow.cut.get(partition)
+        cut = self._cuts[where]
+        if cut is None:
+            cut = first_seal(actions)
+            if cut is not None:
+                await self._registry.record_cut(topic, partition, cut)
+                self._cuts[where] = cut
+        return cut
+
     async def store(self, actions: Sequence[ActionRecord], last: RawRecord) -> None:
         """Apply parsed actions, then move the pointer to `last`, the batch's last record."""
+        cut = await self._cut(last.topic, last.partition, actions)
         changing = [a for a in actions if not isinstance(a.header, MarkHeader)]
         if changing:
             partition = last.partition
             try:
                 stored = await self._rows.of(self._store, partition, {a.key for a in changing})
-                written = await self._store.apply(fold_batch(changing, states(stored)), stored)
+                writes = fold_batch(changing, states(stored), cut)
+                written = await self._store.apply(writes, stored)
             except BaseException:
                 self._rows.forget(partition)
                 raise
@@ -252,6 +291,7 @@ class Replicator:
     def forget(self, partition: int) -> None:
         """The partition went to another worker, or its writes failed: read its rows again."""
         self._rows.forget(partition)
+        self._cuts = {where: cut for where, cut in self._cuts.items() if where[1] != partition}
 
 
 async def replicate_to_now(
@@ -277,7 +317,7 @@ async def replicate_to_now(
         tps = [TopicPartition(topic, p) for p in range(await partition_count(kafka, topic))]
         ends = await consumer.end_offsets(tps)
         pointers = await store.pointers(topic)
-        replicator = Replicator(store, quarantine)
+        replicator = Replicator(store, quarantine, cuts=store)
         for tp in tps:
             start = pointers.get(tp.partition, -1) + 1
             await replicate_range(consumer, replicator, tp, start, ends[tp], batch_size)

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from journal.core.fold import JournalState, JournalWrite
+from journal.core.grow import Grow, Phase
 from journal.core.model import (
     SEQ_NR_MAX,
     BinaryPayload,
@@ -258,6 +259,27 @@ class EventualStore(EventualJournal, ReplicatedJournal, SnapshotStore, ABC):
         """The partition count recorded for `topic`, recording `partitions` first if none is
         (idempotent: the first to record wins; journal/kafka/guard.py); None when this store
         cannot record one (a keyspace of an earlier version, not upgraded)."""
+
+    # The registry of a grow (docs/growing.md, journal/store/grow.py).
+
+    @abstractmethod
+    async def grow(self, topic: str) -> Grow | None:
+        """The registry's record of a grow of `topic`, None when none was planned."""
+
+    @abstractmethod
+    async def record_plan(self, topic: str, new_topic: str, partitions: int) -> Grow:
+        """Record a grow's plan unless one is recorded (the first wins); the record then."""
+
+    @abstractmethod
+    async def record_phase(self, topic: str, phase: Phase) -> None: ...
+
+    @abstractmethod
+    async def record_low(self, topic: str, partition: int, offset: int) -> None:
+        """An old partition's end just before the command seals it."""
+
+    @abstractmethod
+    async def record_cut(self, topic: str, partition: int, offset: int) -> None:
+        """An old partition's cut: the offset of its first Seal."""
 
     async def close(self) -> None:
         """Release connections; the default has nothing to release."""

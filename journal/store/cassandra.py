@@ -14,11 +14,13 @@ from dataclasses import dataclass
 from cassandra.cluster import Cluster, Session
 
 from journal.core.fold import JournalWrite
+from journal.core.grow import Grow, Phase
 from journal.core.model import (
     SEQ_NR_MAX,
     EventRecord,
     JournalKey,
 )
+from journal.store import grow as grow_registry
 from journal.store import id_pages
 from journal.store.base import EventualStore, FirstPage, JournalMeta, Snapshot, StoredAppend
 from journal.store.chunked_snapshots import ChunkedSnapshots
@@ -87,6 +89,30 @@ class CassandraStore(EventualStore):
 
     async def recorded_partitions(self, topic: str, partitions: int) -> int | None:
         return await record_partitions(self._session, self._config.keyspace, topic, partitions)
+
+    async def grow(self, topic: str) -> Grow | None:
+        return await grow_registry.read_grow(self._session, self._config.keyspace, topic)
+
+    async def record_plan(self, topic: str, new_topic: str, partitions: int) -> Grow:
+        keyspace = self._config.keyspace
+        return await grow_registry.record_plan(
+            self._session, keyspace, topic, new_topic, partitions
+        )
+
+    async def record_phase(self, topic: str, phase: Phase) -> None:
+        await grow_registry.record_phase(self._session, self._config.keyspace, topic, phase)
+
+    async def record_low(self, topic: str, partition: int, offset: int) -> None:
+        keyspace = self._config.keyspace
+        await grow_registry.record_partition(
+            self._session, keyspace, topic, partition, "low", offset
+        )
+
+    async def record_cut(self, topic: str, partition: int, offset: int) -> None:
+        keyspace = self._config.keyspace
+        await grow_registry.record_partition(
+            self._session, keyspace, topic, partition, "cut", offset
+        )
 
     # The read side (`reads.py`, `id_pages.py`).
 

@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapp
 from typing import TypeVar
 
 from journal.core.fold import JournalWrite
+from journal.core.grow import Grow, Phase
 from journal.core.model import SEQ_NR_MAX, EventRecord, JournalKey
 from journal.errors import StoreUnavailable
 from journal.store.base import EventualStore, FirstPage, JournalMeta, Snapshot, StoredAppend
@@ -145,6 +146,21 @@ class ConnectingStore(EventualStore):
 
     async def recorded_partitions(self, topic: str, partitions: int) -> int | None:
         return await self._read(lambda store: store.recorded_partitions(topic, partitions))
+
+    async def grow(self, topic: str) -> Grow | None:
+        return await self._reached().grow(topic)
+
+    async def record_plan(self, topic: str, new_topic: str, partitions: int) -> Grow:
+        return await self._reached().record_plan(topic, new_topic, partitions)
+
+    async def record_phase(self, topic: str, phase: Phase) -> None:
+        await self._reached().record_phase(topic, phase)
+
+    async def record_low(self, topic: str, partition: int, offset: int) -> None:
+        await self._reached().record_low(topic, partition, offset)
+
+    async def record_cut(self, topic: str, partition: int, offset: int) -> None:
+        await self._reached().record_cut(topic, partition, offset)
 
     async def pointer(self, topic: str, partition: int) -> int | None:
         return await self._read(lambda store: store.pointer(topic, partition))

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from journal.codec.actions import events_of
 from journal.core.fold import JournalWrite
+from journal.core.grow import Grow, Phase
 from journal.core.model import SEQ_NR_MAX, EventRecord, JournalKey
 from journal.errors import SnapshotTooLarge
 from journal.store.base import (
@@ -62,9 +63,27 @@ class MemoryStore(EventualStore):
         self._snapshots: dict[JournalKey, _Snapshots] = {}
         self._max_snapshot_bytes = max_snapshot_bytes
         self._partition_counts: dict[str, int] = {}
+        self._grows: dict[str, Grow] = {}
 
     async def recorded_partitions(self, topic: str, partitions: int) -> int | None:
         return self._partition_counts.setdefault(topic, partitions)
+
+    async def grow(self, topic: str) -> Grow | None:
+        return self._grows.get(topic)
+
+    async def record_plan(self, topic: str, new_topic: str, partitions: int) -> Grow:
+        return self._grows.setdefault(topic, Grow(topic, new_topic, partitions, Phase.PLANNED))
+
+    async def record_phase(self, topic: str, phase: Phase) -> None:
+        self._grows[topic] = replace(self._grows[topic], phase=phase)
+
+    async def record_low(self, topic: str, partition: int, offset: int) -> None:
+        grow = self._grows[topic]
+        self._grows[topic] = replace(grow, low={**grow.low, partition: offset})
+
+    async def record_cut(self, topic: str, partition: int, offset: int) -> None:
+        grow = self._grows[topic]
+        self._grows[topic] = replace(grow, cut={**grow.cut, partition: offset})
 
     async def pointer(self, topic: str, partition: int) -> int | None:
         return self._pointers.get((topic, partition))

@@ -55,6 +55,12 @@ Tables:
   Changed only by lightweight transactions. No version bump: older code never reads it; a
   keyspace an administrator made before it gets it from `ensure_schema` (`stack up`, or a
   process that creates schema).
+- `topic_grow`: the registry of a grow of a topic (OLD) into a larger one (NEW,
+  docs/growing.md, journal/core/grow.py): NEW, its count and the phase (static), and per old
+  partition `low` (its end just before sealing) and `cut` (its first Seal's offset). No version
+  bump: older code never reads it. It came after version 3, so a keyspace already at version 3
+  may lack it: `migrate` creates whichever of the tables a keyspace at this version lacks
+  (`kafka-journal schema migrate`, or a process that creates schema, at start).
 
 Code above the store may keep tables of its own in the keyspace (through
 `CassandraStore.keyspace_access`): it creates them, this module neither creates nor versions
@@ -127,6 +133,9 @@ _TABLES = (
         topic text, id text, state text, wrapped blob, kek_id text,
         created_at timestamp, erasing_at timestamp, erased_at timestamp,
         PRIMARY KEY ((topic, id)))""",
+    """CREATE TABLE IF NOT EXISTS {ks}.topic_grow (
+        topic text, partition int, new_topic text static, partitions int static,
+        phase text static, low bigint, cut bigint, PRIMARY KEY (topic, partition))""",
 )
 
 
@@ -246,14 +255,19 @@ async def _steps(session: Session, keyspace: str, replication: str) -> list[Step
             )
         steps = []
         version = await _existing_version(session, keyspace)
-    if version == SCHEMA_VERSION:
-        return []
+    # at this version already: only the tables added since without a bump (`topic_grow`), if
+    # missing; a complete keyspace costs one read at start and no schema change
+    present = await _tables_of(session, keyspace) if version == SCHEMA_VERSION else set()
     for table in _TABLES:
         name = table.split(".", 1)[1].split(" ", 1)[0]
+        if name in present:
+            continue
         create = table.format(ks=keyspace)
         if name in TABLE_OPTIONS:  # a table it creates gets them at once: one schema change
             create += " WITH " + _options(name)
         steps.append(step(f"create table {name} if missing", create))
+    if version == SCHEMA_VERSION:
+        return steps
     if version == 1:  # version 1 had no journal_ids: list its journals once
         says = "list every journal in journal_ids (version 1 had none)"
         steps.append(Step(says, functools.partial(_fill_journal_ids, session, keyspace)))
@@ -270,6 +284,15 @@ async def _steps(session: Session, keyspace: str, replication: str) -> list[Step
     )
     steps.append(step(f"schema version {version} -> {SCHEMA_VERSION}", insert))
     return steps
+
+
+async def _tables_of(session: Session, keyspace: str) -> set[str]:
+    rows = await cql.execute(
+        session,
+        "SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s",
+        (keyspace,),
+    )
+    return {row.table_name for row in rows}
 
 
 async def _existing_version(session: Session, keyspace: str) -> int | None:

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         GroupMember,
         GroupStatus,
         commit_reset,
+        consuming_groups,
         group_id,
         group_statuses,
         plan_reset,
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     )
 
 _DOOR = {
+    "consuming_groups": "groups",
     "EventPosition": "groups",
     "GROUP_PREFIX": "groups",
     "GroupEvent": "groups",
@@ -67,6 +69,7 @@ __all__ = [
     "SubscriptionItem",
     "SubscriptionPosition",
     "commit_reset",
+    "consuming_groups",
     "group_id",
     "group_statuses",
     "plan_reset",

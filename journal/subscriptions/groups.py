@@ -654,6 +654,33 @@ async def _statuses(
     return statuses
 
 
+async def consuming_groups(kafka: KafkaAccess, topic: str, partition_count: int) -> list[str]:
+    """The consumer groups other than subscription groups (workers') that have members now
+    and a committed offset on `topic`: what a grow must not leave behind (app/grow.py)."""
+    tps = [TopicPartition(topic, p) for p in range(partition_count)]
+    options = kafka.client_options()
+    admin, client = AIOKafkaAdminClient(**options), AIOKafkaClient(**options)
+    try:
+        await admin.start()
+        await client.bootstrap()
+        found = []
+        for gid, *_ in await admin.list_consumer_groups():
+            if gid.startswith(GROUP_PREFIX):
+                continue
+            group = await _describe(admin, client, gid)
+            if not group or not group[5]:
+                continue  # no member now
+            committed = await admin.list_consumer_group_offsets(gid, partitions=tps)
+            if any(committed.get(tp, _NONE).offset >= 0 for tp in tps):
+                found.append(gid)
+        return sorted(found)
+    except KafkaError as error:
+        raise core_error(error, f"{topic}: cannot list the groups consuming it") from error
+    finally:
+        await admin.close()
+        await client.close()
+
+
 _NONE = OffsetAndMetadata(-1, "")
 
 

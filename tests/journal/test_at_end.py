@@ -149,9 +149,13 @@ class _MemoryReading:
     """What conditional appends ask of the reading flow, answered from a `MemoryLog`."""
 
     log: MemoryLog
+    predecessor: None = None  # not a grown topic's
 
     def partition_of(self, key: JournalKey) -> int:
         return 0
+
+    async def check_cut(self, key: JournalKey, partition: int, fence: int) -> None:
+        return None  # never grown
 
     @property
     def fence(self) -> _Fence:

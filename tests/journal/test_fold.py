@@ -19,12 +19,14 @@ from hypothesis import strategies as st
 
 from journal.codec.actions import RawRecord, events_of
 from journal.core.fold import JournalState, Verdict, fold_batch
+from journal.core.grow import SEAL_ID
 from journal.core.model import (
     ActionRecord,
     AppendHeader,
     DeleteHeader,
     Event,
     JournalKey,
+    MarkHeader,
     PurgeHeader,
 )
 from journal.kafka.head import JournalHead, fold_head, fold_whole
@@ -325,3 +327,72 @@ async def test_past_its_budget_a_head_keeps_only_offsets_and_a_purge_resets_it()
         JournalState(), records_of([*records, a.purge(A, 2), a.append(A, 3, 1, 1)]), 2**20
     )
     assert head.purged and head.spilled == () and [e.seq_nr for e in head.events] == [1]
+
+
+# --- a grow's cut (docs/growing.md): every action after the partition's first Seal is MOVED
+
+
+def seal(offset: int) -> ActionRecord:
+    return a.record(JournalKey("t", SEAL_ID), offset, MarkHeader(SEAL_ID))
+
+
+def test_an_action_after_the_cut_is_moved_and_changes_nothing() -> None:
+    state = JournalState(3, 2, 0)
+    append = a.append(A, 9, 3, 3)
+    assert state.apply(append.header, 9, cut=8) == (state, Verdict.MOVED)
+    assert state.apply(a.purge(A, 9).header, 9, cut=8) == (state, Verdict.MOVED)
+    assert state.apply(append.header, 7, cut=8) == (JournalState(7, 3, 0), Verdict.APPENDED)
+    assert state.apply(append.header, 9) == (JournalState(9, 3, 0), Verdict.APPENDED)
+
+
+def with_seals(records: list[ActionRecord], at: int, seals: int) -> list[ActionRecord]:
+    """`records` with `seals` Seals from position `at` on (a resumed command's second one),
+    renumbered: offsets stay consecutive."""
+    at = at % (len(records) + 1)
+    mixed = [*records[:at], *(seal(0) for _ in range(seals)), *records[at:]]
+    return [
+        a.record(r.key, offset, r.header, r.value) if r.key.id != SEAL_ID else seal(offset)
+        for offset, r in enumerate(mixed)
+    ]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    workloads(),
+    st.integers(0, 100),
+    st.integers(1, 2),
+    st.lists(st.integers(0, 100), max_size=6),
+)
+def test_replication_stops_at_the_first_seal_in_any_batching(
+    records: list[ActionRecord], at: int, seals: int, cuts: list[int]
+) -> None:
+    """What replication stores equals the model of the records before the first Seal, however
+    the log is cut into batches (a batch after the Seal's knows the cut from the registry)."""
+    sealed = with_seals(records, at, seals)
+    before = list(itertools.takewhile(lambda r: r.key.id != SEAL_ID, sealed))
+
+    async def go() -> tuple[dict[JournalKey, ModelJournal], int | None]:
+        store = MemoryStore()
+        await store.record_plan("t", "t.6", 6)
+        replicator = Replicator(store, AlreadyQuarantined(), cuts=store)
+        for batch in split(sealed, cuts):
+            if batch:
+                last = batch[-1]
+                raw = RawRecord("t", 0, last.offset, 0, None, None, [])
+                await replicator.store(batch, raw)
+        grow = await store.grow("t")
+        assert grow is not None
+        return await store_view(store), grow.cut.get(0)
+
+    stored, cut = asyncio.run(go())
+    assert visible(stored) == visible(run_model(before))
+    assert cut == len(before)  # the first Seal's offset, recorded by replication
+
+
+def test_the_head_folds_nothing_of_a_journal_past_the_cut_when_told() -> None:
+    """A read takes its fence at the cut (journal/client): the fold of the records below it is
+    the journal's base, whatever follows the Seal."""
+    records = [a.append(A, 0, 1, 2), seal(1), a.append(A, 2, 3, 3), a.purge(A, 3)]
+    writes = fold_batch([r for r in records if r.key.id != SEAL_ID], {}, cut=1)
+    assert [w.after for w in writes] == [JournalState(0, 2, 0)]
+    assert [w.after for w in fold_batch(records, {})] == [JournalState(0, 2, 0)]

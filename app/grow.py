@@ -1,0 +1,218 @@
+"""`kafka-journal topic grow --partitions M`: the operator's command that grows the action
+topic online, by the protocol of docs/growing.md.
+
+Every step is decided from the registry (the keyspace's `topic_grow`) and the log, nothing
+from the memory of an earlier run (`journal.core.grow.next_step`): run again with the same
+arguments, a run killed anywhere resumes. The steps: record the plan; create NEW
+(`<topic>.<M>`, M partitions, create-if-absent, refusing a NEW of another count) and record
+its count for the guard; for each old partition in order: record its end (`low`), produce a
+Seal into it, record the first Seal at or after `low` as its cut; record "done".
+
+It refuses (exit 1, nothing changed) an M that is not a larger multiple of the topic's count,
+a grow to another M than the one recorded, and a topic that workers consume while the workers
+do not follow a grow yet (docs/growing.md's status), unless `--with-workers` says the operator
+stopped them or takes that on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+from app.confirm import REFUSED_EXIT, UNAVAILABLE_EXIT, NotConfirmed, confirm, failed
+from journal.core import (
+    Grow,
+    Phase,
+    Step,
+    check_multiple,
+    new_topic_of,
+    next_step,
+    partition_state,
+)
+from journal.errors import InvalidValue, PartitionCountChanged, SetupMissing, Unavailable
+from journal.kafka import (
+    JournalProducer,
+    JournalWriter,
+    TopicSpec,
+    end_offsets,
+    ensure_topic,
+    first_seal,
+    partition_count,
+)
+from journal.settings import Settings
+from journal.store import CassandraStore, EventualStore
+from journal.subscriptions import consuming_groups
+
+COMMAND = "topic grow"
+
+
+class GrowRefused(Exception):
+    """The state does not allow this grow: nothing (more) changed."""
+
+
+async def _sealed(settings: Settings, grow: Grow | None, old: int) -> dict[int, int]:
+    """The first Seal at or after `low`, per partition whose low is recorded and cut is not
+    (the log's answer to a run killed between producing a Seal and recording it)."""
+    if grow is None:
+        return {}
+    kafka = settings.kafka_access()
+    found = {}
+    for p in range(old):
+        if p in grow.low and p not in grow.cut:
+            seal = await first_seal(kafka, settings.topic, p, grow.low[p])
+            if seal is not None:
+                found[p] = seal
+    return found
+
+
+def _describe(grow: Grow | None, topic: str, old: int, new: int, sealed: dict[int, int]) -> str:
+    step = next_step(grow, old, sealed)
+    new_topic = new_topic_of(topic, new) if grow is None else grow.new_topic
+    phase = "none" if grow is None else grow.phase.value
+    lines = [
+        f"grow {topic} ({old} partitions) into {new_topic} ({new} partitions): phase {phase}, "
+        f"next step: {step}"
+    ]
+    lines += [f"  {topic}/{p}: {partition_state(grow, p, sealed)}" for p in range(old)]
+    return "\n".join(lines)
+
+
+async def grow_topic(
+    settings: Settings,
+    store: EventualStore,
+    partitions: int,
+    *,
+    dry_run: bool = False,
+    yes: bool = False,
+    with_workers: bool = False,
+    before_step: Callable[[Step], None] = lambda step: None,
+    say: Callable[[str], None] = print,
+) -> Grow | None:
+    """Grow `settings.topic` to `partitions`, or resume doing so; the registry's record at the
+    end (None: a dry run before any plan). `before_step`: called before each step (tests inject
+    failures there). GrowRefused, NotConfirmed, or Unavailable (try again: it resumes)."""
+    topic, kafka = settings.topic, settings.kafka_access()
+    old = await partition_count(kafka, topic)
+    grow = await store.grow(topic)
+    if grow is not None and grow.partitions != partitions:
+        raise GrowRefused(
+            f"a grow of {topic} to {grow.partitions} partitions is recorded ({grow.phase.value}):"
+            f" run it again with --partitions {grow.partitions}"
+        )
+    if grow is None:
+        recorded = await store.recorded_partitions(topic, old)
+        if recorded is not None and recorded != old:
+            raise GrowRefused(str(PartitionCountChanged(topic, old, recorded)))
+        try:
+            check_multiple(old, partitions)
+        except InvalidValue as error:
+            raise GrowRefused(str(error)) from None
+    sealed = await _sealed(settings, grow, old)
+    say(_describe(grow, topic, old, partitions, sealed))
+    if dry_run or next_step(grow, old, sealed).action == "finished":
+        return grow
+    workers = await consuming_groups(kafka, topic, old)
+    if workers and not with_workers:
+        raise GrowRefused(
+            f"consumer groups consume {topic} now ({', '.join(workers)}): workers do not follow "
+            "a grow yet (docs/growing.md), so stop them first, or say --with-workers"
+        )
+    confirm(f"Grow {topic} to {partitions} partitions now?", yes)
+    producer = JournalProducer(kafka)
+    await producer.start()
+    try:
+        writer = JournalWriter(producer, old)
+        while True:
+            step = next_step(grow, old, sealed)
+            if step.action == "finished":
+                return grow
+            before_step(step)
+            await _take(settings, store, writer, step, grow, partitions, sealed, say)
+            grow = await store.grow(topic)
+            sealed = await _sealed(settings, grow, old)
+    finally:
+        await producer.stop()
+
+
+async def _take(
+    settings: Settings,
+    store: EventualStore,
+    writer: JournalWriter,
+    step: Step,
+    grow: Grow | None,
+    partitions: int,
+    sealed: dict[int, int],
+    say: Callable[[str], None],
+) -> None:
+    topic, kafka = settings.topic, settings.kafka_access()
+    p = step.partition
+    if step.action == "plan":
+        await store.record_plan(topic, new_topic_of(topic, partitions), partitions)
+        return
+    assert grow is not None
+    if step.action == "create":
+        spec = settings.topic_spec()
+        new_spec = TopicSpec(
+            grow.new_topic,
+            grow.partitions,
+            spec.replication_factor,
+            spec.min_insync_replicas,
+            spec.retention_ms,
+        )
+        count = await ensure_topic(kafka, new_spec)
+        if count != grow.partitions:
+            raise GrowRefused(
+                f"{grow.new_topic} exists with {count} partitions, not {grow.partitions}: "
+                "delete it (nothing of the journal is in it before the first Seal) or grow to "
+                f"{count}"
+            )
+        # the guard holds every process to NEW's count from now on
+        recorded = await store.recorded_partitions(grow.new_topic, grow.partitions)
+        if recorded is not None and recorded != grow.partitions:
+            raise GrowRefused(str(PartitionCountChanged(grow.new_topic, count, recorded)))
+        await store.record_phase(topic, Phase.CREATED)
+        say(f"created {grow.new_topic} with {count} partitions")
+    elif step.action == "mark_low":
+        assert p is not None
+        ends = await end_offsets(kafka, topic, p + 1)
+        await store.record_low(topic, p, ends[p])
+    elif step.action == "seal":
+        assert p is not None
+        started = time.perf_counter()
+        position = await writer.seal(topic, p)
+        took = time.perf_counter() - started
+        say(f"{topic}/{p}: sealed at offset {position.offset} ({took:.3f} s)")
+    elif step.action == "record_cut":
+        assert p is not None
+        await store.record_cut(topic, p, sealed[p])
+        say(f"{topic}/{p}: cut at offset {sealed[p]} recorded")
+    elif step.action == "done":
+        await store.record_phase(topic, Phase.DONE)
+        say(f"done: {topic} grew into {grow.new_topic} ({grow.partitions} partitions)")
+
+
+def run_grow(
+    settings: Settings, partitions: int, dry_run: bool, yes: bool, with_workers: bool
+) -> int:
+    """The command line's entry: 0 done (or the dry run printed), 1 refused, 2 cannot ask,
+    75 Kafka or Cassandra did not answer (run it again: it resumes)."""
+
+    async def run() -> None:
+        store = await CassandraStore.connect(settings.cassandra_config())
+        try:
+            await grow_topic(
+                settings, store, partitions, dry_run=dry_run, yes=yes, with_workers=with_workers
+            )
+        finally:
+            await store.close()
+
+    try:
+        asyncio.run(run())
+    except (GrowRefused, SetupMissing) as error:  # SetupMissing: no topic_grow table yet
+        return failed(COMMAND, str(error), REFUSED_EXIT)
+    except NotConfirmed as error:
+        return failed(COMMAND, str(error), error.exit_code)
+    except (Unavailable, TimeoutError) as error:
+        return failed(COMMAND, f"{error} (run it again: it resumes)", UNAVAILABLE_EXIT)
+    return 0

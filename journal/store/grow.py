@@ -1,0 +1,86 @@
+"""The registry of a grow in Cassandra (`topic_grow`, journal/store/schema.py): read and
+written by the grow command (app/grow.py), read by every process that follows a grow, and
+written by replication when it passes a partition's first Seal (`record_cut`: the same value
+the command records, whoever is first)."""
+
+from __future__ import annotations
+
+from cassandra import InvalidRequest
+from cassandra.cluster import Session
+
+from journal.core.grow import Grow, Phase
+from journal.errors import StoreUnavailable
+from journal.store import cql
+from journal.store.schema import SchemaMissing
+
+
+def _missing_table(error: StoreUnavailable) -> bool:
+    """`topic_grow` is absent: a keyspace at version 3 made before it, not migrated since."""
+    return isinstance(error.__cause__, InvalidRequest)
+
+
+async def read_grow(session: Session, keyspace: str, topic: str) -> Grow | None:
+    """The record of a grow of `topic`; None also without the table (no grow can be recorded
+    there: the command needs it, `record_plan`)."""
+    try:
+        rows = await cql.execute(
+            session,
+            f"SELECT partition, new_topic, partitions, phase, low, cut "
+            f"FROM {keyspace}.topic_grow WHERE topic = %s",
+            (topic,),
+        )
+    except StoreUnavailable as error:
+        if not _missing_table(error):
+            raise
+        return None
+    if not rows or rows[0].phase is None:
+        return None
+    first = rows[0]
+    low = {r.partition: r.low for r in rows if r.partition is not None and r.low is not None}
+    cut = {r.partition: r.cut for r in rows if r.partition is not None and r.cut is not None}
+    return Grow(topic, first.new_topic, first.partitions, Phase(first.phase), low, cut)
+
+
+async def record_plan(
+    session: Session, keyspace: str, topic: str, new_topic: str, partitions: int
+) -> Grow:
+    """Record the plan unless one is (the first plan wins); the record as it is then.
+    SchemaMissing without the table."""
+    try:
+        await cql.execute(
+            session,
+            f"UPDATE {keyspace}.topic_grow SET new_topic = %s, partitions = %s, phase = %s "
+            "WHERE topic = %s IF phase = null",
+            (new_topic, partitions, Phase.PLANNED.value, topic),
+        )
+    except StoreUnavailable as error:
+        if not _missing_table(error):
+            raise
+        raise SchemaMissing(
+            f"keyspace {keyspace} has no topic_grow table, where a grow is recorded: "
+            "kafka-journal schema migrate creates it"
+        ) from error
+    grow = await read_grow(session, keyspace, topic)
+    assert grow is not None  # recorded now or before
+    return grow
+
+
+async def record_phase(session: Session, keyspace: str, topic: str, phase: Phase) -> None:
+    await cql.execute(
+        session,
+        f"UPDATE {keyspace}.topic_grow SET phase = %s WHERE topic = %s",
+        (phase.value, topic),
+    )
+
+
+async def record_partition(
+    session: Session, keyspace: str, topic: str, partition: int, column: str, offset: int
+) -> None:
+    """Record `low` or `cut` of an old partition (each written with one value only: an end
+    measured once, and the partition's first Seal)."""
+    assert column in ("low", "cut")
+    await cql.execute(
+        session,
+        f"UPDATE {keyspace}.topic_grow SET {column} = %s WHERE topic = %s AND partition = %s",
+        (offset, topic, partition),
+    )

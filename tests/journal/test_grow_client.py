@@ -1,0 +1,182 @@
+"""The direct client across a grow (journal/client/growing.py, docs/growing.md) on the real
+servers: appends (verified, at the end, with Kafka's acknowledgement), a delete and reads go on
+while the topic grows from 3 to 6 partitions; every acknowledged append is read back exactly
+once, reads never miss an append acknowledged before they started, and a client started after
+the grow reads the same."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import AsyncIterator
+
+import pytest
+
+from app.grow import grow_topic
+from journal.client.journals import Journals
+from journal.core.grow import Phase
+from journal.core.model import Ack, Event, NewEvent, TextPayload
+from journal.errors import OutcomeUnknown, Unavailable
+from journal.kafka.topic import end_offsets
+from journal.store.cassandra import CassandraStore
+from stack import Stack
+from tests.support.harness import replicate_now, settings_for, unique
+
+pytestmark = pytest.mark.integration
+
+VERIFIED = [f"v{n}" for n in range(6)]
+AT_END = [f"e{n}" for n in range(3)]
+KAFKA = [f"k{n}" for n in range(3)]
+
+
+@pytest.fixture(scope="module")
+async def store(stack: Stack, keyspace: str) -> AsyncIterator[CassandraStore]:
+    connected = await CassandraStore.connect(settings_for(stack, "x", keyspace).cassandra_config())
+    yield connected
+    await connected.close()
+
+
+class Acked:
+    """What each journal acknowledged: seqNr -> payload text."""
+
+    def __init__(self) -> None:
+        self.events: dict[str, dict[int, str]] = {}
+
+    def add(self, journal_id: str, seq_nr: int, text: str) -> None:
+        seen = self.events.setdefault(journal_id, {})
+        assert seq_nr not in seen, f"{journal_id}: seqNr {seq_nr} acknowledged twice"
+        seen[seq_nr] = text
+
+
+async def read_texts(journals: Journals, journal_id: str) -> dict[int, str]:
+    seq_nrs, texts = [], {}
+    async for record in journals.journal(journal_id).read():
+        seq_nrs.append(record.seq_nr)
+        assert isinstance(record.event.payload, TextPayload)
+        texts[record.seq_nr] = record.event.payload.value
+    assert seq_nrs == sorted(set(seq_nrs)), f"{journal_id}: {seq_nrs} not increasing, once"
+    return texts
+
+
+async def test_appends_and_reads_go_on_while_the_topic_grows(
+    stack: Stack, keyspace: str, store: CassandraStore
+) -> None:
+    settings = settings_for(stack, unique("journal_growc"), keyspace, 3)
+    acked = Acked()
+    deleted: list[int | None] = []
+    stop = asyncio.Event()
+    sealing = asyncio.Event()
+    async with await Journals.connect(settings, store=store) as journals:
+
+        async def retried(call, what: str):  # type: ignore[no-untyped-def]
+            """A 503 (the journal moving, the shared servers slow) is retried, bounded: an
+            outcome unknown carries its idempotency key, so a retry is safe."""
+            for _ in range(10):
+                try:
+                    return await call()
+                except (OutcomeUnknown, Unavailable):
+                    continue
+            raise AssertionError(f"{what}: still unavailable")
+
+        async def verified(journal_id: str) -> None:
+            n = 1  # after the history below
+            while not stop.is_set() or n < 4:
+                n += 1
+                text = f"{journal_id}:{n}"
+                event = [Event(n, payload=TextPayload(text))]
+                journal = journals.journal(journal_id)
+                call = functools.partial(journal.append, event, idempotency_key=text)
+                await retried(call, text)
+                acked.add(journal_id, n, text)
+
+        async def at_end(journal_id: str) -> None:
+            k = 0
+            while not stop.is_set() or k < 4:
+                k += 1
+                text = f"{journal_id}:e{k}"
+                journal = journals.journal(journal_id)
+                key = f"{journal_id}-{k}"
+                new = [NewEvent(payload=TextPayload(text))]
+                call = functools.partial(journal.append_at_end, new, idempotency_key=key)
+                appended = await retried(call, text)
+                acked.add(journal_id, appended.seq_nrs.from_, text)
+
+        async def kafka_acked(journal_id: str) -> None:
+            n = 1
+            while not stop.is_set() or n < 4:
+                n += 1
+                text = f"{journal_id}:{n}"
+                event = [Event(n, payload=TextPayload(text))]
+                # the journal's only writer: a retry of the same seqNrs is a duplicate at most
+                call = functools.partial(journals.journal(journal_id).append, event, ack=Ack.KAFKA)
+                await retried(call, text)
+                acked.add(journal_id, n, text)
+
+        async def reader() -> int:
+            reads = 0
+            while not stop.is_set():
+                for journal_id in [*VERIFIED, *AT_END]:
+                    before = dict(acked.events.get(journal_id, {}))
+                    texts = await retried(
+                        functools.partial(read_texts, journals, journal_id), "read"
+                    )
+                    # read-your-writes: every append acknowledged before the read started
+                    assert before.items() <= texts.items(), journal_id
+                    reads += 1
+            return reads
+
+        async def deleter() -> None:
+            journal = journals.journal("d0")
+            for n in range(1, 4):
+                await journal.append([Event(n, payload=TextPayload(f"d0:{n}"))])
+            await sealing.wait()  # once the grow produced its first Seal
+            deleted.append((await retried(lambda: journal.delete(2), "delete")).delete_to)
+
+        for journal_id in [*VERIFIED, *KAFKA]:  # history in OLD before the grow
+            text = f"{journal_id}:1"
+            await journals.journal(journal_id).append([Event(1, payload=TextPayload(text))])
+            acked.add(journal_id, 1, text)
+        tasks = [asyncio.create_task(verified(j)) for j in VERIFIED]
+        tasks += [asyncio.create_task(at_end(j)) for j in AT_END]
+        tasks += [asyncio.create_task(kafka_acked(j)) for j in KAFKA]
+        tasks.append(asyncio.create_task(deleter()))
+        readers = [asyncio.create_task(reader()) for _ in range(2)]
+        try:
+            said: list[str] = []
+
+            def say(line: str) -> None:
+                said.append(line)
+                if "sealed at offset" in line:
+                    sealing.set()
+
+            for _ in range(5):  # the shared servers slow: run it again, it resumes
+                try:
+                    grow = await grow_topic(settings, store, 6, yes=True, say=say)
+                    break
+                except Unavailable:
+                    continue
+            assert grow is not None and grow.phase is Phase.DONE, said
+            stop.set()
+            await asyncio.gather(*tasks)
+            assert min(await asyncio.gather(*readers)) > 0
+        finally:
+            stop.set()
+            for task in [*tasks, *readers]:
+                task.cancel()
+            await asyncio.gather(*tasks, *readers, return_exceptions=True)
+        final = {j: await read_texts(journals, j) for j in [*VERIFIED, *AT_END, *KAFKA]}
+        d0 = await read_texts(journals, "d0")
+
+    for journal_id, texts in final.items():
+        assert texts == acked.events[journal_id], journal_id  # each once, none lost
+    assert deleted == [2] and d0 == {3: "d0:3"}
+    # replication of OLD stops at each cut (the fold's MOVED rule); a client started after the
+    # grow reads each journal's base from that store, then NEW
+    await replicate_now(settings, store)
+    async with await Journals.connect(settings, store=store) as later:  # after "done"
+        for journal_id, texts in final.items():
+            assert await read_texts(later, journal_id) == texts
+        info = await later.journal(VERIFIED[0]).info()
+        assert info.seq_nr == max(final[VERIFIED[0]])
+    # the grown topic holds the moved journals' later appends
+    assert sum((await end_offsets(settings.kafka_access(), grow.new_topic, 6)).values()) > 0
