@@ -52,10 +52,15 @@ class Registry:
         asked = time.monotonic()
         while True:
             reading = self._reading
-            if reading is None or self._started < asked:
-                if reading is not None:
+            if reading is not None and self._started < asked:
+                if not reading.done():
                     await asyncio.shield(reading)  # one read at a time: then a newer one
                     continue
+                # finished, its callback (`_done`) not run yet: awaiting a done future never
+                # yields to the loop, so waiting for the callback would spin for ever
+                self._done(reading)
+                reading = None
+            if reading is None:
                 self._started = time.monotonic()
                 reading = self._reading = asyncio.ensure_future(self._store.grow(self._topic))
                 reading.add_done_callback(self._done)
