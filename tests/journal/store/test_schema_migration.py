@@ -255,3 +255,22 @@ async def test_a_first_page_starts_above_a_known_delete_to(
     page = await store.first_page(key, 1, 2**62)
     assert [e.seq_nr for e in page.events] == [9]
     assert await rows_read(futures) == ["Read 1 live rows and 0 tombstone cells"]
+
+
+async def test_a_version_3_keyspace_made_before_topic_grow_gets_it_from_migrate(
+    store: CassandraStore,
+) -> None:
+    """`topic_grow` came after version 3 without a bump: a fresh keyspace has it, and one at
+    version 3 that lacks it gets it from `migrate` (no other step); a complete one gets none."""
+    session, ks = session_of(store), keyspace_of(store)
+    assert "topic_grow" in await compactions(store)  # a fresh keyspace
+    assert await migrate(session, ks, "auto", dry_run=True) == []
+    await cql.execute(session, f"DROP TABLE {ks}.topic_grow")  # as today's version 3 made it
+    assert await store.grow(TOPIC) is None  # no table: no grow recorded, not an outage
+
+    said = await migrate(session, ks, "auto")
+    assert said == ["create table topic_grow if missing"]
+    assert "topic_grow" in await compactions(store) and await version_of(store) == SCHEMA_VERSION
+    assert await migrate(session, ks, "auto", dry_run=True) == []
+    grow = await store.record_plan(TOPIC, f"{TOPIC}.4", 4)
+    assert (grow.new_topic, grow.partitions) == (f"{TOPIC}.4", 4)
