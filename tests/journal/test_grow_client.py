@@ -11,12 +11,14 @@ import functools
 from collections.abc import AsyncIterator
 
 import pytest
+from pydantic import SecretStr
 
 from app.grow import grow_topic
 from journal.client.journals import Journals
+from journal.codec import new_kek_text
 from journal.core.grow import Phase
 from journal.core.model import Ack, Event, NewEvent, TextPayload
-from journal.errors import OutcomeUnknown, Unavailable
+from journal.errors import OutcomeUnknown, TopicGrown, Unavailable
 from journal.kafka.topic import end_offsets
 from journal.store.cassandra import CassandraStore
 from stack import Stack
@@ -180,3 +182,23 @@ async def test_appends_and_reads_go_on_while_the_topic_grows(
         assert info.seq_nr == max(final[VERIFIED[0]])
     # the grown topic holds the moved journals' later appends
     assert sum((await end_offsets(settings.kafka_access(), grow.new_topic, 6)).values()) > 0
+
+
+async def test_a_client_with_a_kek_refuses_to_follow_a_grow(
+    stack: Stack, keyspace: str, store: CassandraStore
+) -> None:
+    """Data keys are kept per (topic, id): the grown topic would seal a moved journal's events
+    with another key than its old events need, so a client with a key-encryption key refuses
+    (TopicGrown) rather than write or read a moved journal; nothing else changes for it."""
+    settings = settings_for(stack, unique("journal_growk"), keyspace, 1).model_copy(
+        update={"kek": SecretStr(new_kek_text())}
+    )
+    async with await Journals.connect(settings, store=store) as journals:
+        journal = journals.journal("j")
+        await journal.append([Event(1, payload=TextPayload("before"))])
+        grow = await grow_topic(settings, store, 2, yes=True)
+        assert grow is not None and grow.phase is Phase.DONE
+        with pytest.raises(TopicGrown, match="key-encryption key"):
+            await journal.append([Event(2, payload=TextPayload("after"))])
+        with pytest.raises(TopicGrown, match="key-encryption key"):
+            await journal.info()
