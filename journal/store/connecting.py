@@ -25,7 +25,7 @@ from typing import TypeVar
 from journal.core.fold import JournalWrite
 from journal.core.grow import Grow, Phase
 from journal.core.model import SEQ_NR_MAX, EventRecord, JournalKey
-from journal.errors import StoreUnavailable
+from journal.errors import StoreAccessDenied, StoreUnavailable
 from journal.store.base import EventualStore, FirstPage, JournalMeta, Snapshot, StoredAppend
 from journal.store.cassandra import CassandraStore, KeyspaceAccess
 from journal.store.topology import DEFAULT_DOWN_RETRY_S
@@ -122,6 +122,8 @@ class ConnectingStore(EventualStore):
         store = self._reading()
         try:
             answer = await call(store)
+        except StoreAccessDenied:
+            raise  # a right this principal lacks, for this statement: the store is up
         except StoreUnavailable:
             self._failed()
             raise
@@ -132,6 +134,8 @@ class ConnectingStore(EventualStore):
         store = self._reached()
         try:
             answer = await call(store)
+        except StoreAccessDenied:
+            raise  # e.g. a reader's role may not write: its reads still go to the store
         except StoreUnavailable:
             self._failed()
             raise

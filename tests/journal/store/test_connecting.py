@@ -5,7 +5,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from journal.core.model import JournalKey
-from journal.errors import StoreUnavailable
+from journal.errors import StoreAccessDenied, StoreUnavailable
 from journal.store.base import EventualStore, JournalMeta
 from journal.store.connecting import ConnectingStore
 from journal.store.memory import MemoryStore
@@ -70,6 +70,7 @@ class _Outage(MemoryStore):
     def __init__(self) -> None:
         super().__init__()
         self.down = False
+        self.denied = False  # writes refused a right, as a reader's role is
         self.asked = 0
 
     async def meta(self, key: JournalKey) -> JournalMeta | None:
@@ -81,6 +82,8 @@ class _Outage(MemoryStore):
     async def save_pointer(self, topic: str, partition: int, offset: int) -> None:
         if self.down:
             raise StoreUnavailable("down")
+        if self.denied:
+            raise StoreAccessDenied("Cassandra denied MODIFY")
         await super().save_pointer(topic, partition, offset)
 
 
@@ -133,6 +136,20 @@ async def test_writes_always_ask_and_one_that_succeeds_closes_the_breaker() -> N
         inner.down = False
         await store.save_pointer("topic", 0, 1)  # replication's write says the store is back
         assert await store.meta(key) is None and inner.asked == 1
+    finally:
+        await store.close()
+
+
+async def test_a_right_refused_is_no_outage_the_reads_after_it_ask() -> None:
+    # the secured stack's client role may not write: its refused write is not the store down
+    # (CI: the next read was refused "not asked again" though the store was up)
+    inner = _Outage()
+    store = await _started(inner, down_retry_s=3600.0)
+    try:
+        inner.denied = True
+        with pytest.raises(StoreAccessDenied):
+            await store.save_pointer("topic", 0, 1)
+        assert await store.meta(JournalKey("topic", "id")) is None and inner.asked == 1
     finally:
         await store.close()
 
