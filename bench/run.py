@@ -29,6 +29,7 @@ from bench.console import console_section
 from bench.consumer import bench_consumer
 from bench.encryption import EncryptionSizes, bench_encryption
 from bench.environment import connected, quiet_cassandra, settings_for, settle, worker
+from bench.footprint import FootprintSizes, bench_footprint
 from bench.huge import bench_huge
 from bench.profile import host_busy_fraction, host_cpu_jiffies
 from bench.read import ReadSizes, bench_offline, bench_offline_pile, bench_read
@@ -632,6 +633,15 @@ def run_encryption(appends: int, events: int) -> int:
     return 0
 
 
+def run_footprint(events: int, journals: int) -> int:
+    """Only the footprint (`--footprint-only`): the bytes an event and a journal cost on Kafka's
+    and Cassandra's disks (one long journal of `events`, `journals` of one event); prints them."""
+    stack, base = _stack_up()
+    sizes = FootprintSizes(events=events, journals=journals)
+    _print_rows(asyncio.run(bench_footprint(base, stack.settings.data_dir, sizes)))
+    return 0
+
+
 def run_contention(out: Path) -> int:
     """Only the append section's contention rows (`--contention-only`), against a worker of
     their own; prints them (BENCHMARKS.md is left as the last full run wrote it)."""
@@ -789,6 +799,15 @@ def main(argv: list[str] | None = None) -> int:
         "print its numbers",
     )
     parser.add_argument(
+        "--footprint-only",
+        type=int,
+        nargs=2,
+        metavar=("EVENTS", "JOURNALS"),
+        default=None,
+        help="run only the footprint: the bytes an event and a journal cost on Kafka's and "
+        "Cassandra's disks (one journal of EVENTS, JOURNALS of one event); print its numbers",
+    )
+    parser.add_argument(
         "--cassandra-cluster-only",
         type=int,
         metavar="EVENTS",
@@ -827,6 +846,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_tls(args.tls_only)
     if args.encryption_only is not None:
         return run_encryption(*args.encryption_only)
+    if args.footprint_only is not None:
+        return run_footprint(*args.footprint_only)
     if args.recovery_only is not None:
         return run_recovery(args.recovery_only)
     if args.spread_only is not None:
