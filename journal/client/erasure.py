@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import msgspec
 
-from journal.codec.envelope import EnvelopeRefused, Opener, is_sealed, seal
+from journal.codec.envelope import EnvelopeRefused, is_sealed, seal
 from journal.core.model import Event, EventRecord, JournalKey, Position
 from journal.errors import JournalErased
 from journal.settings import Settings
@@ -60,10 +60,10 @@ def seal_events(data_key: DataKey, journal_id: str, events: Sequence[Event]) -> 
     )
 
 
-def open_record(data_key: DataKey, journal_id: str, record: EventRecord) -> EventRecord:
-    """One record, opened (a payload appended before the deployment encrypted stays plain);
-    a read opens a page at a time (`Encryption.open_batches`)."""
-    return Opener(data_key.cipher, journal_id).records([record])[0]
+def open_record(data_key: DataKey, record: EventRecord) -> EventRecord:
+    """One record of the key's journal, opened (a payload appended before the deployment
+    encrypted stays plain); a read opens a page at a time (`Encryption.open_batches`)."""
+    return data_key.opener.records([record])[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +90,7 @@ class Encryption:
             async for batch in batches:
                 yield batch
             return
-        opener = Opener(data_key.cipher, key.id)
+        opener = data_key.opener
         async for batch in batches:
             yield opener.records(batch)
 
@@ -102,7 +102,7 @@ class Encryption:
             data_key = await self.keys.for_read(key)  # cached: one look per journal a while
             if data_key is None:
                 return None if is_sealed(record.event.payload) else record
-            return open_record(data_key, key.id, record)
+            return open_record(data_key, record)
         except (JournalErased, EnvelopeRefused):
             return None
 
