@@ -100,11 +100,12 @@ _J, _T = b"j"[0], b"t"[0]
 
 
 class Opener:
-    """Opens one journal's envelopes (of one `label`) with its data key. A read opens a whole
-    page in `records`' one loop: the journal's part of the associated data is built once, and
-    the cipher's fixed cost per call (~0.45 us whatever the size, its context set up anew each
-    time) is all that is left per event but a few slices (bytes: at these sizes a memoryview's
-    slices cost more than the copies they save, and `decrypt` takes them slower)."""
+    """Opens one journal's envelopes (of one `label`) with its data key; a cached data key
+    holds its journal's (`DataKey.opener`). A read opens a whole page in `records`' one loop,
+    the journal's part of the associated data built once: the cipher's fixed ~0.45 us a call
+    (its context set up anew each time) is then about half of the opening's cost an event
+    (BENCHMARKS.md). Slices are bytes: at these sizes a memoryview's cost more than the copies
+    they save, and `decrypt` takes them slower."""
 
     __slots__ = ("_decrypt", "_journal_id", "_label", "_prefix")
 
@@ -126,9 +127,9 @@ class Opener:
         return _payload_of(plain)
 
     def records(self, records: list[EventRecord]) -> list[EventRecord]:
-        """`records`, each sealed payload opened: one pass, the record built once (a payload
-        that is not an envelope, appended before the deployment encrypted, stays as it is);
-        EnvelopeRefused at the first that does not open."""
+        """`records`, each sealed payload opened: one pass, each record rebuilt once with its
+        opened payload (a payload that is not an envelope, appended before the deployment
+        encrypted, stays as it is); EnvelopeRefused at the first that does not open."""
         decrypt, prefix = self._decrypt, self._prefix
         # the module's names as locals: a global's look-up per use costs as much as a slice
         binary, magic, least, seq_nr_bytes = BinaryPayload, MAGIC, _MIN_SEALED, _SEQ_NR
