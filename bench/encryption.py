@@ -5,15 +5,19 @@ through the direct client of a deployment with a key-encryption key and of one w
 from __future__ import annotations
 
 import asyncio
+import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from pydantic import SecretStr
 
 from bench.common import Row, Section, median, spread, unique
 from bench.environment import connected, settings_for
-from journal import Event, Journals, JsonPayload
-from journal.codec import new_kek_text
+from journal import Event, EventRecord, Journals, JsonPayload
+from journal.codec import Opener, new_data_key, new_kek_text, seal
 from journal.kafka import JournalProducer
 from journal.replication import KafkaQuarantine, replicate_to_now
 from journal.settings import Settings
@@ -27,10 +31,18 @@ METHOD = (
     "its appends one after the other, `Ack.VERIFIED`); appends/s. Recovery: one journal of "
     "{events:,} events (appends of 100), replicated to the store before timing, read from "
     "seqNr 1 to its end with `journal.read()`, every event consumed; events/s. The two "
-    "deployments alternate, {reps} repetitions each after a warm-up; medians (spread min..max)."
+    "deployments alternate, {reps} repetitions each after a warm-up; medians (spread min..max). "
+    "Client CPU: this process's CPU time (all its threads: the driver's decoding, the reading "
+    "flow, the opening) over each recovery read, us an event: what a shared host's load blurs "
+    "least. Opening: {page:,} sealed events of the recovery's payload opened a page at a time "
+    "(`Opener.records`, as a read does) against `AESGCM.decrypt` alone with its inputs ready, "
+    "in memory, best of {tries}; ns an event."
 )
 GOAL = 0.9  # issue 44: encrypted >= 0.9x plain
 _PAD = "x" * 62
+_PAGE = 1000  # events opened at a time in the opening's measure: a store page's worth
+_TRIES = 5
+_WHEN = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,14 +97,42 @@ class _Deployment:
             last = min(first + 99, events)
             await journal.append([_event(n) for n in range(first, last + 1)])
 
-    async def read_recovery(self, events: int) -> float:
-        started = time.perf_counter()
+    async def read_recovery(self, events: int) -> tuple[float, float]:
+        """The recovery read: events/s, and this process's CPU time, us an event."""
+        started, cpu = time.perf_counter(), time.process_time()
         count = 0
         async for _ in self.journals.journal(self.recovery).read():
             count += 1
         if count != events:
             raise RuntimeError(f"the recovery read {count} events of {events}")
-        return count / (time.perf_counter() - started)
+        return count / (time.perf_counter() - started), (time.process_time() - cpu) / count * 1e6
+
+
+def opening_costs() -> tuple[float, float]:
+    """ns an event: a page of the recovery's payloads opened as a read opens it, and the
+    cipher's `decrypt` alone on envelopes of the same sizes (the floor any opening pays)."""
+    cipher, journal_id = AESGCM(new_data_key()), "opening"
+    payloads = [JsonPayload.of({"n": n, "kind": "bench", "pad": _PAD}) for n in range(_PAGE)]
+    page = [
+        EventRecord(Event(n, payload=seal(cipher, journal_id, n, payload)), _WHEN, 0, n)
+        for n, payload in enumerate(payloads, 1)
+    ]
+    opener = Opener(cipher, journal_id)
+    ready = []  # nonce, ciphertext and associated data of the envelope's sizes, made beforehand
+    for n, payload in enumerate(payloads, 1):
+        nonce, associated = os.urandom(12), f"{journal_id}{n:08}".encode()
+        ready.append((nonce, cipher.encrypt(nonce, b"j" + payload.raw, associated), associated))
+
+    def best(run: Callable[[], object]) -> float:
+        times = []
+        for _ in range(_TRIES):
+            started = time.perf_counter()
+            run()
+            times.append(time.perf_counter() - started)
+        return min(times) / _PAGE * 1e9
+
+    opening = best(lambda: opener.records(page))
+    return opening, best(lambda: [cipher.decrypt(*inputs) for inputs in ready])
 
 
 async def bench_encryption(base: Settings, sizes: EncryptionSizes) -> Section:
@@ -103,6 +143,8 @@ async def bench_encryption(base: Settings, sizes: EncryptionSizes) -> Section:
             appends=sizes.appends,
             events=sizes.recovery_events,
             reps=sizes.repetitions,
+            page=_PAGE,
+            tries=_TRIES,
         ),
     )
     plain_settings = settings_for(base, "plain")
@@ -123,6 +165,7 @@ async def bench_encryption(base: Settings, sizes: EncryptionSizes) -> Section:
 
         rates: dict[str, list[float]] = {"plain": [], "sealed": []}
         reads: dict[str, list[float]] = {"plain": [], "sealed": []}
+        cpu: dict[str, list[float]] = {"plain": [], "sealed": []}
         await plain.read_recovery(sizes.recovery_events)  # warm-up reads
         await sealed.read_recovery(sizes.recovery_events)
         for repetition in range(sizes.repetitions):
@@ -131,7 +174,9 @@ async def bench_encryption(base: Settings, sizes: EncryptionSizes) -> Section:
                 order.reverse()
             for name, deployment in order:
                 rates[name].append(await deployment.appends(sizes.appends))
-                reads[name].append(await deployment.read_recovery(sizes.recovery_events))
+                rate, cpu_us = await deployment.read_recovery(sizes.recovery_events)
+                reads[name].append(rate)
+                cpu[name].append(cpu_us)
 
     for what, samples, unit in (
         ("appends (1 event, c=64)", rates, "appends/s"),
@@ -150,4 +195,16 @@ async def bench_encryption(base: Settings, sizes: EncryptionSizes) -> Section:
                 note=spread(samples["sealed"]),
             )
         )
+    # the recovery's client CPU an event (no goal: it explains the rate above, loaded or not)
+    baseline, value = median(cpu["plain"]), median(cpu["sealed"])
+    what = f"recovery of {sizes.recovery_events:,} events, client CPU"
+    section.rows.append(Row(f"{what}, plain", baseline, "us/event", note=spread(cpu["plain"])))
+    section.rows.append(
+        Row(f"{what}, encrypted", value, "us/event", baseline=baseline, note=spread(cpu["sealed"]))
+    )
+    opening, cipher = opening_costs()
+    section.rows.append(Row("opening: AESGCM.decrypt alone", cipher, "ns/event"))
+    section.rows.append(
+        Row("opening: a page as a read opens it", opening, "ns/event", baseline=cipher)
+    )
     return section

@@ -175,9 +175,7 @@ async def export_rows(
                 erased(key)
                 continue
         async for record in store.read(key, meta):
-            yield export_row(
-                key, record if data_key is None else open_record(data_key, key.id, record)
-            )
+            yield export_row(key, record if data_key is None else open_record(data_key, record))
 
 
 def _export_task(

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import msgspec
 
-from journal.codec.envelope import EnvelopeRefused, is_sealed, open_sealed, seal
-from journal.core.model import BinaryPayload, Event, EventRecord, JournalKey, Position
+from journal.codec.envelope import EnvelopeRefused, is_sealed, seal
+from journal.core.model import Event, EventRecord, JournalKey, Position
 from journal.errors import JournalErased
 from journal.settings import Settings
 from journal.store.keys import (
@@ -60,14 +60,10 @@ def seal_events(data_key: DataKey, journal_id: str, events: Sequence[Event]) -> 
     )
 
 
-def open_record(data_key: DataKey, journal_id: str, record: EventRecord) -> EventRecord:
-    event = record.event
-    payload = event.payload
-    if not is_sealed(payload):  # appended before the deployment encrypted: plain
-        return record
-    assert isinstance(payload, BinaryPayload)  # is_sealed says so
-    opened = open_sealed(data_key.cipher, journal_id, event.seq_nr, payload)
-    return msgspec.structs.replace(record, event=msgspec.structs.replace(event, payload=opened))
+def open_record(data_key: DataKey, record: EventRecord) -> EventRecord:
+    """One record of the key's journal, opened (a payload appended before the deployment
+    encrypted stays plain); a read opens a page at a time (`Encryption.open_batches`)."""
+    return data_key.opener.records([record])[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,21 +83,16 @@ class Encryption:
     async def open_batches(
         self, key: JournalKey, batches: AsyncIterator[list[EventRecord]]
     ) -> AsyncIterator[list[EventRecord]]:
-        """A read's batches, opened; JournalErased (before any batch) once its erasure began."""
+        """A read's batches, opened; JournalErased (before any batch) once its erasure began.
+        The key is looked up once a read and each batch opened in one loop (`Opener`)."""
         data_key = await self.keys.for_read(key)
         if data_key is None:  # a journal without a key has only plain payloads
             async for batch in batches:
                 yield batch
             return
+        opener = data_key.opener
         async for batch in batches:
-            yield [open_record(data_key, key.id, record) for record in batch]
-
-    async def open_records(
-        self, key: JournalKey, records: AsyncIterator[EventRecord]
-    ) -> AsyncIterator[EventRecord]:
-        data_key = await self.keys.for_read(key)
-        async for record in records:
-            yield record if data_key is None else open_record(data_key, key.id, record)
+            yield opener.records(batch)
 
     async def opened(self, key: JournalKey, record: EventRecord) -> EventRecord | None:
         """A subscription's event, opened; None if its journal is erased (any of its events,
@@ -111,7 +102,7 @@ class Encryption:
             data_key = await self.keys.for_read(key)  # cached: one look per journal a while
             if data_key is None:
                 return None if is_sealed(record.event.payload) else record
-            return open_record(data_key, key.id, record)
+            return open_record(data_key, record)
         except (JournalErased, EnvelopeRefused):
             return None
 

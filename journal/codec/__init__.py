@@ -36,7 +36,7 @@ if TYPE_CHECKING:
         record_headers,
     )
     from journal.codec.duration import FiniteDuration, TimeUnit, from_nanos, parse_duration
-    from journal.codec.envelope import new_kek_text
+    from journal.codec.envelope import Opener, new_data_key, new_kek_text, seal
     from journal.codec.errors import DecodeError, EncodeError
     from journal.codec.events import decode_events, encode_events
 
@@ -46,6 +46,7 @@ _DOOR = {
     "EncodeError": "errors",
     "FiniteDuration": "duration",
     "MalformedRecord": "actions",
+    "Opener": "envelope",
     "RawRecord": "actions",
     "TimeUnit": "duration",
     "decode_action_header": "action_header",
@@ -54,10 +55,12 @@ _DOOR = {
     "encode_events": "events",
     "events_of": "actions",
     "from_nanos": "duration",
+    "new_data_key": "envelope",
     "new_kek_text": "envelope",
     "parse_checked": "actions",
     "parse_duration": "duration",
     "record_headers": "actions",
+    "seal": "envelope",
 }
 __getattr__ = door(__name__, _DOOR)
 __all__ = [
@@ -66,6 +69,7 @@ __all__ = [
     "EncodeError",
     "FiniteDuration",
     "MalformedRecord",
+    "Opener",
     "RawRecord",
     "TimeUnit",
     "decode_action_header",
@@ -74,8 +78,10 @@ __all__ = [
     "encode_events",
     "events_of",
     "from_nanos",
+    "new_data_key",
     "new_kek_text",
     "parse_checked",
     "parse_duration",
     "record_headers",
+    "seal",
 ]

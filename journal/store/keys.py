@@ -24,7 +24,7 @@ from typing import Any, Protocol
 from cassandra.query import SimpleStatement
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from journal.codec.envelope import EnvelopeRefused, Kek, new_data_key
+from journal.codec.envelope import EnvelopeRefused, Kek, Opener, new_data_key
 from journal.core.model import JournalKey
 from journal.errors import JournalErased, SetupMissing
 from journal.store import cql
@@ -201,10 +201,12 @@ class MemoryKeyStore:
 
 @dataclass(frozen=True, slots=True)
 class DataKey:
-    """A journal's data key, unwrapped: its cipher, and the key itself for digests."""
+    """A journal's data key, unwrapped: its cipher, the key itself for digests, and what opens
+    the journal's events (made once a cached key, not once a read or an event)."""
 
     raw: bytes
     cipher: AESGCM
+    opener: Opener
 
 
 def context(key: JournalKey) -> bytes:
@@ -278,7 +280,8 @@ class DataKeys:
                 "this process is not given (KJ_KEK_FILE, KJ_KEK_OLD_FILE)"
             )
         raw = kek.unwrap(row.wrapped, context(key))
-        return DataKey(raw, AESGCM(raw))
+        cipher = AESGCM(raw)
+        return DataKey(raw, cipher, Opener(cipher, key.id))
 
     @staticmethod
     def _usable(key: JournalKey, value: object) -> DataKey | None:

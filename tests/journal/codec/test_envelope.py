@@ -3,19 +3,30 @@ journal/store/keys.py): what opens, what refuses, rotation, and the cache's boun
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from journal.codec.envelope import (
     EnvelopeRefused,
     FileKek,
+    Opener,
     is_sealed,
     new_data_key,
     new_kek_text,
     open_sealed,
     seal,
 )
-from journal.core.model import BinaryPayload, JournalKey, JsonPayload, Payload, TextPayload
+from journal.core.model import (
+    BinaryPayload,
+    Event,
+    EventRecord,
+    JournalKey,
+    JsonPayload,
+    Payload,
+    TextPayload,
+)
 from journal.errors import JournalErased
 from journal.store.keys import DataKeys, KeyState, MemoryKeyStore, context
 
@@ -39,6 +50,50 @@ def test_an_envelope_moved_to_another_journal_or_seq_nr_or_key_does_not_open() -
             open_sealed(other, journal_id, seq_nr, sealed)
     with pytest.raises(EnvelopeRefused):
         open_sealed(AESGCM(new_data_key()), "j", 7, sealed)
+
+
+def _record(seq_nr: int, payload: Payload | None) -> EventRecord:
+    return EventRecord(
+        Event(seq_nr, frozenset({"tag"}), payload),
+        datetime(2026, 11, 27, tzinfo=UTC),
+        2,
+        100 + seq_nr,
+        headers={"h": "v"},
+    )
+
+
+def test_a_page_opens_in_one_pass_as_each_record_would() -> None:
+    """`Opener.records`, a read's loop: every kind opens, a plain payload (appended before
+    the deployment encrypted) and a missing one stay as they are, the rest of each record too."""
+    cipher = AESGCM(new_data_key())
+    payloads: list[Payload | None] = [
+        JsonPayload(b'{"n":1}'),
+        TextPayload("é"),
+        BinaryPayload(b"\x00KJE1"),
+        BinaryPayload(b""),
+        None,
+    ]
+    page = [
+        _record(seq_nr, None if payload is None else seal(cipher, "j", seq_nr, payload))
+        for seq_nr, payload in enumerate(payloads, 1)
+    ]
+    plain = [_record(6, JsonPayload(b"[]")), _record(7, BinaryPayload(b"KJE1 too short"))]
+    expected = [_record(seq_nr, payload) for seq_nr, payload in enumerate(payloads, 1)] + plain
+    assert Opener(cipher, "j").records(page + plain) == expected
+
+
+def test_a_page_refuses_at_an_envelope_that_does_not_open() -> None:
+    cipher = AESGCM(new_data_key())
+    sealed = seal(cipher, "j", 1, TextPayload("x"))
+    tampered = BinaryPayload(sealed.value[:-1] + bytes([sealed.value[-1] ^ 1]))
+    for opener, page in (
+        (Opener(cipher, "j"), [_record(1, tampered)]),
+        (Opener(cipher, "k"), [_record(1, sealed)]),  # moved to another journal
+        (Opener(cipher, "j"), [_record(2, sealed)]),  # to another seqNr
+        (Opener(AESGCM(new_data_key()), "j"), [_record(1, sealed)]),  # another key
+    ):
+        with pytest.raises(EnvelopeRefused, match="seqNr"):
+            opener.records(page)
 
 
 def test_a_wrapped_key_unwraps_only_with_its_kek_for_its_journal() -> None:
