@@ -18,7 +18,7 @@ from pathlib import Path
 
 from bench.common import Row, Section
 from bench.environment import connected, quiet_cassandra, settings_for
-from journal import Event, Journals, JsonPayload
+from journal import Ack, Event, Journals, JsonPayload
 from journal.kafka import JournalProducer
 from journal.replication import KafkaQuarantine, replicate_to_now
 from journal.settings import Settings
@@ -28,7 +28,8 @@ METHOD = (
     "Two workloads, each on a fresh topic (1 partition) and keyspace: one journal of {events:,} "
     "events appended 10 at a time (JSON events of ~300 bytes, 260 of them random URL-safe text, "
     "so compression finds little: a worst case), and {journals:,} "
-    "journals of one such event each, appended at c=64. Each is replicated to the store "
+    "journals of one such event each, appended at c=64 (answered at Kafka's acknowledgement). "
+    "Each is replicated to the store "
     "(`replicate_to_now`); then Cassandra's memtables are flushed (the tables' "
     "`memtable_flush_period_in_ms`) and its compactions waited out, and the bytes of the "
     "topic's log segments and of the keyspace's SSTables (every component: data, index, "
@@ -128,7 +129,7 @@ async def _replicate(settings: Settings, store: CassandraStore) -> None:
 async def _write_long(journals: Journals, count: int) -> None:
     journal = journals.journal("footprint-long")
     for first in range(1, count + 1, 10):
-        await journal.append(events(first, min(10, count - first + 1)))
+        await journal.append(events(first, min(10, count - first + 1)), ack=Ack.KAFKA)
 
 
 async def _write_many(journals: Journals, count: int) -> None:
@@ -136,7 +137,7 @@ async def _write_many(journals: Journals, count: int) -> None:
 
     async def one(n: int) -> None:
         async with lanes:
-            await journals.journal(f"footprint-{n:09d}").append(events(1, 1))
+            await journals.journal(f"footprint-{n:09d}").append(events(1, 1), ack=Ack.KAFKA)
 
     await asyncio.gather(*(one(n) for n in range(count)))
 
