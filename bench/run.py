@@ -689,6 +689,8 @@ def run_tls(appends: int) -> int:
     for row in section.rows:
         ratio = "" if row.ratio is None else f" ({row.ratio:.2f}x of {row.baseline:,.0f})"
         print(f"{row.name}: {row.value:,.1f} {row.unit}{ratio} {row.goal} {row.spread}")
+    for note in section.notes:
+        print(note)
     return 0
 
 

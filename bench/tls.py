@@ -18,9 +18,12 @@ import aiohttp
 
 from app.http_tokens import client_headers
 from bench.common import Row, Section, median, spread, unique
+from bench.replication import replicate_with_worker, write_backlog
 from bench.workload import closed_loop, events, http_body
 from devtools.workers import WorkerProcess
 from journal import Ack, Journals
+from journal.kafka import end_offsets
+from journal.replication import wait_replicated
 from journal.settings import Settings
 from stack import StackSettings
 from stack.tls import StackCertificates
@@ -32,9 +35,12 @@ METHOD = (
     "append, each lane its own journal, {appends} appends per repetition, {reps} repetitions "
     "after a warm-up, plain and TLS alternating; the direct client answered at Kafka's "
     "acknowledgement (`Ack.KAFKA`), HTTP with `?ack=kafka`; the median over repetitions. "
-    "Recovery: one journal of {events} events (appended 100 at a time), replicated by the "
-    "worker (its time is the replication row), then read whole by the direct client, "
-    "{reps} times, the median."
+    "Replication: {reps} backlogs per side, plain and TLS alternating: the side's worker, "
+    "caught up, is stopped, {events:,} events are written (appends of 10, 100 journals), the "
+    "worker is started again and the backlog's records left at its readiness are timed until "
+    "every pointer reaches the end (from the process start if most were replicated before it "
+    "was ready: noted); the median. Recovery: one journal of {events:,} events (appended 100 "
+    "at a time), replicated, then read whole by the direct client, {reps} times, the median."
 )
 
 
@@ -86,6 +92,7 @@ def worker_env(stack: StackSettings) -> dict[str, str]:
 @dataclass
 class _Side:
     label: str
+    settings: Settings
     journals: Journals
     worker: WorkerProcess
     http: aiohttp.ClientSession
@@ -116,10 +123,11 @@ async def bench_tls(
                 headers=client_headers(settings),
                 connector=aiohttp.TCPConnector(limit=sizes.concurrency, ssl=worker.http_ssl()),
             )
-            sides[label] = _Side(label, journals, worker, http)
+            sides[label] = _Side(label, settings, journals, worker, http)
         for side in sides.values():
             await side.worker.wait_ready()
         await _appends(section, sides, sizes)
+        await _replication(section, sides, sizes)
         await _recovery(section, sides, sizes)
     finally:
         for side in sides.values():
@@ -173,17 +181,48 @@ async def _appends(section: Section, sides: dict[str, _Side], sizes: TlsSizes) -
         )
 
 
+async def _replication(section: Section, sides: dict[str, _Side], sizes: TlsSizes) -> None:
+    """The worker's rate over a backlog, `repetitions` times per side, the sides alternating:
+    one measurement a run swung 0.62-1.20x (BENCHMARKS.md, issue 45)."""
+    rates: dict[str, list[float]] = {}
+    for _ in range(sizes.repetitions):
+        for label, side in sides.items():
+            settings = side.settings
+            kafka = settings.kafka_access()
+            ends = await end_offsets(kafka, settings.topic, settings.partitions)
+            # caught up first: the backlog is only what is written while the worker is stopped
+            await wait_replicated(side.journals.store, settings.topic, ends, timeout_s=600)
+            side.worker.stop()
+            await write_backlog(side.journals, sizes.events)
+            notes = Section("", "")
+            rate = await replicate_with_worker(
+                settings, side.worker, side.journals.store, notes, backlog_from=ends
+            )
+            section.notes += [f"replication, {label}: {note}" for note in notes.notes]
+            rates.setdefault(label, []).append(rate)
+    plain = median(rates["plain"])
+    section.add(Row(f"replication of {sizes.events:,}, plain", plain, "events/s"))
+    section.add(
+        Row(
+            f"replication of {sizes.events:,}, TLS",
+            median(rates["tls"]),
+            "events/s",
+            baseline=plain,
+            goal=">= 0.8x",
+            spread=spread(rates["tls"]),
+            note="the worker's agent over a backlog, from its readiness",
+        )
+    )
+
+
 async def _recovery(section: Section, sides: dict[str, _Side], sizes: TlsSizes) -> None:
-    replicated: dict[str, float] = {}
     reads: dict[str, list[float]] = {}
     ids = {label: unique("recovery") for label in sides}
     for label, side in sides.items():
         journal = side.journals.journal(ids[label])
         for first in range(1, sizes.events + 1, 100):
             await journal.append(events(first, min(100, sizes.events - first + 1)), ack=Ack.KAFKA)
-        started = time.perf_counter()
         await _replicated(side, ids[label], sizes.events)
-        replicated[label] = sizes.events / (time.perf_counter() - started)
     for _ in range(sizes.repetitions):
         for label, side in sides.items():
             started = time.perf_counter()
@@ -192,17 +231,6 @@ async def _recovery(section: Section, sides: dict[str, _Side], sizes: TlsSizes) 
                 count += 1
             assert count == sizes.events, f"{label}: read {count} of {sizes.events}"
             reads.setdefault(label, []).append(sizes.events / (time.perf_counter() - started))
-    section.add(Row(f"replication of {sizes.events:,}, plain", replicated["plain"], "events/s"))
-    section.add(
-        Row(
-            f"replication of {sizes.events:,}, TLS",
-            replicated["tls"],
-            "events/s",
-            baseline=replicated["plain"],
-            goal=">= 0.8x",
-            note="once: the worker's agent, from the last append to the store's pointer",
-        )
-    )
     plain = median(reads["plain"])
     section.add(Row(f"recovery of {sizes.events:,}, direct, plain", plain, "events/s"))
     section.add(
