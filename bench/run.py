@@ -682,7 +682,7 @@ def run_tls(appends: int) -> int:
     stack_up(plain)
     try:
         with tempfile.TemporaryDirectory(prefix="kj-bench-") as workdir:
-            stacks = {"plain": plain.settings, "tls": tls.settings}
+            stacks = {"plain": plain, "tls": tls}
             section = asyncio.run(bench_tls(stacks, Path(workdir), TlsSizes(appends=appends)))
     finally:
         plain.down(only_started=True)
