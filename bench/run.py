@@ -692,13 +692,15 @@ def run_tls(appends: int) -> int:
     stack_up(plain)
     try:
         with tempfile.TemporaryDirectory(prefix="kj-bench-") as workdir:
-            stacks = {"plain": plain.settings, "tls": tls.settings}
+            stacks = {"plain": plain, "tls": tls}
             section = asyncio.run(bench_tls(stacks, Path(workdir), TlsSizes(appends=appends)))
     finally:
         plain.down(only_started=True)
     for row in section.rows:
         ratio = "" if row.ratio is None else f" ({row.ratio:.2f}x of {row.baseline:,.0f})"
         print(f"{row.name}: {row.value:,.1f} {row.unit}{ratio} {row.goal} {row.spread}")
+    for note in section.notes:
+        print(note)
     return 0
 
 

@@ -9,6 +9,7 @@ every repetition, so a load on the shared machine falls on both.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -18,11 +19,15 @@ import aiohttp
 
 from app.http_tokens import client_headers
 from bench.common import Row, Section, median, spread, unique
+from bench.profile import process_cpu_s
+from bench.replication import replicate_with_worker, write_backlog
 from bench.workload import closed_loop, events, http_body
 from devtools.workers import WorkerProcess
 from journal import Ack, Journals
+from journal.kafka import end_offsets
+from journal.replication import wait_replicated
 from journal.settings import Settings
-from stack import StackSettings
+from stack import Stack, StackSettings
 from stack.tls import StackCertificates
 
 METHOD = (
@@ -32,9 +37,17 @@ METHOD = (
     "append, each lane its own journal, {appends} appends per repetition, {reps} repetitions "
     "after a warm-up, plain and TLS alternating; the direct client answered at Kafka's "
     "acknowledgement (`Ack.KAFKA`), HTTP with `?ack=kafka`; the median over repetitions. "
-    "Recovery: one journal of {events} events (appended 100 at a time), replicated by the "
-    "worker (its time is the replication row), then read whole by the direct client, "
-    "{reps} times, the median."
+    "CPU per append: the CPU time (user + system, every thread) over the timed repetitions of "
+    "this process (the client), the side's Kafka and Cassandra JVMs and its worker (whose "
+    "replication of the appends runs meanwhile), summed, over the appends: a measure the "
+    "machine's other load moves less than a rate; TLS <= 1.25x plain is the rate's 0.8x for "
+    "a host whose cores the run saturates. "
+    "Replication: {reps} backlogs per side, plain and TLS alternating: the side's worker, "
+    "caught up, is stopped, {events:,} events are written (appends of 10, 100 journals), the "
+    "worker is started again and the backlog's records left at its readiness are timed until "
+    "every pointer reaches the end (from the process start if most were replicated before it "
+    "was ready: noted); the median. Recovery: one journal of {events:,} events (appended 100 "
+    "at a time), replicated, then read whole by the direct client, {reps} times, the median."
 )
 
 
@@ -86,13 +99,20 @@ def worker_env(stack: StackSettings) -> dict[str, str]:
 @dataclass
 class _Side:
     label: str
+    settings: Settings
     journals: Journals
     worker: WorkerProcess
     http: aiohttp.ClientSession
+    servers: dict[str, int]  # the side's server JVMs (started here, not external): name -> pid
+
+    def cpu_s(self) -> dict[str, float]:
+        """The CPU seconds used so far by the client (this process), the servers, the worker."""
+        pids = {"client": os.getpid()} | self.servers | {"worker": self.worker.pid}
+        return {name: process_cpu_s(pid) for name, pid in pids.items()}
 
 
 async def bench_tls(
-    stacks: dict[str, StackSettings], workdir: Path, sizes: TlsSizes = TlsSizes()
+    stacks: dict[str, Stack], workdir: Path, sizes: TlsSizes = TlsSizes()
 ) -> Section:
     section = Section(
         "TLS",
@@ -105,7 +125,8 @@ async def bench_tls(
     )
     sides: dict[str, _Side] = {}
     try:
-        for label, stack in stacks.items():
+        for label, servers in stacks.items():
+            stack = servers.settings
             settings = client_settings(stack)
             worker = WorkerProcess(
                 settings, "kafka-journal", workdir / label / "worker", env=worker_env(stack)
@@ -116,10 +137,13 @@ async def bench_tls(
                 headers=client_headers(settings),
                 connector=aiohttp.TCPConnector(limit=sizes.concurrency, ssl=worker.http_ssl()),
             )
-            sides[label] = _Side(label, journals, worker, http)
+            pids = {"kafka": servers.kafka.pid(), "cassandra": servers.cassandra.pid()}
+            running = {name: pid for name, pid in pids.items() if pid is not None}
+            sides[label] = _Side(label, settings, journals, worker, http, running)
         for side in sides.values():
             await side.worker.wait_ready()
         await _appends(section, sides, sizes)
+        await _replication(section, sides, sizes)
         await _recovery(section, sides, sizes)
     finally:
         for side in sides.values():
@@ -150,13 +174,21 @@ def _http(side: _Side, prefix: str) -> Callable[[int, int], Awaitable[None]]:
 
 async def _appends(section: Section, sides: dict[str, _Side], sizes: TlsSizes) -> None:
     rates: dict[tuple[str, str], list[float]] = {}
+    cpu: dict[tuple[str, str], dict[str, float]] = {}  # CPU seconds over the timed repetitions
+    counts: dict[tuple[str, str], int] = {}
     for repetition in range(sizes.repetitions + 1):  # the first warms up
         for kind, make in (("direct", _direct), ("http", _http)):
             for label, side in sides.items():
                 operation = make(side, unique(f"{kind}{repetition}"))
+                before = side.cpu_s()
                 timed = await closed_loop(operation, sizes.concurrency, sizes.appends)
+                after = side.cpu_s()
                 if repetition:
                     rates.setdefault((kind, label), []).append(timed.per_second)
+                    used = cpu.setdefault((kind, label), {})
+                    for name, seconds in after.items():
+                        used[name] = used.get(name, 0.0) + seconds - before[name]
+                    counts[(kind, label)] = counts.get((kind, label), 0) + len(timed.latencies_ms)
     for kind in ("direct", "http"):
         plain = median(rates[(kind, "plain")])
         section.add(Row(f"{kind} appends, c={sizes.concurrency}, plain", plain, "appends/s"))
@@ -171,19 +203,70 @@ async def _appends(section: Section, sides: dict[str, _Side], sizes: TlsSizes) -
                 spread=spread(tls),
             )
         )
+        per_append = {
+            label: {name: 1e6 * s / counts[(kind, label)] for name, s in cpu[(kind, label)].items()}
+            for label in ("plain", "tls")
+        }
+        total = {label: sum(per_append[label].values()) for label in per_append}
+        name = f"{kind} appends, CPU per append"
+        section.add(Row(f"{name}, plain", total["plain"], "us"))
+        section.add(
+            Row(
+                f"{name}, TLS",
+                total["tls"],
+                "us",
+                baseline=total["plain"],
+                goal="<= 1.25x",
+                met=total["tls"] <= 1.25 * total["plain"],
+            )
+        )
+        for label, parts in per_append.items():
+            split = ", ".join(f"{part} {us:.0f}" for part, us in parts.items())
+            section.notes.append(f"{kind} appends, CPU per append, {label} (us): {split}")
+
+
+async def _replication(section: Section, sides: dict[str, _Side], sizes: TlsSizes) -> None:
+    """The worker's rate over a backlog, `repetitions` times per side, the sides alternating:
+    one measurement a run swung 0.62-1.20x (BENCHMARKS.md, issue 45)."""
+    rates: dict[str, list[float]] = {}
+    for _ in range(sizes.repetitions):
+        for label, side in sides.items():
+            settings = side.settings
+            kafka = settings.kafka_access()
+            ends = await end_offsets(kafka, settings.topic, settings.partitions)
+            # caught up first: the backlog is only what is written while the worker is stopped
+            await wait_replicated(side.journals.store, settings.topic, ends, timeout_s=600)
+            side.worker.stop()
+            await write_backlog(side.journals, sizes.events)
+            notes = Section("", "")
+            rate = await replicate_with_worker(
+                settings, side.worker, side.journals.store, notes, backlog_from=ends
+            )
+            section.notes += [f"replication, {label}: {note}" for note in notes.notes]
+            rates.setdefault(label, []).append(rate)
+    plain = median(rates["plain"])
+    section.add(Row(f"replication of {sizes.events:,}, plain", plain, "events/s"))
+    section.add(
+        Row(
+            f"replication of {sizes.events:,}, TLS",
+            median(rates["tls"]),
+            "events/s",
+            baseline=plain,
+            goal=">= 0.8x",
+            spread=spread(rates["tls"]),
+            note="the worker's agent over a backlog, from its readiness",
+        )
+    )
 
 
 async def _recovery(section: Section, sides: dict[str, _Side], sizes: TlsSizes) -> None:
-    replicated: dict[str, float] = {}
     reads: dict[str, list[float]] = {}
     ids = {label: unique("recovery") for label in sides}
     for label, side in sides.items():
         journal = side.journals.journal(ids[label])
         for first in range(1, sizes.events + 1, 100):
             await journal.append(events(first, min(100, sizes.events - first + 1)), ack=Ack.KAFKA)
-        started = time.perf_counter()
         await _replicated(side, ids[label], sizes.events)
-        replicated[label] = sizes.events / (time.perf_counter() - started)
     for _ in range(sizes.repetitions):
         for label, side in sides.items():
             started = time.perf_counter()
@@ -192,17 +275,6 @@ async def _recovery(section: Section, sides: dict[str, _Side], sizes: TlsSizes) 
                 count += 1
             assert count == sizes.events, f"{label}: read {count} of {sizes.events}"
             reads.setdefault(label, []).append(sizes.events / (time.perf_counter() - started))
-    section.add(Row(f"replication of {sizes.events:,}, plain", replicated["plain"], "events/s"))
-    section.add(
-        Row(
-            f"replication of {sizes.events:,}, TLS",
-            replicated["tls"],
-            "events/s",
-            baseline=replicated["plain"],
-            goal=">= 0.8x",
-            note="once: the worker's agent, from the last append to the store's pointer",
-        )
-    )
     plain = median(reads["plain"])
     section.add(Row(f"recovery of {sizes.events:,}, direct, plain", plain, "events/s"))
     section.add(
