@@ -29,6 +29,7 @@ from journal.core import (
     new_topic_of,
     next_step,
     partition_state,
+    seal_wait_s,
 )
 from journal.errors import InvalidValue, PartitionCountChanged, SetupMissing, Unavailable
 from journal.kafka import (
@@ -121,6 +122,7 @@ async def grow_topic(
     confirm(f"Grow {topic} to {partitions} partitions now?", yes)
     producer = JournalProducer(kafka)
     await producer.start()
+    plan_known = time.monotonic() if grow is not None else None
     try:
         writer = JournalWriter(producer, old)
         while True:
@@ -128,7 +130,14 @@ async def grow_topic(
             if step.action == "finished":
                 return grow
             before_step(step)
+            if step.action == "seal" and plan_known is not None:
+                wait = seal_wait_s(plan_known, time.monotonic(), settings.grow_lease_s)
+                if wait > 0:  # clients' leases of "no grow" end first (Registry.clear)
+                    say(f"waiting {wait:.1f} s after the plan before the first Seal")
+                    await asyncio.sleep(wait)
             await _take(settings, store, writer, step, grow, partitions, sealed, say)
+            if step.action == "plan":
+                plan_known = time.monotonic()
             grow = await store.grow(topic)
             sealed = await _sealed(settings, grow, old)
     finally:

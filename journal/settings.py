@@ -250,6 +250,14 @@ class Settings(KJSettings):
         "to learn whether its journal's partition is cut when its index cannot tell (it reads "
         "the partition for the Seal); past it, 503 with Retry-After",
     )
+    grow_lease_s: float = Field(
+        default=1.0,
+        ge=0,
+        description="the same in every process of a deployment: a direct client that found no "
+        "grow planned takes an `ack=kafka` acknowledgement within this long of that read as "
+        "below every Seal without reading the registry again, since `topic grow` waits "
+        "`SEAL_AFTER_LEASES` times as long after its plan before its first Seal",
+    )
     read_fence: Literal["high_watermark", "mark"] = Field(
         default="high_watermark",
         description="how a read learns where now is: the high watermark (a read writes "

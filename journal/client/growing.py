@@ -39,14 +39,25 @@ if TYPE_CHECKING:
 
 class Registry:
     """The registry's record of a grow of `topic`, read afresh on demand: a caller waits for a
-    read that started after it asked (concurrent callers share one)."""
+    read that started after it asked (concurrent callers share one).
 
-    def __init__(self, store: EventualStore, topic: str) -> None:
+    A read that finds no grow is a lease of `lease_s` from its start (`clear`): the command
+    records its plan before its first Seal and waits `SEAL_AFTER_LEASES` leases between them,
+    so nothing acknowledged before the lease ends can lie after a Seal."""
+
+    def __init__(self, store: EventualStore, topic: str, lease_s: float = 0.0) -> None:
         self._store = store
         self._topic = topic
+        self._lease_s = lease_s
         self.record: Grow | None = None
         self._reading: asyncio.Future[Grow | None] | None = None
         self._started = 0.0
+        self._clear_until = 0.0  # monotonic
+
+    def clear(self) -> bool:
+        """No grow is planned as of a read that started less than a lease ago: whatever Kafka
+        acknowledged by now lies below every Seal."""
+        return self.record is None and time.monotonic() < self._clear_until
 
     async def fresh(self) -> Grow | None:
         asked = time.monotonic()
@@ -62,12 +73,18 @@ class Registry:
                 reading = None
             if reading is None:
                 self._started = time.monotonic()
-                reading = self._reading = asyncio.ensure_future(self._store.grow(self._topic))
+                reading = self._reading = asyncio.ensure_future(self._read(self._started))
                 reading.add_done_callback(self._done)
             record = await asyncio.shield(reading)
             if record is not None:
                 self.record = record
             return record
+
+    async def _read(self, started: float) -> Grow | None:
+        record = await self._store.grow(self._topic)
+        if record is None:
+            self._clear_until = max(self._clear_until, started + self._lease_s)
+        return record
 
     def _done(self, reading: asyncio.Future[Grow | None]) -> None:
         if self._reading is reading:
@@ -229,11 +246,14 @@ class Growth:
         """After Kafka acknowledged a record of `key` at `offset` that no fold verified (an
         append with `Ack.KAFKA`, a Purge): JournalMoved if it lies after its partition's cut.
         The registry is read after the acknowledgement: no grow there, no Seal before it (the
-        plan is recorded before the first Seal)."""
+        plan is recorded before the first Seal); within a lease of a read that found none, not
+        even read (`Registry.clear`): one read a lease, not one per wave of acknowledgements."""
         cut = self.cuts.known(partition)
         if cut is None:
             grow = self.registry.record
             if grow is None:
+                if self.registry.clear():
+                    return
                 try:
                     grow = await self.registry.fresh()
                 except StoreUnavailable:

@@ -205,7 +205,7 @@ async def _growth(
     `encrypting`: with a key-encryption key it refuses to follow (TopicGrown), since data keys
     are kept per (topic, id): NEW would seal with another key than OLD's events need."""
     kafka_access = settings.kafka_access()
-    registry = Registry(store, settings.topic)
+    registry = Registry(store, settings.topic, settings.grow_lease_s)
     with contextlib.suppress(StoreUnavailable):
         await registry.fresh()
     cuts = Cuts(settings.topic, registry, index, kafka_access, settings.grow_wait_s)

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         new_topic_of,
         next_step,
         partition_state,
+        seal_wait_s,
     )
     from journal.core.index import BEHIND, IndexAnswer, Indexed, NotIndexed, OffsetRuns
     from journal.core.model import (
@@ -65,6 +66,7 @@ _DOOR = {
     "Phase": "grow",
     "Grow": "grow",
     "SEAL_ID": "grow",
+    "seal_wait_s": "grow",
     "Ack": "model",
     "BEHIND": "index",
     "ActionRecord": "model",
@@ -142,4 +144,5 @@ __all__ = [
     "new_topic_of",
     "next_step",
     "partition_state",
+    "seal_wait_s",
 ]

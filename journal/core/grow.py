@@ -18,6 +18,17 @@ from journal.errors import InvalidValue
 
 # the Seal's journal id: reserved, a journal of that id is refused (`check_not_reserved`)
 SEAL_ID = "kafka-journal.seal"
+# the command waits this many `grow_lease_s` between recording its plan and its first Seal: a
+# client's lease (a read that found no plan) then ends well before any Seal, whatever the
+# drift of two monotonic clocks, a slow store read or a late callback
+SEAL_AFTER_LEASES = 3
+
+
+def seal_wait_s(plan_known: float, now: float, lease_s: float) -> float:
+    """How long the command still waits before its first Seal: `plan_known` is when it knew
+    the plan recorded (monotonic; a resumed run: when it read it), so a Seal comes at least
+    `SEAL_AFTER_LEASES` leases after the plan, whoever recorded it."""
+    return max(0.0, plan_known + SEAL_AFTER_LEASES * lease_s - now)
 
 
 def check_not_reserved(journal_id: str) -> str:

@@ -51,8 +51,10 @@ async def store(stack: Stack, keyspace: str) -> AsyncIterator[CassandraStore]:
 
 @pytest.fixture
 async def old(stack: Stack, keyspace: str, store: CassandraStore) -> AsyncIterator[Old]:
-    """A fresh topic of 3 partitions with a few journals in each partition."""
-    settings = settings_for(stack, unique("journal_grow"), keyspace, 3)
+    """A fresh topic of 3 partitions with a few journals in each partition; a short lease, so
+    the command's many resumed runs wait little before their first Seal (the client's reads of
+    the registry are what a lease saves, not what these tests check)."""
+    settings = settings_for(stack, unique("journal_grow"), keyspace, 3).replace(grow_lease_s=0.05)
     async with await Journals.connect(settings, store=store) as journals:
         for n in range(12):
             event = [Event(1, payload=TextPayload(f"e{n}"))]

@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import cast
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, cast
 
-from journal.client.growing import Registry
-from journal.core.grow import Grow
+from journal.client.growing import Cuts, Growth, Registry
+from journal.core.grow import SEAL_AFTER_LEASES, Grow, Phase, seal_wait_s
+from journal.core.index import RecordIndex
+from journal.core.model import JournalKey
 from journal.store.base import EventualStore
+from kjconfig.access import KafkaAccess
+
+if TYPE_CHECKING:
+    from journal.client.journals import Journals
 
 
 class GatedRegistryStore:
@@ -53,3 +60,65 @@ def test_a_caller_asking_as_a_read_finishes_gets_a_newer_read() -> None:
     thread.join(30)  # a bound on the scenario's end (milliseconds), not a speed goal
     assert not thread.is_alive(), "Registry.fresh spins on a finished read"
     assert result == [2]
+
+
+class CountingRegistryStore:
+    """A store whose registry holds no grow until the test records one."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+        self.grow: Grow | None = None
+
+    async def grow_of(self, topic: str) -> Grow | None:
+        self.reads += 1
+        return self.grow
+
+
+def _growth(store: CountingRegistryStore, lease_s: float) -> Growth:
+    backing = cast(EventualStore, SimpleNamespace(grow=store.grow_of))
+    registry = Registry(backing, "topic", lease_s)
+    cuts = Cuts("topic", registry, cast(RecordIndex, None), cast(KafkaAccess, None), 5.0)
+
+    async def build(grow: Grow) -> Journals:
+        raise AssertionError("no successor is needed")
+
+    return Growth(registry, cuts, build)
+
+
+async def acknowledged_reads(lease_s: float, acknowledgements: int) -> int:
+    """The registry reads `acknowledgements` `ack=kafka` acknowledgements cost, one after the
+    other, with no grow planned."""
+    store = CountingRegistryStore()
+    growth = _growth(store, lease_s)
+    key = JournalKey("topic", "a")
+    for offset in range(acknowledgements):
+        await growth.acknowledged(key, 0, offset)
+    return store.reads
+
+
+def test_a_read_that_finds_no_grow_is_a_lease_for_the_acknowledgements_after_it() -> None:
+    # one read for the lease (60 s: the test's acknowledgements all fall in it); without a
+    # lease, as before, one read per acknowledgement (the direct append's largest cost)
+    assert asyncio.run(acknowledged_reads(60.0, 20)) == 1
+    assert asyncio.run(acknowledged_reads(0.0, 20)) == 20
+
+
+def test_a_registry_that_found_a_grow_is_never_clear() -> None:
+    async def scenario() -> tuple[bool, bool]:
+        store = CountingRegistryStore()
+        registry = Registry(cast(EventualStore, SimpleNamespace(grow=store.grow_of)), "t", 60.0)
+        await registry.fresh()
+        before = registry.clear()
+        store.grow = Grow("t", "t.6", 6, Phase.PLANNED)
+        await registry.fresh()
+        return before, registry.clear()
+
+    assert asyncio.run(scenario()) == (True, False)
+
+
+def test_the_command_seals_only_leases_after_the_plan() -> None:
+    lease = 1.0
+    assert seal_wait_s(plan_known=100.0, now=100.0, lease_s=lease) == SEAL_AFTER_LEASES * lease
+    assert seal_wait_s(plan_known=100.0, now=101.5, lease_s=lease) == SEAL_AFTER_LEASES - 1.5
+    assert seal_wait_s(plan_known=100.0, now=200.0, lease_s=lease) == 0.0  # a resumed run
+    assert SEAL_AFTER_LEASES > 1  # a Seal never within a client's lease
