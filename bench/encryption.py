@@ -15,13 +15,10 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from pydantic import SecretStr
 
 from bench.common import Row, Section, median, spread, unique
-from bench.environment import connected, settings_for
+from bench.environment import connected, replicate_here, settings_for
 from journal import Event, EventRecord, Journals, JsonPayload
 from journal.codec import Opener, new_data_key, new_kek_text, seal
-from journal.kafka import JournalProducer
-from journal.replication import KafkaQuarantine, replicate_to_now
 from journal.settings import Settings
-from journal.store import CassandraStore
 
 METHOD = (
     "Two deployments on the same servers, each a fresh topic (3 partitions) and keyspace: plain, "
@@ -55,16 +52,6 @@ class EncryptionSizes:
 
 def _event(seq_nr: int) -> Event:
     return Event(seq_nr, payload=JsonPayload.of({"n": seq_nr, "kind": "bench", "pad": _PAD}))
-
-
-async def _replicate(settings: Settings, store: CassandraStore) -> None:
-    producer = JournalProducer(settings.kafka_access())
-    await producer.start()
-    try:
-        kafka = settings.kafka_access()
-        await replicate_to_now(kafka, store, settings.topic, KafkaQuarantine(producer))
-    finally:
-        await producer.stop()
 
 
 class _Deployment:
@@ -160,8 +147,8 @@ async def bench_encryption(base: Settings, sizes: EncryptionSizes) -> Section:
         for deployment in (plain, sealed):  # warm-up: every journal has its key and seqNr 1
             await asyncio.gather(*(deployment.append_one(i) for i in deployment.ids))
             await deployment.write_recovery(sizes.recovery_events)
-        await _replicate(plain_settings, plain_store)
-        await _replicate(sealed_settings, sealed_store)
+        await replicate_here(plain_settings, plain_store)
+        await replicate_here(sealed_settings, sealed_store)
 
         rates: dict[str, list[float]] = {"plain": [], "sealed": []}
         reads: dict[str, list[float]] = {"plain": [], "sealed": []}

@@ -10,8 +10,8 @@ from pathlib import Path
 from bench.common import unique
 from devtools.workers import WorkerProcess
 from journal import Journals
-from journal.kafka import end_offsets
-from journal.replication import wait_replicated
+from journal.kafka import JournalProducer, end_offsets
+from journal.replication import KafkaQuarantine, replicate_to_now, wait_replicated
 from journal.settings import Settings
 from journal.store import CassandraStore, EventualJournal, execute
 
@@ -37,6 +37,18 @@ async def connected(settings: Settings) -> AsyncIterator[tuple[Journals, Cassand
     finally:
         await journals.close()
         await store.close()
+
+
+async def replicate_here(settings: Settings, store: CassandraStore) -> None:
+    """Replicate the settings' topic to its end in this process (no worker): a scenario's
+    untimed preparation."""
+    producer = JournalProducer(settings.kafka_access())
+    await producer.start()
+    try:
+        kafka = settings.kafka_access()
+        await replicate_to_now(kafka, store, settings.topic, KafkaQuarantine(producer))
+    finally:
+        await producer.stop()
 
 
 def worker(settings: Settings, datadir: Path) -> WorkerProcess:

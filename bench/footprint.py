@@ -17,10 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.common import Row, Section
-from bench.environment import connected, quiet_cassandra, settings_for
+from bench.environment import connected, quiet_cassandra, replicate_here, settings_for
 from journal import Ack, Event, Journals, JsonPayload
-from journal.kafka import JournalProducer
-from journal.replication import KafkaQuarantine, replicate_to_now
 from journal.settings import Settings
 from journal.store import CassandraStore, execute
 
@@ -115,17 +113,6 @@ async def _flushed(store: CassandraStore, stack_dir: Path, keyspace: str) -> dic
     raise RuntimeError(f"{keyspace}'s SSTables did not settle in two minutes")
 
 
-async def _replicate(settings: Settings, store: CassandraStore) -> None:
-    producer = JournalProducer(settings.kafka_access())
-    await producer.start()
-    try:
-        await replicate_to_now(
-            settings.kafka_access(), store, settings.topic, KafkaQuarantine(producer)
-        )
-    finally:
-        await producer.stop()
-
-
 async def _write_long(journals: Journals, count: int) -> None:
     journal = journals.journal("footprint-long")
     for first in range(1, count + 1, 10):
@@ -159,7 +146,7 @@ async def bench_footprint(base: Settings, stack_dir: Path, sizes: FootprintSizes
                 await _write_long(journals, sizes.events)
             else:
                 await _write_many(journals, sizes.journals)
-            await _replicate(settings, store)
+            await replicate_here(settings, store)
             tables = await _flushed(store, stack_dir, settings.keyspace)
             measured[name] = (kafka_bytes(stack_dir, settings.topic), tables)
 

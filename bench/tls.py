@@ -39,9 +39,9 @@ METHOD = (
     "acknowledgement (`Ack.KAFKA`), HTTP with `?ack=kafka`; the median over repetitions. "
     "CPU per append: the CPU time (user + system, every thread) over the timed repetitions of "
     "this process (the client), the side's Kafka and Cassandra JVMs and its worker (whose "
-    "replication of the appends runs meanwhile), summed, over the appends: a measure the "
-    "machine's other load moves less than a rate; TLS <= 1.25x plain is the rate's 0.8x for "
-    "a host whose cores the run saturates. "
+    "replication of the appends runs meanwhile), summed, over the appends: a measure held to "
+    "no goal, since it also counts each server's background work, which a lower rate spreads "
+    "over fewer appends. "
     "Replication: {reps} backlogs per side, plain and TLS alternating: the side's worker, "
     "caught up, is stopped, {events:,} events are written (appends of 10, 100 journals), the "
     "worker is started again and the backlog's records left at its readiness are timed until "
@@ -49,6 +49,9 @@ METHOD = (
     "was ready: noted); the median. Recovery: one journal of {events:,} events (appended 100 "
     "at a time), replicated, then read whole by the direct client, {reps} times, the median."
 )
+
+
+GOAL = ">= 0.8x"  # issue 45: each measure with TLS at least 0.8x the same without
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,36 +193,18 @@ async def _appends(section: Section, sides: dict[str, _Side], sizes: TlsSizes) -
                         used[name] = used.get(name, 0.0) + seconds - before[name]
                     counts[(kind, label)] = counts.get((kind, label), 0) + len(timed.latencies_ms)
     for kind in ("direct", "http"):
-        plain = median(rates[(kind, "plain")])
-        section.add(Row(f"{kind} appends, c={sizes.concurrency}, plain", plain, "appends/s"))
-        tls = rates[(kind, "tls")]
-        section.add(
-            Row(
-                f"{kind} appends, c={sizes.concurrency}, TLS",
-                median(tls),
-                "appends/s",
-                baseline=plain,
-                goal=">= 0.8x",
-                spread=spread(tls),
-            )
-        )
+        samples = {label: rates[(kind, label)] for label in ("plain", "tls")}
+        _against_plain(section, f"{kind} appends, c={sizes.concurrency}", samples, "appends/s")
         per_append = {
             label: {name: 1e6 * s / counts[(kind, label)] for name, s in cpu[(kind, label)].items()}
             for label in ("plain", "tls")
         }
         total = {label: sum(per_append[label].values()) for label in per_append}
+        # a measure, not a goal: CPU per append also counts each server's background work,
+        # which a lower rate spreads over fewer appends (BENCHMARKS.md, the quiet-host runs)
         name = f"{kind} appends, CPU per append"
         section.add(Row(f"{name}, plain", total["plain"], "us"))
-        section.add(
-            Row(
-                f"{name}, TLS",
-                total["tls"],
-                "us",
-                baseline=total["plain"],
-                goal="<= 1.25x",
-                met=total["tls"] <= 1.25 * total["plain"],
-            )
-        )
+        section.add(Row(f"{name}, TLS", total["tls"], "us", baseline=total["plain"]))
         for label, parts in per_append.items():
             split = ", ".join(f"{part} {us:.0f}" for part, us in parts.items())
             section.notes.append(f"{kind} appends, CPU per append, {label} (us): {split}")
@@ -244,18 +229,12 @@ async def _replication(section: Section, sides: dict[str, _Side], sizes: TlsSize
             )
             section.notes += [f"replication, {label}: {note}" for note in notes.notes]
             rates.setdefault(label, []).append(rate)
-    plain = median(rates["plain"])
-    section.add(Row(f"replication of {sizes.events:,}, plain", plain, "events/s"))
-    section.add(
-        Row(
-            f"replication of {sizes.events:,}, TLS",
-            median(rates["tls"]),
-            "events/s",
-            baseline=plain,
-            goal=">= 0.8x",
-            spread=spread(rates["tls"]),
-            note="the worker's agent over a backlog, from its readiness",
-        )
+    _against_plain(
+        section,
+        f"replication of {sizes.events:,}",
+        rates,
+        "events/s",
+        note="the worker's agent over a backlog, from its readiness",
     )
 
 
@@ -275,16 +254,25 @@ async def _recovery(section: Section, sides: dict[str, _Side], sizes: TlsSizes) 
                 count += 1
             assert count == sizes.events, f"{label}: read {count} of {sizes.events}"
             reads.setdefault(label, []).append(sizes.events / (time.perf_counter() - started))
-    plain = median(reads["plain"])
-    section.add(Row(f"recovery of {sizes.events:,}, direct, plain", plain, "events/s"))
+    _against_plain(section, f"recovery of {sizes.events:,}, direct", reads, "events/s")
+
+
+def _against_plain(
+    section: Section, name: str, samples: dict[str, list[float]], unit: str, note: str = ""
+) -> None:
+    """The plain row and the TLS row held to the issue's goal against it (medians)."""
+    plain = median(samples["plain"])
+    section.add(Row(f"{name}, plain", plain, unit))
+    tls = samples["tls"]
     section.add(
         Row(
-            f"recovery of {sizes.events:,}, direct, TLS",
-            median(reads["tls"]),
-            "events/s",
+            f"{name}, TLS",
+            median(tls),
+            unit,
             baseline=plain,
-            goal=">= 0.8x",
-            spread=spread(reads["tls"]),
+            goal=GOAL,
+            spread=spread(tls),
+            note=note,
         )
     )
 

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -19,7 +20,7 @@ from app.confirm import REFUSED_EXIT, UNAVAILABLE_EXIT
 from app.grow import GrowRefused, grow_topic
 from app.worker import _check_recorded as check_worker_start
 from journal.client.journals import Journals
-from journal.core.grow import SEAL_ID, Grow, Phase, Step
+from journal.core.grow import SEAL_AFTER_LEASES, SEAL_ID, Grow, Phase, Step
 from journal.core.model import Ack, Event, TextPayload
 from journal.errors import TopicGrown
 from journal.kafka.consumers import start_consumer, stop_consumer
@@ -111,6 +112,23 @@ async def test_a_grow_cuts_each_partition_at_its_first_seal(old: Old) -> None:
     assert again == grow and "next step: finished" in said[0]  # nothing more to do
     with pytest.raises(TopicGrown, match="a worker does not follow a grow"):
         await check_worker_start(old.settings, 3)  # what a worker's start runs
+
+
+async def test_the_first_seal_comes_leases_after_the_plan(old: Old) -> None:
+    """Clients take a registry read without a grow as a lease (`KJ_GROW_LEASE_S`): the command
+    seals only `SEAL_AFTER_LEASES` leases after its plan, so those leases end first. A lease
+    longer than creating the new topic takes, so the wait is the command's, not the servers'."""
+    settings = old.settings.replace(grow_lease_s=2.0)
+    sealed_at: list[float] = []
+    started = time.monotonic()  # before the plan: the bound below holds on any machine
+
+    def say(line: str) -> None:
+        if ": sealed at offset" in line:
+            sealed_at.append(time.monotonic())
+
+    await grow_topic(settings, old.store, 6, yes=True, say=say)
+    assert len(sealed_at) == 3
+    assert sealed_at[0] - started >= SEAL_AFTER_LEASES * settings.grow_lease_s
 
 
 async def test_a_run_failing_before_any_step_resumes_from_the_registry_and_the_log(
