@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -633,6 +634,17 @@ def run_encryption(appends: int, events: int) -> int:
     return 0
 
 
+def run_partitions(counts: list[int]) -> int:
+    """Only "What a partition costs" (`--partitions-only`): a worker, a rebalance and a direct
+    client at each partition count, and one more partition's cost; prints the rows."""
+    from bench.partitions import bench_partitions
+
+    _, base = _stack_up()
+    with tempfile.TemporaryDirectory(prefix="kj-bench-") as workdir:
+        _print_rows(asyncio.run(bench_partitions(base, counts, Path(workdir))))
+    return 0
+
+
 def run_footprint(events: int, journals: int) -> int:
     """Only the footprint (`--footprint-only`): the bytes an event and a journal cost on Kafka's
     and Cassandra's disks (one long journal of `events`, `journals` of one event); prints them."""
@@ -679,21 +691,31 @@ def run_offline(large_backlog: int) -> int:
     return 0
 
 
-def run_tls(appends: int) -> int:
+def run_tls(appends: int, fresh: bool) -> int:
     """Only "TLS" (`--tls-only`): the environment's stack must be the TLS one (KJ_SECURITY=true
     KJ_TLS=true, a KJ_STACK_DIR of its own); a plain twin is started beside it for the run and
-    stopped after. Prints the rows."""
+    stopped after. With `fresh` (`--fresh-stacks`) both stacks are stopped and their Kafka and
+    Cassandra data deleted first, so that both start cold together with nothing in them: the
+    ratios followed the two stacks' ages and contents as much as TLS (BENCHMARKS.md). Prints
+    the rows."""
     from bench.tls import TlsSizes, bench_tls, plain_twin
 
-    tls, _ = _stack_up()
+    tls = Stack()
     if tls.settings.tls != "on":
         raise SystemExit("--tls-only runs on the TLS stack: KJ_SECURITY=true KJ_TLS=true")
     plain = Stack(plain_twin(tls.settings), tie_to_parent=True)
+    if fresh:
+        for stack in (tls, plain):
+            stack.down()
+            for server_data in ("kafka", "cassandra"):  # certificates and secrets are kept
+                shutil.rmtree(stack.settings.data_dir / server_data, ignore_errors=True)
+    stack_up(tls)
     stack_up(plain)
     try:
         with tempfile.TemporaryDirectory(prefix="kj-bench-") as workdir:
             stacks = {"plain": plain, "tls": tls}
-            section = asyncio.run(bench_tls(stacks, Path(workdir), TlsSizes(appends=appends)))
+            sizes = TlsSizes(appends=appends, http_appends=min(appends, 6400))
+            section = asyncio.run(bench_tls(stacks, Path(workdir), sizes))
     finally:
         plain.down(only_started=True)
     for row in section.rows:
@@ -792,6 +814,12 @@ def main(argv: list[str] | None = None) -> int:
         "(on the TLS stack; it starts a plain twin beside it); print its numbers",
     )
     parser.add_argument(
+        "--fresh-stacks",
+        action="store_true",
+        help="with --tls-only: stop the TLS stack and its plain twin and delete their Kafka and "
+        "Cassandra data first (certificates and secrets kept), so both start cold and empty",
+    )
+    parser.add_argument(
         "--encryption-only",
         type=int,
         nargs=2,
@@ -799,6 +827,15 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="run only the encrypted-journals scenario (APPENDS at c=64, a recovery of EVENTS); "
         "print its numbers",
+    )
+    parser.add_argument(
+        "--partitions-only",
+        type=int,
+        nargs="+",
+        metavar="COUNT",
+        default=None,
+        help="run only what a partition costs: a worker's start-up and memory, a rebalance and "
+        "a direct client's, at each of these partition counts (two or more); print its numbers",
     )
     parser.add_argument(
         "--footprint-only",
@@ -845,11 +882,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.cassandra_cluster_only is not None:
         return run_cassandra_cluster(args.cassandra_cluster_only)
     if args.tls_only is not None:
-        return run_tls(args.tls_only)
+        return run_tls(args.tls_only, args.fresh_stacks)
     if args.encryption_only is not None:
         return run_encryption(*args.encryption_only)
     if args.footprint_only is not None:
         return run_footprint(*args.footprint_only)
+    if args.partitions_only is not None:
+        return run_partitions(args.partitions_only)
     if args.recovery_only is not None:
         return run_recovery(args.recovery_only)
     if args.spread_only is not None:

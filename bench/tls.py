@@ -4,11 +4,16 @@ Two secured stacks in one run: the one the environment names, with TLS (KJ_TLS=t
 plain twin beside it (SASL_PLAINTEXT, Cassandra in clear; data dir `<dir>-plain`, every port +
 100), each with a worker of its own (HTTPS on the TLS one). The modes alternate, plain then TLS,
 every repetition, so a load on the shared machine falls on both.
+
+Direct appends are timed before the workers start: on this machine a side's replication shares
+the two cores with its client, so its cost (over TLS, the worker's and Cassandra's) would be
+counted twice, once in the appends and once in the replication row, which times it alone.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import time
 from collections.abc import Awaitable, Callable
@@ -19,6 +24,7 @@ import aiohttp
 
 from app.http_tokens import client_headers
 from bench.common import Row, Section, median, spread, unique
+from bench.environment import quiet_cassandra
 from bench.profile import process_cpu_s
 from bench.replication import replicate_with_worker, write_backlog
 from bench.workload import closed_loop, events, http_body
@@ -27,6 +33,8 @@ from journal import Ack, Journals
 from journal.kafka import end_offsets
 from journal.replication import wait_replicated
 from journal.settings import Settings
+from journal.store import CassandraStore
+from kjconfig.access import cassandra_admin
 from stack import Stack, StackSettings
 from stack.tls import StackCertificates
 
@@ -34,20 +42,25 @@ METHOD = (
     "Two secured local stacks at once, one with TLS (Kafka SASL_SSL, Cassandra client "
     "encryption, the worker on HTTPS; every client verifying certificate and name) and one "
     "without (SASL_PLAINTEXT), each with one worker. Appends: {concurrency} lanes, 1 event per "
-    "append, each lane its own journal, {appends} appends per repetition, {reps} repetitions "
-    "after a warm-up, plain and TLS alternating; the direct client answered at Kafka's "
-    "acknowledgement (`Ack.KAFKA`), HTTP with `?ack=kafka`; the median over repetitions. "
+    "append, each lane its own journal, {appends} direct and {http_appends} HTTP appends per "
+    "repetition, {reps} repetitions after {warmups} untimed ones, plain and TLS alternating; "
+    "the direct client answered at Kafka's acknowledgement (`Ack.KAFKA`), timed before the "
+    "workers start (their replication is timed on its own below), HTTP with `?ack=kafka` once "
+    "every side's worker has caught up; the median over repetitions. "
     "CPU per append: the CPU time (user + system, every thread) over the timed repetitions of "
-    "this process (the client), the side's Kafka and Cassandra JVMs and its worker (whose "
-    "replication of the appends runs meanwhile), summed, over the appends: a measure held to "
-    "no goal, since it also counts each server's background work, which a lower rate spreads "
-    "over fewer appends. "
+    "this process (the client), the side's Kafka and Cassandra JVMs and its worker (once "
+    "started; its replication of the appends runs meanwhile), summed, over the appends: a "
+    "measure held to no goal, since it also counts each server's background work, which a "
+    "lower rate spreads over fewer appends. "
     "Replication: {reps} backlogs per side, plain and TLS alternating: the side's worker, "
-    "caught up, is stopped, {events:,} events are written (appends of 10, 100 journals), the "
+    "caught up, is stopped, {backlog:,} events are written (appends of 10, 100 journals), the "
     "worker is started again and the backlog's records left at its readiness are timed until "
     "every pointer reaches the end (from the process start if most were replicated before it "
     "was ready: noted); the median. Recovery: one journal of {events:,} events (appended 100 "
-    "at a time), replicated, then read whole by the direct client, {reps} times, the median."
+    "at a time), replicated (every worker idle), then read whole by the direct client, "
+    "{reads} times, the sides alternating; the median. Before the HTTP appends, the "
+    "replication and the recovery, the run waits until neither Cassandra compacts or flushes "
+    "(what one phase leaves compacting falls on the next one's cores)."
 )
 
 
@@ -56,10 +69,14 @@ GOAL = ">= 0.8x"  # issue 45: each measure with TLS at least 0.8x the same witho
 
 @dataclass(frozen=True, slots=True)
 class TlsSizes:
-    appends: int = 1280  # per repetition, over the lanes
+    appends: int = 1280  # direct appends per repetition, over the lanes
+    http_appends: int = 1280  # HTTP ones: over HTTP an append costs ~15x the CPU of a direct one
     concurrency: int = 64
-    repetitions: int = 3
-    events: int = 20_000
+    repetitions: int = 5
+    warmups: int = 2  # untimed repetitions first: the stacks may have just started
+    events: int = 20_000  # the recovered journal's
+    backlog: int = 100_000  # the replicated backlog's events: 20,000 replicate in ~1 s
+    reads: int = 9  # a 20,000-event read lasts ~0.15 s: more of them for a steady median
 
 
 def plain_twin(tls: StackSettings) -> StackSettings:
@@ -109,8 +126,11 @@ class _Side:
     servers: dict[str, int]  # the side's server JVMs (started here, not external): name -> pid
 
     def cpu_s(self) -> dict[str, float]:
-        """The CPU seconds used so far by the client (this process), the servers, the worker."""
-        pids = {"client": os.getpid()} | self.servers | {"worker": self.worker.pid}
+        """The CPU seconds used so far by the client (this process), the servers, the worker
+        (once started)."""
+        pids = {"client": os.getpid()} | self.servers
+        if self.worker.process is not None and self.worker.process.poll() is None:
+            pids["worker"] = self.worker.pid
         return {name: process_cpu_s(pid) for name, pid in pids.items()}
 
 
@@ -122,8 +142,12 @@ async def bench_tls(
         METHOD.format(
             concurrency=sizes.concurrency,
             appends=sizes.appends,
+            http_appends=sizes.http_appends,
+            backlog=sizes.backlog,
             reps=sizes.repetitions,
+            warmups=sizes.warmups,
             events=sizes.events,
+            reads=sizes.reads,
         ),
     )
     sides: dict[str, _Side] = {}
@@ -134,7 +158,6 @@ async def bench_tls(
             worker = WorkerProcess(
                 settings, "kafka-journal", workdir / label / "worker", env=worker_env(stack)
             )
-            worker.start()
             journals = await Journals.connect(settings)
             http = aiohttp.ClientSession(
                 headers=client_headers(settings),
@@ -143,9 +166,15 @@ async def bench_tls(
             pids = {"kafka": servers.kafka.pid(), "cassandra": servers.cassandra.pid()}
             running = {name: pid for name, pid in pids.items() if pid is not None}
             sides[label] = _Side(label, settings, journals, worker, http, running)
+        await _appends(section, sides, sizes, "direct")
+        for side in sides.values():
+            side.worker.start()
         for side in sides.values():
             await side.worker.wait_ready()
-        await _appends(section, sides, sizes)
+            await _caught_up(side)
+        await _quiet(section, sides, "HTTP appends")
+        await _appends(section, sides, sizes, "http")
+        await _quiet(section, sides, "replication")
         await _replication(section, sides, sizes)
         await _recovery(section, sides, sizes)
     finally:
@@ -175,39 +204,46 @@ def _http(side: _Side, prefix: str) -> Callable[[int, int], Awaitable[None]]:
     return op
 
 
-async def _appends(section: Section, sides: dict[str, _Side], sizes: TlsSizes) -> None:
-    rates: dict[tuple[str, str], list[float]] = {}
-    cpu: dict[tuple[str, str], dict[str, float]] = {}  # CPU seconds over the timed repetitions
-    counts: dict[tuple[str, str], int] = {}
-    for repetition in range(sizes.repetitions + 1):  # the first warms up
-        for kind, make in (("direct", _direct), ("http", _http)):
-            for label, side in sides.items():
-                operation = make(side, unique(f"{kind}{repetition}"))
-                before = side.cpu_s()
-                timed = await closed_loop(operation, sizes.concurrency, sizes.appends)
-                after = side.cpu_s()
-                if repetition:
-                    rates.setdefault((kind, label), []).append(timed.per_second)
-                    used = cpu.setdefault((kind, label), {})
-                    for name, seconds in after.items():
-                        used[name] = used.get(name, 0.0) + seconds - before[name]
-                    counts[(kind, label)] = counts.get((kind, label), 0) + len(timed.latencies_ms)
-    for kind in ("direct", "http"):
-        samples = {label: rates[(kind, label)] for label in ("plain", "tls")}
-        _against_plain(section, f"{kind} appends, c={sizes.concurrency}", samples, "appends/s")
-        per_append = {
-            label: {name: 1e6 * s / counts[(kind, label)] for name, s in cpu[(kind, label)].items()}
-            for label in ("plain", "tls")
-        }
-        total = {label: sum(per_append[label].values()) for label in per_append}
-        # a measure, not a goal: CPU per append also counts each server's background work,
-        # which a lower rate spreads over fewer appends (BENCHMARKS.md, the quiet-host runs)
-        name = f"{kind} appends, CPU per append"
-        section.add(Row(f"{name}, plain", total["plain"], "us"))
-        section.add(Row(f"{name}, TLS", total["tls"], "us", baseline=total["plain"]))
-        for label, parts in per_append.items():
-            split = ", ".join(f"{part} {us:.0f}" for part, us in parts.items())
-            section.notes.append(f"{kind} appends, CPU per append, {label} (us): {split}")
+async def _appends(section: Section, sides: dict[str, _Side], sizes: TlsSizes, kind: str) -> None:
+    """`kind` ("direct" or "http") appends, the sides alternating every repetition."""
+    make = _direct if kind == "direct" else _http
+    rates: dict[str, list[float]] = {}
+    cpu: dict[str, dict[str, float]] = {}  # CPU seconds over the timed repetitions
+    counts: dict[str, int] = {}
+    for repetition in range(sizes.warmups + sizes.repetitions):
+        for label, side in sides.items():
+            operation = make(side, unique(f"{kind}{repetition}"))
+            before = side.cpu_s()
+            count = sizes.appends if kind == "direct" else sizes.http_appends
+            timed = await closed_loop(operation, sizes.concurrency, count)
+            after = side.cpu_s()
+            if repetition >= sizes.warmups:
+                rates.setdefault(label, []).append(timed.per_second)
+                used = cpu.setdefault(label, {})
+                for name, seconds in after.items():
+                    used[name] = used.get(name, 0.0) + seconds - before[name]
+                counts[label] = counts.get(label, 0) + len(timed.latencies_ms)
+    _against_plain(section, f"{kind} appends, c={sizes.concurrency}", rates, "appends/s")
+    per_append = {
+        label: {name: 1e6 * s / counts[label] for name, s in cpu[label].items()}
+        for label in ("plain", "tls")
+    }
+    total = {label: sum(per_append[label].values()) for label in per_append}
+    # a measure, not a goal: CPU per append also counts each server's background work,
+    # which a lower rate spreads over fewer appends (BENCHMARKS.md, the quiet-host runs)
+    name = f"{kind} appends, CPU per append"
+    section.add(Row(f"{name}, plain", total["plain"], "us"))
+    section.add(Row(f"{name}, TLS", total["tls"], "us", baseline=total["plain"]))
+    for label, parts in per_append.items():
+        split = ", ".join(f"{part} {us:.0f}" for part, us in parts.items())
+        section.notes.append(f"{kind} appends, CPU per append, {label} (us): {split}")
+
+
+async def _caught_up(side: _Side) -> None:
+    """Until the side's worker has replicated everything written so far (bounded)."""
+    settings = side.settings
+    ends = await end_offsets(settings.kafka_access(), settings.topic, settings.partitions)
+    await wait_replicated(side.journals.store, settings.topic, ends, timeout_s=600)
 
 
 async def _replication(section: Section, sides: dict[str, _Side], sizes: TlsSizes) -> None:
@@ -222,7 +258,7 @@ async def _replication(section: Section, sides: dict[str, _Side], sizes: TlsSize
             # caught up first: the backlog is only what is written while the worker is stopped
             await wait_replicated(side.journals.store, settings.topic, ends, timeout_s=600)
             side.worker.stop()
-            await write_backlog(side.journals, sizes.events)
+            await write_backlog(side.journals, sizes.backlog)
             notes = Section("", "")
             rate = await replicate_with_worker(
                 settings, side.worker, side.journals.store, notes, backlog_from=ends
@@ -231,7 +267,7 @@ async def _replication(section: Section, sides: dict[str, _Side], sizes: TlsSize
             rates.setdefault(label, []).append(rate)
     _against_plain(
         section,
-        f"replication of {sizes.events:,}",
+        f"replication of {sizes.backlog:,}",
         rates,
         "events/s",
         note="the worker's agent over a backlog, from its readiness",
@@ -246,7 +282,12 @@ async def _recovery(section: Section, sides: dict[str, _Side], sizes: TlsSizes) 
         for first in range(1, sizes.events + 1, 100):
             await journal.append(events(first, min(100, sizes.events - first + 1)), ack=Ack.KAFKA)
         await _replicated(side, ids[label], sizes.events)
-    for _ in range(sizes.repetitions):
+    for side in sides.values():
+        await _caught_up(side)  # the reads share the cores with no replication
+    # nor with a compaction of the backlogs above, on one side or the other: the reads' ratio
+    # swung 0.44-0.90x with it, and was 1.00-1.05x with both Cassandras quiet
+    await _quiet(section, sides, "recovery")
+    for _ in range(sizes.reads):
         for label, side in sides.items():
             started = time.perf_counter()
             count = 0
@@ -262,7 +303,7 @@ def _against_plain(
 ) -> None:
     """The plain row and the TLS row held to the issue's goal against it (medians)."""
     plain = median(samples["plain"])
-    section.add(Row(f"{name}, plain", plain, unit))
+    section.add(Row(f"{name}, plain", plain, unit, spread=spread(samples["plain"])))
     tls = samples["tls"]
     section.add(
         Row(
@@ -275,6 +316,19 @@ def _against_plain(
             note=note,
         )
     )
+
+
+async def _quiet(section: Section, sides: dict[str, _Side], before: str) -> None:
+    """Until neither side's Cassandra compacts or flushes (the system views need the admin)."""
+    waited = []
+    for label, side in sides.items():
+        config = dataclasses.replace(side.settings.cassandra_config(), login=cassandra_admin())
+        admin = await CassandraStore.connect(config)
+        try:
+            waited.append(f"{label} {await quiet_cassandra(admin):.1f} s")
+        finally:
+            await admin.close()
+    section.notes.append(f"before {before}, waited for quiet Cassandras: {', '.join(waited)}")
 
 
 async def _replicated(side: _Side, journal_id: str, events_: int, within_s: float = 600) -> None:
