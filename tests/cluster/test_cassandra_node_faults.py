@@ -20,14 +20,11 @@ import os
 import random
 import statistics
 import time
-from collections import Counter
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-import aiohttp
 import orjson
 import pytest
-from yarl import URL
 
 from journal.core.model import JournalKey
 from journal.settings import Settings
@@ -35,6 +32,7 @@ from journal.store.cassandra import CassandraStore
 from stack import CassandraCluster, Stack
 from tests.support.harness import settings_for, unique
 from tests.support.http_api import client_session, journal_path
+from tests.support.http_model import Client, Tally
 from tests.support.workers import WorkerProcess, running_workers, wait_replicated, wait_settled
 
 pytestmark = [pytest.mark.integration, pytest.mark.cluster]
@@ -43,119 +41,6 @@ JOURNALS = 6
 KILLS = int(os.environ.get("KJ_NODE_FAULTS_KILLS", "2"))
 DOWN_S = float(os.environ.get("KJ_NODE_FAULTS_DOWN_S", "20"))  # the chaos' cadence
 UP_BETWEEN_S = 5.0  # of traffic with all three nodes up between two outages
-OPERATION_BOUND_S = 60.0  # an operation still unanswered then is a hang: the run stops
-RETRY_PAUSE_S = 0.2
-
-
-@dataclass
-class Tally:
-    answers: Counter[str] = field(default_factory=Counter)
-    wrong: list[str] = field(default_factory=list)
-    # per operation: when it was sent and how long it took (all answered 200)
-    timings: list[tuple[float, float]] = field(default_factory=list)
-
-
-@dataclass
-class Client:
-    """The one client of a journal: what it acknowledged is what the journal holds."""
-
-    session: aiohttp.ClientSession
-    urls: list[URL]
-    tally: Tally
-    rng: random.Random
-    journal_id: str
-    last: int = 0
-    delete_to: int = 0
-    snapshot: int = 0  # the seqNr of the last snapshot written
-    steps: int = 0
-
-    async def call(
-        self, method: str, path: str, body: bytes | None = None, **headers: str
-    ) -> tuple[int, bytes]:
-        """One request to either worker: its status and body; every status but 200 and an
-        expected 404 is wrong, a broken connection too (no worker dies here)."""
-        base, _, query = path.partition("?")
-        url = self.rng.choice(self.urls).with_path(base, encoded=True).with_query(query)
-        sent = time.monotonic()
-        try:
-            async with asyncio.timeout(OPERATION_BOUND_S):
-                async with self.session.request(method, url, data=body, headers=headers) as got:
-                    content = await got.read()
-        except (aiohttp.ClientError, TimeoutError) as error:
-            self.tally.wrong.append(f"{method} {path}: {error!r}")
-            return 0, b""
-        self.tally.answers[f"{method} {got.status}"] += 1
-        if got.status == 200:
-            self.tally.timings.append((sent, time.monotonic() - sent))
-        elif got.status != 404:
-            self.tally.wrong.append(f"{got.status} {method} {path}: {content[:300]!r}")
-        return got.status, content
-
-    async def append_verified(self) -> None:
-        first, count = self.last + 1, self.rng.randint(1, 3)
-        events = [{"seqNr": n, "payload": {"n": n}} for n in range(first, first + count)]
-        path = journal_path(self.journal_id, "/events")
-        status, _ = await self.call("POST", path, orjson.dumps({"events": events}))
-        if status == 200:
-            self.last += count
-
-    async def append_at_end(self) -> None:
-        self.steps += 1
-        body = orjson.dumps({"events": [{"payload": {"step": self.steps}}]})
-        key = f"{self.journal_id}-{self.steps}"
-        path = journal_path(self.journal_id, "/events")
-        status, content = await self.call("POST", path, body, **{"Idempotency-Key": key})
-        if status == 200:
-            to = orjson.loads(content)["seqNr"]["to"]
-            if to != self.last + 1:
-                self.tally.wrong.append(
-                    f"{self.journal_id}: at the end got {to}, not {self.last + 1}"
-                )
-            self.last = to
-
-    async def delete(self) -> None:
-        to = max(1, self.last - self.rng.randint(0, 3))
-        path = journal_path(self.journal_id, f"/events?to={to}")
-        status, content = await self.call("DELETE", path)
-        if status == 200:
-            expected = max(self.delete_to, min(to, self.last))
-            got = orjson.loads(content)["deleteTo"] or 0
-            if got != expected:
-                self.tally.wrong.append(f"{self.journal_id}: deleteTo {got}, not {expected}")
-            self.delete_to = max(self.delete_to, got)
-
-    async def read(self) -> None:
-        status, content = await self.call("GET", journal_path(self.journal_id, "/events"))
-        if status == 200:
-            got = [orjson.loads(line)["seqNr"] for line in content.splitlines()]
-            if got != list(range(self.delete_to + 1, self.last + 1)):
-                self.tally.wrong.append(
-                    f"read {self.journal_id}: {got}, not {self.delete_to + 1}..{self.last}"
-                )
-
-    async def put_snapshot(self) -> None:
-        if self.last == 0:
-            return
-        path = journal_path(self.journal_id, f"/snapshots/{self.last}")
-        body = orjson.dumps({"payload": {"at": self.last}})
-        status, _ = await self.call("PUT", path, body)
-        if status == 200:
-            self.snapshot = self.last
-
-    async def latest_snapshot(self) -> None:
-        status, content = await self.call("GET", journal_path(self.journal_id, "/snapshots/latest"))
-        got = orjson.loads(content)["seqNr"] if status == 200 else 0
-        if status in (200, 404) and got != self.snapshot:
-            self.tally.wrong.append(
-                f"{self.journal_id}: latest snapshot {got}, not {self.snapshot}"
-            )
-
-    async def run(self, stop: asyncio.Event) -> None:
-        steps = [self.append_verified, self.append_at_end, self.read, self.delete]
-        steps += [self.put_snapshot, self.latest_snapshot]
-        weights = [30, 20, 30, 6, 7, 7]
-        while not stop.is_set() and not self.tally.wrong:
-            await self.rng.choices(steps, weights)[0]()
 
 
 @dataclass(frozen=True)

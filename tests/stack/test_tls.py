@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import dataclasses
 import datetime as dt
+import random
 import socket
 import ssl
 from collections.abc import AsyncIterator, Iterator
@@ -51,8 +52,9 @@ from stack.tls import Issued, StackCertificates, issue, new_ca, write_private
 from tests.journal.journal_contract import JournalContract
 from tests.journal.test_journals import Direct
 from tests.support.capture import loopback_capture
-from tests.support.harness import Harness
-from tests.support.http_api import HttpJournals
+from tests.support.harness import Harness, unique
+from tests.support.http_api import HttpJournals, client_session
+from tests.support.http_model import Client, Tally
 from tests.support.secured import Granted, granted_journal
 from tests.support.workers import (
     WorkerProcess,
@@ -63,6 +65,8 @@ from tests.support.workers import (
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.tls]
+
+OPERATIONS = 400  # sent in the HTTP model check over TLS: every kind of operation, many times
 
 
 @pytest.fixture(scope="module")
@@ -459,6 +463,38 @@ async def test_the_workers_serve_https_only(
     assert "certificate verify failed: self-signed certificate in certificate chain" in str(
         untrusted.value
     )
+
+
+async def test_the_http_model_check_passes_through_two_workers_over_https(
+    http_api: HttpJournals,
+    workers: list[WorkerProcess],
+    http_granted: Granted,
+    tls_stack: Stack,
+    certificates: Path,
+) -> None:
+    """Issue 45: the per-journal HTTP model (tests/support/http_model.py) through both HTTPS
+    workers with mutual TLS: verified and at-end appends, deletes, reads, snapshots, each
+    request to either worker; every answer 200 (or a snapshot's 404) and exact."""
+    client = _certificate(tls_stack, certificates, "client", expired=False)
+    tls = ClientTls(tls_stack.settings.tls_ca, client)
+    tally = Tally()
+    connector = aiohttp.TCPConnector(ssl=tls.context())
+    async with client_session(http_granted.settings, connector=connector) as session:
+        urls = [worker.url for worker in workers]
+        clients = [
+            Client(session, urls, tally, random.Random(n), unique("tlsmodel")) for n in range(4)
+        ]
+        async with asyncio.timeout(300), asyncio.TaskGroup() as group:
+            for c in clients:
+                group.create_task(c.run(asyncio.Event(), OPERATIONS // len(clients)))
+        for c in clients:  # every journal reads back exact from either worker
+            for url in urls:
+                c.urls = [url]
+                await c.read()
+    assert not tally.wrong, tally.wrong[:5]
+    kinds = {kind for kind, count in tally.answers.items() if count and kind.endswith(" 200")}
+    assert kinds == {"POST 200", "GET 200", "DELETE 200", "PUT 200"}, tally.answers
+    assert all(c.last > 0 for c in clients)  # every journal took appends
 
 
 async def test_the_workers_require_a_valid_client_certificate(
