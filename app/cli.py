@@ -27,7 +27,12 @@ from pydantic.fields import FieldInfo
 from app.garbage import tune_garbage_collector
 from app.settings import WorkerSettings
 from journal import SEQ_NR_MAX
-from journal.settings import HttpAuthSettings, Settings
+from journal.settings import (
+    DEFAULT_QUARANTINE_LIMIT,
+    MAX_QUARANTINE_LIMIT,
+    HttpAuthSettings,
+    Settings,
+)
 from journal.version import VERSION
 from kjconfig.errors import TlsRefused
 from kjconfig.settings import (
@@ -673,11 +678,19 @@ def quarantine() -> None:
 @quarantine.command("list")
 @settings_options(Settings)
 @click.option("--json", "as_json", is_flag=True, help="one JSON object a line")
-def quarantine_list(as_json: bool, **values: Any) -> int:
-    """Every quarantined record: where it is, where it came from, why, when, replayed or not."""
+@click.option(
+    "--limit",
+    type=click.IntRange(1, MAX_QUARANTINE_LIMIT),
+    default=DEFAULT_QUARANTINE_LIMIT,
+    show_default=True,
+    help="the newest this many records (only the last this many a partition are read)",
+)
+def quarantine_list(as_json: bool, limit: int, **values: Any) -> int:
+    """The newest quarantined records, oldest of them first: where each is, where it came from,
+    why, when, replayed or not; and how many the quarantine holds."""
     from app.quarantine import run_list
 
-    return run_list(load(Settings, values), as_json)
+    return run_list(load(Settings, values), as_json, limit)
 
 
 @quarantine.command("replay")

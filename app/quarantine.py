@@ -10,13 +10,21 @@ from datetime import UTC, datetime
 from app.confirm import REFUSED_EXIT, UNAVAILABLE_EXIT, NotConfirmed, confirm, failed
 from app.progress import Meter
 from journal.errors import Unavailable
-from journal.replication import ReplayStep, list_quarantine, plan_replay, replay
+from journal.replication import (
+    ReplayStep,
+    list_quarantine,
+    newest_quarantined,
+    plan_replay,
+    replay,
+)
 from journal.settings import Settings
 
 
-def run_list(settings: Settings, as_json: bool) -> int:
-    """Print the quarantine: a table, or one JSON object a line."""
-    records = asyncio.run(list_quarantine(settings.kafka_access(), settings.topic))
+def run_list(settings: Settings, as_json: bool, limit: int) -> int:
+    """Print the quarantine's newest `limit` records, oldest of them first: a table, or one
+    JSON object a line. Bounded: only the last `limit` records of each partition are read."""
+    newest, total = asyncio.run(newest_quarantined(settings.kafka_access(), settings.topic, limit))
+    records = newest[::-1]
     if as_json:
         for record in records:
             print(json.dumps(record.as_json()))
@@ -27,7 +35,10 @@ def run_list(settings: Settings, as_json: bool) -> int:
         replayed = "yes" if record.replayed else "no"
         origin = record.origin or "?"
         print(f"{record.position:<10} {origin:<14} {when:<20} {replayed:<8} {record.reason}")
-    print(f"{len(records)} quarantined records of {settings.topic}")
+    print(
+        f"{len(records)} quarantined records of {settings.topic} shown, the newest; the "
+        f"quarantine holds {total} records (replay markers included)"
+    )
     return 0
 
 

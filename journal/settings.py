@@ -54,6 +54,11 @@ if TYPE_CHECKING:  # loaded on use: the command line's --help needs no drivers
 
 DAY_MS = 24 * 60 * 60 * 1000
 
+# a quarantine listing (`GET /quarantine?limit=`, `kafka-journal quarantine list --limit`) shows
+# the newest this many records, reading only the last this many of each partition
+DEFAULT_QUARANTINE_LIMIT = 100
+MAX_QUARANTINE_LIMIT = 1000
+
 JwtAlgorithm = Literal["HS256", "RS256", "ES256"]
 
 

@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from journal.client import MAX_IDEMPOTENCY_KEY
+from journal.settings import DEFAULT_QUARANTINE_LIMIT, MAX_QUARANTINE_LIMIT
 from web import schema
 from web.error_answers import Error
 from web.routes import ROUTES
@@ -547,7 +548,7 @@ _OPERATIONS: dict[str, JsonDoc] = {
     "quarantine": {
         "summary": "The records replication set aside (`<topic>.quarantine`), the newest first.",
         "description": "At most `limit` records (default "
-        f"{schema.DEFAULT_QUARANTINE_LIMIT}, at most {schema.MAX_QUARANTINE_LIMIT}), the "
+        f"{DEFAULT_QUARANTINE_LIMIT}, at most {MAX_QUARANTINE_LIMIT}), the "
         "newest; `total` says how many the quarantine holds. `kafka-journal quarantine list` "
         "shows them all, `quarantine replay` replays those named that this version decodes.",
         "parameters": _parameters(schema.QuarantineQuery),

@@ -45,6 +45,7 @@ from journal.client import DEFAULT_LIMIT as DEFAULT_IDS_LIMIT
 from journal.client import MAX_LIMIT as MAX_IDS_LIMIT
 from journal.codec import ACTION_HEADER
 from journal.core import SEQ_NR_MIN
+from journal.settings import DEFAULT_QUARANTINE_LIMIT, MAX_QUARANTINE_LIMIT
 from web.error_answers import ErrorCode
 
 # The codec writes payloads with orjson, which refuses nesting beyond 254 levels and integers
@@ -340,10 +341,6 @@ class IdsQuery(_Wire):
     limit: QueryLimit = Field(
         default=DEFAULT_IDS_LIMIT, description=f"at most this many ids (1..{MAX_IDS_LIMIT})"
     )
-
-
-DEFAULT_QUARANTINE_LIMIT = 100
-MAX_QUARANTINE_LIMIT = 1000
 
 
 class QuarantineQuery(_Wire):

@@ -142,6 +142,17 @@ async def test_a_quarantined_record_is_listed_and_replayed_once_it_decodes(
         ("bad", False),
         ("healed", True),
     ]
+    # bounded: only the last 2 records are read (the replay marker takes a place), so the
+    # oldest is not shown, and the summary says how many the quarantine holds
+    await kafka_journal(connected, "quarantine", "list", "--limit", "2")
+    table = capsys.readouterr().out.splitlines()
+    (row,) = table[1:-1]  # the header, one record, the summary
+    assert row.startswith("0:1 ") and " yes " in row and "a bug fixed since" in row, row
+    assert table[-1] == (
+        f"1 quarantined records of {settings.topic} shown, the newest; the quarantine holds 3 "
+        "records (replay markers included)"
+    )
+    await kafka_journal(connected, "quarantine", "list", "--limit", "0", exit_code=2)
     # replayed once: a second replay leaves it alone
     end = await quarantine_end(connected)
     await kafka_journal(connected, "quarantine", "replay", "--all", "--yes")
