@@ -42,6 +42,11 @@ DEFAULT_SPECULATIVE_AFTER_MS = 500
 DEFAULT_SEGMENT_SIZE = 100_000  # events per segment of a new journal
 DEFAULT_REPLICATION_WINDOW = 64  # requests of one replication batch in flight
 DEFAULT_MAX_SNAPSHOT_BYTES = 16 * 2**20  # a snapshot's payload, stored in chunks
+# seconds an `appends` row lives (0: while its Append has an event stored; docs/operations.md)
+DEFAULT_APPENDS_TTL_S = 0
+# how long Kafka may keep a record past its topic's retention: it deletes whole segments, once
+# their newest record is past it, and rolls a segment after 7 days (log.roll.hours' default)
+KAFKA_SEGMENT_ROLL_S = 7 * 24 * 60 * 60
 
 _DC_FACTOR = re.compile(r"^\s*([A-Za-z0-9_.-]+)\s*:\s*([1-9][0-9]*)\s*$")
 

@@ -27,7 +27,8 @@ resuming inside an Append there delivers the whole Append again.
 
 Deletes and Purges do not retract what was delivered: an Append is delivered as it came
 (from Kafka), and events already deleted when read from the store are simply not there, as
-are Appends that a Delete or Purge removed within the same replication batch.
+are the Appends whose events a Delete or Purge wholly removed, once replication applied it
+(the store's table no longer lists them: from Kafka too, such an Append is skipped).
 Partitions have no common order: events of different partitions arrive interleaved as they
 are read; within a partition (so within a journal) the order is the log's.
 """
