@@ -18,6 +18,7 @@ from journal.kafka import (
     DEFAULT_TAIL_MAX_JOURNALS,
 )
 from journal.store.topology import (
+    APPENDS_TTL_MARGIN_S,
     DEFAULT_APPENDS_TTL_S,
     DEFAULT_DOWN_RETRY_S,
     DEFAULT_MAX_SNAPSHOT_BYTES,
@@ -28,7 +29,6 @@ from journal.store.topology import (
     DEFAULT_SEGMENT_SIZE,
     DEFAULT_SPECULATIVE_AFTER_MS,
     DEFAULT_WRITE_CONSISTENCY,
-    KAFKA_SEGMENT_ROLL_S,
     ReadConsistency,
     WriteConsistency,
     parse_replication,
@@ -213,7 +213,7 @@ class Settings(KJSettings):
         ge=0,
         description="seconds an `appends` row lives: subscribers then skip its Append beyond "
         "Kafka's retention (0: while the Append has an event stored); at least the retention "
-        "plus 7 days (records outlive it by up to a segment): docs/operations.md",
+        "plus 8 days (records outlive it by up to a segment): docs/operations.md",
     )
     replication_window: int = Field(
         default=DEFAULT_REPLICATION_WINDOW,
@@ -365,11 +365,11 @@ class Settings(KJSettings):
     def _appends_outlive_the_log(self) -> Self:
         # within Kafka's retention a subscription takes an Append missing from `appends` for a
         # rejected one: a row must outlive its record
-        least = self.retention_ms // 1000 + KAFKA_SEGMENT_ROLL_S
+        least = self.retention_ms // 1000 + APPENDS_TTL_MARGIN_S
         if 0 < self.appends_ttl_s < least:
             raise ValueError(
-                f"KJ_APPENDS_TTL_S must be 0 or at least KJ_RETENTION_MS plus 7 days ({least}): "
-                "a subscription takes an Append without its row for a rejected one"
+                f"KJ_APPENDS_TTL_S must be 0 or at least KJ_RETENTION_MS plus 8 days ({least} "
+                "s): a subscription takes an Append without its row for a rejected one"
             )
         return self
 

@@ -44,9 +44,10 @@ DEFAULT_REPLICATION_WINDOW = 64  # requests of one replication batch in flight
 DEFAULT_MAX_SNAPSHOT_BYTES = 16 * 2**20  # a snapshot's payload, stored in chunks
 # seconds an `appends` row lives (0: while its Append has an event stored; docs/operations.md)
 DEFAULT_APPENDS_TTL_S = 0
-# how long Kafka may keep a record past its topic's retention: it deletes whole segments, once
-# their newest record is past it, and rolls a segment after 7 days (log.roll.hours' default)
-KAFKA_SEGMENT_ROLL_S = 7 * 24 * 60 * 60
+# how much longer than its topic's retention an `appends` row with a TTL must live, to outlive
+# its record: Kafka deletes a segment once its newest record is past the retention and rolls a
+# segment after 7 days (log.roll.hours' default), plus a day for retention checks and clocks
+APPENDS_TTL_MARGIN_S = 8 * 24 * 60 * 60
 
 _DC_FACTOR = re.compile(r"^\s*([A-Za-z0-9_.-]+)\s*:\s*([1-9][0-9]*)\s*$")
 
