@@ -108,7 +108,8 @@ class Writes:
     (single-partition batches have no size threshold). Every cell is stamped with its action's
     offset + 1 (`schema.py`), so the requests of one journal need no order among them, and a
     replay cannot overwrite newer cells. Replication reads the rows it folds onto (`stored`)
-    only for journals it has not written lately (`journal.replication.replicate`).
+    only for journals it has not written lately (`journal.replication.replicate`), and for a
+    Delete or Purge the offsets of the stored events it removes (`remove_appends`), first.
     """
 
     def __init__(

@@ -190,7 +190,8 @@ class _Listing:
     """A partition's table of accepted Appends below the pointer, read ahead a window at a
     time (one query per window, not per fetch; the next window is read while the reader is
     in the current one). A window up to a pointer read before its query is final: replication
-    writes the table before it moves the pointer. At most two windows are kept."""
+    writes the table before it moves the pointer (a row a later Delete or Purge removes while
+    the window is kept is delivered, as if read before it). At most two windows are kept."""
 
     def __init__(self, store: EventualJournal, topic: str, partition: int) -> None:
         self.store = store
