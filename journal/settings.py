@@ -18,6 +18,8 @@ from journal.kafka import (
     DEFAULT_TAIL_MAX_JOURNALS,
 )
 from journal.store.topology import (
+    APPENDS_TTL_MARGIN_S,
+    DEFAULT_APPENDS_TTL_S,
     DEFAULT_DOWN_RETRY_S,
     DEFAULT_MAX_SNAPSHOT_BYTES,
     DEFAULT_READ_CONSISTENCY,
@@ -211,6 +213,13 @@ class Settings(KJSettings):
     segment_size: int = Field(
         default=DEFAULT_SEGMENT_SIZE, gt=0, description="events per segment of new journals"
     )
+    appends_ttl_s: int = Field(
+        default=DEFAULT_APPENDS_TTL_S,
+        ge=0,
+        description="seconds an `appends` row lives: subscribers then skip its Append beyond "
+        "Kafka's retention (0: while the Append has an event stored); at least the retention "
+        "plus 8 days (records outlive it by up to a segment): docs/operations.md",
+    )
     replication_window: int = Field(
         default=DEFAULT_REPLICATION_WINDOW,
         gt=0,
@@ -358,6 +367,18 @@ class Settings(KJSettings):
     )
 
     @model_validator(mode="after")
+    def _appends_outlive_the_log(self) -> Self:
+        # within Kafka's retention a subscription takes an Append missing from `appends` for a
+        # rejected one: a row must outlive its record
+        least = self.retention_ms // 1000 + APPENDS_TTL_MARGIN_S
+        if 0 < self.appends_ttl_s < least:
+            raise ValueError(
+                f"KJ_APPENDS_TTL_S must be 0 or at least KJ_RETENTION_MS plus 8 days ({least} "
+                "s): a subscription takes an Append without its row for a rejected one"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _one_kek(self) -> Self:
         if self.kek is not None and self.kek_file is not None:
             raise ValueError("give at most one of KJ_KEK, KJ_KEK_FILE")
@@ -487,6 +508,7 @@ class Settings(KJSettings):
             tls=self.cassandra_tls(),
             create_schema=self.security == "off",
             max_snapshot_bytes=self.max_snapshot_bytes,
+            appends_ttl_s=self.appends_ttl_s,
         )
 
     def topic_spec(self) -> TopicSpec:

@@ -128,6 +128,21 @@ class DeleteTo:
 
 
 @dataclass(frozen=True, slots=True)
+class Removal:
+    """The stored Appends a write removes wholly (their `appends` rows go): those of the stored
+    events `first`..`last` (a journal's stored events above its deleteTo have no holes), but
+    for the Append of the event at `last` if `spares_last` (a Delete inside that Append: it
+    keeps the events above). Removed as of `offset`, the Delete's or Purge's: its rows'
+    deletions are stamped `offset + 1`, above every removed Append's own stamp and below
+    every later Append's (other rows: an `appends` row is keyed by its Append's offset)."""
+
+    first: int
+    last: int
+    spares_last: bool
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
 class JournalWrite:
     """What one replication batch changes in one journal: from `before` to `after`.
 
@@ -146,6 +161,25 @@ class JournalWrite:
     @property
     def changes_store(self) -> bool:
         return self.after != self.before
+
+    @property
+    def removal(self) -> Removal | None:
+        """The Appends stored before this batch that it removes wholly, if any: a Purge, all
+        of them above the stored deleteTo (those at or below it went with the Delete that
+        deleted them); else a Delete, those up to its deleteTo, sparing the Append that
+        holds deleteTo + 1 if that one was stored. The batch's own Appends are not among
+        them: those wholly removed within it are never written (`appends`)."""
+        before = self.before
+        if before.seq_nr <= before.delete_to:
+            return None  # nothing stored above the deleteTo
+        first = before.delete_to + 1
+        if self.purge is not None:
+            return Removal(first, before.seq_nr, False, self.purge)
+        if self.delete is None:
+            return None
+        if self.delete.to >= before.seq_nr:
+            return Removal(first, before.seq_nr, False, self.delete.offset)
+        return Removal(first, self.delete.to + 1, True, self.delete.offset)
 
 
 @dataclass(slots=True)

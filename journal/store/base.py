@@ -10,7 +10,9 @@ Contract (every implementation runs `tests/journal/store/contract.py`):
 - A read returns strictly increasing seqNrs above the journal's deleteTo, streamed: an
   implementation never holds a whole journal in memory.
 - `appends` lists, per partition in offset order, every Append replication stored (accepted by
-  the fold and not removed within its own batch), written with the events, before the rows.
+  the fold) that still has an event stored, written with the events, before the rows: a
+  Delete or Purge that removes an Append's last events removes its entry, within its batch or
+  in a later one (`JournalWrite.removal`), and a replay brings none back.
 - Snapshots (`SnapshotStore`) are ordered by the offsets of Marks, as replication's writes
   are by their actions' offsets: a put or delete of snapshots stamped with its Mark, and a
   Purge applied by replication, affect exactly what lies before them in the log.

@@ -55,7 +55,9 @@ class CassandraStore(EventualStore):
         self._config = config
         self._statements = statements = Statements(session, config.keyspace, write_level(config))
         self._reads = Reads(session, statements, config.segment_size)
-        self._writes = Writes(session, statements, config.segment_size, config.window)
+        self._writes = Writes(
+            session, statements, config.segment_size, config.window, config.appends_ttl_s
+        )
         self._snapshots = ChunkedSnapshots(
             session, statements, config.max_snapshot_bytes, config.snapshot_chunk_bytes
         )

@@ -44,6 +44,7 @@ from cassandra.query import named_tuple_factory, tuple_factory
 
 from journal.errors import StoreLoginRefused, StoreUnavailable
 from journal.store.topology import (
+    DEFAULT_APPENDS_TTL_S,
     DEFAULT_MAX_SNAPSHOT_BYTES,
     DEFAULT_READ_CONSISTENCY,
     DEFAULT_REPLICATION_WINDOW,
@@ -89,6 +90,8 @@ class CassandraConfig:
     # a snapshot's payload is written in rows of this size: no single cell or mutation comes
     # near Cassandra's limits (a mutation must fit half a commit log segment, 16 MiB by default)
     snapshot_chunk_bytes: int = 512 * 1024
+    # seconds an `appends` row lives, 0: until a Delete or Purge removes its Append's events
+    appends_ttl_s: int = DEFAULT_APPENDS_TTL_S
 
 
 def reconnection_policy() -> ExponentialReconnectionPolicy:

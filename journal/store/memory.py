@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from journal.codec.actions import events_of
-from journal.core.fold import JournalWrite
+from journal.core.fold import JournalWrite, Removal
 from journal.core.grow import Grow, Phase
 from journal.core.model import SEQ_NR_MAX, EventRecord, JournalKey
 from journal.errors import SnapshotTooLarge
@@ -153,6 +153,9 @@ class MemoryStore(EventualStore):
 
     def _apply(self, write: JournalWrite) -> JournalMeta:
         journal = self._journals.get(write.key)
+        removal = write.removal
+        if journal is not None and removal is not None:
+            self._remove_appends(write, journal, removal)
         if write.purge is not None:
             self._snapshots_of(write.key).delete(SEQ_NR_MAX, write.purge + 1)
         if journal is None or write.purge is not None:
@@ -171,6 +174,18 @@ class MemoryStore(EventualStore):
             write.partition, after.offset, after.seq_nr or None, after.delete_to or None
         )
         return journal.meta
+
+    def _remove_appends(self, write: JournalWrite, journal: _Journal, removal: Removal) -> None:
+        """As the Cassandra store does: the offsets of the stored events in the removal's
+        range, the last one's spared if the removal says so."""
+        events = journal.events
+        offsets = [e.offset for s in range(removal.first, removal.last + 1) if (e := events.get(s))]
+        removed = dict.fromkeys(offsets)  # distinct, in order
+        if removal.spares_last and offsets:
+            del removed[offsets[-1]]
+        by_offset = self._appends.get((write.key.topic, write.partition), {})
+        for offset in removed:
+            by_offset.pop(offset, None)
 
     async def save_pointer(self, topic: str, partition: int, offset: int) -> None:
         current = self._pointers.get((topic, partition), -1)

@@ -20,6 +20,7 @@ from journal.store.schema import APPEND_BUCKET
 from journal.store.statements import Statements
 
 _POINTER_READS = 32  # pointers read at a time: one Cassandra partition each
+_APPENDS_SLICE = 1_000  # offsets per query of `appends`: a page, where no row was removed
 _KNOWN_DELETES = 10_000  # journals whose deleteTo a store keeps for first pages (~1 MB)
 
 
@@ -114,15 +115,20 @@ class Reads:
     async def appends(
         self, topic: str, partition: int, after: int, to: int
     ) -> AsyncIterator[StoredAppend]:
-        if to <= after:
-            return
-        for bucket in range((after + 1) // APPEND_BUCKET, to // APPEND_BUCKET + 1):
+        low = after + 1
+        while low <= to:
+            # a slice of offsets per query, within one bucket: the rows a Delete or Purge
+            # removed are tombstones until compaction, and a query walks at most a slice of
+            # them (Cassandra warns past 1,000 a query, fails past 100,000)
+            bucket = low // APPEND_BUCKET
+            high = min(to, low + _APPENDS_SLICE - 1, (bucket + 1) * APPEND_BUCKET - 1)
             rows = cql.stream(
                 self._session,
                 self._statements.appends,
-                (topic, partition, bucket, after, to),
+                (topic, partition, bucket, low - 1, high),
                 ROWS_AS_TUPLES,
             )
+            low = high + 1
             async for offset, journal_id, first, last, segment_size in rows:
                 yield StoredAppend(
                     JournalKey(topic, journal_id), partition, offset, first, last, segment_size

@@ -22,14 +22,13 @@ Tables:
   only it), and read where a topic has no count recorded; a later version stops writing it.
 - `appends`: per (topic, partition), the Appends replication stored, by offset (buckets of
   `APPEND_BUCKET` offsets per Cassandra partition): which records a subscription delivers from
-  the replicated part of the log without folding it again. A row stays when a Delete or
-  Purge later removes its events: replication writes without reading and does not know the
-  offsets of a journal's earlier Appends (nor could a range delete reach them: rows of all
-  journals interleave by offset). Harmless: a reader takes an Append's events by its offset
-  (`append_events`) and finds none, nor the events a purged journal got anew (other
-  offsets), so it delivers nothing. A stale row costs its ~50 bytes and, for a subscriber
-  reading beyond Kafka's retention, one empty query; the table holds one row per Append ever
-  replicated, stale or not, so it grows with the log as `events` does.
+  the replicated part of the log without folding it again. Bounded by the events: a row goes
+  when a Delete or Purge removes the last of its Append's events (`JournalWrite.removal`:
+  replication reads the removed events' offsets, a page at a time, and deletes those rows
+  stamped with the Delete's or Purge's offset + 1), so the table holds one row per Append
+  with an event still stored (plus the rows of Appends removed before this rule existed:
+  harmless, a reader finds no events by them). No version bump: older code reads the table
+  as before, and a row it would have kept names events already gone.
 - `snapshots`: one row per snapshot of a journal (its header: Mark, kind, size, chunk count),
   written once its chunks are; `snapshot_chunks`: its payload, in chunks of at most
   `snapshot_chunk_bytes`, under the (seqNr, Mark) of the put that wrote them, so a header only

@@ -119,15 +119,27 @@ class Statements:
             "tags, payload_type, payload_txt, payload_bin, expire_after, metadata, headers) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ?"
         )
+        # TTL 0: none (`appends_ttl_s`)
         self.insert_append = prepare(
             "INSERT INTO {ks}.appends (topic, partition, bucket, offset, id, first_seq_nr, "
-            "last_seq_nr, segment_size) VALUES (?, ?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ?"
+            "last_seq_nr, segment_size) VALUES (?, ?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ? AND TTL ?"
         )
         self.appends = prepare(
             "SELECT offset, id, first_seq_nr, last_seq_nr, segment_size FROM {ks}.appends "
             "WHERE topic = ? AND partition = ? AND bucket = ? AND offset > ? AND offset <= ?"
         )
         self.appends.fetch_size = PAGE_SIZE
+        # the offsets of a journal's stored events, for the `appends` rows a Delete or Purge
+        # removes (`writes.Writes.remove_appends`)
+        self.event_offsets = prepare(
+            "SELECT offset FROM {ks}.events "
+            "WHERE topic = ? AND id = ? AND segment = ? AND seq_nr >= ? AND seq_nr <= ?"
+        )
+        self.event_offsets.fetch_size = PAGE_SIZE
+        self.delete_append = prepare(
+            "DELETE FROM {ks}.appends USING TIMESTAMP ? "
+            "WHERE topic = ? AND partition = ? AND bucket = ? AND offset = ?"
+        )
         self.delete_segment = prepare(
             "DELETE FROM {ks}.events USING TIMESTAMP ? WHERE topic = ? AND id = ? AND segment = ?"
         )

@@ -42,6 +42,12 @@ DEFAULT_SPECULATIVE_AFTER_MS = 500
 DEFAULT_SEGMENT_SIZE = 100_000  # events per segment of a new journal
 DEFAULT_REPLICATION_WINDOW = 64  # requests of one replication batch in flight
 DEFAULT_MAX_SNAPSHOT_BYTES = 16 * 2**20  # a snapshot's payload, stored in chunks
+# seconds an `appends` row lives (0: while its Append has an event stored; docs/operations.md)
+DEFAULT_APPENDS_TTL_S = 0
+# how much longer than its topic's retention an `appends` row with a TTL must live, to outlive
+# its record: Kafka deletes a segment once its newest record is past the retention and rolls a
+# segment after 7 days (log.roll.hours' default), plus a day for retention checks and clocks
+APPENDS_TTL_MARGIN_S = 8 * 24 * 60 * 60
 
 _DC_FACTOR = re.compile(r"^\s*([A-Za-z0-9_.-]+)\s*:\s*([1-9][0-9]*)\s*$")
 

@@ -17,10 +17,12 @@ from journal.core.fold import JournalWrite
 from journal.core.model import ActionRecord, AppendHeader, JournalKey
 from journal.store import cql
 from journal.store.base import JournalMeta
+from journal.store.cluster import ROWS_AS_TUPLES
 from journal.store.cql import Params
 from journal.store.rows import event_row
 from journal.store.schema import APPEND_BUCKET, id_bucket
 from journal.store.statements import Statements
+from journal.store.topology import DEFAULT_APPENDS_TTL_S
 
 # a single-partition unlogged batch (one segment of one journal) is split past this many
 # payload bytes, to keep each mutation far below Cassandra's limit
@@ -106,22 +108,34 @@ class Writes:
     (single-partition batches have no size threshold). Every cell is stamped with its action's
     offset + 1 (`schema.py`), so the requests of one journal need no order among them, and a
     replay cannot overwrite newer cells. Replication reads the rows it folds onto (`stored`)
-    only for journals it has not written lately (`journal.replication.replicate`).
+    only for journals it has not written lately (`journal.replication.replicate`), and for a
+    Delete or Purge the offsets of the stored events it removes (`remove_appends`), first.
     """
 
     def __init__(
-        self, session: Session, statements: Statements, segment_size: int, window: int
+        self,
+        session: Session,
+        statements: Statements,
+        segment_size: int,
+        window: int,
+        appends_ttl_s: int = DEFAULT_APPENDS_TTL_S,
     ) -> None:
         self._session = session
         self._statements = statements
         self._segment_size = segment_size
         self._window = window
+        self._appends_ttl_s = appends_ttl_s
 
     async def apply(
         self, writes: Sequence[JournalWrite], stored: Mapping[JournalKey, JournalMeta]
     ) -> dict[JournalKey, JournalMeta]:
         changed = [write for write in writes if write.changes_store]
         rows = {write.key: self.row_after(write, stored.get(write.key)) for write in changed}
+        # the `appends` rows a Delete or Purge removes, before its events go: they are found
+        # by the events, so a replay after a crash in between finds them again
+        removing = [(write, stored.get(write.key)) for write in changed if write.removal]
+        if removing:
+            await cql.in_window(self.remove_appends, removing, self._window)
         mutations = itertools.chain(
             (m for write in changed for m in self.mutations(write, stored.get(write.key))),
             self.appends_mutations(changed, rows),
@@ -207,14 +221,63 @@ class Writes:
                 by_bucket.setdefault(bucket, []).append(
                     (*bucket, append.offset, write.key.id, seq.from_, seq.to, size)
                 )
-        insert = self._statements.insert_append
+        insert, ttl = self._statements.insert_append, self._appends_ttl_s
         for values in by_bucket.values():
             values.sort(key=lambda row: row[3])
             for start in range(0, len(values), _APPENDS_PER_BATCH):
                 chunk = values[start : start + _APPENDS_PER_BATCH]
                 yield Partition(
-                    [(insert, (*row, row[3] + 1)) for row in chunk], len(chunk) * _ROW_BYTES
+                    [(insert, (*row, row[3] + 1, ttl)) for row in chunk], len(chunk) * _ROW_BYTES
                 )
+
+    async def remove_appends(self, removing: tuple[JournalWrite, JournalMeta | None]) -> None:
+        """Delete the `appends` rows of the stored Appends `write` removes wholly
+        (`JournalWrite.removal`), found by their events' offsets, read a page at a time (an
+        Append's events are consecutive and share its offset) and deleted page by page: a
+        Purge of a long journal holds a page, never the journal. Stamped with the removing
+        action's offset + 1: a replay of a removed Append is shadowed, a later Append of the
+        journal (another offset, another row) is not."""
+        write, stored = removing
+        removal = write.removal
+        if removal is None:
+            return
+        key, size = write.key, self.sizes(write, stored)[0]
+        pending: int | None = None  # the last offset read: its Append may go on
+        for segment in range(removal.first // size, removal.last // size + 1):
+            values = (key.topic, key.id, segment, removal.first, removal.last)
+            pages = cql.stream_pages(
+                self._session, self._statements.event_offsets, values, ROWS_AS_TUPLES
+            )
+            async for rows in pages:
+                offsets: list[int] = []
+                for (offset,) in rows:
+                    if offset != pending:
+                        if pending is not None:
+                            offsets.append(pending)
+                        pending = offset
+                await self._delete_appends(write, removal.offset + 1, offsets)
+        if pending is not None and not removal.spares_last:
+            await self._delete_appends(write, removal.offset + 1, [pending])
+
+    async def _delete_appends(self, write: JournalWrite, stamp: int, offsets: list[int]) -> None:
+        by_bucket: dict[int, list[int]] = {}
+        for offset in offsets:
+            by_bucket.setdefault(offset // APPEND_BUCKET, []).append(offset)
+        delete = self._statements.delete_append
+        topic, partition = write.key.topic, write.partition
+        partitions = (
+            Partition(
+                [(delete, (stamp, topic, partition, bucket, o)) for o in chunk],
+                len(chunk) * _ROW_BYTES,
+            )
+            for bucket, in_bucket in by_bucket.items()
+            for chunk in (
+                in_bucket[i : i + _APPENDS_PER_BATCH]
+                for i in range(0, len(in_bucket), _APPENDS_PER_BATCH)
+            )
+        )
+        for request in Packer(self._statements.batch).requests(partitions):
+            await cql.execute(self._session, *request)
 
     def event_partitions(
         self, key: JournalKey, size: int, appends: Sequence[ActionRecord]

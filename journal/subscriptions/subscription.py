@@ -27,7 +27,8 @@ resuming inside an Append there delivers the whole Append again.
 
 Deletes and Purges do not retract what was delivered: an Append is delivered as it came
 (from Kafka), and events already deleted when read from the store are simply not there, as
-are Appends that a Delete or Purge removed within the same replication batch.
+are the Appends whose events a Delete or Purge wholly removed, once replication applied it
+(the store's table no longer lists them: from Kafka too, such an Append is skipped).
 Partitions have no common order: events of different partitions arrive interleaved as they
 are read; within a partition (so within a journal) the order is the log's.
 """
@@ -189,7 +190,8 @@ class _Listing:
     """A partition's table of accepted Appends below the pointer, read ahead a window at a
     time (one query per window, not per fetch; the next window is read while the reader is
     in the current one). A window up to a pointer read before its query is final: replication
-    writes the table before it moves the pointer. At most two windows are kept."""
+    writes the table before it moves the pointer (a row a later Delete or Purge removes while
+    the window is kept is delivered, as if read before it). At most two windows are kept."""
 
     def __init__(self, store: EventualJournal, topic: str, partition: int) -> None:
         self.store = store

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from journal.codec.actions import RawRecord, events_of
-from journal.core.fold import JournalState, Verdict, fold_batch
+from journal.core.fold import JournalState, Removal, Verdict, fold_batch
 from journal.core.grow import SEAL_ID
 from journal.core.model import (
     ActionRecord,
@@ -43,6 +43,7 @@ class ModelJournal:
     seq_nr: int = 0
     delete_to: int = 0
     events: dict[int, Event] = field(default_factory=dict)
+    appends: list[tuple[int, int]] = field(default_factory=list)  # (offset, last seqNr)
 
     def visible(self) -> list[Event]:
         return [e for n, e in sorted(self.events.items()) if n > self.delete_to]
@@ -59,6 +60,7 @@ def run_model(records: Iterable[ActionRecord]) -> dict[JournalKey, ModelJournal]
                 for event in events_of(record):
                     journal.events[event.seq_nr] = event.event
                 journal.seq_nr = header.range.to
+                journal.appends.append((record.offset, header.range.to))
         elif isinstance(header, DeleteHeader):
             journal.delete_to = max(journal.delete_to, min(header.to, journal.seq_nr))
         elif isinstance(header, PurgeHeader):
@@ -262,6 +264,58 @@ def test_a_delete_s_answer_is_honoured_by_every_later_read(
 
     assert mine
     asyncio.run(go())
+
+
+def listed_appends(journals: dict[JournalKey, ModelJournal]) -> list[tuple[JournalKey, int]]:
+    """The `appends` rows once replicated: every accepted Append since its journal's last
+    Purge with an event above the deleteTo (one wholly deleted or purged is listed nowhere)."""
+    listed = [
+        (offset, key)
+        for key, journal in journals.items()
+        for offset, last in journal.appends
+        if last > journal.delete_to
+    ]
+    return [(key, offset) for offset, key in sorted(listed)]
+
+
+async def store_appends(store: MemoryStore) -> list[tuple[JournalKey, int]]:
+    return [(s.key, s.offset) async for s in store.appends(A.topic, 0, -1, 10**6)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(workloads(), st.lists(st.integers(0, 100), max_size=6), st.data())
+def test_the_appends_rows_are_those_of_surviving_appends_in_any_batching(
+    records: list[ActionRecord], cuts: list[int], data: st.DataObject
+) -> None:
+    """The `appends` bound (docs/operations.md): a Delete or Purge removes the rows of the
+    Appends whose events it removes, whether they were stored in an earlier batch or not,
+    and a replayed batch brings none back."""
+    batches = split(records, cuts)
+    if batches:
+        batches.append(data.draw(st.sampled_from(batches)))
+
+    async def go() -> list[tuple[JournalKey, int]]:
+        store = MemoryStore()
+        await replicate(store, batches)
+        return await store_appends(store)
+
+    assert asyncio.run(go()) == listed_appends(run_model(records))
+
+
+def test_a_write_s_removal_names_the_stored_events_it_removes() -> None:
+    stored = {A: JournalState(4, 9, 2)}  # seqNrs 3..9 stored
+    (write,) = fold_batch([a.delete(A, 5, 6)], stored)
+    assert write.removal == Removal(3, 7, True, 5)  # 7's Append keeps 7.. if it holds 6
+    (write,) = fold_batch([a.delete(A, 5, 9)], stored)
+    assert write.removal == Removal(3, 9, False, 5)
+    (write,) = fold_batch([a.delete(A, 5, 99), a.append(A, 6, 10, 12)], stored)
+    assert write.removal == Removal(3, 9, False, 5)  # the batch's own Append is not stored
+    (write,) = fold_batch([a.delete(A, 5, 4), a.purge(A, 6), a.append(A, 7, 1, 2)], stored)
+    assert write.removal == Removal(3, 9, False, 6)  # the Purge: all, at its offset
+    (write,) = fold_batch([a.append(A, 5, 10, 10)], stored)
+    assert write.removal is None
+    (write,) = fold_batch([a.delete(A, 5, 9), a.purge(A, 6)], {A: JournalState(4, 9, 9)})
+    assert write.removal is None  # all deleted already: their rows went then
 
 
 def test_the_conflict_rule() -> None:

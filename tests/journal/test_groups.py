@@ -413,6 +413,40 @@ async def test_a_member_reading_from_the_store_stops_at_its_cap_too(stack: Stack
 
 
 @pytest.mark.integration
+async def test_a_member_skips_the_appends_a_replicated_delete_or_purge_removed(
+    stack: Stack,
+) -> None:
+    """The `appends` bound (docs/operations.md): once replication applied a Delete or Purge
+    that removed an Append's events, a member skips that Append, as a subscription does."""
+    async with harness(stack, unique("kj_groups"), unique("removed"), 1) as one:
+        deleted, purged = one.journals.journal("deleted"), one.journals.journal("purged")
+        await deleted.append([event("deleted", 1), event("deleted", 2)])
+        await deleted.append([event("deleted", 3)])
+        await purged.append([event("purged", 1)])
+        await one.replicate()  # stored, then removed in a later batch
+        await deleted.delete(2)
+        await purged.purge()
+        await one.journals.journal("end").append([event("end", 1)])  # last in the partition
+        await one.replicate()
+        member = one.journals.subscribe_group(unique("g"), heartbeat_s=0.3)
+        got: list[GroupEvent] = []
+
+        async def consume() -> None:
+            async for batch in member.batches():
+                got.extend(batch)
+                member.ack(*(e.position for e in batch))
+                if ("end", 1) in ids(got):
+                    return
+
+        await member.start()
+        try:
+            await asyncio.wait_for(consume(), 60)
+        finally:
+            await member.stop()
+        assert ids(got) == [("deleted", 3), ("end", 1)]
+
+
+@pytest.mark.integration
 async def test_the_group_listing_reuses_one_admin_client_until_the_journals_close(
     h: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -98,3 +98,15 @@ def test_replace_validates() -> None:
     assert settings.replace(topic="t").topic == "t"
     with pytest.raises(ValueError):
         settings.replace(partitions=0)
+
+
+def test_an_appends_ttl_outlives_the_log_s_records_or_is_none() -> None:
+    """Within Kafka's retention a subscription takes an Append without its `appends` row for
+    a rejected one: a row must outlive its record (retention, plus a segment's roll)."""
+    assert Settings.from_env({}).cassandra_config().appends_ttl_s == 0  # none
+    day_ms = 24 * 60 * 60 * 1000
+    least = 9 * 24 * 60 * 60  # a day of retention, plus 8 (a segment's roll, and slack)
+    env = {"KJ_RETENTION_MS": str(day_ms), "KJ_APPENDS_TTL_S": str(least)}
+    assert Settings.from_env(env).cassandra_config().appends_ttl_s == least
+    with pytest.raises(SettingsError, match="KJ_APPENDS_TTL_S must be 0 or at least"):
+        Settings.from_env({**env, "KJ_APPENDS_TTL_S": str(least - 1)})

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
 import pytest
+from aiokafka import AIOKafkaConsumer
 from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
 from aiokafka.structs import TopicPartition
 
@@ -18,6 +19,7 @@ from journal.core.model import Ack, Event, JournalKey, JsonPayload
 from journal.errors import InvalidValue
 from journal.kafka.topic import end_offsets
 from journal.metrics import METRICS
+from journal.replication.replicate import AlreadyQuarantined, Replicator, replicate_range
 from journal.subscriptions.subscription import (
     Heartbeat,
     SubscribedEvent,
@@ -231,10 +233,9 @@ async def expire_all(h: Harness) -> dict[int, int]:
 
 @pytest.mark.integration
 async def test_beyond_retention_a_purged_journal_s_events_never_come_back(h: Harness) -> None:
-    """The `appends` rows of Appends a Purge (or a Delete) removed stay (replication writes
-    without reading, and does not know their offsets), but what they name is gone from the
-    events table, and the events the journal got after the Purge carry other offsets: a
-    subscriber from the store gets the journal's new events only."""
+    """The `appends` rows of the Appends a Purge removed go with it, and the events the
+    journal got after the Purge carry other offsets (their own rows): a subscriber from the
+    store gets the journal's new events only."""
     purged, kept = h.journals.journal("purged"), h.journals.journal("kept")
     both = [event("purged", 1, rejected=True), event("purged", 2, rejected=True)]
     await purged.append(both, ack=Ack.KAFKA)
@@ -255,8 +256,66 @@ async def test_beyond_retention_a_purged_journal_s_events_never_come_back(h: Har
     assert partition is not None
     listed = h.store.appends(h.settings.topic, partition.partition, -1, ends[partition.partition])
     purged_rows = [a async for a in listed if a.key.id == "purged"]
-    # two Appends before the Purge, one after: the stale rows stay, and are harmless (above)
-    assert len(purged_rows) == 3
+    # two Appends before the Purge (their rows removed with it), one after (in part deleted)
+    assert [a.first for a in purged_rows] == [1]
+
+
+async def appends_rows(h: Harness, ends: dict[int, int]) -> set[tuple[str, int, int]]:
+    """Every `appends` row of the topic: (journal, partition, offset)."""
+    rows: set[tuple[str, int, int]] = set()
+    for partition, end in ends.items():
+        stored = h.store.appends(h.settings.topic, partition, -1, end)
+        rows |= {(a.key.id, partition, a.offset) async for a in stored}
+    return rows
+
+
+async def replay(h: Harness, ends: dict[int, int]) -> None:
+    """Replicate every partition again from offset 0, with a replicator that kept no rows."""
+    consumer = AIOKafkaConsumer(
+        **h.settings.kafka_access().client_options(), group_id=None, enable_auto_commit=False
+    )
+    await consumer.start()
+    try:
+        replicator = Replicator(h.store, AlreadyQuarantined())
+        for partition, end in ends.items():
+            tp = TopicPartition(h.settings.topic, partition)
+            await replicate_range(consumer, replicator, tp, 0, end)
+    finally:
+        await consumer.stop()
+
+
+@pytest.mark.integration
+async def test_a_delete_or_purge_removes_its_appends_rows_and_subscribers_get_the_rest(
+    h: Harness,
+) -> None:
+    """The `appends` bound (docs/operations.md): replication applying a Delete or Purge
+    removes the rows of the Appends whose events it removes, and only those; a subscriber
+    then skips those Appends from Kafka as from the store, and a replay changes nothing."""
+    deleted, purged = h.journals.journal("deleted"), h.journals.journal("purged")
+    await deleted.append([event("deleted", 1), event("deleted", 2)])
+    await deleted.append([event("deleted", 3), event("deleted", 4)])
+    await purged.append([event("purged", 1)])
+    await h.journals.journal("kept").append([event("kept", 1)])
+    stored = await appends_rows(h, await h.replicate())  # stored, then removed later
+    await deleted.delete(3)  # 1..2 wholly, 3..4 in part
+    await purged.purge()
+    ends = await h.replicate()
+    rows = await appends_rows(h, ends)
+    first_of_deleted = min((r for r in stored if r[0] == "deleted"), key=lambda r: r[2])
+    assert rows == {r for r in stored if r[0] != "purged" and r != first_of_deleted}
+    delivered, ended = await take(h.journals, None, 100)  # from Kafka: Appends as they came
+    assert ended
+    assert sorted((d.key.id, d.record.seq_nr) for d in delivered) == [
+        ("deleted", 3),
+        ("deleted", 4),
+        ("kept", 1),
+    ]
+    await replay(h, ends)
+    assert await appends_rows(h, ends) == rows
+    await expire_all(h)
+    delivered, ended = await take(h.journals, None, 100)  # from the store: what it holds
+    assert ended
+    assert sorted((d.key.id, d.record.seq_nr) for d in delivered) == [("deleted", 4), ("kept", 1)]
 
 
 @pytest.mark.integration

@@ -58,6 +58,11 @@ async def apply(store: EventualStore, *records: ActionRecord) -> None:
     await store.apply(fold_batch(records, states(stored)), stored)
 
 
+async def listed(store: EventualStore, partition: int = 0) -> list[tuple[JournalKey, int]]:
+    """The `appends` rows of the topic's `partition`: (journal, offset)."""
+    return [(s.key, s.offset) async for s in store.appends("topic", partition, -1, 10**6)]
+
+
 def expected(*records: ActionRecord) -> list[EventRecord]:
     return [e for r in records for e in events_of(r)]
 
@@ -210,6 +215,15 @@ class EventualStoreContract:
         assert window == [2]  # (after, to]
         assert [s async for s in store.appends("topic", 1, -1, 9)] == []
 
+    async def test_appends_lists_across_its_slices_and_buckets(self, store: EventualStore) -> None:
+        """A store may read `appends` a slice of offsets at a time (Cassandra's: 1,000 a query,
+        in buckets of 100,000): the listing is the same."""
+        offsets = [5, 1_500, 99_999, 100_000, 250_000]
+        await apply(store, *(a.append(KEY, o, n, n) for n, o in enumerate(offsets, 1)))
+        assert await listed(store) == [(KEY, o) for o in offsets]
+        window = store.appends("topic", 0, 1_499, 100_000)
+        assert [s.offset async for s in window] == [1_500, 99_999, 100_000]
+
     async def test_append_events_are_the_ones_still_stored(self, store: EventualStore) -> None:
         first = a.append(KEY, 0, 1, 12)
         await apply(store, first)
@@ -219,8 +233,38 @@ class EventualStoreContract:
         assert got == [11, 12]
         await apply(store, a.purge(KEY, 2), a.append(KEY, 3, 1, 12))  # the same seqNrs again
         assert [r async for r in store.append_events(stored)] == []
-        (_, again) = [s async for s in store.appends("topic", 0, -1, 3)]
+        (again,) = [s async for s in store.appends("topic", 0, -1, 3)]  # the Purge removed 0's
         assert [r.offset async for r in store.append_events(again)] == [3] * 12
+
+    async def test_a_delete_removes_the_appends_rows_of_the_appends_it_removes_wholly(
+        self, store: EventualStore
+    ) -> None:
+        await apply(
+            store,
+            a.append(KEY, 0, 1, 3),
+            a.append(OTHER, 1, 1, 2),
+            a.append(KEY, 2, 4, 6),
+            a.append(KEY, 3, 7, 9),
+        )
+        await apply(store, a.delete(KEY, 4, 5))  # 1..3 wholly, 4..6 in part
+        assert await listed(store) == [(OTHER, 1), (KEY, 2), (KEY, 3)]
+        await apply(store, a.delete(KEY, 5, 6))  # the rest of 4..6, across segments
+        assert await listed(store) == [(OTHER, 1), (KEY, 3)]
+        await apply(store, a.delete(KEY, 6, 99), a.append(KEY, 7, 10, 10))
+        assert await listed(store) == [(OTHER, 1), (KEY, 7)]  # the later Append stays
+
+    async def test_a_purge_removes_the_appends_rows_of_the_journal_and_a_replay_none_more(
+        self, store: EventualStore
+    ) -> None:
+        first = [a.append(KEY, 0, 1, 7), a.append(OTHER, 1, 1, 1), a.append(KEY, 2, 8, 8)]
+        second = [a.delete(KEY, 3, 2), a.purge(KEY, 4), a.append(KEY, 5, 1, 2)]
+        await apply(store, *first)
+        await apply(store, *second)
+        assert await listed(store) == [(OTHER, 1), (KEY, 5)]
+        await apply(store, *first)
+        await apply(store, *second)
+        assert await listed(store) == [(OTHER, 1), (KEY, 5)]
+        assert [e.seq_nr for e in await read_all(store, KEY)] == [1, 2]
 
     # Snapshots.
 

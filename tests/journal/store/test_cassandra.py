@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 import uuid
 from collections.abc import AsyncIterator
@@ -96,6 +97,57 @@ class TestCassandraStore(EventualStoreContract):
             (KEY.topic, KEY.id),
         )
         assert [r.stamp for r in rows] == [42, 42]  # both events, stamped offset + 1
+
+    async def test_a_removed_append_s_row_stays_removed_when_its_write_is_replayed(
+        self, store: CassandraStore
+    ) -> None:
+        """Its deletion is stamped with the Purge's offset + 1, above the Append's own stamp
+        (offset + 1): an Append written again, as a replay onto a lost row would, stays
+        removed; a later Append of the journal has a row of its own."""
+        from journal.core.fold import fold_batch
+        from tests.journal.store.contract import apply, listed
+        from tests.support import actions as a
+
+        old = a.append(KEY, 0, 1, 3)
+        await apply(store, old)
+        await apply(store, a.purge(KEY, 1), a.append(KEY, 2, 1, 1))
+        await store.apply(fold_batch([old], {}), {})  # onto no row: it writes its cells again
+        assert await listed(store) == [(KEY, 2)]
+
+    async def test_with_a_ttl_an_appends_row_expires_and_its_events_stay(
+        self, store: CassandraStore, stack: object
+    ) -> None:
+        """`KJ_APPENDS_TTL_S` (the settings refuse one shorter than the log keeps records):
+        the row goes after it, the events stay (a subscriber beyond retention skips the
+        Append: docs/operations.md); without it, rows carry no TTL."""
+        from tests.journal.store.contract import apply, listed, read_all
+        from tests.support import actions as a
+
+        def ttl_query(keyspace: str) -> str:
+            return (
+                f"SELECT TTL(id) AS ttl FROM {keyspace}.appends WHERE topic = 'topic' "
+                "AND partition = 0 AND bucket = 0"
+            )
+
+        await apply(store, a.append(KEY, 0, 1, 2))
+        rows = await cql.execute(session_of(store), ttl_query(keyspace_of(store)))
+        assert [r.ttl for r in rows] == [None]
+        expiring = await CassandraStore.connect(
+            dataclasses.replace(config(stack, keyspace_of(store)), appends_ttl_s=1)
+        )
+        try:
+            await apply(expiring, a.append(KEY, 1, 3, 3))
+            rows = await cql.execute(session_of(store), ttl_query(keyspace_of(store)))
+            ttls = [r.ttl for r in rows]
+            assert ttls[0] is None and ttls[1:] in ([], [0], [1])  # [] once expired already
+
+            async def expired() -> bool:
+                return await listed(store) == [(KEY, 0)]
+
+            await eventually(expired, "the row written with a TTL of 1 s expired")
+            assert [e.seq_nr for e in await read_all(store, KEY)] == [1, 2, 3]
+        finally:
+            await expiring.close()
 
     async def test_an_event_without_tags_metadata_or_headers_leaves_no_tombstones(
         self, store: CassandraStore
