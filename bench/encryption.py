@@ -6,37 +6,47 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
+import string
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Literal
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from pydantic import SecretStr
 
 from bench.common import Row, Section, median, spread, unique
-from bench.environment import connected, replicate_here, settings_for
+from bench.environment import connected, quiet_cassandra, replicate_here, settings_for
 from journal import Event, EventRecord, Journals, JsonPayload
 from journal.codec import Opener, new_data_key, new_kek_text, seal
 from journal.settings import Settings
+from journal.store import CassandraStore
 
 METHOD = (
     "Two deployments on the same servers, each a fresh topic (3 partitions) and keyspace: plain, "
     "and with a key-encryption key (every payload sealed with its journal's AES-256-GCM key). "
-    "Appends: {concurrency} journals, each given its key by a first append before timing, then "
-    "{appends:,} appends of one ~100-byte JSON event at c={concurrency} (one task per journal, "
-    "its appends one after the other, `Ack.VERIFIED`); appends/s. Recovery: one journal of "
-    "{events:,} events (appends of 100), replicated to the store before timing, read from "
-    "seqNr 1 to its end with `journal.read()`, every event consumed; events/s. The two "
-    "deployments alternate, {reps} repetitions each after a warm-up; medians (spread min..max). "
-    "Client CPU: this process's CPU time (all its threads: the driver's decoding, the reading "
-    "flow, the opening) over each recovery read, us an event: what a shared host's load blurs "
-    "least. Opening: {page:,} sealed events of the recovery's payload opened a page at a time "
+    "Events are ~100-byte JSON whose padding is {padding} text (random letters: what real "
+    "payloads are closer to; one letter repeated lz4-compresses to almost nothing, which only "
+    "the plain side could profit from). Appends: {concurrency} journals, each given its key by "
+    "a first append, then {appends:,} appends of one event at c={concurrency} a repetition "
+    "(one task per journal, its appends one after the other, `Ack.VERIFIED`); appends/s, and "
+    "this process's CPU an append. Recovery: one journal of {events:,} events (appends of 100), "
+    "replicated to the store, read from seqNr 1 to its end with `journal.read()`, every event "
+    "consumed; events/s. Each phase waits for a quiet Cassandra (no compaction or flush "
+    "queued) and runs {warmups} untimed repetitions a side; then the sides alternate, "
+    "{reps} appends repetitions and {reads} reads each; medians (spread min..max). Client CPU: "
+    "this process's CPU time (all its threads: the driver's decoding, the reading flow, the "
+    "opening) over each recovery read, us an event: what a shared host's load blurs least. "
+    "Opening: {page:,} sealed events of the recovery's payload opened a page at a time "
     "(`Opener.records`, as a read does) against `AESGCM.decrypt` alone with its inputs ready, "
     "in memory, best of {tries}; ns an event."
 )
 GOAL = 0.9  # issue 44: encrypted >= 0.9x plain
-_PAD = "x" * 62
+_PAD_LENGTH = 62
+# distinct paddings, cycled: more than a Kafka batch holds, so lz4 finds no repeats in one
+_PADS = 4096
 _PAGE = 1000  # events opened at a time in the opening's measure: a store page's worth
 _TRIES = 5
 _WHEN = datetime(2026, 1, 1, tzinfo=UTC)
@@ -48,41 +58,58 @@ class EncryptionSizes:
     concurrency: int = 64
     recovery_events: int = 20_000
     repetitions: int = 3
+    reads: int = 9
+    warmups: int = 2
+    padding: Literal["random", "repeated"] = "random"
 
 
-def _event(seq_nr: int) -> Event:
-    return Event(seq_nr, payload=JsonPayload.of({"n": seq_nr, "kind": "bench", "pad": _PAD}))
+def paddings(kind: Literal["random", "repeated"]) -> list[str]:
+    """The events' paddings: random letters (seeded, so runs compare) or one letter repeated."""
+    if kind == "repeated":
+        return ["x" * _PAD_LENGTH]
+    rng = random.Random(44)
+    letters = string.ascii_letters
+    return ["".join(rng.choices(letters, k=_PAD_LENGTH)) for _ in range(_PADS)]
 
 
 class _Deployment:
-    def __init__(self, journals: Journals, concurrency: int) -> None:
+    def __init__(self, journals: Journals, concurrency: int, pads: list[str]) -> None:
         self.journals = journals
         self.ids = [unique("append") for _ in range(concurrency)]
         self.next = dict.fromkeys(self.ids, 1)
         self.recovery = unique("recovery")
+        self.pads = pads
+        self.made = 0  # events made: picks the next padding
+
+    def event(self, seq_nr: int) -> Event:
+        pad = self.pads[self.made % len(self.pads)]
+        self.made += 1
+        return Event(seq_nr, payload=JsonPayload.of({"n": seq_nr, "kind": "bench", "pad": pad}))
 
     async def append_one(self, journal_id: str) -> None:
         seq_nr = self.next[journal_id]
-        await self.journals.journal(journal_id).append([_event(seq_nr)])
+        await self.journals.journal(journal_id).append([self.event(seq_nr)])
         self.next[journal_id] = seq_nr + 1
 
-    async def appends(self, count: int) -> float:
-        """`count` appends over the journals at once; appends/s."""
+    async def appends(self, count: int) -> tuple[float, float]:
+        """`count` appends over the journals at once: appends/s, and this process's CPU time,
+        us an append."""
         per = count // len(self.ids)
 
         async def one_journal(journal_id: str) -> None:
             for _ in range(per):
                 await self.append_one(journal_id)
 
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         await asyncio.gather(*(one_journal(i) for i in self.ids))
-        return per * len(self.ids) / (time.perf_counter() - started)
+        done = per * len(self.ids)
+        return done / (time.perf_counter() - started), (time.process_time() - cpu) / done * 1e6
 
     async def write_recovery(self, events: int) -> None:
         journal = self.journals.journal(self.recovery)
         for first in range(1, events + 1, 100):
             last = min(first + 99, events)
-            await journal.append([_event(n) for n in range(first, last + 1)])
+            await journal.append([self.event(n) for n in range(first, last + 1)])
 
     async def read_recovery(self, events: int) -> tuple[float, float]:
         """The recovery read: events/s, and this process's CPU time, us an event."""
@@ -99,7 +126,10 @@ def opening_costs() -> tuple[float, float]:
     """ns an event: a page of the recovery's payloads opened as a read opens it, and the
     cipher's `decrypt` alone on envelopes of the same sizes (the floor any opening pays)."""
     cipher, journal_id = AESGCM(new_data_key()), "opening"
-    payloads = [JsonPayload.of({"n": n, "kind": "bench", "pad": _PAD}) for n in range(_PAGE)]
+    pads = paddings("random")
+    payloads = [
+        JsonPayload.of({"n": n, "kind": "bench", "pad": pads[n % len(pads)]}) for n in range(_PAGE)
+    ]
     page = [
         EventRecord(Event(n, payload=seal(cipher, journal_id, n, payload)), _WHEN, 0, n)
         for n, payload in enumerate(payloads, 1)
@@ -126,10 +156,13 @@ async def bench_encryption(base: Settings, sizes: EncryptionSizes) -> Section:
     section = Section(
         "Encrypted journals",
         METHOD.format(
+            padding=sizes.padding,
             concurrency=sizes.concurrency,
             appends=sizes.appends,
             events=sizes.recovery_events,
+            warmups=sizes.warmups,
             reps=sizes.repetitions,
+            reads=sizes.reads,
             page=_PAGE,
             tries=_TRIES,
         ),
@@ -138,60 +171,87 @@ async def bench_encryption(base: Settings, sizes: EncryptionSizes) -> Section:
     sealed_settings = settings_for(base, "sealed").model_copy(
         update={"kek": SecretStr(new_kek_text())}
     )
+    pads = paddings(sizes.padding)
+    samples: dict[str, dict[str, list[float]]] = {
+        what: {"plain": [], "sealed": []} for what in ("appends", "append cpu", "reads", "cpu")
+    }
     async with (
         connected(plain_settings) as (plain_journals, plain_store),
         connected(sealed_settings) as (sealed_journals, sealed_store),
     ):
-        plain = _Deployment(plain_journals, sizes.concurrency)
-        sealed = _Deployment(sealed_journals, sizes.concurrency)
-        for deployment in (plain, sealed):  # warm-up: every journal has its key and seqNr 1
+        sides = {
+            "plain": _Deployment(plain_journals, sizes.concurrency, pads),
+            "sealed": _Deployment(sealed_journals, sizes.concurrency, pads),
+        }
+
+        def alternating(repetition: int) -> list[tuple[str, _Deployment]]:
+            order = list(sides.items())
+            return order[::-1] if repetition % 2 else order
+
+        for deployment in sides.values():  # every journal has its key and seqNr 1
             await asyncio.gather(*(deployment.append_one(i) for i in deployment.ids))
+        await _quiet(section, plain_store, "appends")
+        for deployment in sides.values():
+            for _ in range(sizes.warmups):
+                await deployment.appends(sizes.appends)
+        for repetition in range(sizes.repetitions):
+            for name, deployment in alternating(repetition):
+                rate, cpu_us = await deployment.appends(sizes.appends)
+                samples["appends"][name].append(rate)
+                samples["append cpu"][name].append(cpu_us)
+
+        for deployment in sides.values():
             await deployment.write_recovery(sizes.recovery_events)
         await replicate_here(plain_settings, plain_store)
         await replicate_here(sealed_settings, sealed_store)
-
-        rates: dict[str, list[float]] = {"plain": [], "sealed": []}
-        reads: dict[str, list[float]] = {"plain": [], "sealed": []}
-        cpu: dict[str, list[float]] = {"plain": [], "sealed": []}
-        await plain.read_recovery(sizes.recovery_events)  # warm-up reads
-        await sealed.read_recovery(sizes.recovery_events)
-        for repetition in range(sizes.repetitions):
-            order = [("plain", plain), ("sealed", sealed)]
-            if repetition % 2:
-                order.reverse()
-            for name, deployment in order:
-                rates[name].append(await deployment.appends(sizes.appends))
+        await _quiet(section, plain_store, "recovery")
+        for deployment in sides.values():
+            for _ in range(sizes.warmups):
+                await deployment.read_recovery(sizes.recovery_events)
+        for repetition in range(sizes.reads):
+            for name, deployment in alternating(repetition):
                 rate, cpu_us = await deployment.read_recovery(sizes.recovery_events)
-                reads[name].append(rate)
-                cpu[name].append(cpu_us)
+                samples["reads"][name].append(rate)
+                samples["cpu"][name].append(cpu_us)
 
-    for what, samples, unit in (
-        ("appends (1 event, c=64)", rates, "appends/s"),
-        (f"recovery of {sizes.recovery_events:,} events", reads, "events/s"),
+    recovery = f"recovery of {sizes.recovery_events:,} events"
+    for what, key, unit, goal in (
+        (f"appends (1 event, c={sizes.concurrency})", "appends", "appends/s", True),
+        (f"appends (1 event, c={sizes.concurrency}), client CPU", "append cpu", "us/append", False),
+        (recovery, "reads", "events/s", True),
+        # the recovery's client CPU an event (no goal: it explains the rate, loaded or not)
+        (f"{recovery}, client CPU", "cpu", "us/event", False),
     ):
-        baseline, value = median(samples["plain"]), median(samples["sealed"])
-        section.rows.append(Row(f"{what}, plain", baseline, unit, note=spread(samples["plain"])))
-        section.rows.append(
-            Row(
-                f"{what}, encrypted",
-                value,
-                unit,
-                baseline=baseline,
-                goal=f">= {GOAL}x plain",
-                met=value >= GOAL * baseline,
-                note=spread(samples["sealed"]),
+        plain, sealed = samples[key]["plain"], samples[key]["sealed"]
+        baseline, value = median(plain), median(sealed)
+        section.rows.append(Row(f"{what}, plain", baseline, unit, note=spread(plain)))
+        if goal:
+            section.rows.append(
+                Row(
+                    f"{what}, encrypted",
+                    value,
+                    unit,
+                    baseline=baseline,
+                    goal=f">= {GOAL}x plain",
+                    met=value >= GOAL * baseline,
+                    note=spread(sealed),
+                )
             )
-        )
-    # the recovery's client CPU an event (no goal: it explains the rate above, loaded or not)
-    baseline, value = median(cpu["plain"]), median(cpu["sealed"])
-    what = f"recovery of {sizes.recovery_events:,} events, client CPU"
-    section.rows.append(Row(f"{what}, plain", baseline, "us/event", note=spread(cpu["plain"])))
-    section.rows.append(
-        Row(f"{what}, encrypted", value, "us/event", baseline=baseline, note=spread(cpu["sealed"]))
-    )
+        else:
+            section.rows.append(
+                Row(f"{what}, encrypted", value, unit, baseline=baseline, note=spread(sealed))
+            )
     opening, cipher = opening_costs()
     section.rows.append(Row("opening: AESGCM.decrypt alone", cipher, "ns/event"))
     section.rows.append(
         Row("opening: a page as a read opens it", opening, "ns/event", baseline=cipher)
     )
     return section
+
+
+async def _quiet(section: Section, store: CassandraStore, before: str) -> None:
+    """Until Cassandra neither compacts nor flushes: both sides share it, and a phase measured
+    during the last one's compactions swings with them (BENCHMARKS.md, the TLS runs)."""
+    section.notes.append(
+        f"before {before}, waited {await quiet_cassandra(store):.1f} s for a quiet Cassandra"
+    )

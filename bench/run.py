@@ -107,7 +107,7 @@ FULL = Sizes(
     subscription=SubscriptionSizes(events=100_000),
     tail_records=300_000,
     recovery=RecoverySizes(events=20_000, repetitions=5),
-    encryption=EncryptionSizes(appends=3200, recovery_events=20_000, repetitions=3),
+    encryption=EncryptionSizes(appends=12_800, recovery_events=20_000, repetitions=5),
     spread_events=100_000,
 )
 QUICK = Sizes(
@@ -121,7 +121,7 @@ QUICK = Sizes(
     subscription=SubscriptionSizes(events=2000, journals=20, repetitions=1, live=20, offered_s=1.0),
     tail_records=3000,
     recovery=RecoverySizes(events=500, repetitions=2),
-    encryption=EncryptionSizes(appends=128, recovery_events=500, repetitions=1),
+    encryption=EncryptionSizes(appends=128, recovery_events=500, repetitions=1, reads=1, warmups=0),
     spread_events=2000,
     console_loads=2,
     console_appends=5,
@@ -624,11 +624,17 @@ def run_spread(events: int) -> int:
     return 0
 
 
-def run_encryption(appends: int, events: int) -> int:
+def run_encryption(appends: int, events: int, repeated_padding: bool = False) -> int:
     """Only the encrypted-journals scenario (`--encryption-only`): `appends` appends at c=64
-    and a recovery of `events` events; prints its rows."""
+    and a recovery of `events` events, 5 repetitions and 15 reads a side; prints its rows."""
     _, base = _stack_up()
-    sizes = EncryptionSizes(appends=appends, recovery_events=events, repetitions=3)
+    sizes = EncryptionSizes(
+        appends=appends,
+        recovery_events=events,
+        repetitions=5,
+        reads=15,
+        padding="repeated" if repeated_padding else "random",
+    )
     section = asyncio.run(bench_encryption(base, sizes))
     _print_rows(section)
     return 0
@@ -829,6 +835,12 @@ def main(argv: list[str] | None = None) -> int:
         "print its numbers",
     )
     parser.add_argument(
+        "--repeated-padding",
+        action="store_true",
+        help="with --encryption-only: pad events with one letter repeated (the older workload, "
+        "which lz4 compresses for the plain side only) instead of random letters",
+    )
+    parser.add_argument(
         "--partitions-only",
         type=int,
         nargs="+",
@@ -884,7 +896,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.tls_only is not None:
         return run_tls(args.tls_only, args.fresh_stacks)
     if args.encryption_only is not None:
-        return run_encryption(*args.encryption_only)
+        appends, events = args.encryption_only
+        return run_encryption(appends, events, args.repeated_padding)
     if args.footprint_only is not None:
         return run_footprint(*args.footprint_only)
     if args.partitions_only is not None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import msgspec
 
-from journal.codec.envelope import EnvelopeRefused, is_sealed, seal
+from journal.codec.envelope import EnvelopeRefused, is_sealed
 from journal.core.model import Event, EventRecord, JournalKey, Position
 from journal.errors import JournalErased
 from journal.settings import Settings
@@ -46,15 +46,14 @@ def data_keys_of(settings: Settings, store: object) -> DataKeys | None:
     )
 
 
-def seal_events(data_key: DataKey, journal_id: str, events: Sequence[Event]) -> tuple[Event, ...]:
-    cipher = data_key.cipher
+def seal_events(data_key: DataKey, events: Sequence[Event]) -> tuple[Event, ...]:
+    """`events`, each payload sealed with its journal's key, its seqNr in the associated data."""
+    seal_payload = data_key.sealer.payload
     return tuple(
         [
             event
             if event.payload is None
-            else msgspec.structs.replace(
-                event, payload=seal(cipher, journal_id, event.seq_nr, event.payload)
-            )
+            else msgspec.structs.replace(event, payload=seal_payload(event.seq_nr, event.payload))
             for event in events
         ]
     )

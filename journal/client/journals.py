@@ -637,7 +637,7 @@ class Journal:
             if idempotency_key is not None:  # a retry seals anew: the digest is of the plain
                 plain = encode_append(Events(events, metadata)).value
                 digested = request_digest_key(data_key.raw, plain)
-            events = seal_events(data_key, self.key.id, events)
+            events = seal_events(data_key, events)
         # checked and encoded once: the range is the encoding's
         encoded = encode_append(Events(events, metadata))
         if ack is Ack.VERIFIED and expected_seq_nr is None:
@@ -721,7 +721,7 @@ class Journal:
         def encoded_from(first: int, sealed: bool = False) -> EncodedAppend:
             numbered = tuple([event.numbered(first + i) for i, event in enumerate(events)])
             if sealed and data_key is not None:  # sealed once numbered: the seqNr is sealed in
-                numbered = seal_events(data_key, self.key.id, numbered)
+                numbered = seal_events(data_key, numbered)
             return encode_append(Events(numbered, metadata))
 
         def number(first: int) -> tuple[AppendHeader, Produce]:

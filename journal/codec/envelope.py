@@ -72,22 +72,34 @@ def _journal_part(journal_id: str, label: bytes) -> bytes:
 _SEQ_NR = struct.Struct(">q").pack
 
 
-def _associated(journal_id: str, seq_nr: int, label: bytes) -> bytes:
-    return _journal_part(journal_id, label) + _SEQ_NR(seq_nr)
-
-
 def seal(
     cipher: AESGCM, journal_id: str, seq_nr: int, payload: Payload, label: bytes = b""
 ) -> BinaryPayload:
-    if isinstance(payload, JsonPayload):
-        kind, raw = b"j", payload.raw
-    elif isinstance(payload, TextPayload):
-        kind, raw = b"t", payload.value.encode("utf-8")
-    else:
-        kind, raw = b"b", payload.value
-    nonce = os.urandom(_NONCE)  # 96 random bits: safe far beyond any journal's event count
-    sealed = cipher.encrypt(nonce, kind + raw, _associated(journal_id, seq_nr, label))
-    return BinaryPayload(MAGIC + nonce + sealed)
+    return Sealer(cipher, journal_id, label).payload(seq_nr, payload)
+
+
+class Sealer:
+    """Seals one journal's payloads (of one `label`) with its data key; a cached data key holds
+    its journal's (`DataKey.sealer`), so an Append builds no associated data but its seqNr's."""
+
+    __slots__ = ("_encrypt", "_prefix")
+
+    def __init__(self, cipher: AESGCM, journal_id: str, label: bytes = b"") -> None:
+        self._encrypt = cipher.encrypt
+        self._prefix = _journal_part(journal_id, label)
+
+    def payload(self, seq_nr: int, payload: Payload) -> BinaryPayload:
+        """The payload sealed at `seq_nr`: what `Opener.payload` opens."""
+        if isinstance(payload, JsonPayload):
+            plain = b"j" + payload.raw
+        elif isinstance(payload, TextPayload):
+            plain = b"t" + payload.value.encode("utf-8")
+        else:
+            plain = b"b" + payload.value
+        nonce = os.urandom(_NONCE)  # 96 random bits: safe far beyond any journal's event count
+        return BinaryPayload(
+            MAGIC + nonce + self._encrypt(nonce, plain, self._prefix + _SEQ_NR(seq_nr))
+        )
 
 
 def open_sealed(

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 from cassandra.query import SimpleStatement
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from journal.codec.envelope import EnvelopeRefused, Kek, Opener, new_data_key
+from journal.codec.envelope import EnvelopeRefused, Kek, Opener, Sealer, new_data_key
 from journal.core.model import JournalKey
 from journal.errors import JournalErased, SetupMissing
 from journal.store import cql
@@ -202,11 +202,12 @@ class MemoryKeyStore:
 @dataclass(frozen=True, slots=True)
 class DataKey:
     """A journal's data key, unwrapped: its cipher, the key itself for digests, and what opens
-    the journal's events (made once a cached key, not once a read or an event)."""
+    and seals the journal's events (made once a cached key, not once a read or an event)."""
 
     raw: bytes
     cipher: AESGCM
     opener: Opener
+    sealer: Sealer
 
 
 def context(key: JournalKey) -> bytes:
@@ -281,7 +282,7 @@ class DataKeys:
             )
         raw = kek.unwrap(row.wrapped, context(key))
         cipher = AESGCM(raw)
-        return DataKey(raw, cipher, Opener(cipher, key.id))
+        return DataKey(raw, cipher, Opener(cipher, key.id), Sealer(cipher, key.id))
 
     @staticmethod
     def _usable(key: JournalKey, value: object) -> DataKey | None:
@@ -298,6 +299,11 @@ class DataKeys:
 
     async def for_append(self, key: JournalKey) -> DataKey:
         """The journal's key, made now if it has none. JournalErased once an erasure began."""
+        # every sealed Append asks: a live cached key answers without `for_read`'s checks
+        entry = self._cache.get(key)
+        if entry is not None and type(entry[1]) is DataKey and entry[0] >= self._clock():
+            self._cache.move_to_end(key)
+            return entry[1]
         found = await self.for_read(key)
         if found is not None:
             return found

@@ -141,10 +141,14 @@ async def test_the_cache_is_bounded_and_trusts_an_entry_for_its_ttl() -> None:
     assert len(keys) == 2
 
     await store.mark_erasing(b)  # another process's erasure
+    await store.mark_erasing(c)
     assert await keys.for_read(b) is not None  # cached: trusted for its ttl
+    assert await keys.for_append(c) is not None  # an append's quick look, alike
     now[0] = 11
     with pytest.raises(JournalErased, match="erasing"):
         await keys.for_read(b)
+    with pytest.raises(JournalErased, match="erasing"):
+        await keys.for_append(c)  # and no longer
     await store.destroy(b)
     assert store.keys[b].state is KeyState.ERASED
     with pytest.raises(JournalErased):
