@@ -321,7 +321,7 @@ async def bench_offline(
                 piled = backlog
                 journal_id = unique("offline")
                 await _write(journals, journal_id)
-                await _worker_at(worker, http, (await end_offsets(kafka, topic, 1))[0])
+                await worker_at(worker, http, (await end_offsets(kafka, topic, 1))[0])
                 url = f"{worker.url}/journals/{journal_id}/events"
 
                 async def over_http(url: str = url) -> None:
@@ -399,7 +399,9 @@ def _own_peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-async def _worker_at(worker: WorkerProcess, http: aiohttp.ClientSession, end: int) -> None:
+async def worker_at(
+    worker: WorkerProcess, http: aiohttp.ClientSession, end: int, poll_s: float = 1.0
+) -> None:
     """Until the worker's agent has handled the partition up to `end` (its /metrics say):
     asked with reads instead, each would scan the pile while the agent is behind."""
     deadline = time.monotonic() + 1800
@@ -413,7 +415,7 @@ async def _worker_at(worker: WorkerProcess, http: aiohttp.ClientSession, end: in
         ]
         if offsets and max(offsets) >= end - 1:
             return
-        await asyncio.sleep(1)
+        await asyncio.sleep(poll_s)
     raise TimeoutError(f"the worker's agent did not reach offset {end - 1}")
 
 
@@ -487,7 +489,7 @@ async def bench_offline_pile(
             fast_after = time.monotonic() - piled
             after = [await read() for _ in range(_AFTER_READS)]
             if agent_at_end is None:
-                await _worker_at(worker, http, end)
+                await worker_at(worker, http, end)
                 agent_at_end = time.monotonic() - piled
         memory = worker.memory_kib()
     finally:

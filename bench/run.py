@@ -651,6 +651,17 @@ def run_partitions(counts: list[int]) -> int:
     return 0
 
 
+def run_restore(journals: int) -> int:
+    """Only "A fresh worker's restore" (`--restore-only`): a worker's tables of `journals`
+    entries restored by a fresh worker, against a bare consumer; prints the rows."""
+    from bench.restore import bench_restore
+
+    _, base = _stack_up()
+    with tempfile.TemporaryDirectory(prefix="kj-bench-") as workdir:
+        _print_rows(asyncio.run(bench_restore(base, journals, Path(workdir))))
+    return 0
+
+
 def run_footprint(events: int, journals: int) -> int:
     """Only the footprint (`--footprint-only`): the bytes an event and a journal cost on Kafka's
     and Cassandra's disks (one long journal of `events`, `journals` of one event); prints them."""
@@ -841,6 +852,14 @@ def main(argv: list[str] | None = None) -> int:
         "which lz4 compresses for the plain side only) instead of random letters",
     )
     parser.add_argument(
+        "--restore-only",
+        type=int,
+        metavar="JOURNALS",
+        default=None,
+        help="run only a fresh worker's restore of tables holding this many journals, against "
+        "a bare consumer of the changelogs; print its numbers",
+    )
+    parser.add_argument(
         "--partitions-only",
         type=int,
         nargs="+",
@@ -900,6 +919,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_encryption(appends, events, args.repeated_padding)
     if args.footprint_only is not None:
         return run_footprint(*args.footprint_only)
+    if args.restore_only is not None:
+        return run_restore(args.restore_only)
     if args.partitions_only is not None:
         return run_partitions(args.partitions_only)
     if args.recovery_only is not None:

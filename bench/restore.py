@@ -1,0 +1,179 @@
+"""A fresh worker's restore of its tables from their changelogs (issue 43), against a bare
+consumer reading the same changelogs, in one run.
+
+A worker's tables (the journals' offset runs) live in RocksDB and in compacted changelog
+topics; a worker whose data dir is new (a new machine, a lost volume) reads the changelogs of
+its partitions before it serves them (Faust's recovery). This measures that read per record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import aiohttp
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+from app.http_tokens import client_headers
+from app.progress import Meter
+from bench.common import Row, Section, unique
+from bench.environment import settings_for, settle
+from bench.read import worker_at
+from bench.workload import raw_append
+from devtools.workers import WorkerProcess
+from journal.kafka import end_offsets
+from journal.settings import Settings
+from journal.store import CassandraStore
+from kjconfig.access import KafkaAccess
+
+METHOD = (
+    "A fresh 1-partition topic and keyspace; a worker indexes and replicates {journals:,} "
+    "one-event Appends of as many journals (each a table entry: the tables' worst case, one "
+    "changelog record a journal), then stops. A second worker of the same group, with a new "
+    "data dir, starts: time from its process start until its agent handled a record appended "
+    "once it answered `/readyz` (Faust runs the agent once the tables are restored from the "
+    "changelogs), less the same time of a worker of a group of its own on an empty topic "
+    "started just before (Python, Faust, the clients): the restore. Its rate: "
+    "the changelogs' records (every table's, to their end offsets) over the restore. Baseline: "
+    "a bare aiokafka consumer handed the same changelog partitions from their beginning to "
+    "their end (records counted), in the same run, after the workers stopped."
+)
+TABLES = ("append-offsets", "deletion-offsets", "journal-expiry")
+
+
+async def bench_restore(base: Settings, journals: int, workdir: Path) -> Section:
+    settings = settings_for(base, "restore", partitions=1)
+    app_id = unique("restore")
+    first = WorkerProcess(settings, app_id, workdir / "first", loglevel="warning")
+    first.start()
+    try:
+        await first.wait_ready()
+        await _fill(settings.kafka_access(), settings.topic, journals)
+        store = await CassandraStore.connect(settings.cassandra_config())
+        try:
+            await settle(settings, store)  # the agent handled every record
+        finally:
+            await store.close()
+    finally:
+        await asyncio.to_thread(first.stop)
+    changelogs = [f"{app_id}-{table}-changelog" for table in TABLES]
+    ends = {
+        topic: (await end_offsets(settings.kafka_access(), topic, 1))[0] for topic in changelogs
+    }
+
+    empty = WorkerProcess(
+        settings_for(base, "restore_empty", partitions=1),
+        unique("restore_empty"),
+        workdir / "empty",
+        loglevel="warning",
+    )
+    start_s = await _to_serving(empty, empty.settings.kafka_access(), empty.settings.topic)
+    second = WorkerProcess(settings, app_id, workdir / "second", loglevel="warning")
+    ready_s = await _to_serving(second, settings.kafka_access(), settings.topic)
+    consumer_s = await _read_all(settings.kafka_access(), ends)
+
+    return section_of(journals, ends, start_s, ready_s, consumer_s)
+
+
+def section_of(
+    journals: int, ends: dict[str, int], start_s: float, ready_s: float, consumer_s: float
+) -> Section:
+    """The rows: the restore is the fresh worker's time to serving less an empty one's."""
+    section = Section("A fresh worker's restore", METHOD.format(journals=journals))
+    records = sum(ends.values())
+    restore_s = max(ready_s - start_s, 1e-3)
+    section.add(Row("changelog records restored", records, "records", note=_ends_note(ends)))
+    section.add(Row("a worker's start to serving, empty tables", start_s, "s"))
+    section.add(Row("a fresh worker's start to serving, the tables restored", ready_s, "s"))
+    baseline = records / consumer_s
+    rate = records / restore_s
+    section.add(Row("a bare consumer reading the changelogs", baseline, "records/s"))
+    section.add(
+        Row(
+            "the restore",
+            rate,
+            "records/s",
+            baseline=baseline,
+            goal=">= 0.5x the bare consumer",
+            met=rate >= 0.5 * baseline,
+            # a worker's start-up varies by ~0.5 s: a restore shorter than that is not measured
+            note=f"{restore_s:.1f} s" + (" (within start-up noise)" if restore_s < 2 else ""),
+        )
+    )
+    return section
+
+
+def _ends_note(ends: dict[str, int]) -> str:
+    """Records per table: `<app id>-<table>-changelog` named by its table."""
+    tables = [next(t for t in TABLES if topic.endswith(f"-{t}-changelog")) for topic in ends]
+    return ", ".join(f"{table} {end:,}" for table, end in zip(tables, ends.values(), strict=True))
+
+
+async def _to_serving(worker: WorkerProcess, kafka: KafkaAccess, topic: str) -> float:
+    """Seconds from the worker's start until its agent handled a record appended once it was
+    ready (Faust runs the agent only after the partition's tables are restored); the worker
+    is stopped after."""
+    started = time.monotonic()
+    worker.start()
+    try:
+        await worker.wait_ready(timeout_s=1800)
+        offset = await _append_one(kafka, topic)
+        async with aiohttp.ClientSession(headers=client_headers(worker.settings)) as http:
+            await worker_at(worker, http, offset + 1, poll_s=0.1)
+        return time.monotonic() - started
+    finally:
+        await asyncio.to_thread(worker.stop)
+
+
+async def _append_one(kafka: KafkaAccess, topic: str) -> int:
+    producer = AIOKafkaProducer(**kafka.client_options(), acks="all")
+    await producer.start()
+    try:
+        value, headers = raw_append(1, 1)
+        sent = await producer.send_and_wait(
+            topic, value, key=unique("probe").encode(), partition=0, headers=headers
+        )
+        return int(sent.offset)
+    finally:
+        await producer.stop()
+
+
+async def _fill(kafka: KafkaAccess, topic: str, journals: int) -> None:
+    """One one-event Append for each of `journals` journals, pipelined."""
+    producer = AIOKafkaProducer(
+        **kafka.client_options(), acks="all", linger_ms=5, max_batch_size=512 * 1024
+    )
+    await producer.start()
+    value, headers = raw_append(1, 1)
+    meter = Meter("journals' first appends", journals)
+    try:
+        chunk = 5000
+        for start in range(0, journals, chunk):
+            sends = [
+                await producer.send(
+                    topic, value, key=f"j-{n}".encode(), partition=0, headers=headers
+                )
+                for n in range(start, min(journals, start + chunk))
+            ]
+            await asyncio.gather(*sends)
+            meter.advance(len(sends))
+    finally:
+        meter.close()
+        await producer.stop()
+
+
+async def _read_all(kafka: KafkaAccess, ends: dict[str, int]) -> float:
+    """Seconds a bare consumer takes to be handed every changelog's records up to its end."""
+    consumer = AIOKafkaConsumer(**kafka.client_options(), group_id=None, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        tps = [TopicPartition(topic, 0) for topic, end in ends.items() if end > 0]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        started = time.perf_counter()
+        while any([await consumer.position(tp) < ends[tp.topic] for tp in tps]):
+            await consumer.getmany(*tps, timeout_ms=200)
+        return time.perf_counter() - started
+    finally:
+        await consumer.stop()
