@@ -19,6 +19,7 @@ from journal.settings import Settings
 from kjconfig.access import ClientTls
 from kjconfig.settings import KJSettings
 from tables.pruning import DEFAULT_PRUNE_INTERVAL_S, DEFAULT_PRUNE_KEYS_PER_STEP
+from tables.store import DEFAULT_RESTORE_AHEAD_MIN
 from web.limits import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_GROUP_STREAMS
 
 DEFAULT_APP_ID = "kafka-journal"  # the worker's consumer group and its topics' prefix
@@ -119,6 +120,13 @@ class WorkerSettings(KJSettings):
         gt=0,
         description="how often the worker asks Kafka for its partitions' log starts (what "
         "the offset tables keep: entries whose records are all below them go)",
+    )
+    restore_ahead_min: int = Field(
+        default=DEFAULT_RESTORE_AHEAD_MIN,
+        gt=0,
+        description="changelog records a table partition must have to restore for the worker "
+        "to read them itself, a batch per RocksDB write, before Faust's recovery (which "
+        "handles ~20,000 records/s; below this it restores alone)",
     )
     catch_up_concurrency: int = Field(
         default=DEFAULT_CATCH_UP_CONCURRENCY,

@@ -115,8 +115,9 @@ def create_app(
         prune_keys_per_step=settings.prune_keys_per_step,
         prune_interval_s=settings.prune_interval_s,
         memory=memory,
+        restore_ahead_min=settings.restore_ahead_min,
     )
-    expiry = define_expiry_table(app, partitions, kafka, memory)
+    expiry = define_expiry_table(app, partitions, kafka, memory, settings.restore_ahead_min)
     owned = OwnedPartitions()
     work: Deferred[WorkerReplication] = Deferred()
     journals: Deferred[Journals] = Deferred()

@@ -26,6 +26,7 @@ from journal.kafka import end_offsets
 from journal.settings import Settings
 from journal.store import CassandraStore
 from kjconfig.access import KafkaAccess
+from tables.store import RESTORED_RECORDS, RESTORED_SECONDS
 
 METHOD = (
     "A fresh 1-partition topic and keyspace; a worker indexes and replicates {journals:,} "
@@ -34,7 +35,9 @@ METHOD = (
     "data dir, starts: time from its process start until its agent handled a record appended "
     "once it answered `/readyz` (Faust runs the agent once the tables are restored from the "
     "changelogs), less the same time of a worker of a group of its own on an empty topic "
-    "started just before (Python, Faust, the clients): the restore. Its rate: "
+    "started just before (Python, Faust, the clients): the restore; when the worker restored "
+    "every record itself ahead of Faust's recovery, the seconds it counted doing so (its "
+    "metrics) instead. Its rate: "
     "the changelogs' records (every table's, to their end offsets) over the restore. Baseline: "
     "a bare aiokafka consumer handed the same changelog partitions from their beginning to "
     "their end (records counted), in the same run, after the workers stopped."
@@ -68,26 +71,36 @@ async def bench_restore(base: Settings, journals: int, workdir: Path) -> Section
         workdir / "empty",
         loglevel="warning",
     )
-    start_s = await _to_serving(empty, empty.settings.kafka_access(), empty.settings.topic)
+    start_s, _, _ = await _to_serving(empty, empty.settings.kafka_access(), empty.settings.topic)
     second = WorkerProcess(settings, app_id, workdir / "second", loglevel="warning")
-    ready_s = await _to_serving(second, settings.kafka_access(), settings.topic)
+    ready_s, ahead, ahead_s = await _to_serving(second, settings.kafka_access(), settings.topic)
     consumer_s = await _read_all(settings.kafka_access(), ends)
 
-    return section_of(journals, ends, start_s, ready_s, consumer_s)
+    return section_of(journals, ends, start_s, ready_s, consumer_s, ahead, ahead_s)
 
 
 def section_of(
-    journals: int, ends: dict[str, int], start_s: float, ready_s: float, consumer_s: float
+    journals: int,
+    ends: dict[str, int],
+    start_s: float,
+    ready_s: float,
+    consumer_s: float,
+    ahead: float = 0.0,
+    ahead_s: float = 0.0,
 ) -> Section:
-    """The rows: the restore is the fresh worker's time to serving less an empty one's."""
+    """The rows: the restore is the worker's own, timed by itself, when it restored every
+    record ahead of Faust's recovery; else the fresh worker's time to serving less an empty
+    one's."""
     section = Section("A fresh worker's restore", METHOD.format(journals=journals))
     records = sum(ends.values())
-    restore_s = max(ready_s - start_s, 1e-3)
+    whole = ahead >= records > 0
+    restore_s = max(ahead_s if whole else ready_s - start_s, 1e-3)
     section.add(Row("changelog records restored", records, "records", note=_ends_note(ends)))
     section.add(Row("a worker's start to serving, empty tables", start_s, "s"))
     section.add(Row("a fresh worker's start to serving, the tables restored", ready_s, "s"))
     baseline = records / consumer_s
     rate = records / restore_s
+    section.add(Row("records restored ahead of Faust's recovery", ahead, "records"))
     section.add(Row("a bare consumer reading the changelogs", baseline, "records/s"))
     section.add(
         Row(
@@ -98,7 +111,9 @@ def section_of(
             goal=">= 0.5x the bare consumer",
             met=rate >= 0.5 * baseline,
             # a worker's start-up varies by ~0.5 s: a restore shorter than that is not measured
-            note=f"{restore_s:.1f} s" + (" (within start-up noise)" if restore_s < 2 else ""),
+            note=f"{restore_s:.2f} s"
+            + (" (the worker's own timing)" if whole else "")
+            + (" (within start-up noise)" if restore_s < 2 and not whole else ""),
         )
     )
     return section
@@ -110,10 +125,13 @@ def _ends_note(ends: dict[str, int]) -> str:
     return ", ".join(f"{table} {end:,}" for table, end in zip(tables, ends.values(), strict=True))
 
 
-async def _to_serving(worker: WorkerProcess, kafka: KafkaAccess, topic: str) -> float:
+async def _to_serving(
+    worker: WorkerProcess, kafka: KafkaAccess, topic: str
+) -> tuple[float, float, float]:
     """Seconds from the worker's start until its agent handled a record appended once it was
-    ready (Faust runs the agent only after the partition's tables are restored); the worker
-    is stopped after."""
+    ready (Faust runs the agent only after the partition's tables are restored), and the
+    records and seconds it restored ahead of Faust's recovery (its metrics); the worker is
+    stopped after."""
     started = time.monotonic()
     worker.start()
     try:
@@ -121,9 +139,19 @@ async def _to_serving(worker: WorkerProcess, kafka: KafkaAccess, topic: str) -> 
         offset = await _append_one(kafka, topic)
         async with aiohttp.ClientSession(headers=client_headers(worker.settings)) as http:
             await worker_at(worker, http, offset + 1, poll_s=0.1)
-        return time.monotonic() - started
+            serving_s = time.monotonic() - started
+            async with http.get(f"{worker.url}/metrics") as answer:
+                text = await answer.text()
+        return serving_s, _total(text, RESTORED_RECORDS), _total(text, RESTORED_SECONDS)
     finally:
         await asyncio.to_thread(worker.stop)
+
+
+def _total(metrics: str, name: str) -> float:
+    """A counter's value summed over its labels, from a /metrics text."""
+    return sum(
+        float(line.split()[-1]) for line in metrics.splitlines() if line.startswith(name + "{")
+    )
 
 
 async def _append_one(kafka: KafkaAccess, topic: str) -> int:

@@ -182,6 +182,13 @@ CATALOGUE: dict[str, MetricSpec] = {
         "Entries a worker deleted from its offset tables, by table, because their records "
         "left Kafka (below the log start) and are replicated"
     ),
+    _N + "table_restored_ahead_records_total": _counter(
+        "Changelog records a worker restored into its tables itself, by table, ahead of Faust's "
+        "recovery (a partition with at least KJ_RESTORE_AHEAD_MIN records to restore)"
+    ),
+    _N + "table_restored_ahead_seconds_total": _counter(
+        "Seconds a worker spent restoring changelog records ahead of Faust's recovery, by table"
+    ),
     _N + "index_misses_total": _counter(
         "Look-ups of the journal index that could not answer, by reason; the read then scans "
         "(with the store down, a worker's read its agent is only behind answers 503 instead)"

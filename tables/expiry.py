@@ -59,7 +59,13 @@ from journal.codec import events_of, parse_duration
 from journal.core import ActionRecord, AppendHeader, PurgeHeader
 from journal.kafka import end_offsets
 from kjconfig.access import KafkaAccess
-from tables.store import IndexTable, RocksMemory, partition_items
+from tables.store import (
+    DEFAULT_RESTORE_AHEAD_MIN,
+    ChangelogRestore,
+    IndexTable,
+    RocksMemory,
+    partition_items,
+)
 
 EXPIRY_TABLE = "journal-expiry"
 WINDOW_BOUND = 10_000  # deadlines held in memory per owned partition
@@ -283,14 +289,20 @@ class FaustExpiryTable:
 
 
 def define_expiry_table(
-    app: faust.App, partitions: int, kafka: KafkaAccess, memory: RocksMemory | None = None
+    app: faust.App,
+    partitions: int,
+    kafka: KafkaAccess,
+    memory: RocksMemory | None = None,
+    restore_ahead_min: int = DEFAULT_RESTORE_AHEAD_MIN,
 ) -> ExpiryIndex:
-    """The table (a partition's local state its changelog no longer holds is dropped, as the
-    other tables'; its RocksDB on the worker's `memory`) and the index over it."""
+    """The table (a partition's local state its changelog no longer holds is dropped, and a
+    long restore read ahead of Faust's, as the other tables'; its RocksDB on the worker's
+    `memory`) and the index over it."""
     table = app.tables.add(
         IndexTable(
             app,
             changelog_ends=functools.partial(end_offsets, kafka),
+            restore=ChangelogRestore(kafka, restore_ahead_min),
             memory=memory,
             name=EXPIRY_TABLE,
             beacon=app.tables.beacon,

@@ -28,7 +28,13 @@ from journal.core import ActionRecord, AppendHeader, DeleteHeader, OffsetRuns, P
 from journal.kafka import end_offsets, log_starts
 from kjconfig.access import KafkaAccess
 from tables.pruning import DEFAULT_PRUNE_INTERVAL_S, DEFAULT_PRUNE_KEYS_PER_STEP, Pruning
-from tables.store import IndexTable, RocksMemory, partition_entries
+from tables.store import (
+    DEFAULT_RESTORE_AHEAD_MIN,
+    ChangelogRestore,
+    IndexTable,
+    RocksMemory,
+    partition_entries,
+)
 from tables.values import decode_runs, encode_runs
 
 FLUSH_RECORDS = 500  # a partition's records between two flushes of its changes, at most
@@ -147,17 +153,21 @@ def define_tables(
     prune_keys_per_step: int = DEFAULT_PRUNE_KEYS_PER_STEP,
     prune_interval_s: float = DEFAULT_PRUNE_INTERVAL_S,
     memory: RocksMemory | None = None,
+    restore_ahead_min: int = DEFAULT_RESTORE_AHEAD_MIN,
 ) -> JournalTables:
     """The tables of action topic `topic`; a partition's local state its changelog no longer
     holds is dropped (`tables.store`): `kafka` is where the changelogs' ends and the topic's
     log starts are asked; entries whose records left the topic are deleted (`tables.pruning`)
-    `prune_keys_per_step` at a time; their RocksDB databases share the worker's `memory`."""
+    `prune_keys_per_step` at a time; their RocksDB databases share the worker's `memory`; a
+    partition with at least `restore_ahead_min` changelog records to restore is read ahead of
+    Faust's recovery (`tables.store`)."""
 
     def table(name: str, help: str) -> Any:
         return app.tables.add(
             IndexTable(
                 app,
                 changelog_ends=functools.partial(end_offsets, kafka),
+                restore=ChangelogRestore(kafka, restore_ahead_min),
                 memory=memory,
                 name=name,
                 beacon=app.tables.beacon,

@@ -19,3 +19,7 @@ def test_the_restore_is_the_time_to_serving_beyond_an_empty_worker_s() -> None:
     assert restore.baseline == pytest.approx(200_000.0)
     assert restore.met is False
     assert section_of(100_000, ends, 4.0, 4.5, 0.5).rows[-1].met is True  # 1x the consumer
+    # restored whole ahead of Faust: the worker's own timing
+    ahead = section_of(100_000, ends, 4.0, 3.5, 0.5, ahead=100_000, ahead_s=0.25).rows[-1]
+    assert ahead.value == pytest.approx(400_000.0)
+    assert ahead.note == "0.25 s (the worker's own timing)"
