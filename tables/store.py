@@ -184,6 +184,8 @@ class IndexStore(rocksdb.Store):  # type: ignore[misc]
             tps = {tp for tp in assigned if tp.topic == topic}
             if not tps:
                 return
+            if self._restore is None and all(self.persisted_offset(tp) is None for tp in tps):
+                return  # a new worker's, restored by Faust alone: nothing to ask Kafka
             ends = await self._changelog_ends(topic, self.table.partitions)
             self._discard_stale(tps, topic, ends)
             if self._restore is not None:
@@ -217,8 +219,9 @@ class IndexStore(rocksdb.Store):  # type: ignore[misc]
             restored, started = 0, time.monotonic()
             try:
                 async for batch in restore.read(tp.topic, tp.partition, start, ends[tp.partition]):
-                    self._write(tp, batch)
-                    restored += len(batch)
+                    if batch:  # a reader need not skip empty fetches
+                        self._write(tp, batch)
+                        restored += len(batch)
             except Exception as error:  # Faust's recovery reads what is left
                 log.warning("restoring %s ahead stopped after %d records: %r", tp, restored, error)
             took = time.monotonic() - started

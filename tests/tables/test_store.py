@@ -1,5 +1,6 @@
 """`IndexStore` on a real RocksDB: a partition whose persisted changelog offset is not below
-its changelog's end is emptied on assignment, the others are kept."""
+its changelog's end is emptied on assignment, the others are kept; a long restore is read
+ahead of Faust's recovery, a batch per write, its offset persisted after each."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import faust
 import pytest
 from faust.types import TP
 
-from tables.store import IndexStore, IndexTable
+from tables.store import Changelog, ChangelogRestore, IndexStore, IndexTable
 
 PARTITIONS = 3
 
@@ -28,12 +29,31 @@ class Ends:
         return self.ends
 
 
-def _table(tmp_path: Path, ends: Ends) -> Any:
+class Changelogs(ChangelogRestore):
+    """Changelog batches as Kafka would hand them (key, value or None, offset), failing after
+    `fail_after` batches if set; the reads asked."""
+
+    def __init__(self, batches: list[list[tuple[bytes, bytes | None, int]]], min_records: int):
+        super().__init__(kafka=None, min_records=min_records)  # type: ignore[arg-type]
+        object.__setattr__(self, "batches", batches)
+        object.__setattr__(self, "asked", [])
+        object.__setattr__(self, "fail_after", None)
+
+    async def read(self, topic: str, partition: int, start: int, end: int) -> Changelog:
+        self.asked.append((partition, start, end))  # type: ignore[attr-defined]
+        for n, batch in enumerate(self.batches):  # type: ignore[attr-defined]
+            if n == self.fail_after:  # type: ignore[attr-defined]
+                raise ConnectionError("the broker went away")
+            yield [r for r in batch if start <= r[2] < end]
+
+
+def _table(tmp_path: Path, ends: Ends, restore: ChangelogRestore | None = None) -> Any:
     app = faust.App("stale-test", datadir=str(tmp_path), store="rocksdb://")
     return app.tables.add(
         IndexTable(
             app,
             changelog_ends=ends,
+            restore=restore,
             name="offsets",
             beacon=app.tables.beacon,
             key_type=bytes,
@@ -101,3 +121,48 @@ async def test_only_the_tables_own_changelog_partitions_are_looked_at(tmp_path: 
     await _assign(store, {TP("another-changelog", 0), TP("actions", 0)})
     assert ends.asked == []
     assert _held(store, _tp(table, 0)) == [b"a"]
+
+
+BATCHES: list[list[tuple[bytes, bytes | None, int]]] = [
+    [(b"a", b"runs-a", 0), (b"b", b"runs-b", 1)],
+    [(b"a", None, 2), (b"c", b"runs-c", 3)],  # a's entry pruned: a tombstone
+]
+
+
+async def test_a_long_restore_is_read_ahead_and_its_offset_persisted(tmp_path: Path) -> None:
+    changelogs = Changelogs(BATCHES, min_records=3)
+    table = _table(tmp_path, Ends({0: 4, 1: 2, 2: 0}), changelogs)
+    store = table.data
+    tp0, tp1, tp2 = (_tp(table, p) for p in range(PARTITIONS))
+
+    await _assign(store, {tp0, tp1, tp2})
+
+    # partition 0 has 4 records to restore: read ahead; 1 has 2 (< 3) and 2 none: Faust's
+    assert changelogs.asked == [(0, 0, 4)]  # type: ignore[attr-defined]
+    assert (sorted(_held(store, tp0)), store.persisted_offset(tp0)) == ([b"b", b"c"], 3)
+    assert (_held(store, tp1), store.persisted_offset(tp1)) == ([], None)
+
+
+async def test_a_restore_that_fails_leaves_its_written_batches_persisted(tmp_path: Path) -> None:
+    changelogs = Changelogs(BATCHES, min_records=1)
+    object.__setattr__(changelogs, "fail_after", 1)
+    table = _table(tmp_path, Ends({0: 4}), changelogs)
+    store = table.data
+    tp0 = _tp(table, 0)
+
+    await _assign(store, {tp0})  # no raise: Faust's recovery goes on from offset 2
+
+    assert (sorted(_held(store, tp0)), store.persisted_offset(tp0)) == ([b"a", b"b"], 1)
+
+
+async def test_a_restore_starts_after_the_persisted_offset(tmp_path: Path) -> None:
+    changelogs = Changelogs(BATCHES, min_records=1)
+    table = _table(tmp_path, Ends({0: 4}), changelogs)
+    store = table.data
+    tp0 = _tp(table, 0)
+    _write(store, tp0, b"a", persisted=1)  # a worker's data dir, restored up to offset 1
+
+    await _assign(store, {tp0})
+
+    assert changelogs.asked == [(0, 2, 4)]  # type: ignore[attr-defined]
+    assert (sorted(_held(store, tp0)), store.persisted_offset(tp0)) == ([b"c"], 3)
