@@ -22,7 +22,7 @@ from bench.environment import settings_for, settle
 from bench.read import worker_at
 from bench.workload import raw_append
 from devtools.workers import WorkerProcess
-from journal.kafka import end_offsets
+from journal.kafka import end_offsets, partition_of
 from journal.settings import Settings
 from journal.store import CassandraStore
 from kjconfig.access import KafkaAccess
@@ -52,7 +52,7 @@ async def bench_restore(base: Settings, journals: int, workdir: Path) -> Section
     first.start()
     try:
         await first.wait_ready()
-        await _fill(settings.kafka_access(), settings.topic, journals)
+        await fill_first_appends(settings.kafka_access(), settings.topic, journals, 1)
         store = await CassandraStore.connect(settings.cassandra_config())
         try:
             await settle(settings, store)  # the agent handled every record
@@ -167,8 +167,11 @@ async def _append_one(kafka: KafkaAccess, topic: str) -> int:
         await producer.stop()
 
 
-async def _fill(kafka: KafkaAccess, topic: str, journals: int) -> None:
-    """One one-event Append for each of `journals` journals, pipelined."""
+async def fill_first_appends(
+    kafka: KafkaAccess, topic: str, journals: int, partitions: int
+) -> None:
+    """One one-event Append for each of `journals` journals, each in its key's partition,
+    pipelined (not through the client: a setup of seconds, not minutes)."""
     producer = AIOKafkaProducer(
         **kafka.client_options(), acks="all", linger_ms=5, max_batch_size=512 * 1024
     )
@@ -178,11 +181,16 @@ async def _fill(kafka: KafkaAccess, topic: str, journals: int) -> None:
     try:
         chunk = 5000
         for start in range(0, journals, chunk):
+            ids = [f"j-{n}" for n in range(start, min(journals, start + chunk))]
             sends = [
                 await producer.send(
-                    topic, value, key=f"j-{n}".encode(), partition=0, headers=headers
+                    topic,
+                    value,
+                    key=journal_id.encode(),
+                    partition=partition_of(journal_id, partitions),
+                    headers=headers,
                 )
-                for n in range(start, min(journals, start + chunk))
+                for journal_id in ids
             ]
             await asyncio.gather(*sends)
             meter.advance(len(sends))

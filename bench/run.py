@@ -662,6 +662,17 @@ def run_restore(journals: int) -> int:
     return 0
 
 
+def run_rebalance(journals: int) -> int:
+    """Only "A rebalance's pause" (`--rebalance-only`): replication's lag while a second
+    worker joins one whose tables hold `journals` journals; prints the rows."""
+    from bench.rebalance import bench_rebalance
+
+    _, base = _stack_up()
+    with tempfile.TemporaryDirectory(prefix="kj-bench-") as workdir:
+        _print_rows(asyncio.run(bench_rebalance(base, journals, Path(workdir))))
+    return 0
+
+
 def run_footprint(events: int, journals: int) -> int:
     """Only the footprint (`--footprint-only`): the bytes an event and a journal cost on Kafka's
     and Cassandra's disks (one long journal of `events`, `journals` of one event); prints them."""
@@ -860,6 +871,14 @@ def main(argv: list[str] | None = None) -> int:
         "a bare consumer of the changelogs; print its numbers",
     )
     parser.add_argument(
+        "--rebalance-only",
+        type=int,
+        metavar="JOURNALS",
+        default=None,
+        help="run only a rebalance's pause: a second worker joins one whose tables hold this "
+        "many journals, under paced appends; print its numbers",
+    )
+    parser.add_argument(
         "--partitions-only",
         type=int,
         nargs="+",
@@ -919,6 +938,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_encryption(appends, events, args.repeated_padding)
     if args.footprint_only is not None:
         return run_footprint(*args.footprint_only)
+    if args.rebalance_only is not None:
+        return run_rebalance(args.rebalance_only)
     if args.restore_only is not None:
         return run_restore(args.restore_only)
     if args.partitions_only is not None:

@@ -1,0 +1,103 @@
+"""A rebalance's pause (issue 43): how long replication stops when a second worker joins a
+worker that owns every partition and whose tables hold many journals, measured as the
+replication lag of appends paced through it, against the same load without a join."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+from bench.common import Row, Section, percentile, unique
+from bench.environment import settings_for, settle
+from bench.replication import lag
+from bench.restore import fill_first_appends
+from devtools.workers import DEFAULT_MEMBERSHIP, WorkerProcess
+from journal import Journals
+from journal.settings import Settings
+from journal.store import CassandraStore
+
+METHOD = (
+    "A fresh topic of {partitions} partitions; a worker (static member, as the README starts "
+    "it) indexes and replicates {journals:,} one-event Appends of as many journals, so its "
+    "tables have entries to hand over. Then appends of 10 events are paced at {rate:,} "
+    "events/s over 50 journals for {seconds:.0f} s with `Ack.KAFKA` (the lag: from each "
+    "append's acknowledgement until its partition's pointer in the store covers it, pointers "
+    "polled every 50 ms): once with the worker alone, then again with a second worker of the "
+    "same group started {join_s:.0f} s in (it takes about half the partitions; their tables are "
+    "restored and their replication caught up by the new owner). The pause: the longest lag "
+    "with the join, against the longest without."
+)
+_GOAL_S = 5.0  # issue 43: a rebalance pauses replication no longer than 5 s
+
+
+async def bench_rebalance(
+    base: Settings,
+    journals: int,
+    workdir: Path,
+    rate: int = 1000,
+    seconds: float = 30.0,
+    partitions: int = 8,
+) -> Section:
+    join_s = seconds / 4
+    section = Section(
+        "A rebalance's pause",
+        METHOD.format(
+            partitions=partitions, journals=journals, rate=rate, seconds=seconds, join_s=join_s
+        ),
+    )
+    settings = settings_for(base, "rebalance", partitions=partitions)
+    app_id = unique("rebalance")
+
+    def worker(name: str) -> WorkerProcess:
+        return WorkerProcess(
+            settings, app_id, workdir / name, instance_id=DEFAULT_MEMBERSHIP, loglevel="warning"
+        )
+
+    first, second = worker("first"), worker("second")
+    first.start()
+    try:
+        await first.wait_ready()
+        await fill_first_appends(settings.kafka_access(), settings.topic, journals, partitions)
+        store = await CassandraStore.connect(settings.cassandra_config())
+        client = await Journals.connect(settings, store=store)
+        try:
+            await settle(settings, store)
+            alone = await lag(client, store, rate, seconds)
+
+            async def join() -> float:
+                await asyncio.sleep(join_s)
+                started = time.monotonic()
+                second.start()
+                await second.wait_ready()
+                return time.monotonic() - started
+
+            joining = asyncio.create_task(join())
+            joined = await lag(client, store, rate, seconds)
+            ready_s = await joining
+        finally:
+            await client.close()
+            await store.close()
+    finally:
+        await asyncio.gather(asyncio.to_thread(second.stop), asyncio.to_thread(first.stop))
+
+    for name, lags in (("alone", alone), ("a second worker joining", joined)):
+        note = f"{lags.offered:,.0f} events/s offered"
+        if lags.unreplicated:
+            note += f", {lags.unreplicated} appends unreplicated at the end"
+        section.add(Row(f"replication lag p50, {name}", percentile(lags.lags, 50), "ms"))
+        section.add(Row(f"replication lag p99, {name}", percentile(lags.lags, 99), "ms"))
+        section.add(Row(f"replication lag max, {name}", max(lags.lags), "ms", note=note))
+    longest = max(joined.lags) / 1000
+    section.add(
+        Row(
+            "the pause: the longest lag with the join",
+            longest,
+            "s",
+            baseline=max(alone.lags) / 1000,
+            goal=f"<= {_GOAL_S:.0f} s",
+            met=longest <= _GOAL_S and not joined.unreplicated,
+            note=f"the second worker answered /readyz {ready_s:.1f} s after its start",
+        )
+    )
+    return section
