@@ -35,11 +35,14 @@ stays bounded:
 - the same entries by time (issue 43), a second changelog-backed table `journal-expiry-times`
   keyed by the deadline (8 bytes big-endian, clamped to 0 .. 2**56 - 1 ms: 2 million years)
   then the journal id, so that a partition's RocksDB database (every table partition is one:
-  `tables.store`) holds them in deadline order. Written with the first, in the same places (an
+  `tables.store`) holds them in deadline order, read from its first key on (an `IndexTable`
+  is always on RocksDB: Faust's memory store, a dict in insertion order, has no key order; the
+  tests' tables sort, tests/support/expiry.py). Written with the first, in the same places (an
   entry's old time key goes when its candidate moves or clears), so both move together with the
   records they came from. A partition's time entries are trusted once its mark (a key that sorts
-  after them all) says they are all there: a new partition's is written at once, one of a table
-  written before this table existed (an upgrade) is built (below);
+  after them all) says they are all there: a partition without deadlines is marked with its
+  first record, one whose deadlines were written before this table existed (an upgrade) is
+  built (below);
 - per owned partition, an in-memory `ExpiryWindow` of the soonest deadlines, at most `bound`
   of them (`KJ_EXPIRY_WINDOW`), loaded when the partition is first looked at after its
   assignment and again when the clock passes the window's horizon (more than `bound` expiring
