@@ -18,8 +18,12 @@ from agents.limits import DEFAULT_CATCH_UP_CONCURRENCY
 from journal.settings import Settings
 from kjconfig.access import ClientTls
 from kjconfig.settings import KJSettings
+from tables.limits import (
+    DEFAULT_EXPIRY_BUILD_STEP,
+    DEFAULT_EXPIRY_WINDOW,
+    DEFAULT_RESTORE_AHEAD_MIN,
+)
 from tables.pruning import DEFAULT_PRUNE_INTERVAL_S, DEFAULT_PRUNE_KEYS_PER_STEP
-from tables.store import DEFAULT_RESTORE_AHEAD_MIN
 from web.limits import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_GROUP_STREAMS
 
 DEFAULT_APP_ID = "kafka-journal"  # the worker's consumer group and its topics' prefix
@@ -127,6 +131,20 @@ class WorkerSettings(KJSettings):
         description="changelog records a table partition must have to restore for the worker "
         "to read them itself, a batch per RocksDB write, before Faust's recovery (which "
         "handles ~20,000 records/s; below this it restores alone)",
+    )
+    expiry_window: int = Field(
+        default=DEFAULT_EXPIRY_WINDOW,
+        gt=0,
+        description="expiry deadlines a worker holds in memory per owned partition, the "
+        "soonest; a load of them (at the assignment, and when the clock passes the last) "
+        "reads this many of the partition's deadlines by time, however many journals expire",
+    )
+    expiry_build_step: int = Field(
+        default=DEFAULT_EXPIRY_BUILD_STEP,
+        gt=0,
+        description="after an upgrade, expiry deadlines a worker indexes by time per step (at "
+        "most one every 10 ms per partition, while its agent handles the partition's records); "
+        "until a partition's are all indexed, its window is loaded by a scan of them all",
     )
     catch_up_concurrency: int = Field(
         default=DEFAULT_CATCH_UP_CONCURRENCY,

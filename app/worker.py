@@ -56,7 +56,7 @@ from web.limits import DEFAULT_RETRY_AFTER_S
 
 log = logging.getLogger(__name__)
 
-TABLES = 3  # the worker's Faust tables: append-offsets, deletion-offsets, expiry
+TABLES = 4  # its Faust tables: append-offsets, deletion-offsets, expiry by id and by time
 
 
 def create_app(
@@ -103,7 +103,7 @@ def create_app(
     )
     skipped = SkippedBatches()  # the undecodable batches the agent's consumer went past
     app.transport = guarded_transport(app, skipped)  # agents/poison.py
-    # every partition of the three tables may be here (active or standby): one budget for all
+    # every partition of the four tables may be here (active or standby): one budget for all
     memory = RocksMemory(
         settings.rocksdb_memory_bytes, settings.rocksdb_max_open_files, TABLES * partitions
     )
@@ -117,7 +117,15 @@ def create_app(
         memory=memory,
         restore_ahead_min=settings.restore_ahead_min,
     )
-    expiry = define_expiry_table(app, partitions, kafka, memory, settings.restore_ahead_min)
+    expiry = define_expiry_table(
+        app,
+        partitions,
+        kafka,
+        memory,
+        settings.restore_ahead_min,
+        window=settings.expiry_window,
+        build_step=settings.expiry_build_step,
+    )
     owned = OwnedPartitions()
     work: Deferred[WorkerReplication] = Deferred()
     journals: Deferred[Journals] = Deferred()

@@ -251,6 +251,11 @@ CATALOGUE: dict[str, MetricSpec] = {
     _N + "agent_record_delay_seconds": _histogram(
         "Time from a record's append to the replicating agent seeing it"
     ),
+    _N + "expiry_window_loads_total": _counter(
+        "Loads of a partition's expiry window (its soonest deadlines), by source: `index` "
+        "reads at most the window from the deadlines by time, `scan` every expiring journal "
+        "of the partition (only while its deadlines by time are built, after an upgrade)"
+    ),
     _N + "journals_expired_total": _counter(
         "Journals purged because their expireAfter passed: Purges produced by their partition's "
         "owner"

@@ -32,11 +32,37 @@ stays bounded:
   held in memory until then (at most the due journals), and written by the agent before its next
   record's effect; kill -9 loses at worst a settlement, and the earlier candidate it replaced is
   read again;
+- the same entries by time (issue 43), a second changelog-backed table `journal-expiry-times`
+  keyed by the deadline (8 bytes big-endian, clamped to 0 .. 2**56 - 1 ms: 2 million years)
+  then the journal id, so that a partition's RocksDB database (every table partition is one:
+  `tables.store`) holds them in deadline order, read from its first key on (an `IndexTable`
+  is always on RocksDB: Faust's memory store, a dict in insertion order, has no key order; the
+  tests' tables sort, tests/support/expiry.py). Written with the first, in the same places (an
+  entry's old time key goes when its candidate moves or clears), so both move together with the
+  records they came from. A partition's time entries are trusted once its mark (a key that sorts
+  after them all) says they are all there: a partition without deadlines is marked with its
+  first record, one whose deadlines were written before this table existed (an upgrade) is
+  built (below);
 - per owned partition, an in-memory `ExpiryWindow` of the soonest deadlines, at most `bound`
-  of them, loaded from the table's partition (a scan of that partition's expiring journals,
-  none else) when the partition is first looked at after its assignment, and loaded again
-  when the clock passes the window's horizon (more than `bound` expiring journals). So finding
-  what is due never scans all journals, and memory stays bounded whatever their number.
+  of them (`KJ_EXPIRY_WINDOW`), loaded when the partition is first looked at after its
+  assignment and again when the clock passes the window's horizon (more than `bound` expiring
+  journals): from the time entries, read in order from the first and stopping after `bound` + 1
+  of them (+ the journals settled and not written yet, skipped), whatever the number of
+  expiring journals; from a scan of the partition's whole `journal-expiry` (the number of its
+  expiring journals: ~25 s per 8M, on the event loop) only while its time entries are built.
+  So finding what is due never scans all journals, and memory stays bounded.
+
+The build (an upgrade: time entries missing): while the agent handles the partition's records,
+at most one step every `BUILD_INTERVAL_S` writes the time entries of the next `build_step`
+(`KJ_EXPIRY_BUILD_STEP`) journals of `journal-expiry` in id order (a changelog record each, at
+most Faust's producer buffer at once); the step that finds none left writes the mark. Entries
+the agent sets or clears meanwhile keep both tables in step as always, so where the build is
+does not matter. Until the mark the window is loaded by the scan, as before; a partition that
+gets no record is not built and keeps the scan. A rebalance starts the build again from the
+first journal (what was written is kept: each write checks the entry first). A worker of a
+version without the time table must not write a partition after its mark (its deadlines would
+be left out of the time entries): upgrade by stopping the old workers (docs/operations.md).
+
 A Cassandra table by time bucket would survive too, but it would be written by replication (a
 schema change, and the Spark rebuild would have to write it alike) and lag behind it. Deadlines
 written from replication's fold results were weighed too: replication runs in a background
@@ -49,7 +75,9 @@ import bisect
 import functools
 import heapq
 import itertools
-from collections.abc import Iterable, Iterator
+import logging
+import time
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
 import faust
@@ -58,18 +86,36 @@ from journal import EventRecord
 from journal.codec import events_of, parse_duration
 from journal.core import ActionRecord, AppendHeader, PurgeHeader
 from journal.kafka import end_offsets
+from journal.metrics import METRICS
 from kjconfig.access import KafkaAccess
-from tables.store import (
+from tables.limits import (
+    DEFAULT_EXPIRY_BUILD_STEP,
+    DEFAULT_EXPIRY_WINDOW,
     DEFAULT_RESTORE_AHEAD_MIN,
-    ChangelogRestore,
-    IndexTable,
-    RocksMemory,
-    partition_items,
 )
+from tables.pruning import PartitionEntries
+from tables.store import ChangelogRestore, IndexTable, RocksMemory, partition_entries
+
+log = logging.getLogger(__name__)
 
 EXPIRY_TABLE = "journal-expiry"
-WINDOW_BOUND = 10_000  # deadlines held in memory per owned partition
+EXPIRY_TIMES_TABLE = "journal-expiry-times"  # the same entries, keyed by deadline then id
+BUILD_INTERVAL_S = 0.01  # a build step at most this often per partition: the agent's time
 FOREVER = 2**63 - 1  # a horizon past every deadline: the window holds them all
+
+_TIME_LIMIT = 2**56 - 1  # a time key's deadline: its first byte 0, below the mark and Faust's
+TIMED = b"\xff" + b"expiry times complete"  # the mark: sorts after every time key
+_PRESENT = b"1"  # a time entry's value (the key says it all; an empty one is not a record)
+
+
+def time_key(key: bytes, at: int) -> bytes:
+    """Journal `key`'s key by time: byte order is (deadline, key) order."""
+    return min(max(at, 0), _TIME_LIMIT).to_bytes(8, "big") + key
+
+
+def of_time_key(raw: bytes) -> tuple[bytes, int]:
+    """The journal key and deadline of a time key."""
+    return raw[8:], int.from_bytes(raw[:8], "big")
 
 
 class ExpiryWindow:
@@ -132,35 +178,69 @@ class ExpiryWindow:
 
 
 class ExpiryTable(Protocol):
-    """The table of deadlines (epoch ms) by journal id, and one partition's entries."""
+    """The candidate deadlines (epoch ms) by journal id, and the same entries by time. Writes
+    go to the partition of Faust's current event; reads name theirs."""
 
     def get(self, key: bytes) -> int | None: ...
 
-    def set(self, key: bytes, at: int) -> None: ...
+    def set(self, key: bytes, at: int) -> None:
+        """`key`'s deadline, by id and by time (its old time entry goes)."""
 
-    def delete(self, key: bytes) -> None: ...
+    def delete(self, key: bytes) -> None:
+        """`key` has no deadline: both its entries go (none: nothing)."""
 
-    def entries(self, partition: int) -> Iterator[tuple[bytes, int]]: ...
+    def entries(self, partition: int, after: bytes | None = None) -> Iterator[tuple[bytes, int]]:
+        """The partition's entries by id, in key order, from the first above `after`."""
+
+    def soonest(self, partition: int) -> Iterator[tuple[bytes, int]]:
+        """The partition's time entries, soonest first (read as iterated)."""
+
+    def timed(self, partition: int) -> bool:
+        """Whether the partition's time entries are all there (its mark)."""
+
+    def time(self, key: bytes, at: int) -> None:
+        """The time entry of `key`'s entry (the build), unless it is there."""
+
+    def mark_timed(self) -> None:
+        """The time entries of the current event's partition are all there."""
 
 
 class ExpiryIndex:
     """The candidate deadlines of the owned partitions' journals: the agent `record`s every
     action, the purger asks what is `due`, confirms it and `settle`s it (see the module)."""
 
-    def __init__(self, table: ExpiryTable, bound: int = WINDOW_BOUND) -> None:
+    def __init__(
+        self,
+        table: ExpiryTable,
+        bound: int = DEFAULT_EXPIRY_WINDOW,
+        build_step: int = DEFAULT_EXPIRY_BUILD_STEP,
+        build_interval_s: float = BUILD_INTERVAL_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._table = table
         self._bound = bound
+        self._build_step = build_step
+        self._build_interval_s = build_interval_s
+        self._clock = clock
         self._windows: dict[int, ExpiryWindow] = {}
         # per partition, journals being confirmed: a candidate or Purge handled since drops one
         self._checking: dict[int, set[bytes]] = {}
         # per partition, settled deadlines (None: none) the agent writes to the table next
         self._settled: dict[int, dict[bytes, int | None]] = {}
+        # per partition looked at since its assignment: whether its time entries are all there
+        self._timed: dict[int, bool] = {}
+        self._unmarked: set[int] = set()  # all there (none to build), the mark not written yet
+        # per partition being built: the last journal key done (None: none yet), its last step
+        self._building: dict[int, bytes | None] = {}
+        self._stepped: dict[int, float] = {}
 
     def record(self, action: ActionRecord) -> None:
         """Apply `action` to its journal's candidate deadline. Call only while the agent
         iterates its stream, with the action's event as Faust's current event (a table write
         needs it)."""
         self._write_settled(action.partition)
+        self._by_time(action.partition)  # looked at before this record's writes
+        self._build(action.partition)
         header = action.header
         if isinstance(header, AppendHeader):
             at = deadline_of(action)
@@ -180,8 +260,7 @@ class ExpiryIndex:
                 if window is not None:
                     window.set(key, at)
             return
-        if self._table.get(key) is not None:
-            self._table.delete(key)
+        self._table.delete(key)
         if window is not None:
             window.clear(key)
 
@@ -190,8 +269,53 @@ class ExpiryIndex:
         for key, at in (settled or {}).items():
             if at is not None:
                 self._table.set(key, at)
-            elif self._table.get(key) is not None:
+            else:
                 self._table.delete(key)
+
+    def _build(self, partition: int) -> None:
+        """A step of the partition's time entries, if they are being built (see the module)."""
+        if partition in self._unmarked:
+            self._unmarked.discard(partition)
+            self._table.mark_timed()
+            return
+        if partition not in self._building:
+            return
+        now = self._clock()
+        if now - self._stepped.get(partition, float("-inf")) < self._build_interval_s:
+            return
+        self._stepped[partition] = now
+        after = self._building[partition]
+        for done, (key, at) in enumerate(self._table.entries(partition, after), start=1):
+            self._table.time(key, at)
+            if done == self._build_step:
+                self._building[partition] = key
+                return
+        self._table.mark_timed()
+        del self._building[partition]
+        self._timed[partition] = True
+        log.info("the expiry deadlines of partition %d are indexed by time", partition)
+
+    def _by_time(self, partition: int) -> bool:
+        """Whether the partition's window is loaded from its time entries. The first time it
+        is looked at since its assignment (its first record or load), they are there (the
+        mark), or none are needed (no deadline: the mark is written with the next record), or
+        they are to be built."""
+        timed = self._timed.get(partition)
+        if timed is None:
+            timed = self._table.timed(partition)
+            if not timed and next(self._table.entries(partition), None) is None:
+                timed = True  # no deadline: every time entry is there
+                self._unmarked.add(partition)
+            elif not timed:
+                self._building[partition] = None
+                log.info(
+                    "the expiry deadlines of partition %d are not indexed by time (written "
+                    "before the index existed): building it while the agent handles the "
+                    "partition's records, its expiry window loaded by a scan meanwhile",
+                    partition,
+                )
+            self._timed[partition] = timed
+        return timed
 
     def due(self, partition: int, now_ms: int) -> list[str]:
         """The journal ids of `partition` whose candidate deadline passed; the window is loaded
@@ -199,13 +323,25 @@ class ExpiryIndex:
         the partition's table is recovered (not during a rebalance)."""
         window = self._windows.get(partition)
         if window is None or now_ms > window.horizon:
-            settled = self._settled.get(partition, {})  # not in the table yet: taken first
-            entries = itertools.chain(
-                ((key, at) for key, at in self._table.entries(partition) if key not in settled),
-                ((key, at) for key, at in settled.items() if at is not None),
-            )
-            window = self._windows[partition] = ExpiryWindow(self._bound, entries)
+            window = self._windows[partition] = self._load(partition)
         return [key.decode("utf-8") for key in window.due(now_ms)]
+
+    def _load(self, partition: int) -> ExpiryWindow:
+        settled = self._settled.get(partition, {})  # not in the table yet: taken first
+        stored: Iterator[tuple[bytes, int]]
+        if self._by_time(partition):
+            source = "index"
+            # the first `bound` + 1 others: every later one is past the window's horizon
+            stored = itertools.islice(
+                ((key, at) for key, at in self._table.soonest(partition) if key not in settled),
+                self._bound + 1,
+            )
+        else:
+            source = "scan"
+            stored = ((key, at) for key, at in self._table.entries(partition) if key not in settled)
+        METRICS.counter("kafka_journal_expiry_window_loads_total", source=source).inc()
+        entries = itertools.chain(stored, ((k, at) for k, at in settled.items() if at is not None))
+        return ExpiryWindow(self._bound, entries)
 
     def checking(self, partition: int, journal_ids: Iterable[str]) -> None:
         """The purger is about to confirm these journals' deadlines: call before it takes the
@@ -245,10 +381,13 @@ class ExpiryIndex:
 
     def forget(self, partition: int) -> None:
         """The partition went; when it comes back its window is loaded again (what was settled
-        and not written is read again)."""
-        self._windows.pop(partition, None)
-        self._checking.pop(partition, None)
-        self._settled.pop(partition, None)
+        and not written is read again), and whether its time entries are there looked at
+        again."""
+        for held in (self._windows, self._checking, self._settled, self._timed):
+            held.pop(partition, None)
+        self._building.pop(partition, None)
+        self._stepped.pop(partition, None)
+        self._unmarked.discard(partition)
 
 
 def deadline_of(append: ActionRecord) -> int | None:
@@ -268,24 +407,65 @@ def deadline_of_event(last: EventRecord) -> int | None:
 
 
 class FaustExpiryTable:
-    """`ExpiryTable` on a Faust table of the RocksDB store (`tables.store.IndexTable`)."""
+    """`ExpiryTable` on two Faust tables of the RocksDB store (`tables.store.IndexTable`): a
+    partition's entries are read in key order from its own database (`entries`, which for
+    the time table is deadline order)."""
 
-    def __init__(self, table: Any) -> None:
-        self._table = table  # faust.Table[bytes, bytes]; faust's generics do not type-check
+    def __init__(
+        self, by_id: Any, by_time: Any, entries: PartitionEntries = partition_entries
+    ) -> None:
+        # faust.Table[bytes, bytes] each; faust's generics do not type-check
+        self._by_id = by_id
+        self._by_time = by_time
+        self._entries = entries
 
     def get(self, key: bytes) -> int | None:
-        raw = self._table.get(key)
+        raw = self._by_id.get(key)
         return None if raw is None else int(raw)
 
     def set(self, key: bytes, at: int) -> None:
-        self._table[key] = str(at).encode("ascii")
+        held = self.get(key)
+        if held == at:
+            return
+        if held is not None:
+            self._untime(key, held)
+        self._by_id[key] = str(at).encode("ascii")
+        self._by_time[time_key(key, at)] = _PRESENT
 
     def delete(self, key: bytes) -> None:
-        del self._table[key]
+        held = self.get(key)
+        if held is None:
+            return
+        del self._by_id[key]
+        self._untime(key, held)
 
-    def entries(self, partition: int) -> Iterator[tuple[bytes, int]]:
-        for key, raw in partition_items(self._table.data, partition):
-            yield key, int(raw)
+    def _untime(self, key: bytes, at: int) -> None:
+        old = time_key(key, at)
+        if self._by_time.get(old) is not None:  # a partition being built may not have it
+            del self._by_time[old]
+
+    def entries(self, partition: int, after: bytes | None = None) -> Iterator[tuple[bytes, int]]:
+        for key, raw in self._entries(self._by_id, partition, after):
+            if key != after:
+                yield key, int(raw)
+
+    def soonest(self, partition: int) -> Iterator[tuple[bytes, int]]:
+        for raw, _ in self._entries(self._by_time, partition, None):
+            if raw[0] != 0:
+                return  # the mark: every time key is below it
+            yield of_time_key(raw)
+
+    def timed(self, partition: int) -> bool:
+        first = next(self._entries(self._by_time, partition, TIMED), None)
+        return first is not None and first[0] == TIMED
+
+    def time(self, key: bytes, at: int) -> None:
+        timed = time_key(key, at)
+        if self._by_time.get(timed) is None:
+            self._by_time[timed] = _PRESENT
+
+    def mark_timed(self) -> None:
+        self._by_time[TIMED] = _PRESENT
 
 
 def define_expiry_table(
@@ -294,22 +474,30 @@ def define_expiry_table(
     kafka: KafkaAccess,
     memory: RocksMemory | None = None,
     restore_ahead_min: int = DEFAULT_RESTORE_AHEAD_MIN,
+    *,
+    window: int = DEFAULT_EXPIRY_WINDOW,
+    build_step: int = DEFAULT_EXPIRY_BUILD_STEP,
 ) -> ExpiryIndex:
-    """The table (a partition's local state its changelog no longer holds is dropped, and a
-    long restore read ahead of Faust's, as the other tables'; its RocksDB on the worker's
-    `memory`) and the index over it."""
-    table = app.tables.add(
-        IndexTable(
-            app,
-            changelog_ends=functools.partial(end_offsets, kafka),
-            restore=ChangelogRestore(kafka, restore_ahead_min),
-            memory=memory,
-            name=EXPIRY_TABLE,
-            beacon=app.tables.beacon,
-            key_type=bytes,
-            value_type=bytes,
-            partitions=partitions,
-            help="per expiring journal: when it expires (epoch ms)",
+    """The two tables (a partition's local state its changelog no longer holds is dropped, and
+    a long restore read ahead of Faust's, as the other tables'; their RocksDB on the worker's
+    `memory`) and the index over them."""
+
+    def table(name: str, help: str) -> Any:
+        return app.tables.add(
+            IndexTable(
+                app,
+                changelog_ends=functools.partial(end_offsets, kafka),
+                restore=ChangelogRestore(kafka, restore_ahead_min),
+                memory=memory,
+                name=name,
+                beacon=app.tables.beacon,
+                key_type=bytes,
+                value_type=bytes,
+                partitions=partitions,
+                help=help,
+            )
         )
-    )
-    return ExpiryIndex(FaustExpiryTable(table))
+
+    by_id = table(EXPIRY_TABLE, "per expiring journal: when it expires (epoch ms)")
+    by_time = table(EXPIRY_TIMES_TABLE, "per expiring journal: its deadline and id, in order")
+    return ExpiryIndex(FaustExpiryTable(by_id, by_time), window, build_step)

@@ -36,6 +36,7 @@ from faust.stores import rocksdb
 
 from journal.metrics import METRICS
 from kjconfig.access import KafkaAccess
+from tables.limits import DEFAULT_RESTORE_AHEAD_MIN
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +45,6 @@ ChangelogEnds = Callable[[str, int], Awaitable[dict[int, int]]]
 # a changelog partition's records (key, value or None for a deletion, offset) a batch at a time
 Changelog = AsyncIterator[list[tuple[bytes, bytes | None, int]]]
 
-# below this many records Faust's recovery is quick enough (~1 s at ~20,000 records/s)
-DEFAULT_RESTORE_AHEAD_MIN = 20_000
 _RESTORE_BATCH = 10_000  # records a batch at most: one RocksDB write batch, memory bounded
 RESTORED_RECORDS = "kafka_journal_table_restored_ahead_records_total"
 RESTORED_SECONDS = "kafka_journal_table_restored_ahead_seconds_total"

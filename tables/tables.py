@@ -27,9 +27,9 @@ import faust
 from journal.core import ActionRecord, AppendHeader, DeleteHeader, OffsetRuns, PurgeHeader
 from journal.kafka import end_offsets, log_starts
 from kjconfig.access import KafkaAccess
+from tables.limits import DEFAULT_RESTORE_AHEAD_MIN
 from tables.pruning import DEFAULT_PRUNE_INTERVAL_S, DEFAULT_PRUNE_KEYS_PER_STEP, Pruning
 from tables.store import (
-    DEFAULT_RESTORE_AHEAD_MIN,
     ChangelogRestore,
     IndexTable,
     RocksMemory,

@@ -34,6 +34,7 @@ from app.worker import serving_runner
 from journal.kafka.consumers import start_consumer, stop_consumer
 from journal.store.cql import drop_cancelled_timer
 from stack import Stack
+from tables.expiry import TIMED, FaustExpiryTable, time_key
 from tables.store import (
     IndexStore,
     IndexTable,
@@ -103,7 +104,7 @@ def test_a_response_future_cancels_and_keeps_its_timer_when_answered() -> None:
 # --- faust-streaming's RocksDB store (tables/store.py, tables/expiry.py) ----------------------
 
 
-def _index_table(tmp_path: Path) -> Any:
+def _index_table(tmp_path: Path, name: str = "hooks") -> Any:
     async def ends(topic: str, partitions: int) -> dict[int, int]:
         return dict.fromkeys(range(partitions), 0)
 
@@ -112,7 +113,7 @@ def _index_table(tmp_path: Path) -> Any:
         IndexTable(
             app,
             changelog_ends=ends,
-            name="hooks",
+            name=name,
             beacon=app.tables.beacon,
             key_type=bytes,
             value_type=bytes,
@@ -147,6 +148,29 @@ def test_the_stores_reads_trust_its_key_index_until_it_is_forgotten(tmp_path: Pa
     assert store._get(b"k") is None  # only the indexed partition was looked in
     forget_key_partitions(store)
     assert store._get(b"k") == b"v"
+
+
+def test_a_partitions_entries_come_in_key_order_so_expiry_times_soonest_first(
+    tmp_path: Path,
+) -> None:
+    by_id, by_time = _index_table(tmp_path, "by-id"), _index_table(tmp_path, "by-time")
+    t0 = 1_767_225_600_000
+    entries = [(b"b", t0 + 5), (b"a", t0 + 5), (b"z", 2**42), (b"zz", 3), (b"ab", t0 + 5)]
+    store = by_time.data
+    for key, at in entries:
+        partition_db(store, 0).put(time_key(key, at), b"1")
+    partition_db(store, 1).put(time_key(b"other", 1), b"1")  # another partition's
+    # Faust's offset key (between the time keys and the mark in byte order) and the mark
+    store.set_persisted_offset(TP(store.table.changelog_topic.get_topic_name(), 0), 7)
+    expiry = FaustExpiryTable(by_id, by_time)
+    assert not expiry.timed(0)
+    partition_db(store, 0).put(TIMED, b"1")
+    assert expiry.timed(0) and not expiry.timed(1)
+    soonest = sorted(entries, key=lambda entry: (entry[1], entry[0]))
+    assert list(expiry.soonest(0)) == soonest  # RocksDB's order, the mark left out
+    for key, at in entries:
+        partition_db(by_id.data, 0).put(key, str(at).encode())
+    assert list(expiry.entries(0, b"ab")) == [(b"b", t0 + 5), (b"z", 2**42), (b"zz", 3)]
 
 
 # --- faust-streaming's aiohttp driver: `_runner` (app/worker.py) ------------------------------

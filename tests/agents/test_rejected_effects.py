@@ -32,7 +32,7 @@ from journal.core.fold import JournalState, fold_batch
 from journal.core.model import ActionRecord, JournalKey
 from journal.store.memory import MemoryStore
 from journal.subscriptions.subscription import _PartitionReader
-from tables.expiry import ExpiryIndex
+from tables.expiry import TIMED, ExpiryIndex
 from tables.partitions import OwnedPartitions
 from tests.support import actions as a
 from tests.support.expiry import T0_MS, Log, Table, append, fold_deadline
@@ -72,7 +72,8 @@ class Interleaving:
 
     def __init__(self) -> None:
         self.log = Log()
-        self.index = ExpiryIndex(Table(), bound=2)
+        self.table = Table()
+        self.index = ExpiryIndex(self.table, bound=2)
         self.owned = OwnedPartitions()
         self.owned.assign(0)
         self.expirer = Expirer(
@@ -89,6 +90,7 @@ class Interleaving:
     def add(self, action: ActionRecord) -> None:
         self.log.end = action.offset + 1
         self.log.handle(self.index, action)  # the agent handles it
+        self.table.assert_in_step(0)  # the deadlines by time are the deadlines by id
         self.owned.advance(0, action.offset)
 
     def key(self, journal: int) -> JournalKey:
@@ -199,6 +201,7 @@ def test_a_rejected_append_has_no_effect_anywhere(plan: list[Step], cuts: list[i
             await world.tick()
 
     asyncio.run(run())
+    assert not world.log.log or TIMED in world.table.by_time.partitions[0]  # so checked
     # never a purge the accepted actions do not call for; every one they call for, in time
     for purged, expected in zip(world.purged_by_ticks, world.expected_by_ticks, strict=True):
         assert purged <= expected

@@ -152,6 +152,10 @@ async def test_a_journal_expires_after_its_expire_after_and_is_purged_everywhere
     # the deadline is 3 s after the Append's record was written, and it was kept
     assert purge.timestamp >= written(actions, AppendHeader)[0] + timedelta(seconds=3)
     assert await metric(worker, "kafka_journal_journals_expired_total") >= 1
+    # a new deployment's windows are loaded from the deadlines by time, never by a scan
+    loads = "kafka_journal_expiry_window_loads_total"
+    assert await metric(worker, f'{loads}{{source="index"}}') >= 1
+    assert await metric(worker, f'{loads}{{source="scan"}}') == 0
 
     await wait_replicated(connected.settings, connected.store)  # the agent stored the Purge
     await assert_gone(api, journal_id)

@@ -1,9 +1,10 @@
-"""The expiry index's table in memory and Appends carrying expireAfter, for tests."""
+"""The expiry index's tables in memory and Appends carrying expireAfter, for tests."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from datetime import timedelta
+from typing import Any
 
 from journal.core.fold import JournalState, Verdict
 from journal.core.model import (
@@ -17,32 +18,85 @@ from journal.core.model import (
     Position,
     SeqRange,
 )
-from tables.expiry import ExpiryIndex, deadline_of
+from tables.expiry import TIMED, ExpiryIndex, FaustExpiryTable, deadline_of, of_time_key
 from tests.support import actions as a
 
 T0_MS = round(a.T0.timestamp() * 1000)
 
 
-class Table:
-    """The expiry table as the agent and the purger use it, one dict per partition."""
+class FaustTable:
+    """A Faust table of the RocksDB store as the expiry table uses it: a dict per partition,
+    written in the current event's (`partition`), read there or, in key order, in one named
+    partition (`entries`, which counts the entries it yields)."""
 
     def __init__(self) -> None:
-        self.partitions: dict[int, dict[bytes, int]] = {}
-        self.reads = 0
-        self.partition = 0  # Faust's current event's (writes go there)
+        self.partitions: dict[int, dict[bytes, bytes]] = {}
+        self.partition = 0  # Faust's current event's
+        self.gets = 0
+        self.read = 0  # entries yielded by `entries`
 
-    def get(self, key: bytes) -> int | None:
-        self.reads += 1
+    def get(self, key: bytes) -> bytes | None:
+        self.gets += 1
         return self.partitions.get(self.partition, {}).get(key)
 
-    def set(self, key: bytes, at: int) -> None:
-        self.partitions.setdefault(self.partition, {})[key] = at
+    def __setitem__(self, key: bytes, value: bytes) -> None:
+        self.partitions.setdefault(self.partition, {})[key] = value
 
-    def delete(self, key: bytes) -> None:
+    def __delitem__(self, key: bytes) -> None:
         del self.partitions[self.partition][key]
 
-    def entries(self, partition: int) -> Iterator[tuple[bytes, int]]:
-        yield from self.partitions.get(partition, {}).items()
+
+def entries(table: Any, partition: int, from_key: bytes | None) -> Iterator[tuple[bytes, bytes]]:
+    """`tables.store.partition_entries` over a `FaustTable`: RocksDB's key order (sorting is
+    this fake's cost, not the store's)."""
+    held = table.partitions.get(partition, {})
+    for key in sorted(k for k in held if from_key is None or k >= from_key):
+        table.read += 1
+        yield key, held[key]
+
+
+class Table(FaustExpiryTable):
+    """The expiry tables as the agent and the purger use them, over `FaustTable`s."""
+
+    def __init__(self) -> None:
+        self.by_id, self.by_time = FaustTable(), FaustTable()
+        super().__init__(self.by_id, self.by_time, entries)
+
+    @property
+    def partition(self) -> int:
+        return self.by_id.partition
+
+    @partition.setter
+    def partition(self, partition: int) -> None:
+        self.by_id.partition = self.by_time.partition = partition
+
+    @property
+    def reads(self) -> int:
+        """Entries read by id: looked up, or scanned."""
+        return self.by_id.gets + self.by_id.read
+
+    @property
+    def partitions(self) -> dict[int, dict[bytes, int]]:
+        """The deadlines by id, per partition (checking first that those by time match)."""
+        for partition in self.by_id.partitions.keys() | self.by_time.partitions.keys():
+            self.assert_in_step(partition)
+        return {
+            partition: {key: int(raw) for key, raw in held.items()}
+            for partition, held in self.by_id.partitions.items()
+        }
+
+    def times(self, partition: int) -> list[tuple[int, bytes]]:
+        """The partition's time entries as (deadline, journal key), in the table's order."""
+        held = self.by_time.partitions.get(partition, {})
+        return [of_time_key(raw)[::-1] for raw in sorted(held) if raw != TIMED]
+
+    def assert_in_step(self, partition: int) -> None:
+        """Every deadline by id has its time entry and no other is there (once the
+        partition's are all there: its mark)."""
+        by_id = self.by_id.partitions.get(partition, {})
+        expected = sorted((int(raw), key) for key, raw in by_id.items())
+        if TIMED in self.by_time.partitions.get(partition, {}):
+            assert self.times(partition) == expected, partition
 
 
 def append(
