@@ -756,12 +756,21 @@ def pipeline(arguments: tuple[str, ...]) -> int:
     metavar="EVENTS",
     help="only the replication of a backlog over 100 journals: print its numbers",
 )
+@click.option(
+    "--listing-only",
+    type=click.IntRange(min=1000),
+    default=None,
+    metavar="JOURNALS",
+    help="only the listing at scale: this many journals' ids written straight into the store, "
+    "prefix pages, pointers reads, the largest partition projected to 10^9: print its numbers",
+)
 def bench(
     quick: bool,
     out: Path | None,
     subscription_only: int | None,
     recovery_only: int | None,
     spread_only: int | None,
+    listing_only: int | None,
 ) -> int:
     """Measure against raw baselines and write BENCHMARKS.md (+ PNG plots) under --out (.)."""
     # bench stands above app (it drives workers and signs requests with app's code): it runs
@@ -775,6 +784,8 @@ def bench(
         command += ["--recovery-only", str(recovery_only)]
     if spread_only is not None:
         command += ["--spread-only", str(spread_only)]
+    if listing_only is not None:
+        command += ["--listing-only", str(listing_only)]
     return subprocess.run(command, check=False).returncode
 
 
