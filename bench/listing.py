@@ -83,8 +83,7 @@ METHOD = (
     "paging through the common prefix from its start (each page after the last), paging "
     "through the rare prefix (again from its start at its end); one bucket's slice of "
     f"{DEFAULT_LIMIT} ids alone (the raw read a page fans out); and the store's pointers read "
-    f"(the {PARTITIONS} partitions' rows, {32} in flight). The same is measured on a "
-    "baseline keyspace of {baseline:,} journals first, in the same run. The largest "
+    f"(the {PARTITIONS} partitions' rows, 32 in flight).{{baseline}} The largest "
     "partition: rows by the writer's count per bucket (the largest checked by a COUNT), bytes "
     "as the uncompressed SSTable data per row written times those rows, and Cassandra's own "
     "`system_views.max_partition_size`; projected linearly to 10^9 journals (the largest "
@@ -155,7 +154,10 @@ def uncompressed_length(info: bytes) -> int:
         length, chunks = struct.unpack_from(">qi", info, at)
         if chunks == -(-length // chunk) and len(info) == at + 12 + 8 * chunks:
             return int(length)
-    raise ValueError("not a CompressionInfo.db of a layout this knows")
+    raise ValueError(
+        f"not a CompressionInfo.db of a layout this knows ({len(info)} bytes, chunk {chunk}, "
+        f"header {info[: position + 16].hex()})"
+    )
 
 
 def data_bytes(stack_dir: Path, keyspace: str, table: str) -> int:
@@ -166,7 +168,11 @@ def data_bytes(stack_dir: Path, keyspace: str, table: str) -> int:
         directory = path.parent
         if directory.parent.name == keyspace and directory.name.rsplit("-", 1)[0] == table:
             node = directory.parent
-            totals[node] = totals.get(node, 0) + uncompressed_length(path.read_bytes())
+            try:
+                length = uncompressed_length(path.read_bytes())
+            except (ValueError, struct.error) as error:
+                raise ValueError(f"{path.name}: {error}") from error
+            totals[node] = totals.get(node, 0) + length
     return sum(totals.values()) // max(1, len(totals))
 
 
@@ -243,7 +249,15 @@ def section_of(measured: Measured, baseline: Measured | None) -> Section:
     partitions at this size and projected to 10^9 journals."""
     section = Section(
         "Listing at scale",
-        METHOD.format(journals=measured.journals, baseline=baseline.journals if baseline else 0),
+        METHOD.format(
+            journals=measured.journals,
+            baseline=(
+                f" The same is measured on a baseline keyspace of {baseline.journals:,} "
+                "journals first, in the same run."
+                if baseline
+                else ""
+            ),
+        ),
     )
     at = f"{measured.journals:,} journals"
     for key, name in SERIES.items():
@@ -411,6 +425,19 @@ async def _cassandra_max_mib(store: CassandraStore, keyspace: str) -> int | None
     return int(rows[0].mebibytes) if rows else None
 
 
+async def _data_bytes(stack_dir: Path, keyspace: str, log: Callable[[str], None]) -> int | None:
+    """`data_bytes` of `journal_ids`, read again while a file is still being written (a
+    compaction's, whose CompressionInfo.db comes last); None if one stays unreadable."""
+    for _ in range(30):  # a bound: 30 s
+        try:
+            return data_bytes(stack_dir, keyspace, "journal_ids")
+        except (ValueError, struct.error) as error:
+            failure = error
+        await asyncio.sleep(1)  # a file being written, not a condition to wait on
+    log(f"the SSTables' data length could not be read: {failure}")
+    return None
+
+
 async def measure(
     base: Settings, stack_dir: Path, journals: int, log: Callable[[str], None]
 ) -> Measured:
@@ -443,13 +470,12 @@ async def measure(
         )
         if counted[0].n != rows[largest]:
             raise RuntimeError(f"bucket {largest}: {counted[0].n} rows, {rows[largest]} written")
-        partitions = Partitions(
-            journals,
-            tuple(rows),
-            data_bytes(stack_dir, access.keyspace, "journal_ids"),
-            tables.get("journal_ids", 0),
-        )
         cassandra_max = await _cassandra_max_mib(store, access.keyspace)
+        data = await _data_bytes(stack_dir, access.keyspace, log)
+        if data is None and cassandra_max is not None:  # Cassandra's bound, per row written
+            data = round(cassandra_max * MIB * journals / rows[largest])
+            log("the bytes are Cassandra's max_partition_size's, not the SSTables' data")
+        partitions = Partitions(journals, tuple(rows), data or 0, tables.get("journal_ids", 0))
         log("timing pages and pointers")
         latencies = await _series(store, statements, topic, random.Random(journals))
         rare = prefix_count(journals, RARE)
