@@ -50,9 +50,9 @@ def test_a_batch_is_one_bucket_and_every_id_is_in_one() -> None:
     assert sorted(i for _, group in batches for i in group) == sorted(ids)
 
 
-def _compression_info(length: int, chunk: int, max_compressed: bool) -> bytes:
+def _compression_info(length: int, chunk: int, max_compressed: bool, extra: int = 0) -> bytes:
     name, key, value = b"LZ4Compressor", b"lz4_high_compressor_level", b"9"
-    chunks = -(-length // chunk)
+    chunks = -(-length // chunk) + extra
     header = struct.pack(">H", len(name)) + name + struct.pack(">i", 1)
     header += struct.pack(">H", len(key)) + key + struct.pack(">H", len(value)) + value
     header += struct.pack(">i", chunk) + (struct.pack(">i", chunk) if max_compressed else b"")
@@ -66,6 +66,10 @@ def test_the_uncompressed_length_is_read_in_either_layout_and_summed_per_table(
     for max_compressed in (True, False):
         info = _compression_info(1_000_000, 16384, max_compressed)
         assert uncompressed_length(info) == 1_000_000
+    # a compaction's SSTable of Cassandra 5.0.9 had one chunk more than its length needs
+    assert uncompressed_length(_compression_info(242_701_380, 16384, True, extra=1)) == 242_701_380
+    with pytest.raises(ValueError, match="layout"):
+        uncompressed_length(_compression_info(1_000_000, 16384, True, extra=2))
     with pytest.raises(ValueError, match="layout"):
         uncompressed_length(_compression_info(1_000_000, 16384, True)[:-8])  # one offset short
     table = tmp_path / "n1" / "data" / "ks" / "journal_ids-0a1b"
