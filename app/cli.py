@@ -731,50 +731,19 @@ def pipeline(arguments: tuple[str, ...]) -> int:
 # --- bench ------------------------------------------------------------------------------------
 
 
-@cli.command()
+@cli.command(
+    context_settings={"ignore_unknown_options": True, "help_option_names": []},
+    add_help_option=False,
+)
 @needs_extra("bench")
-@click.option("--quick", is_flag=True, help="tiny sizes: prove the harness")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None)
-@click.option(
-    "--subscription-only",
-    type=click.IntRange(min=100),
-    default=None,
-    metavar="EVENTS",
-    help="only the subscription scenario, at this many events: print its numbers",
-)
-@click.option(
-    "--recovery-only",
-    type=click.IntRange(min=100),
-    default=None,
-    metavar="EVENTS",
-    help="only the recovery scenario, one journal of this many events: print its numbers",
-)
-@click.option(
-    "--spread-only",
-    type=click.IntRange(min=1000),
-    default=None,
-    metavar="EVENTS",
-    help="only the replication of a backlog over 100 journals: print its numbers",
-)
-def bench(
-    quick: bool,
-    out: Path | None,
-    subscription_only: int | None,
-    recovery_only: int | None,
-    spread_only: int | None,
-) -> int:
-    """Measure against raw baselines and write BENCHMARKS.md (+ PNG plots) under --out (.)."""
+@click.argument("arguments", nargs=-1, type=click.UNPROCESSED)
+def bench(arguments: tuple[str, ...]) -> int:
+    """Measure against raw baselines and write BENCHMARKS.md (+ PNG plots) under --out (.);
+    --quick, or one scenario with --X-only (`kafka-journal bench --help` lists them)."""
     # bench stands above app (it drives workers and signs requests with app's code): it runs
-    # as its own program, never imported from here
-    command = [sys.executable, "-m", "bench.run", "--out", str(out or Path.cwd())]
-    if quick:
-        command.append("--quick")
-    if subscription_only is not None:
-        command += ["--subscription-only", str(subscription_only)]
-    if recovery_only is not None:
-        command += ["--recovery-only", str(recovery_only)]
-    if spread_only is not None:
-        command += ["--spread-only", str(spread_only)]
+    # as its own program, never imported from here; its options are its own (bench/run.py),
+    # passed through, so a scenario added there needs nothing here. A later --out wins.
+    command = [sys.executable, "-m", "bench.run", "--out", str(Path.cwd()), *arguments]
     return subprocess.run(command, check=False).returncode
 
 

@@ -88,7 +88,7 @@ def cassandra_tables(stack_dir: Path, keyspace: str) -> dict[str, int]:
     return {t: size // copies for t, size in sizes.items() if t not in _FIXED}
 
 
-async def _flushed(store: CassandraStore, stack_dir: Path, keyspace: str) -> dict[str, int]:
+async def flushed(store: CassandraStore, stack_dir: Path, keyspace: str) -> dict[str, int]:
     """The keyspace's table sizes once its memtables are on disk and compaction is done."""
     session = store.keyspace_access.session
     tables = await execute(
@@ -147,7 +147,7 @@ async def bench_footprint(base: Settings, stack_dir: Path, sizes: FootprintSizes
             else:
                 await _write_many(journals, sizes.journals)
             await replicate_here(settings, store)
-            tables = await _flushed(store, stack_dir, settings.keyspace)
+            tables = await flushed(store, stack_dir, settings.keyspace)
             measured[name] = (kafka_bytes(stack_dir, settings.topic), tables)
 
     long_kafka, long_tables = measured["long"]

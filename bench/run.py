@@ -673,6 +673,25 @@ def run_rebalance(journals: int) -> int:
     return 0
 
 
+def run_listing(journals: int) -> int:
+    """Only "Listing at scale" (`--listing-only`, issue 41): `journals` ids written straight
+    into a fresh keyspace's `journal_ids` (and a baseline keyspace of 100,000 first), then the
+    prefix pages', the pointers read's and the partitions' numbers; prints them with the load
+    (each keyspace is dropped after: point KJ_STACK_DIR at a stack of your own)."""
+    from bench.listing import bench_listing
+
+    stack, base = _stack_up()
+    load_before, others_before = load_average(), _others()
+    section = asyncio.run(bench_listing(base, stack.settings.data_dir, journals, _log))
+    print(section.method)
+    _print_rows(section)
+    loads = [", ".join(f"{n:.1f}" for n in load) for load in (load_before, load_average())]
+    print(f"load average (1, 5, 15 min): before {loads[0]}; after {loads[1]}")
+    print(f"other processes: before {others_before}; after {_others()}")
+    print(f"commit {_commit()}; {_machine()[0]}")
+    return 0
+
+
 def run_footprint(events: int, journals: int) -> int:
     """Only the footprint (`--footprint-only`): the bytes an event and a journal cost on Kafka's
     and Cassandra's disks (one long journal of `events`, `journals` of one event); prints them."""
@@ -897,6 +916,15 @@ def main(argv: list[str] | None = None) -> int:
         "Cassandra's disks (one journal of EVENTS, JOURNALS of one event); print its numbers",
     )
     parser.add_argument(
+        "--listing-only",
+        type=int,
+        metavar="JOURNALS",
+        default=None,
+        help="run only the listing at scale: this many journals' ids written straight into "
+        "journal_ids, then prefix pages, pointers reads and the largest partition, projected to "
+        "10^9 journals; print its numbers",
+    )
+    parser.add_argument(
         "--cassandra-cluster-only",
         type=int,
         metavar="EVENTS",
@@ -942,6 +970,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_rebalance(args.rebalance_only)
     if args.restore_only is not None:
         return run_restore(args.restore_only)
+    if args.listing_only is not None:
+        return run_listing(args.listing_only)
     if args.partitions_only is not None:
         return run_partitions(args.partitions_only)
     if args.recovery_only is not None:

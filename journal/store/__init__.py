@@ -23,11 +23,12 @@ if TYPE_CHECKING:
     from journal.store.connecting import ConnectingStore
     from journal.store.cql import execute
     from journal.store.rows import event_row
-    from journal.store.schema import SCHEMA_VERSION, ensure_schema, migrate
+    from journal.store.schema import BUCKETS, SCHEMA_VERSION, ensure_schema, id_bucket, migrate
     from journal.store.statements import Statements, idempotent
     from journal.store.topology import DEFAULT_MAX_SNAPSHOT_BYTES
 
 _DOOR = {
+    "BUCKETS": "schema",
     "DEFAULT_MAX_SNAPSHOT_BYTES": "topology",
     "CassandraConfig": "cassandra",
     "CassandraStore": "cassandra",
@@ -44,12 +45,14 @@ _DOOR = {
     "ensure_schema": "schema",
     "event_row": "rows",
     "execute": "cql",
+    "id_bucket": "schema",
     "idempotent": "statements",
     "migrate": "schema",
     "open_session": "cluster",
 }
 __getattr__ = door(__name__, _DOOR)
 __all__ = [
+    "BUCKETS",
     "DEFAULT_MAX_SNAPSHOT_BYTES",
     "ROWS_AS_TUPLES",
     "SCHEMA_VERSION",
@@ -66,6 +69,7 @@ __all__ = [
     "ensure_schema",
     "event_row",
     "execute",
+    "id_bucket",
     "idempotent",
     "migrate",
     "open_session",
