@@ -148,14 +148,17 @@ async def kill_in_turn(
     every_s: float,
     done: asyncio.Event,
     after_s: float = 0.0,
+    killed_at: list[float] | None = None,
 ) -> None:
     """Kill -9 the workers in turn every `every_s`, each restarted at once, `count` times (each
-    kill noted in `kills`); `done` is set `after_s` after the last (operations after the last
-    restart too)."""
+    kill noted in `kills`, and its monotonic time in `killed_at`); `done` is set `after_s` after
+    the last (operations after the last restart too)."""
     while len(kills) < count:
         await asyncio.sleep(every_s)  # the chaos' own cadence, not a wait for a condition
         victim = workers[len(kills) % len(workers)]
         victim.kill9()
+        if killed_at is not None:
+            killed_at.append(time.monotonic())
         victim.start()
         kills.append(f"{time.strftime('%H:%M:%S')} {victim.port}")
     await asyncio.sleep(after_s)
