@@ -74,6 +74,7 @@ and a rebuild from Kafka produces the very same cells.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import zlib
@@ -149,6 +150,8 @@ class SchemaMissing(SetupMissing):
 # a schema change is answered once the nodes agree on it: seconds more than a request on a
 # busy cluster, and a migration is run by an operator, who can wait
 _SCHEMA_CHANGE_S = 60.0
+_SCHEMA_SPREAD_S = 30.0  # how long a step waits for another process's keyspace to reach it
+_SCHEMA_SPREAD_RETRY_S = 0.5
 _LEVELED = "{'class': 'LeveledCompactionStrategy'}"
 _SIZE_TIERED = "{'class': 'SizeTieredCompactionStrategy'}"
 _TEN_DAYS = 864_000  # Cassandra's default gc_grace_seconds
@@ -224,7 +227,20 @@ async def migrate(
 
 async def _steps(session: Session, keyspace: str, replication: str) -> list[Step]:
     async def run(query: str) -> None:
-        await cql.execute(session, query, timeout_s=_SCHEMA_CHANGE_S)
+        # on several nodes, a keyspace another process created just now may not have reached
+        # this statement's coordinator yet ("Keyspace ... doesn't exist", seen in CI on the
+        # three-node cluster as two workers started): every step is idempotent, so it waits
+        # for the schema to spread and runs again, for a bounded time
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + _SCHEMA_SPREAD_S
+        while True:
+            try:
+                await cql.execute(session, query, timeout_s=_SCHEMA_CHANGE_S)
+                return
+            except InvalidRequest as error:
+                if "doesn't exist" not in str(error) or loop.time() > give_up:
+                    raise
+            await asyncio.sleep(_SCHEMA_SPREAD_RETRY_S)
 
     def step(says: str, query: str) -> Step:
         return Step(says, functools.partial(run, query))
