@@ -72,7 +72,6 @@ task, where no Faust table can be written, and lags the agent.
 from __future__ import annotations
 
 import bisect
-import functools
 import heapq
 import itertools
 import logging
@@ -85,7 +84,6 @@ import faust
 from journal import EventRecord
 from journal.codec import events_of, parse_duration
 from journal.core import ActionRecord, AppendHeader, PurgeHeader
-from journal.kafka import end_offsets
 from journal.metrics import METRICS
 from kjconfig.access import KafkaAccess
 from tables.limits import (
@@ -94,7 +92,7 @@ from tables.limits import (
     DEFAULT_RESTORE_AHEAD_MIN,
 )
 from tables.pruning import PartitionEntries
-from tables.store import ChangelogRestore, IndexTable, RocksMemory, partition_entries
+from tables.store import RocksMemory, add_index_table, partition_entries
 
 log = logging.getLogger(__name__)
 
@@ -483,20 +481,7 @@ def define_expiry_table(
     `memory`) and the index over them."""
 
     def table(name: str, help: str) -> Any:
-        return app.tables.add(
-            IndexTable(
-                app,
-                changelog_ends=functools.partial(end_offsets, kafka),
-                restore=ChangelogRestore(kafka, restore_ahead_min),
-                memory=memory,
-                name=name,
-                beacon=app.tables.beacon,
-                key_type=bytes,
-                value_type=bytes,
-                partitions=partitions,
-                help=help,
-            )
-        )
+        return add_index_table(app, kafka, partitions, name, help, memory, restore_ahead_min)
 
     by_id = table(EXPIRY_TABLE, "per expiring journal: when it expires (epoch ms)")
     by_time = table(EXPIRY_TIMES_TABLE, "per expiring journal: its deadline and id, in order")

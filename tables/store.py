@@ -23,6 +23,7 @@ failure here leaves the rest to Faust's recovery, which reads from the offset pe
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Set
@@ -34,6 +35,7 @@ import rocksdict
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from faust.stores import rocksdb
 
+from journal.kafka import end_offsets
 from journal.metrics import METRICS
 from kjconfig.access import KafkaAccess
 from tables.limits import DEFAULT_RESTORE_AHEAD_MIN
@@ -325,3 +327,30 @@ class IndexTable(faust.Table):  # type: ignore[misc]
             restore=self._restore,
             memory=self._memory,
         )
+
+
+def add_index_table(
+    app: faust.App,
+    kafka: KafkaAccess,
+    partitions: int,
+    name: str,
+    help: str,
+    memory: RocksMemory | None = None,
+    restore_ahead_min: int = DEFAULT_RESTORE_AHEAD_MIN,
+) -> Any:
+    """A table of bytes keys and values on an `IndexStore` (its changelog's ends and its
+    restore read from `kafka`, its RocksDB on the worker's `memory`), added to the app."""
+    return app.tables.add(
+        IndexTable(
+            app,
+            changelog_ends=functools.partial(end_offsets, kafka),
+            restore=ChangelogRestore(kafka, restore_ahead_min),
+            memory=memory,
+            name=name,
+            beacon=app.tables.beacon,
+            key_type=bytes,
+            value_type=bytes,
+            partitions=partitions,
+            help=help,
+        )
+    )

@@ -25,16 +25,11 @@ from typing import Any
 import faust
 
 from journal.core import ActionRecord, AppendHeader, DeleteHeader, OffsetRuns, PurgeHeader
-from journal.kafka import end_offsets, log_starts
+from journal.kafka import log_starts
 from kjconfig.access import KafkaAccess
 from tables.limits import DEFAULT_RESTORE_AHEAD_MIN
 from tables.pruning import DEFAULT_PRUNE_INTERVAL_S, DEFAULT_PRUNE_KEYS_PER_STEP, Pruning
-from tables.store import (
-    ChangelogRestore,
-    IndexTable,
-    RocksMemory,
-    partition_entries,
-)
+from tables.store import RocksMemory, add_index_table, partition_entries
 from tables.values import decode_runs, encode_runs
 
 FLUSH_RECORDS = 500  # a partition's records between two flushes of its changes, at most
@@ -163,20 +158,7 @@ def define_tables(
     Faust's recovery (`tables.store`)."""
 
     def table(name: str, help: str) -> Any:
-        return app.tables.add(
-            IndexTable(
-                app,
-                changelog_ends=functools.partial(end_offsets, kafka),
-                restore=ChangelogRestore(kafka, restore_ahead_min),
-                memory=memory,
-                name=name,
-                beacon=app.tables.beacon,
-                key_type=bytes,
-                value_type=bytes,
-                partitions=partitions,
-                help=help,
-            )
-        )
+        return add_index_table(app, kafka, partitions, name, help, memory, restore_ahead_min)
 
     return JournalTables(
         appends=table(APPENDS_TABLE, "per journal: offsets of its Appends"),
