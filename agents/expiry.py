@@ -24,6 +24,7 @@ from typing import Protocol
 
 from journal import JournalKey, Position
 from journal.client import ReadingFlow
+from journal.errors import JournalMoved
 from journal.kafka import Fence
 from journal.metrics import METRICS
 from tables.expiry import ExpiryIndex, deadline_of_event
@@ -138,7 +139,14 @@ class Expirer:
 
     async def _confirm(self, partition: int, journal_id: str, until: int, now_ms: int) -> bool:
         """Purge the journal if the fold's deadline passed, else settle it; whether purged."""
-        at = await self._deadlines.deadline(JournalKey(self._topic, journal_id), until)
+        try:
+            at = await self._deadlines.deadline(JournalKey(self._topic, journal_id), until)
+        except JournalMoved:
+            # a grow moved it (docs/growing.md): its deadline is NEW's, which has no expiry
+            # table yet; kept here, the candidate would fail every tick of its partition
+            log.info("journal %s moved by a grow: its expiry is not followed", journal_id)
+            self._index.settle(partition, journal_id, None)
+            return False
         if at is None or at > now_ms:
             self._index.settle(partition, journal_id, at)
             return False

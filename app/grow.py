@@ -9,9 +9,9 @@ its count for the guard; for each old partition in order: record its end (`low`)
 Seal into it, record the first Seal at or after `low` as its cut; record "done".
 
 It refuses (exit 1, nothing changed) an M that is not a larger multiple of the topic's count,
-a grow to another M than the one recorded, and a topic that workers consume while the workers
-do not follow a grow yet (docs/growing.md's status), unless `--with-workers` says the operator
-stopped them or takes that on.
+a grow to another M than the one recorded, and a topic that workers consume while the grown
+topic is not replicated (docs/growing.md's status: workers serve reads and appends across a
+grow), unless `--with-workers` says the operator stopped them or takes that on.
 """
 
 from __future__ import annotations
@@ -116,8 +116,10 @@ async def grow_topic(
     workers = await consuming_groups(kafka, topic, old)
     if workers and not with_workers:
         raise GrowRefused(
-            f"consumer groups consume {topic} now ({', '.join(workers)}): workers do not follow "
-            "a grow yet (docs/growing.md), so stop them first, or say --with-workers"
+            f"consumer groups consume {topic} now ({', '.join(workers)}): workers serve reads "
+            "and appends across a grow but do not replicate the grown topic yet, so moved "
+            "journals' later events would live in Kafka only, bounded by its retention "
+            "(docs/growing.md); say --with-workers to grow anyway"
         )
     confirm(f"Grow {topic} to {partitions} partitions now?", yes)
     producer = JournalProducer(kafka)

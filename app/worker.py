@@ -338,19 +338,20 @@ def prepare_topic(settings: WorkerSettings) -> tuple[int, int]:
 
 
 async def _check_recorded(journal: Settings, partitions: int) -> None:
-    """PartitionCountChanged if the keyspace recorded another count, TopicGrown if the topic
-    is (being) grown; with the store down, the core checks once it is reached
-    (`Journals.connect`)."""
+    """PartitionCountChanged if the keyspace recorded another count; TopicGrown if the topic
+    is (being) grown and journals are encrypted (data keys are per (topic, id): NEW would seal
+    a moved journal with another key, docs/growing.md). Otherwise a grow is followed by the
+    core (`Journals.connect`). With the store down, the core checks once it is reached."""
     try:
         store = await CassandraStore.connect(journal.cassandra_config())
     except StoreUnavailable:
         return
     try:
         await check_recorded(store, journal.topic, partitions)
-        grow = await store.grow(journal.topic)
+        grow = await store.grow(journal.topic) if journal.encrypted else None
         if grow is not None:
-            # a worker serves OLD only: it would replicate and serve half of each moved journal
-            raise TopicGrown(journal.topic, grow.new_topic, grow.phase.value, "a worker")
+            who = "a worker with a key-encryption key (KJ_KEK_FILE)"
+            raise TopicGrown(journal.topic, grow.new_topic, grow.phase.value, who)
     finally:
         await store.close()
 

@@ -95,8 +95,8 @@ class TopicGrown(SetupMissing):
     def __init__(self, topic: str, new_topic: str, phase: str, who: str) -> None:
         super().__init__(
             f"topic {topic} is being grown into {new_topic} (phase {phase}): {who} does not "
-            "follow a grow yet and refuses the topic (docs/growing.md: the direct client "
-            "follows it; workers do not)"
+            "follow a grow and refuses the topic (docs/growing.md: the direct client and "
+            "workers follow it, without a key-encryption key)"
         )
         self.topic = topic
         self.new_topic = new_topic

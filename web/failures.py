@@ -28,6 +28,10 @@ answer with, or None when it is not a known failure (the caller then answers 500
   project's back), so this process refuses to produce or read rather than put a journal on two
   partitions. Not the client's fault (no 4xx) nor a bug (no 500): a dependency unusable until
   an operator acts, which a client waits out as any 503; the message says what happened.
+- `JournalMoved` and `TopicGrown` -> 503 `unavailable` with `Retry-After`: the journal moved
+  to a grown topic (docs/growing.md) and this operation, or this process (one with a
+  key-encryption key), does not follow it there yet; reads and appends follow it, so only
+  what is not built gets here (a journal's snapshots, say). Nothing took effect.
 - aiohttp's client errors -> 503 `outcome_unknown` with `Retry-After`. Only a call to another
   worker raises them, and the forwarder (app/forwarding.py) answers each failure it can classify
   itself; one that still gets here may have been sent, so whether it took effect is unknown, and
@@ -48,12 +52,14 @@ from journal.errors import (
     IdempotencyKeyReused,
     IdempotencyUnresolved,
     JournalErased,
+    JournalMoved,
     JournalTruncated,
     OutcomeUnknown,
     PartitionCountChanged,
     SeqNrConflict,
     SnapshotBeyondJournal,
     SnapshotTooLarge,
+    TopicGrown,
     Unavailable,
     UndecodableBatch,
 )
@@ -122,6 +128,13 @@ def api_error_of(error: BaseException, retry_after_s: int) -> ApiError | None:
         return unavailable(ErrorCode.PARTITION_COUNT_CHANGED, str(error), retry_after_s)
     if isinstance(error, UndecodableBatch):
         return unavailable(ErrorCode.UNDECODABLE_RECORDS, str(error), retry_after_s)
+    if isinstance(error, (JournalMoved, TopicGrown)):
+        return unavailable(
+            ErrorCode.UNAVAILABLE,
+            f"{error}: this operation does not follow a grow yet (docs/growing.md); nothing "
+            "took effect",
+            retry_after_s,
+        )
     if isinstance(error, AppendTooLarge):
         return ApiError(413, ErrorCode.APPEND_TOO_LARGE, f"the append is too large: {error}")
     if isinstance(error, aiohttp.ClientError):  # before _UNAVAILABLE: some are OSErrors

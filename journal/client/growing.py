@@ -121,7 +121,14 @@ class Cuts:
             self._known.update(grow.cut)
 
     async def below(self, partition: int, fence: int) -> int | None:
-        """OLD/partition's cut if it lies below `fence` (a view's: the records below it)."""
+        """OLD/partition's cut if it lies below `fence` (a view's: the records below it).
+
+        Within a lease (`Registry.clear`): the records below a fence (or below any offset a
+        caller learnt from Kafka) were appended before this call; within a lease of a registry
+        read that found no plan, the plan came after that read, and the first Seal at least
+        `SEAL_AFTER_LEASES` leases after the plan: so no Seal lies below the fence, and the
+        registry is not read again. A worker's tail, which drops what replication covered,
+        would otherwise send most reads to the registry."""
         cut = self._known.get(partition)
         if cut is None:
             cut = await self._find(partition, fence)
@@ -139,6 +146,8 @@ class Cuts:
                 return first
             if found.needs < 0 or self._confirmed.get(partition, -2) >= found.needs:
                 return None  # the index holds the partition's records since the registry said
+            if self._registry.clear():
+                return None  # within a lease: no Seal below the fence (`below`)
             try:
                 recorded = await self._recorded(partition)
             except StoreUnavailable:
@@ -159,6 +168,8 @@ class Cuts:
 
     async def _from_the_log(self, partition: int) -> int | None:
         """The index cannot tell: the registry, else (the partition being sealed) the log."""
+        if self._registry.clear():
+            return None  # within a lease: no Seal below the fence (`below`)
         try:
             grow = await self._registry.fresh()
         except StoreUnavailable as error:

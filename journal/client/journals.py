@@ -181,13 +181,15 @@ async def _guard(
 
 
 async def _refuse_grown(store: EventualStore, topic: str) -> None:
-    """TopicGrown if a grow of `topic` is recorded: a worker's core does not follow one."""
+    """TopicGrown if a grow of `topic` is recorded: a core given an index but no `verdicts`
+    has no index that holds a Seal's key (a worker's tables note no Mark), so no way to
+    learn a cut from the log."""
     try:
         grow = await store.grow(topic)
     except StoreUnavailable:
-        return  # the worker's start checked (app/worker.py)
+        return  # cannot tell now (every core this project builds has a tail index)
     if grow is not None:
-        raise TopicGrown(topic, grow.new_topic, grow.phase.value, "a worker")
+        raise TopicGrown(topic, grow.new_topic, grow.phase.value, "a core without a tail index")
 
 
 async def _growth(
@@ -329,6 +331,10 @@ class Journals:
         passed in (a worker's) stays its owner's to close. `scan_without_store`: with the store
         down, a journal the index cannot give whole is read by a scan of its partition, not
         refused (`_view_without_store`).
+
+        It follows a grow of the topic (journal/client/growing.py) through the index that holds
+        every key, a Seal's too: its own tail index, or a worker's `verdicts` (a tail of the
+        owned partitions: the worker's tables note no Mark).
         """
         owned: list[Callable[[], Awaitable[None]]] = []
         try:
@@ -358,7 +364,7 @@ class Journals:
             writer = JournalWriter(producer, partitions, settings.max_record_bytes, guard=guard)
             kafka = KafkaRecords(KafkaReadConfig(kafka=kafka_access))
             owned.append(kafka.close)
-            own_index = index is None  # the direct client's: it follows a grow
+            own_index = index is None  # the direct client's
             if index is None:
                 tail = TailConfig(
                     kafka=kafka_access,
@@ -381,9 +387,17 @@ class Journals:
         encryption = None if keys is None else Encryption(keys)
         try:
             growth = None
-            if own_index:
+            every_key = index if own_index else verdicts
+            if every_key is not None:
                 growth = await _growth(
-                    settings, store, index, kafka, producer, origin, owned, encryption is not None
+                    settings,
+                    store,
+                    every_key,
+                    kafka,
+                    producer,
+                    origin,
+                    owned,
+                    encryption is not None,
                 )
             else:
                 await _refuse_grown(store, settings.topic)

@@ -9,6 +9,7 @@ import asyncio
 
 from agents.expiry import EXPIRED_ORIGIN, Expirer
 from journal.core.model import JournalKey
+from journal.errors import JournalMoved
 from journal.metrics import METRICS
 from tables.expiry import FOREVER, ExpiryIndex
 from tables.partitions import OwnedPartitions
@@ -129,3 +130,27 @@ async def test_a_deadline_the_last_accepted_append_moved_later_is_settled_there(
     assert log.purges == [(JournalKey(TOPIC, "j"), EXPIRED_ORIGIN)]
     log.handle(index, a.purge(JournalKey(TOPIC, "j"), 4))
     assert await purging.tick(FOREVER - 1) == 0
+
+
+class MovedLog(Log):
+    """The reading flow of a topic whose partition a grow cut: every look is JournalMoved."""
+
+    async def deadline(self, key: JournalKey, until: int) -> int | None:
+        self.reads += 1
+        raise JournalMoved(key, 0)
+
+
+async def test_a_journal_a_grow_moved_is_dropped_from_expiry_not_retried_every_tick() -> None:
+    """A moved journal's deadline is the grown topic's (docs/growing.md), where no expiry
+    table follows it yet: the candidate is settled without a deadline, so the ticks of its
+    partition go on (the others' purges included) instead of failing on it each time."""
+    index, owned, log = ExpiryIndex(Table()), OwnedPartitions(), MovedLog()
+    owned.assign(0)
+    log.handle(index, append("j", 0, "1 second"))
+    log.end = 1
+    owned.advance(0, 0)
+    purging = expirer(index, owned, log)
+    assert await purging.tick(T0_MS + 1000) == 0
+    reads = log.reads
+    assert await purging.tick(T0_MS + 2000) == 0
+    assert log.reads == reads and log.purges == []  # settled: not looked at again

@@ -15,11 +15,13 @@ from dataclasses import dataclass
 
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from pydantic import SecretStr
 
 from app.confirm import REFUSED_EXIT, UNAVAILABLE_EXIT
 from app.grow import GrowRefused, grow_topic
 from app.worker import _check_recorded as check_worker_start
 from journal.client.journals import Journals
+from journal.codec import new_kek_text
 from journal.core.grow import SEAL_AFTER_LEASES, SEAL_ID, Grow, Phase, Step
 from journal.core.model import Ack, Event, TextPayload
 from journal.errors import TopicGrown
@@ -110,8 +112,11 @@ async def test_a_grow_cuts_each_partition_at_its_first_seal(old: Old) -> None:
     said.clear()
     again = await grow_topic(old.settings, old.store, 6, yes=True, say=said.append)
     assert again == grow and "next step: finished" in said[0]  # nothing more to do
-    with pytest.raises(TopicGrown, match="a worker does not follow a grow"):
-        await check_worker_start(old.settings, 3)  # what a worker's start runs
+    await check_worker_start(old.settings, 3)  # what a worker's start runs: it follows
+    # data keys are per (topic, id): a worker with a key-encryption key still refuses
+    encrypting = old.settings.replace(kek=SecretStr(new_kek_text()))
+    with pytest.raises(TopicGrown, match="a worker with a key-encryption key"):
+        await check_worker_start(encrypting, 3)
 
 
 async def test_the_first_seal_comes_leases_after_the_plan(old: Old) -> None:

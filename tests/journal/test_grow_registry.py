@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, cast
 
 from journal.client.growing import Cuts, Growth, Registry
 from journal.core.grow import SEAL_AFTER_LEASES, Grow, Phase, seal_wait_s
-from journal.core.index import RecordIndex
+from journal.core.index import IndexAnswer, Indexed, NotIndexed, RecordIndex
 from journal.core.model import JournalKey
 from journal.store.base import EventualStore
 from kjconfig.access import KafkaAccess
@@ -122,3 +122,35 @@ def test_the_command_seals_only_leases_after_the_plan() -> None:
     assert seal_wait_s(plan_known=100.0, now=101.5, lease_s=lease) == SEAL_AFTER_LEASES - 1.5
     assert seal_wait_s(plan_known=100.0, now=200.0, lease_s=lease) == 0.0  # a resumed run
     assert SEAL_AFTER_LEASES > 1  # a Seal never within a client's lease
+
+
+class DroppingIndex:
+    """A worker's tail: it drops what replication covered, so it holds no Seal's key and its
+    `needs` moves on with every lookup (or, `behind`, it cannot tell at all)."""
+
+    def __init__(self, behind: bool) -> None:
+        self.behind = behind
+        self.needs = 0
+
+    async def lookup(self, key: JournalKey, partition: int, fence: int) -> IndexAnswer:
+        self.needs += 1
+        return NotIndexed("behind") if self.behind else Indexed((), self.needs)
+
+
+async def cut_reads(lease_s: float, behind: bool, looks: int) -> int:
+    """The registry reads `looks` reads' cut checks cost with no grow planned."""
+    store = CountingRegistryStore()
+    registry = Registry(cast(EventualStore, SimpleNamespace(grow=store.grow_of)), "t", lease_s)
+    index = cast(RecordIndex, DroppingIndex(behind))
+    cuts = Cuts("t", registry, index, cast(KafkaAccess, None), 5.0)
+    for fence in range(1, looks + 1):
+        assert await cuts.below(0, fence) is None
+    return store.reads
+
+
+def test_a_read_that_finds_no_grow_is_a_lease_for_the_cut_checks_after_it() -> None:
+    # a worker's reads ask its tail, which cannot tell whether a Seal lies below the fence
+    # once it dropped what replication covered: one registry read a lease, not one a read
+    for behind in (False, True):
+        assert asyncio.run(cut_reads(60.0, behind, 20)) == 1
+        assert asyncio.run(cut_reads(0.0, behind, 20)) == 20

@@ -31,11 +31,13 @@ from journal.errors import (
     IdempotencyKeyReused,
     IdempotencyUnresolved,
     JournalErased,
+    JournalMoved,
     JournalTruncated,
     KafkaUnavailable,
     OutcomeUnknown,
     SetupMissing,
     StoreUnavailable,
+    TopicGrown,
     UndecodableBatch,
 )
 from journal.metrics import Metrics
@@ -409,6 +411,8 @@ async def test_not_ready_is_503_with_retry_after(served: Served, backend: FakeBa
             ErrorCode.UNDECODABLE_RECORDS,
         ),
         (TimeoutError(), 503, ErrorCode.UNAVAILABLE),
+        # a path that does not follow a grow yet (a moved journal's snapshots, say): not a 500
+        (JournalMoved("t/j", 7), 503, ErrorCode.UNAVAILABLE),
         (OutcomeUnknown("the verdict was not read"), 503, ErrorCode.OUTCOME_UNKNOWN),
         (IdempotencyKeyReused("k"), 422, ErrorCode.IDEMPOTENCY_KEY_REUSED),
         (IdempotencyUnresolved("k"), 422, ErrorCode.IDEMPOTENCY_KEY_UNRESOLVED),
@@ -432,6 +436,17 @@ async def test_core_failures_become_statuses(
         assert ("Retry-After" in headers) == (status == 503)
     backend.failure = None
     assert (await call(served, "GET", journal_path("j")))[0] == 200
+
+
+async def test_a_grow_this_process_does_not_follow_is_a_503(
+    served: Served, backend: FakeBackend
+) -> None:
+    """A worker with a key-encryption key does not follow a grow planned after it started
+    (docs/growing.md): every journal request answers 503 with Retry-After, never 500."""
+    backend.failure = TopicGrown("t", "t.6", "created", "a worker with a key-encryption key")
+    for method, path, kwargs in JOURNAL_REQUESTS:
+        got_status, _, headers = await call(served, method, path, **kwargs)
+        assert got_status == 503 and "Retry-After" in headers, (method, path)
 
 
 @pytest.mark.parametrize("repeatable", [True, False])

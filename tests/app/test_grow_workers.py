@@ -1,0 +1,237 @@
+"""Two workers across a grow (docs/growing.md, issue 40 stage 3) on the real servers: verified
+appends, appends at the end, `ack=kafka` appends, a delete and reads go on over HTTP (each
+request to the other worker than the last, so half are forwarded) while the command grows the
+topic from 3 to 6 partitions. Every acknowledged append is read back exactly once, reads never
+miss an append acknowledged before they started, no answer is a 500 (a 503 only with
+Retry-After), and with the workers stopped a fresh direct client reads the same."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import AsyncIterator, Sequence
+
+import aiohttp
+import orjson
+import pytest
+from yarl import URL
+
+from app.grow import GrowRefused, grow_topic
+from journal.client.journals import Journals
+from journal.core.grow import Phase
+from journal.core.model import TextPayload
+from journal.errors import Unavailable
+from journal.kafka.topic import end_offsets
+from journal.store.cassandra import CassandraStore
+from journal.subscriptions.groups import consuming_groups
+from stack import Stack
+from tests.support.eventually import eventually
+from tests.support.harness import settings_for, unique
+from tests.support.http_api import client_session, journal_path
+from tests.support.workers import running_workers, wait_replicated, wait_settled
+
+pytestmark = pytest.mark.integration
+
+VERIFIED = [f"v{n}" for n in range(4)]
+AT_END = [f"e{n}" for n in range(2)]
+KAFKA = [f"k{n}" for n in range(2)]
+RETRIES = 20  # a 503 is retried (each JournalMoving one waited up to KJ_GROW_WAIT_S first)
+
+
+@pytest.fixture(scope="module")
+async def store(stack: Stack, keyspace: str) -> AsyncIterator[CassandraStore]:
+    connected = await CassandraStore.connect(settings_for(stack, "x", keyspace).cassandra_config())
+    yield connected
+    await connected.close()
+
+
+class Api:
+    """HTTP over the workers in turn; a 503 must carry Retry-After and is retried (bounded),
+    any other answer but 200 fails the test."""
+
+    def __init__(self, session: aiohttp.ClientSession, urls: Sequence[URL]) -> None:
+        self._session = session
+        self._urls = itertools.cycle(urls)
+        self.unavailable = 0
+        self.slowest_s = 0.0  # the longest call, its retries included: printed, not asserted
+
+    async def call(self, method: str, path: str, **kwargs: object) -> bytes:
+        started = time.monotonic()
+        try:
+            return await self._call(method, path, **kwargs)
+        finally:
+            self.slowest_s = max(self.slowest_s, time.monotonic() - started)
+
+    async def _call(self, method: str, path: str, **kwargs: object) -> bytes:
+        for _ in range(RETRIES):
+            url = next(self._urls).with_path(path, encoded=True)
+            async with self._session.request(method, url, **kwargs) as answer:  # type: ignore[arg-type]
+                body = await answer.read()
+                if answer.status == 503:
+                    assert "Retry-After" in answer.headers, body
+                    self.unavailable += 1
+                    continue
+                assert answer.status == 200, f"{method} {path}: {answer.status} {body!r}"
+                return body
+        raise AssertionError(f"{method} {path}: still unavailable after {RETRIES} tries")
+
+    async def append(
+        self,
+        journal_id: str,
+        text: str,
+        seq_nr: int | None = None,
+        *,
+        kafka: bool = False,
+        expected: int | None = None,
+    ) -> int:
+        """Append one text event (at the end without `seq_nr`); its seqNr. Keyed (by its text)
+        unless `kafka`: a retry after an unknown outcome finds its first attempt."""
+        event: dict[str, object] = {"payloadText": text}
+        if seq_nr is not None:
+            event["seqNr"] = seq_nr
+        request: dict[str, object] = {"events": [event]}
+        if expected is not None:
+            request["expectedSeqNr"] = expected
+        headers = {"Content-Type": "application/json"}
+        if not kafka:
+            headers["Idempotency-Key"] = text
+        path = journal_path(journal_id, "/events") + ("?ack=kafka" if kafka else "")
+        body = await self.call("POST", path, data=orjson.dumps(request), headers=headers)
+        first: int = orjson.loads(body)["seqNr"]["from"]
+        return first
+
+    async def texts(self, journal_id: str) -> dict[int, str]:
+        """The journal's events read (seqNr -> text), each once and in order."""
+        body = await self.call("GET", journal_path(journal_id, "/events"))
+        lines = [orjson.loads(line) for line in body.splitlines() if line]
+        seq_nrs = [line["seqNr"] for line in lines]
+        assert seq_nrs == sorted(set(seq_nrs)), f"{journal_id}: {seq_nrs} not increasing, once"
+        return {line["seqNr"]: line["payloadText"] for line in lines}
+
+
+def acknowledge(acked: dict[str, dict[int, str]], journal_id: str, seq_nr: int, text: str) -> None:
+    seen = acked.setdefault(journal_id, {})
+    assert seq_nr not in seen, f"{journal_id}: seqNr {seq_nr} acknowledged twice"
+    seen[seq_nr] = text
+
+
+async def test_workers_serve_appends_and_reads_while_the_topic_grows(
+    stack: Stack, keyspace: str, store: CassandraStore, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    settings = settings_for(stack, unique("journal_grow_workers"), keyspace, 3)
+    acked: dict[str, dict[int, str]] = {}
+    deleted: list[object] = []
+    stop = asyncio.Event()
+    sealing = asyncio.Event()
+    with running_workers(settings, tmp_path_factory, loglevel="warning") as workers:
+        await wait_settled(workers)
+        async with client_session(settings, connector=workers[0].http_connector()) as session:
+            api = Api(session, [worker.url for worker in workers])
+
+            async def verified(journal_id: str) -> None:
+                n = 1  # after the history below
+                while not stop.is_set() or n < 4:
+                    n += 1
+                    text = f"{journal_id}:{n}"
+                    await api.append(journal_id, text, n, expected=n - 1)
+                    acknowledge(acked, journal_id, n, text)
+
+            async def at_end(journal_id: str) -> None:
+                k = 0
+                while not stop.is_set() or k < 4:
+                    k += 1
+                    text = f"{journal_id}:e{k}"
+                    acknowledge(acked, journal_id, await api.append(journal_id, text), text)
+
+            async def kafka_acked(journal_id: str) -> None:
+                n = 1
+                while not stop.is_set() or n < 4:
+                    n += 1
+                    text = f"{journal_id}:{n}"
+                    # the journal's only writer: a retry of the same seqNrs is a duplicate at most
+                    await api.append(journal_id, text, n, kafka=True)
+                    acknowledge(acked, journal_id, n, text)
+
+            async def reader() -> int:
+                reads = 0
+                while not stop.is_set():
+                    for journal_id in [*VERIFIED, *AT_END]:
+                        before = dict(acked.get(journal_id, {}))
+                        texts = await api.texts(journal_id)
+                        # read-your-writes: every append acknowledged before the read started
+                        assert before.items() <= texts.items(), journal_id
+                        reads += 1
+                return reads
+
+            async def deleter() -> None:
+                for n in range(1, 4):
+                    await api.append("d0", f"d0:{n}", n)
+                await sealing.wait()  # once the grow produced its first Seal
+                answer = orjson.loads(await api.call("DELETE", journal_path("d0", "/events?to=2")))
+                deleted.append(answer["deleteTo"])
+
+            for journal_id in [*VERIFIED, *KAFKA]:  # history in the old topic
+                text = f"{journal_id}:1"
+                await api.append(journal_id, text, 1)
+                acknowledge(acked, journal_id, 1, text)
+            print(f"before the grow: slowest call {api.slowest_s:.2f} s")
+            api.slowest_s = 0.0
+            tasks = [asyncio.create_task(verified(j)) for j in VERIFIED]
+            tasks += [asyncio.create_task(at_end(j)) for j in AT_END]
+            tasks += [asyncio.create_task(kafka_acked(j)) for j in KAFKA]
+            tasks.append(asyncio.create_task(deleter()))
+            readers = [asyncio.create_task(reader()) for _ in range(2)]
+            try:
+                # workers consume the topic and do not replicate the grown one yet: told (the
+                # command sees a group once it committed an offset: Faust does every few s)
+                async def committed() -> list[str]:
+                    return await consuming_groups(settings.kafka_access(), settings.topic, 3)
+
+                await eventually(committed, "the workers' group committed an offset")
+                with pytest.raises(GrowRefused, match="--with-workers"):
+                    await grow_topic(settings, store, 6, yes=True, say=lambda _: None)
+
+                def say(line: str) -> None:
+                    if "sealed at offset" in line:
+                        sealing.set()
+
+                grow = None
+                for _ in range(5):  # the servers slow: run it again, it resumes
+                    try:
+                        grow = await grow_topic(
+                            settings, store, 6, yes=True, with_workers=True, say=say
+                        )
+                        break
+                    except Unavailable:
+                        continue
+                assert grow is not None and grow.phase is Phase.DONE
+                print(
+                    f"during the grow: {api.unavailable} 503s, slowest call {api.slowest_s:.2f} s"
+                )
+                stop.set()
+                await asyncio.gather(*tasks)
+                assert min(await asyncio.gather(*readers)) > 0
+            finally:
+                stop.set()
+                for task in [*tasks, *readers]:
+                    task.cancel()
+                await asyncio.gather(*tasks, *readers, return_exceptions=True)
+            final = {j: await api.texts(j) for j in [*VERIFIED, *AT_END, *KAFKA]}
+            d0 = await api.texts("d0")
+        for journal_id, texts in final.items():
+            assert texts == acked[journal_id], journal_id  # each once, none lost
+        assert deleted == [2] and d0 == {3: "d0:3"}
+        # the old topic's replication stops at each cut and passes it
+        await wait_replicated(settings, store)
+    # the workers stopped: a fresh direct client reads each journal's base from the store,
+    # then the grown topic (which no worker replicates yet) from Kafka
+    async with await Journals.connect(settings, store=store) as later:
+        for journal_id, texts in final.items():
+            read: dict[int, str] = {}
+            async for record in later.journal(journal_id).read():
+                assert isinstance(record.event.payload, TextPayload)
+                read[record.seq_nr] = record.event.payload.value
+            assert read == texts, journal_id
+    # the moved journals' later appends went to the grown topic
+    assert sum((await end_offsets(settings.kafka_access(), grow.new_topic, 6)).values()) > 0
