@@ -131,10 +131,25 @@ class Cuts:
         would otherwise send most reads to the registry."""
         cut = self._known.get(partition)
         if cut is None:
+            if self._registry.clear():
+                return None  # within a lease: no Seal below the fence (above)
             cut = await self._find(partition, fence)
         return cut if cut is not None and cut < fence else None
 
     async def _find(self, partition: int, fence: int) -> int | None:
+        if self._registry.record is None:
+            # No grow seen yet (every deployment but a growing one): one registry read, shared
+            # by concurrent callers and a lease when it finds none, answers without the index.
+            # A read that started after the fence was taken and found no plan means no Seal
+            # lies below the fence (the plan is recorded before the first Seal); a worker's
+            # index of Seals (its verdicts tail) is then never waited on.
+            try:
+                recorded = await self._recorded(partition)
+            except StoreUnavailable:
+                recorded = None  # the index tells, below
+            else:
+                if self._registry.record is None or recorded is not None:
+                    return recorded
         found = await self._index.lookup(self._seal, partition, fence)
         if isinstance(found, Indexed):
             if found.runs:

@@ -154,3 +154,34 @@ def test_a_read_that_finds_no_grow_is_a_lease_for_the_cut_checks_after_it() -> N
     for behind in (False, True):
         assert asyncio.run(cut_reads(60.0, behind, 20)) == 1
         assert asyncio.run(cut_reads(0.0, behind, 20)) == 20
+
+
+async def index_lookups(lease_s: float, looks: int) -> int:
+    """The index lookups `looks` reads' cut checks cost with no grow planned."""
+    store = CountingRegistryStore()
+    registry = Registry(cast(EventualStore, SimpleNamespace(grow=store.grow_of)), "t", lease_s)
+    index = DroppingIndex(behind=False)
+    cuts = Cuts("t", registry, cast(RecordIndex, index), cast(KafkaAccess, None), 5.0)
+    for fence in range(1, looks + 1):
+        assert await cuts.below(0, fence) is None
+    return index.needs
+
+
+def test_with_no_grow_a_cut_check_never_waits_on_the_index() -> None:
+    # a worker's index of Seals is its verdicts tail, which a read would otherwise wait on to
+    # reach the fence: with no grow recorded the registry read answers, lease or not
+    assert asyncio.run(index_lookups(60.0, 20)) == 0
+    assert asyncio.run(index_lookups(0.0, 20)) == 0
+
+
+async def cut_found_without_the_index() -> tuple[int | None, int]:
+    store = CountingRegistryStore()
+    store.grow = Grow("t", "t.6", 6, Phase.CREATED, cut={0: 41})
+    registry = Registry(cast(EventualStore, SimpleNamespace(grow=store.grow_of)), "t", 60.0)
+    index = DroppingIndex(behind=False)
+    cuts = Cuts("t", registry, cast(RecordIndex, index), cast(KafkaAccess, None), 5.0)
+    return await cuts.below(0, 100), index.needs
+
+
+def test_a_recorded_cut_is_taken_from_the_registry() -> None:
+    assert asyncio.run(cut_found_without_the_index()) == (41, 0)
