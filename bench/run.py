@@ -662,6 +662,25 @@ def run_restore(journals: int) -> int:
     return 0
 
 
+def run_grow(journals: int) -> int:
+    """Only "Growing the topic online" (`--grow-only`, issue 40): appends through a move from 3
+    to 6 partitions against the same without one, and the move of a partition holding
+    `journals` journals of ten records; prints the rows with the load."""
+    from bench.grow import bench_grow
+
+    _, base = _stack_up()
+    load_before, others_before = load_average(), _others()
+    with tempfile.TemporaryDirectory(prefix="kj-bench-") as workdir:
+        section = asyncio.run(bench_grow(base, journals, Path(workdir)))
+    print(section.method)
+    _print_rows(section)
+    loads = [", ".join(f"{n:.1f}" for n in load) for load in (load_before, load_average())]
+    print(f"load average (1, 5, 15 min): before {loads[0]}; after {loads[1]}")
+    print(f"other processes: before {others_before}; after {_others()}")
+    print(f"commit {_commit()}; {_machine()[0]}")
+    return 0
+
+
 def run_rebalance(journals: int) -> int:
     """Only "A rebalance's pause" (`--rebalance-only`): replication's lag while a second
     worker joins one whose tables hold `journals` journals; prints the rows."""
@@ -890,6 +909,15 @@ def main(argv: list[str] | None = None) -> int:
         "a bare consumer of the changelogs; print its numbers",
     )
     parser.add_argument(
+        "--grow-only",
+        type=int,
+        metavar="JOURNALS",
+        default=None,
+        help="run only growing the topic online: appends through a move from 3 to 6 partitions "
+        "against none, and the move of a partition holding this many journals of ten records; "
+        "print its numbers",
+    )
+    parser.add_argument(
         "--rebalance-only",
         type=int,
         metavar="JOURNALS",
@@ -966,6 +994,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_encryption(appends, events, args.repeated_padding)
     if args.footprint_only is not None:
         return run_footprint(*args.footprint_only)
+    if args.grow_only is not None:
+        return run_grow(args.grow_only)
     if args.rebalance_only is not None:
         return run_rebalance(args.rebalance_only)
     if args.restore_only is not None:
