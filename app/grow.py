@@ -93,9 +93,15 @@ async def grow_topic(
     """Grow `settings.topic` to `partitions`, or resume doing so; the registry's record at the
     end (None: a dry run before any plan). `before_step`: called before each step (tests inject
     failures there). GrowRefused, NotConfirmed, or Unavailable (try again: it resumes)."""
-    topic, kafka = settings.topic, settings.kafka_access()
+    root, kafka = settings.topic, settings.kafka_access()
+    grow = await store.grow(root)
+    # a topic grown before lives on in the topic it grew into: the next grow is of that one
+    # (its registry row is keyed by it); a done grow to this very count is this run, finished
+    while grow is not None and grow.phase is Phase.DONE and grow.partitions != partitions:
+        settings = settings.model_copy(update={"topic": grow.new_topic})
+        grow = await store.grow(grow.new_topic)
+    topic = settings.topic
     old = await partition_count(kafka, topic)
-    grow = await store.grow(topic)
     if grow is not None and grow.partitions != partitions:
         raise GrowRefused(
             f"a grow of {topic} to {grow.partitions} partitions is recorded ({grow.phase.value}):"
@@ -113,7 +119,8 @@ async def grow_topic(
     say(_describe(grow, topic, old, partitions, sealed))
     if dry_run or next_step(grow, old, sealed).action == "finished":
         return grow
-    workers = await consuming_groups(kafka, topic, old)
+    # workers consume the first topic of the chain and follow every grow from it
+    workers = await consuming_groups(kafka, root, await partition_count(kafka, root))
     if workers and not with_workers:
         raise GrowRefused(
             f"consumer groups consume {topic} now ({', '.join(workers)}): workers serve reads "

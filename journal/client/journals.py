@@ -246,9 +246,29 @@ async def _growth(
             raise
         assert growth.predecessor_flow is not None
         predecessor = Predecessor(growth.predecessor_flow, cuts)
-        successor = Journals(
-            grow.new_topic, writer, store, new_index, fence, kafka, origin, predecessor=predecessor
+        # NEW may be grown in turn: its own growth, built as this one (a chain of grows)
+        new_growth = await _growth(
+            settings.model_copy(update={"topic": grow.new_topic}),
+            store,
+            new_index,
+            kafka,
+            producer,
+            origin,
+            owned,
+            encrypting,
         )
+        successor = Journals(
+            grow.new_topic,
+            writer,
+            store,
+            new_index,
+            fence,
+            kafka,
+            origin,
+            growth=new_growth,
+            predecessor=predecessor,
+        )
+        new_growth.predecessor_flow = successor.reading
         successor.group_max_unacked = settings.group_max_unacked
         successor.reading.limit_scans(settings.max_kafka_only_scans)
         owned.extend(new_owned)  # closed with the old topic's parts, before them
@@ -570,17 +590,18 @@ class Journal:
     async def _followed(self, call: Callable[[Journal], Awaitable[_T]]) -> _T:
         """`call` on this journal where it is (docs/growing.md): in the grown topic once its
         partition is cut; else here, and redone there, the same way, if it turns out to be
-        cut (JournalMoved: nothing of the first attempt took effect)."""
+        cut (JournalMoved: nothing of the first attempt took effect). There it is followed
+        again: the grown topic may have grown in turn (a chain of grows)."""
         growth = self._journals.growth
         if growth is None:
             return await call(self)
         moved = await self._moved()
         if moved is not None:
-            return await call(moved)
+            return await moved._followed(call)
         try:
             return await call(self)
         except JournalMoved:
-            return await call((await growth.successor()).journal(self.key.id))
+            return await (await growth.successor()).journal(self.key.id)._followed(call)
 
     async def _acknowledged(self, position: Position) -> None:
         """JournalMoved if a record no fold verified (Ack.KAFKA, a Purge) lies after a cut."""

@@ -202,3 +202,79 @@ async def test_a_client_with_a_kek_refuses_to_follow_a_grow(
             await journal.append([Event(2, payload=TextPayload("after"))])
         with pytest.raises(TopicGrown, match="key-encryption key"):
             await journal.info()
+
+
+async def test_a_grown_topic_grows_again(
+    stack: Stack, keyspace: str, store: CassandraStore
+) -> None:
+    """3 -> 6 -> 12 (issue 40): the second grow is of the topic the first grew into, run from
+    the same settings; verified appends and reads go on through both, each journal's history
+    spans three topics, and a client started after both reads the same."""
+    settings = settings_for(stack, unique("journal_grow2"), keyspace, 3)
+    acked = Acked()
+    stop = asyncio.Event()
+    async with await Journals.connect(settings, store=store) as journals:
+
+        async def verified(journal_id: str) -> None:
+            n = 0
+            while not stop.is_set() or n < 3:
+                n += 1
+                text = f"{journal_id}:{n}"
+                journal = journals.journal(journal_id)
+                call = functools.partial(
+                    journal.append, [Event(n, payload=TextPayload(text))], idempotency_key=text
+                )
+                for _ in range(20):  # a 503 while the journal moves: the same key again
+                    try:
+                        await call()
+                        break
+                    except (OutcomeUnknown, Unavailable):
+                        continue
+                else:
+                    raise AssertionError(f"{text}: still unavailable")
+                acked.add(journal_id, n, text)
+
+        async def reader() -> int:
+            reads = 0
+            while not stop.is_set():
+                for journal_id in VERIFIED:
+                    before = dict(acked.events.get(journal_id, {}))
+                    try:
+                        texts = await read_texts(journals, journal_id)
+                    except Unavailable:
+                        continue
+                    assert before.items() <= texts.items(), journal_id  # read-your-writes
+                    reads += 1
+            return reads
+
+        tasks = [asyncio.create_task(verified(j)) for j in VERIFIED]
+        read = asyncio.create_task(reader())
+        try:
+            grows = []
+            for partitions in (6, 12, 12):  # the last: run again once done, it says finished
+                grows.append(await grow_topic(settings, store, partitions, yes=True, say=print))
+            stop.set()
+            await asyncio.gather(*tasks)
+            assert await read > 0
+        finally:
+            stop.set()
+            for task in [*tasks, read]:
+                task.cancel()
+            await asyncio.gather(*tasks, read, return_exceptions=True)
+        first, second, again = grows
+        assert first is not None and second is not None and again == second
+        assert (first.partitions, first.new_topic) == (6, f"{settings.topic}.6")
+        assert (second.topic, second.partitions) == (first.new_topic, 12)
+        assert first.phase is Phase.DONE and second.phase is Phase.DONE
+        final = {j: await read_texts(journals, j) for j in VERIFIED}
+    for journal_id, texts in final.items():
+        assert texts == acked.events[journal_id], journal_id  # each once, none lost
+    async with await Journals.connect(settings, store=store) as later:  # after both grows
+        for journal_id, texts in final.items():
+            assert await read_texts(later, journal_id) == texts
+        history = final[VERIFIED[0]]
+        later_event = Event(max(history) + 1, payload=TextPayload("later"))
+        await later.journal(VERIFIED[0]).append([later_event])
+        assert len(await read_texts(later, VERIFIED[0])) == len(history) + 1
+    ends = await end_offsets(settings.kafka_access(), second.new_topic, 12)
+    assert sum(ends.values()) > 0  # the twice-moved journals' later appends
