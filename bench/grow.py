@@ -35,8 +35,7 @@ from bench.environment import connected, settings_for, settle, worker
 from bench.workload import raw_append
 from devtools.workers import WorkerProcess
 from journal import Journals
-from journal.core.grow import SEAL_AFTER_LEASES, Phase
-from journal.core.model import Event, TextPayload
+from journal.core import SEAL_AFTER_LEASES, Event, Phase, TextPayload
 from journal.errors import OutcomeUnknown, Unavailable
 from journal.kafka import partition_of
 from journal.settings import Settings

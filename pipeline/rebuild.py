@@ -27,7 +27,7 @@ from journal import JournalKey
 from journal.codec import RawRecord
 from journal.core import ActionRecord, AppendHeader, JournalWrite
 from journal.kafka import check_recorded
-from journal.replication import Replicator
+from journal.replication import CutRegistry, Replicator
 from journal.settings import Settings
 from journal.store import CassandraConfig, CassandraStore, JournalMeta, ReplicatedJournal
 from pipeline.offsets import Gap, StartFrom, read_ranges, topic_offsets
@@ -112,15 +112,20 @@ def _event_count(append: ActionRecord) -> int:
 
 
 async def replicate_rows(
-    rows: Iterable[Any], store: ReplicatedJournal, batch_size: int
+    rows: Iterable[Any],
+    store: ReplicatedJournal,
+    batch_size: int,
+    cuts: CutRegistry | None = None,
 ) -> RebuildCounts:
     """Replicate rows of `read_actions`, in (partition, offset) order, batch by batch.
 
     A batch is at most `batch_size` consecutive records of one partition: what the agents
-    hand `Replicator.apply`, so the pointer advances after every batch.
+    hand `Replicator.apply`, so the pointer advances after every batch. `cuts`: the grow
+    registry (docs/growing.md), so that a partition's records after its cut are not applied
+    even where this share of them starts past the Seal.
     """
     counts = RebuildCounts()
-    replicator = Replicator(_CountingStore(store, counts), _CountingQuarantine(counts))
+    replicator = Replicator(_CountingStore(store, counts), _CountingQuarantine(counts), cuts=cuts)
     batch: list[RawRecord] = []
     for row in rows:
         record = raw_record_of(row)
@@ -138,7 +143,7 @@ def _rebuild_task(config: CassandraConfig, batch_size: int, rows: Iterator[Any])
     """One Spark partition's share (runs in an executor)."""
 
     async def work(store: CassandraStore) -> RebuildCounts:
-        return await replicate_rows(rows, store, batch_size)
+        return await replicate_rows(rows, store, batch_size, cuts=store)
 
     return [run_with_store(config, work)]
 

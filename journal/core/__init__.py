@@ -18,6 +18,7 @@ from journal.doors import door
 if TYPE_CHECKING:
     from journal.core.fold import JournalState, JournalWrite, Verdict
     from journal.core.grow import (
+        SEAL_AFTER_LEASES,
         SEAL_ID,
         Grow,
         Phase,
@@ -67,6 +68,7 @@ _DOOR = {
     "Grow": "grow",
     "SEAL_ID": "grow",
     "seal_wait_s": "grow",
+    "SEAL_AFTER_LEASES": "grow",
     "Ack": "model",
     "BEHIND": "index",
     "ActionRecord": "model",
@@ -104,6 +106,7 @@ _DOOR = {
 __getattr__ = door(__name__, _DOOR)
 __all__ = [
     "BEHIND",
+    "SEAL_AFTER_LEASES",
     "SEAL_ID",
     "SEQ_NR_MAX",
     "SEQ_NR_MIN",

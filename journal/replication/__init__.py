@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     )
     from journal.replication.replicate import (
         AlreadyQuarantined,
+        CutRegistry,
         KafkaQuarantine,
         Quarantine,
         Replicator,
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 
 _DOOR = {
     "AlreadyQuarantined": "replicate",
+    "CutRegistry": "replicate",
     "KafkaQuarantine": "replicate",
     "PartitionLag": "lag",
     "Quarantine": "replicate",
@@ -59,6 +61,7 @@ _DOOR = {
 __getattr__ = door(__name__, _DOOR)
 __all__ = [
     "AlreadyQuarantined",
+    "CutRegistry",
     "KafkaQuarantine",
     "PartitionLag",
     "Quarantine",

@@ -211,8 +211,8 @@ class Replicator:
     A grow's cut (docs/growing.md): replication of an old partition stops applying at its
     first Seal (the fold's MOVED rule). It learns the cut from the registry (`cuts`) or from
     the Seal in a batch, and records a cut it found before its pointer passes it, so that a
-    process (re)starting after the pointer still learns it; without `cuts` only a Seal in the
-    same batch stops it (a Spark rebuild: see docs/growing.md's status)."""
+    process (re)starting after the pointer still learns it; without `cuts` only a Seal it met
+    stops it (in the batch or an earlier one)."""
 
     def __init__(
         self,
@@ -256,9 +256,11 @@ class Replicator:
     async def _cut(self, topic: str, partition: int, actions: Sequence[ActionRecord]) -> int | None:
         """The partition's cut as of the batch's end: the registry's, else the batch's first
         Seal (recorded now, before the pointer can pass it)."""
-        if self._registry is None:
-            return first_seal(actions)
         where = (topic, partition)
+        if self._registry is None:  # the first Seal this replicator met, in a batch before too
+            if self._cuts.get(where) is None:
+                self._cuts[where] = first_seal(actions)
+            return self._cuts[where]
         if where not in self._cuts:
             grow = await self._registry.grow(topic)
             # none recorded: replication, which sees every record in order, will see the Seal

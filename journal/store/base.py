@@ -108,6 +108,11 @@ class EventualJournal(ABC):
         """All partitions' pointers of a topic."""
 
     @abstractmethod
+    async def grow(self, topic: str) -> Grow | None:
+        """The registry's record of a grow of `topic`, None when none was planned
+        (docs/growing.md): where a reader learns a partition's cut."""
+
+    @abstractmethod
     async def meta(self, key: JournalKey) -> JournalMeta | None:
         """The journal's metadata, or None for a journal the store does not know."""
 
@@ -263,10 +268,6 @@ class EventualStore(EventualJournal, ReplicatedJournal, SnapshotStore, ABC):
         cannot record one (a keyspace of an earlier version, not upgraded)."""
 
     # The registry of a grow (docs/growing.md, journal/store/grow.py).
-
-    @abstractmethod
-    async def grow(self, topic: str) -> Grow | None:
-        """The registry's record of a grow of `topic`, None when none was planned."""
 
     @abstractmethod
     async def record_plan(self, topic: str, new_topic: str, partitions: int) -> Grow:

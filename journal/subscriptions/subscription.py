@@ -49,6 +49,7 @@ from aiokafka.structs import ConsumerRecord
 
 from journal.codec.actions import MalformedRecord, events_of, parse_checked
 from journal.core.fold import JournalState, Verdict
+from journal.core.grow import SEAL_ID
 from journal.core.model import ActionRecord, AppendHeader, EventRecord, JournalKey
 from journal.errors import InvalidValue, JournalTruncated, KafkaUnavailable, StoreUnavailable
 from journal.kafka.consumers import log_start, raw_record, start_consumer, stop_consumer
@@ -282,6 +283,11 @@ class _PartitionReader:
         self.rows_ahead: dict[JournalKey, tuple[int, asyncio.Task[JournalMeta | None]]] = {}
         self.listing = _Listing(store, topic, partition)
         self.whole = False  # the store down: folded from offset 0 without it
+        # the partition's cut by a grow (docs/growing.md): its first Seal; every record after
+        # it is MOVED, never delivered here. Learnt from the registry when the tail starts
+        # (replication records a cut before its pointer passes it) or from the Seal itself
+        self.cut: int | None = None
+        self.registry_read = False
 
     def seek(self, offset: int) -> None:
         self.next = self.read_from = offset
@@ -360,8 +366,18 @@ class _PartitionReader:
             if not rest:
                 return kept
             self._enter_tail()
+            await self._learn_cut()
             return kept + await self._tail(rest)
         return await self._tail(actions)
+
+    async def _learn_cut(self) -> None:
+        """The registry's cut of this partition, read once as the tail starts: a Seal below
+        the pointer the tail starts after is recorded there; one above it comes in the tail."""
+        if self.cut is None and not self.registry_read:
+            grow = await self.store.grow(self.topic)
+            self.registry_read = True
+            if grow is not None and self.partition in grow.cut:
+                self.cut = grow.cut[self.partition]
 
     def _enter_tail(self) -> None:
         self.folding = True
@@ -417,10 +433,12 @@ class _PartitionReader:
             seen = self.seen.get(action.key)
             if seen is None:  # whole: the journal starts empty at offset 0
                 seen = self.seen[action.key] = _Seen(JournalState(), -1, -1)
+            if self.cut is None and action.key.id == SEAL_ID:
+                self.cut = action.offset  # the first Seal: the partition ends here
             if action.offset <= seen.replicated:
                 taken = action.offset in listed
             else:
-                seen.state, verdict = seen.state.apply(action.header, action.offset)
+                seen.state, verdict = seen.state.apply(action.header, action.offset, self.cut)
                 taken = verdict is Verdict.APPENDED
             if taken and action.offset > self.quiet_to:
                 accepted.append(action)

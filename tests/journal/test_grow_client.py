@@ -17,10 +17,11 @@ from app.grow import grow_topic
 from journal.client.journals import Journals
 from journal.codec import new_kek_text
 from journal.core.grow import Phase
-from journal.core.model import Ack, Event, NewEvent, TextPayload
+from journal.core.model import Ack, Event, Events, JournalKey, NewEvent, TextPayload
 from journal.errors import OutcomeUnknown, TopicGrown, Unavailable
 from journal.kafka.topic import end_offsets
 from journal.store.cassandra import CassandraStore
+from journal.subscriptions.subscription import SubscribedEvent
 from stack import Stack
 from tests.support.harness import replicate_now, settings_for, unique
 
@@ -278,3 +279,51 @@ async def test_a_grown_topic_grows_again(
         assert len(await read_texts(later, VERIFIED[0])) == len(history) + 1
     ends = await end_offsets(settings.kafka_access(), second.new_topic, 12)
     assert sum(ends.values()) > 0  # the twice-moved journals' later appends
+
+
+async def subscribed(journals: Journals) -> list[tuple[str, int]]:
+    """(journal, seqNr) of every event a subscription from the start delivers, to the end."""
+    got = []
+    async for item in journals.subscribe(None):
+        if isinstance(item, SubscribedEvent):
+            got.append((item.key.id, item.record.seq_nr))
+    return got
+
+
+async def test_a_subscription_delivers_nothing_a_cut_moved(
+    stack: Stack, keyspace: str, store: CassandraStore
+) -> None:
+    """An Append landing in the old topic after its partition's Seal is MOVED (its writer
+    redoes it in the grown topic): a subscription of the old topic never delivers it, whether
+    it sees the Seal in its tail or starts its tail past it (the registry's cut)."""
+    settings = settings_for(stack, unique("journal_grows"), keyspace, 1)
+    async with await Journals.connect(settings, store=store) as journals:
+        for journal_id in ("j", "k"):
+            await journals.journal(journal_id).append([Event(1, payload=TextPayload("1"))])
+        grow = await grow_topic(settings, store, 2, yes=True, say=lambda _: None)
+        assert grow is not None and grow.phase is Phase.DONE
+        # a writer that missed the grow: its Append lands after the Seal, straight into OLD/0
+        stale = Events((Event(2, payload=TextPayload("stale")),))
+        position = await journals.writer.append(JournalKey(settings.topic, "j"), stale)
+        assert position.offset > grow.cut[0]
+        before = await subscribed(journals)  # the tail from offset 0: it meets the Seal
+        await replicate_now(settings, store)  # the pointer passes the cut and the stale Append
+        pointer = await store.pointer(settings.topic, 0)
+        assert pointer is not None and pointer >= position.offset
+        replicated = await subscribed(journals)
+    assert sorted(before) == sorted(replicated) == [("j", 1), ("k", 1)]
+
+
+async def test_a_subscription_whose_tail_starts_past_the_seal_learns_the_cut(
+    stack: Stack, keyspace: str, store: CassandraStore
+) -> None:
+    settings = settings_for(stack, unique("journal_growt"), keyspace, 1)
+    async with await Journals.connect(settings, store=store) as journals:
+        await journals.journal("j").append([Event(1, payload=TextPayload("1"))])
+        grow = await grow_topic(settings, store, 2, yes=True, say=lambda _: None)
+        assert grow is not None and grow.phase is Phase.DONE
+        await replicate_now(settings, store)  # to the Seal: the tail starts after it
+        assert await store.pointer(settings.topic, 0) == grow.cut[0]
+        stale = Events((Event(2, payload=TextPayload("stale")),))
+        await journals.writer.append(JournalKey(settings.topic, "j"), stale)
+        assert await subscribed(journals) == [("j", 1)]

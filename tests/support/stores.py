@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+from journal.core.grow import Grow
 from journal.core.model import SEQ_NR_MAX, EventRecord, JournalKey
 from journal.store.base import EventualJournal, JournalMeta
 
@@ -20,6 +21,9 @@ class DelegatingJournal(EventualJournal):
 
     async def pointers(self, topic: str) -> dict[int, int]:
         return await self.store.pointers(topic)
+
+    async def grow(self, topic: str) -> Grow | None:
+        return await self.store.grow(topic)
 
     async def journal_ids(
         self, topic: str, prefix: str = "", after: str | None = None, limit: int = 100
