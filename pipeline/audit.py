@@ -102,8 +102,10 @@ async def audit_rows(
     store: EventualJournal,
     pointers: Mapping[int, int],
     complete: frozenset[int],
+    cuts: Mapping[int, int] | None = None,
 ) -> tuple[AuditCounts, list[Difference]]:
-    """Audit rows of `read_actions` sorted by partition, key, offset."""
+    """Audit rows of `read_actions` sorted by partition, key, offset; `cuts`: the partitions'
+    cuts by a grow (the registry's)."""
     counts = AuditCounts()
     differences: list[Difference] = []
     for (partition, _), group in groupby(rows, key=lambda row: (row.partition, row.key)):
@@ -119,7 +121,12 @@ async def audit_rows(
                 continue  # an action type this version does not know
             if journal is None:
                 journal = await JournalAudit.start(
-                    store, action.key, partition, pointers[partition], partition in complete
+                    store,
+                    action.key,
+                    partition,
+                    pointers[partition],
+                    partition in complete,
+                    (cuts or {}).get(partition),
                 )
             await journal.add(action)
         if journal is None:
@@ -138,12 +145,13 @@ def _audit_task(
     config: CassandraConfig,
     pointers: dict[int, int],
     complete: frozenset[int],
+    cuts: dict[int, int],
     rows: Iterator[Any],
 ) -> list[Any]:
     """One Spark partition's share (runs in an executor)."""
 
     async def work(store: CassandraStore) -> tuple[AuditCounts, list[Difference]]:
-        return await audit_rows(rows, store, pointers, complete)
+        return await audit_rows(rows, store, pointers, complete, cuts)
 
     return [run_with_store(config, work)]
 
@@ -203,6 +211,8 @@ async def audit(
     store = await CassandraStore.connect(config)
     try:
         pointers = await store.pointers(settings.topic)  # first: the records come after
+        # a cut below a pointer is recorded before the pointer passed it (docs/growing.md)
+        grow = await store.grow(settings.topic)
     finally:
         await store.close()
     offsets = await topic_offsets(settings.kafka_access(), settings.topic)
@@ -229,7 +239,8 @@ async def audit(
         by_journal = records.repartition(
             max(1, sum(1 for r in ranges if r.count)), "partition"
         ).sortWithinPartitions("partition", "key", "offset")
-        task = partial(_audit_task, config, dict(pointers), complete)
+        cuts = {} if grow is None else dict(grow.cut)
+        task = partial(_audit_task, config, dict(pointers), complete, cuts)
         for counts, differences in await asyncio.to_thread(
             by_journal.rdd.mapPartitions(task).collect
         ):

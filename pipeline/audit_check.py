@@ -100,8 +100,10 @@ class JournalAudit:
         pointer: int,
         complete: bool,
         meta: JournalMeta | None,
+        cut: int | None = None,
     ) -> None:
         self._store = store
+        self._cut = cut  # the partition's cut by a grow: records after it are MOVED
         self._key = key
         self._partition = partition
         self._meta = meta
@@ -123,9 +125,11 @@ class JournalAudit:
         partition: int,
         pointer: int,
         complete: bool,
+        cut: int | None = None,
     ) -> JournalAudit:
-        """Begin: read the journal's row from the store."""
-        return cls(store, key, partition, pointer, complete, await store.meta(key))
+        """Begin: read the journal's row from the store. `cut`: the partition's first Seal
+        (docs/growing.md), which the registry holds once replication passed it."""
+        return cls(store, key, partition, pointer, complete, await store.meta(key), cut)
 
     @property
     def differences(self) -> list[Difference]:
@@ -144,10 +148,10 @@ class JournalAudit:
         if self.skipped:
             return
         if not self.exact:
-            self._on_stored, change = self._on_stored.apply(record.header, record.offset)
+            self._on_stored, change = self._on_stored.apply(record.header, record.offset, self._cut)
             if change in CHANGES:
                 self._row_misses(record, change)
-        self._state, verdict = self._state.apply(record.header, record.offset)
+        self._state, verdict = self._state.apply(record.header, record.offset, self._cut)
         if verdict is Verdict.PURGED:
             self.exact, self._purge = True, record.offset
             self._pending = Findings()

@@ -222,3 +222,18 @@ async def test_a_journal_replicated_past_the_pointer_is_skipped() -> None:
     store = await replicated([*RECORDS, append(KEY, 9, 6, 6)])
     differences, journal = await audit(store, RECORDS)
     assert differences == [] and journal.skipped
+
+
+async def test_records_after_the_cut_are_moved_and_must_not_be_stored() -> None:
+    # a grow cut the partition at offset 1 (its first Seal, another journal's record): the
+    # Append after it is MOVED (its writer redid it in the grown topic), as replication said
+    records = [append(KEY, 0, 1, 2), append(KEY, 2, 3, 3)]
+    store = MemoryStore()
+    await store.apply(fold_batch(records, {}, cut=1), {})
+    cut_store = Damaged(store)
+    journal = await JournalAudit.start(cut_store, KEY, 0, 2, True, cut=1)
+    for record in records:
+        await journal.add(record)
+    assert await journal.finish() == [] and journal.events_checked == 2
+    # without the cut the audit takes the store for having lost an accepted Append
+    assert kinds((await audit(cut_store, records))[0]) != []
