@@ -123,6 +123,15 @@ async def _open(
         )
     store = await CassandraStore.connect(settings.cassandra_config())
     try:
+        grow = await store.grow(settings.topic)
+        if grow is not None:
+            # its events would go on in a topic of several partitions, out of the order the
+            # notification log is (docs/growing.md): applications scale by applications
+            raise OSError(
+                f"topic {settings.topic} is grown into {grow.new_topic} ({grow.phase.value}): "
+                "an application's topic keeps one partition, whose offsets are the "
+                "notification order, so an application does not follow a grow"
+            )
         journals = await Journals.connect(settings, store=store)
     except BaseException:
         await store.close()
