@@ -30,8 +30,9 @@ answer with, or None when it is not a known failure (the caller then answers 500
   an operator acts, which a client waits out as any 503; the message says what happened.
 - `JournalMoved` and `TopicGrown` -> 503 `unavailable` with `Retry-After`: the journal moved
   to a grown topic (docs/growing.md) and this operation, or this process (one with a
-  key-encryption key), does not follow it there yet; reads and appends follow it, so only
-  what is not built gets here (a journal's snapshots, say). Nothing took effect.
+  key-encryption key), does not follow it there yet; reads, appends and snapshots follow it,
+  so only what is not built gets here (a moved journal's read with the store down, say).
+  Nothing took effect.
 - aiohttp's client errors -> 503 `outcome_unknown` with `Retry-After`. Only a call to another
   worker raises them, and the forwarder (app/forwarding.py) answers each failure it can classify
   itself; one that still gets here may have been sent, so whether it took effect is unknown, and

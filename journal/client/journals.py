@@ -42,6 +42,7 @@ from journal.core.model import (
     HeaderMetadata,
     JournalKey,
     NewEvent,
+    Payload,
     PayloadMetadata,
     Position,
     check_seq_nr,
@@ -55,7 +56,7 @@ from journal.kafka.tail import TailConfig, TailIndex
 from journal.kafka.topic import ensure_topic
 from journal.kafka.writer import EncodedAppend, JournalWriter, encode_append
 from journal.settings import Settings
-from journal.store.base import EventualJournal, EventualStore
+from journal.store.base import EventualJournal, EventualStore, Snapshot
 from journal.store.cassandra import CassandraStore
 from journal.store.connecting import ConnectingStore
 from journal.store.keys import KeyState
@@ -611,7 +612,12 @@ class Journal:
 
     @property
     def snapshots(self) -> JournalSnapshots:
-        """The journal's snapshots (journal/client/snapshots.py)."""
+        """The journal's snapshots (journal/client/snapshots.py), where it is (a grow)."""
+        if self._journals.growth is None:
+            return self._snapshots_here()
+        return _FollowedSnapshots(self)
+
+    def _snapshots_here(self) -> JournalSnapshots:
         journals = self._journals
         return JournalSnapshots(
             self.key,
@@ -898,3 +904,23 @@ class Journal:
         """`active` (it has a key), `erasing` (an erasure began and is not finished: erase
         again), `erased`; None: no key, never erased."""
         return await self._encryption().erasure_state(self.key)
+
+
+class _FollowedSnapshots(JournalSnapshots):
+    """A journal's snapshots that follow a grow as its other operations do (`_followed`): in
+    the grown topic once its partition is cut, where they also see the old topic's
+    (journal/client/snapshots.py)."""
+
+    def __init__(self, journal: Journal) -> None:
+        here = journal._snapshots_here()
+        super().__init__(here.key, here._reading, here._produce_mark, here._encryption)
+        self._journal = journal
+
+    async def put(self, seq_nr: int, payload: Payload) -> Snapshot:
+        return await self._journal._followed(lambda j: j._snapshots_here().put(seq_nr, payload))
+
+    async def latest(self, max_seq_nr: int = SEQ_NR_MAX) -> Snapshot | None:
+        return await self._journal._followed(lambda j: j._snapshots_here().latest(max_seq_nr))
+
+    async def delete(self, to: int) -> Position:
+        return await self._journal._followed(lambda j: j._snapshots_here().delete(to))

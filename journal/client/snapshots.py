@@ -41,6 +41,7 @@ from journal.core.model import (
     check_seq_nr,
 )
 from journal.errors import SnapshotBeyondJournal, SnapshotTooLarge
+from journal.kafka.head import JournalHead
 from journal.store.base import Snapshot, SnapshotStore, snapshot_bytes
 
 
@@ -110,10 +111,32 @@ class JournalSnapshots:
         opened = open_sealed(data_key.cipher, self.key.id, found.seq_nr, found.payload, SNAPSHOT)
         return Snapshot(found.seq_nr, opened, found.timestamp, found.mark)
 
-    async def _latest(self, max_seq_nr: int) -> Snapshot | None:
+    async def _latest(self, max_seq_nr: int, until: int | None = None) -> Snapshot | None:
+        """As of the fence, or of `until` (an offset of the journal's partition). A journal
+        moved here by a grow with no snapshot here takes its old topic's newest, as of the cut
+        and at most its base's seqNr, unless a Purge here hid it (docs/growing.md)."""
+        found, head = await self._here(max_seq_nr, until)
+        predecessor = self._reading.predecessor
+        if found is not None or head.purge_offset is not None or predecessor is None:
+            return found
+        old_key = predecessor.key_of(self.key)
+        cut = predecessor.cuts.known(predecessor.flow.partition_of(old_key))
+        if cut is None:
+            return None  # not moved: NEW holds the journal's whole history
+        old = JournalSnapshots(old_key, predecessor.flow, self._produce_mark)
+        return await old._latest(min(max_seq_nr, head.state.seq_nr), until=cut)
+
+    async def _here(
+        self, max_seq_nr: int, until: int | None
+    ) -> tuple[Snapshot | None, JournalHead]:
+        """The newest snapshot stored under this key that counts, and the journal's head."""
         store = self._store()
         reading = self._reading
-        fence = await reading.fence.fence(self.key, reading.partition_of(self.key))
+        fence = (
+            until
+            if until is not None
+            else await reading.fence.fence(self.key, reading.partition_of(self.key))
+        )
         # asked with the journal's view, not after it: it only lacks the head's last Purge
         guess = asyncio.ensure_future(store.latest_snapshot(self.key, max_seq_nr, -1, fence))
         try:
@@ -126,17 +149,27 @@ class JournalSnapshots:
         limit = min(max_seq_nr, head.state.seq_nr)
         found = await guess
         if found is None or limit < 1:
-            return None  # none even without the head's bounds
+            return None, head  # none even without the head's bounds
         if found.mark > after and found.seq_nr <= limit:
-            return found
-        return await store.latest_snapshot(self.key, limit, after, fence)
+            return found, head
+        return await store.latest_snapshot(self.key, limit, after, fence), head
 
     async def delete(self, to: int) -> Position:
-        """Remove the snapshots at or below `to`; where the Mark that orders it landed."""
+        """Remove the snapshots at or below `to`; where the Mark that orders it landed. A
+        journal moved here by a grow: its old topic's too, every one of which was put before
+        the cut (a put whose Mark lands after it is redone here)."""
         check_seq_nr(to, "to")
         store = self._store()
         mark = await self._mark()
         await store.delete_snapshots(self.key, to, mark.offset)
+        reading, key = self._reading, self.key
+        while (predecessor := reading.predecessor) is not None:  # a chain of grows
+            old_key = predecessor.key_of(key)
+            cut = predecessor.cuts.known(predecessor.flow.partition_of(old_key))
+            if cut is None:
+                break
+            await store.delete_snapshots(old_key, to, cut)
+            reading, key = predecessor.flow, old_key
         return mark
 
     async def _mark(self) -> Position:

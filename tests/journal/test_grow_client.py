@@ -20,6 +20,7 @@ from journal.core.grow import Phase
 from journal.core.model import Ack, Event, Events, JournalKey, NewEvent, TextPayload
 from journal.errors import OutcomeUnknown, TopicGrown, Unavailable
 from journal.kafka.topic import end_offsets
+from journal.store.base import Snapshot
 from journal.store.cassandra import CassandraStore
 from journal.subscriptions.subscription import SubscribedEvent
 from stack import Stack
@@ -327,3 +328,40 @@ async def test_a_subscription_whose_tail_starts_past_the_seal_learns_the_cut(
         stale = Events((Event(2, payload=TextPayload("stale")),))
         await journals.writer.append(JournalKey(settings.topic, "j"), stale)
         assert await subscribed(journals) == [("j", 1)]
+
+
+def snapshot_text(found: Snapshot | None) -> tuple[int, str] | None:
+    if found is None:
+        return None
+    assert isinstance(found.payload, TextPayload)
+    return found.seq_nr, found.payload.value
+
+
+async def test_snapshots_follow_a_journal_into_the_grown_topic(
+    stack: Stack, keyspace: str, store: CassandraStore
+) -> None:
+    """A moved journal's snapshots: the old topic's count until one is put in the grown topic
+    (at most the base's seqNr), a delete removes both, a Purge there hides the old ones."""
+    settings = settings_for(stack, unique("journal_growsn"), keyspace, 1)
+    async with await Journals.connect(settings, store=store) as journals:
+        for journal_id in ("s", "p"):
+            journal = journals.journal(journal_id)
+            await journal.append([Event(n, payload=TextPayload(f"{n}")) for n in (1, 2, 3)])
+            await journal.snapshots.put(2, TextPayload("old-2"))
+        grow = await grow_topic(settings, store, 2, yes=True, say=lambda _: None)
+        assert grow is not None and grow.phase is Phase.DONE
+        s, p = journals.journal("s"), journals.journal("p")
+        assert snapshot_text(await s.snapshots.latest()) == (2, "old-2")
+        await s.append([Event(4, payload=TextPayload("4"))])  # in the grown topic
+        await s.snapshots.put(4, TextPayload("new-4"))
+        assert snapshot_text(await s.snapshots.latest()) == (4, "new-4")
+        assert snapshot_text(await s.snapshots.latest(3)) == (2, "old-2")
+        await s.snapshots.delete(2)
+        assert await s.snapshots.latest(3) is None
+        assert snapshot_text(await s.snapshots.latest()) == (4, "new-4")
+        await p.purge()
+        assert await p.snapshots.latest() is None
+    async with await Journals.connect(settings, store=store) as later:
+        assert snapshot_text(await later.journal("s").snapshots.latest()) == (4, "new-4")
+        assert await later.journal("s").snapshots.latest(3) is None
+        assert await later.journal("p").snapshots.latest() is None
