@@ -249,6 +249,10 @@ class WorkerReplication:
             state.gap_end = record.offset - 1
             # even when the catch-up stored the gap already: a waiting reader's row may be older
             self._owned.set_floor(record.partition, state.gap_end)
+            if state.catch_up_from is None and state.pointer + 1 < record.offset:
+                # the catch-up ended short of it (records skipped since): it stores the gap
+                # and publishes, which the queue alone would not
+                state.catch_up_from = state.pointer + 1
         state.end = max(state.end, record.offset + 1, end or 0)
         if state.unreplicated_since_ms is None:
             state.unreplicated_since_ms = record.timestamp_ms
