@@ -27,6 +27,30 @@ readers only once the store holds the gap, and readers are told to read at least
 The catch-up starts at the assignment (`assigned`), up to the partition's end as of then:
 waiting for the agent's first record would leave the gap unreplicated for as long as no one
 appends to the partition.
+
+The gap's end is learnt at the assignment too, from the worker group's committed offset C of
+the partition (`ReplaySource.committed`): Faust resumes the agent there, so C - 1 is the end of
+what this process did not handle, as the first record would tell. Without it a partition that
+gets no new record after a restart never had its progress published, and the purger
+(agents/expiry.py), which waits for the agent to reach the partition's fence, never purged its
+due journals (issue 43). Why publishing it is safe, for reads and so for expiry, which confirms
+each journal through a read as of the fence:
+- what is published up to the gap's end is the store's: it is published once the store's
+  pointer reaches the gap's end (`trusted`), and the floor (the gap's end) makes readers read
+  the store that far. This holds whatever offset was learnt, as long as it is in the log;
+- past it, the tables must hold every record the agent published: the agent publishes only
+  records it handled, in order, from its first. Its first record F is at C (or past it, over
+  undecodable batches the consumer skipped, or after a Faust seek elsewhere): if F - 1 is past
+  the learnt end, the first record moves the gap's end and the floor there, as when nothing was
+  learnt (and its progress waits for the store to reach them); if F is before C, the agent
+  handles again what the store holds already. So a reader (or the purger) never takes a record
+  the agent has not seen from tables that lack it, and never misses a newer record: its fence
+  is the partition's end, which the agent, not the learnt offset, must reach past C - 1.
+The committed offset rather than the end offset: both are sound (the store holds up to the end
+after the catch-up), but the end would make readers read the store up to it, and with the
+store down they would scan what the tables hold. With nothing committed, the first record
+tells the gap's end, as before (the agent then starts at the beginning: the partition is not
+quiet unless it is empty). tests/model/test_assignment_position.py checks this.
 """
 
 from __future__ import annotations
@@ -42,6 +66,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 
 from agents.limits import DEFAULT_CATCH_UP_CONCURRENCY
 from agents.poison import SkippedBatches
@@ -90,26 +115,35 @@ class ReplaySource(Protocol):
         """Replicate its records in [start, end)."""
         ...
 
+    async def committed(self) -> int | None:
+        """The worker group's committed offset of the partition (where Faust resumes the
+        agent), None if none."""
+        ...
+
 
 class KafkaReplay:
     """`Replay` from Kafka: a consumer of its own per catch-up."""
 
-    def __init__(self, kafka: KafkaAccess, topic: str) -> None:
+    def __init__(self, kafka: KafkaAccess, topic: str, group: str | None = None) -> None:
+        """`group`: the worker's consumer group (Faust's app id); None: no committed offset."""
         self._kafka = kafka
         self._topic = topic
+        self._group = group
 
     @contextlib.asynccontextmanager
     async def open(self, partition: int) -> AsyncIterator[ReplaySource]:
         tp = TopicPartition(self._topic, partition)
         consumer = await start_consumer(self._kafka, fetch_max_wait_ms=20)
         try:
-            yield _KafkaSource(consumer, tp)
+            yield _KafkaSource(self._kafka, self._group, consumer, tp)
         finally:
             await stop_consumer(consumer)
 
 
 @dataclass(frozen=True, slots=True)
 class _KafkaSource:
+    kafka: KafkaAccess
+    group: str | None
     consumer: AIOKafkaConsumer
     tp: TopicPartition
 
@@ -119,6 +153,19 @@ class _KafkaSource:
 
     async def replicate(self, replicator: Replicator, start: int, end: int) -> None:
         await replicate_range(self.consumer, replicator, self.tp, start, end)
+
+    async def committed(self) -> int | None:
+        if self.group is None:
+            return None
+        # an admin's read: a consumer of the group could commit to it, or join it
+        admin = AIOKafkaAdminClient(**self.kafka.client_options())
+        try:
+            await admin.start()
+            offsets = await admin.list_consumer_group_offsets(self.group, partitions=[self.tp])
+        finally:
+            await admin.close()
+        found = offsets.get(self.tp)
+        return None if found is None or found.offset < 0 else int(found.offset)
 
 
 @dataclass(slots=True)
@@ -194,10 +241,18 @@ class WorkerReplication:
         state = await self._state(record.partition, record.offset)
         if state is None:
             return  # a partition this worker no longer owns: its new owner replicates it
-        if state.gap_end == GAP_UNKNOWN:  # the first record of an assigned partition
-            state.gap_end = record.offset - 1  # the tables lack only what came before it
+        if state.last is None and (
+            state.gap_end == GAP_UNKNOWN or record.offset > state.gap_end + 1
+        ):
+            # the first record, with no gap's end learnt at the assignment or past the one
+            # learnt (see the module): the tables lack only what came before it
+            state.gap_end = record.offset - 1
             # even when the catch-up stored the gap already: a waiting reader's row may be older
             self._owned.set_floor(record.partition, state.gap_end)
+            if state.catch_up_from is None and state.pointer + 1 < record.offset:
+                # the catch-up ended short of it (records skipped since): it stores the gap
+                # and publishes, which the queue alone would not
+                state.catch_up_from = state.pointer + 1
         state.end = max(state.end, record.offset + 1, end or 0)
         if state.unreplicated_since_ms is None:
             state.unreplicated_since_ms = record.timestamp_ms
@@ -361,6 +416,8 @@ class WorkerReplication:
         start = state.catch_up_from
         assert start is not None
         async with self._catch_ups, self._replay.open(partition) as source:
+            if state.catch_up_to_end and state.gap_end == GAP_UNKNOWN:
+                await self._learn_gap_end(partition, state, source)
             until = -1 if state.last is None else state.last.offset
             if state.catch_up_to_end:
                 until = max(until, await source.end() - 1)
@@ -381,6 +438,16 @@ class WorkerReplication:
         else:
             state.catch_up_from = until + 1
             state.wake.set()
+
+    async def _learn_gap_end(
+        self, partition: int, state: _ReplicatedPartition, source: ReplaySource
+    ) -> None:
+        """The gap's end from the group's committed offset, unless the agent's first record
+        told it meanwhile (see the module: why it is safe)."""
+        committed = await source.committed()
+        if committed is not None and state.last is None and state.gap_end == GAP_UNKNOWN:
+            state.gap_end = committed - 1
+            self._owned.set_floor(partition, state.gap_end)
 
 
 T = TypeVar("T")

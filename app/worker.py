@@ -246,7 +246,7 @@ async def _connect(
         KafkaQuarantine(producer),
         tables,
         owned,
-        KafkaReplay(kafka, journal.topic),
+        KafkaReplay(kafka, journal.topic, group=settings.app_id),  # Faust's group: the app id
         skipped,
         expiry=expiry,
         catch_up_concurrency=settings.catch_up_concurrency,

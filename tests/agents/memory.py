@@ -48,6 +48,7 @@ class MemoryLog:
     def __init__(self) -> None:
         self.records: list[RawRecord | None] = []  # None: an undecodable (poison) record
         self.replays: list[tuple[int, int]] = []  # [start, end) of each catch-up's replicate
+        self.committed: int | None = None  # the worker group's committed offset
         self.gate = asyncio.Event()
         self.gate.set()
 
@@ -91,6 +92,9 @@ class _Source:
         self.log.replays.append((start, end))
         if start < end:
             await replicator.apply([r for r in self.log.records[start:end] if r is not None])
+
+    async def committed(self) -> int | None:
+        return self.log.committed
 
 
 class Store(MemoryStore):

@@ -52,6 +52,9 @@ class _Source:
     async def replicate(self, replicator: Replicator, start: int, end: int) -> None:
         self.replay.done.add(self.partition)
 
+    async def committed(self) -> int | None:
+        return None
+
 
 async def test_a_rebalance_s_catch_ups_run_at_most_the_bound_at_once() -> None:
     quarantine = MemoryQuarantine()

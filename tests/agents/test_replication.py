@@ -295,3 +295,35 @@ async def test_a_catch_up_past_the_agents_records_does_not_tell_readers_the_tabl
         # the runs the reader fetches, or the row it must read again, reach offset 4
         reach = max([found.needs] + [r.last for r in found.runs])
         assert reach == 4 and (found.runs or found.needs > covered), found
+
+
+async def test_a_quiet_partition_publishes_its_committed_position_at_the_assignment() -> None:
+    # issue 43: after a restart, a partition that gets no record learns its position from the
+    # group's committed offset (the purger waits for it); the tables are empty (the changelog
+    # writes lost), so the floor tells readers to read the store up to there
+    async with agent() as ag:
+        for n in range(1, 4):  # offsets 0..2, handled by the previous owner
+            ag.log.append(A, n, n)
+        ag.log.committed = 3
+        ag.assigned()
+        await until(lambda: ag.owned.processed(PARTITION) == 2, "the committed position")
+        assert ag.owned.floor(PARTITION) == 2
+        assert await ag.store.seq_nrs(A) == [1, 2, 3]
+
+
+async def test_a_first_record_past_the_committed_position_publishes_once_the_store_holds_it() -> (
+    None
+):
+    # the consumer went past an undecodable batch after the assignment's catch-up ended: the
+    # first record moves the gap's end and the floor past it, and the store must reach them
+    async with agent() as ag:
+        ag.log.append(A, 1, 1)  # offset 0
+        ag.log.committed = 1
+        ag.assigned()
+        await until(lambda: ag.owned.processed(PARTITION) == 0, "the committed position")
+        ag.log.undecodable(2)  # offsets 1..2
+        ag.skipped.put(Skipped(Poison(TOPIC, PARTITION, 1, "UnsupportedCodecError()"), 3))
+        await ag.handle(ag.log.append(A, 2, 2))  # offset 3
+        assert ag.owned.floor(PARTITION) == 2
+        await until(lambda: ag.owned.processed(PARTITION) == 3, "the first record published")
+        assert await ag.store.seq_nrs(A) == [1, 2]

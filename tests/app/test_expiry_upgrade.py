@@ -2,7 +2,9 @@
 deadlines were written before `journal-expiry-times` existed (`journal-expiry` holds them, the
 time table is missing) still purges them. The worker finds a partition's time entries missing,
 loads its window by a scan of `journal-expiry` meanwhile, and builds them while its agent
-handles the partition's records (tables/expiry.py).
+handles the partition's records (tables/expiry.py). No record comes to their partitions after
+the restart but the Purges: the worker learns its position there from its group's committed
+offset (agents/replication.py), which it waited for a record to learn before (issue 43).
 
 The old deployment is made from one of this version: while its worker is stopped, the time
 table's changelog topic and local state are removed, which leaves what a worker of the old
@@ -18,12 +20,10 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
 from journal.kafka.topic import end_offsets, ensure_topic
-from journal.kafka.writer import partition_of
 from journal.settings import Settings
 from stack import Stack
 from tables.expiry import EXPIRY_TABLE, EXPIRY_TIMES_TABLE
 from tests.app.test_expiry import WITHIN_S, append, assert_gone
-from tests.journal.journal_contract import events
 from tests.support.eventually import eventually
 from tests.support.harness import settings_for, unique
 from tests.support.http_api import HttpJournals, client_session
@@ -72,14 +72,6 @@ async def _partitions(settings: Settings, topic: str) -> int | None:
         await admin.close()
 
 
-def _in_partition_of(journal_id: str, partitions: int) -> str:
-    """A new journal id in `journal_id`'s partition."""
-    while True:
-        other = unique("new")
-        if partition_of(other, partitions) == partition_of(journal_id, partitions):
-            return other
-
-
 def _remove_local_state(datadir: Path) -> None:
     local = sorted(datadir.rglob(f"{EXPIRY_TIMES_TABLE}-*.db"))  # a database per partition
     assert local, f"no local state of {EXPIRY_TIMES_TABLE} under {datadir}"
@@ -114,6 +106,7 @@ async def test_deadlines_written_before_the_deadlines_by_time_still_expire(
     before_log = before.log.read_text(errors="replace")
     assert PURGED not in before_log  # the old worker purged none of them
 
+    stopped = await end_offsets(settings.kafka_access(), settings.topic, settings.partitions)
     await _remove_the_time_table(settings, app_id, datadir)
     times_changelog = _changelog(app_id, EXPIRY_TIMES_TABLE)
     assert await _partitions(settings, times_changelog) is None
@@ -125,14 +118,14 @@ async def test_deadlines_written_before_the_deadlines_by_time_still_expire(
         assert await _partitions(settings, times_changelog) == settings.partitions
         async with client_session(settings) as session:
             api = HttpJournals(session, [after.url])
-            # a record in each of their partitions, as a running deployment gets: after a
-            # restart the purger waits for the agent to handle one (it reaches the partition's
-            # fence so), with the time table or without
-            for journal_id in journal_ids:
-                await api.append(_in_partition_of(journal_id, settings.partitions), events(1, 1))
+            # no record comes to their partitions after the restart: the agent learns its
+            # position from the group's committed offset, so the purger reaches their fences
+            # (it waited for a record before, issue 43)
             for journal_id in journal_ids:
                 gone = functools.partial(assert_gone, api, journal_id)
                 await eventually(gone, f"{journal_id} expired", WITHIN_S)
+        ends = await end_offsets(settings.kafka_access(), settings.topic, settings.partitions)
+        assert sum(ends.values()) == sum(stopped.values()) + len(journal_ids)  # their Purges
         # whether a window was loaded by the scan before its partition was built (the first
         # record builds three journals in one step) is the purger's tick's timing: not told
 
