@@ -74,7 +74,7 @@ def bucket_numbers(buckets: int) -> range:
     return range(first_bucket(buckets), first_bucket(buckets) + buckets)
 
 
-def check_grow(listing: Listing, buckets: int) -> None:
+def check_listing_grow(listing: Listing, buckets: int) -> None:
     """InvalidValue unless `buckets` may follow the listing's current count."""
     if not 2 * listing.current <= buckets <= MAX_BUCKETS:
         raise InvalidValue(
@@ -85,7 +85,7 @@ def check_grow(listing: Listing, buckets: int) -> None:
 
 
 @dataclass(frozen=True, slots=True)
-class Step:
+class ListingStep:
     """The command's next step: plan, copy (bucket), switch, stop, drop or finished; `wait`:
     the step acts on the recorded phase, so every view must be of it first."""
 
@@ -97,22 +97,22 @@ class Step:
         return self.action if self.bucket is None else f"{self.action} bucket {self.bucket}"
 
 
-def next_step(listing: Listing, buckets: int) -> Step:
+def next_listing_step(listing: Listing, buckets: int) -> ListingStep:
     """The step that brings `listing` towards `buckets` buckets (already checked against a
-    record with another target: `check_grow`, the command)."""
+    record with another target: `check_listing_grow`, the command)."""
     if listing.phase is None:
-        return Step("finished") if listing.current == buckets else Step("plan")
+        return ListingStep("finished") if listing.current == buckets else ListingStep("plan")
     if listing.phase is ListingPhase.GROWING:
         for bucket in range(listing.current):
             if bucket not in listing.copied:
-                return Step("copy", bucket, wait=True)
-        return Step("switch")
+                return ListingStep("copy", bucket, wait=True)
+        return ListingStep("switch")
     if listing.phase is ListingPhase.SWITCHED:
-        return Step("stop", wait=True)
-    return Step("drop", wait=True)
+        return ListingStep("stop", wait=True)
+    return ListingStep("drop", wait=True)
 
 
-def target_of(listing: Listing) -> int | None:
+def listing_target(listing: Listing) -> int | None:
     """The count a grow in progress goes to (None: none in progress)."""
     if listing.phase is ListingPhase.GROWING:
         return listing.other

@@ -4,12 +4,12 @@ interleaving of small scopes, searched exhaustively with memoised states.
 Actors take one atomic step at a time: replication (each action of the log, in order: take a
 view of the record, then write the id into each generation of the view, one write a step), a
 reader (take a view, then read the generation it names), and the command (the project's
-`next_step` on the record: plan, copy a bucket as a read and then one write per id, record the
-bucket, switch, stop, drop), killed -9 once at any step (it forgets all but the record). The
-lease is modelled by what it guarantees: a step that waits for the phase (`Step.wait`) is
-enabled only when no actor holds a view of an earlier record. Cells are Cassandra's: the
-higher stamp wins, a delete wins a tie, and the command deletes the old generation's
-partitions at "now" (above every stamp).
+`next_listing_step` on the record: plan, copy a bucket as a read and then one write per id,
+record the bucket, switch, stop, drop), killed -9 once at any step (it forgets all but the
+record). The lease is modelled by what it guarantees: a step that waits for the phase
+(`ListingStep.wait`) is enabled only when no actor holds a view of an earlier record. Cells
+are Cassandra's: the higher stamp wins, a delete wins a tie, and the command deletes the old
+generation's partitions at "now" (above every stamp).
 
 Checked: every read returns, per id, the listing before or after replication's action in
 flight on it (never a purged id, never a missing live one), and at every end the record is
@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 
 import pytest
 
-from journal.core.listing import Listing, ListingPhase, listing_bucket, next_step
+from journal.core.listing import Listing, ListingPhase, listing_bucket, next_listing_step
 
 OLD, NEW = 32, 64
 NOW = 10**9  # the drop's stamp: the client's clock, far above any offset + 1
@@ -124,14 +124,14 @@ def _steps(scope: Scope, variant: Variant, s: State) -> Iterator[tuple[str, Stat
                     )
             yield "read", replace(s, reader_view=None, reads_left=s.reads_left - 1)
     # the command
-    if s.crashes and next_step(s.record, NEW).action != "finished":
+    if s.crashes and next_listing_step(s.record, NEW).action != "finished":
         yield "kill -9 command", replace(s, copying=None, waited=-1, crashes=s.crashes - 1)
     yield from _command(variant, s)
 
 
 def _command(variant: Variant, s: State) -> Iterator[tuple[str, State]]:
     record = s.record
-    step = next_step(record, NEW)
+    step = next_listing_step(record, NEW)
     if step.action == "finished":
         return
     if step.wait and s.waited != s.version:
