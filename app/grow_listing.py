@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from app.confirm import REFUSED_EXIT, UNAVAILABLE_EXIT, NotConfirmed, confirm, failed
 from journal.core import (
@@ -55,8 +55,9 @@ def describe(listing: Listing, topic: str, buckets: int) -> str:
     if listing.phase is ListingPhase.GROWING:
         lines.append(f"  copied {len(listing.copied)} of {listing.current} buckets")
     # the generation the grow drops at its end: the current one until the switch
-    old = listing.current if listing.phase is ListingPhase.GROWING else listing.other
-    if old is not None:
+    switched = listing.phase in (ListingPhase.SWITCHED, ListingPhase.DROPPING)
+    old = listing.other if switched else listing.current
+    if old is not None and step.action != "finished":
         numbers = bucket_numbers(old)
         lines.append(
             f"  the drop deletes the journal_ids partitions (topic {topic!r}, bucket "
@@ -73,12 +74,13 @@ async def grow_listing(
     *,
     dry_run: bool = False,
     yes: bool = False,
-    before_step: Callable[[ListingStep], None] = lambda step: None,
+    before_step: Callable[[ListingStep], Awaitable[None]] | None = None,
     say: Callable[[str], None] = print,
 ) -> Listing:
     """Grow `topic`'s listing to `buckets`, or resume doing so; the record at the end.
-    `before_step`: called before each step (tests inject failures there). ListingGrowRefused,
-    NotConfirmed, SetupMissing (no `listing_buckets` table), or Unavailable (run it again)."""
+    `before_step`: awaited before each step (tests run a workload there, or fail).
+    ListingGrowRefused, NotConfirmed, SetupMissing (no `listing_buckets` table), or
+    Unavailable (run it again)."""
     listing = await store.listing(topic)
     target = listing_target(listing)
     if target is not None and target != buckets:
@@ -109,7 +111,8 @@ async def grow_listing(
                 say(f"waiting {wait:.1f} s: every process's view of the {_phase(listing)} phase")
                 await asyncio.sleep(wait)
             waited_for = _phase_of(listing)
-        before_step(step)
+        if before_step is not None:
+            await before_step(step)
         await _take(store, topic, listing, step, buckets, say)
         after = await store.listing(topic)
         if _phase_of(after) != _phase_of(listing):
