@@ -152,19 +152,17 @@ async def _take(
         say(f"bucket {step.bucket} of {listing.current}: {ids} ids copied ({took:.3f} s)")
     elif step.action == "switch":
         assert listing.other is not None
-        await store.record_listing(
-            topic, Listing(listing.other, listing.current, ListingPhase.SWITCHED)
-        )
+        switched = Listing(listing.other, listing.current, ListingPhase.SWITCHED)
+        await store.record_listing(topic, switched, ListingPhase.GROWING)
         say(f"switched: pages read {listing.other} buckets")
     elif step.action == "stop":
-        await store.record_listing(
-            topic, Listing(listing.current, listing.other, ListingPhase.DROPPING)
-        )
+        stopped = Listing(listing.current, listing.other, ListingPhase.DROPPING)
+        await store.record_listing(topic, stopped, ListingPhase.SWITCHED)
         say(f"stopped: the {listing.other}-bucket generation is no longer written")
     elif step.action == "drop":
         assert listing.other is not None
         await store.drop_listing_generation(topic, listing.other)
-        await store.record_listing(topic, Listing(listing.current))
+        await store.record_listing(topic, Listing(listing.current), ListingPhase.DROPPING)
         say(f"dropped the {listing.other}-bucket generation's partitions")
 
 

@@ -37,7 +37,7 @@ from bench.common import Row, Section, percentile
 from bench.environment import settings_for
 from bench.footprint import flushed
 from journal.client import DEFAULT_LIMIT
-from journal.core import Listing, bucket_numbers, listing_bucket
+from journal.core import bucket_numbers, listing_bucket
 from journal.errors import StoreUnavailable
 from journal.settings import Settings
 from journal.store import (
@@ -78,7 +78,7 @@ METHOD = (
     f"batches of {ROWS_PER_BATCH} ids of one bucket, {WRITE_WINDOW} batches in flight; and the "
     f"pointers of a topic of {PARTITIONS} partitions (its count recorded). Then the memtables "
     "are flushed and compaction let finish, and each series is timed one operation at a time, "
-    f"{SAMPLES} operations after {WARMUP} untimed: the store's prefix page of {DEFAULT_LIMIT} "
+    f"{{samples}} operations after {WARMUP} untimed: the store's prefix page of {DEFAULT_LIMIT} "
     "ids (the API's default page; one slice per bucket, merged: journal/store/id_pages.py) "
     "from a random depth of the common prefix (after = the prefix and 4 random hex digits), "
     "paging through the common prefix from its start (each page after the last), paging "
@@ -267,6 +267,7 @@ def section_of(measured: Measured, baseline: Measured | None) -> Section:
         METHOD.format(
             journals=measured.journals,
             buckets=buckets,
+            samples=len(measured.latencies["deep"]),
             baseline=(
                 f" The same is measured on a baseline keyspace of {base_at} first, in the same run."
                 if baseline
@@ -382,11 +383,13 @@ async def _write(
     return rows
 
 
-async def _timed_series(operation: Callable[[], Awaitable[object]]) -> list[float]:
+async def _timed_series(
+    operation: Callable[[], Awaitable[object]], count: int = SAMPLES
+) -> list[float]:
     for _ in range(WARMUP):
         await operation()
     samples = []
-    for _ in range(SAMPLES):
+    for _ in range(count):
         started = time.perf_counter()
         await operation()
         samples.append((time.perf_counter() - started) * 1000)
@@ -405,7 +408,12 @@ def _paging(store: CassandraStore, topic: str, prefix: str) -> Callable[[], Awai
 
 
 async def _series(
-    store: CassandraStore, statements: Statements, topic: str, rng: random.Random, buckets: int
+    store: CassandraStore,
+    statements: Statements,
+    topic: str,
+    rng: random.Random,
+    buckets: int,
+    samples: int,
 ) -> dict[str, list[float]]:
     session = store.keyspace_access.session
     numbers = bucket_numbers(buckets)
@@ -426,11 +434,11 @@ async def _series(
         await store.pointers(topic)
 
     return {
-        "deep": await _timed_series(deep),
-        "through": await _timed_series(_paging(store, topic, COMMON)),
-        "rare": await _timed_series(_paging(store, topic, RARE)),
-        "slice": await _timed_series(one_slice),
-        "pointers": await _timed_series(pointers),
+        "deep": await _timed_series(deep, samples),
+        "through": await _timed_series(_paging(store, topic, COMMON), samples),
+        "rare": await _timed_series(_paging(store, topic, RARE), samples),
+        "slice": await _timed_series(one_slice, samples),
+        "pointers": await _timed_series(pointers, samples),
     }
 
 
@@ -466,6 +474,7 @@ async def measure(
     journals: int,
     log: Callable[[str], None],
     buckets: int = BUCKETS,
+    samples: int = SAMPLES,
 ) -> Measured:
     """Write `journals` ids over `buckets` buckets and the pointers into a fresh keyspace,
     flush, measure; the keyspace is dropped after (its disk)."""
@@ -479,7 +488,11 @@ async def measure(
         topic = settings.topic
         await store.recorded_partitions(topic, PARTITIONS)
         if buckets != BUCKETS:  # the topic's listing at that count, as a grow leaves it
-            await store.record_listing(topic, Listing(buckets))
+            await execute(
+                access.session,
+                f"UPDATE {access.keyspace}.listing_buckets SET current = %s WHERE topic = %s",
+                (buckets, topic),
+            )
         for partition in range(PARTITIONS):
             await store.save_pointer(topic, partition, journals // PARTITIONS)
         log(f"writing {journals:,} ids")
@@ -505,7 +518,8 @@ async def measure(
             log("the bytes are Cassandra's max_partition_size's, not the SSTables' data")
         partitions = Partitions(journals, tuple(rows), data or 0, tables.get("journal_ids", 0))
         log("timing pages and pointers")
-        latencies = await _series(store, statements, topic, random.Random(journals), buckets)
+        rng = random.Random(journals)
+        latencies = await _series(store, statements, topic, rng, buckets, samples)
         rare = prefix_count(journals, RARE)
         return Measured(journals, write_s, latencies, partitions, cassandra_max, rare)
     finally:
@@ -519,14 +533,16 @@ async def bench_listing(
     journals: int,
     log: Callable[[str], None],
     buckets: int = BUCKETS,
+    samples: int = SAMPLES,
 ) -> Section:
     """The baseline keyspace, then `journals` over `buckets`. The baseline: with `buckets`
     other than 32, the same journals over 32 buckets (what a page's fan-out costs); else
     `BASELINE` journals, when fewer than `journals`."""
     if buckets != BUCKETS:
-        baseline: Measured | None = await measure(base, stack_dir, journals, log)
+        baseline: Measured | None = await measure(base, stack_dir, journals, log, BUCKETS, samples)
     elif journals > BASELINE:
-        baseline = await measure(base, stack_dir, BASELINE, log)
+        baseline = await measure(base, stack_dir, BASELINE, log, BUCKETS, samples)
     else:
         baseline = None
-    return section_of(await measure(base, stack_dir, journals, log, buckets), baseline)
+    measured = await measure(base, stack_dir, journals, log, buckets, samples)
+    return section_of(measured, baseline)

@@ -673,7 +673,7 @@ def run_rebalance(journals: int) -> int:
     return 0
 
 
-def run_listing(journals: int, buckets: int) -> int:
+def run_listing(journals: int, buckets: int, samples: int) -> int:
     """Only "Listing at scale" (`--listing-only`, issue 41): `journals` ids written straight
     into a fresh keyspace's `journal_ids` (and a baseline keyspace of 100,000 first), then the
     prefix pages', the pointers read's and the partitions' numbers (with `buckets` other than
@@ -683,7 +683,9 @@ def run_listing(journals: int, buckets: int) -> int:
 
     stack, base = _stack_up()
     load_before, others_before = load_average(), _others()
-    section = asyncio.run(bench_listing(base, stack.settings.data_dir, journals, _log, buckets))
+    section = asyncio.run(
+        bench_listing(base, stack.settings.data_dir, journals, _log, buckets, samples)
+    )
     print(section.method)
     _print_rows(section)
     loads = [", ".join(f"{n:.1f}" for n in load) for load in (load_before, load_average())]
@@ -934,6 +936,14 @@ def main(argv: list[str] | None = None) -> int:
         "against the same journals over 32 in the same run; default 32)",
     )
     parser.add_argument(
+        "--listing-samples",
+        type=int,
+        metavar="N",
+        default=500,
+        help="with --listing-only: timed operations a series (default 500; fewer for a quick "
+        "look on a loaded host: a page over 512 buckets costs ~16 times one over 32)",
+    )
+    parser.add_argument(
         "--cassandra-cluster-only",
         type=int,
         metavar="EVENTS",
@@ -980,7 +990,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.restore_only is not None:
         return run_restore(args.restore_only)
     if args.listing_only is not None:
-        return run_listing(args.listing_only, args.listing_buckets)
+        return run_listing(args.listing_only, args.listing_buckets, args.listing_samples)
     if args.partitions_only is not None:
         return run_partitions(args.partitions_only)
     if args.recovery_only is not None:

@@ -15,7 +15,7 @@ from cassandra.cluster import Cluster, Session
 
 from journal.core.fold import JournalWrite
 from journal.core.grow import Grow, Phase
-from journal.core.listing import Listing
+from journal.core.listing import Listing, ListingPhase
 from journal.core.model import (
     SEQ_NR_MAX,
     EventRecord,
@@ -139,9 +139,10 @@ class CassandraStore(EventualStore):
         keyspace = self._config.keyspace
         await listing_record.record_copied(self._session, keyspace, topic, listing, bucket)
 
-    async def record_listing(self, topic: str, listing: Listing) -> None:
+    async def record_listing(self, topic: str, listing: Listing, after: ListingPhase) -> None:
+        """Record `listing` if the record's phase is still `after`."""
         keyspace = self._config.keyspace
-        await listing_record.record_generations(self._session, keyspace, topic, listing)
+        await listing_record.record_generations(self._session, keyspace, topic, listing, after)
 
     async def copy_listing_bucket(self, topic: str, listing: Listing, bucket: int) -> int:
         return await listing_record.copy_bucket(

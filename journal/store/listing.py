@@ -116,14 +116,19 @@ async def record_copied(
     )
 
 
-async def record_generations(session: Session, keyspace: str, topic: str, listing: Listing) -> None:
-    """Record the switch, the stop, or the end (`listing`: the record after it)."""
+async def record_generations(
+    session: Session, keyspace: str, topic: str, listing: Listing, after: ListingPhase
+) -> None:
+    """Record the switch, the stop, or the end (`listing`: the record after it) if the phase
+    is still `after`: a lightweight transaction, as the plan, so a run resumed on a host whose
+    clock is behind the last run's still moves the record on (Paxos orders the writes, not the
+    clients' clocks), and two runs at once move it once."""
     phase = listing.phase.value if listing.phase is not None else None
     await cql.execute(
         session,
         f"UPDATE {keyspace}.listing_buckets SET current = %s, other = %s, phase = %s "
-        "WHERE topic = %s",
-        (listing.current, listing.other, phase, topic),
+        "WHERE topic = %s IF phase = %s",
+        (listing.current, listing.other, phase, topic, after.value),
     )
 
 
