@@ -273,7 +273,7 @@ def lag(as_json: bool, max_lag: int | None, **values: Any) -> int:
 
 @cli.group()
 def schema() -> None:
-    """The store's schema in Cassandra: migrate."""
+    """The store's schema in Cassandra: migrate, grow-listing."""
 
 
 @schema.command("migrate")
@@ -665,6 +665,30 @@ def topic_grow(with_workers: bool, dry_run: bool, yes: bool, **values: Any) -> i
         raise click.UsageError("say the grown topic's partition count: --partitions M")
     settings = load(Settings, values)
     return run_grow(settings, settings.partitions, dry_run, yes, with_workers)
+
+
+@schema.command("grow-listing")
+@settings_options(Settings)
+@click.option(
+    "--buckets",
+    type=click.IntRange(1),
+    required=True,
+    help="the listing's new bucket count: at least twice the current one",
+)
+@_consent_options
+def schema_grow_listing(buckets: int, dry_run: bool, yes: bool, **values: Any) -> int:
+    """Grow the listing of --topic T (`journal_ids`) to --buckets N online (docs/operations.md,
+    "Growing the listing"): plan (processes write both generations), copy bucket by bucket,
+    switch, stop writing the old one, drop its rows. Prints the record and the next step,
+    then asks (--yes: does not ask; --dry-run: stops there). Run again with the same
+    arguments, it resumes. Exit 1: refused, 75: Cassandra did not answer (run it again)."""
+    from app.grow_listing import run_grow_listing
+
+    # the topic is said on the command line, never taken from KJ_TOPIC's default
+    if values.get("topic") is None:
+        raise click.UsageError("say the topic whose listing grows: --topic T")
+    settings = load(Settings, values)
+    return run_grow_listing(settings, settings.topic, buckets, dry_run, yes)
 
 
 # --- quarantine -------------------------------------------------------------------------------

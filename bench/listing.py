@@ -37,6 +37,7 @@ from bench.common import Row, Section, percentile
 from bench.environment import settings_for
 from bench.footprint import flushed
 from journal.client import DEFAULT_LIMIT
+from journal.core import bucket_numbers, listing_bucket
 from journal.errors import StoreUnavailable
 from journal.settings import Settings
 from journal.store import (
@@ -44,7 +45,6 @@ from journal.store import (
     CassandraStore,
     Statements,
     execute,
-    id_bucket,
 )
 
 # The ids' prefixes and their shares of every 10,000 journals: one common, one rare (1 in 10,000)
@@ -71,13 +71,14 @@ MIB = 2**20
 
 METHOD = (
     "A fresh keyspace, and {journals:,} journal ids written straight into `journal_ids` as "
-    "replication lists them (the store's own prepared insert, `id_bucket`'s bucket, "
-    f"{BUCKETS} buckets), not through Kafka: ids are a prefix and a random UUID "
+    "replication lists them (the store's own prepared insert, `listing_bucket`'s bucket, "
+    "{buckets} buckets: a topic's listing recorded at that count unless 32), not through "
+    "Kafka: ids are a prefix and a random UUID "
     "(`order-` 60%, `customer-` 25%, `cart-` 10%, `invoice-` 5%, `refund-` 0.01%), in unlogged "
     f"batches of {ROWS_PER_BATCH} ids of one bucket, {WRITE_WINDOW} batches in flight; and the "
     f"pointers of a topic of {PARTITIONS} partitions (its count recorded). Then the memtables "
     "are flushed and compaction let finish, and each series is timed one operation at a time, "
-    f"{SAMPLES} operations after {WARMUP} untimed: the store's prefix page of {DEFAULT_LIMIT} "
+    f"{{samples}} operations after {WARMUP} untimed: the store's prefix page of {DEFAULT_LIMIT} "
     "ids (the API's default page; one slice per bucket, merged: journal/store/id_pages.py) "
     "from a random depth of the common prefix (after = the prefix and 4 random hex digits), "
     "paging through the common prefix from its start (each page after the last), paging "
@@ -119,12 +120,15 @@ def journal_ids(count: int, seed: int) -> Iterator[str]:
         yield prefix_of(n) + str(uuid.UUID(int=rng.getrandbits(128), version=4))
 
 
-def bucket_batches(ids: Iterator[str], size: int) -> Iterator[tuple[int, list[str]]]:
-    """The ids grouped by `journal_ids` bucket, at most `size` a group (one Cassandra partition
-    a batch), taken lazily: a group goes when full, the rest at the end."""
+def bucket_batches(
+    ids: Iterator[str], size: int, buckets: int = BUCKETS
+) -> Iterator[tuple[int, list[str]]]:
+    """The ids grouped by `journal_ids` bucket number (in the generation of `buckets`), at
+    most `size` a group (one Cassandra partition a batch), taken lazily: a group goes when
+    full, the rest at the end."""
     pending: dict[int, list[str]] = {}
     for journal_id in ids:
-        bucket = id_bucket(journal_id)
+        bucket = listing_bucket(journal_id, buckets)
         group = pending.setdefault(bucket, [])
         group.append(journal_id)
         if len(group) == size:
@@ -250,19 +254,28 @@ def power_of_two_above(n: int) -> int:
 def section_of(measured: Measured, baseline: Measured | None) -> Section:
     """The table: each series' p50 and p99 against the baseline keyspace's, the write rate, the
     partitions at this size and projected to 10^9 journals."""
+    buckets = len(measured.partitions.rows)
+    # the bucket counts are named where the two keyspaces' differ (a page's fan-out measured)
+    other = baseline is not None and len(baseline.partitions.rows) != buckets
+    base_at = ""
+    if baseline:
+        base_at = f"{baseline.journals:,} journals" + (
+            f", {len(baseline.partitions.rows)} buckets" if other else ""
+        )
     section = Section(
         "Listing at scale",
         METHOD.format(
             journals=measured.journals,
+            buckets=buckets,
+            samples=len(measured.latencies["deep"]),
             baseline=(
-                f" The same is measured on a baseline keyspace of {baseline.journals:,} "
-                "journals first, in the same run."
+                f" The same is measured on a baseline keyspace of {base_at} first, in the same run."
                 if baseline
                 else ""
             ),
         ),
     )
-    at = f"{measured.journals:,} journals"
+    at = f"{measured.journals:,} journals" + (f", {buckets} buckets" if other else "")
     for key, name in SERIES.items():
         samples = measured.latencies[key]
         base = baseline.latencies[key] if baseline else None
@@ -274,7 +287,7 @@ def section_of(measured: Measured, baseline: Measured | None) -> Section:
                     percentile(samples, q),
                     "ms",
                     baseline=percentile(base, q) if base else None,
-                    note=f"baseline: {baseline.journals:,} journals" if baseline else "",
+                    note=f"baseline: {base_at}" if baseline else "",
                 )
             )
     rate = measured.journals / measured.write_s
@@ -328,12 +341,18 @@ def section_of(measured: Measured, baseline: Measured | None) -> Section:
 
 
 async def _write(
-    store: CassandraStore, statements: Statements, topic: str, journals: int, seed: int
+    store: CassandraStore,
+    statements: Statements,
+    topic: str,
+    journals: int,
+    seed: int,
+    buckets: int,
 ) -> list[int]:
-    """Write `journals` ids into `journal_ids`, `WRITE_WINDOW` batches in flight: the rows of
-    each bucket."""
+    """Write `journals` ids into `journal_ids` over `buckets` buckets, `WRITE_WINDOW` batches
+    in flight: the rows of each bucket (by its index in the generation)."""
     session = store.keyspace_access.session
-    rows = [0] * BUCKETS
+    rows = [0] * buckets
+    first = bucket_numbers(buckets).start
 
     async def tried(batch: Any) -> None:
         for attempt in range(WRITE_TRIES):
@@ -345,8 +364,8 @@ async def _write(
                     raise
 
     def requests() -> Iterator[tuple[Any, None]]:
-        for bucket, ids in bucket_batches(journal_ids(journals, seed), ROWS_PER_BATCH):
-            rows[bucket] += len(ids)
+        for bucket, ids in bucket_batches(journal_ids(journals, seed), ROWS_PER_BATCH, buckets):
+            rows[bucket - first] += len(ids)
             batch = statements.batch()
             for journal_id in ids:
                 batch.add(statements.list_id, (topic, bucket, journal_id, STAMP))
@@ -364,11 +383,13 @@ async def _write(
     return rows
 
 
-async def _timed_series(operation: Callable[[], Awaitable[object]]) -> list[float]:
+async def _timed_series(
+    operation: Callable[[], Awaitable[object]], count: int = SAMPLES
+) -> list[float]:
     for _ in range(WARMUP):
         await operation()
     samples = []
-    for _ in range(SAMPLES):
+    for _ in range(count):
         started = time.perf_counter()
         await operation()
         samples.append((time.perf_counter() - started) * 1000)
@@ -387,9 +408,15 @@ def _paging(store: CassandraStore, topic: str, prefix: str) -> Callable[[], Awai
 
 
 async def _series(
-    store: CassandraStore, statements: Statements, topic: str, rng: random.Random
+    store: CassandraStore,
+    statements: Statements,
+    topic: str,
+    rng: random.Random,
+    buckets: int,
+    samples: int,
 ) -> dict[str, list[float]]:
     session = store.keyspace_access.session
+    numbers = bucket_numbers(buckets)
 
     async def deep() -> None:
         after = COMMON + f"{rng.getrandbits(16):04x}"
@@ -398,7 +425,7 @@ async def _series(
     async def one_slice() -> None:
         after = COMMON + f"{rng.getrandbits(16):04x}"
         bound = statements.ids(True, True).bind(
-            (topic, rng.randrange(BUCKETS), after, COMMON[:-1] + chr(ord(COMMON[-1]) + 1))
+            (topic, rng.choice(numbers), after, COMMON[:-1] + chr(ord(COMMON[-1]) + 1))
         )
         bound.fetch_size = DEFAULT_LIMIT
         await execute(session, bound)
@@ -407,11 +434,11 @@ async def _series(
         await store.pointers(topic)
 
     return {
-        "deep": await _timed_series(deep),
-        "through": await _timed_series(_paging(store, topic, COMMON)),
-        "rare": await _timed_series(_paging(store, topic, RARE)),
-        "slice": await _timed_series(one_slice),
-        "pointers": await _timed_series(pointers),
+        "deep": await _timed_series(deep, samples),
+        "through": await _timed_series(_paging(store, topic, COMMON), samples),
+        "rare": await _timed_series(_paging(store, topic, RARE), samples),
+        "slice": await _timed_series(one_slice, samples),
+        "pointers": await _timed_series(pointers, samples),
     }
 
 
@@ -442,10 +469,15 @@ async def _data_bytes(stack_dir: Path, keyspace: str, log: Callable[[str], None]
 
 
 async def measure(
-    base: Settings, stack_dir: Path, journals: int, log: Callable[[str], None]
+    base: Settings,
+    stack_dir: Path,
+    journals: int,
+    log: Callable[[str], None],
+    buckets: int = BUCKETS,
+    samples: int = SAMPLES,
 ) -> Measured:
-    """Write `journals` ids and the pointers into a fresh keyspace, flush, measure; the
-    keyspace is dropped after (its disk)."""
+    """Write `journals` ids over `buckets` buckets and the pointers into a fresh keyspace,
+    flush, measure; the keyspace is dropped after (its disk)."""
     settings = settings_for(base, "listing", partitions=PARTITIONS)
     store = await CassandraStore.connect(settings.cassandra_config())
     access = store.keyspace_access
@@ -455,20 +487,26 @@ async def measure(
         )
         topic = settings.topic
         await store.recorded_partitions(topic, PARTITIONS)
+        if buckets != BUCKETS:  # the topic's listing at that count, as a grow leaves it
+            await execute(
+                access.session,
+                f"UPDATE {access.keyspace}.listing_buckets SET current = %s WHERE topic = %s",
+                (buckets, topic),
+            )
         for partition in range(PARTITIONS):
             await store.save_pointer(topic, partition, journals // PARTITIONS)
         log(f"writing {journals:,} ids")
         started = time.monotonic()
-        rows = await _write(store, statements, topic, journals, seed=journals)
+        rows = await _write(store, statements, topic, journals, journals, buckets)
         write_s = time.monotonic() - started
         log(f"written in {write_s:.0f} s ({journals / write_s:,.0f} rows/s); flushing")
         tables = await flushed(store, stack_dir, access.keyspace)
-        largest = max(range(BUCKETS), key=rows.__getitem__)
+        largest = max(range(buckets), key=rows.__getitem__)
         counted = await execute(
             access.session,
             f"SELECT COUNT(*) AS n FROM {access.keyspace}.journal_ids "
             "WHERE topic = %s AND bucket = %s",
-            (topic, largest),
+            (topic, bucket_numbers(buckets)[largest]),
             timeout_s=300,
         )
         if counted[0].n != rows[largest]:
@@ -480,7 +518,8 @@ async def measure(
             log("the bytes are Cassandra's max_partition_size's, not the SSTables' data")
         partitions = Partitions(journals, tuple(rows), data or 0, tables.get("journal_ids", 0))
         log("timing pages and pointers")
-        latencies = await _series(store, statements, topic, random.Random(journals))
+        rng = random.Random(journals)
+        latencies = await _series(store, statements, topic, rng, buckets, samples)
         rare = prefix_count(journals, RARE)
         return Measured(journals, write_s, latencies, partitions, cassandra_max, rare)
     finally:
@@ -489,9 +528,21 @@ async def measure(
 
 
 async def bench_listing(
-    base: Settings, stack_dir: Path, journals: int, log: Callable[[str], None]
+    base: Settings,
+    stack_dir: Path,
+    journals: int,
+    log: Callable[[str], None],
+    buckets: int = BUCKETS,
+    samples: int = SAMPLES,
 ) -> Section:
-    """The baseline keyspace (`BASELINE` journals, when fewer than `journals`), then
-    `journals`."""
-    baseline = await measure(base, stack_dir, BASELINE, log) if journals > BASELINE else None
-    return section_of(await measure(base, stack_dir, journals, log), baseline)
+    """The baseline keyspace, then `journals` over `buckets`. The baseline: with `buckets`
+    other than 32, the same journals over 32 buckets (what a page's fan-out costs); else
+    `BASELINE` journals, when fewer than `journals`."""
+    if buckets != BUCKETS:
+        baseline: Measured | None = await measure(base, stack_dir, journals, log, BUCKETS, samples)
+    elif journals > BASELINE:
+        baseline = await measure(base, stack_dir, BASELINE, log, BUCKETS, samples)
+    else:
+        baseline = None
+    measured = await measure(base, stack_dir, journals, log, buckets, samples)
+    return section_of(measured, baseline)

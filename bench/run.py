@@ -692,16 +692,19 @@ def run_rebalance(journals: int) -> int:
     return 0
 
 
-def run_listing(journals: int) -> int:
+def run_listing(journals: int, buckets: int, samples: int) -> int:
     """Only "Listing at scale" (`--listing-only`, issue 41): `journals` ids written straight
     into a fresh keyspace's `journal_ids` (and a baseline keyspace of 100,000 first), then the
-    prefix pages', the pointers read's and the partitions' numbers; prints them with the load
+    prefix pages', the pointers read's and the partitions' numbers (with `buckets` other than
+    32: the listing at that count, against the same journals at 32); prints them with the load
     (each keyspace is dropped after: point KJ_STACK_DIR at a stack of your own)."""
     from bench.listing import bench_listing
 
     stack, base = _stack_up()
     load_before, others_before = load_average(), _others()
-    section = asyncio.run(bench_listing(base, stack.settings.data_dir, journals, _log))
+    section = asyncio.run(
+        bench_listing(base, stack.settings.data_dir, journals, _log, buckets, samples)
+    )
     print(section.method)
     _print_rows(section)
     loads = [", ".join(f"{n:.1f}" for n in load) for load in (load_before, load_average())]
@@ -953,6 +956,22 @@ def main(argv: list[str] | None = None) -> int:
         "10^9 journals; print its numbers",
     )
     parser.add_argument(
+        "--listing-buckets",
+        type=int,
+        metavar="N",
+        default=32,
+        help="with --listing-only: the listing's bucket count (a power of two, 64 or more, "
+        "against the same journals over 32 in the same run; default 32)",
+    )
+    parser.add_argument(
+        "--listing-samples",
+        type=int,
+        metavar="N",
+        default=500,
+        help="with --listing-only: timed operations a series (default 500; fewer for a quick "
+        "look on a loaded host: a page over 512 buckets costs ~16 times one over 32)",
+    )
+    parser.add_argument(
         "--cassandra-cluster-only",
         type=int,
         metavar="EVENTS",
@@ -1001,7 +1020,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.restore_only is not None:
         return run_restore(args.restore_only)
     if args.listing_only is not None:
-        return run_listing(args.listing_only)
+        return run_listing(args.listing_only, args.listing_buckets, args.listing_samples)
     if args.partitions_only is not None:
         return run_partitions(args.partitions_only)
     if args.recovery_only is not None:

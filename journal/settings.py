@@ -21,6 +21,7 @@ from journal.store.topology import (
     APPENDS_TTL_MARGIN_S,
     DEFAULT_APPENDS_TTL_S,
     DEFAULT_DOWN_RETRY_S,
+    DEFAULT_LISTING_LEASE_S,
     DEFAULT_MAX_SNAPSHOT_BYTES,
     DEFAULT_READ_CONSISTENCY,
     DEFAULT_REPLICATION_WINDOW,
@@ -219,6 +220,13 @@ class Settings(KJSettings):
         description="seconds an `appends` row lives: subscribers then skip its Append beyond "
         "Kafka's retention (0: while the Append has an event stored); at least the retention "
         "plus 8 days (records outlive it by up to a segment): docs/operations.md",
+    )
+    listing_lease_s: float = Field(
+        default=DEFAULT_LISTING_LEASE_S,
+        ge=0,
+        description="the same in every process of a deployment: seconds a process uses what it "
+        "read of a topic's listing generations (`listing_buckets`) before reading them again; "
+        "`schema grow-listing` waits 3 of them (plus a request's timeout) per phase",
     )
     replication_window: int = Field(
         default=DEFAULT_REPLICATION_WINDOW,
@@ -509,6 +517,7 @@ class Settings(KJSettings):
             create_schema=self.security == "off",
             max_snapshot_bytes=self.max_snapshot_bytes,
             appends_ttl_s=self.appends_ttl_s,
+            listing_lease_s=self.listing_lease_s,
         )
 
     def topic_spec(self) -> TopicSpec:

@@ -30,6 +30,18 @@ if TYPE_CHECKING:
         seal_wait_s,
     )
     from journal.core.index import BEHIND, IndexAnswer, Indexed, NotIndexed, OffsetRuns
+    from journal.core.listing import (
+        LEASES_PER_PHASE,
+        LEGACY_BUCKETS,
+        Listing,
+        ListingPhase,
+        ListingStep,
+        bucket_numbers,
+        check_listing_grow,
+        listing_bucket,
+        listing_target,
+        next_listing_step,
+    )
     from journal.core.model import (
         SEQ_NR_MAX,
         SEQ_NR_MIN,
@@ -59,6 +71,16 @@ if TYPE_CHECKING:
     from journal.core.waiters import OffsetWaiters
 
 _DOOR = {
+    "LEASES_PER_PHASE": "listing",
+    "LEGACY_BUCKETS": "listing",
+    "Listing": "listing",
+    "ListingPhase": "listing",
+    "ListingStep": "listing",
+    "bucket_numbers": "listing",
+    "check_listing_grow": "listing",
+    "listing_bucket": "listing",
+    "listing_target": "listing",
+    "next_listing_step": "listing",
     "partition_state": "grow",
     "next_step": "grow",
     "new_topic_of": "grow",
@@ -106,6 +128,8 @@ _DOOR = {
 __getattr__ = door(__name__, _DOOR)
 __all__ = [
     "BEHIND",
+    "LEASES_PER_PHASE",
+    "LEGACY_BUCKETS",
     "SEAL_AFTER_LEASES",
     "SEAL_ID",
     "SEQ_NR_MAX",
@@ -128,6 +152,9 @@ __all__ = [
     "JournalWrite",
     "Json",
     "JsonPayload",
+    "Listing",
+    "ListingPhase",
+    "ListingStep",
     "NewEvent",
     "NotIndexed",
     "OffsetRuns",
@@ -142,9 +169,14 @@ __all__ = [
     "Step",
     "TextPayload",
     "Verdict",
+    "bucket_numbers",
+    "check_listing_grow",
     "check_multiple",
     "json_payload",
+    "listing_bucket",
+    "listing_target",
     "new_topic_of",
+    "next_listing_step",
     "next_step",
     "partition_state",
     "seal_wait_s",

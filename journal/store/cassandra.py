@@ -15,6 +15,7 @@ from cassandra.cluster import Cluster, Session
 
 from journal.core.fold import JournalWrite
 from journal.core.grow import Grow, Phase
+from journal.core.listing import Listing, ListingPhase
 from journal.core.model import (
     SEQ_NR_MAX,
     EventRecord,
@@ -22,11 +23,13 @@ from journal.core.model import (
 )
 from journal.store import grow as grow_registry
 from journal.store import id_pages
+from journal.store import listing as listing_record
 from journal.store.base import EventualStore, FirstPage, JournalMeta, Snapshot, StoredAppend
 from journal.store.chunked_snapshots import ChunkedSnapshots
 from journal.store.cluster import PROTOCOL_VERSION as PROTOCOL_VERSION
 from journal.store.cluster import CassandraConfig as CassandraConfig  # the store's, named here
 from journal.store.cluster import open_session, write_level
+from journal.store.listing import ListingViews
 from journal.store.reads import Reads
 from journal.store.schema import check_schema, ensure_schema, record_partitions
 from journal.store.statements import Statements
@@ -55,8 +58,14 @@ class CassandraStore(EventualStore):
         self._config = config
         self._statements = statements = Statements(session, config.keyspace, write_level(config))
         self._reads = Reads(session, statements, config.segment_size)
+        self._listings = ListingViews(session, config.keyspace, config.listing_lease_s)
         self._writes = Writes(
-            session, statements, config.segment_size, config.window, config.appends_ttl_s
+            session,
+            statements,
+            config.segment_size,
+            config.window,
+            self._listings,
+            config.appends_ttl_s,
         )
         self._snapshots = ChunkedSnapshots(
             session, statements, config.max_snapshot_bytes, config.snapshot_chunk_bytes
@@ -116,6 +125,36 @@ class CassandraStore(EventualStore):
             self._session, keyspace, topic, partition, "cut", offset
         )
 
+    # The listing's generations (`listing.py`): the `schema grow-listing` command's.
+
+    async def listing(self, topic: str) -> Listing:
+        """The record of `topic`'s listing, read now (with the copy's progress)."""
+        return await listing_record.read_listing(self._session, self._config.keyspace, topic)
+
+    async def record_listing_plan(self, topic: str, listing: Listing, buckets: int) -> Listing:
+        keyspace = self._config.keyspace
+        return await listing_record.record_plan(self._session, keyspace, topic, listing, buckets)
+
+    async def record_listing_copied(self, topic: str, listing: Listing, bucket: int) -> None:
+        keyspace = self._config.keyspace
+        await listing_record.record_copied(self._session, keyspace, topic, listing, bucket)
+
+    async def record_listing(self, topic: str, listing: Listing, after: ListingPhase) -> None:
+        """Record `listing` if the record's phase is still `after`."""
+        keyspace = self._config.keyspace
+        await listing_record.record_generations(self._session, keyspace, topic, listing, after)
+
+    async def copy_listing_bucket(self, topic: str, listing: Listing, bucket: int) -> int:
+        return await listing_record.copy_bucket(
+            self._session, self._statements, topic, listing, bucket, self._config.window
+        )
+
+    async def drop_listing_generation(self, topic: str, buckets: int) -> None:
+        config = self._config
+        await listing_record.drop_generation(
+            self._session, config.keyspace, write_level(config), topic, buckets
+        )
+
     # The read side (`reads.py`, `id_pages.py`).
 
     async def pointer(self, topic: str, partition: int) -> int | None:
@@ -130,8 +169,9 @@ class CassandraStore(EventualStore):
     async def journal_ids(
         self, topic: str, prefix: str = "", after: str | None = None, limit: int = 100
     ) -> list[str]:
+        buckets = (await self._listings.of(topic)).current
         return await id_pages.journal_ids(
-            self._session, self._statements, topic, prefix, after, limit
+            self._session, self._statements, topic, buckets, prefix, after, limit
         )
 
     def read(

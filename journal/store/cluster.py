@@ -45,6 +45,7 @@ from cassandra.query import named_tuple_factory, tuple_factory
 from journal.errors import StoreLoginRefused, StoreUnavailable
 from journal.store.topology import (
     DEFAULT_APPENDS_TTL_S,
+    DEFAULT_LISTING_LEASE_S,
     DEFAULT_MAX_SNAPSHOT_BYTES,
     DEFAULT_READ_CONSISTENCY,
     DEFAULT_REPLICATION_WINDOW,
@@ -92,6 +93,8 @@ class CassandraConfig:
     snapshot_chunk_bytes: int = 512 * 1024
     # seconds an `appends` row lives, 0: until a Delete or Purge removes its Append's events
     appends_ttl_s: int = DEFAULT_APPENDS_TTL_S
+    # seconds a read of a topic's listing generations is used (`ListingViews`)
+    listing_lease_s: float = DEFAULT_LISTING_LEASE_S
 
 
 def reconnection_policy() -> ExponentialReconnectionPolicy:

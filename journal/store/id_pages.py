@@ -1,6 +1,6 @@
-"""A page of `journal_ids`: one slice query per bucket (`schema.py` says why), each streamed a
-few rows at a time, merged in id order. A page of n ids reads about n + `BUCKETS` *
-`_IDS_FETCH` rows."""
+"""A page of `journal_ids`: one slice query per bucket of the topic's current generation
+(`schema.py` says why; journal/core/listing.py), each streamed a few rows at a time, merged
+in id order. A page of n ids reads about n + buckets * `_IDS_FETCH` rows."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Any
 
 from cassandra.cluster import Session
 
+from journal.core.listing import bucket_numbers
 from journal.store import cql
-from journal.store.schema import BUCKETS
 from journal.store.statements import Statements
 
 _IDS_FETCH = 16  # rows per page of one bucket's slice: a page of ids spreads over all buckets
@@ -22,11 +22,13 @@ async def journal_ids(
     session: Session,
     statements: Statements,
     topic: str,
+    buckets: int,
     prefix: str,
     after: str | None,
     limit: int,
 ) -> list[str]:
-    """`EventualJournal.journal_ids`: up to `limit` ids starting with `prefix`, above `after`."""
+    """`EventualJournal.journal_ids` over the generation of `buckets`: up to `limit` ids
+    starting with `prefix`, above `after`."""
     if limit <= 0:
         return []
     above = after is not None and after >= prefix  # else every id >= prefix is above it
@@ -35,7 +37,7 @@ async def journal_ids(
     statement = statements.ids(above, upper is not None)
     fetch = min(_IDS_FETCH, limit + 1)
     streams: list[AsyncIterator[Any]] = []
-    for bucket in range(BUCKETS):
+    for bucket in bucket_numbers(buckets):
         values = (topic, bucket, lower) if upper is None else (topic, bucket, lower, upper)
         bound = statement.bind(values)
         bound.fetch_size = fetch

@@ -6,10 +6,11 @@ Tables:
 - `journals`: one row per journal: partition, offset of its last replicated action, last seqNr,
   deleteTo, segment size (fixed when the journal is first written).
 - `journal_ids`: the ids of the journals that exist (`JournalState.exists`), for listing
-  them by prefix in id order. Partitioned by (topic, bucket), `BUCKETS` buckets by a hash of
-  the id, clustered by id: a page is one slice query per bucket (`prefix <= id < successor`,
-  `id > after`), merged in order, so no query scans the table, and no partition grows with
-  the topic alone: one holds 1/`BUCKETS` of its journals (~1M rows, ~50 MB, at 32M
+  them by prefix in id order. Partitioned by (topic, bucket), the topic's bucket count
+  (`listing_buckets`: 32 unless grown) by a hash of the id, clustered by id: a page is one
+  slice query per bucket (`prefix <= id < successor`, `id > after`), merged in order, so no
+  query scans the table, and no partition grows with the topic alone: one holds 1/buckets
+  of its journals (~1M rows, ~50 MB, at 32M
   journals). Buckets by the id's first characters would serve a prefix from one partition,
   but ids share prefixes (`order-...`): one bucket would hold nearly all of them, forever.
   Replication writes a row when a journal comes to exist and deletes it when a Purge empties
@@ -54,6 +55,12 @@ Tables:
   Changed only by lightweight transactions. No version bump: older code never reads it; a
   keyspace an administrator made before it gets it from `ensure_schema` (`stack up`, or a
   process that creates schema).
+- `listing_buckets`: per topic, the generations of `journal_ids` (journal/core/listing.py,
+  docs/operations.md "Growing the listing"): the current bucket count, while growing the next
+  (or, after the switch, the old) one and the phase (static), and per bucket of the current
+  one whether the grow copied it. A topic without a row has 32 buckets, numbered 0..31 as
+  before it existed; a generation of n buckets is numbered n..2n-1. No version bump, as
+  `topic_grow` below: older code never reads it; `migrate` creates it where missing.
 - `topic_grow`: the registry of a grow of a topic (OLD) into a larger one (NEW,
   docs/growing.md, journal/core/grow.py): NEW, its count and the phase (static), and per old
   partition `low` (its end just before sealing) and `cut` (its first Seal's offset). No version
@@ -77,13 +84,13 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import zlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from cassandra import InvalidRequest
 from cassandra.cluster import Cluster, Session
 
+from journal.core.listing import LEGACY_BUCKETS, listing_bucket
 from journal.errors import SetupMissing, StoreUnavailable
 from journal.store import cql
 from journal.store.topology import auto_replication, cql_map, parse_replication, replicas_per_dc
@@ -92,7 +99,7 @@ log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 3  # 2: appends, snapshots, journal_ids; 3: pointers2, compaction, gc_grace
 APPEND_BUCKET = 100_000  # offsets per Cassandra partition of `appends`
-BUCKETS = 32  # of journal_ids per topic; changing it needs a rewrite of the table
+BUCKETS = LEGACY_BUCKETS  # of journal_ids per topic until grown (`listing_buckets`)
 
 _TABLES = (
     """CREATE TABLE IF NOT EXISTS {ks}.events (
@@ -133,6 +140,9 @@ _TABLES = (
         topic text, id text, state text, wrapped blob, kek_id text,
         created_at timestamp, erasing_at timestamp, erased_at timestamp,
         PRIMARY KEY ((topic, id)))""",
+    """CREATE TABLE IF NOT EXISTS {ks}.listing_buckets (
+        topic text, bucket int, current int static, other int static, phase text static,
+        copied boolean, PRIMARY KEY (topic, bucket))""",
     """CREATE TABLE IF NOT EXISTS {ks}.topic_grow (
         topic text, partition int, new_topic text static, partitions int static,
         phase text static, low bigint, cut bigint, PRIMARY KEY (topic, partition))""",
@@ -270,8 +280,9 @@ async def _steps(session: Session, keyspace: str, replication: str) -> list[Step
             )
         steps = []
         version = await _existing_version(session, keyspace)
-    # at this version already: only the tables added since without a bump (`topic_grow`), if
-    # missing; a complete keyspace costs one read at start and no schema change
+    # at this version already: only the tables added since without a bump (`topic_grow`,
+    # `listing_buckets`), if missing; a complete keyspace costs one read at start and no
+    # schema change
     present = await _tables_of(session, keyspace) if version == SCHEMA_VERSION else set()
     for table in _TABLES:
         name = table.split(".", 1)[1].split(" ", 1)[0]
@@ -384,8 +395,8 @@ async def record_partitions(
 
 
 def id_bucket(journal_id: str) -> int:
-    """The `journal_ids` bucket of an id: stable across processes and versions."""
-    return zlib.crc32(journal_id.encode("utf-8")) % BUCKETS
+    """The `journal_ids` bucket of an id in a topic of 32 buckets (never grown)."""
+    return listing_bucket(journal_id, BUCKETS)
 
 
 async def _fill_pointers2(session: Session, keyspace: str) -> None:

@@ -99,6 +99,11 @@ class Statements:
             "DELETE FROM {ks}.journal_ids USING TIMESTAMP ? "
             "WHERE topic = ? AND bucket = ? AND id = ?"
         )
+        # a bucket whole, for the listing's grow (journal/store/listing.py): a page at a time
+        self.ids_of_bucket = prepare(
+            "SELECT id FROM {ks}.journal_ids WHERE topic = ? AND bucket = ?"
+        )
+        self.ids_of_bucket.fetch_size = PAGE_SIZE
         self._ids: dict[tuple[bool, bool], PreparedStatement] = {}
         for above in (False, True):
             for bounded in (False, True):

@@ -48,6 +48,9 @@ DEFAULT_APPENDS_TTL_S = 0
 # its record: Kafka deletes a segment once its newest record is past the retention and rolls a
 # segment after 7 days (log.roll.hours' default), plus a day for retention checks and clocks
 APPENDS_TTL_MARGIN_S = 8 * 24 * 60 * 60
+# seconds a process uses what it read of a topic's listing generations before reading them
+# again: `schema grow-listing` waits 3 of them per phase (docs/operations.md)
+DEFAULT_LISTING_LEASE_S = 60.0
 
 _DC_FACTOR = re.compile(r"^\s*([A-Za-z0-9_.-]+)\s*:\s*([1-9][0-9]*)\s*$")
 

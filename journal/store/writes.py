@@ -14,13 +14,15 @@ from cassandra.query import BatchStatement, PreparedStatement, Statement
 
 from journal.codec.actions import events_of
 from journal.core.fold import JournalWrite
+from journal.core.listing import listing_bucket
 from journal.core.model import ActionRecord, AppendHeader, JournalKey
 from journal.store import cql
 from journal.store.base import JournalMeta
 from journal.store.cluster import ROWS_AS_TUPLES
 from journal.store.cql import Params
+from journal.store.listing import ListingViews
 from journal.store.rows import event_row
-from journal.store.schema import APPEND_BUCKET, id_bucket
+from journal.store.schema import APPEND_BUCKET
 from journal.store.statements import Statements
 from journal.store.topology import DEFAULT_APPENDS_TTL_S
 
@@ -118,9 +120,11 @@ class Writes:
         statements: Statements,
         segment_size: int,
         window: int,
+        listings: ListingViews,
         appends_ttl_s: int = DEFAULT_APPENDS_TTL_S,
     ) -> None:
         self._session = session
+        self._listings = listings
         self._statements = statements
         self._segment_size = segment_size
         self._window = window
@@ -143,8 +147,16 @@ class Writes:
         await cql.execute_in_window(
             self._session, Packer(self._statements.batch).requests(mutations), self._window
         )
-        # the rows once every journal's events are durable (a reader trusts a row's seqNr)
-        rows_mutations = (self.row_mutations(write, rows[write.key]) for write in changed)
+        # the rows once every journal's events are durable (a reader trusts a row's seqNr); the
+        # listing's generations read now, just before the ids are written (their lease)
+        generations = {
+            topic: (await self._listings.of(topic)).written
+            for topic in {write.key.topic for write in changed if _lists(write)}
+        }
+        rows_mutations = (
+            self.row_mutations(write, rows[write.key], generations.get(write.key.topic, ()))
+            for write in changed
+        )
         await cql.execute_in_window(
             self._session, Packer(self._statements.batch).requests(rows_mutations), self._window
         )
@@ -192,18 +204,24 @@ class Writes:
             delete = write.delete
             yield from self.segment_deletes(key, size, first, delete.to, delete.to, delete.offset)
 
-    def row_mutations(self, write: JournalWrite, row: JournalMeta) -> Partition:
-        """The journal's row and, where it came to exist or was purged, its id: two
-        partitions, counted as one (rows are tiny)."""
+    def row_mutations(
+        self, write: JournalWrite, row: JournalMeta, generations: tuple[int, ...]
+    ) -> Partition:
+        """The journal's row and, where it came to exist or was purged, its id in its bucket
+        of each of the listing's `generations` (two while it grows): a few partitions, counted
+        as one group (rows are tiny)."""
         statements = self._statements
         key, stamp = write.key, row.offset + 1
         values = (key.topic, key.id, row.partition, row.offset, row.seq_nr, row.delete_to)
         mutations: list[Mutation] = [(statements.save_meta, (*values, row.segment_size, stamp))]
-        id_row = (key.topic, id_bucket(key.id), key.id)
-        if write.after.exists and not write.before.exists:
-            mutations.append((statements.list_id, (*id_row, stamp)))
-        elif write.before.exists and not write.after.exists:
-            mutations.append((statements.unlist_id, (stamp, *id_row)))
+        if _lists(write):
+            listed = write.after.exists
+            for buckets in generations:
+                id_row = (key.topic, listing_bucket(key.id, buckets), key.id)
+                if listed:
+                    mutations.append((statements.list_id, (*id_row, stamp)))
+                else:
+                    mutations.append((statements.unlist_id, (stamp, *id_row)))
         return Partition(mutations, len(mutations) * _ROW_BYTES, len(mutations))
 
     def appends_mutations(
@@ -316,3 +334,8 @@ class Writes:
                 yield Partition.of(statements.delete_segment, (stamp, key.topic, key.id, segment))
             else:
                 yield Partition.of(statements.delete_rows, (stamp, key.topic, key.id, segment, to))
+
+
+def _lists(write: JournalWrite) -> bool:
+    """Whether the write changes the listing: its journal came to exist, or was purged."""
+    return write.after.exists != write.before.exists

@@ -117,3 +117,27 @@ def test_the_section_holds_each_series_against_the_baseline_and_the_projection()
     assert largest.value == pytest.approx(25_000.0)  # MB
     assert largest.met is False
     assert rows["journal_ids at 10^9 journals: buckets for a partition <= 100 MB"].value == 500
+
+
+def test_a_grown_listing_is_written_in_its_numbers_and_named_against_32() -> None:
+    """`--listing-buckets 512`: ids go to the 512-bucket generation's numbers (512..1023), and
+    the rows name both counts, the baseline being the same journals over 32."""
+    from journal.core import listing_bucket
+
+    batches = list(bucket_batches(journal_ids(2000, seed=3), 10, 512))
+    assert all(512 <= bucket < 1024 for bucket, _ in batches)
+    assert all(listing_bucket(i, 512) == bucket for bucket, group in batches for i in group)
+    series = ("deep", "through", "rare", "slice", "pointers")
+
+    def measured(buckets: int, ms: float) -> Measured:
+        parts = Partitions(20_000, (20_000 // buckets,) * buckets, 20_000 * 50, 20_000 * 10)
+        return Measured(20_000, 1.0, {k: [ms] * 10 for k in series}, parts, 1, 0)
+
+    section = section_of(measured(512, 12.0), measured(32, 4.0))
+    rows = {row.name: row for row in section.rows}
+    page = rows[
+        "a prefix page of 100, the common prefix (order-), at a random depth, "
+        "20,000 journals, 512 buckets: p50"
+    ]
+    assert (page.value, page.baseline, page.ratio) == (12.0, 4.0, 3.0)
+    assert page.note == "baseline: 20,000 journals, 32 buckets"

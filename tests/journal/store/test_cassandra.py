@@ -224,7 +224,7 @@ class TestCassandraStore(EventualStoreContract):
         records = [a.append(JournalKey("topic", f"j{n}"), n, 1, 1) for n in range(25)]
         writes = fold_batch(records, {})
         rows = {w.key: store._writes.row_after(w, None) for w in writes}
-        groups = (store._writes.row_mutations(w, rows[w.key]) for w in writes)
+        groups = (store._writes.row_mutations(w, rows[w.key], (32,)) for w in writes)
         batches = [batch for batch, _ in Packer(store._statements.batch).requests(groups)]
         # each new journal: its row and its id, two partitions
         assert [len(batch) for batch in batches] == [10] * 5

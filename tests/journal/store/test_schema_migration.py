@@ -13,10 +13,11 @@ import pytest
 from cassandra.cluster import ResponseFuture
 
 from eventsourcing_kafka_journal.tables import NumbersRow, open_tables
+from journal.core.listing import Listing
 from journal.core.model import JournalKey
 from journal.store import cql
 from journal.store.cassandra import CassandraStore
-from journal.store.schema import SCHEMA_VERSION, TABLE_OPTIONS, migrate
+from journal.store.schema import SCHEMA_VERSION, TABLE_OPTIONS, id_bucket, migrate
 from tests.journal.store.contract import apply, put, snapshot
 from tests.journal.store.test_cassandra import config, drop_keyspace
 from tests.support import actions as a
@@ -274,3 +275,28 @@ async def test_a_version_3_keyspace_made_before_topic_grow_gets_it_from_migrate(
     assert await migrate(session, ks, "auto", dry_run=True) == []
     grow = await store.record_plan(TOPIC, f"{TOPIC}.4", 4)
     assert (grow.new_topic, grow.partitions) == (f"{TOPIC}.4", 4)
+
+
+async def test_a_keyspace_without_listing_buckets_lists_in_32_and_gets_it_from_migrate(
+    store: CassandraStore,
+) -> None:
+    """`listing_buckets` came after version 3 without a bump: without it a topic's listing is
+    today's 32 buckets (replication and pages work as before), `migrate` creates it alone,
+    and a topic without a row keeps its 32 buckets, numbered 0..31, with no migration."""
+    session, ks = session_of(store), keyspace_of(store)
+    await cql.execute(session, f"DROP TABLE {ks}.listing_buckets")  # as a keyspace made before
+    assert await store.listing(TOPIC) == Listing()  # no table: 32 buckets, not an outage
+    key = JournalKey(TOPIC, "listed")
+    await apply(store, a.append(key, 0, 1, 1))  # replication, as before the table existed
+    assert await store.journal_ids(TOPIC) == ["listed"]
+    rows = await cql.execute(
+        session,
+        f"SELECT bucket FROM {ks}.journal_ids WHERE topic = %s AND bucket = %s",
+        (TOPIC, id_bucket("listed")),
+    )
+    assert len(rows) == 1 and id_bucket("listed") < 32  # today's bucket of the id
+
+    said = await migrate(session, ks, "auto")
+    assert said == ["create table listing_buckets if missing"]
+    assert await store.listing(TOPIC) == Listing()
+    assert await store.journal_ids(TOPIC) == ["listed"]
