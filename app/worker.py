@@ -48,7 +48,7 @@ from kjconfig.access import KafkaAccess
 from tables.expiry import ExpiryIndex, define_expiry_table
 from tables.index import TableIndex
 from tables.partitions import OwnedPartitions
-from tables.store import RocksMemory
+from tables.store import RocksMemory, SharedChangelogEnds
 from tables.tables import APPENDS_TABLE, JournalTables, define_tables
 from web.app import add_routes
 from web.draining import Draining
@@ -107,6 +107,7 @@ def create_app(
     memory = RocksMemory(
         settings.rocksdb_memory_bytes, settings.rocksdb_max_open_files, TABLES * partitions
     )
+    ends = SharedChangelogEnds(kafka)  # every table asks it in every rebalance
     tables = define_tables(
         app,
         partitions,
@@ -116,6 +117,7 @@ def create_app(
         prune_interval_s=settings.prune_interval_s,
         memory=memory,
         restore_ahead_min=settings.restore_ahead_min,
+        ends=ends,
     )
     expiry = define_expiry_table(
         app,
@@ -125,12 +127,13 @@ def create_app(
         settings.restore_ahead_min,
         window=settings.expiry_window,
         build_step=settings.expiry_build_step,
+        ends=ends,
     )
     owned = OwnedPartitions()
     work: Deferred[WorkerReplication] = Deferred()
     journals: Deferred[Journals] = Deferred()
     verdicts: Deferred[TailIndex] = Deferred()  # follows the owned partitions
-    closers: list[Callable[[], Awaitable[None]]] = []
+    closers: list[Callable[[], Awaitable[None]]] = [ends.close]
     topic = app.topic(journal.topic, key_type=bytes, value_type=bytes, partitions=partitions)
     define_replicating_agent(app, topic, work)
     _mount_web(app, settings, partitions, owned, journals, closers, draining)

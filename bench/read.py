@@ -400,18 +400,24 @@ def _own_peak_rss_mb() -> float:
 
 
 async def worker_at(
-    worker: WorkerProcess, http: aiohttp.ClientSession, end: int, poll_s: float = 1.0
+    worker: WorkerProcess,
+    http: aiohttp.ClientSession,
+    end: int,
+    poll_s: float = 1.0,
+    partition: int | None = None,
 ) -> None:
     """Until the worker's agent has handled the partition up to `end` (its /metrics say):
-    asked with reads instead, each would scan the pile while the agent is behind."""
+    asked with reads instead, each would scan the pile while the agent is behind. `partition`
+    names it where the worker owns several (None: any of them)."""
     deadline = time.monotonic() + 1800
+    label = "{" if partition is None else f'{{partition="{partition}"'
     while time.monotonic() < deadline:
         async with http.get(f"{worker.url}/metrics") as answer:
             text = await answer.text()
         offsets = [
             float(line.split()[-1])
             for line in text.splitlines()
-            if line.startswith("kafka_journal_agent_offset{")
+            if line.startswith("kafka_journal_agent_offset" + label)
         ]
         if offsets and max(offsets) >= end - 1:
             return

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
@@ -71,12 +73,24 @@ async def bench_restore(base: Settings, journals: int, workdir: Path) -> Section
         workdir / "empty",
         loglevel="warning",
     )
-    start_s, _, _ = await _to_serving(empty, empty.settings.kafka_access(), empty.settings.topic)
-    second = WorkerProcess(settings, app_id, workdir / "second", loglevel="warning")
-    ready_s, ahead, ahead_s = await _to_serving(second, settings.kafka_access(), settings.topic)
-    consumer_s = await _read_all(settings.kafka_access(), ends)
+    start = await serving_stopped(empty)
+    fresh = await serving_stopped(
+        WorkerProcess(settings, app_id, workdir / "second", loglevel="warning")
+    )
+    consumer_s = await read_all(
+        settings.kafka_access(), {TopicPartition(topic, 0): end for topic, end in ends.items()}
+    )
+    return section_of(
+        journals, ends, start.seconds, fresh.seconds, consumer_s, fresh.ahead, fresh.ahead_s
+    )
 
-    return section_of(journals, ends, start_s, ready_s, consumer_s, ahead, ahead_s)
+
+async def serving_stopped(worker: WorkerProcess) -> Serving:
+    """`to_serving` on partition 0, the worker stopped after."""
+    try:
+        return await to_serving(worker, 0)
+    finally:
+        await asyncio.to_thread(worker.stop)
 
 
 def section_of(
@@ -125,26 +139,36 @@ def _ends_note(ends: dict[str, int]) -> str:
     return ", ".join(f"{table} {end:,}" for table, end in zip(tables, ends.values(), strict=True))
 
 
-async def _to_serving(
-    worker: WorkerProcess, kafka: KafkaAccess, topic: str
-) -> tuple[float, float, float]:
-    """Seconds from the worker's start until its agent handled a record appended once it was
-    ready (Faust runs the agent only after the partition's tables are restored), and the
-    records and seconds it restored ahead of Faust's recovery (its metrics); the worker is
-    stopped after."""
+@dataclass(frozen=True, slots=True)
+class Serving:
+    """A worker's start, until its agent handled a record appended once it was ready."""
+
+    seconds: float  # from its process start
+    ahead: float  # records it restored ahead of Faust's recovery (its metrics)
+    ahead_s: float  # the seconds it counted doing so
+    rss_kib: int  # its resident memory then
+
+
+async def to_serving(worker: WorkerProcess, partition: int) -> Serving:
+    """Start the worker and time it until its agent handled a record appended to `partition`
+    once it was ready (Faust runs the agent only after the partition's tables are restored);
+    it is left running."""
     started = time.monotonic()
     worker.start()
-    try:
-        await worker.wait_ready(timeout_s=1800)
-        offset = await _append_one(kafka, topic)
-        async with aiohttp.ClientSession(headers=client_headers(worker.settings)) as http:
-            await worker_at(worker, http, offset + 1, poll_s=0.1)
-            serving_s = time.monotonic() - started
-            async with http.get(f"{worker.url}/metrics") as answer:
-                text = await answer.text()
-        return serving_s, _total(text, RESTORED_RECORDS), _total(text, RESTORED_SECONDS)
-    finally:
-        await asyncio.to_thread(worker.stop)
+    await worker.wait_ready(timeout_s=1800)
+    settings = worker.settings
+    offset = await _append_one(settings.kafka_access(), settings.topic, partition)
+    async with aiohttp.ClientSession(headers=client_headers(settings)) as http:
+        await worker_at(worker, http, offset + 1, poll_s=0.1, partition=partition)
+        serving_s = time.monotonic() - started
+        async with http.get(f"{worker.url}/metrics") as answer:
+            text = await answer.text()
+    return Serving(
+        serving_s,
+        _total(text, RESTORED_RECORDS),
+        _total(text, RESTORED_SECONDS),
+        worker.memory_kib()["VmRSS"],
+    )
 
 
 def _total(metrics: str, name: str) -> float:
@@ -154,13 +178,13 @@ def _total(metrics: str, name: str) -> float:
     )
 
 
-async def _append_one(kafka: KafkaAccess, topic: str) -> int:
+async def _append_one(kafka: KafkaAccess, topic: str, partition: int) -> int:
     producer = AIOKafkaProducer(**kafka.client_options(), acks="all")
     await producer.start()
     try:
         value, headers = raw_append(1, 1)
         sent = await producer.send_and_wait(
-            topic, value, key=unique("probe").encode(), partition=0, headers=headers
+            topic, value, key=unique("probe").encode(), partition=partition, headers=headers
         )
         return int(sent.offset)
     finally:
@@ -168,10 +192,10 @@ async def _append_one(kafka: KafkaAccess, topic: str) -> int:
 
 
 async def fill_first_appends(
-    kafka: KafkaAccess, topic: str, journals: int, partitions: int
+    kafka: KafkaAccess, topic: str, journals: int, partitions: int, first: int = 0
 ) -> None:
-    """One one-event Append for each of `journals` journals, each in its key's partition,
-    pipelined (not through the client: a setup of seconds, not minutes)."""
+    """One one-event Append for each of `journals` journals (`j-<first>` on), each in its key's
+    partition, pipelined (not through the client: a setup of seconds, not minutes)."""
     producer = AIOKafkaProducer(
         **kafka.client_options(), acks="all", linger_ms=5, max_batch_size=512 * 1024
     )
@@ -180,8 +204,8 @@ async def fill_first_appends(
     meter = Meter("journals' first appends", journals)
     try:
         chunk = 5000
-        for start in range(0, journals, chunk):
-            ids = [f"j-{n}" for n in range(start, min(journals, start + chunk))]
+        for start in range(first, first + journals, chunk):
+            ids = [f"j-{n}" for n in range(start, min(first + journals, start + chunk))]
             sends = [
                 await producer.send(
                     topic,
@@ -199,16 +223,17 @@ async def fill_first_appends(
         await producer.stop()
 
 
-async def _read_all(kafka: KafkaAccess, ends: dict[str, int]) -> float:
-    """Seconds a bare consumer takes to be handed every changelog's records up to its end."""
+async def read_all(kafka: KafkaAccess, ends: Mapping[TopicPartition, int]) -> float:
+    """Seconds a bare consumer takes to be handed every changelog partition's records up to
+    its end."""
     consumer = AIOKafkaConsumer(**kafka.client_options(), group_id=None, enable_auto_commit=False)
     await consumer.start()
     try:
-        tps = [TopicPartition(topic, 0) for topic, end in ends.items() if end > 0]
+        tps = [tp for tp, end in ends.items() if end > 0]
         consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)
         started = time.perf_counter()
-        while any([await consumer.position(tp) < ends[tp.topic] for tp in tps]):
+        while any([await consumer.position(tp) < ends[tp] for tp in tps]):
             await consumer.getmany(*tps, timeout_ms=200)
         return time.perf_counter() - started
     finally:

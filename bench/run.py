@@ -692,6 +692,25 @@ def run_rebalance(journals: int) -> int:
     return 0
 
 
+def run_scale(journals: int) -> int:
+    """Only "At scale" (`--scale-only`, issue 43): `journals` journals on 32 partitions: a
+    worker's and a direct client's memory, a fresh worker's restore and start to serving, a
+    rebalance's pause; prints its rows with the load before and after."""
+    from bench.scale import bench_scale
+
+    _, base = _stack_up()
+    load_before, others_before = load_average(), _others()
+    with tempfile.TemporaryDirectory(prefix="kj-bench-") as workdir:
+        section = asyncio.run(bench_scale(base, journals, Path(workdir)))
+    print(section.method)
+    _print_rows(section)
+    loads = [", ".join(f"{n:.1f}" for n in load) for load in (load_before, load_average())]
+    print(f"load average (1, 5, 15 min): before {loads[0]}; after {loads[1]}")
+    print(f"other processes: before {others_before}; after {_others()}")
+    print(f"commit {_commit()}; {_machine()[0]}")
+    return 0
+
+
 def run_listing(journals: int, buckets: int, samples: int) -> int:
     """Only "Listing at scale" (`--listing-only`, issue 41): `journals` ids written straight
     into a fresh keyspace's `journal_ids` (and a baseline keyspace of 100,000 first), then the
@@ -947,6 +966,15 @@ def main(argv: list[str] | None = None) -> int:
         "Cassandra's disks (one journal of EVENTS, JOURNALS of one event); print its numbers",
     )
     parser.add_argument(
+        "--scale-only",
+        type=int,
+        metavar="JOURNALS",
+        default=None,
+        help="run only the scale scenario: this many journals on 32 partitions; a worker's and "
+        "a direct client's memory, a fresh worker's restore and start, a rebalance's pause; "
+        "print its numbers",
+    )
+    parser.add_argument(
         "--listing-only",
         type=int,
         metavar="JOURNALS",
@@ -1019,6 +1047,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_rebalance(args.rebalance_only)
     if args.restore_only is not None:
         return run_restore(args.restore_only)
+    if args.scale_only is not None:
+        return run_scale(args.scale_only)
     if args.listing_only is not None:
         return run_listing(args.listing_only, args.listing_buckets, args.listing_samples)
     if args.partitions_only is not None:

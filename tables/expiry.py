@@ -92,7 +92,7 @@ from tables.limits import (
     DEFAULT_RESTORE_AHEAD_MIN,
 )
 from tables.pruning import PartitionEntries
-from tables.store import RocksMemory, add_index_table, partition_entries
+from tables.store import ChangelogEnds, RocksMemory, add_index_table, partition_entries
 
 log = logging.getLogger(__name__)
 
@@ -475,13 +475,14 @@ def define_expiry_table(
     *,
     window: int = DEFAULT_EXPIRY_WINDOW,
     build_step: int = DEFAULT_EXPIRY_BUILD_STEP,
+    ends: ChangelogEnds | None = None,
 ) -> ExpiryIndex:
     """The two tables (a partition's local state its changelog no longer holds is dropped, and
     a long restore read ahead of Faust's, as the other tables'; their RocksDB on the worker's
     `memory`) and the index over them."""
 
     def table(name: str, help: str) -> Any:
-        return add_index_table(app, kafka, partitions, name, help, memory, restore_ahead_min)
+        return add_index_table(app, kafka, partitions, name, help, memory, restore_ahead_min, ends)
 
     by_id = table(EXPIRY_TABLE, "per expiring journal: when it expires (epoch ms)")
     by_time = table(EXPIRY_TIMES_TABLE, "per expiring journal: its deadline and id, in order")

@@ -23,6 +23,7 @@ failure here leaves the rest to Faust's recovery, which reads from the offset pe
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import time
@@ -35,7 +36,7 @@ import rocksdict
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from faust.stores import rocksdb
 
-from journal.kafka import end_offsets
+from journal.kafka import end_offsets, start_consumer, stop_consumer
 from journal.metrics import METRICS
 from kjconfig.access import KafkaAccess
 from tables.limits import DEFAULT_RESTORE_AHEAD_MIN
@@ -51,6 +52,44 @@ _RESTORE_BATCH = 10_000  # records a batch at most: one RocksDB write batch, mem
 RESTORED_RECORDS = "kafka_journal_table_restored_ahead_records_total"
 RESTORED_SECONDS = "kafka_journal_table_restored_ahead_seconds_total"
 _RESTORE_STALL_S = 30.0  # no progress this long: Faust's recovery takes over from there
+
+
+class SharedChangelogEnds:
+    """`ChangelogEnds` of every table of a worker through one consumer, started at the first
+    ask and kept until `close`: a consumer started per ask cost ~100-150 ms (its connection
+    and metadata), four tables one after another in every rebalance while the partitions
+    that moved wait for their new owner (BENCHMARKS.md, "A rebalance's pause"); a kept one
+    answers in ~1 ms. A failed ask drops the consumer: the next one starts afresh."""
+
+    def __init__(self, kafka: KafkaAccess) -> None:
+        self._kafka = kafka
+        self._consumer: AIOKafkaConsumer | None = None
+        self._lock = asyncio.Lock()  # one consumer, started once, asked one at a time
+        self._closed = False
+
+    async def __call__(self, topic: str, partitions: int) -> dict[int, int]:
+        if self._closed:  # asked while the worker stops: a consumer of its own
+            return await end_offsets(self._kafka, topic, partitions)
+        async with self._lock:
+            if self._consumer is None:
+                self._consumer = await start_consumer(self._kafka)
+            consumer = self._consumer
+            try:
+                ends = await consumer.end_offsets(
+                    [TopicPartition(topic, p) for p in range(partitions)]
+                )
+            except BaseException:
+                self._consumer = None
+                await stop_consumer(consumer)
+                raise
+        return {tp.partition: offset for tp, offset in ends.items()}
+
+    async def close(self) -> None:
+        async with self._lock:
+            self._closed = True
+            consumer, self._consumer = self._consumer, None
+            if consumer is not None:
+                await stop_consumer(consumer)
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,13 +376,15 @@ def add_index_table(
     help: str,
     memory: RocksMemory | None = None,
     restore_ahead_min: int = DEFAULT_RESTORE_AHEAD_MIN,
+    ends: ChangelogEnds | None = None,
 ) -> Any:
-    """A table of bytes keys and values on an `IndexStore` (its changelog's ends and its
-    restore read from `kafka`, its RocksDB on the worker's `memory`), added to the app."""
+    """A table of bytes keys and values on an `IndexStore` (its changelog's ends asked of
+    `ends`, the worker's `SharedChangelogEnds`, else of a consumer of `kafka` per ask; its
+    restore read from `kafka`; its RocksDB on the worker's `memory`), added to the app."""
     return app.tables.add(
         IndexTable(
             app,
-            changelog_ends=functools.partial(end_offsets, kafka),
+            changelog_ends=functools.partial(end_offsets, kafka) if ends is None else ends,
             restore=ChangelogRestore(kafka, restore_ahead_min),
             memory=memory,
             name=name,

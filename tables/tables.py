@@ -29,7 +29,7 @@ from journal.kafka import log_starts
 from kjconfig.access import KafkaAccess
 from tables.limits import DEFAULT_RESTORE_AHEAD_MIN
 from tables.pruning import DEFAULT_PRUNE_INTERVAL_S, DEFAULT_PRUNE_KEYS_PER_STEP, Pruning
-from tables.store import RocksMemory, add_index_table, partition_entries
+from tables.store import ChangelogEnds, RocksMemory, add_index_table, partition_entries
 from tables.values import decode_runs, encode_runs
 
 FLUSH_RECORDS = 500  # a partition's records between two flushes of its changes, at most
@@ -149,6 +149,7 @@ def define_tables(
     prune_interval_s: float = DEFAULT_PRUNE_INTERVAL_S,
     memory: RocksMemory | None = None,
     restore_ahead_min: int = DEFAULT_RESTORE_AHEAD_MIN,
+    ends: ChangelogEnds | None = None,
 ) -> JournalTables:
     """The tables of action topic `topic`; a partition's local state its changelog no longer
     holds is dropped (`tables.store`): `kafka` is where the changelogs' ends and the topic's
@@ -158,7 +159,7 @@ def define_tables(
     Faust's recovery (`tables.store`)."""
 
     def table(name: str, help: str) -> Any:
-        return add_index_table(app, kafka, partitions, name, help, memory, restore_ahead_min)
+        return add_index_table(app, kafka, partitions, name, help, memory, restore_ahead_min, ends)
 
     return JournalTables(
         appends=table(APPENDS_TABLE, "per journal: offsets of its Appends"),
