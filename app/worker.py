@@ -45,18 +45,20 @@ from journal.replication import KafkaQuarantine
 from journal.settings import Settings
 from journal.store import CassandraStore, ConnectingStore
 from kjconfig.access import KafkaAccess
-from tables.expiry import ExpiryIndex, define_expiry_table
+from tables.expiry import EXPIRY_TABLE, EXPIRY_TIMES_TABLE, ExpiryIndex, define_expiry_table
 from tables.index import TableIndex
 from tables.partitions import OwnedPartitions
 from tables.store import RocksMemory, SharedChangelogEnds
-from tables.tables import APPENDS_TABLE, JournalTables, define_tables
+from tables.tables import APPENDS_TABLE, DELETIONS_TABLE, JournalTables, define_tables
 from web.app import add_routes
 from web.draining import Draining
 from web.limits import DEFAULT_RETRY_AFTER_S
 
 log = logging.getLogger(__name__)
 
-TABLES = 4  # its Faust tables: append-offsets, deletion-offsets, expiry by id and by time
+# its Faust tables: append-offsets, deletion-offsets, expiry by id and by time
+TABLE_NAMES = (APPENDS_TABLE, DELETIONS_TABLE, EXPIRY_TABLE, EXPIRY_TIMES_TABLE)
+TABLES = len(TABLE_NAMES)
 
 
 def create_app(
@@ -335,7 +337,17 @@ def prepare_topic(settings: WorkerSettings) -> tuple[int, int]:
         await asyncio.to_thread(journal.kafka_access().check_tls)
         partitions = await ensure_topic(journal.kafka_access(), journal.topic_spec())
         await _check_recorded(journal, partitions)
-        return partitions, await cluster_replicas(journal.kafka_access(), journal.topic_spec())
+        replicas = await cluster_replicas(journal.kafka_access(), journal.topic_spec())
+        # the tables' changelogs exist, with leaders, before Faust assigns: a fresh worker of 32
+        # partitions on a loaded host had Faust assign before the changelogs it had just
+        # created were in its metadata ("Ignoring missing topic"), and its agent then failed
+        # every record with PartitionsMismatch (Faust's own create is create-if-absent)
+        for table in TABLE_NAMES:
+            changelog = TopicSpec(
+                f"{settings.app_id}-{table}-changelog", partitions, replicas, compacted=True
+            )
+            await ensure_topic(journal.kafka_access(), changelog)
+        return partitions, replicas
 
     return asyncio.run(prepare())
 

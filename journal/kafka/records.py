@@ -17,7 +17,7 @@ from aiokafka.structs import ConsumerRecord
 from journal.codec.actions import MalformedRecord, parse
 from journal.core.index import OffsetRun
 from journal.core.model import ActionRecord, JournalKey
-from journal.errors import JournalTruncated, KafkaUnavailable
+from journal.errors import JournalTruncated, KafkaUnavailable, UndecodableBatch
 from journal.kafka.consumers import log_start, raw_record, start_consumer, stop_consumer
 from journal.kafka.driver_errors import KafkaError, core_error
 from journal.kafka.poison import fetch_for_read
@@ -88,29 +88,56 @@ class KafkaRecords:
         until: int,
     ) -> AsyncIterator[ActionRecord]:
         """`key`'s records in `runs`, in (after, until), in offset order: one seek per span of
-        runs close together (`spans`).
+        runs close together (`spans`). A span that meets a batch no one can decode is read
+        again run by run, as if no span were made: a journal whose own records lie around
+        such a batch is read past it (UndecodableBatch only when a run holds it).
 
         Raises JournalTruncated when records of a run above `after` are gone from Kafka.
         """
         tp = TopicPartition(key.topic, partition)
-        raw_key = key.id.encode("utf-8")
         yielded = after  # runs may overlap (two tables' runs): each record once
+        gap = self._config.run_gap_offsets
         async with self._consumer(tp, self._config.run_fetch_bytes) as consumer:
-            for start, end in spans(runs, after, until, self._config.run_gap_offsets):
-                consumer.seek(tp, start)
-                first: int | None = None
-                async for message in self._messages(consumer, tp, end):
-                    if first is None:
-                        first = message.offset
-                        if first > start:  # the log starts past records we need
-                            raise _truncated(tp, start, first)
-                    if message.key == raw_key and message.offset > yielded:
-                        action = _parse_or_skip(message, key)
+            for start, end in spans(runs, after, until, gap):
+                try:
+                    async for offset, action in self._range(consumer, tp, key, start, end, yielded):
+                        yielded = offset
                         if action is not None:
                             yield action
-                        yielded = message.offset
-                if first is None:  # the consumer jumped to a log start past the run
-                    raise _truncated(tp, start, await consumer.position(tp))
+                except UndecodableBatch:
+                    alone = [r for r in runs if r.first < end and r.last >= start]
+                    if len(spans(alone, yielded, end, 0)) <= 1:
+                        raise  # the batch lies within the journal's own run: the read says so
+                    for run_start, run_end in spans(alone, yielded, end, 0):
+                        ranged = self._range(consumer, tp, key, run_start, run_end, yielded)
+                        async for offset, action in ranged:
+                            yielded = offset
+                            if action is not None:
+                                yield action
+
+    async def _range(
+        self,
+        consumer: AIOKafkaConsumer,
+        tp: TopicPartition,
+        key: JournalKey,
+        start: int,
+        end: int,
+        after: int,
+    ) -> AsyncIterator[tuple[int, ActionRecord | None]]:
+        """`key`'s records in [start, end) above `after`, with their offsets (an action None:
+        a record this version does not parse)."""
+        raw_key = key.id.encode("utf-8")
+        consumer.seek(tp, start)
+        first: int | None = None
+        async for message in self._messages(consumer, tp, end):
+            if first is None:
+                first = message.offset
+                if first > start:  # the log starts past records we need
+                    raise _truncated(tp, start, first)
+            if message.key == raw_key and message.offset > after:
+                yield message.offset, _parse_or_skip(message, key)
+        if first is None:  # the consumer jumped to a log start past the run
+            raise _truncated(tp, start, await consumer.position(tp))
 
     async def scan(
         self, key: JournalKey, partition: int, after: int | None, until: int

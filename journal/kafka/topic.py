@@ -28,6 +28,7 @@ class TopicSpec:
     replication_factor: int | None = None
     min_insync_replicas: int | None = None
     retention_ms: int = 7 * 24 * 60 * 60 * 1000
+    compacted: bool = False  # a table's changelog: compacted, kept for ever (no retention)
 
 
 def replication_for(spec: TopicSpec, brokers: int) -> tuple[int, int]:
@@ -72,7 +73,11 @@ async def ensure_topic(kafka: KafkaAccess, spec: TopicSpec, timeout_s: float = 3
                     replicas,
                     topic_configs={
                         "min.insync.replicas": str(min_insync),
-                        "retention.ms": str(spec.retention_ms),
+                        **(
+                            {"cleanup.policy": "compact"}
+                            if spec.compacted
+                            else {"retention.ms": str(spec.retention_ms)}
+                        ),
                     },
                 )
             ]
