@@ -16,7 +16,9 @@ from bench.environment import worker
 from bench.profile import py_spy
 from bench.workload import closed_loop, events, payload
 from devtools.workers import WorkerProcess
-from journal import Ack, Event, EventRecord, JournalKey, Journals, JsonPayload, Position
+from journal import Ack, Event, JournalKey, Journals, JsonPayload, Position
+from journal.codec import encode_events
+from journal.core import ActionRecord, AppendHeader, Events, SeqRange
 from journal.kafka import JournalProducer, TopicSpec, end_offsets, ensure_topic, quarantine_topic
 from journal.replication import (
     AlreadyQuarantined,
@@ -25,7 +27,7 @@ from journal.replication import (
     wait_replicated,
 )
 from journal.settings import Settings
-from journal.store import CassandraStore, EventualJournal, Statements, event_row, execute
+from journal.store import CassandraStore, EventualJournal, Statements, execute, record_row
 
 METHOD = (
     "{events:,} events ({appends:,} appends of 10, 100 journals, 3 partitions) are written "
@@ -219,11 +221,11 @@ async def replicate_one_event_appends_with_worker(
 
 
 async def raw_inserts(settings: Settings, rows: int, per_batch: int = 1, lanes: int = 64) -> float:
-    """Raw concurrent INSERTs (`lanes` in flight, each lane a journal of its own) of event rows
-    as the store writes them (its own insert statement, row codec and batches, none of
-    replication's planning): rows/s. With `per_batch` > 1, each request is an unlogged batch of
-    that many rows of one journal's segment (one Cassandra partition), as replication writes a
-    journal's events."""
+    """Raw concurrent INSERTs (`lanes` in flight, each lane a journal of its own) of `rows`
+    events as the store writes them (its own insert statement and row codec, none of
+    replication's planning): events/s. Each request is one `event_records` row, an Append of
+    `per_batch` events (a 10-event append's by default in the section, one event otherwise),
+    its value encoded once beforehand, as Kafka would hold it."""
     fresh = settings.replace(keyspace=unique("bench_raw"))
     store = await CassandraStore.connect(fresh.cassandra_config())
     try:
@@ -231,24 +233,23 @@ async def raw_inserts(settings: Settings, rows: int, per_batch: int = 1, lanes: 
         statements = await asyncio.to_thread(  # prepare blocks
             Statements, access.session, access.keyspace, access.write_level
         )
-        insert, size = statements.insert_event, fresh.segment_size
+        insert, size = statements.insert_record, fresh.segment_size
         now = datetime.now(UTC)
         stamp = int(time.time() * 1_000_000)
 
-        def row(lane: int, seq_nr: int) -> tuple[Any, ...]:
-            event = Event(seq_nr, _RAW_TAGS, JsonPayload.of(payload(seq_nr)))
-            record = EventRecord(event, now, 0, seq_nr)
-            return event_row(JournalKey(fresh.topic, f"raw-{lane}"), size, record, stamp)
+        def row(lane: int, first: int) -> tuple[Any, ...]:
+            batch = tuple(
+                Event(n, _RAW_TAGS, JsonPayload.of(payload(n)))
+                for n in range(first, first + per_batch)
+            )
+            kind, value = encode_events(Events(batch))
+            header = AppendHeader(SeqRange(first, first + per_batch - 1), kind)
+            key = JournalKey(fresh.topic, f"raw-{lane}")
+            append = ActionRecord(key, 0, first, now, header, value, {})
+            return record_row(key, size, append, stamp)
 
         async def write(lane: int, round_: int) -> None:
-            first = round_ * per_batch + 1
-            if per_batch == 1:
-                await execute(access.session, insert, row(lane, first))
-                return
-            batch = statements.batch()
-            for seq_nr in range(first, first + per_batch):
-                batch.add(insert, row(lane, seq_nr))
-            await execute(access.session, batch, None)
+            await execute(access.session, insert, row(lane, round_ * per_batch + 1))
 
         timed = await closed_loop(write, lanes, rows // per_batch)
         return timed.per_second * per_batch
