@@ -111,6 +111,8 @@ class Statements:
                 query = "SELECT id FROM {ks}.journal_ids WHERE topic = ? AND bucket = ? AND id "
                 query += "> ?" if above else ">= ?"
                 self._ids[above, bounded] = prepare(query + (" AND id < ?" if bounded else ""))
+        # version 3's `events` rows, one per event: written no more (schema.py), still read,
+        # deleted and purged below a journal's `records_from`.
         # `rows.event_records_of` takes its columns by position: in this order. The tags as
         # JSON text (issue 42): the driver decodes a set<text> into its pure-Python SortedSet,
         # two tracked objects and ~2 us a row of a long read; a text costs it nothing
@@ -148,13 +150,6 @@ class Statements:
         self.delete_record_rows = prepare(
             "DELETE FROM {ks}.event_records USING TIMESTAMP ? "
             "WHERE topic = ? AND id = ? AND segment = ? AND last_seq_nr <= ?"
-        )
-        # version 3's rows, one per event: written no more (schema.py), still read and deleted
-        # below a journal's `records_from`
-        self.insert_event = prepare(
-            "INSERT INTO {ks}.events (topic, id, segment, seq_nr, partition, offset, timestamp, "
-            "tags, payload_type, payload_txt, payload_bin, expire_after, metadata, headers) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ?"
         )
         # TTL 0: none (`appends_ttl_s`)
         self.insert_append = prepare(
