@@ -1,16 +1,17 @@
-"""The raw baselines of reading a journal: its `events` rows SELECTed with the driver alone, the
-same with the two other requests a complete read makes, and a minimal HTTP server writing the
-rows as NDJSON.
+"""The raw baselines of reading a journal: its `event_records` rows SELECTed with the driver
+alone (each row's value, the Append's events as Kafka holds them, decoded by orjson), the same
+with the two other requests a complete read makes, and a minimal HTTP server writing the events
+as NDJSON.
 
-`RawReads` runs the store's own read statement (`Statements.read`, paged at its fetch size) on
-a session of its own, one page at a time: no journal row, pointer, fence or head, no
+`RawReads` runs the store's own read statement (`Statements.read_records`, paged at its fetch
+size) on a session of its own, one page at a time: no journal row, pointer, fence or head, no
 `EventRecord`s. `RawCompleteReads` adds, in parallel with those pages, what any complete read
 must also ask: the journal's row (the store's `Statements.meta`: deleteTo, the replicated
 offset) and the partition's high watermark (a ListOffsets on an aiokafka consumer of its own);
 no index, no fold. The server (`python -m bench.raw_read_http PORT TOPIC KEYSPACE`, Cassandra from
 the `KJ_*` environment, run on uvloop as the worker is, in a child process so that its CPU is
-not the load generator's) answers GET /journals/{id}/events with one NDJSON line per row (one
-`orjson.dumps` each, the payload text passed through as it is stored) and one write per page.
+not the load generator's) answers GET /journals/{id}/events with one NDJSON line per event (one
+`orjson.dumps` each) and one write per page.
 """
 
 from __future__ import annotations
@@ -29,16 +30,14 @@ from cassandra.cluster import Cluster, ResponseFuture, Session
 from cassandra.query import PreparedStatement
 
 from bench.raw_http import serve_until_stopped, server_process
-from journal import SEQ_NR_MAX
 from journal.settings import Settings
 from journal.store import ROWS_AS_TUPLES, Statements, open_session
 from kjconfig.access import KafkaAccess
 
 NDJSON = "application/x-ndjson"
 # the driver's timestamps are naive UTC: written with a Z, as the API writes them
-# the columns of `Statements.read`'s rows (the tags as JSON text: "null" for none)
-SEQ_NR, PARTITION, OFFSET, TIMESTAMP, TAGS, PAYLOAD_TXT = 0, 1, 2, 3, 4, 6
-_NO_TAGS: list[str] = []
+# an event as `RawReads.pages` yields it: a tuple of these fields (the payload decoded)
+SEQ_NR, PARTITION, OFFSET, TIMESTAMP, TAGS, PAYLOAD = 0, 1, 2, 3, 4, 5
 _LINE = orjson.OPT_APPEND_NEWLINE | orjson.OPT_NAIVE_UTC | orjson.OPT_UTC_Z
 
 
@@ -56,8 +55,8 @@ def _page(response: ResponseFuture) -> asyncio.Future[list[Any]]:
 
 
 class RawReads:
-    """A journal's `events` rows, page by page, and its `journals` row, on a driver session of
-    its own."""
+    """A journal's events (its `event_records` rows, decoded), page by page, and its
+    `journals` row, on a driver session of its own."""
 
     def __init__(
         self,
@@ -77,12 +76,22 @@ class RawReads:
         cluster, session = await open_session(settings.cassandra_config())
         # the store's statement, prepared as the store prepares it (fetch size included)
         statements = await asyncio.to_thread(Statements, session, settings.keyspace)
-        return cls(cluster, session, statements.read, statements.meta)
+        return cls(cluster, session, statements.read_records, statements.meta)
 
     async def pages(self, topic: str, journal_id: str) -> AsyncIterator[list[Any]]:
-        """The rows of the journal's first segment (the bench's journals fit in one), a page
-        at a time; the next page is asked for once this one is taken."""
-        params = (topic, journal_id, 0, 1, SEQ_NR_MAX)
+        """The events of the journal's first segment (the bench's journals fit in one), a
+        page of `event_records` rows at a time, each row's value decoded by orjson (payloads
+        included: a raw read gives the caller every payload); the next page is asked for once
+        this one is taken."""
+        async for rows in self._rows(topic, journal_id):
+            yield [
+                (e["seqNr"], partition, offset, timestamp, e.get("tags", ()), e.get("payload"))
+                for _, _, partition, offset, timestamp, _, value, _ in rows
+                for e in orjson.loads(value)["events"]
+            ]
+
+    async def _rows(self, topic: str, journal_id: str) -> AsyncIterator[list[Any]]:
+        params = (topic, journal_id, 0, 1)
         # rows as tuples, as the store asks them: the driver's named tuples cost a class per
         # page (~0.2 ms a 100-row page here), which a raw baseline must not pay
         response = self._session.execute_async(
@@ -149,11 +158,12 @@ class RawCompleteReads:
 
 
 def line(row: Any) -> bytes:
-    """An event row as one NDJSON line: the fields of the API's line that the row holds."""
+    """An event of `RawReads.pages` as one NDJSON line: the fields of the API's line that
+    the store holds."""
     fields = {
         "seqNr": row[SEQ_NR],
-        "payload": orjson.Fragment(row[PAYLOAD_TXT].encode()),
-        "tags": _NO_TAGS if row[TAGS] == "null" else orjson.Fragment(row[TAGS].encode()),
+        "payload": row[PAYLOAD],
+        "tags": row[TAGS],
         "timestamp": row[TIMESTAMP],
         "partition": row[PARTITION],
         "offset": row[OFFSET],

@@ -9,12 +9,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import aiohttp
-import orjson
 
 from app.http_tokens import client_headers
 from bench.common import Row, Section, median, spread, unique
 from bench.profile import process_cpu_s
-from bench.raw_read_http import PAYLOAD_TXT, RawReads, raw_read_server
+from bench.raw_read_http import RawReads, raw_read_server
 from bench.workload import http_body
 from devtools.workers import WorkerProcess, free_port
 from journal import Journals
@@ -25,13 +24,14 @@ METHOD = (
     " (the pointers reach the topic's end) before anything is timed. A read takes it from seqNr"
     " 1 to its end, every event consumed; events/s of each read. Direct: `journal.read()` with "
     "the direct client (`async for event in ...`), and its `read_batches()` (a list of events "
-    "at a time), against a raw read: the store's read statement (`Statements.read`, fetch size "
-    "as the store's) on a driver session of its own, paged, each row's payload text decoded "
-    "with orjson (`bench/raw_read_http.py`). HTTP: GET /journals/{{id}}/events on the worker "
-    "(lines counted), against a minimal aiohttp server process on uvloop that pages the same "
-    "statement and writes one NDJSON line per row (one `orjson.dumps`, the payload text passed "
-    "through) and one write per page (`bench/raw_read_http.py`). One warm-up read of each, then"
-    " {reps} repetitions, the five reads interleaved in an order rotated every repetition; "
+    "at a time), against a raw read: the store's read statement (`Statements.read_records`, "
+    "fetch size as the store's) on a driver session of its own, paged, each row's value (an "
+    "Append's events) decoded with orjson (`bench/raw_read_http.py`). HTTP: GET "
+    "/journals/{{id}}/events on the worker (lines counted), against a minimal aiohttp server "
+    "process on uvloop that pages the same statement and writes one NDJSON line per event (one "
+    "`orjson.dumps`) and one write per page (`bench/raw_read_http.py`). One warm-up read of "
+    "each, then {reps} repetitions, the five reads interleaved in an order rotated every "
+    "repetition; "
     "medians (spread min..max). CPU: the serving process's (user + system, every thread) over "
     "its reads, per event."
 )
@@ -100,8 +100,6 @@ async def bench_recovery(
             async def raw_read() -> int:
                 count = 0
                 async for page in raw.pages(settings.topic, journal_id):
-                    for row in page:
-                        orjson.loads(row[PAYLOAD_TXT])
                     count += len(page)
                 return count
 

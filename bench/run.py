@@ -606,7 +606,7 @@ def run_recovery(events: int, repetitions: int = 5) -> int:
 
 def run_spread(events: int) -> int:
     """Only "Replication of a spread backlog" (`--spread-only`): a worker of its own replicating
-    `events` over 100 journals, against raw batched INSERTs; prints its rows."""
+    `events` over 100 journals, against raw INSERTs of Append rows; prints its rows."""
     _, base = _stack_up()
     settings = settings_for(base, "spread", partitions=3)
 

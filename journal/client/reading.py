@@ -394,9 +394,7 @@ class ReadingFlow:
                     last = batch[-1].seq_nr
                     yield batch
             if last < stop:
-                rest = JournalMeta(
-                    meta.partition, meta.offset, meta.seq_nr, last, meta.segment_size
-                )
+                rest = replace(meta, delete_to=last)
                 pages = self.store.read_pages(key, rest, last + 1, to)
                 async for stored in pages:
                     batch = []

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from journal.store.cluster import ROWS_AS_TUPLES, open_session
     from journal.store.connecting import ConnectingStore
     from journal.store.cql import execute
-    from journal.store.rows import event_row
+    from journal.store.rows import record_row
     from journal.store.schema import BUCKETS, SCHEMA_VERSION, ensure_schema, id_bucket, migrate
     from journal.store.statements import Statements, idempotent
     from journal.store.topology import DEFAULT_MAX_SNAPSHOT_BYTES
@@ -43,7 +43,7 @@ _DOOR = {
     "Snapshot": "base",
     "Statements": "statements",
     "ensure_schema": "schema",
-    "event_row": "rows",
+    "record_row": "rows",
     "execute": "cql",
     "id_bucket": "schema",
     "idempotent": "statements",
@@ -67,10 +67,10 @@ __all__ = [
     "Snapshot",
     "Statements",
     "ensure_schema",
-    "event_row",
     "execute",
     "id_bucket",
     "idempotent",
     "migrate",
     "open_session",
+    "record_row",
 ]

@@ -48,6 +48,9 @@ class JournalMeta:
     `delete_to`: every event at or below it is deleted, None if nothing is.
     `offset`: the offset of the last action of this journal that was replicated.
     `segment_size`: how the store splits this journal, for stores that do (opaque otherwise).
+    `records_from`: the seqNr from which the journal's events are stored one row per Append,
+    for stores that keep older ones otherwise (the Cassandra store's schema version 4: those
+    below it in version 3's `events` rows; opaque otherwise).
     """
 
     partition: int
@@ -55,6 +58,7 @@ class JournalMeta:
     seq_nr: int | None = None
     delete_to: int | None = None
     segment_size: int | None = None
+    records_from: int = 1
 
     @property
     def state(self) -> JournalState:

@@ -15,7 +15,13 @@ from journal.core.model import SEQ_NR_MAX, EventRecord, JournalKey
 from journal.store import cql
 from journal.store.base import FirstPage, JournalMeta, StoredAppend
 from journal.store.cluster import ROWS_AS_TUPLES
-from journal.store.rows import EVENT_OFFSET, event_record_of, event_records_of, meta_of
+from journal.store.rows import (
+    EVENT_OFFSET,
+    event_record_of,
+    event_records_of,
+    meta_of,
+    records_events,
+)
 from journal.store.schema import APPEND_BUCKET
 from journal.store.statements import Statements
 
@@ -32,8 +38,9 @@ class Reads:
         self._statements = statements
         self._segment_size = segment_size
         self._counts: dict[str, int] = {}
-        # the deleteTo of journals whose rows were read lately, for `first_page`: bounded
-        self._deleted_to: OrderedDict[JournalKey, int] = OrderedDict()
+        # the deleteTo and records_from of journals whose rows were read lately, for
+        # `first_page`, where either says more than "from 1": bounded
+        self._known: OrderedDict[JournalKey, tuple[int, int]] = OrderedDict()
 
     async def pointer(self, topic: str, partition: int) -> int | None:
         rows = await cql.execute(
@@ -94,23 +101,48 @@ class Reads:
     async def read_pages(
         self, key: JournalKey, meta: JournalMeta, from_: int = 1, to: int = SEQ_NR_MAX
     ) -> AsyncIterator[list[EventRecord]]:
-        """`read`, a page of the driver's at a time."""
+        """`read`, a page of the driver's at a time: the events below the journal's
+        `records_from` from version 3's `events`, the rest from `event_records`."""
         if meta.seq_nr is None:
             return
         size = meta.segment_size or self._segment_size
         start = max(from_, (meta.delete_to or 0) + 1)
         stop = min(to, meta.seq_nr)
-        for segment in range(start // size, stop // size + 1):
+        if start < meta.records_from:
+            legacy_stop = min(stop, meta.records_from - 1)
+            for segment in range(start // size, legacy_stop // size + 1):
+                pages = cql.stream_pages(
+                    self._session,
+                    self._statements.read,
+                    (key.topic, key.id, segment, start, legacy_stop),
+                    ROWS_AS_TUPLES,
+                    ahead=True,  # a long read's next page is read while this one is decoded
+                )
+                async for rows in pages:
+                    if rows:
+                        yield event_records_of(rows)
+            start = meta.records_from
+        if start > stop:
+            return
+        # a row lives in the segment of its last seqNr, so the row holding `start` is the
+        # first of its segment's slice from `start`, and the one holding `stop` may lie a
+        # segment further than `stop`'s (an Append across a boundary); the journal's last
+        # row ends at its last seqNr, so segments past that one's hold nothing to read
+        for segment in range(start // size, max(stop, meta.seq_nr) // size + 1):
             pages = cql.stream_pages(
                 self._session,
-                self._statements.read,
-                (key.topic, key.id, segment, start, stop),
+                self._statements.read_records,
+                (key.topic, key.id, segment, start),
                 ROWS_AS_TUPLES,
-                ahead=True,  # a long read's next page is read while this one is decoded
+                ahead=True,
             )
             async for rows in pages:
                 if rows:
-                    yield event_records_of(rows)
+                    records = records_events(rows, start, stop)
+                    if records:
+                        yield records
+                    if rows[-1][0] >= stop or rows[-1][1] > stop:  # past `stop`: done
+                        return
 
     async def appends(
         self, topic: str, partition: int, after: int, to: int
@@ -136,6 +168,26 @@ class Reads:
 
     async def append_events(self, append: StoredAppend) -> AsyncIterator[EventRecord]:
         key, size = append.key, append.segment_size or self._segment_size
+        # with the journal's row: a row holds its whole Append, and a Delete inside the
+        # Append leaves it, so the events at or below deleteTo are left out here, as a read
+        # leaves them (asked together: one round trip's wait)
+        found, row = await asyncio.gather(
+            cql.execute(
+                self._session,
+                self._statements.append_record,
+                (key.topic, key.id, append.last // size, append.last),
+                ROWS_AS_TUPLES,
+            ),
+            self._meta_row(key),
+        )
+        if found:  # one row per Append; not this one's if a later Append's after a Purge
+            if found[0][3] == append.offset:
+                delete_to = (None if row is None else meta_of(row).delete_to) or 0
+                low = max(append.first, delete_to + 1)
+                for record in records_events(found, low, append.last):
+                    yield record
+            return
+        # no row: an Append that version 3 stored, one row per event
         for segment in range(append.first // size, append.last // size + 1):
             rows = cql.stream(
                 self._session,
@@ -151,17 +203,38 @@ class Reads:
         """From the journal's deleteTo + 1 as last seen here, if above `from_`: a slice from
         `from_` would walk every row a Delete shadowed in the segment (up to a segment's
         worth) until compaction drops them. A deleteTo seen before a Purge only makes the page
-        start too high: the reader keeps only events that continue what it has."""
-        from_ = max(from_, self._deleted_to.get(key, 0) + 1)
+        start too high: the reader keeps only events that continue what it has. The rows of
+        `from_`'s segment in `event_records` (`FIRST_RECORDS` of them), or in `events` below
+        the journal's `records_from` as last seen here (a journal version 3 stored); where
+        none ends in that segment, the next one's. A row holding `from_` is not in the
+        page if it ends more than a segment further: the reader gets it from `read`."""
+        delete_to, records_from = self._known.get(key, (0, 1))
+        from_ = max(from_, delete_to + 1)
         size = self._segment_size
         segment_end = (from_ // size + 1) * size - 1
+        if from_ < records_from:
+            rows = await cql.execute(
+                self._session,
+                self._statements.read,
+                (key.topic, key.id, from_ // size, from_, min(to, segment_end, records_from - 1)),
+                ROWS_AS_TUPLES,
+            )
+            return FirstPage(size, tuple(event_records_of(rows)))
+        segment = from_ // size
         rows = await cql.execute(
             self._session,
-            self._statements.read,
-            (key.topic, key.id, from_ // size, from_, min(to, segment_end)),
+            self._statements.first_records,
+            (key.topic, key.id, segment, from_, segment_end),
             ROWS_AS_TUPLES,
         )
-        return FirstPage(size, tuple(event_records_of(rows)))
+        if not rows:  # the row holding `from_` may end in the next segment
+            rows = await cql.execute(
+                self._session,
+                self._statements.first_records,
+                (key.topic, key.id, segment + 1, from_, segment_end + size),
+                ROWS_AS_TUPLES,
+            )
+        return FirstPage(size, tuple(records_events(rows, from_, to)))
 
     async def journals_in_token_range(
         self, low: int, high: int
@@ -175,14 +248,15 @@ class Reads:
             yield JournalKey(row[0], row[1]), meta_of(row[2:])
 
     def _note_delete_to(self, key: JournalKey, meta: JournalMeta | None) -> None:
-        delete_to = None if meta is None else meta.delete_to
-        if not delete_to:
-            self._deleted_to.pop(key, None)
+        delete_to = (None if meta is None else meta.delete_to) or 0
+        records_from = 1 if meta is None else meta.records_from
+        if not delete_to and records_from == 1:
+            self._known.pop(key, None)
             return
-        self._deleted_to[key] = delete_to
-        self._deleted_to.move_to_end(key)
-        if len(self._deleted_to) > _KNOWN_DELETES:
-            self._deleted_to.popitem(last=False)
+        self._known[key] = (delete_to, records_from)
+        self._known.move_to_end(key)
+        if len(self._known) > _KNOWN_DELETES:
+            self._known.popitem(last=False)
 
     async def _meta_row(self, key: JournalKey) -> tuple[Any, ...] | None:
         rows = await cql.execute(

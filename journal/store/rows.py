@@ -1,23 +1,28 @@
-"""Row codecs of the Cassandra store: a journal's row into `JournalMeta`, an event into the
-values of its `events` row (what it lacks left unset) and such a row back into an
-`EventRecord`."""
+"""Row codecs of the Cassandra store: a journal's row into `JournalMeta`, an Append into the
+values of its `event_records` row, such rows back into `EventRecord`s (sliced to the seqNrs a
+read asks), and version 3's `events` rows into `EventRecord`s."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from types import MappingProxyType
-from typing import Any, cast
+from typing import Any
 
 import msgspec
 from cassandra.query import UNSET_VALUE
 
+from journal.codec.events import encode_events
+from journal.codec.events_binary import decode_events_binary
+from journal.codec.events_json import decode_events_json
 from journal.core.model import (
+    ActionRecord,
+    AppendHeader,
     BinaryPayload,
     Event,
     EventRecord,
+    Events,
     JournalKey,
-    JsonPayload,
     Payload,
     PayloadMetadata,
     TextPayload,
@@ -28,22 +33,62 @@ from journal.store.base import JournalMeta
 
 def meta_of(row: tuple[Any, ...]) -> JournalMeta:
     """A journal's row as `Statements.meta` selects it (a tuple: `cluster.ROWS_AS_TUPLES`, not
-    the default's namedtuple, whose class the driver builds anew for every result, ~0.13 ms)."""
-    partition, offset, seq_nr, delete_to, segment_size = row
-    return JournalMeta(partition, offset, seq_nr, delete_to, segment_size)
+    the default's namedtuple, whose class the driver builds anew for every result, ~0.13 ms).
+    A row of version 3 has no `records_from`: all its events are in `events`."""
+    partition, offset, seq_nr, delete_to, segment_size, records_from = row
+    if records_from is None:
+        records_from = (seq_nr or 0) + 1
+    return JournalMeta(partition, offset, seq_nr, delete_to, segment_size, records_from)
 
 
-def _payload_columns(payload: Payload | None) -> tuple[object, object, object]:
-    """An event row's payload_type, payload_txt and payload_bin; the columns a payload does not
-    use are unset (`event_row` says why). By type, not `match`: once per event replicated."""
-    kind = type(payload)
-    if kind is JsonPayload:
-        return "json", cast(JsonPayload, payload).raw.decode(), UNSET_VALUE
-    if kind is TextPayload:
-        return "text", cast(TextPayload, payload).value, UNSET_VALUE
-    if kind is BinaryPayload:
-        return "binary", UNSET_VALUE, cast(BinaryPayload, payload).value
-    return UNSET_VALUE, UNSET_VALUE, UNSET_VALUE
+def record_row(key: JournalKey, size: int, append: ActionRecord, stamp: int) -> tuple[Any, ...]:
+    """An Append's `event_records` row: its value as Kafka holds it (schema.py). Without
+    headers the column is left unset, not null: a null is a tombstone cell that Cassandra
+    writes, compacts and reads past, and there is nothing to shadow."""
+    header = append.header
+    assert isinstance(header, AppendHeader)
+    first, last = header.range.from_, header.range.to
+    kind, value = header.payload_type, append.value
+    if not value and append.events:  # events without a record (an export's, restored)
+        events = Events(tuple(r.event for r in append.events), append.events[0].metadata)
+        kind, value = encode_events(events)
+    return (
+        key.topic,
+        key.id,
+        last // size,
+        last,
+        first,
+        append.partition,
+        append.offset,
+        append.timestamp,
+        kind.value,
+        value,
+        append.headers or UNSET_VALUE,
+        stamp,
+    )
+
+
+def records_events(rows: Sequence[tuple[Any, ...]], low: int, high: int) -> list[EventRecord]:
+    """The events low..high of a page of `event_records` rows (as `Statements.read_records`
+    selects them, in seqNr order): each row's value decoded in one pass, the rows and events
+    outside the range skipped. Replication checked every value it stored (`parse_checked`)."""
+    records: list[EventRecord] = []
+    for last, first, partition, offset, timestamp, kind, value, headers in rows:
+        if last < low:
+            continue
+        if first > high:
+            break
+        decoded = decode_events_json(value) if kind == "json" else decode_events_binary(value)
+        events = decoded.events
+        if first < low or last > high:
+            events = events[max(low - first, 0) : high - first + 1]
+        when = _UTC_EPOCH + (timestamp - _EPOCH)  # the naive UTC time, aware
+        metadata = decoded.metadata
+        user_headers = dict(headers) if headers else _NO_HEADERS
+        records += [
+            EventRecord(event, when, partition, offset, metadata, user_headers) for event in events
+        ]
+    return records
 
 
 def _payload_of(kind: str | None, text: str | None, data: bytes | None) -> Payload | None:
@@ -54,33 +99,6 @@ def _payload_of(kind: str | None, text: str | None, data: bytes | None) -> Paylo
     if kind == "binary":
         return BinaryPayload(data or b"")
     return None
-
-
-def event_row(key: JournalKey, size: int, record: EventRecord, stamp: int) -> tuple[Any, ...]:
-    """An event's row; what it lacks is left unset, not null: a null is a tombstone cell
-    that Cassandra writes, compacts and reads past (it warned on every page of 1,000 events
-    read), and there is nothing to shadow (a key's row only changes after a Delete or Purge
-    removed it)."""
-    kind, text, data = _payload_columns(record.event.payload)
-    metadata = record.metadata
-    return (
-        key.topic,
-        key.id,
-        record.seq_nr // size,
-        record.seq_nr,
-        record.partition,
-        record.offset,
-        record.timestamp,
-        record.event.tags or UNSET_VALUE,  # the driver writes any collection: no copies
-        kind,
-        text,
-        data,
-        UNSET_VALUE if metadata.expire_after is None else metadata.expire_after,
-        # msgspec: a payload's metadata may hold integers beyond 64 bits, which orjson refuses
-        UNSET_VALUE if metadata.data is None else msgspec.json.encode(metadata.data).decode(),
-        record.headers or UNSET_VALUE,
-        stamp,
-    )
 
 
 _NO_METADATA = PayloadMetadata()

@@ -1,10 +1,29 @@
 """The Cassandra schema of the eventual store, created and versioned at start.
 
 Tables:
-- `events`: one row per event; partitioned by (topic, id, segment) so a huge journal spreads
-  over partitions of at most `segment_size` events each.
+- `event_records` (version 4): one row per stored Append, its events as Kafka holds them (the
+  record value: `payload_type` says json or binary, journal/codec/), with the record's
+  partition, offset, timestamp and user headers, and its first and last seqNr. Partitioned by
+  (topic, id, segment) where segment is the *last* seqNr // `segment_size`, clustered by that
+  last seqNr: the row holding a seqNr s is the first with last_seq_nr >= s, so a read starts at
+  the row holding deleteTo + 1 (or `from_`) with one slice per segment, and yields only the
+  events at or above it (a row straddling deleteTo is sliced). A Delete removes the segments
+  wholly at or below its deleteTo as partition deletions, and the rows `last_seq_nr <= to` of
+  the one it falls in: a straddling row stays, its events above deleteTo still to read.
+  Why (issue 42, profiled): a long read cost one Cassandra row per event, fetched and decoded by
+  the driver in Python (15 values), and replication paid the same to serialise them (37.5% of
+  a worker's replication time); one row per Append is ~10x fewer rows at appends of 10, and the
+  record value decodes in one msgspec pass, as a read of Kafka's records does. Encrypted
+  payloads stay sealed in the value as Kafka has them (docs/erasure.md).
+- `events` (versions 1 to 3): one row per event; partitioned by (topic, id, segment =
+  seqNr // `segment_size`). Version 4 writes no new rows there: a journal's row
+  (`journals.records_from`) says from which seqNr its events are in `event_records`, those
+  below are read, deleted and purged here as before, so a keyspace of version 3 needs no
+  rewrite.
 - `journals`: one row per journal: partition, offset of its last replicated action, last seqNr,
-  deleteTo, segment size (fixed when the journal is first written).
+  deleteTo, segment size (fixed when the journal is first written), `records_from` (version 4:
+  its events from this seqNr on are in `event_records`; null in a row of version 3, read as
+  the seqNr after its last: all of them in `events`; a Purge sets it back to 1).
 - `journal_ids`: the ids of the journals that exist (`JournalState.exists`), for listing
   them by prefix in id order. Partitioned by (topic, bucket), the topic's bucket count
   (`listing_buckets`: 32 unless grown) by a hash of the id, clustered by id: a page is one
@@ -43,6 +62,12 @@ Tables:
   (`TABLE_OPTIONS`); a version 2 process that is running when the version moves on keeps
   running (it writes what it wrote, and readers of version 3 see its pointers late, never
   early: `migrate` says why that is safe), one that starts afterwards refuses.
+  Version 4 added `event_records` and `journals.records_from`. Not a rolling upgrade: a
+  version 3 process would write events where version 4 readers no longer look for them, and
+  read a journal's row without finding its newer events, so every version 3 process stops
+  before `migrate` runs (a version 3 process that starts afterwards refuses, as above);
+  docs/operations.md, "Upgrading the schema", has the steps. The migration itself is additive
+  and quick: no row is rewritten.
 - `topic_partitions`: per topic, the partition count the journal's processes use
   (journal/kafka/guard.py): a journal lives in the partition its key maps to under this count,
   so a process that finds the topic with another count refuses it. Written once, by the first
@@ -97,7 +122,8 @@ from journal.store.topology import auto_replication, cql_map, parse_replication,
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 3  # 2: appends, snapshots, journal_ids; 3: pointers2, compaction, gc_grace
+# 2: appends, snapshots, journal_ids; 3: pointers2, compaction, gc_grace; 4: event_records
+SCHEMA_VERSION = 4
 APPEND_BUCKET = 100_000  # offsets per Cassandra partition of `appends`
 BUCKETS = LEGACY_BUCKETS  # of journal_ids per topic until grown (`listing_buckets`)
 
@@ -108,9 +134,14 @@ _TABLES = (
         tags set<text>, payload_type text, payload_txt text, payload_bin blob,
         expire_after text, metadata text, headers map<text, text>,
         PRIMARY KEY ((topic, id, segment), seq_nr))""",
+    """CREATE TABLE IF NOT EXISTS {ks}.event_records (
+        topic text, id text, segment bigint, last_seq_nr bigint, seq_nr bigint,
+        partition int, offset bigint, timestamp timestamp,
+        payload_type text, events blob, headers map<text, text>,
+        PRIMARY KEY ((topic, id, segment), last_seq_nr))""",
     """CREATE TABLE IF NOT EXISTS {ks}.journals (
         topic text, id text, partition int, offset bigint,
-        seq_nr bigint, delete_to bigint, segment_size bigint,
+        seq_nr bigint, delete_to bigint, segment_size bigint, records_from bigint,
         PRIMARY KEY ((topic, id)))""",
     """CREATE TABLE IF NOT EXISTS {ks}.journal_ids (
         topic text, bucket int, id text,
@@ -180,6 +211,7 @@ _TEN_DAYS = 864_000  # Cassandra's default gc_grace_seconds
 #   also bounds how long a dead node's hints are kept.
 TABLE_OPTIONS: dict[str, tuple[str, int]] = {
     "events": (_LEVELED, _TEN_DAYS),
+    "event_records": (_LEVELED, _TEN_DAYS),
     "journals": (_LEVELED, _TEN_DAYS),
     "journal_ids": (_LEVELED, _TEN_DAYS),
     "pointers": (_LEVELED, _TEN_DAYS),
@@ -227,7 +259,10 @@ async def migrate(
     then the version is written. A version 2 worker still running writes only `pointers`:
     readers of version 3 then see that partition's pointer behind, never ahead, of what is
     stored, which costs them more of Kafka to read and nothing else (every read folds the
-    log after the pointer onto the stored rows, and a replay is harmless), until it stops."""
+    log after the pointer onto the stored rows, and a replay is harmless), until it stops.
+
+    From 3 to 4 (`event_records`, `journals.records_from`): additive and quick, but not
+    online: every version 3 process is stopped first (the module docstring says why)."""
     steps = await _steps(session, keyspace, replication)
     if not dry_run:
         for step in steps:
@@ -280,10 +315,10 @@ async def _steps(session: Session, keyspace: str, replication: str) -> list[Step
             )
         steps = []
         version = await _existing_version(session, keyspace)
-    # at this version already: only the tables added since without a bump (`topic_grow`,
-    # `listing_buckets`), if missing; a complete keyspace costs one read at start and no
+    # only the tables missing (at this version already: those added since without a bump,
+    # `topic_grow` and `listing_buckets`); a complete keyspace costs one read at start and no
     # schema change
-    present = await _tables_of(session, keyspace) if version == SCHEMA_VERSION else set()
+    present = await _tables_of(session, keyspace) if rows else set()
     for table in _TABLES:
         name = table.split(".", 1)[1].split(" ", 1)[0]
         if name in present:
@@ -297,13 +332,18 @@ async def _steps(session: Session, keyspace: str, replication: str) -> list[Step
     if version == 1:  # version 1 had no journal_ids: list its journals once
         says = "list every journal in journal_ids (version 1 had none)"
         steps.append(Step(says, functools.partial(_fill_journal_ids, session, keyspace)))
-    if version is not None:  # version 2 and before kept pointers in `pointers` only
+    if version is not None and version < 3:  # version 2 kept pointers in `pointers` only
         says = "copy pointers into pointers2, each stamped with its offset + 1"
         steps.append(Step(says, functools.partial(_fill_pointers2, session, keyspace)))
-    if version is not None:  # tables made before version 3 have Cassandra's defaults
+    if version is not None and version < 3:  # tables made before it have Cassandra's defaults
         for name in TABLE_OPTIONS:
             alter = f"ALTER TABLE {keyspace}.{name} WITH {_options(name)}"
             steps.append(step(f"table {name}: {_options(name)}", alter))
+    columns = await _columns_of(session, keyspace, "journals")  # none: a table to create
+    if columns and "records_from" not in columns:  # before version 4 (a rerun finds it: an
+        # ALTER ... ADD of a column that exists fails)
+        alter = f"ALTER TABLE {keyspace}.journals ADD records_from bigint"
+        steps.append(step("table journals: add records_from", alter))
     insert = (
         f"INSERT INTO {keyspace}.schema_version (name, version) "
         f"VALUES ('journal', {SCHEMA_VERSION})"
@@ -319,6 +359,16 @@ async def _tables_of(session: Session, keyspace: str) -> set[str]:
         (keyspace,),
     )
     return {row.table_name for row in rows}
+
+
+async def _columns_of(session: Session, keyspace: str, table: str) -> set[str]:
+    rows = await cql.execute(
+        session,
+        "SELECT column_name FROM system_schema.columns WHERE keyspace_name = %s "
+        "AND table_name = %s",
+        (keyspace, table),
+    )
+    return {row.column_name for row in rows}
 
 
 async def _existing_version(session: Session, keyspace: str) -> int | None:

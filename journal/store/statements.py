@@ -15,6 +15,12 @@ from cassandra.cluster import Session
 from cassandra.query import BatchStatement, BatchType, PreparedStatement, SimpleStatement
 
 PAGE_SIZE = 1000  # rows per page of a journal's events, a partition's stored Appends, pointers
+# rows (Appends) per page of a journal's `event_records`: 5,000 events at appends of 10, 500 at
+# appends of one (a page of `events` held 1,000); a page holds at most this many record values
+RECORDS_PAGE = 500
+# rows of a read's speculative first page (`Reads.first_page`), asked before the journal's row
+# is known: a short read decodes no more than it needs, a long one goes on with `read_pages`
+FIRST_RECORDS = 100
 SNAPSHOT_HEADERS_PAGE = 32  # headers a `latest_snapshot` pages through: most stop at the first
 CHUNKS_PAGE = 4  # chunks per page when a snapshot is read: a few MiB held at a time
 
@@ -77,20 +83,20 @@ class Statements:
         )
         # `rows.meta_of` takes its columns by position: in this order
         self.meta = prepare(
-            "SELECT partition, offset, seq_nr, delete_to, segment_size FROM {ks}.journals "
-            "WHERE topic = ? AND id = ?"
+            "SELECT partition, offset, seq_nr, delete_to, segment_size, records_from "
+            "FROM {ks}.journals WHERE topic = ? AND id = ?"
         )
         # not prepared: only the pipeline's scans run it, a few times each
         self.journals_in_token_range = idempotent(
-            "SELECT topic, id, partition, offset, seq_nr, delete_to, segment_size FROM "
-            f"{ks}.journals WHERE token(topic, id) > %s AND token(topic, id) <= %s",
+            "SELECT topic, id, partition, offset, seq_nr, delete_to, segment_size, records_from "
+            f"FROM {ks}.journals WHERE token(topic, id) > %s AND token(topic, id) <= %s",
             write_level,
         )
         self.journals_in_token_range.fetch_size = PAGE_SIZE
         self.save_meta = prepare(
             "INSERT INTO {ks}.journals "
-            "(topic, id, partition, offset, seq_nr, delete_to, segment_size) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ?"
+            "(topic, id, partition, offset, seq_nr, delete_to, segment_size, records_from) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ?"
         )
         self.list_id = prepare(
             "INSERT INTO {ks}.journal_ids (topic, bucket, id) VALUES (?, ?, ?) USING TIMESTAMP ?"
@@ -110,6 +116,8 @@ class Statements:
                 query = "SELECT id FROM {ks}.journal_ids WHERE topic = ? AND bucket = ? AND id "
                 query += "> ?" if above else ">= ?"
                 self._ids[above, bounded] = prepare(query + (" AND id < ?" if bounded else ""))
+        # version 3's `events` rows, one per event: written no more (schema.py), still read,
+        # deleted and purged below a journal's `records_from`.
         # `rows.event_records_of` takes its columns by position: in this order. The tags as
         # JSON text (issue 42): the driver decodes a set<text> into its pure-Python SortedSet,
         # two tracked objects and ~2 us a row of a long read; a text costs it nothing
@@ -119,10 +127,34 @@ class Statements:
             "WHERE topic = ? AND id = ? AND segment = ? AND seq_nr >= ? AND seq_nr <= ?"
         )
         self.read.fetch_size = PAGE_SIZE
-        self.insert_event = prepare(
-            "INSERT INTO {ks}.events (topic, id, segment, seq_nr, partition, offset, timestamp, "
-            "tags, payload_type, payload_txt, payload_bin, expire_after, metadata, headers) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ?"
+        # version 4's rows, one per Append (schema.py); `rows.records_events` takes the
+        # columns by position: in this order
+        records = (
+            "SELECT last_seq_nr, seq_nr, partition, offset, timestamp, payload_type, events, "
+            "headers FROM {ks}.event_records WHERE topic = ? AND id = ? AND segment = ? "
+        )
+        self.read_records = prepare(records + "AND last_seq_nr >= ?")
+        self.read_records.fetch_size = RECORDS_PAGE
+        self.first_records = prepare(records + "AND last_seq_nr >= ? AND last_seq_nr <= ?")
+        self.first_records.fetch_size = FIRST_RECORDS
+        self.append_record = prepare(records + "AND last_seq_nr = ?")
+        self.insert_record = prepare(
+            "INSERT INTO {ks}.event_records (topic, id, segment, last_seq_nr, seq_nr, partition, "
+            "offset, timestamp, payload_type, events, headers) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ?"
+        )
+        self.record_offsets = prepare(
+            "SELECT seq_nr, last_seq_nr, offset FROM {ks}.event_records "
+            "WHERE topic = ? AND id = ? AND segment = ? AND last_seq_nr >= ?"
+        )
+        self.record_offsets.fetch_size = PAGE_SIZE
+        self.delete_record_segment = prepare(
+            "DELETE FROM {ks}.event_records USING TIMESTAMP ? "
+            "WHERE topic = ? AND id = ? AND segment = ?"
+        )
+        self.delete_record_rows = prepare(
+            "DELETE FROM {ks}.event_records USING TIMESTAMP ? "
+            "WHERE topic = ? AND id = ? AND segment = ? AND last_seq_nr <= ?"
         )
         # TTL 0: none (`appends_ttl_s`)
         self.insert_append = prepare(

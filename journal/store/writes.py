@@ -5,15 +5,14 @@ into unlogged batches (`Packer`) and run a window at a time."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from cassandra.cluster import Session
 from cassandra.query import BatchStatement, PreparedStatement, Statement
 
-from journal.codec.actions import events_of
-from journal.core.fold import JournalWrite
+from journal.core.fold import JournalWrite, Removal
 from journal.core.listing import listing_bucket
 from journal.core.model import ActionRecord, AppendHeader, JournalKey
 from journal.store import cql
@@ -21,13 +20,13 @@ from journal.store.base import JournalMeta
 from journal.store.cluster import ROWS_AS_TUPLES
 from journal.store.cql import Params
 from journal.store.listing import ListingViews
-from journal.store.rows import event_row
+from journal.store.rows import record_row
 from journal.store.schema import APPEND_BUCKET
 from journal.store.statements import Statements
 from journal.store.topology import DEFAULT_APPENDS_TTL_S
 
 # a single-partition unlogged batch (one segment of one journal) is split past this many
-# payload bytes, to keep each mutation far below Cassandra's limit
+# record bytes, to keep each mutation far below Cassandra's limit
 _BATCH_BYTES = 1_000_000
 # partitions per multi-partition unlogged batch: Cassandra's warning threshold for them
 # (unlogged_batch_across_partitions_warn_threshold)
@@ -184,25 +183,46 @@ class Writes:
             after.seq_nr or None,
             after.delete_to or None,
             self.sizes(write, stored)[1],
+            self.records_from(write, stored),
         )
+
+    @staticmethod
+    def records_from(write: JournalWrite, stored: JournalMeta | None) -> int:
+        """From which seqNr the journal's events are in `event_records` after the batch: a
+        journal of version 3 keeps its stored row's (`rows.meta_of`: the seqNr after its last,
+        so the batch's Appends go there), a new or purged one has all of them there."""
+        return 1 if stored is None or write.purge is not None else stored.records_from
 
     def mutations(self, write: JournalWrite, stored: JournalMeta | None) -> Iterator[Partition]:
         """One journal's event and deletion mutations, in no particular order: their `USING
         TIMESTAMP`s, from offsets, order their effects."""
         key, before = write.key, write.before
         size_before, size = self.sizes(write, stored)
+        # below it, the journal's events are version 3's rows (`events`), deleted there
+        legacy_below = 1 if stored is None else stored.records_from
         if write.purge is not None:
             # the journal's snapshots put before the Purge; never later ones (their Marks)
             stamp = write.purge + 1
             yield Partition.of(self._statements.purge_snapshots, (stamp, key.topic, key.id))
             yield Partition.of(self._statements.purge_snapshot_chunks, (stamp, key.topic, key.id))
         if write.purge is not None and before.seq_nr > 0:
-            yield from self.segment_deletes(key, size_before, 0, before.seq_nr, None, write.purge)
-        yield from self.event_partitions(key, size, write.appends)
+            last, purge = before.seq_nr, write.purge
+            yield from self.segment_deletes(key, size_before, 0, last, None, purge)
+            if legacy_below > 1:
+                legacy_last = min(last, legacy_below - 1)
+                yield from self.segment_deletes(
+                    key, size_before, 0, legacy_last, None, purge, legacy=True
+                )
+        yield from self.record_partitions(key, size, write.appends)
         if write.delete is not None:
             first = 0 if write.purge is not None else before.delete_to + 1
             delete = write.delete
             yield from self.segment_deletes(key, size, first, delete.to, delete.to, delete.offset)
+            if write.purge is None and first < legacy_below:
+                legacy_last = min(delete.to, legacy_below - 1)
+                yield from self.segment_deletes(
+                    key, size, first, legacy_last, delete.to, delete.offset, legacy=True
+                )
 
     def row_mutations(
         self, write: JournalWrite, row: JournalMeta, generations: tuple[int, ...]
@@ -213,7 +233,8 @@ class Writes:
         statements = self._statements
         key, stamp = write.key, row.offset + 1
         values = (key.topic, key.id, row.partition, row.offset, row.seq_nr, row.delete_to)
-        mutations: list[Mutation] = [(statements.save_meta, (*values, row.segment_size, stamp))]
+        meta = (*values, row.segment_size, row.records_from, stamp)
+        mutations: list[Mutation] = [(statements.save_meta, meta)]
         if _lists(write):
             listed = write.after.exists
             for buckets in generations:
@@ -259,23 +280,52 @@ class Writes:
         removal = write.removal
         if removal is None:
             return
-        key, size = write.key, self.sizes(write, stored)[0]
+        size = self.sizes(write, stored)[0]
         pending: int | None = None  # the last offset read: its Append may go on
-        for segment in range(removal.first // size, removal.last // size + 1):
-            values = (key.topic, key.id, segment, removal.first, removal.last)
+        async for offsets in self._stored_offsets(write, stored, size, removal):
+            found: list[int] = []
+            for offset in offsets:
+                if offset != pending:
+                    if pending is not None:
+                        found.append(pending)
+                    pending = offset
+            await self._delete_appends(write, removal.offset + 1, found)
+        if pending is not None and not removal.spares_last:
+            await self._delete_appends(write, removal.offset + 1, [pending])
+
+    async def _stored_offsets(
+        self, write: JournalWrite, stored: JournalMeta | None, size: int, removal: Removal
+    ) -> AsyncIterator[list[int]]:
+        """The offsets of the stored events `removal.first`..`removal.last`, in seqNr order, a
+        page at a time: from version 3's `events` below the journal's `records_from`, one per
+        event, then one per `event_records` row (an Append)."""
+        key, first, last = write.key, removal.first, removal.last
+        legacy_below = 1 if stored is None else stored.records_from
+        for segment in range(first // size, min(last, legacy_below - 1) // size + 1):
+            if first >= legacy_below:
+                break
+            values = (key.topic, key.id, segment, first, min(last, legacy_below - 1))
             pages = cql.stream_pages(
                 self._session, self._statements.event_offsets, values, ROWS_AS_TUPLES
             )
             async for rows in pages:
-                offsets: list[int] = []
-                for (offset,) in rows:
-                    if offset != pending:
-                        if pending is not None:
-                            offsets.append(pending)
-                        pending = offset
-                await self._delete_appends(write, removal.offset + 1, offsets)
-        if pending is not None and not removal.spares_last:
-            await self._delete_appends(write, removal.offset + 1, [pending])
+                yield [offset for (offset,) in rows]
+        first = max(first, legacy_below)
+        if first > last:
+            return
+        # rows lie in the segment of their last seqNr (`Reads.read_pages`)
+        for segment in range(first // size, max(last, write.before.seq_nr) // size + 1):
+            pages = cql.stream_pages(
+                self._session,
+                self._statements.record_offsets,
+                (key.topic, key.id, segment, first),
+                ROWS_AS_TUPLES,
+            )
+            async for rows in pages:
+                offsets = [offset for row_first, _, offset in rows if row_first <= last]
+                yield offsets
+                if rows and (rows[-1][1] >= last or rows[-1][0] > last):
+                    return
 
     async def _delete_appends(self, write: JournalWrite, stamp: int, offsets: list[int]) -> None:
         by_bucket: dict[int, list[int]] = {}
@@ -297,43 +347,59 @@ class Writes:
         for request in Packer(self._statements.batch).requests(partitions):
             await cql.execute(self._session, *request)
 
-    def event_partitions(
+    def record_partitions(
         self, key: JournalKey, size: int, appends: Sequence[ActionRecord]
     ) -> list[Partition]:
-        """The events of `appends`, per segment (one Cassandra partition), split only past
+        """The `event_records` rows of `appends` (one per Append, its value as Kafka holds it:
+        no event is encoded again), per segment (one Cassandra partition), split only past
         `_BATCH_BYTES`; each row stamped with its Append's offset + 1."""
         partitions: list[Partition] = []
         rows: list[Mutation] = []
         segment, weight = -1, 0
-        insert = self._statements.insert_event
+        insert = self._statements.insert_record
         for append in appends:
-            records = events_of(append)
-            per_event = len(append.value) // max(len(records), 1) + _ROW_BYTES
-            for record in records:
-                if rows and (record.seq_nr // size != segment or weight > _BATCH_BYTES):
-                    partitions.append(Partition(rows, weight))
-                    rows, weight = [], 0
-                segment = record.seq_nr // size
-                weight += per_event
-                rows.append((insert, event_row(key, size, record, append.offset + 1)))
+            header = append.header
+            assert isinstance(header, AppendHeader)
+            last = header.range.to
+            if rows and (last // size != segment or weight > _BATCH_BYTES):
+                partitions.append(Partition(rows, weight))
+                rows, weight = [], 0
+            segment = last // size
+            weight += len(append.value) + _ROW_BYTES
+            rows.append((insert, record_row(key, size, append, append.offset + 1)))
         if rows:
             partitions.append(Partition(rows, weight))
         return partitions
 
     def segment_deletes(
-        self, key: JournalKey, size: int, first: int, last: int, to: int | None, offset: int
+        self,
+        key: JournalKey,
+        size: int,
+        first: int,
+        last: int,
+        to: int | None,
+        offset: int,
+        *,
+        legacy: bool = False,
     ) -> Iterator[Partition]:
         """Delete the segments holding seqNrs first..last: whole ones, or rows up to `to`. A
         segment wholly at or below `to` goes whole too: a read of a partition meets its
         deletion first and skips the older SSTables, where a range deletion would have it walk
-        every row it shadows until compaction."""
+        every row it shadows until compaction. In `event_records` (a row in the segment of its
+        last seqNr: the rows up to `to` are those whose last is, so a row holding `to` + 1
+        stays, sliced by reads), or `legacy`, version 3's `events`."""
         stamp = offset + 1
         statements = self._statements
+        whole, rows = (
+            (statements.delete_segment, statements.delete_rows)
+            if legacy
+            else (statements.delete_record_segment, statements.delete_record_rows)
+        )
         for segment in range(first // size, last // size + 1):
             if to is None or (segment + 1) * size - 1 <= to:
-                yield Partition.of(statements.delete_segment, (stamp, key.topic, key.id, segment))
+                yield Partition.of(whole, (stamp, key.topic, key.id, segment))
             else:
-                yield Partition.of(statements.delete_rows, (stamp, key.topic, key.id, segment, to))
+                yield Partition.of(rows, (stamp, key.topic, key.id, segment, to))
 
 
 def _lists(write: JournalWrite) -> bool:

@@ -16,9 +16,11 @@ from typing import Any
 import pytest
 from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
+from msgspec.structs import replace
 from pyspark.sql import SparkSession
 
-from journal.core.model import Ack, Event
+from journal.codec import encode_events
+from journal.core.model import Ack, Event, Events, JsonPayload, TextPayload
 from journal.kafka.topic import end_offsets
 from journal.settings import Settings
 from journal.store import cql
@@ -28,7 +30,17 @@ from pipeline.cli import Audit, execute
 from pipeline.export import event_record_of, export
 from pipeline.rebuild import RebuildResult, rebuild
 from stack import Stack
-from tests.pipeline.rows import TABLES, rows
+from tests.pipeline.rows import (
+    FIRST,
+    ID,
+    LAST,
+    OFFSET,
+    PAYLOAD_TYPE,
+    TABLES,
+    events_of_row,
+    rows,
+    with_payload,
+)
 from tests.pipeline.workload import Workload, write_malformed, write_workload
 from tests.support.actions import event
 from tests.support.compressed import CODECS, produce_reference
@@ -79,10 +91,11 @@ async def test_rebuild_writes_the_rows_the_core_replication_writes(
     race = work.race
     assert race is not None
     for keyspace in (replicated.harness.settings.keyspace, replicated.rebuilt.keyspace):
-        events = await rows(store, keyspace, "events")
-        stored = sorted((row[3], row[5], row[9]) for row in events.values() if row[1] == "race")
-        offset = race.winner.offset
-        assert stored == [(n, offset, f"winner {n}") for n in (1, 2, 3)], keyspace
+        records = await rows(store, keyspace, "event_records")
+        (stored,) = [row for row in records.values() if row[ID] == "race"]
+        assert (stored[FIRST], stored[LAST], stored[OFFSET]) == (1, 3, race.winner.offset)
+        payloads = [e.payload for e in events_of_row(stored)]
+        assert payloads == [TextPayload(f"winner {n}") for n in (1, 2, 3)], keyspace
     # From the pointers, a second rebuild finds nothing left to do.
     again = await rebuild(spark, replicated.rebuilt, "pointers", progress=lambda line: None)
     assert again.counts.records == 0
@@ -117,32 +130,37 @@ async def test_audit_passes_then_finds_removed_changed_and_rejected_events(
 
     store, ks = replicated.store, own.keyspace
     journals = await rows(store, ks, "journals")
+    records = await rows(store, ks, "event_records")
+    # rows (Appends) wholly above their journal's deleteTo, of JSON payloads
     visible = [
         row
-        for row in (await rows(store, ks, "events")).values()
-        if row[8] in ("json", "text") and row[3] > (journals[row[:2]][5] or 0) and row[1] != "race"
+        for row in records.values()
+        if row[PAYLOAD_TYPE] == "json"
+        and row[FIRST] > (journals[row[:2]][5] or 0)
+        and row[ID] != "race"
     ]
     removed, changed = visible[0], visible[-1]
     assert removed[:2] != changed[:2]
+    where = "WHERE topic = %s AND id = %s AND segment = %s AND last_seq_nr = %s"
+    await cql.execute(session_of(store), f"DELETE FROM {ks}.event_records {where}", removed[:4])
     await cql.execute(
         session_of(store),
-        f"DELETE FROM {ks}.events WHERE topic = %s AND id = %s AND segment = %s AND seq_nr = %s",
-        removed[:4],
+        f"UPDATE {ks}.event_records SET events = %s {where}",
+        (with_payload(changed, changed[FIRST], JsonPayload.of("changed")), *changed[:4]),
     )
-    await cql.execute(
-        session_of(store),
-        f"UPDATE {ks}.events SET payload_txt = %s "
-        "WHERE topic = %s AND id = %s AND segment = %s AND seq_nr = %s",
-        ('"changed"', *changed[:4]),
-    )
-    # Last write wins, as before the conflict rule: the race's rival over its winner's seqNr 1.
+    # Without the conflict rule, the race's rival would be stored too: its row (1-2) beside
+    # the winner's (1-3), which the reads' order leaves behind it
     race = replicated.work.race
     assert race is not None
+    (won,) = [row for row in records.values() if row[ID] == race.journal_id]
+    rival = tuple(replace(e, payload=TextPayload(race.rival_payload)) for e in events_of_row(won))
+    payload_type, value = encode_events(Events(rival[:2]))
     await cql.execute(
         session_of(store),
-        f"UPDATE {ks}.events SET offset = %s, payload_txt = %s "
-        "WHERE topic = %s AND id = %s AND segment = 0 AND seq_nr = 1",
-        (race.rival.offset, race.rival_payload, own.topic, race.journal_id),
+        f"INSERT INTO {ks}.event_records (topic, id, segment, last_seq_nr, seq_nr, partition, "
+        "offset, timestamp, payload_type, events) "
+        "VALUES (%s, %s, 0, 2, 1, %s, %s, toTimestamp(now()), %s, %s)",
+        (*won[:2], race.rival.partition, race.rival.offset, payload_type.value, value),
     )
 
     result = await audit(spark, settings, progress=lambda line: None)
@@ -151,13 +169,14 @@ async def test_audit_passes_then_finds_removed_changed_and_rejected_events(
     assert found == {
         (f"{removed[0]}:{removed[1]}", "missing_event"),
         (f"{changed[0]}:{changed[1]}", "different_event"),
-        (f"{own.topic}:{race.journal_id}", "different_event"),
         (f"{own.topic}:{race.journal_id}", "rejected_event_stored"),
     }
-    assert result.counts.differences == 4
+    # each event of the removed Append missing, one changed, the rival's two stored
+    differences = result.counts.differences
+    assert differences == removed[LAST] - removed[FIRST] + 1 + 1 + 2
     assert await execute(Audit(), spark, settings) == 1
     report = capsys.readouterr().out
-    assert "4 DIFFERENCES" in report and f"seqNr {removed[3]} " in report
+    assert f"{differences} DIFFERENCES" in report and f"seqNr {removed[FIRST]} " in report
     assert "missing_event" in report and "rejected_event_stored" in report
 
 
@@ -206,23 +225,29 @@ async def test_after_retention_the_audit_is_exact_from_a_purge_and_partial_befor
 
         store, ks = h.journals.store, settings.keyspace
         assert isinstance(store, CassandraStore)
-        where = "WHERE topic = %s AND id = %s AND segment = 0 AND seq_nr = %s"
+        where = "WHERE topic = %s AND id = %s AND segment = 0 AND last_seq_nr = %s"
+        kept_rows = await rows(store, ks, "event_records")
+        (kept_row,) = [row for row in kept_rows.values() if row[ID] == "kept"]
         await cql.execute(
             session_of(store),
-            f"UPDATE {ks}.events SET payload_txt = %s {where}",
-            ('"changed"', settings.topic, "kept", 2),
+            f"UPDATE {ks}.event_records SET events = %s {where}",
+            (with_payload(kept_row, 2, JsonPayload.of("changed")), settings.topic, "kept", 2),
         )
-        # A row as if the Append 6-7 was missed, and an event the Delete removed, back.
+        # A row as if the Append 6-7 was missed, and an event the Delete removed back, of
+        # another Append than 1-5 (whose events at or below deleteTo are kept, hidden, in its
+        # row): at the Delete's offset, which no Append has.
         await cql.execute(
             session_of(store),
             f"UPDATE {ks}.journals SET seq_nr = 5, offset = %s WHERE topic = %s AND id = %s",
             (deleted.position.offset, settings.topic, "partial"),
         )
+        payload_type, value = encode_events(Events((event(1),)))
         await cql.execute(
             session_of(store),
-            f"INSERT INTO {ks}.events (topic, id, segment, seq_nr, partition, offset, timestamp) "
-            "VALUES (%s, %s, 0, 1, 0, 0, toTimestamp(now()))",
-            (settings.topic, "partial"),
+            f"INSERT INTO {ks}.event_records (topic, id, segment, last_seq_nr, seq_nr, "
+            "partition, offset, timestamp, payload_type, events) "
+            "VALUES (%s, %s, 0, 1, 1, 0, %s, toTimestamp(now()), %s, %s)",
+            (settings.topic, "partial", deleted.position.offset, payload_type.value, value),
         )
         result = await audit(spark, settings, progress=lambda line: None)
         found = {(d.journal.split(":")[1], d.kind) for d in result.differences}
@@ -271,6 +296,8 @@ async def test_rebuild_reads_batches_of_every_codec(
         assert result.counts.malformed == 0
         assert result.counts.events == sum(len(events) for events in expected.values())
         store = h.store
-        replicated = await rows(store, h.settings.keyspace, "events")
-        assert len(replicated) == result.counts.events
-        assert await rows(store, rebuilt.keyspace, "events") == replicated
+        replicated = await rows(store, h.settings.keyspace, "event_records")
+        assert sum(row[LAST] - row[FIRST] + 1 for row in replicated.values()) == (
+            result.counts.events
+        )
+        assert await rows(store, rebuilt.keyspace, "event_records") == replicated

@@ -9,7 +9,7 @@ from tests.support.compressed import read_partition
 from tests.support.raw_store import keyspace_of, session_of
 
 # the tables whose cells could hold a payload or a key
-PAYLOAD_TABLES = ("events", "snapshot_chunks", "journal_keys")
+PAYLOAD_TABLES = ("event_records", "events", "snapshot_chunks", "journal_keys")
 
 
 async def kafka_bytes(settings: Settings) -> bytes:

@@ -132,13 +132,33 @@ class EventualStoreContract:
         assert [r.seq_nr for r in await read_all(store, OTHER)] == [1, 2, 3]
 
     async def test_delete_hides_and_removes_events_up_to_it(self, store: EventualStore) -> None:
-        await apply(store, a.append(KEY, 0, 1, 13))
-        await apply(store, a.delete(KEY, 1, 11))
+        await apply(store, a.append(KEY, 0, 1, 4), a.append(KEY, 1, 5, 11))
+        await apply(store, a.append(KEY, 2, 12, 13), a.delete(KEY, 3, 11))
         meta = await store.meta(KEY)
         assert meta is not None and meta.delete_to == 11 and meta.seq_nr == 13
         assert [r.seq_nr for r in await read_all(store, KEY)] == [12, 13]
-        # the rows are gone too, not only hidden: a reader with an older deleteTo sees none
+        # the Appends wholly at or below deleteTo are gone too, not only hidden: a reader with
+        # an older deleteTo sees none of them
         assert [r.seq_nr async for r in store.read(KEY, replace(meta, delete_to=None))] == [12, 13]
+
+    async def test_a_delete_inside_an_append_keeps_the_events_above_it(
+        self, store: EventualStore
+    ) -> None:
+        """One Append 1..13 across segments (of 5), deleted to 11 and then 12: every read, from
+        any seqNr, and the Append as a subscription reads it, has only the events above."""
+        append = a.append(KEY, 0, 1, 13)
+        await apply(store, append, a.delete(KEY, 1, 11))
+        for from_ in (1, 5, 11, 12, 13):
+            assert [r.seq_nr for r in await read_all(store, KEY, from_)] == [
+                s for s in (12, 13) if s >= from_
+            ]
+        assert [r.seq_nr for r in await read_all(store, KEY, 1, 12)] == [12]
+        assert await read_all(store, KEY) == expected(append)[11:]
+        (stored,) = [s async for s in store.appends("topic", 0, -1, 10)]
+        assert [r.seq_nr async for r in store.append_events(stored)] == [12, 13]
+        await apply(store, a.delete(KEY, 2, 12), a.append(KEY, 3, 14, 15))
+        assert [r.seq_nr for r in await read_all(store, KEY, 12)] == [13, 14, 15]
+        assert [r.seq_nr async for r in store.append_events(stored)] == [13]
 
     async def test_a_smaller_delete_never_moves_delete_to_back(self, store: EventualStore) -> None:
         await apply(store, a.append(KEY, 0, 1, 9), a.delete(KEY, 1, 7))
@@ -188,7 +208,10 @@ class EventualStoreContract:
     async def test_the_first_page_holds_every_stored_event_it_says_it_covers(
         self, store: EventualStore
     ) -> None:
-        await apply(store, a.append(KEY, 0, 1, 23), a.delete(KEY, 1, 2))
+        # Appends of at most a segment (5): a store of a row per Append finds the one holding
+        # `from_` in its segment or the next
+        appends = [a.append(KEY, i, 5 * i + 1, 5 * i + 5) for i in range(4)]
+        await apply(store, *appends, a.append(KEY, 4, 21, 23), a.delete(KEY, 5, 2))
         meta = await store.meta(KEY)
         assert meta is not None
         page = await store.first_page(KEY, 2, 20)

@@ -89,14 +89,14 @@ class TestCassandraStore(EventualStoreContract):
         from tests.journal.store.contract import KEY, apply
         from tests.support import actions as a
 
-        await apply(store, a.append(KEY, 41, 1, 2))
+        await apply(store, a.append(KEY, 41, 1, 2), a.append(KEY, 43, 3, 4))
         rows = await cql.execute(
             session_of(store),
-            f"SELECT WRITETIME(partition) AS stamp FROM {keyspace_of(store)}.events "
+            f"SELECT WRITETIME(partition) AS stamp FROM {keyspace_of(store)}.event_records "
             "WHERE topic = %s AND id = %s AND segment = 0",
             (KEY.topic, KEY.id),
         )
-        assert [r.stamp for r in rows] == [42, 42]  # both events, stamped offset + 1
+        assert [r.stamp for r in rows] == [42, 44]  # a row per Append, stamped offset + 1
 
     async def test_a_removed_append_s_row_stays_removed_when_its_write_is_replayed(
         self, store: CassandraStore
@@ -157,11 +157,13 @@ class TestCassandraStore(EventualStoreContract):
         from tests.journal.store.contract import apply
         from tests.support import actions as a
 
-        await apply(store, a.append(KEY, 41, 1, 3))
+        await apply(
+            store, a.append(KEY, 41, 1, 1), a.append(KEY, 42, 2, 2), a.append(KEY, 43, 3, 3)
+        )
 
         def traced_read() -> list[str]:
             result = session_of(store).execute(
-                f"SELECT * FROM {keyspace_of(store)}.events WHERE topic = %s AND id = %s "
+                f"SELECT * FROM {keyspace_of(store)}.event_records WHERE topic = %s AND id = %s "
                 "AND segment = 0",
                 (KEY.topic, KEY.id),
                 trace=True,

@@ -1,26 +1,31 @@
 """Schema version 3 (issue 41): pointers one Cassandra partition per topic partition, read in
 full; each table's compaction and gc_grace; the online migration from version 2, and what a
-version 2 worker still running beside version 3 ones does."""
+version 2 worker still running beside version 3 ones does. Version 4 (issue 42): a row per
+Append; the migration from version 3 and reads of the journals it stored."""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import replace
+from datetime import UTC
 from typing import Any
 
 import pytest
 from cassandra.cluster import ResponseFuture
 
 from eventsourcing_kafka_journal.tables import NumbersRow, open_tables
+from journal.codec import decode_events
 from journal.core.listing import Listing
-from journal.core.model import JournalKey
-from journal.store import cql
+from journal.core.model import EventRecord, JournalKey, PayloadType
+from journal.store import JournalMeta, cql
 from journal.store.cassandra import CassandraStore
 from journal.store.schema import SCHEMA_VERSION, TABLE_OPTIONS, id_bucket, migrate
 from tests.journal.store.contract import apply, put, snapshot
 from tests.journal.store.test_cassandra import config, drop_keyspace
 from tests.support import actions as a
+from tests.support.legacy_rows import INSERT_EVENT, event_row
 from tests.support.raw_store import keyspace_of, session_of
 
 pytestmark = pytest.mark.integration
@@ -210,13 +215,13 @@ async def test_a_version_2_keyspace_migrates_online_and_reads_the_same(
 
 
 def traced(store: CassandraStore, monkeypatch: pytest.MonkeyPatch) -> list[ResponseFuture]:
-    """The store's reads of `events` from here on, traced by Cassandra."""
+    """The store's reads of `event_records` from here on, traced by Cassandra."""
     session, futures = session_of(store), []
     execute_async = session.execute_async
 
     def tracing(statement: Any, *args: Any, **kwargs: Any) -> ResponseFuture:
         query = getattr(statement, "query_string", "")
-        if ".events " in query and query.startswith("SELECT"):
+        if ".event_records " in query and query.startswith("SELECT"):
             kwargs["trace"] = True
             futures.append(future := execute_async(statement, *args, **kwargs))
             return future
@@ -242,14 +247,22 @@ async def rows_read(futures: list[ResponseFuture]) -> list[str]:
 async def test_a_first_page_starts_above_a_known_delete_to(
     store: CassandraStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Segments hold 5 events (the contract's): a Delete to 8 removes segment 0 whole and rows
-    5..8 of segment 1, whose range deletion a slice from seqNr 5 would walk."""
+    """Segments hold 5 events (the contract's), a row per Append in the segment of its last
+    seqNr: a Delete to 8 removes segment 0 whole and the rows of segment 1 that end at or
+    below 8, whose range deletion a slice from seqNr 5 would walk."""
     key = JournalKey(TOPIC, "deleted")
-    await apply(store, a.append(key, 0, 1, 9), a.delete(key, 1, 8))
+    await apply(store, a.append(key, 0, 1, 2), a.append(key, 1, 3, 6), a.append(key, 2, 7, 9))
+    await apply(store, a.delete(key, 3, 8))
     futures = traced(store, monkeypatch)
     page = await store.first_page(key, 1, 2**62)  # deleteTo not known yet: from seqNr 1
-    assert [e.seq_nr for e in page.events] == []  # segment 0: deleted whole
-    assert await rows_read(futures) == ["Read 0 live rows and 0 tombstone cells"]
+    # segment 0 deleted whole, so the next one's first row: 7..9, whose 7 and 8 a reader that
+    # knows deleteTo 8 drops (a row straddling deleteTo keeps its events above it)
+    assert [e.seq_nr for e in page.events] == [7, 8, 9]
+    # the range deletion of segment 1 is its two bounds, not a tombstone per row it removed
+    assert await rows_read(futures) == [
+        "Read 0 live rows and 0 tombstone cells",
+        "Read 1 live rows and 2 tombstone cells",
+    ]
     futures.clear()
     meta = await store.meta(key)
     assert meta is not None and meta.delete_to == 8
@@ -300,3 +313,159 @@ async def test_a_keyspace_without_listing_buckets_lists_in_32_and_gets_it_from_m
     assert said == ["create table listing_buckets if missing"]
     assert await store.listing(TOPIC) == Listing()
     assert await store.journal_ids(TOPIC) == ["listed"]
+
+
+# version 3's `journals` table, as it created it (no `records_from`)
+V3_JOURNALS = """CREATE TABLE {ks}.journals (
+    topic text, id text, partition int, offset bigint,
+    seq_nr bigint, delete_to bigint, segment_size bigint,
+    PRIMARY KEY ((topic, id)))"""
+
+
+async def as_version_3(store: CassandraStore) -> None:
+    """The keyspace as version 3 left it: each journal's events one row per event in
+    `events` (those above its deleteTo: version 3's Deletes removed each event's row), no
+    `event_records`, `journals` without `records_from`, version 3 recorded; every cell
+    stamped as replication stamped it (its action's offset + 1)."""
+    session, ks = session_of(store), keyspace_of(store)
+    journals = await cql.execute(
+        session,
+        "SELECT topic, id, partition, offset, seq_nr, delete_to, segment_size, "
+        f"writetime(partition) AS stamp FROM {ks}.journals",
+    )
+    rows = {(r.topic, r.id): r for r in journals}
+    insert = await asyncio.to_thread(session.prepare, INSERT_EVENT.format(ks=ks))
+    records = await cql.execute(
+        session,
+        "SELECT topic, id, partition, offset, timestamp, payload_type, events, headers "
+        f"FROM {ks}.event_records",
+    )
+    for record in records:
+        row = rows[record.topic, record.id]
+        decoded = decode_events(PayloadType(record.payload_type), record.events)
+        for event in decoded.events:
+            if event.seq_nr > (row.delete_to or 0):
+                when = record.timestamp.replace(tzinfo=UTC)
+                headers = dict(record.headers or {})
+                stored = EventRecord(
+                    event, when, record.partition, record.offset, decoded.metadata, headers
+                )
+                key = JournalKey(record.topic, record.id)
+                values = event_row(key, row.segment_size, stored, record.offset + 1)
+                await cql.execute(session, insert, values)
+    for table in ("event_records", "journals"):
+        await asyncio.to_thread(session.execute, f"DROP TABLE {ks}.{table}", timeout=120)
+    await asyncio.to_thread(session.execute, V3_JOURNALS.format(ks=ks), timeout=120)
+    for row in journals:
+        values = (row.topic, row.id, row.partition, row.offset, row.seq_nr, row.delete_to)
+        await cql.execute(
+            session,
+            f"INSERT INTO {ks}.journals (topic, id, partition, offset, seq_nr, delete_to, "
+            "segment_size) VALUES (%s, %s, %s, %s, %s, %s, %s) USING TIMESTAMP %s",
+            (*values, row.segment_size, row.stamp),
+        )
+    await cql.execute(session, f"UPDATE {ks}.schema_version SET version = 3 WHERE name = 'journal'")
+
+
+def alike(seen: dict[str, Any]) -> dict[str, Any]:
+    """What a reader sees, but where a journal's events are stored (`records_from`)."""
+    return {
+        name: replace(value, records_from=1) if isinstance(value, JournalMeta) else value
+        for name, value in seen.items()
+    }
+
+
+async def journals_seen(store: CassandraStore, keys: list[JournalKey]) -> dict[str, Any]:
+    """What a reader sees of the journals: rows, events from every seqNr, whether a first page
+    is a prefix of them, listing, stored Appends and their events."""
+    seen: dict[str, Any] = {}
+    for key in keys:
+        meta = seen[f"meta {key.id}"] = await store.meta(key)
+        if meta is not None:
+            for from_ in range(1, (meta.seq_nr or 0) + 2):
+                seen[f"events {key.id} {from_}"] = [r async for r in store.read(key, meta, from_)]
+            # a first page is a prefix of the read (how long a one depends on the rows)
+            page = (await store.first_page(key, 1, 2**62)).events
+            kept = [r for r in page if r.seq_nr > (meta.delete_to or 0)]
+            seen[f"page {key.id}"] = kept == seen[f"events {key.id} 1"][: len(kept)]
+    seen["ids"] = await store.journal_ids(TOPIC)
+    stored = [s async for s in store.appends(TOPIC, 0, -1, 1000)]
+    seen["appends"] = stored
+    seen["append events"] = [[e async for e in store.append_events(s)] for s in stored]
+    return seen
+
+
+async def test_a_version_3_keyspace_migrates_and_reads_the_same_after_new_appends(
+    store: CassandraStore, stack: object
+) -> None:
+    """Issue 42: version 4 stores a row per Append in `event_records`; a keyspace of version 3
+    (a row per event in `events`) migrates without a rewrite, reads the same, and goes on:
+    Appends, Deletes across the seqNr where a journal's new rows begin, Purges, on migrated
+    journals read as a keyspace that was version 4 from the start reads them."""
+    keys = [JournalKey(TOPIC, name) for name in ("live", "deleted", "purged", "again", "snapped")]
+    live, deleted, purged, again, snapped = keys
+    history = [
+        a.append(live, 0, 1, 7),
+        a.append(deleted, 1, 1, 6),
+        a.append(deleted, 2, 7, 9),
+        a.delete(deleted, 3, 7),  # inside the Append 7..9
+        a.append(purged, 4, 1, 3),
+        a.purge(purged, 5),
+        a.append(again, 6, 1, 4),
+        a.purge(again, 7),
+        a.append(again, 8, 1, 2),
+        a.append(snapped, 9, 1, 3),
+    ]
+    await apply(store, *history)
+    await store.put_snapshot(snapped, snapshot(2, 10))
+    await store.recorded_partitions(TOPIC, 1)
+    await store.save_pointer(TOPIC, 0, 10)
+    before = await everything(store, keys)
+    seen_before = await journals_seen(store, keys)
+    await as_version_3(store)
+    session, ks = session_of(store), keyspace_of(store)
+
+    said = await migrate(session, ks, "auto", dry_run=True)
+    assert said == [
+        "create table event_records if missing",
+        "table journals: add records_from",
+        f"schema version 3 -> {SCHEMA_VERSION}",
+    ]
+    assert await migrate(session, ks, "auto") == said
+    assert await migrate(session, ks, "auto", dry_run=True) == []
+    migrated = await CassandraStore.connect(config(stack, ks))
+    fresh = await CassandraStore.connect(config(stack, f"schema_{uuid.uuid4().hex[:12]}"))
+    try:
+        assert await version_of(migrated) == SCHEMA_VERSION
+        assert alike(await everything(migrated, keys)) == alike(before)
+        assert alike(await journals_seen(migrated, keys)) == alike(seen_before)
+        metas = [await migrated.meta(key) for key in keys]
+        # every event of version 3 is where it was: in `events`, below records_from
+        assert [m.records_from for m in metas if m is not None] == [8, 10, 1, 3, 4]
+
+        later = [
+            a.append(live, 11, 8, 10),
+            a.delete(live, 12, 8),  # all of `events`, and into the first new row
+            a.append(deleted, 13, 10, 12),
+            a.delete(deleted, 14, 11),  # across the boundary, inside the new Append
+            a.purge(again, 15),
+            a.append(again, 16, 1, 3),
+            a.delete(snapped, 17, 2),  # inside version 3's rows
+            a.append(snapped, 18, 4, 6),
+            a.append(purged, 19, 1, 2),
+        ]
+        await apply(migrated, *later[:4])
+        await apply(migrated, *later[4:])
+        await apply(fresh, *history)
+        await apply(fresh, *later[:4])
+        await apply(fresh, *later[4:])
+        after = await journals_seen(migrated, keys)
+        assert alike(after) == alike(await journals_seen(fresh, keys))
+        assert [r.seq_nr for r in after["events live 1"]] == [9, 10]
+        assert [r.seq_nr for r in after["events deleted 1"]] == [12]
+        assert [r.seq_nr for r in after["events snapped 1"]] == [3, 4, 5, 6]
+        assert (await migrated.meta(again)) == (await fresh.meta(again))  # a Purge: 1
+    finally:
+        await drop_keyspace(fresh)
+        await fresh.close()
+        await migrated.close()
