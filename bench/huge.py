@@ -1,9 +1,11 @@
-"""A huge journal streamed over HTTP: events/s and the worker's peak memory growth."""
+"""A huge journal streamed over HTTP, and read with the direct client: events/s and the
+reader's peak memory growth (the worker's, this process's)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 
 import aiohttp
 
@@ -12,7 +14,7 @@ from app.progress import Meter
 from bench.common import Row, Section, unique
 from bench.workload import events
 from devtools.workers import WorkerProcess
-from journal import Ack, Journals
+from journal import Ack, Journal, Journals
 from journal.kafka import end_offsets
 from journal.replication import wait_replicated
 from journal.store import CassandraStore
@@ -22,7 +24,8 @@ METHOD = (
     "with the direct client, replicated by the worker; then GET /journals/{{id}}/events "
     "streamed through aiohttp (lines counted, nothing kept). The worker's VmRSS is sampled "
     "from /proc/<pid>/status every 50 ms during the stream; growth = peak VmRSS - VmRSS before "
-    "the request (VmHWM before/after in the notes)."
+    "the request (VmHWM before/after in the notes). Then the same journal read with the direct "
+    "client (`async for event in journal.read()`), this process's VmRSS sampled the same way."
 )
 
 
@@ -91,4 +94,48 @@ async def bench_huge(
         f"after {after['VmRSS'] / 1024:.0f} MB; VmHWM before {before['VmHWM'] / 1024:.0f} MB, "
         f"after {after['VmHWM'] / 1024:.0f} MB"
     )
+    await _direct_read(journal, count, section)
     return section
+
+
+async def _direct_read(journal: Journal, count: int, section: Section) -> None:
+    """The same journal read with the direct client (`async for event in journal.read()`):
+    events/s, and this process's peak VmRSS growth over the read (sampled every 50 ms)."""
+    before = own_rss_kib()
+    peak = before
+    reading = True
+
+    async def sample() -> None:
+        nonlocal peak
+        while reading:
+            peak = max(peak, own_rss_kib())
+            await asyncio.sleep(0.05)
+
+    sampler = asyncio.create_task(sample())
+    read = 0
+    started = time.monotonic()
+    try:
+        async for _ in journal.read():
+            read += 1
+    finally:
+        reading = False
+        await sampler
+    seconds = time.monotonic() - started
+    if read != count:
+        section.notes.append(f"WARNING: {read:,} events read directly, {count:,} expected")
+    section.throughputs["direct read"] = read / seconds
+    section.add(Row("direct read: events/s", read / seconds, "events/s", note=f"{read:,} events"))
+    growth_mb = (peak - before) / 1024
+    section.add(
+        Row(
+            "direct reader's peak RSS growth", growth_mb, "MB", goal="<= 50 MB", met=growth_mb <= 50
+        )
+    )
+
+
+def own_rss_kib() -> int:
+    """This process's VmRSS, in KiB (/proc/self/status)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError("no VmRSS in /proc/self/status")

@@ -604,6 +604,30 @@ def run_recovery(events: int, repetitions: int = 5) -> int:
     return 0
 
 
+def run_huge(events: int) -> int:
+    """Only "Huge journal" (`--huge-only`, issue 42): one journal of `events` streamed over HTTP
+    by a worker and read with the direct client, each reader's peak memory growth; prints the
+    rows."""
+    _, base = _stack_up()
+    settings = settings_for(base, "huge", partitions=1).replace(
+        segment_size=max(events + 1, 100_000)
+    )
+
+    async def measure(datadir: Path) -> Section:
+        async with connected(settings) as (journals, store):
+            process = worker(settings, datadir)
+            process.start()
+            try:
+                await process.wait_ready()
+                return await bench_huge(journals, store, process, events)
+            finally:
+                process.stop()
+
+    with tempfile.TemporaryDirectory(prefix="kj-bench-") as workdir:
+        _print_rows(asyncio.run(measure(Path(workdir) / "huge")))
+    return 0
+
+
 def run_spread(events: int) -> int:
     """Only "Replication of a spread backlog" (`--spread-only`): a worker of its own replicating
     `events` over 100 journals, against raw INSERTs of Append rows; prints its rows."""
@@ -1016,6 +1040,14 @@ def main(argv: list[str] | None = None) -> int:
         help="run only the recovery scenario, one journal of this many events; print its numbers",
     )
     parser.add_argument(
+        "--huge-only",
+        type=int,
+        metavar="EVENTS",
+        default=None,
+        help="run only the huge journal: this many events streamed over HTTP and read with the "
+        "direct client, each reader's peak memory growth; print its numbers",
+    )
+    parser.add_argument(
         "--spread-only",
         type=int,
         metavar="EVENTS",
@@ -1055,6 +1087,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_partitions(args.partitions_only)
     if args.recovery_only is not None:
         return run_recovery(args.recovery_only)
+    if args.huge_only is not None:
+        return run_huge(args.huge_only)
     if args.spread_only is not None:
         return run_spread(args.spread_only)
     if args.offline_pile is not None:
