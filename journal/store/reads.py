@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Collection
 from typing import Any
 
 from cassandra.cluster import Session
@@ -23,7 +23,14 @@ from journal.store.rows import (
     records_events,
 )
 from journal.store.schema import APPEND_BUCKET
-from journal.store.statements import Statements
+from journal.store.statements import (
+    FIRST_RECORDS as FIRST_CHUNK_ROWS,
+)
+from journal.store.statements import (
+    READ_CHUNK_EVENTS,
+    RECORDS_PAGE,
+    Statements,
+)
 
 _POINTER_READS = 32  # pointers read at a time: one Cassandra partition each
 _APPENDS_SLICE = 1_000  # offsets per query of `appends`: a page, where no row was removed
@@ -128,21 +135,50 @@ class Reads:
         # first of its segment's slice from `start`, and the one holding `stop` may lie a
         # segment further than `stop`'s (an Append across a boundary); the journal's last
         # row ends at its last seqNr, so segments past that one's hold nothing to read
+        per_row = float(READ_CHUNK_EVENTS // FIRST_CHUNK_ROWS)  # a first guess, at the large end
         for segment in range(start // size, max(stop, meta.seq_nr) // size + 1):
-            pages = cql.stream_pages(
-                self._session,
-                self._statements.read_records,
-                (key.topic, key.id, segment, start),
-                ROWS_AS_TUPLES,
-                ahead=True,
+            chunks = self._record_chunks(key, segment, start, per_row)
+            async for rows, seen in chunks:
+                per_row = seen  # the next segment's first guess
+                records = records_events(rows, start, stop)
+                if records:
+                    yield records
+                if rows[-1][0] >= stop or rows[-1][1] > stop:  # past `stop`: done
+                    await chunks.aclose()  # its chunk read ahead, cancelled
+                    return
+
+    async def _record_chunks(
+        self, key: JournalKey, segment: int, start: int, per_row: float
+    ) -> AsyncGenerator[tuple[list[Any], float]]:
+        """The segment's `event_records` rows from the one holding `start`, in chunks of about
+        `READ_CHUNK_EVENTS` events (rows a chunk: by the events a row had so far, `per_row`,
+        given with each chunk), the next chunk read while this one is taken."""
+
+        def ask(first: int, estimate: float) -> asyncio.Future[tuple[list[Any], int]]:
+            rows = max(1, min(RECORDS_PAGE, int(READ_CHUNK_EVENTS / estimate)))
+            params = (key.topic, key.id, segment, first, rows)
+            asked = cql.execute(
+                self._session, self._statements.read_records, params, ROWS_AS_TUPLES
             )
-            async for rows in pages:
-                if rows:
-                    records = records_events(rows, start, stop)
-                    if records:
-                        yield records
-                    if rows[-1][0] >= stop or rows[-1][1] > stop:  # past `stop`: done
-                        return
+            return asyncio.ensure_future(_with_asked(asked, rows))
+
+        pending = ask(start, per_row)
+        try:
+            while True:
+                rows, asked = await pending
+                if not rows:
+                    return
+                per_row = max(1.0, sum(r[0] - r[1] + 1 for r in rows) / len(rows))
+                more = len(rows) == asked  # fewer than asked: the segment's last rows
+                if more:
+                    pending = ask(rows[-1][0] + 1, per_row)
+                yield rows, per_row
+                if not more:
+                    return
+        finally:
+            if not pending.done():
+                pending.cancel()
+                await asyncio.gather(pending, return_exceptions=True)
 
     async def appends(
         self, topic: str, partition: int, after: int, to: int
@@ -263,3 +299,8 @@ class Reads:
             self._session, self._statements.meta, (key.topic, key.id), ROWS_AS_TUPLES
         )
         return rows[0] if rows else None
+
+
+async def _with_asked(rows: Awaitable[list[Any]], asked: int) -> tuple[list[Any], int]:
+    """`rows` and how many were asked (a chunk of fewer is the segment's last)."""
+    return list(await rows), asked

@@ -15,12 +15,19 @@ from cassandra.cluster import Session
 from cassandra.query import BatchStatement, BatchType, PreparedStatement, SimpleStatement
 
 PAGE_SIZE = 1000  # rows per page of a journal's events, a partition's stored Appends, pointers
-# rows (Appends) per page of a journal's `event_records`: 5,000 events at appends of 10, 500 at
-# appends of one (a page of `events` held 1,000); a page holds at most this many record values
-RECORDS_PAGE = 500
+# a read of `event_records` takes rows (Appends) in chunks of about this many events
+# (`Reads.read_pages`): rows per chunk follow the last chunk's events per row, so Appends of
+# 1,000 events take a few rows a chunk, appends of one up to `RECORDS_PAGE`; a reader holds
+# two chunks (one read ahead), whatever the Appends' size (a page of 500 rows held 500,000
+# events of 1,000-event Appends: 2.8 GB in a worker streaming a 1,000,000-event journal)
+READ_CHUNK_EVENTS = 5_000
+RECORDS_PAGE = 500  # rows of a chunk at most
 # rows of a read's speculative first page (`Reads.first_page`), asked before the journal's row
-# is known: a short read decodes no more than it needs, a long one goes on with `read_pages`
-FIRST_RECORDS = 100
+# is known: a short read decodes no more than it needs, a long one goes on with `read_pages`;
+# few, as nothing bounds them by events before a row is seen: 8 Appends (8 events at appends
+# of one, 80 at appends of ten); at 32 rows, a worker streaming a journal of 1,000-event
+# Appends grew by 118-169 MB, at 8 by 41 MB (bench --huge-only)
+FIRST_RECORDS = 8
 SNAPSHOT_HEADERS_PAGE = 32  # headers a `latest_snapshot` pages through: most stop at the first
 CHUNKS_PAGE = 4  # chunks per page when a snapshot is read: a few MiB held at a time
 
@@ -133,8 +140,8 @@ class Statements:
             "SELECT last_seq_nr, seq_nr, partition, offset, timestamp, payload_type, events, "
             "headers FROM {ks}.event_records WHERE topic = ? AND id = ? AND segment = ? "
         )
-        self.read_records = prepare(records + "AND last_seq_nr >= ?")
-        self.read_records.fetch_size = RECORDS_PAGE
+        self.read_records = prepare(records + "AND last_seq_nr >= ? LIMIT ?")
+        self.read_records.fetch_size = RECORDS_PAGE  # a chunk is one page
         self.first_records = prepare(records + "AND last_seq_nr >= ? AND last_seq_nr <= ?")
         self.first_records.fetch_size = FIRST_RECORDS
         self.append_record = prepare(records + "AND last_seq_nr = ?")

@@ -79,7 +79,7 @@ class Api:
                     assert "Retry-After" in answer.headers, body
                     self.unavailable += 1
                     pause = min(float(answer.headers["Retry-After"]), RETRY_PAUSE_S)
-            except aiohttp.ClientConnectionError:  # a worker killed: keyed calls are retried
+            except aiohttp.ClientError:  # a worker killed (mid-answer too): keyed calls retried
                 self.broken += 1
                 pause = RETRY_PAUSE_S
             await asyncio.sleep(pause)  # as a client honours Retry-After (capped)

@@ -53,4 +53,12 @@ def test_the_store_adds_to_the_eventual_store_only_what_the_product_uses() -> No
         "connect",  # the product's way in
         "journals_in_token_range",  # the Spark pipeline's scans
         "keyspace_access",  # tables that are not the store's
+        # the listing's generations: Cassandra's buckets, grown by `schema grow-listing`
+        # (app/grow_listing.py), which runs on Cassandra only
+        "listing",
+        "record_listing_plan",
+        "record_listing_copied",
+        "record_listing",
+        "copy_listing_bucket",
+        "drop_listing_generation",
     }
