@@ -9,9 +9,15 @@ given), 75 when Kafka or Cassandra did not answer (try again).
 
 from __future__ import annotations
 
+import asyncio
 import sys
+from collections.abc import Awaitable, Callable
 
 import click
+
+from journal.errors import SetupMissing, Unavailable
+from journal.settings import Settings
+from journal.store import CassandraStore
 
 REFUSED_EXIT = 1
 CANNOT_ASK_EXIT = 2
@@ -44,3 +50,32 @@ def failed(command: str, message: str, exit_code: int) -> int:
     """Say why `kafka-journal <command>` changed nothing, on stderr; its exit code."""
     print(f"kafka-journal {command}: {message}", file=sys.stderr)
     return exit_code
+
+
+def run_resumable(
+    command: str,
+    settings: Settings,
+    work: Callable[[CassandraStore], Awaitable[object]],
+    refused: type[Exception],
+) -> int:
+    """Run `work` of a command that resumes from what it recorded (`topic grow`, `schema
+    grow-listing`) on a store of its own; its exit code: 0 done (or the dry run printed),
+    1 `refused` or the schema lacks its table (SetupMissing), 2 cannot ask, 75 Kafka or
+    Cassandra did not answer (run it again: it resumes)."""
+
+    async def run() -> None:
+        store = await CassandraStore.connect(settings.cassandra_config())
+        try:
+            await work(store)
+        finally:
+            await store.close()
+
+    try:
+        asyncio.run(run())
+    except (refused, SetupMissing) as error:
+        return failed(command, str(error), REFUSED_EXIT)
+    except NotConfirmed as error:
+        return failed(command, str(error), error.exit_code)
+    except (Unavailable, TimeoutError) as error:
+        return failed(command, f"{error} (run it again: it resumes)", UNAVAILABLE_EXIT)
+    return 0

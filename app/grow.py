@@ -20,7 +20,7 @@ import asyncio
 import time
 from collections.abc import Callable
 
-from app.confirm import REFUSED_EXIT, UNAVAILABLE_EXIT, NotConfirmed, confirm, failed
+from app.confirm import confirm, run_resumable
 from journal.core import (
     Grow,
     Phase,
@@ -31,7 +31,7 @@ from journal.core import (
     partition_state,
     seal_wait_s,
 )
-from journal.errors import InvalidValue, PartitionCountChanged, SetupMissing, Unavailable
+from journal.errors import InvalidValue, PartitionCountChanged
 from journal.kafka import (
     JournalProducer,
     JournalWriter,
@@ -213,24 +213,11 @@ async def _take(
 def run_grow(
     settings: Settings, partitions: int, dry_run: bool, yes: bool, with_workers: bool
 ) -> int:
-    """The command line's entry: 0 done (or the dry run printed), 1 refused, 2 cannot ask,
-    75 Kafka or Cassandra did not answer (run it again: it resumes)."""
+    """The command line's entry (exit codes: `run_resumable`)."""
 
-    async def run() -> None:
-        store = await CassandraStore.connect(settings.cassandra_config())
-        try:
-            await grow_topic(
-                settings, store, partitions, dry_run=dry_run, yes=yes, with_workers=with_workers
-            )
-        finally:
-            await store.close()
+    async def work(store: CassandraStore) -> None:
+        await grow_topic(
+            settings, store, partitions, dry_run=dry_run, yes=yes, with_workers=with_workers
+        )
 
-    try:
-        asyncio.run(run())
-    except (GrowRefused, SetupMissing) as error:  # SetupMissing: no topic_grow table yet
-        return failed(COMMAND, str(error), REFUSED_EXIT)
-    except NotConfirmed as error:
-        return failed(COMMAND, str(error), error.exit_code)
-    except (Unavailable, TimeoutError) as error:
-        return failed(COMMAND, f"{error} (run it again: it resumes)", UNAVAILABLE_EXIT)
-    return 0
+    return run_resumable(COMMAND, settings, work, GrowRefused)

@@ -15,7 +15,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 
-from app.confirm import REFUSED_EXIT, UNAVAILABLE_EXIT, NotConfirmed, confirm, failed
+from app.confirm import confirm, run_resumable
 from journal.core import (
     LEASES_PER_PHASE,
     Listing,
@@ -26,7 +26,7 @@ from journal.core import (
     listing_target,
     next_listing_step,
 )
-from journal.errors import InvalidValue, SetupMissing, Unavailable
+from journal.errors import InvalidValue
 from journal.settings import Settings
 from journal.store import CassandraStore
 
@@ -167,22 +167,9 @@ async def _take(
 
 
 def run_grow_listing(settings: Settings, topic: str, buckets: int, dry_run: bool, yes: bool) -> int:
-    """The command line's entry: 0 done (or the dry run printed), 1 refused, 2 cannot ask,
-    75 Cassandra did not answer (run it again: it resumes)."""
+    """The command line's entry (exit codes: `run_resumable`)."""
 
-    async def run() -> None:
-        store = await CassandraStore.connect(settings.cassandra_config())
-        try:
-            await grow_listing(settings, store, topic, buckets, dry_run=dry_run, yes=yes)
-        finally:
-            await store.close()
+    async def work(store: CassandraStore) -> None:
+        await grow_listing(settings, store, topic, buckets, dry_run=dry_run, yes=yes)
 
-    try:
-        asyncio.run(run())
-    except (ListingGrowRefused, SetupMissing) as error:  # SetupMissing: no listing_buckets
-        return failed(COMMAND, str(error), REFUSED_EXIT)
-    except NotConfirmed as error:
-        return failed(COMMAND, str(error), error.exit_code)
-    except (Unavailable, TimeoutError) as error:
-        return failed(COMMAND, f"{error} (run it again: it resumes)", UNAVAILABLE_EXIT)
-    return 0
+    return run_resumable(COMMAND, settings, work, ListingGrowRefused)

@@ -26,18 +26,14 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from aiokafka import AIOKafkaProducer
-
 from app.grow import grow_topic
-from app.progress import Meter
 from bench.common import Row, Section, percentile, timed, unique
 from bench.environment import connected, settings_for, settle, worker
-from bench.workload import raw_append
+from bench.restore import fill_first_appends
 from devtools.workers import WorkerProcess
 from journal import Journals
 from journal.core import SEAL_AFTER_LEASES, Event, Phase, TextPayload
 from journal.errors import OutcomeUnknown, Unavailable
-from journal.kafka import partition_of
 from journal.settings import Settings
 from journal.store import CassandraStore
 
@@ -184,7 +180,9 @@ async def _a_large_partition(
     worker.start()
     try:
         await worker.wait_ready()
-        await fill_journals(settings, journals, appends=10)
+        await fill_first_appends(
+            settings.kafka_access(), settings.topic, journals, settings.partitions, appends=10
+        )
         store = await CassandraStore.connect(settings.cassandra_config())
         try:
             await settle(settings, store, timeout_s=3600)
@@ -224,34 +222,3 @@ def cpu_seconds(pid: int) -> float:
     """The user and system CPU seconds a process used (/proc/<pid>/stat)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-async def fill_journals(settings: Settings, journals: int, appends: int) -> None:
-    """`appends` one-event Appends (seqNrs 1..appends) of each of `journals` journals, in their
-    keys' partitions, pipelined (a setup, not through the client)."""
-    kafka = settings.kafka_access()
-    producer = AIOKafkaProducer(
-        **kafka.client_options(), acks="all", linger_ms=5, max_batch_size=512 * 1024
-    )
-    await producer.start()
-    meter = Meter("journals' appends", journals * appends)
-    try:
-        for seq_nr in range(1, appends + 1):
-            value, headers = raw_append(seq_nr, 1)
-            for start in range(0, journals, 5000):
-                ids = [f"j-{n}" for n in range(start, min(journals, start + 5000))]
-                sends = [
-                    await producer.send(
-                        settings.topic,
-                        value,
-                        key=journal_id.encode(),
-                        partition=partition_of(journal_id, settings.partitions),
-                        headers=headers,
-                    )
-                    for journal_id in ids
-                ]
-                await asyncio.gather(*sends)
-                meter.advance(len(sends))
-    finally:
-        meter.close()
-        await producer.stop()

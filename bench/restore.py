@@ -192,32 +192,39 @@ async def _append_one(kafka: KafkaAccess, topic: str, partition: int) -> int:
 
 
 async def fill_first_appends(
-    kafka: KafkaAccess, topic: str, journals: int, partitions: int, first: int = 0
+    kafka: KafkaAccess,
+    topic: str,
+    journals: int,
+    partitions: int,
+    first: int = 0,
+    appends: int = 1,
 ) -> None:
-    """One one-event Append for each of `journals` journals (`j-<first>` on), each in its key's
-    partition, pipelined (not through the client: a setup of seconds, not minutes)."""
+    """`appends` one-event Appends (seqNrs 1..appends) for each of `journals` journals
+    (`j-<first>` on), each in its key's partition, pipelined (not through the client: a setup
+    of seconds, not minutes)."""
     producer = AIOKafkaProducer(
         **kafka.client_options(), acks="all", linger_ms=5, max_batch_size=512 * 1024
     )
     await producer.start()
-    value, headers = raw_append(1, 1)
-    meter = Meter("journals' first appends", journals)
+    meter = Meter("journals' appends", journals * appends)
     try:
         chunk = 5000
-        for start in range(first, first + journals, chunk):
-            ids = [f"j-{n}" for n in range(start, min(first + journals, start + chunk))]
-            sends = [
-                await producer.send(
-                    topic,
-                    value,
-                    key=journal_id.encode(),
-                    partition=partition_of(journal_id, partitions),
-                    headers=headers,
-                )
-                for journal_id in ids
-            ]
-            await asyncio.gather(*sends)
-            meter.advance(len(sends))
+        for seq_nr in range(1, appends + 1):
+            value, headers = raw_append(seq_nr, 1)
+            for start in range(first, first + journals, chunk):
+                ids = [f"j-{n}" for n in range(start, min(first + journals, start + chunk))]
+                sends = [
+                    await producer.send(
+                        topic,
+                        value,
+                        key=journal_id.encode(),
+                        partition=partition_of(journal_id, partitions),
+                        headers=headers,
+                    )
+                    for journal_id in ids
+                ]
+                await asyncio.gather(*sends)
+                meter.advance(len(sends))
     finally:
         meter.close()
         await producer.stop()

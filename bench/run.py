@@ -571,6 +571,23 @@ def run_subscription(events: int, out: Path | None = None) -> int:
     return 0
 
 
+def _host_now() -> tuple[tuple[float, float, float], str]:
+    """The host's load average and the other processes on it, now."""
+    return load_average(), _others()
+
+
+def _print_with_load(section: Section, before: tuple[tuple[float, float, float], str]) -> None:
+    """A scenario run alone: its method, its rows, and what else loaded the host before and
+    after it (`before`: `_host_now()` as it started), the commit and the machine."""
+    load_before, others_before = before
+    print(section.method)
+    _print_rows(section)
+    loads = [", ".join(f"{n:.1f}" for n in load) for load in (load_before, load_average())]
+    print(f"load average (1, 5, 15 min): before {loads[0]}; after {loads[1]}")
+    print(f"other processes: before {others_before}; after {_others()}")
+    print(f"commit {_commit()}; {_machine()[0]}")
+
+
 def _print_rows(section: Section) -> None:
     for row in section.rows:
         ratio = "" if row.ratio is None else f" ({row.ratio:.2f}x of {row.baseline:,.0f})"
@@ -693,15 +710,10 @@ def run_grow(journals: int) -> int:
     from bench.grow import bench_grow
 
     _, base = _stack_up()
-    load_before, others_before = load_average(), _others()
+    before = _host_now()
     with tempfile.TemporaryDirectory(prefix="kj-bench-") as workdir:
         section = asyncio.run(bench_grow(base, journals, Path(workdir)))
-    print(section.method)
-    _print_rows(section)
-    loads = [", ".join(f"{n:.1f}" for n in load) for load in (load_before, load_average())]
-    print(f"load average (1, 5, 15 min): before {loads[0]}; after {loads[1]}")
-    print(f"other processes: before {others_before}; after {_others()}")
-    print(f"commit {_commit()}; {_machine()[0]}")
+    _print_with_load(section, before)
     return 0
 
 
@@ -723,15 +735,10 @@ def run_scale(journals: int) -> int:
     from bench.scale import bench_scale
 
     _, base = _stack_up()
-    load_before, others_before = load_average(), _others()
+    before = _host_now()
     with tempfile.TemporaryDirectory(prefix="kj-bench-") as workdir:
         section = asyncio.run(bench_scale(base, journals, Path(workdir)))
-    print(section.method)
-    _print_rows(section)
-    loads = [", ".join(f"{n:.1f}" for n in load) for load in (load_before, load_average())]
-    print(f"load average (1, 5, 15 min): before {loads[0]}; after {loads[1]}")
-    print(f"other processes: before {others_before}; after {_others()}")
-    print(f"commit {_commit()}; {_machine()[0]}")
+    _print_with_load(section, before)
     return 0
 
 
@@ -744,16 +751,11 @@ def run_listing(journals: int, buckets: int, samples: int) -> int:
     from bench.listing import bench_listing
 
     stack, base = _stack_up()
-    load_before, others_before = load_average(), _others()
+    before = _host_now()
     section = asyncio.run(
         bench_listing(base, stack.settings.data_dir, journals, _log, buckets, samples)
     )
-    print(section.method)
-    _print_rows(section)
-    loads = [", ".join(f"{n:.1f}" for n in load) for load in (load_before, load_average())]
-    print(f"load average (1, 5, 15 min): before {loads[0]}; after {loads[1]}")
-    print(f"other processes: before {others_before}; after {_others()}")
-    print(f"commit {_commit()}; {_machine()[0]}")
+    _print_with_load(section, before)
     return 0
 
 

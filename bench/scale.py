@@ -15,7 +15,6 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from os import environ
 from pathlib import Path
 
 from aiokafka import TopicPartition
@@ -23,6 +22,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from bench.common import Row, Section, unique
 from bench.environment import settings_for, settle
+from bench.group_member import member_env
 from bench.rebalance import Pause, add_pause_rows, measure_pause
 from bench.restore import TABLES, fill_first_appends, read_all, section_of, serving_stopped
 from bench.restore import to_serving as restore_to_serving
@@ -235,15 +235,7 @@ class _Client:
     them."""
 
     def __init__(self, settings: Settings, bound: int) -> None:
-        env = environ | {
-            "KJ_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
-            "KJ_CASSANDRA_HOSTS": settings.cassandra_hosts,
-            "KJ_CASSANDRA_PORT": str(settings.cassandra_port),
-            "KJ_TOPIC": settings.topic,
-            "KJ_KEYSPACE": settings.keyspace,
-            "KJ_PARTITIONS": str(settings.partitions),
-            "KJ_TAIL_MAX_JOURNALS": str(bound),
-        }
+        env = member_env(settings) | {"KJ_TAIL_MAX_JOURNALS": str(bound)}
         self._process = subprocess.Popen(
             [sys.executable, "-c", _CLIENT],
             cwd=REPO,
