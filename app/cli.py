@@ -647,8 +647,8 @@ def topic() -> None:
 @click.option(
     "--with-workers",
     is_flag=True,
-    help="grow although consumer groups (workers) consume the topic: they serve reads and "
-    "appends across it but do not replicate the grown topic yet (docs/growing.md)",
+    help="grow although consumer groups consume the topic: workers follow a grow, but "
+    "subscriptions and subscription groups end at each partition's cut (docs/growing.md)",
 )
 @_consent_options
 def topic_grow(with_workers: bool, dry_run: bool, yes: bool, **values: Any) -> int:

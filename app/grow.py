@@ -9,9 +9,10 @@ its count for the guard; for each old partition in order: record its end (`low`)
 Seal into it, record the first Seal at or after `low` as its cut; record "done".
 
 It refuses (exit 1, nothing changed) an M that is not a larger multiple of the topic's count,
-a grow to another M than the one recorded, and a topic that workers consume while the grown
-topic is not replicated (docs/growing.md's status: workers serve reads and appends across a
-grow), unless `--with-workers` says the operator stopped them or takes that on.
+a grow to another M than the one recorded, and a topic that consumer groups consume, unless
+`--with-workers` says the operator takes that on: workers follow a grow (they serve reads and
+appends across it and replicate the grown topic), but subscriptions and subscription groups
+end at each partition's cut and do not follow into the grown topic yet (docs/growing.md).
 """
 
 from __future__ import annotations
@@ -123,9 +124,9 @@ async def grow_topic(
     workers = await consuming_groups(kafka, root, await partition_count(kafka, root))
     if workers and not with_workers:
         raise GrowRefused(
-            f"consumer groups consume {topic} now ({', '.join(workers)}): workers serve reads "
-            "and appends across a grow but do not replicate the grown topic yet, so moved "
-            "journals' later events would live in Kafka only, bounded by its retention "
+            f"consumer groups consume {topic} now ({', '.join(workers)}): workers follow a grow "
+            "(reads, appends, replication), but subscriptions and subscription groups end at "
+            "each partition's cut and do not follow into the grown topic yet "
             "(docs/growing.md); say --with-workers to grow anyway"
         )
     confirm(f"Grow {topic} to {partitions} partitions now?", yes)

@@ -9,6 +9,8 @@ it in order (`_Worker`): HTTP first, drained, then Faust's consumer, the core, t
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import logging
 import sys
 from collections.abc import Awaitable, Callable
@@ -41,7 +43,7 @@ from journal.kafka import (
     quarantine_topic,
 )
 from journal.metrics import METRICS
-from journal.replication import KafkaQuarantine
+from journal.replication import KafkaQuarantine, SuccessorReplication
 from journal.settings import Settings
 from journal.store import CassandraStore, ConnectingStore
 from kjconfig.access import KafkaAccess
@@ -142,7 +144,9 @@ def create_app(
 
     @app.task
     async def connect() -> None:
-        await _connect(settings, tables, expiry, owned, skipped, work, journals, verdicts, closers)
+        await _connect(
+            settings, partitions, tables, expiry, owned, skipped, work, journals, verdicts, closers
+        )
 
     @app.task
     async def expire() -> None:  # expired journals of the owned partitions (agents/expiry.py)
@@ -194,6 +198,7 @@ def create_app(
 
 async def _connect(
     settings: WorkerSettings,
+    partitions: int,
     tables: JournalTables,
     expiry: ExpiryIndex,
     owned: OwnedPartitions,
@@ -257,6 +262,12 @@ async def _connect(
         catch_up_concurrency=settings.catch_up_concurrency,
     )
     closers.append(replication.close)
+    # a grown topic's successors: the owner of OLD/p replicates NEW/q for q mod N = p
+    successors = SuccessorReplication(
+        kafka, store, KafkaQuarantine(producer), journal.topic, partitions, owned.owns
+    )
+    successors_task = asyncio.create_task(successors.run())
+    closers.append(functools.partial(_cancel, successors_task))
     closers.append(tables.close)  # the log starts' question in flight
     work.set(replication)
     for partition in owned.partitions():  # assigned before the core was there
@@ -265,6 +276,12 @@ async def _connect(
     log.info("worker ready at %s", settings.url)
     if settings.log_format == "text":  # a terminal's; JSON lines are for a log collector
         print(_welcome(settings.url, settings.journal.http_security_on), flush=True)
+
+
+async def _cancel(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
 
 
 def _broker_credentials(kafka: KafkaAccess) -> faust.SASLCredentials | None:

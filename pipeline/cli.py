@@ -21,7 +21,7 @@ from pyspark.sql import SparkSession
 from journal.settings import Settings
 from pipeline.audit import audit
 from pipeline.export import PlaintextRefused, export
-from pipeline.rebuild import rebuild
+from pipeline.rebuild import RebuildRefused, rebuild
 from pipeline.report import print_progress
 from pipeline.restore import KeyspaceNotEmpty, restore
 from pipeline.session import SparkOptions, spark_session
@@ -68,7 +68,11 @@ def run(job: PipelineJob, settings: Settings, options: SparkOptions) -> int:
 async def execute(job: PipelineJob, spark: SparkSession, settings: Settings) -> int:
     """Run `job` on `spark`; the exit code."""
     if isinstance(job, Rebuild):
-        rebuilt = await rebuild(spark, settings, job.start_from, job.batch_size)
+        try:
+            rebuilt = await rebuild(spark, settings, job.start_from, job.batch_size)
+        except RebuildRefused as error:
+            print(f"rebuild refused: {error}")
+            return 2
         c = rebuilt.counts
         print(
             f"rebuild: {c.records} records, {c.events} events written, {c.malformed} malformed, "

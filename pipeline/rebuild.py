@@ -26,8 +26,9 @@ from pyspark.sql import SparkSession
 from journal import JournalKey
 from journal.codec import RawRecord
 from journal.core import ActionRecord, AppendHeader, JournalWrite
+from journal.errors import JournalError
 from journal.kafka import check_recorded
-from journal.replication import CutRegistry, Replicator
+from journal.replication import CutRegistry, Replicator, predecessors_of, undrained
 from journal.settings import Settings
 from journal.store import CassandraConfig, CassandraStore, JournalMeta, ReplicatedJournal
 from pipeline.offsets import Gap, StartFrom, read_ranges, topic_offsets
@@ -111,21 +112,29 @@ def _event_count(append: ActionRecord) -> int:
     return header.range.to - header.range.from_ + 1
 
 
+class RebuildRefused(JournalError):
+    """A grown topic's successor asked before its predecessor is replicated through its cuts."""
+
+
 async def replicate_rows(
     rows: Iterable[Any],
     store: ReplicatedJournal,
     batch_size: int,
     cuts: CutRegistry | None = None,
+    moved_from: tuple[str, ...] = (),
 ) -> RebuildCounts:
     """Replicate rows of `read_actions`, in (partition, offset) order, batch by batch.
 
     A batch is at most `batch_size` consecutive records of one partition: what the agents
     hand `Replicator.apply`, so the pointer advances after every batch. `cuts`: the grow
     registry (docs/growing.md), so that a partition's records after its cut are not applied
-    even where this share of them starts past the Seal.
+    even where this share of them starts past the Seal. `moved_from`: the topic's predecessors,
+    when it is a grow's successor (moved journals take their base from it: `Replicator`).
     """
     counts = RebuildCounts()
-    replicator = Replicator(_CountingStore(store, counts), _CountingQuarantine(counts), cuts=cuts)
+    replicator = Replicator(
+        _CountingStore(store, counts), _CountingQuarantine(counts), cuts=cuts, moved_from=moved_from
+    )
     batch: list[RawRecord] = []
     for row in rows:
         record = raw_record_of(row)
@@ -139,13 +148,44 @@ async def replicate_rows(
     return counts
 
 
-def _rebuild_task(config: CassandraConfig, batch_size: int, rows: Iterator[Any]) -> list[Any]:
+def _rebuild_task(
+    config: CassandraConfig, batch_size: int, moved_from: tuple[str, ...], rows: Iterator[Any]
+) -> list[Any]:
     """One Spark partition's share (runs in an executor)."""
 
     async def work(store: CassandraStore) -> RebuildCounts:
-        return await replicate_rows(rows, store, batch_size, cuts=store)
+        return await replicate_rows(rows, store, batch_size, cuts=store, moved_from=moved_from)
 
     return [run_with_store(config, work)]
+
+
+async def _predecessors(
+    settings: Settings, store: CassandraStore, progress: Progress
+) -> tuple[str, ...]:
+    """The topics a grown topic grew from (docs/growing.md), nearest first, once the nearest
+    is replicated through every cut: their rows are the moved journals' bases; RebuildRefused
+    before. The registry says so: a keyspace rebuilt from nothing needs `topic_grow` restored
+    first."""
+    chain = await predecessors_of(store, settings.topic)
+    if not chain:
+        old, _, count = settings.topic.rpartition(".")
+        if old and count.isdigit():  # a grown topic's name, or a user's: only said
+            progress(
+                f"warning: {settings.topic} is named as a topic grown from {old}, and this "
+                f"keyspace's registry has no grow of {old} into it: if it is one, its moved "
+                "journals' appends are rejected without their bases (restore topic_grow first, "
+                "docs/growing.md)"
+            )
+        return ()
+    grow = chain[0]
+    old_partitions = len((await topic_offsets(settings.kafka_access(), grow.topic)).end)
+    behind = await undrained(store, grow, old_partitions)
+    if behind:
+        raise RebuildRefused(
+            f"{settings.topic} grew from {grow.topic}, whose partitions {behind} are not "
+            f"replicated through their cut: rebuild {grow.topic} first (docs/growing.md)"
+        )
+    return tuple(g.topic for g in chain)
 
 
 async def rebuild(
@@ -164,6 +204,7 @@ async def rebuild(
         offsets = await topic_offsets(settings.kafka_access(), settings.topic)
         # a topic whose partition count changed holds split journals: the audit finds them
         await check_recorded(store, settings.topic, len(offsets.end))
+        moved_from = await _predecessors(settings, store, progress)
         ranges, gaps = read_ranges(offsets, pointers, start_from)
         total = sum(r.count for r in ranges)
         spans = ", ".join(f"{r.partition}:{r.start}..{r.end - 1}" for r in ranges if r.count)
@@ -182,7 +223,7 @@ async def rebuild(
         if total:
             records = read_actions(spark, settings.kafka_access(), settings.topic, ranges)
             ordered = in_offset_order(records, sum(1 for r in ranges if r.count))
-            task = partial(_rebuild_task, config, batch_size)
+            task = partial(_rebuild_task, config, batch_size, moved_from)
             results = await spark_job(spark, "rebuild", ordered.rdd.mapPartitions(task).collect)
             for result in results:
                 counts.add(result)

@@ -23,7 +23,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from journal.core.fold import JournalState
 from journal.core.grow import SEAL_ID, Grow, Phase
 from journal.core.index import Indexed, RecordIndex
 from journal.core.model import JournalKey
@@ -232,11 +231,6 @@ class Predecessor:
             if cut is None:
                 raise JournalMoving(f"{old}: its partition is not cut yet: try again")
         return await self.flow.view(old, until=cut)
-
-
-def rebased(state: JournalState) -> JournalState:
-    """A journal's base in NEW: its OLD state, before NEW's first offset."""
-    return JournalState(-1, state.seq_nr, state.delete_to)
 
 
 class Growth:

@@ -31,9 +31,9 @@ import bisect
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 
-from journal.client.growing import Predecessor, rebased
+from journal.client.growing import Predecessor
 from journal.codec.actions import events_of
-from journal.core.fold import JournalState
+from journal.core.fold import JournalState, rebased
 from journal.core.index import BEHIND, IndexAnswer, Indexed, NotIndexed, OffsetRun, RecordIndex
 from journal.core.model import SEQ_NR_MAX, EventRecord, JournalKey, check_seq_nr
 from journal.errors import InvalidValue, JournalMoved, JournalTruncated, StoreUnavailable
@@ -176,11 +176,12 @@ class ReadingFlow:
                 meta = await self.store.meta(key)  # the index dropped what that row may lack
         except StoreUnavailable as error:
             if self.predecessor is not None:
-                raise  # a moved journal's Kafka-only read (its base too) is not built
+                return await self._moved_without_store(key, partition, fence, found, error)
             return await self._view_without_store(key, partition, fence, found, error)
         before = None
-        if meta is None and self.predecessor is not None:
-            # moved here by a grow, not replicated here yet: its base is OLD's, to the cut
+        if self.predecessor is not None and (meta is None or meta.base > 0):
+            # moved here by a grow: not replicated here yet (its base is OLD's, to the cut), or
+            # replicated with its events in OLD up to the row's base, read there
             before = await self.predecessor.view(key)
         view = await self._view_found(key, partition, fence, found, meta, covered, before)
         return view if before is None else replace(view, before=before)
@@ -202,8 +203,25 @@ class ReadingFlow:
             return await self._view_scanned(key, partition, fence, found.reason, base)
         except StoreUnavailable as error:
             if before is not None:
-                raise  # a moved journal's Kafka-only read is not built
+                return await self._moved_without_store(key, partition, fence, found, error)
             return await self._view_without_store(key, partition, fence, found, error)
+
+    async def _moved_without_store(
+        self,
+        key: JournalKey,
+        partition: int,
+        fence: int,
+        found: IndexAnswer,
+        error: StoreUnavailable,
+    ) -> JournalView:
+        """A grown topic's journal from Kafka alone: its view in the old topic up to the cut
+        (Kafka alone there too, or StoreUnavailable), as the base its whole history here folds
+        onto (`_view_without_store`)."""
+        assert self.predecessor is not None
+        before = await self.predecessor.view(key)
+        base = rebased(before.head.state)
+        view = await self._view_without_store(key, partition, fence, found, error, base)
+        return replace(view, before=before)
 
     async def _view_indexed(
         self,
@@ -248,16 +266,18 @@ class ReadingFlow:
         fence: int,
         found: IndexAnswer,
         error: StoreUnavailable,
+        base: JournalState = JournalState(),  # noqa: B008 (frozen: shared safely)
     ) -> JournalView:
         """Kafka alone, when it provably holds the whole journal (invariant 5): by the index's
         runs when they are the whole journal; else, where `scan_without_store` (a worker, whose
         tables cannot tell after it took the partition over), by a scan from offset 0, whose
-        cost is the retained log's; else StoreUnavailable, saying why."""
+        cost is the retained log's; else StoreUnavailable, saying why. `base`: the state its
+        first record here folds onto (a moved journal's in the old topic)."""
         budget = self.kafka.config.head_budget_bytes
         head: JournalHead | None
         if isinstance(found, Indexed) and found.complete:
             path = "kafka_only_index"
-            head = await self._whole_by_runs(key, partition, found.runs, fence)
+            head = await self._whole_by_runs(key, partition, found.runs, fence, base)
         elif self._scan_without_store and not (
             isinstance(found, NotIndexed) and found.reason == BEHIND
         ):
@@ -271,7 +291,7 @@ class ReadingFlow:
             async with self._scans:
                 actions = self.kafka.scan(key, partition, None, fence)
                 if await self.kafka.log_start(key.topic, partition) == 0:
-                    head = await fold_head(JournalState(), actions, budget)
+                    head = await fold_head(base, actions, budget)
                 else:
                     head = await fold_whole(actions, budget)
         else:
@@ -292,15 +312,18 @@ class ReadingFlow:
         return JournalView(partition, None, head)
 
     async def _whole_by_runs(
-        self, key: JournalKey, partition: int, runs: Sequence[OffsetRun], fence: int
+        self,
+        key: JournalKey,
+        partition: int,
+        runs: Sequence[OffsetRun],
+        fence: int,
+        base: JournalState,
     ) -> JournalHead | None:
-        """The journal from its runs, all of its records: None when Kafka no longer holds
-        enough of them to tell."""
+        """The journal from its runs, all of its records, folded onto `base`: None when Kafka
+        no longer holds enough of them to tell."""
         budget = self.kafka.config.head_budget_bytes
         try:
-            return await fold_head(
-                JournalState(), self.kafka.fetch(key, partition, runs, -1, fence), budget
-            )
+            return await fold_head(base, self.kafka.fetch(key, partition, runs, -1, fence), budget)
         except JournalTruncated:
             # some of its records expired: only a Purge among those left proves its start
             start = await self.kafka.log_start(key.topic, partition)

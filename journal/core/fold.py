@@ -107,6 +107,12 @@ class JournalState:
         return self, Verdict.NOTHING
 
 
+def rebased(state: JournalState) -> JournalState:
+    """A journal's base in a grown topic's successor (docs/growing.md): its state in the old
+    topic, before the successor's first offset."""
+    return JournalState(-1, state.seq_nr, state.delete_to)
+
+
 def count_rejected(key: JournalKey, record: ActionRecord, verdict: Verdict) -> None:
     """Count a rejected Append; log conflicts (a writer lost a race), not retries."""
     METRICS.counter("kafka_journal_appends_rejected_total", reason=verdict.value).inc()

@@ -36,6 +36,12 @@ if TYPE_CHECKING:
         replicate_to_now,
         wait_replicated,
     )
+    from journal.replication.successor import (
+        SuccessorReplication,
+        predecessor_of,
+        predecessors_of,
+        undrained,
+    )
 
 _DOOR = {
     "AlreadyQuarantined": "replicate",
@@ -47,6 +53,10 @@ _DOOR = {
     "ReplayStep": "quarantine",
     "Replicator": "replicate",
     "StoredRows": "replicate",
+    "SuccessorReplication": "successor",
+    "predecessor_of": "successor",
+    "predecessors_of": "successor",
+    "undrained": "successor",
     "format_lag": "lag",
     "lag_json": "lag",
     "list_quarantine": "quarantine",
@@ -69,14 +79,18 @@ __all__ = [
     "ReplayStep",
     "Replicator",
     "StoredRows",
+    "SuccessorReplication",
     "format_lag",
     "lag_json",
     "list_quarantine",
     "newest_quarantined",
     "plan_replay",
+    "predecessor_of",
+    "predecessors_of",
     "replay",
     "replicate_range",
     "replicate_to_now",
     "replication_lag",
+    "undrained",
     "wait_replicated",
 ]

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from journal.codec.actions import MalformedRecord, RawRecord, parse_checked
-from journal.core.fold import first_seal, fold_batch
+from journal.core.fold import JournalState, first_seal, fold_batch, rebased
 from journal.core.grow import Grow
 from journal.core.model import ActionRecord, JournalKey, MarkHeader
 from journal.errors import StoreUnavailable
@@ -212,7 +212,14 @@ class Replicator:
     first Seal (the fold's MOVED rule). It learns the cut from the registry (`cuts`) or from
     the Seal in a batch, and records a cut it found before its pointer passes it, so that a
     process (re)starting after the pointer still learns it; without `cuts` only a Seal it met
-    stops it (in the batch or an earlier one)."""
+    stops it (in the batch or an earlier one).
+
+    `moved_from`: the topic's predecessors, nearest first, when the topic is a grow's successor
+    (a chain of grows: each one's): a journal with no row here takes its state in the nearest
+    one that has its row (final once that partition is replicated through its cut:
+    `journal.replication.successor` waits for that) as the state its first records here fold
+    onto, and its first row keeps the base. A journal moved twice without a write in between
+    has no row in the middle topic: its state is still the oldest one's."""
 
     def __init__(
         self,
@@ -220,8 +227,10 @@ class Replicator:
         quarantine: Quarantine,
         rows: StoredRows | None = None,
         cuts: CutRegistry | None = None,
+        moved_from: tuple[str, ...] = (),
     ) -> None:
         self._store = store
+        self._moved_from = tuple(moved_from)
         self._quarantine = quarantine
         # share `rows` between the replicators of the same partitions
         self._rows = StoredRows() if rows is None else rows
@@ -281,7 +290,8 @@ class Replicator:
             partition = last.partition
             try:
                 stored = await self._rows.of(self._store, partition, {a.key for a in changing})
-                writes = fold_batch(changing, states(stored), cut)
+                onto = states(stored) | await self._bases(changing, stored)
+                writes = fold_batch(changing, onto, cut)
                 written = await self._store.apply(writes, stored)
             except BaseException:
                 self._rows.forget(partition)
@@ -289,6 +299,25 @@ class Replicator:
             self._rows.keep(partition, written)
         await self._quarantine.flush()
         await self._store.save_pointer(last.topic, last.partition, last.offset)
+
+    async def _bases(
+        self, actions: Sequence[ActionRecord], stored: Mapping[JournalKey, JournalMeta]
+    ) -> dict[JournalKey, JournalState]:
+        """The journals without a row here that have one in a predecessor: their state in the
+        nearest, as their base here (`rebased`)."""
+        missing = {a.key.id for a in actions if a.key not in stored}
+        if not missing or not self._moved_from:
+            return {}
+        topic = actions[0].key.topic
+        bases: dict[JournalKey, JournalState] = {}
+        for old in self._moved_from:
+            rows = await self._store.stored([JournalKey(old, id_) for id_ in missing])
+            for key, row in rows.items():
+                bases[JournalKey(topic, key.id)] = rebased(row.state)
+                missing.discard(key.id)
+            if not missing:
+                break
+        return bases
 
     def forget(self, partition: int) -> None:
         """The partition went to another worker, or its writes failed: read its rows again."""
@@ -302,8 +331,10 @@ async def replicate_to_now(
     topic: str,
     quarantine: Quarantine,
     batch_size: int = 1000,
+    moved_from: tuple[str, ...] = (),
 ) -> dict[int, int]:
-    """Replicate every partition of `topic` from its pointer to the current end.
+    """Replicate every partition of `topic` from its pointer to the current end (`moved_from`:
+    its predecessors, nearest first, when it is a grow's successor: `Replicator`).
 
     Returns the pointers reached. For tests, tools and catching up; a worker uses the agents.
     """
@@ -319,7 +350,7 @@ async def replicate_to_now(
         tps = [TopicPartition(topic, p) for p in range(await partition_count(kafka, topic))]
         ends = await consumer.end_offsets(tps)
         pointers = await store.pointers(topic)
-        replicator = Replicator(store, quarantine, cuts=store)
+        replicator = Replicator(store, quarantine, cuts=store, moved_from=moved_from)
         for tp in tps:
             start = pointers.get(tp.partition, -1) + 1
             await replicate_range(consumer, replicator, tp, start, ends[tp], batch_size)

@@ -51,6 +51,9 @@ class JournalMeta:
     `records_from`: the seqNr from which the journal's events are stored one row per Append,
     for stores that keep older ones otherwise (the Cassandra store's schema version 4: those
     below it in version 3's `events` rows; opaque otherwise).
+    `base`: a journal moved here by a grow (docs/growing.md): the last seqNr of its events in
+    the old topic, read there up to this seqNr (above this row's deleteTo); 0 when it has none
+    there (never moved, or purged here since).
     """
 
     partition: int
@@ -59,6 +62,7 @@ class JournalMeta:
     delete_to: int | None = None
     segment_size: int | None = None
     records_from: int = 1
+    base: int = 0
 
     @property
     def state(self) -> JournalState:
@@ -196,6 +200,15 @@ class ReplicatedJournal(ABC):
 def states(stored: Mapping[JournalKey, JournalMeta]) -> dict[JournalKey, JournalState]:
     """The fold's states of stored rows (`journal.core.fold.fold_batch` takes these)."""
     return {key: meta.state for key, meta in stored.items()}
+
+
+def base_after(write: JournalWrite, stored: JournalMeta | None) -> int:
+    """A row's `base` after `write`: a Purge ends it; a journal's first row takes it from
+    the state the batch was folded onto, which is 0 unless replication of a grown topic's
+    successor took a moved journal's state from the old topic (`rebased`); else the row's."""
+    if write.purge is not None:
+        return 0
+    return write.before.seq_nr if stored is None else stored.base
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ from journal.store.base import (
     JournalMeta,
     Snapshot,
     StoredAppend,
+    base_after,
     snapshot_bytes,
 )
 from journal.store.topology import DEFAULT_MAX_SNAPSHOT_BYTES
@@ -153,6 +154,7 @@ class MemoryStore(EventualStore):
 
     def _apply(self, write: JournalWrite) -> JournalMeta:
         journal = self._journals.get(write.key)
+        base = base_after(write, None if journal is None else journal.meta)
         removal = write.removal
         if journal is not None and removal is not None:
             self._remove_appends(write, journal, removal)
@@ -171,7 +173,7 @@ class MemoryStore(EventualStore):
         after = write.after
         journal.events = {s: e for s, e in journal.events.items() if s > after.delete_to}
         journal.meta = JournalMeta(
-            write.partition, after.offset, after.seq_nr or None, after.delete_to or None
+            write.partition, after.offset, after.seq_nr or None, after.delete_to or None, base=base
         )
         return journal.meta
 

@@ -34,11 +34,12 @@ from journal.store.base import JournalMeta
 def meta_of(row: tuple[Any, ...]) -> JournalMeta:
     """A journal's row as `Statements.meta` selects it (a tuple: `cluster.ROWS_AS_TUPLES`, not
     the default's namedtuple, whose class the driver builds anew for every result, ~0.13 ms).
-    A row of version 3 has no `records_from`: all its events are in `events`."""
-    partition, offset, seq_nr, delete_to, segment_size, records_from = row
+    A row of version 3 has no `records_from`: all its events are in `events`; a row never
+    written in a grown topic's successor has no `base`."""
+    partition, offset, seq_nr, delete_to, segment_size, records_from, base = row
     if records_from is None:
         records_from = (seq_nr or 0) + 1
-    return JournalMeta(partition, offset, seq_nr, delete_to, segment_size, records_from)
+    return JournalMeta(partition, offset, seq_nr, delete_to, segment_size, records_from, base or 0)
 
 
 def record_row(key: JournalKey, size: int, append: ActionRecord, stamp: int) -> tuple[Any, ...]:

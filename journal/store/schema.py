@@ -23,7 +23,10 @@ Tables:
 - `journals`: one row per journal: partition, offset of its last replicated action, last seqNr,
   deleteTo, segment size (fixed when the journal is first written), `records_from` (version 4:
   its events from this seqNr on are in `event_records`; null in a row of version 3, read as
-  the seqNr after its last: all of them in `events`; a Purge sets it back to 1).
+  the seqNr after its last: all of them in `events`; a Purge sets it back to 1), `base`
+  (version 4 too, added to a keyspace at version 4 made before it: a journal moved into a
+  grown topic, the last seqNr of its events in the old topic, read there; 0 or null for
+  none; docs/growing.md).
 - `journal_ids`: the ids of the journals that exist (`JournalState.exists`), for listing
   them by prefix in id order. Partitioned by (topic, bucket), the topic's bucket count
   (`listing_buckets`: 32 unless grown) by a hash of the id, clustered by id: a page is one
@@ -141,7 +144,7 @@ _TABLES = (
         PRIMARY KEY ((topic, id, segment), last_seq_nr))""",
     """CREATE TABLE IF NOT EXISTS {ks}.journals (
         topic text, id text, partition int, offset bigint,
-        seq_nr bigint, delete_to bigint, segment_size bigint, records_from bigint,
+        seq_nr bigint, delete_to bigint, segment_size bigint, records_from bigint, base bigint,
         PRIMARY KEY ((topic, id)))""",
     """CREATE TABLE IF NOT EXISTS {ks}.journal_ids (
         topic text, bucket int, id text,
@@ -327,6 +330,13 @@ async def _steps(session: Session, keyspace: str, replication: str) -> list[Step
         if name in TABLE_OPTIONS:  # a table it creates gets them at once: one schema change
             create += " WITH " + _options(name)
         steps.append(step(f"create table {name} if missing", create))
+    columns = await _columns_of(session, keyspace, "journals")  # none: a table to create
+    if columns and "base" not in columns:
+        # version 4's, for a grown topic's moved journals (docs/growing.md): added to a
+        # keyspace at version 4 made before it too; older code never reads or writes it, and
+        # only this code's replication of a grown topic's successor writes it
+        alter = f"ALTER TABLE {keyspace}.journals ADD base bigint"
+        steps.append(step("table journals: add base", alter))
     if version == SCHEMA_VERSION:
         return steps
     if version == 1:  # version 1 had no journal_ids: list its journals once
@@ -339,7 +349,6 @@ async def _steps(session: Session, keyspace: str, replication: str) -> list[Step
         for name in TABLE_OPTIONS:
             alter = f"ALTER TABLE {keyspace}.{name} WITH {_options(name)}"
             steps.append(step(f"table {name}: {_options(name)}", alter))
-    columns = await _columns_of(session, keyspace, "journals")  # none: a table to create
     if columns and "records_from" not in columns:  # before version 4 (a rerun finds it: an
         # ALTER ... ADD of a column that exists fails)
         alter = f"ALTER TABLE {keyspace}.journals ADD records_from bigint"
@@ -393,6 +402,11 @@ async def check_schema(session: Session, keyspace: str) -> None:
         if not isinstance(error.__cause__, InvalidRequest):
             raise
         raise SchemaMissing(f"keyspace {keyspace}: {error.__cause__}") from error
+    if version == SCHEMA_VERSION and "base" not in await _columns_of(session, keyspace, "journals"):
+        raise SchemaMissing(
+            f"keyspace {keyspace} is at version {SCHEMA_VERSION} without journals.base (a build "
+            "before it made it): an administrator adds it: kafka-journal schema migrate"
+        )
     if version is None or version < SCHEMA_VERSION:
         raise SchemaMissing(
             f"keyspace {keyspace} has no journal schema of version {SCHEMA_VERSION} (it has "

@@ -90,20 +90,20 @@ class Statements:
         )
         # `rows.meta_of` takes its columns by position: in this order
         self.meta = prepare(
-            "SELECT partition, offset, seq_nr, delete_to, segment_size, records_from "
+            "SELECT partition, offset, seq_nr, delete_to, segment_size, records_from, base "
             "FROM {ks}.journals WHERE topic = ? AND id = ?"
         )
         # not prepared: only the pipeline's scans run it, a few times each
         self.journals_in_token_range = idempotent(
-            "SELECT topic, id, partition, offset, seq_nr, delete_to, segment_size, records_from "
-            f"FROM {ks}.journals WHERE token(topic, id) > %s AND token(topic, id) <= %s",
+            "SELECT topic, id, partition, offset, seq_nr, delete_to, segment_size, records_from, "
+            f"base FROM {ks}.journals WHERE token(topic, id) > %s AND token(topic, id) <= %s",
             write_level,
         )
         self.journals_in_token_range.fetch_size = PAGE_SIZE
         self.save_meta = prepare(
             "INSERT INTO {ks}.journals "
-            "(topic, id, partition, offset, seq_nr, delete_to, segment_size, records_from) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ?"
+            "(topic, id, partition, offset, seq_nr, delete_to, segment_size, records_from, base) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ?"
         )
         self.list_id = prepare(
             "INSERT INTO {ks}.journal_ids (topic, bucket, id) VALUES (?, ?, ?) USING TIMESTAMP ?"

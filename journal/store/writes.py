@@ -16,7 +16,7 @@ from journal.core.fold import JournalWrite, Removal
 from journal.core.listing import listing_bucket
 from journal.core.model import ActionRecord, AppendHeader, JournalKey
 from journal.store import cql
-from journal.store.base import JournalMeta
+from journal.store.base import JournalMeta, base_after
 from journal.store.cluster import ROWS_AS_TUPLES
 from journal.store.cql import Params
 from journal.store.listing import ListingViews
@@ -184,6 +184,7 @@ class Writes:
             after.delete_to or None,
             self.sizes(write, stored)[1],
             self.records_from(write, stored),
+            base_after(write, stored),
         )
 
     @staticmethod
@@ -233,7 +234,7 @@ class Writes:
         statements = self._statements
         key, stamp = write.key, row.offset + 1
         values = (key.topic, key.id, row.partition, row.offset, row.seq_nr, row.delete_to)
-        meta = (*values, row.segment_size, row.records_from, stamp)
+        meta = (*values, row.segment_size, row.records_from, row.base, stamp)
         mutations: list[Mutation] = [(statements.save_meta, meta)]
         if _lists(write):
             listed = write.after.exists
@@ -403,5 +404,8 @@ class Writes:
 
 
 def _lists(write: JournalWrite) -> bool:
-    """Whether the write changes the listing: its journal came to exist, or was purged."""
-    return write.after.exists != write.before.exists
+    """Whether the write changes the listing: its journal came to exist, or was purged; or it
+    is a moved journal's first row in a grown topic (folded onto its state in the old topic,
+    `rebased`: no offset here yet), which this topic's listing has not listed."""
+    before = write.before
+    return write.after.exists != before.exists or (before.offset < 0 and before.exists)

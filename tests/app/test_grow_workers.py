@@ -21,14 +21,14 @@ from yarl import URL
 from app.grow import GrowRefused, grow_topic
 from journal.client.journals import Journals
 from journal.core.grow import Phase
-from journal.core.model import TextPayload
+from journal.core.model import JournalKey, TextPayload
 from journal.errors import Unavailable
 from journal.kafka.topic import end_offsets
 from journal.store.cassandra import CassandraStore
 from journal.subscriptions.groups import consuming_groups
 from stack import Stack
 from tests.support.eventually import eventually
-from tests.support.harness import settings_for, unique
+from tests.support.harness import expire_all, settings_for, unique
 from tests.support.http_api import client_session, journal_path
 from tests.support.workers import running_workers, wait_replicated, wait_settled
 
@@ -208,8 +208,8 @@ async def test_workers_serve_appends_and_reads_while_the_topic_grows(
                 tasks.append(asyncio.create_task(killer()))
             readers = [asyncio.create_task(reader()) for _ in range(2)]
             try:
-                # workers consume the topic and do not replicate the grown one yet: told (the
-                # command sees a group once it committed an offset: Faust does every few s)
+                # workers consume the topic, and subscriptions do not follow a grow yet: told
+                # (the command sees a group once it committed an offset: Faust does every few s)
                 async def committed() -> list[str]:
                     return await consuming_groups(settings.kafka_access(), settings.topic, 3)
 
@@ -252,10 +252,20 @@ async def test_workers_serve_appends_and_reads_while_the_topic_grows(
         for journal_id, texts in final.items():
             assert texts == acked[journal_id], journal_id  # each once, none lost
         assert deleted == [2] and d0 == {3: "d0:3"}
-        # the old topic's replication stops at each cut and passes it
+        # the old topic's replication stops at each cut and passes it; the owner of each old
+        # partition replicates its successors in both grown topics
         await wait_replicated(settings, store)
-    # the workers stopped: a fresh direct client reads each journal's base from the store,
-    # then the grown topic (which no worker replicates yet) from Kafka
+        for grow in grows:
+            grown = {"topic": grow.new_topic, "partitions": grow.partitions}
+            await wait_replicated(settings.model_copy(update=grown), store)
+    for journal_id in VERIFIED:  # written before and during the grows: moved, with a base
+        rows = [await store.meta(JournalKey(g.new_topic, journal_id)) for g in grows]
+        newest = [row for row in rows if row is not None][-1]
+        assert newest.base > 0, (journal_id, rows)
+    # the workers stopped and every record of the three topics gone (retention): a fresh
+    # direct client reads each journal from the store alone
+    for topic, count in [(settings.topic, 3), *((g.new_topic, g.partitions) for g in grows)]:
+        await expire_all(settings, topic, count)
     async with await Journals.connect(settings, store=store) as later:
         for journal_id, texts in final.items():
             read: dict[int, str] = {}

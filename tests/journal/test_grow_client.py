@@ -11,6 +11,7 @@ import functools
 from collections.abc import AsyncIterator
 
 import pytest
+from aiokafka import TopicPartition
 from pydantic import SecretStr
 
 from app.grow import grow_topic
@@ -18,13 +19,21 @@ from journal.client.journals import Journals
 from journal.codec import new_kek_text
 from journal.core.grow import Phase
 from journal.core.model import Ack, Event, Events, JournalKey, NewEvent, TextPayload
-from journal.errors import OutcomeUnknown, TopicGrown, Unavailable
+from journal.errors import OutcomeUnknown, StoreUnavailable, TopicGrown, Unavailable
+from journal.kafka.consumers import start_consumer
 from journal.kafka.topic import end_offsets
+from journal.replication import (
+    AlreadyQuarantined,
+    Replicator,
+    SuccessorReplication,
+    replicate_range,
+)
 from journal.store.base import Snapshot
 from journal.store.cassandra import CassandraStore
 from journal.subscriptions.subscription import SubscribedEvent
 from stack import Stack
-from tests.support.harness import replicate_now, settings_for, unique
+from tests.support.eventually import answered
+from tests.support.harness import expire_all, replicate_now, settings_for, unique
 
 pytestmark = pytest.mark.integration
 
@@ -280,6 +289,30 @@ async def test_a_grown_topic_grows_again(
         assert len(await read_texts(later, VERIFIED[0])) == len(history) + 1
     ends = await end_offsets(settings.kafka_access(), second.new_topic, 12)
     assert sum(ends.values()) > 0  # the twice-moved journals' later appends
+    # replicated along the chain, each journal outlives every topic's retention: OLD, then
+    # NEW once OLD is through its cuts, then NEW2 once NEW is
+    await replicate_now(settings, store)
+    successors = SuccessorReplication(
+        settings.kafka_access(), store, AlreadyQuarantined(), settings.topic, 3, lambda p: True
+    )
+    try:
+        replicated = [await successors.step() for _ in range(3)]
+    finally:
+        await successors.close()
+    assert replicated[0] > 0 and replicated[1] > 0 and replicated[2] == 0, replicated
+    for topic, count in [(settings.topic, 3), (first.new_topic, 6), (second.new_topic, 12)]:
+        ends = await end_offsets(settings.kafka_access(), topic, count)
+        assert {p: o + 1 for p, o in (await store.pointers(topic)).items()} == {
+            p: end for p, end in ends.items() if end
+        }, topic
+        await expire_all(settings, topic, count)
+    moved = await store.meta(JournalKey(second.new_topic, VERIFIED[0]))
+    assert moved is not None and moved.base > 0  # its events in NEW up to there
+    async with await Journals.connect(settings, store=store) as store_only:
+        for journal_id, texts in final.items():
+            if journal_id == VERIFIED[0]:
+                texts = {**texts, max(texts) + 1: "later"}
+            assert await read_texts(store_only, journal_id) == texts, journal_id
 
 
 async def subscribed(journals: Journals) -> list[tuple[str, int]]:
@@ -365,3 +398,126 @@ async def test_snapshots_follow_a_journal_into_the_grown_topic(
         assert snapshot_text(await later.journal("s").snapshots.latest()) == (4, "new-4")
         assert await later.journal("s").snapshots.latest(3) is None
         assert await later.journal("p").snapshots.latest() is None
+
+
+async def test_a_moved_journal_is_replicated_in_the_grown_topic_with_its_base(
+    stack: Stack, keyspace: str, store: CassandraStore
+) -> None:
+    """The grown topic's replication (journal/replication/successor.py) waits for the old
+    partition to be replicated through its cut, then writes each moved journal's row with its
+    base: a Delete in NEW of events held in OLD and a Purge in NEW are honoured, a replay
+    changes nothing, and with every record of both topics gone (retention) a client reads
+    each journal whole from the store."""
+    settings = settings_for(stack, unique("journal_growr"), keyspace, 1)
+    kafka = settings.kafka_access()
+    async with await Journals.connect(settings, store=store) as journals:
+        for journal_id in ("a", "p"):
+            events = [Event(n, payload=TextPayload(f"{journal_id}:{n}")) for n in (1, 2, 3)]
+            await journals.journal(journal_id).append(events)
+        await replicate_now(settings, store)
+        grow = await grow_topic(settings, store, 2, yes=True, say=print)
+        assert grow is not None and grow.phase is Phase.DONE
+        new = grow.new_topic
+        a = journals.journal("a")
+        await a.append([Event(n, payload=TextPayload(f"a:{n}")) for n in (4, 5)])
+        successors = SuccessorReplication(
+            kafka, store, AlreadyQuarantined(), settings.topic, 1, lambda p: True
+        )
+        try:
+            # OLD not replicated through its cut (the Seal): its rows may not be final yet
+            assert await successors.step() == 0
+            assert await store.pointers(new) == {}
+            await replicate_now(settings, store)
+            await a.delete(2)  # events of OLD, deleted in NEW
+            await journals.journal("p").purge()
+            await journals.journal("p").append([Event(1, payload=TextPayload("p:new"))])
+            await journals.journal("n").append([Event(1, payload=TextPayload("n:1"))])
+            assert await successors.step() > 0
+        finally:
+            await successors.close()
+        expected = {
+            "a": {3: "a:3", 4: "a:4", 5: "a:5"},
+            "p": {1: "p:new"},
+            "n": {1: "n:1"},
+        }
+        rows = {j: await store.meta(JournalKey(new, j)) for j in expected}
+        assert {j: (m.base, m.seq_nr, m.delete_to) for j, m in rows.items() if m} == {
+            "a": (3, 5, 2),  # OLD's events up to 3, read there above deleteTo 2
+            "p": (0, 1, None),  # the Purge in NEW ended OLD's part
+            "n": (0, 1, None),  # never in OLD
+        }
+        assert await store.journal_ids(new) == ["a", "n", "p"]  # a moved journal listed too
+        ends = await end_offsets(kafka, new, 2)
+        replay = Replicator(store, AlreadyQuarantined(), cuts=store, moved_from=(settings.topic,))
+        consumer = await start_consumer(kafka)
+        try:
+            for partition, end in ends.items():
+                await replicate_range(consumer, replay, TopicPartition(new, partition), 0, end)
+        finally:
+            await consumer.stop()
+        assert {j: await store.meta(JournalKey(new, j)) for j in expected} == rows
+        for journal_id, texts in expected.items():
+            assert await read_texts(journals, journal_id) == texts, journal_id
+    await expire_all(settings, settings.topic, 1)
+    await expire_all(settings, new, 2)
+    async with await Journals.connect(settings, store=store) as store_only:
+        for journal_id, texts in expected.items():
+            assert await read_texts(store_only, journal_id) == texts, journal_id
+
+
+async def test_a_moved_journal_reads_from_kafka_alone_with_the_store_down(
+    stack: Stack, keyspace: str, store: CassandraStore
+) -> None:
+    """With Cassandra down, a moved journal whose records both topics still hold whole reads
+    from Kafka alone: its view in the old topic up to the cut as the base, then the grown
+    topic's (before, a 503 whatever Kafka held)."""
+    settings = settings_for(stack, unique("journal_growd"), keyspace, 1)
+    async with await Journals.connect(settings, store=store) as journals:
+        a = journals.journal("a")
+        await a.append([Event(n, payload=TextPayload(f"a:{n}")) for n in (1, 2, 3)])
+        grow = await grow_topic(settings, store, 2, yes=True, say=print)
+        assert grow is not None and grow.phase is Phase.DONE
+        await a.append([Event(n, payload=TextPayload(f"a:{n}")) for n in (4, 5)])
+        await a.delete(2)
+        expected = {3: "a:3", 4: "a:4", 5: "a:5"}
+        assert await read_texts(journals, "a") == expected
+        stack.cassandra.stop()
+        try:
+            assert await read_texts(journals, "a") == expected
+            assert (await a.info()).seq_nr == 5
+        finally:
+            stack.cassandra.start()
+        # the module's store reconnects with backoff: the next test finds it answering
+        await answered(lambda: store.pointers(settings.topic), "the store", (StoreUnavailable,))
+
+
+async def test_a_journal_moved_twice_without_a_write_between_keeps_its_base(
+    stack: Stack, keyspace: str, store: CassandraStore
+) -> None:
+    """A journal written in OLD, then only after the second grow (1 -> 2 -> 4) has no row in
+    the middle topic: its row in the newest takes its base from OLD's, through the chain."""
+    settings = settings_for(stack, unique("journal_grow2x"), keyspace, 1)
+    async with await Journals.connect(settings, store=store) as journals:
+        t = journals.journal("t")
+        await t.append([Event(n, payload=TextPayload(f"t:{n}")) for n in (1, 2, 3)])
+        grows = [await grow_topic(settings, store, n, yes=True, say=print) for n in (2, 4)]
+        await t.append([Event(4, payload=TextPayload("t:4"))])
+    first, second = grows
+    assert first is not None and second is not None and second.topic == first.new_topic
+    await replicate_now(settings, store)
+    successors = SuccessorReplication(
+        settings.kafka_access(), store, AlreadyQuarantined(), settings.topic, 1, lambda p: True
+    )
+    try:
+        replicated = [await successors.step() for _ in range(3)]
+    finally:
+        await successors.close()
+    assert replicated[2] == 0, replicated  # all of it in two passes: NEW, then NEW2
+    assert await store.meta(JournalKey(first.new_topic, "t")) is None  # no write there
+    row = await store.meta(JournalKey(second.new_topic, "t"))
+    assert row is not None and (row.base, row.seq_nr) == (3, 4)
+    for topic, count in [(settings.topic, 1), (first.new_topic, 2), (second.new_topic, 4)]:
+        await expire_all(settings, topic, count)
+    async with await Journals.connect(settings, store=store) as store_only:
+        expected = {n: f"t:{n}" for n in (1, 2, 3, 4)}
+        assert await read_texts(store_only, "t") == expected

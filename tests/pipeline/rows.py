@@ -21,7 +21,7 @@ TABLES = {
         4,
     ),
     "journals": (
-        "topic, id, partition, offset, seq_nr, delete_to, segment_size, records_from, "
+        "topic, id, partition, offset, seq_nr, delete_to, segment_size, records_from, base, "
         "writetime(offset)",
         2,
     ),

@@ -7,9 +7,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
+from aiokafka import TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
+
 from journal.client.journals import Journals
 from journal.kafka.producer import JournalProducer
-from journal.kafka.topic import TopicSpec, ensure_topic, quarantine_topic
+from journal.kafka.topic import TopicSpec, end_offsets, ensure_topic, quarantine_topic
 from journal.replication.replicate import KafkaQuarantine, replicate_to_now
 from journal.settings import Settings
 from journal.store.base import EventualStore, JournalMeta
@@ -89,3 +92,15 @@ async def harness(
         await producer.stop()
         await journals.close()
         await store.close()
+
+
+async def expire_all(settings: Settings, topic: str, partitions: int) -> None:
+    """Every record of `topic` gone, as retention would do it."""
+    ends = await end_offsets(settings.kafka_access(), topic, partitions)
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap)
+    await admin.start()
+    try:
+        gone = {TopicPartition(topic, p): RecordsToDelete(end) for p, end in ends.items() if end}
+        await admin.delete_records(gone)
+    finally:
+        await admin.close()

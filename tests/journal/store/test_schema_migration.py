@@ -21,7 +21,14 @@ from journal.core.listing import Listing
 from journal.core.model import EventRecord, JournalKey, PayloadType
 from journal.store import JournalMeta, cql
 from journal.store.cassandra import CassandraStore
-from journal.store.schema import SCHEMA_VERSION, TABLE_OPTIONS, id_bucket, migrate
+from journal.store.schema import (
+    SCHEMA_VERSION,
+    TABLE_OPTIONS,
+    SchemaMissing,
+    check_schema,
+    id_bucket,
+    migrate,
+)
 from tests.journal.store.contract import apply, put, snapshot
 from tests.journal.store.test_cassandra import config, drop_keyspace
 from tests.support import actions as a
@@ -290,6 +297,26 @@ async def test_a_version_3_keyspace_made_before_topic_grow_gets_it_from_migrate(
     assert (grow.new_topic, grow.partitions) == (f"{TOPIC}.4", 4)
 
 
+async def test_a_version_4_keyspace_made_before_base_is_refused_then_gets_it_from_migrate(
+    store: CassandraStore,
+) -> None:
+    """`journals.base` (a moved journal's events in a grow's old topic) came after version 4's
+    first build without a bump: a process that does not create schema refuses such a
+    keyspace, naming the command, and `migrate` adds the column alone."""
+    session, ks = session_of(store), keyspace_of(store)
+    assert await migrate(session, ks, "auto", dry_run=True) == []
+    await check_schema(session, ks)
+    await cql.execute(session, f"ALTER TABLE {ks}.journals DROP base")
+    try:
+        with pytest.raises(SchemaMissing, match="kafka-journal schema migrate"):
+            await check_schema(session, ks)
+        assert await migrate(session, ks, "auto") == ["table journals: add base"]
+    finally:
+        await migrate(session, ks, "auto")  # the module's keyspace whole again, whatever failed
+    await check_schema(session, ks)
+    assert await migrate(session, ks, "auto", dry_run=True) == []
+
+
 async def test_a_keyspace_without_listing_buckets_lists_in_32_and_gets_it_from_migrate(
     store: CassandraStore,
 ) -> None:
@@ -428,6 +455,7 @@ async def test_a_version_3_keyspace_migrates_and_reads_the_same_after_new_append
     said = await migrate(session, ks, "auto", dry_run=True)
     assert said == [
         "create table event_records if missing",
+        "table journals: add base",
         "table journals: add records_from",
         f"schema version 3 -> {SCHEMA_VERSION}",
     ]

@@ -1,0 +1,212 @@
+"""Replication of a grown topic's successors (docs/growing.md, "Replication of NEW").
+
+A grow moves a journal of OLD/p to NEW/q (q mod N = p) with its state only: its events before
+the cut stay in OLD's rows. Whoever replicates OLD/p (a worker: the owner of OLD/p, `owns`)
+replicates every NEW/q with q mod N = p too, with a plain consumer, from NEW/q's pointer:
+- only once OLD/p is replicated through its cut (OLD's pointer at or past it): every journal
+  moved from p then has its final row in OLD, its base;
+- a journal with no row in NEW folds its first records there onto its state in OLD
+  (`Replicator`'s `moved_from`), and its row in NEW keeps that base (`JournalMeta.base`):
+  reads stream OLD's events up to it, then NEW's; a Purge in NEW ends it;
+- along a chain of grows the same, one link at a time: NEW2/r once NEW/(r mod M) is
+  replicated through its own cut. Every count is a multiple of the first, so r mod N names
+  the owner of the whole chain's partitions that descend from OLD/p.
+Two owners at once for a moment (a rebalance) replay the same records: a no-op (`offset + 1`
+stamps, the fold's offset check). Every crash point is replication's: rows, then the pointer.
+Nothing here holds more than a batch of records and the cached rows of `StoredRows`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from journal.core.grow import Grow
+from journal.errors import StoreUnavailable
+from journal.kafka.consumers import start_consumer, stop_consumer
+from journal.replication.replicate import Quarantine, Replicator, replicate_range
+from journal.store.base import EventualStore
+from kjconfig.access import KafkaAccess
+
+log = logging.getLogger(__name__)
+
+# a pass this often: a moved journal's reads never wait for it (they fold NEW's log onto the
+# store, as every read does), so this is how far behind NEW's rows may start, not a latency
+SUCCESSOR_POLL_S = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """One grow of a chain: `grow.topic` (the predecessor, of `old_partitions`) into
+    `grow.new_topic`; `predecessors`: `grow.topic` and the topics before it, nearest first."""
+
+    grow: Grow
+    old_partitions: int
+    predecessors: tuple[str, ...]
+
+    def predecessor_of(self, partition: int) -> int:
+        return partition % self.old_partitions
+
+
+async def predecessor_of(store: EventualStore, topic: str) -> Grow | None:
+    """The grow `topic` is the successor of, if any: NEW is named `<OLD>.<M>`
+    (`new_topic_of`), and OLD's registry row names it."""
+    old, _, count = topic.rpartition(".")
+    if not old or not count.isdigit():
+        return None
+    grow = await store.grow(old)
+    return grow if grow is not None and grow.new_topic == topic else None
+
+
+async def predecessors_of(store: EventualStore, topic: str) -> list[Grow]:
+    """The grows that led to `topic`, nearest first (`predecessor_of`, along the chain)."""
+    chain: list[Grow] = []
+    while (grow := await predecessor_of(store, topic)) is not None:
+        chain.append(grow)
+        topic = grow.topic
+    return chain
+
+
+async def undrained(store: EventualStore, grow: Grow, partitions: int) -> list[int]:
+    """The predecessor's partitions (of `partitions`) not replicated through their cut yet:
+    replicating a successor partition whose predecessor is among them would take a base from
+    a row that is not final."""
+    pointers = await store.pointers(grow.topic)
+    return [
+        p
+        for p in range(partitions)
+        if (cut := grow.cut.get(p)) is None or pointers.get(p, -1) < cut
+    ]
+
+
+class SuccessorReplication:
+    """Replicates the successor partitions this process owns (see the module): `run` until
+    cancelled, or one `step` at a time."""
+
+    def __init__(
+        self,
+        kafka: KafkaAccess,
+        store: EventualStore,
+        quarantine: Quarantine,
+        topic: str,
+        partitions: int,
+        owns: Callable[[int], bool],
+    ) -> None:
+        """`topic` of `partitions`: the first of the chain, whose partition `owns` says this
+        process replicates."""
+        self._kafka = kafka
+        self._store = store
+        self._quarantine = quarantine
+        self._topic = topic
+        self._partitions = partitions
+        self._owns = owns
+        self._replicators: dict[str, Replicator] = {}
+        self._drained: set[tuple[str, int]] = set()  # predecessor partitions through their cut
+        self._pointers: dict[TopicPartition, int] = {}  # those replicated here since owned
+        self._consumer: AIOKafkaConsumer | None = None
+
+    async def chain(self) -> list[Link]:
+        """The grows of the first topic, then of each successor, as the registry has them."""
+        links: list[Link] = []
+        topic, count = self._topic, self._partitions
+        before: tuple[str, ...] = ()
+        while (grow := await self._store.grow(topic)) is not None and grow.cut:
+            before = (topic, *before)
+            links.append(Link(grow, count, before))
+            topic, count = grow.new_topic, grow.partitions
+        return links
+
+    async def step(self) -> int:
+        """One pass: every successor partition this process may replicate, from its pointer
+        to its end now; the records replicated."""
+        owned: list[tuple[Link, TopicPartition]] = []
+        for link in await self.chain():
+            for partition in range(link.grow.partitions):
+                if self._owns(partition % self._partitions) and await self._drained_for(
+                    link, partition
+                ):
+                    owned.append((link, TopicPartition(link.grow.new_topic, partition)))
+        self._forget_except({tp for _, tp in owned})
+        if not owned:
+            return 0
+        consumer = await self._started()
+        ends = await consumer.end_offsets([tp for _, tp in owned])
+        replicated = 0
+        for link, tp in owned:
+            pointer = self._pointers.get(tp)
+            if pointer is None:
+                pointer = await self._store.pointer(tp.topic, tp.partition)
+                pointer = -1 if pointer is None else pointer
+            if pointer + 1 < ends[tp]:
+                replicator = self._replicator(link)
+                try:
+                    await replicate_range(consumer, replicator, tp, pointer + 1, ends[tp])
+                except BaseException:
+                    replicator.forget(tp.partition)
+                    self._pointers.pop(tp, None)  # read again: the store's holds what was done
+                    raise
+                replicated += ends[tp] - pointer - 1
+                pointer = ends[tp] - 1
+            self._pointers[tp] = pointer
+        return replicated
+
+    async def run(self) -> None:
+        """`step` every `SUCCESSOR_POLL_S`, until cancelled; a failure (the store, Kafka) is
+        logged and the next pass starts from the store's pointers."""
+        try:
+            while True:
+                try:
+                    await self.step()
+                except StoreUnavailable as error:  # an outage: every pass would say it
+                    log.debug("replicating a grown topic's successor: %r", error)
+                except Exception as error:
+                    log.warning("replicating a grown topic's successor failed: %r", error)
+                await asyncio.sleep(SUCCESSOR_POLL_S)
+        finally:
+            await self.close()
+
+    async def close(self) -> None:
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            await stop_consumer(consumer)
+
+    async def _drained_for(self, link: Link, partition: int) -> bool:
+        """Whether the predecessor partition of `partition` is replicated through its cut."""
+        old = link.predecessor_of(partition)
+        where = (link.grow.topic, old)
+        if where in self._drained:
+            return True
+        cut = link.grow.cut.get(old)
+        if cut is None:
+            return False  # not cut: nothing moved to `partition` yet
+        pointer = await self._store.pointer(link.grow.topic, old)
+        if pointer is None or pointer < cut:
+            return False
+        self._drained.add(where)
+        return True
+
+    def _replicator(self, link: Link) -> Replicator:
+        new = link.grow.new_topic
+        if new not in self._replicators:
+            self._replicators[new] = Replicator(
+                self._store, self._quarantine, cuts=self._store, moved_from=link.predecessors
+            )
+        return self._replicators[new]
+
+    def _forget_except(self, owned: set[TopicPartition]) -> None:
+        """Rows cached for partitions no longer owned are stale once another process writes
+        them: forgotten, and read again if they come back."""
+        for tp in [tp for tp in self._pointers if tp not in owned]:
+            del self._pointers[tp]
+            replicator = self._replicators.get(tp.topic)
+            if replicator is not None:
+                replicator.forget(tp.partition)
+
+    async def _started(self) -> AIOKafkaConsumer:
+        if self._consumer is None:
+            self._consumer = await start_consumer(self._kafka, fetch_max_wait_ms=20)
+        return self._consumer
