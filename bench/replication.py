@@ -61,8 +61,12 @@ class ReplicationSizes:
     malformed: int = 1000  # quarantine rate: malformed records, and as many valid ones
 
 
-async def write_backlog(journals: Journals, count: int, per_append: int = 10) -> int:
-    """`count` events in appends of `per_append` to 100 journals; the number of appends."""
+async def write_backlog(
+    journals: Journals, count: int, per_append: int = 10, journal_count: int = 100
+) -> int:
+    """`count` events in appends of `per_append` to `journal_count` journals in turn; the
+    number of appends. A journal's appends go one after the other (a lane each), so its seqNrs
+    reach Kafka in order."""
     appends = count // per_append
     prefix = unique("repl")
     meter = Meter("backlog", count, "events")  # a setup of minutes at the full sizes
@@ -72,18 +76,24 @@ async def write_backlog(journals: Journals, count: int, per_append: int = 10) ->
         await journals.journal(f"{prefix}-{lane}").append(events(first, per_append), ack=Ack.KAFKA)
         meter.advance(per_append)
 
-    await closed_loop(write, 100, appends)
+    await closed_loop(write, journal_count, appends)
     meter.close()
     return appends
 
 
 async def backlog_on_fresh_topic(
-    settings: Settings, prefix: str, events: int, per_append: int, store: CassandraStore
+    settings: Settings,
+    prefix: str,
+    events: int,
+    per_append: int,
+    store: CassandraStore,
+    journal_count: int = 100,
 ) -> Settings:
-    """`settings` on a fresh topic holding `events` in appends of `per_append` (`write_backlog`)."""
+    """`settings` on a fresh topic holding `events` in appends of `per_append` over
+    `journal_count` journals (`write_backlog`)."""
     fresh = settings.replace(topic=unique(prefix))
     async with await Journals.connect(fresh, store=store) as journals:
-        await write_backlog(journals, events, per_append)
+        await write_backlog(journals, events, per_append, journal_count)
     return fresh
 
 
@@ -220,12 +230,31 @@ async def replicate_one_event_appends_with_worker(
         process.stop()
 
 
-async def raw_inserts(settings: Settings, rows: int, per_batch: int = 1, lanes: int = 64) -> float:
-    """Raw concurrent INSERTs (`lanes` in flight, each lane a journal of its own) of `rows`
-    events as the store writes them (its own insert statement and row codec, none of
-    replication's planning): events/s. Each request is one `event_records` row, an Append of
-    `per_batch` events (a 10-event append's by default in the section, one event otherwise),
-    its value encoded once beforehand, as Kafka would hold it."""
+def raw_slot(
+    lane: int, round_: int, lanes: int, per_batch: int, journals: int | None
+) -> tuple[str, int]:
+    """The journal and first seqNr of a raw INSERT's row: without `journals`, each lane a
+    journal of its own; with it, the lanes share that many journals, each numbered on from
+    the rows of the lanes before (one journal: every lane's rows are one journal's)."""
+    if journals is None:
+        return f"raw-{lane}", round_ * per_batch + 1
+    append, journal = divmod(round_ * lanes + lane, journals)  # the append-th of its journal
+    return f"raw-{journal}", append * per_batch + 1
+
+
+async def raw_inserts(
+    settings: Settings,
+    rows: int,
+    per_batch: int = 1,
+    lanes: int = 64,
+    journals: int | None = None,
+) -> float:
+    """Raw concurrent INSERTs (`lanes` in flight; each lane a journal of its own, or over
+    `journals` journals: `raw_slot`) of `rows` events as the store writes them (its own insert
+    statement and row codec, none of replication's planning): events/s. Each request is one
+    `event_records` row, an Append of `per_batch` events (a 10-event append's by default in
+    the section, one event otherwise), its value encoded once beforehand, as Kafka would hold
+    it."""
     fresh = settings.replace(keyspace=unique("bench_raw"))
     store = await CassandraStore.connect(fresh.cassandra_config())
     try:
@@ -237,19 +266,20 @@ async def raw_inserts(settings: Settings, rows: int, per_batch: int = 1, lanes: 
         now = datetime.now(UTC)
         stamp = int(time.time() * 1_000_000)
 
-        def row(lane: int, first: int) -> tuple[Any, ...]:
+        def row(journal_id: str, first: int) -> tuple[Any, ...]:
             batch = tuple(
                 Event(n, _RAW_TAGS, JsonPayload.of(payload(n)))
                 for n in range(first, first + per_batch)
             )
             kind, value = encode_events(Events(batch))
             header = AppendHeader(SeqRange(first, first + per_batch - 1), kind)
-            key = JournalKey(fresh.topic, f"raw-{lane}")
+            key = JournalKey(fresh.topic, journal_id)
             append = ActionRecord(key, 0, first, now, header, value, {})
             return record_row(key, size, append, stamp)
 
         async def write(lane: int, round_: int) -> None:
-            await execute(access.session, insert, row(lane, round_ * per_batch + 1))
+            slot = raw_slot(lane, round_, lanes, per_batch, journals)
+            await execute(access.session, insert, row(*slot))
 
         timed = await closed_loop(write, lanes, rows // per_batch)
         return timed.per_second * per_batch
@@ -258,16 +288,22 @@ async def raw_inserts(settings: Settings, rows: int, per_batch: int = 1, lanes: 
 
 
 SPREAD_METHOD = (
-    "{events:,} events ({appends:,} appends of 10 events of ~300 bytes, 100 journals in "
-    "turn, 3 partitions) are written with the direct client to a fresh topic; then a worker of "
+    "{events:,} events ({appends:,} appends of 10 events of ~300 bytes, {spread}) are written "
+    "with the direct client to a fresh topic of {partitions} partition(s); then a worker of "
     "its own starts and the events still unreplicated once it is ready are timed until every "
     "pointer reaches its partition's end (polled every 50 ms). Baseline, once Cassandra is "
-    "quiet again: the same {events:,} event rows (100 journals of {per_journal:,} events) "
-    "INSERTed into a fresh keyspace through the same driver in unlogged batches of one "
-    "10-event append's rows (one journal's segment: one Cassandra partition, as the store "
-    "batches a journal's events), 100 requests in flight: the most this machine writes of "
-    "those rows."
+    "quiet again: the same {events:,} event rows ({journals} journal(s) of {per_journal:,} "
+    "events) INSERTed into a fresh keyspace through the same driver, one 10-event Append's "
+    "row a request (one journal's segment: one Cassandra partition, as the store writes a "
+    "journal's Appends), 100 requests in flight: the most this machine writes of those rows."
 )
+
+
+def spread_title(journals: int) -> str:
+    """The section of a backlog over `journals` journals: the full run's spread one at 100."""
+    if journals == 100:
+        return "Replication of a spread backlog"
+    return f"Replication of a backlog of {journals} journal{'s' if journals > 1 else ''}"
 
 
 async def bench_spread_backlog(
@@ -276,16 +312,26 @@ async def bench_spread_backlog(
     datadir: Path,
     events: int,
     quiet: Callable[[], Awaitable[float]],
+    journals: int = 100,
 ) -> Section:
-    """A worker of its own replicating a backlog of `events` in 10-event appends over 100
-    journals, against raw INSERTs of as many events in 10-event Append rows; `quiet` waits
-    for Cassandra's background work in between."""
+    """A worker of its own replicating a backlog of `events` in 10-event appends over
+    `journals` journals, against raw INSERTs of as many events in 10-event Append rows of as
+    many journals; `quiet` waits for Cassandra's background work in between."""
     appends = events // 10
+    spread = "one journal" if journals == 1 else f"{journals} journals in turn"
+    over = "of one journal" if journals == 1 else f"over {journals} journals"
     section = Section(
-        "Replication of a spread backlog",
-        SPREAD_METHOD.format(events=events, appends=appends, per_journal=events // 100),
+        spread_title(journals),
+        SPREAD_METHOD.format(
+            events=events,
+            appends=appends,
+            spread=spread,
+            partitions=settings.partitions,
+            journals=journals,
+            per_journal=events // journals,
+        ),
     )
-    fresh = await backlog_on_fresh_topic(settings, "bench_spread", events, 10, store)
+    fresh = await backlog_on_fresh_topic(settings, "bench_spread", events, 10, store, journals)
     process = worker(fresh, datadir)
     try:
         await quiet()
@@ -293,13 +339,15 @@ async def bench_spread_backlog(
     finally:
         process.stop()
     waited = await quiet()
-    raw_rate = await raw_inserts(settings, appends * 10, per_batch=RAW_BATCH, lanes=100)
+    raw_rate = await raw_inserts(
+        settings, appends * 10, per_batch=RAW_BATCH, lanes=100, journals=journals
+    )
     section.notes.append(f"Cassandra's compactions let finish before the baseline: {waited:.0f} s")
     section.throughputs["worker"] = worker_rate
     section.throughputs[f"raw INSERTs of {RAW_BATCH}-event Append rows"] = raw_rate
     section.add(
         Row(
-            "worker, backlog over 100 journals: events/s",
+            f"worker, backlog {over}: events/s",
             worker_rate,
             "events/s",
             raw_rate,

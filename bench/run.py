@@ -31,7 +31,7 @@ from bench.consumer import bench_consumer
 from bench.encryption import EncryptionSizes, bench_encryption
 from bench.environment import connected, quiet_cassandra, settings_for, settle, worker
 from bench.footprint import FootprintSizes, bench_footprint
-from bench.huge import bench_huge
+from bench.huge import HUGE_APPEND_EVENTS, bench_huge
 from bench.profile import host_busy_fraction, host_cpu_jiffies
 from bench.read import ReadSizes, bench_offline, bench_offline_pile, bench_read
 from bench.recovery import RecoverySizes, bench_recovery
@@ -602,6 +602,7 @@ def run_recovery(events: int, repetitions: int = 5) -> int:
     topic served by a worker of its own; prints its rows (BENCHMARKS.md is left as it is)."""
     _, base = _stack_up()
     settings = settings_for(base, "recovery", partitions=1)
+    before = _host_now()
 
     async def measure(datadir: Path) -> Section:
         async with connected(settings) as (journals, store):
@@ -617,15 +618,16 @@ def run_recovery(events: int, repetitions: int = 5) -> int:
                 process.stop()
 
     with tempfile.TemporaryDirectory(prefix="kj-bench-") as workdir:
-        _print_rows(asyncio.run(measure(Path(workdir) / "worker")))
+        _print_with_load(asyncio.run(measure(Path(workdir) / "worker")), before)
     return 0
 
 
-def run_huge(events: int) -> int:
-    """Only "Huge journal" (`--huge-only`, issue 42): one journal of `events` streamed over HTTP
-    by a worker and read with the direct client, each reader's peak memory growth; prints the
-    rows."""
+def run_huge(events: int, per_append: int = HUGE_APPEND_EVENTS) -> int:
+    """Only "Huge journal" (`--huge-only`, issue 42): one journal of `events` in Appends of
+    `per_append` streamed over HTTP by a worker and read with the direct client, each reader's
+    peak memory growth; prints the rows with the load."""
     _, base = _stack_up()
+    before = _host_now()
     settings = settings_for(base, "huge", partitions=1).replace(
         segment_size=max(events + 1, 100_000)
     )
@@ -636,32 +638,34 @@ def run_huge(events: int) -> int:
             process.start()
             try:
                 await process.wait_ready()
-                return await bench_huge(journals, store, process, events)
+                return await bench_huge(journals, store, process, events, per_append)
             finally:
                 process.stop()
 
     with tempfile.TemporaryDirectory(prefix="kj-bench-") as workdir:
-        _print_rows(asyncio.run(measure(Path(workdir) / "huge")))
+        _print_with_load(asyncio.run(measure(Path(workdir) / "huge")), before)
     return 0
 
 
-def run_spread(events: int) -> int:
+def run_spread(events: int, journals: int = 100) -> int:
     """Only "Replication of a spread backlog" (`--spread-only`): a worker of its own replicating
-    `events` over 100 journals, against raw INSERTs of Append rows; prints its rows."""
+    `events` over `journals` journals (one journal: on a 1-partition topic, as the recovery's),
+    against raw INSERTs of Append rows of as many journals; prints its rows with the load."""
     _, base = _stack_up()
-    settings = settings_for(base, "spread", partitions=3)
+    settings = settings_for(base, "spread", partitions=1 if journals == 1 else 3)
+    before = _host_now()
 
     async def measure(datadir: Path) -> Section:
         store = await CassandraStore.connect(settings.cassandra_config())
         try:
             return await bench_spread_backlog(
-                settings, store, datadir, events, lambda: quiet_cassandra(store)
+                settings, store, datadir, events, lambda: quiet_cassandra(store), journals
             )
         finally:
             await store.close()
 
     with tempfile.TemporaryDirectory(prefix="kj-bench-") as workdir:
-        _print_rows(asyncio.run(measure(Path(workdir) / "worker-spread")))
+        _print_with_load(asyncio.run(measure(Path(workdir) / "worker-spread")), before)
     return 0
 
 
@@ -1050,12 +1054,28 @@ def main(argv: list[str] | None = None) -> int:
         "direct client, each reader's peak memory growth; print its numbers",
     )
     parser.add_argument(
+        "--huge-append-events",
+        type=int,
+        metavar="N",
+        default=HUGE_APPEND_EVENTS,
+        help=f"with --huge-only: events per Append (default {HUGE_APPEND_EVENTS:,}; issue 42's "
+        "recovery appends 10)",
+    )
+    parser.add_argument(
         "--spread-only",
         type=int,
         metavar="EVENTS",
         default=None,
-        help="run only the replication of a backlog of this many events over 100 journals; "
-        "print its numbers",
+        help="run only the replication of a backlog of this many events over 100 journals "
+        "(--backlog-journals); print its numbers",
+    )
+    parser.add_argument(
+        "--backlog-journals",
+        type=int,
+        metavar="N",
+        default=100,
+        help="with --spread-only: the journals the backlog is written to in turn (default 100; "
+        "1: one journal on a 1-partition topic, issue 42's backlog)",
     )
     parser.add_argument(
         "--offline-pile",
@@ -1090,9 +1110,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.recovery_only is not None:
         return run_recovery(args.recovery_only)
     if args.huge_only is not None:
-        return run_huge(args.huge_only)
+        return run_huge(args.huge_only, args.huge_append_events)
     if args.spread_only is not None:
-        return run_spread(args.spread_only)
+        return run_spread(args.spread_only, args.backlog_journals)
     if args.offline_pile is not None:
         return run_offline_pile(args.offline_pile)
     if args.contention_only:

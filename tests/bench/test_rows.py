@@ -3,6 +3,7 @@ fakes of what each scenario talks to."""
 
 from __future__ import annotations
 
+import asyncio
 from types import SimpleNamespace
 from typing import Any
 
@@ -108,3 +109,53 @@ def test_a_lag_rows_p99_counts_and_names_the_unreplicated() -> None:
     assert p99.value >= 120_000
     assert p99.met is False
     assert "2 of them still unreplicated" in p99.note
+
+
+def test_a_raw_insert_covers_each_journals_seq_nrs_once_however_many_journals() -> None:
+    lanes, rounds, per_batch = 100, 5, 10
+    for journals in (1, 7, 100):
+        slots = [
+            replication.raw_slot(lane, round_, lanes, per_batch, journals)
+            for round_ in range(rounds)
+            for lane in range(lanes)
+        ]
+        firsts: dict[str, list[int]] = {}
+        for journal_id, first in slots:
+            firsts.setdefault(journal_id, []).append(first)
+        assert len(firsts) == journals
+        # each journal's rows are its Appends 1.. of `per_batch` events, none twice
+        for numbers in firsts.values():
+            assert sorted(numbers) == [n * per_batch + 1 for n in range(len(numbers))]
+    # without `journals`, each lane is a journal of its own (the replication section's)
+    assert replication.raw_slot(3, 2, lanes, per_batch, None) == ("raw-3", 21)
+    assert replication.raw_slot(3, 2, lanes, per_batch, 100) == ("raw-3", 21)
+
+
+async def test_a_one_journal_backlog_appends_its_seq_nrs_in_order_one_at_a_time() -> None:
+    appended: list[tuple[str, int, int]] = []
+    in_flight = 0
+
+    class Journal:
+        def __init__(self, journal_id: str) -> None:
+            self.id = journal_id
+
+        async def append(self, events: Any, ack: Ack) -> Position:
+            nonlocal in_flight
+            in_flight += 1
+            assert in_flight == 1  # never two appends of the one journal at once
+            await asyncio.sleep(0)
+            appended.append((self.id, events[0].seq_nr, events[-1].seq_nr))
+            in_flight -= 1
+            return Position(0, len(appended))
+
+    journals = SimpleNamespace(journal=Journal)
+    appends = await replication.write_backlog(journals, 50, 10, journal_count=1)  # type: ignore[arg-type]
+    assert appends == 5
+    assert len({journal_id for journal_id, _, _ in appended}) == 1
+    assert [(first, last) for _, first, last in appended] == [
+        (1, 10),
+        (11, 20),
+        (21, 30),
+        (31, 40),
+        (41, 50),
+    ]
