@@ -251,15 +251,30 @@ class IndexStore(rocksdb.Store):  # type: ignore[misc]
         changelog_ends: ChangelogEnds,
         restore: ChangelogRestore | None = None,
         memory: RocksMemory | None = None,
+        open_at_start: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
         self._changelog_ends = changelog_ends
         self._restore = restore  # None: Faust's recovery restores alone
+        self._open_at_start = open_at_start
         if memory is not None:  # None: Faust's options, a cache and buffers per database
             # Faust's store sets it in its __init__, untyped
             faust_options = self.rocksdb_options  # type: ignore[has-type]
             self.rocksdb_options = memory.options(faust_options)
+
+    async def on_start(self) -> None:
+        """With `open_at_start`, every partition's database opened now, before the worker
+        joins its group: opened in the rebalance callback instead (Faust's active partitions,
+        then the standbys whose persisted offsets are read), ~50 ms each on a loaded host,
+        they were ~6 s of a joining worker's ~7.5 s pause at 32 partitions while the
+        partitions handed to it waited (BENCHMARKS.md, "A rebalance's pause at 32
+        partitions"). Faust keeps an open database until the partition is revoked."""
+        await super().on_start()
+        if self._open_at_start:
+            for partition in range(self.table.partitions):
+                partition_db(self, partition)
+                await asyncio.sleep(0)  # the web server's answers (not ready) go on
 
     async def on_rebalance(
         self,
@@ -402,11 +417,13 @@ class IndexTable(faust.Table):  # type: ignore[misc]
         changelog_ends: ChangelogEnds,
         restore: ChangelogRestore | None = None,
         memory: RocksMemory | None = None,
+        open_at_start: bool = False,
         **kwargs: Any,
     ) -> None:
         self._changelog_ends = changelog_ends
         self._restore = restore
         self._memory = memory
+        self._open_at_start = open_at_start
         super().__init__(app, **kwargs)
 
     def _new_store(self) -> IndexStore:
@@ -427,6 +444,7 @@ class IndexTable(faust.Table):  # type: ignore[misc]
             changelog_ends=self._changelog_ends,
             restore=self._restore,
             memory=self._memory,
+            open_at_start=self._open_at_start,
         )
 
 
@@ -442,13 +460,15 @@ def add_index_table(
 ) -> Any:
     """A table of bytes keys and values on an `IndexStore` (its changelog's ends asked of, and
     its restore read through, `ends`, the worker's `SharedChangelogEnds`, else a consumer of
-    `kafka` per ask and per restore; its RocksDB on the worker's `memory`), added to the app."""
+    `kafka` per ask and per restore; its RocksDB on the worker's `memory`, every partition's
+    database opened when the app starts), added to the app."""
     return app.tables.add(
         IndexTable(
             app,
             changelog_ends=functools.partial(end_offsets, kafka) if ends is None else ends,
             restore=ChangelogRestore(kafka, restore_ahead_min, ends),
             memory=memory,
+            open_at_start=True,
             name=name,
             beacon=app.tables.beacon,
             key_type=bytes,

@@ -1,11 +1,13 @@
 """A worker's tables ask their changelogs' end offsets through one kept consumer (real Kafka):
 the same answers as a consumer per ask, for topics made after it started too, and after
 `close` still an answer. Their short changelogs are restored through it too, every partition
-in one pass, ahead of Faust's recovery (issue 43)."""
+in one pass, ahead of Faust's recovery, into databases opened when the app started, not in
+the rebalance (issue 43)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import faust
 import pytest
@@ -66,7 +68,7 @@ CHANGELOG = [
 
 
 async def test_short_changelogs_are_restored_through_the_kept_consumer_in_one_pass(
-    stack: Stack, tmp_path: Path
+    stack: Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     kafka = stack.settings.kafka_access
     ends = SharedChangelogEnds(kafka)
@@ -82,9 +84,20 @@ async def test_short_changelogs_are_restored_through_the_kept_consumer_in_one_pa
     finally:
         await producer.stop()
     store = table.data
+    opened: list[int] = []
+    open_db = store._open_for_partition
+
+    def counted(partition: int) -> Any:
+        opened.append(partition)
+        return open_db(partition)
+
+    monkeypatch.setattr(store, "_open_for_partition", counted)
+    await store.on_start()  # the app starting, before the worker joins its group
+    assert sorted(opened) == [0, 1, 2]  # every partition's database, at start
     tps = {TP(topic, p) for p in range(3)}
     try:
         await store.on_rebalance(tps, set(), tps, 0)
+        assert sorted(opened) == [0, 1, 2]  # none opened in the rebalance: the pause
         consumer = ends._consumer
         assert consumer is not None  # the kept one read them, and was left fetching nothing
         assert consumer.assignment() == set()
