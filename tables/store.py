@@ -268,7 +268,7 @@ class IndexStore(rocksdb.Store):  # type: ignore[misc]
         joins its group: opened in the rebalance callback instead (Faust's active partitions,
         then the standbys whose persisted offsets are read), ~50 ms each on a loaded host,
         they were ~6 s of a joining worker's ~7.5 s pause at 32 partitions while the
-        partitions handed to it waited (BENCHMARKS.md, "A rebalance's pause at 32
+        partitions handed to it waited (BENCHMARKS.md, "Restore and rebalance at 32
         partitions"). Faust keeps an open database until the partition is revoked."""
         await super().on_start()
         if self._open_at_start:
