@@ -94,16 +94,20 @@ class SharedChangelogEnds:
         if self._closed:
             consumer = await start_consumer(self._kafka, **_RESTORE_OPTIONS)
             try:
-                async for batch in read_ranges(consumer, topic, ranges):
-                    yield batch
+                async with contextlib.aclosing(read_ranges(consumer, topic, ranges)) as batches:
+                    async for batch in batches:
+                        yield batch
             finally:
                 await stop_consumer(consumer)
             return
         async with self._lock:
             consumer = await self._started()
             try:
-                async for batch in read_ranges(consumer, topic, ranges):
-                    yield batch
+                # closed on the reader's early stop, not later by the garbage collector (it
+                # would reassign the kept consumer under another read)
+                async with contextlib.aclosing(read_ranges(consumer, topic, ranges)) as batches:
+                    async for batch in batches:
+                        yield batch
             except BaseException:
                 self._consumer = None
                 await stop_consumer(consumer)
@@ -169,13 +173,15 @@ class ChangelogRestore:
     async def read(self, topic: str, ranges: Mapping[int, tuple[int, int]]) -> Changelog:
         """`read_ranges` of the partitions' [start, end) in `ranges`, in one pass."""
         if self.shared is not None:
-            async for batch in self.shared.read(topic, ranges):
-                yield batch
+            async with contextlib.aclosing(self.shared.read(topic, ranges)) as batches:
+                async for batch in batches:
+                    yield batch
             return
         consumer = await start_consumer(self.kafka, **_RESTORE_OPTIONS)
         try:
-            async for batch in read_ranges(consumer, topic, ranges):
-                yield batch
+            async with contextlib.aclosing(read_ranges(consumer, topic, ranges)) as batches:
+                async for batch in batches:
+                    yield batch
         finally:
             await stop_consumer(consumer)
 

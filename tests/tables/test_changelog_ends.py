@@ -6,6 +6,7 @@ the rebalance (issue 43)."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -107,5 +108,22 @@ async def test_short_changelogs_are_restored_through_the_kept_consumer_in_one_pa
         assert held == {0: [(b"a", b"runs-a2"), (b"b", b"runs-b")], 1: [(b"d", b"runs-d")], 2: []}
         persisted = [store.persisted_offset(TP(topic, p)) for p in range(3)]
         assert persisted == [2, 2, None]  # each partition's last record: Faust reads on after it
+    finally:
+        await ends.close()
+
+
+async def test_a_restore_stopped_early_leaves_no_consumer_fetching(stack: Stack) -> None:
+    kafka = stack.settings.kafka_access
+    ends = SharedChangelogEnds(kafka)
+    try:
+        topic = await _topic_with(kafka, {0: 3, 1: 2})
+        kept = await ends._started()
+        # a reader that fails after its first batch (a RocksDB write, say) stops the read
+        async with contextlib.aclosing(ends.read(topic, {0: (0, 3), 1: (0, 2)})) as batches:
+            async for _ in batches:
+                break
+        assert ends._consumer is None  # dropped, and stopped: not left fetching those
+        assert kept._closed
+        assert await ends(topic, 2) == {0: 3, 1: 2}  # the next ask starts a new one
     finally:
         await ends.close()
