@@ -121,29 +121,110 @@ class ReplaySource(Protocol):
         ...
 
 
+class GroupOffsets:
+    """The worker group's committed offsets of the action topic, through one admin client kept
+    until `close` (started at the first ask, like `tables.store.SharedChangelogEnds`' consumer)
+    and asked once per assignment for every partition: an admin client started per partition
+    took ~100-150 ms, up to `catch_up_concurrency` at once, in every rebalance while the
+    partitions that moved wait for their new owner (issue 43). An answer read after the
+    assignment is the one a later ask would read: only this worker's agent commits the
+    partition now, and it is asked only before the agent handled a record of it
+    (`WorkerReplication._learn_gap_end`). A failed ask drops the client, and raises as the
+    per-partition ask did: the catch-up fails and is retried."""
+
+    def __init__(self, kafka: KafkaAccess, group: str, topic: str) -> None:
+        self._kafka = kafka
+        self._group = group
+        self._topic = topic
+        self._admin: AIOKafkaAdminClient | None = None
+        self._lock = asyncio.Lock()  # one ask at a time: the others take its answer
+        self._answer: dict[int, int] | None = None  # this assignment's, once asked
+        self._assignment = 0
+        self._closed = False
+
+    def assignment(self) -> None:
+        """Partitions were assigned: the next ask reads the group's offsets again."""
+        self._assignment += 1
+        self._answer = None
+
+    async def committed(self, partition: int) -> int | None:
+        async with self._lock:
+            answer = self._answer
+            if answer is None:
+                assignment = self._assignment
+                answer = await self._ask()
+                if assignment == self._assignment:  # else a newer assignment asks again
+                    self._answer = answer
+        return answer.get(partition)
+
+    async def _ask(self) -> dict[int, int]:
+        if self._admin is None:
+            # an admin's read: a consumer of the group could commit to it, or join it
+            admin = AIOKafkaAdminClient(**self._kafka.client_options())
+            try:
+                await admin.start()
+            except BaseException:
+                await admin.close()
+                raise
+            self._admin = admin
+        admin = self._admin
+        try:
+            # every partition the group committed (one it never committed is absent)
+            offsets = await admin.list_consumer_group_offsets(self._group)
+        except BaseException:
+            self._admin = None
+            await admin.close()
+            raise
+        if self._closed:  # asked while the worker stops: not kept
+            self._admin = None
+            await admin.close()
+        return {
+            tp.partition: int(found.offset)
+            for tp, found in offsets.items()
+            if tp.topic == self._topic and found.offset >= 0
+        }
+
+    async def close(self) -> None:
+        async with self._lock:
+            self._closed = True
+            admin, self._admin = self._admin, None
+        if admin is not None:
+            await admin.close()
+
+
 class KafkaReplay:
-    """`Replay` from Kafka: a consumer of its own per catch-up."""
+    """`Replay` from Kafka: a consumer of its own per catch-up; the group's committed offsets
+    through one kept admin client (`GroupOffsets`: call `assignment` at each assignment and
+    `close` at stop)."""
 
     def __init__(self, kafka: KafkaAccess, topic: str, group: str | None = None) -> None:
         """`group`: the worker's consumer group (Faust's app id); None: no committed offset."""
         self._kafka = kafka
         self._topic = topic
-        self._group = group
+        self._offsets = None if group is None else GroupOffsets(kafka, group, topic)
+
+    def assignment(self) -> None:
+        """Partitions were assigned: their committed offsets are read again, once."""
+        if self._offsets is not None:
+            self._offsets.assignment()
+
+    async def close(self) -> None:
+        if self._offsets is not None:
+            await self._offsets.close()
 
     @contextlib.asynccontextmanager
     async def open(self, partition: int) -> AsyncIterator[ReplaySource]:
         tp = TopicPartition(self._topic, partition)
         consumer = await start_consumer(self._kafka, fetch_max_wait_ms=20)
         try:
-            yield _KafkaSource(self._kafka, self._group, consumer, tp)
+            yield _KafkaSource(self._offsets, consumer, tp)
         finally:
             await stop_consumer(consumer)
 
 
 @dataclass(frozen=True, slots=True)
 class _KafkaSource:
-    kafka: KafkaAccess
-    group: str | None
+    offsets: GroupOffsets | None
     consumer: AIOKafkaConsumer
     tp: TopicPartition
 
@@ -155,17 +236,7 @@ class _KafkaSource:
         await replicate_range(self.consumer, replicator, self.tp, start, end)
 
     async def committed(self) -> int | None:
-        if self.group is None:
-            return None
-        # an admin's read: a consumer of the group could commit to it, or join it
-        admin = AIOKafkaAdminClient(**self.kafka.client_options())
-        try:
-            await admin.start()
-            offsets = await admin.list_consumer_group_offsets(self.group, partitions=[self.tp])
-        finally:
-            await admin.close()
-        found = offsets.get(self.tp)
-        return None if found is None or found.offset < 0 else int(found.offset)
+        return None if self.offsets is None else await self.offsets.committed(self.tp.partition)
 
 
 @dataclass(slots=True)

@@ -129,8 +129,9 @@ class WorkerSettings(KJSettings):
         default=DEFAULT_RESTORE_AHEAD_MIN,
         gt=0,
         description="changelog records a table partition must have to restore for the worker "
-        "to read them itself, a batch per RocksDB write, before Faust's recovery (which "
-        "handles ~20,000 records/s; below this it restores alone)",
+        "to read them itself (all of a table's partitions in one pass of its kept consumer, a "
+        "batch per RocksDB write) before Faust's recovery (which handles ~20,000 records/s, "
+        "less with many short partitions); below this Faust's recovery restores it alone",
     )
     expiry_window: int = Field(
         default=DEFAULT_EXPIRY_WINDOW,

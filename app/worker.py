@@ -137,7 +137,9 @@ def create_app(
     work: Deferred[WorkerReplication] = Deferred()
     journals: Deferred[Journals] = Deferred()
     verdicts: Deferred[TailIndex] = Deferred()  # follows the owned partitions
-    closers: list[Callable[[], Awaitable[None]]] = [ends.close]
+    # the catch-ups' Kafka, its admin client kept for the committed offsets at assignment
+    replay = KafkaReplay(kafka, journal.topic, group=settings.app_id)  # Faust's group: app id
+    closers: list[Callable[[], Awaitable[None]]] = [ends.close, replay.close]
     topic = app.topic(journal.topic, key_type=bytes, value_type=bytes, partitions=partitions)
     define_replicating_agent(app, topic, work)
     _mount_web(app, settings, partitions, owned, journals, closers, draining)
@@ -145,7 +147,17 @@ def create_app(
     @app.task
     async def connect() -> None:
         await _connect(
-            settings, partitions, tables, expiry, owned, skipped, work, journals, verdicts, closers
+            settings,
+            partitions,
+            tables,
+            expiry,
+            owned,
+            skipped,
+            replay,
+            work,
+            journals,
+            verdicts,
+            closers,
         )
 
     @app.task
@@ -169,6 +181,7 @@ def create_app(
 
     @app.on_partitions_assigned.connect
     async def on_assigned(sender: Any, assigned: set[Any], **kwargs: Any) -> None:
+        replay.assignment()  # before any catch-up asks for this assignment's offsets
         for tp in assigned:
             if tp.topic == journal.topic:
                 owned.assign(tp.partition)
@@ -203,6 +216,7 @@ async def _connect(
     expiry: ExpiryIndex,
     owned: OwnedPartitions,
     skipped: SkippedBatches,
+    replay: KafkaReplay,
     work: Deferred[WorkerReplication],
     journals: Deferred[Journals],
     verdicts: Deferred[TailIndex],
@@ -256,7 +270,7 @@ async def _connect(
         KafkaQuarantine(producer),
         tables,
         owned,
-        KafkaReplay(kafka, journal.topic, group=settings.app_id),  # Faust's group: the app id
+        replay,
         skipped,
         expiry=expiry,
         catch_up_concurrency=settings.catch_up_concurrency,

@@ -31,30 +31,33 @@ from kjconfig.access import KafkaAccess
 from tables.store import RESTORED_RECORDS, RESTORED_SECONDS
 
 METHOD = (
-    "A fresh 1-partition topic and keyspace; a worker indexes and replicates {journals:,} "
-    "one-event Appends of as many journals (each a table entry: the tables' worst case, one "
-    "changelog record a journal), then stops. A second worker of the same group, with a new "
-    "data dir, starts: time from its process start until its agent handled a record appended "
-    "once it answered `/readyz` (Faust runs the agent once the tables are restored from the "
-    "changelogs), less the same time of a worker of a group of its own on an empty topic "
+    "A fresh {partitions}-partition topic and keyspace; a worker indexes and replicates "
+    "{journals:,} one-event Appends of as many journals (each a table entry: the tables' worst "
+    "case, one changelog record a journal), then stops. A second worker of the same group, with "
+    "a new data dir, starts: time from its process start until its agent handled a record "
+    "appended once it answered `/readyz` (Faust runs the agent once the tables are restored from"
+    " the changelogs), less the same time of a worker of a group of its own on an empty topic "
     "started just before (Python, Faust, the clients): the restore; when the worker restored "
     "every record itself ahead of Faust's recovery, the seconds it counted doing so (its "
-    "metrics) instead. Its rate: "
-    "the changelogs' records (every table's, to their end offsets) over the restore. Baseline: "
-    "a bare aiokafka consumer handed the same changelog partitions from their beginning to "
-    "their end (records counted), in the same run, after the workers stopped."
+    "metrics) instead. Its rate: the changelogs' records (every table's, to their end offsets) "
+    "over the restore. Baseline: a bare aiokafka consumer handed the same changelog partitions "
+    "from their beginning to their end (records counted), in the same run, after the workers "
+    "stopped."
 )
 TABLES = ("append-offsets", "deletion-offsets", "journal-expiry")
 
 
-async def bench_restore(base: Settings, journals: int, workdir: Path) -> Section:
-    settings = settings_for(base, "restore", partitions=1)
+async def bench_restore(
+    base: Settings, journals: int, workdir: Path, partitions: int = 1
+) -> Section:
+    """The rows; the journals spread over `partitions` (many short changelogs at 32)."""
+    settings = settings_for(base, "restore", partitions=partitions)
     app_id = unique("restore")
     first = WorkerProcess(settings, app_id, workdir / "first", loglevel="warning")
     first.start()
     try:
         await first.wait_ready()
-        await fill_first_appends(settings.kafka_access(), settings.topic, journals, 1)
+        await fill_first_appends(settings.kafka_access(), settings.topic, journals, partitions)
         store = await CassandraStore.connect(settings.cassandra_config())
         try:
             await settle(settings, store)  # the agent handled every record
@@ -64,11 +67,15 @@ async def bench_restore(base: Settings, journals: int, workdir: Path) -> Section
         await asyncio.to_thread(first.stop)
     changelogs = [f"{app_id}-{table}-changelog" for table in TABLES]
     ends = {
-        topic: (await end_offsets(settings.kafka_access(), topic, 1))[0] for topic in changelogs
+        TopicPartition(topic, partition): end
+        for topic in changelogs
+        for partition, end in (
+            await end_offsets(settings.kafka_access(), topic, partitions)
+        ).items()
     }
 
     empty = WorkerProcess(
-        settings_for(base, "restore_empty", partitions=1),
+        settings_for(base, "restore_empty", partitions=partitions),
         unique("restore_empty"),
         workdir / "empty",
         loglevel="warning",
@@ -77,11 +84,19 @@ async def bench_restore(base: Settings, journals: int, workdir: Path) -> Section
     fresh = await serving_stopped(
         WorkerProcess(settings, app_id, workdir / "second", loglevel="warning")
     )
-    consumer_s = await read_all(
-        settings.kafka_access(), {TopicPartition(topic, 0): end for topic, end in ends.items()}
-    )
+    consumer_s = await read_all(settings.kafka_access(), ends)
+    per_table = {
+        topic: sum(e for tp, e in ends.items() if tp.topic == topic) for topic in changelogs
+    }
     return section_of(
-        journals, ends, start.seconds, fresh.seconds, consumer_s, fresh.ahead, fresh.ahead_s
+        journals,
+        per_table,
+        start.seconds,
+        fresh.seconds,
+        consumer_s,
+        fresh.ahead,
+        fresh.ahead_s,
+        partitions,
     )
 
 
@@ -101,11 +116,14 @@ def section_of(
     consumer_s: float,
     ahead: float = 0.0,
     ahead_s: float = 0.0,
+    partitions: int = 1,
 ) -> Section:
     """The rows: the restore is the worker's own, timed by itself, when it restored every
     record ahead of Faust's recovery; else the fresh worker's time to serving less an empty
     one's."""
-    section = Section("A fresh worker's restore", METHOD.format(journals=journals))
+    section = Section(
+        "A fresh worker's restore", METHOD.format(journals=journals, partitions=partitions)
+    )
     records = sum(ends.values())
     whole = ahead >= records > 0
     restore_s = max(ahead_s if whole else ready_s - start_s, 1e-3)

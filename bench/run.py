@@ -696,14 +696,17 @@ def run_partitions(counts: list[int]) -> int:
     return 0
 
 
-def run_restore(journals: int) -> int:
+def run_restore(journals: int, partitions: int = 1) -> int:
     """Only "A fresh worker's restore" (`--restore-only`): a worker's tables of `journals`
-    entries restored by a fresh worker, against a bare consumer; prints the rows."""
+    entries over `partitions` restored by a fresh worker, against a bare consumer; prints the
+    rows with the load."""
     from bench.restore import bench_restore
 
     _, base = _stack_up()
+    before = _host_now()
     with tempfile.TemporaryDirectory(prefix="kj-bench-") as workdir:
-        _print_rows(asyncio.run(bench_restore(base, journals, Path(workdir))))
+        section = asyncio.run(bench_restore(base, journals, Path(workdir), partitions))
+    _print_with_load(section, before)
     return 0
 
 
@@ -721,14 +724,17 @@ def run_grow(journals: int) -> int:
     return 0
 
 
-def run_rebalance(journals: int) -> int:
+def run_rebalance(journals: int, partitions: int = 8) -> int:
     """Only "A rebalance's pause" (`--rebalance-only`): replication's lag while a second
-    worker joins one whose tables hold `journals` journals; prints the rows."""
+    worker joins one whose tables hold `journals` journals over `partitions`; prints the rows
+    with the load."""
     from bench.rebalance import bench_rebalance
 
     _, base = _stack_up()
+    before = _host_now()
     with tempfile.TemporaryDirectory(prefix="kj-bench-") as workdir:
-        _print_rows(asyncio.run(bench_rebalance(base, journals, Path(workdir))))
+        section = asyncio.run(bench_rebalance(base, journals, Path(workdir), partitions=partitions))
+    _print_with_load(section, before)
     return 0
 
 
@@ -961,6 +967,14 @@ def main(argv: list[str] | None = None) -> int:
         "a bare consumer of the changelogs; print its numbers",
     )
     parser.add_argument(
+        "--on-partitions",
+        type=int,
+        metavar="N",
+        default=None,
+        help="with --restore-only or --rebalance-only: a topic of N partitions (default 1 and "
+        "8: at 32, many short changelogs)",
+    )
+    parser.add_argument(
         "--grow-only",
         type=int,
         metavar="JOURNALS",
@@ -1098,9 +1112,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.grow_only is not None:
         return run_grow(args.grow_only)
     if args.rebalance_only is not None:
-        return run_rebalance(args.rebalance_only)
+        return run_rebalance(args.rebalance_only, args.on_partitions or 8)
     if args.restore_only is not None:
-        return run_restore(args.restore_only)
+        return run_restore(args.restore_only, args.on_partitions or 1)
     if args.scale_only is not None:
         return run_scale(args.scale_only)
     if args.listing_only is not None:

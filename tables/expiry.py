@@ -92,7 +92,7 @@ from tables.limits import (
     DEFAULT_RESTORE_AHEAD_MIN,
 )
 from tables.pruning import PartitionEntries
-from tables.store import ChangelogEnds, RocksMemory, add_index_table, partition_entries
+from tables.store import RocksMemory, SharedChangelogEnds, add_index_table, partition_entries
 
 log = logging.getLogger(__name__)
 
@@ -475,7 +475,7 @@ def define_expiry_table(
     *,
     window: int = DEFAULT_EXPIRY_WINDOW,
     build_step: int = DEFAULT_EXPIRY_BUILD_STEP,
-    ends: ChangelogEnds | None = None,
+    ends: SharedChangelogEnds | None = None,
 ) -> ExpiryIndex:
     """The two tables (a partition's local state its changelog no longer holds is dropped, and
     a long restore read ahead of Faust's, as the other tables'; their RocksDB on the worker's

@@ -12,22 +12,26 @@ with a warning, and recovery rebuilds it from the changelog as a new worker's.
 **Restored ahead of Faust.** Faust's recovery handles a changelog record at a time through its
 event machinery, ~45 us each (BENCHMARKS.md, "A fresh worker's restore": ~20,000 records/s
 against ~550,000 for a bare consumer), so a worker with a new data dir took minutes per 10^6
-entries before it served. So, in the same rebalance step, a partition whose changelog holds
-at least `KJ_RESTORE_AHEAD_MIN` records (20,000) past its persisted offset is read here
-first, with a plain consumer a batch at a time, each batch written in one RocksDB write batch
-and then its last offset persisted, as Faust's own recovery does: a crash leaves a persisted
-offset at or below what is written, and whoever restores next starts there (a put or delete
-written twice is the same state). Faust's recovery then reads only what came after. Any
-failure here leaves the rest to Faust's recovery, which reads from the offset persisted last.
+entries before it served, and 32 short partitions (~290 records each) restored at ~450
+records/s, most of it Faust's per-partition and per-record overhead. So, in the same rebalance
+step, every assigned partition of a table whose changelog holds at least `KJ_RESTORE_AHEAD_MIN`
+records (1: any) past its persisted offset is read here first, all of them in one pass of the
+worker's kept consumer (`SharedChangelogEnds`), a batch at a time; each partition's part of a
+batch is written in one RocksDB write batch and then its last offset persisted, as Faust's own
+recovery does: a crash leaves a persisted offset at or below what is written, and whoever
+restores next starts there (a put or delete written twice is the same state). Faust's recovery
+then reads only what came after. Any failure here leaves the rest to Faust's recovery, which
+reads from the offset persisted last.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Set
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Mapping, Set
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,8 +49,10 @@ log = logging.getLogger(__name__)
 
 # a topic and its partition count -> each partition's end offset (its next record's)
 ChangelogEnds = Callable[[str, int], Awaitable[dict[int, int]]]
-# a changelog partition's records (key, value or None for a deletion, offset) a batch at a time
-Changelog = AsyncIterator[list[tuple[bytes, bytes | None, int]]]
+# changelog records (key, value or None for a deletion, offset) of one partition
+Records = list[tuple[bytes, bytes | None, int]]
+# changelog partitions' records, a partition's batch at a time
+Changelog = AsyncGenerator[tuple[int, Records], None]
 
 _RESTORE_BATCH = 10_000  # records a batch at most: one RocksDB write batch, memory bounded
 RESTORED_RECORDS = "kafka_journal_table_restored_ahead_records_total"
@@ -55,11 +61,12 @@ _RESTORE_STALL_S = 30.0  # no progress this long: Faust's recovery takes over fr
 
 
 class SharedChangelogEnds:
-    """`ChangelogEnds` of every table of a worker through one consumer, started at the first
-    ask and kept until `close`: a consumer started per ask cost ~100-150 ms (its connection
-    and metadata), four tables one after another in every rebalance while the partitions
-    that moved wait for their new owner (BENCHMARKS.md, "A rebalance's pause"); a kept one
-    answers in ~1 ms. A failed ask drops the consumer: the next one starts afresh."""
+    """`ChangelogEnds` of every table of a worker, and their restores read ahead (`read`),
+    through one consumer, started at the first ask and kept until `close`: a consumer started
+    per ask cost ~100-150 ms (its connection and metadata), four tables one after another in
+    every rebalance while the partitions that moved wait for their new owner (BENCHMARKS.md,
+    "A rebalance's pause"); a kept one answers in ~1 ms. A failed ask drops the consumer: the
+    next one starts afresh."""
 
     def __init__(self, kafka: KafkaAccess) -> None:
         self._kafka = kafka
@@ -71,9 +78,7 @@ class SharedChangelogEnds:
         if self._closed:  # asked while the worker stops: a consumer of its own
             return await end_offsets(self._kafka, topic, partitions)
         async with self._lock:
-            if self._consumer is None:
-                self._consumer = await start_consumer(self._kafka)
-            consumer = self._consumer
+            consumer = await self._started()
             try:
                 ends = await consumer.end_offsets(
                     [TopicPartition(topic, p) for p in range(partitions)]
@@ -84,6 +89,35 @@ class SharedChangelogEnds:
                 raise
         return {tp.partition: offset for tp, offset in ends.items()}
 
+    async def read(self, topic: str, ranges: Mapping[int, tuple[int, int]]) -> Changelog:
+        """`read_ranges` through the kept consumer (one of its own once closed)."""
+        if self._closed:
+            consumer = await start_consumer(self._kafka, **_RESTORE_OPTIONS)
+            try:
+                async with contextlib.aclosing(read_ranges(consumer, topic, ranges)) as batches:
+                    async for batch in batches:
+                        yield batch
+            finally:
+                await stop_consumer(consumer)
+            return
+        async with self._lock:
+            consumer = await self._started()
+            try:
+                # closed on the reader's early stop, not later by the garbage collector (it
+                # would reassign the kept consumer under another read)
+                async with contextlib.aclosing(read_ranges(consumer, topic, ranges)) as batches:
+                    async for batch in batches:
+                        yield batch
+            except BaseException:
+                self._consumer = None
+                await stop_consumer(consumer)
+                raise
+
+    async def _started(self) -> AIOKafkaConsumer:
+        if self._consumer is None:
+            self._consumer = await start_consumer(self._kafka, **_RESTORE_OPTIONS)
+        return self._consumer
+
     async def close(self) -> None:
         async with self._lock:
             self._closed = True
@@ -92,42 +126,64 @@ class SharedChangelogEnds:
                 await stop_consumer(consumer)
 
 
+_RESTORE_OPTIONS: dict[str, Any] = {"max_partition_fetch_bytes": 8 * 1024 * 1024}
+
+
+async def read_ranges(
+    consumer: AIOKafkaConsumer, topic: str, ranges: Mapping[int, tuple[int, int]]
+) -> Changelog:
+    """The records of each partition's [start, end) in `ranges`, a partition's batch at a time,
+    all the partitions in one pass of `consumer` (compaction leaves gaps; a start below the
+    log's start begins at it). The consumer is left assigned nothing: a kept consumer must not
+    go on fetching."""
+    tps = {TopicPartition(topic, p): end for p, (start, end) in ranges.items() if start < end}
+    consumer.assign(list(tps))
+    try:
+        for tp in tps:
+            consumer.seek(tp, ranges[tp.partition][0])
+        left = dict(tps)
+        progressed = time.monotonic()
+        while left:
+            fetched = await consumer.getmany(*left, timeout_ms=500, max_records=_RESTORE_BATCH)
+            for tp, got in fetched.items():
+                end = tps[tp]
+                records = [(r.key, r.value, r.offset) for r in got if r.offset < end]
+                if records:
+                    progressed = time.monotonic()
+                    yield tp.partition, records
+            for tp in [tp for tp in left if await consumer.position(tp) >= left[tp]]:
+                consumer.pause(tp)  # its end reached: fetch no further
+                del left[tp]
+            if left and time.monotonic() - progressed > _RESTORE_STALL_S:
+                raise TimeoutError(f"{topic}{sorted(left)}: no record in {_RESTORE_STALL_S} s")
+    finally:
+        consumer.assign([])
+
+
 @dataclass(frozen=True, slots=True)
 class ChangelogRestore:
-    """Where a partition's changelog is read ahead of Faust's recovery, and from how many
+    """Where a table's changelog partitions are read ahead of Faust's recovery (through the
+    worker's kept consumer, `shared`, else a consumer of `kafka` per read), and from how many
     records on (`KJ_RESTORE_AHEAD_MIN`)."""
 
     kafka: KafkaAccess
     min_records: int = DEFAULT_RESTORE_AHEAD_MIN
+    shared: SharedChangelogEnds | None = None
 
-    async def read(self, topic: str, partition: int, start: int, end: int) -> Changelog:
-        """The partition's records in [start, end), a batch at a time (compaction leaves
-        gaps; a start below the log's start begins at it)."""
-        consumer = AIOKafkaConsumer(
-            **self.kafka.client_options(),
-            group_id=None,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            max_partition_fetch_bytes=8 * 1024 * 1024,
-        )
-        await consumer.start()
+    async def read(self, topic: str, ranges: Mapping[int, tuple[int, int]]) -> Changelog:
+        """`read_ranges` of the partitions' [start, end) in `ranges`, in one pass."""
+        if self.shared is not None:
+            async with contextlib.aclosing(self.shared.read(topic, ranges)) as batches:
+                async for batch in batches:
+                    yield batch
+            return
+        consumer = await start_consumer(self.kafka, **_RESTORE_OPTIONS)
         try:
-            tp = TopicPartition(topic, partition)
-            consumer.assign([tp])
-            consumer.seek(tp, start)
-            progressed = time.monotonic()
-            while await consumer.position(tp) < end:
-                fetched = await consumer.getmany(tp, timeout_ms=500, max_records=_RESTORE_BATCH)
-                records = [
-                    (r.key, r.value, r.offset) for r in fetched.get(tp, ()) if r.offset < end
-                ]
-                if records:
-                    progressed = time.monotonic()
-                    yield records
-                elif time.monotonic() - progressed > _RESTORE_STALL_S:
-                    raise TimeoutError(f"{topic}[{partition}]: no record in {_RESTORE_STALL_S} s")
+            async with contextlib.aclosing(read_ranges(consumer, topic, ranges)) as batches:
+                async for batch in batches:
+                    yield batch
         finally:
-            await consumer.stop()
+            await stop_consumer(consumer)
 
 
 class RocksMemory:
@@ -201,15 +257,30 @@ class IndexStore(rocksdb.Store):  # type: ignore[misc]
         changelog_ends: ChangelogEnds,
         restore: ChangelogRestore | None = None,
         memory: RocksMemory | None = None,
+        open_at_start: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
         self._changelog_ends = changelog_ends
         self._restore = restore  # None: Faust's recovery restores alone
+        self._open_at_start = open_at_start
         if memory is not None:  # None: Faust's options, a cache and buffers per database
             # Faust's store sets it in its __init__, untyped
             faust_options = self.rocksdb_options  # type: ignore[has-type]
             self.rocksdb_options = memory.options(faust_options)
+
+    async def on_start(self) -> None:
+        """With `open_at_start`, every partition's database opened now, before the worker
+        joins its group: opened in the rebalance callback instead (Faust's active partitions,
+        then the standbys whose persisted offsets are read), ~50 ms each on a loaded host,
+        they were ~6 s of a joining worker's ~7.5 s pause at 32 partitions while the
+        partitions handed to it waited (BENCHMARKS.md, "Restore and rebalance at 32
+        partitions"). Faust keeps an open database until the partition is revoked."""
+        await super().on_start()
+        if self._open_at_start:
+            for partition in range(self.table.partitions):
+                partition_db(self, partition)
+                await asyncio.sleep(0)  # the web server's answers (not ready) go on
 
     async def on_rebalance(
         self,
@@ -251,28 +322,40 @@ class IndexStore(rocksdb.Store):  # type: ignore[misc]
     async def _restore_ahead(
         self, restore: ChangelogRestore, tps: Set[Any], ends: dict[int, int]
     ) -> None:
-        for tp in sorted(tps):
+        by_partition = {tp.partition: tp for tp in tps}
+        ranges: dict[int, tuple[int, int]] = {}
+        for partition, tp in sorted(by_partition.items()):
             persisted = self.persisted_offset(tp)
             start = 0 if persisted is None else persisted + 1
-            if ends[tp.partition] - start < restore.min_records:
-                continue
-            restored, started = 0, time.monotonic()
-            try:
-                async for batch in restore.read(tp.topic, tp.partition, start, ends[tp.partition]):
+            end = ends[partition]
+            if end > start and end - start >= restore.min_records:
+                ranges[partition] = (start, end)
+        if not ranges:
+            return
+        topic = next(iter(tps)).topic
+        restored, started = 0, time.monotonic()
+        try:
+            # closed here, not by the garbage collector: the kept consumer's lock is held
+            async with contextlib.aclosing(restore.read(topic, ranges)) as batches:
+                async for partition, batch in batches:
                     if batch:  # a reader need not skip empty fetches
-                        self._write(tp, batch)
+                        self._write(by_partition[partition], batch)
                         restored += len(batch)
-            except Exception as error:  # Faust's recovery reads what is left
-                log.warning("restoring %s ahead stopped after %d records: %r", tp, restored, error)
-            took = time.monotonic() - started
-            table = self.table.name
-            METRICS.counter(RESTORED_RECORDS, table=table).inc(restored)
-            METRICS.counter(RESTORED_SECONDS, table=table).inc(took)
-            log.info(
-                "restored %d records of %s ahead of Faust's recovery in %.1f s", restored, tp, took
-            )
+        except Exception as error:  # Faust's recovery reads what is left
+            log.warning("restoring %s ahead stopped after %d records: %r", topic, restored, error)
+        took = time.monotonic() - started
+        table = self.table.name
+        METRICS.counter(RESTORED_RECORDS, table=table).inc(restored)
+        METRICS.counter(RESTORED_SECONDS, table=table).inc(took)
+        log.info(
+            "restored %d records of %d partitions of %s ahead of Faust's recovery in %.2f s",
+            restored,
+            len(ranges),
+            topic,
+            took,
+        )
 
-    def _write(self, tp: Any, batch: list[tuple[bytes, bytes | None, int]]) -> None:
+    def _write(self, tp: Any, batch: Records) -> None:
         """One batch in one write, then its offset persisted (the order a crash needs)."""
         writes = rocksdict.WriteBatch(raw_mode=True)
         for key, value, _ in batch:
@@ -340,11 +423,13 @@ class IndexTable(faust.Table):  # type: ignore[misc]
         changelog_ends: ChangelogEnds,
         restore: ChangelogRestore | None = None,
         memory: RocksMemory | None = None,
+        open_at_start: bool = False,
         **kwargs: Any,
     ) -> None:
         self._changelog_ends = changelog_ends
         self._restore = restore
         self._memory = memory
+        self._open_at_start = open_at_start
         super().__init__(app, **kwargs)
 
     def _new_store(self) -> IndexStore:
@@ -365,6 +450,7 @@ class IndexTable(faust.Table):  # type: ignore[misc]
             changelog_ends=self._changelog_ends,
             restore=self._restore,
             memory=self._memory,
+            open_at_start=self._open_at_start,
         )
 
 
@@ -376,17 +462,19 @@ def add_index_table(
     help: str,
     memory: RocksMemory | None = None,
     restore_ahead_min: int = DEFAULT_RESTORE_AHEAD_MIN,
-    ends: ChangelogEnds | None = None,
+    ends: SharedChangelogEnds | None = None,
 ) -> Any:
-    """A table of bytes keys and values on an `IndexStore` (its changelog's ends asked of
-    `ends`, the worker's `SharedChangelogEnds`, else of a consumer of `kafka` per ask; its
-    restore read from `kafka`; its RocksDB on the worker's `memory`), added to the app."""
+    """A table of bytes keys and values on an `IndexStore` (its changelog's ends asked of, and
+    its restore read through, `ends`, the worker's `SharedChangelogEnds`, else a consumer of
+    `kafka` per ask and per restore; its RocksDB on the worker's `memory`, every partition's
+    database opened when the app starts), added to the app."""
     return app.tables.add(
         IndexTable(
             app,
             changelog_ends=functools.partial(end_offsets, kafka) if ends is None else ends,
-            restore=ChangelogRestore(kafka, restore_ahead_min),
+            restore=ChangelogRestore(kafka, restore_ahead_min, ends),
             memory=memory,
+            open_at_start=True,
             name=name,
             beacon=app.tables.beacon,
             key_type=bytes,

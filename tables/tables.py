@@ -29,7 +29,7 @@ from journal.kafka import log_starts
 from kjconfig.access import KafkaAccess
 from tables.limits import DEFAULT_RESTORE_AHEAD_MIN
 from tables.pruning import DEFAULT_PRUNE_INTERVAL_S, DEFAULT_PRUNE_KEYS_PER_STEP, Pruning
-from tables.store import ChangelogEnds, RocksMemory, add_index_table, partition_entries
+from tables.store import RocksMemory, SharedChangelogEnds, add_index_table, partition_entries
 from tables.values import decode_runs, encode_runs
 
 FLUSH_RECORDS = 500  # a partition's records between two flushes of its changes, at most
@@ -149,7 +149,7 @@ def define_tables(
     prune_interval_s: float = DEFAULT_PRUNE_INTERVAL_S,
     memory: RocksMemory | None = None,
     restore_ahead_min: int = DEFAULT_RESTORE_AHEAD_MIN,
-    ends: ChangelogEnds | None = None,
+    ends: SharedChangelogEnds | None = None,
 ) -> JournalTables:
     """The tables of action topic `topic`; a partition's local state its changelog no longer
     holds is dropped (`tables.store`): `kafka` is where the changelogs' ends and the topic's

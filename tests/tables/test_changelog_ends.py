@@ -1,17 +1,25 @@
 """A worker's tables ask their changelogs' end offsets through one kept consumer (real Kafka):
 the same answers as a consumer per ask, for topics made after it started too, and after
-`close` still an answer."""
+`close` still an answer. Their short changelogs are restored through it too, every partition
+in one pass, ahead of Faust's recovery, into databases opened when the app started, not in
+the rebalance (issue 43)."""
 
 from __future__ import annotations
 
+import contextlib
+from pathlib import Path
+from typing import Any
+
+import faust
 import pytest
 from aiokafka import AIOKafkaProducer
+from faust.types import TP
 
 from bench.common import unique
 from journal.kafka import TopicSpec, end_offsets, ensure_topic
 from kjconfig.access import KafkaAccess
 from stack import Stack
-from tables.store import SharedChangelogEnds
+from tables.store import SharedChangelogEnds, add_index_table, partition_items
 
 pytestmark = pytest.mark.integration
 
@@ -47,3 +55,75 @@ async def test_one_kept_consumer_answers_every_table_as_a_consumer_per_ask(stack
         await ends.close()
     assert ends._consumer is None
     assert await ends(first, 2) == {0: 3, 1: 1}  # asked while stopping: still answered
+
+
+# a table's changelog as a worker writes it: (partition, key, value or None: a tombstone)
+CHANGELOG = [
+    (0, b"a", b"runs-a1"),
+    (0, b"b", b"runs-b"),
+    (0, b"a", b"runs-a2"),
+    (1, b"c", b"runs-c"),
+    (1, b"c", None),  # c's entry pruned
+    (1, b"d", b"runs-d"),
+]
+
+
+async def test_short_changelogs_are_restored_through_the_kept_consumer_in_one_pass(
+    stack: Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kafka = stack.settings.kafka_access
+    ends = SharedChangelogEnds(kafka)
+    app = faust.App(unique("restore_ahead"), datadir=str(tmp_path), store="rocksdb://")
+    table = add_index_table(app, kafka, 3, "offsets", "test", ends=ends)  # default settings
+    topic = table.changelog_topic.get_topic_name()
+    await ensure_topic(kafka, TopicSpec(topic, 3))
+    producer = AIOKafkaProducer(**kafka.client_options(), acks="all")
+    await producer.start()
+    try:
+        for partition, key, value in CHANGELOG:
+            await producer.send_and_wait(topic, value, key=key, partition=partition)
+    finally:
+        await producer.stop()
+    store = table.data
+    opened: list[int] = []
+    open_db = store._open_for_partition
+
+    def counted(partition: int) -> Any:
+        opened.append(partition)
+        return open_db(partition)
+
+    monkeypatch.setattr(store, "_open_for_partition", counted)
+    await store.on_start()  # the app starting, before the worker joins its group
+    assert sorted(opened) == [0, 1, 2]  # every partition's database, at start
+    tps = {TP(topic, p) for p in range(3)}
+    try:
+        await store.on_rebalance(tps, set(), tps, 0)
+        assert sorted(opened) == [0, 1, 2]  # none opened in the rebalance: the pause
+        consumer = ends._consumer
+        assert consumer is not None  # the kept one read them, and was left fetching nothing
+        assert consumer.assignment() == set()
+
+        # what Faust's recovery would hold: each key's last value, tombstones removed
+        held = {p: sorted(partition_items(store, p)) for p in range(3)}
+        assert held == {0: [(b"a", b"runs-a2"), (b"b", b"runs-b")], 1: [(b"d", b"runs-d")], 2: []}
+        persisted = [store.persisted_offset(TP(topic, p)) for p in range(3)]
+        assert persisted == [2, 2, None]  # each partition's last record: Faust reads on after it
+    finally:
+        await ends.close()
+
+
+async def test_a_restore_stopped_early_leaves_no_consumer_fetching(stack: Stack) -> None:
+    kafka = stack.settings.kafka_access
+    ends = SharedChangelogEnds(kafka)
+    try:
+        topic = await _topic_with(kafka, {0: 3, 1: 2})
+        kept = await ends._started()
+        # a reader that fails after its first batch (a RocksDB write, say) stops the read
+        async with contextlib.aclosing(ends.read(topic, {0: (0, 3), 1: (0, 2)})) as batches:
+            async for _ in batches:
+                break
+        assert ends._consumer is None  # dropped, and stopped: not left fetching those
+        assert kept._closed
+        assert await ends(topic, 2) == {0: 3, 1: 2}  # the next ask starts a new one
+    finally:
+        await ends.close()

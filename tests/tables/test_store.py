@@ -5,6 +5,7 @@ ahead of Faust's recovery, a batch per write, its offset persisted after each.""
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -39,12 +40,13 @@ class Changelogs(ChangelogRestore):
         object.__setattr__(self, "asked", [])
         object.__setattr__(self, "fail_after", None)
 
-    async def read(self, topic: str, partition: int, start: int, end: int) -> Changelog:
-        self.asked.append((partition, start, end))  # type: ignore[attr-defined]
+    async def read(self, topic: str, ranges: Mapping[int, tuple[int, int]]) -> Changelog:
+        self.asked.append(dict(ranges))  # type: ignore[attr-defined]
         for n, batch in enumerate(self.batches):  # type: ignore[attr-defined]
             if n == self.fail_after:  # type: ignore[attr-defined]
                 raise ConnectionError("the broker went away")
-            yield [r for r in batch if start <= r[2] < end]
+            for partition, (start, end) in sorted(ranges.items()):
+                yield partition, [r for r in batch if start <= r[2] < end]
 
 
 def _table(tmp_path: Path, ends: Ends, restore: ChangelogRestore | None = None) -> Any:
@@ -138,7 +140,7 @@ async def test_a_long_restore_is_read_ahead_and_its_offset_persisted(tmp_path: P
     await _assign(store, {tp0, tp1, tp2})
 
     # partition 0 has 4 records to restore: read ahead; 1 has 2 (< 3) and 2 none: Faust's
-    assert changelogs.asked == [(0, 0, 4)]  # type: ignore[attr-defined]
+    assert changelogs.asked == [{0: (0, 4)}]  # type: ignore[attr-defined]
     assert (sorted(_held(store, tp0)), store.persisted_offset(tp0)) == ([b"b", b"c"], 3)
     assert (_held(store, tp1), store.persisted_offset(tp1)) == ([], None)
 
@@ -164,5 +166,21 @@ async def test_a_restore_starts_after_the_persisted_offset(tmp_path: Path) -> No
 
     await _assign(store, {tp0})
 
-    assert changelogs.asked == [(0, 2, 4)]  # type: ignore[attr-defined]
+    assert changelogs.asked == [{0: (2, 4)}]  # type: ignore[attr-defined]
     assert (sorted(_held(store, tp0)), store.persisted_offset(tp0)) == ([b"c"], 3)
+
+
+async def test_short_changelogs_are_read_ahead_in_one_pass(tmp_path: Path) -> None:
+    changelogs = Changelogs(BATCHES, min_records=1)
+    table = _table(tmp_path, Ends({0: 4, 1: 2, 2: 0}), changelogs)
+    store = table.data
+    tp0, tp1, tp2 = (_tp(table, p) for p in range(PARTITIONS))
+    _write(store, tp1, b"x", persisted=0)
+
+    await _assign(store, {tp0, tp1, tp2})
+
+    # every partition with a record to restore, in one read; 2 has none
+    assert changelogs.asked == [{0: (0, 4), 1: (1, 2)}]  # type: ignore[attr-defined]
+    assert (sorted(_held(store, tp0)), store.persisted_offset(tp0)) == ([b"b", b"c"], 3)
+    assert (sorted(_held(store, tp1)), store.persisted_offset(tp1)) == ([b"b", b"x"], 1)
+    assert (_held(store, tp2), store.persisted_offset(tp2)) == ([], None)

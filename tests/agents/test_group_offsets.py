@@ -1,0 +1,118 @@
+"""A worker reads its group's committed offsets at an assignment through one kept admin client,
+asked once for every partition (real Kafka): the answers a per-partition ask gave, read again
+at the next assignment, and still answered after `close` (issue 43)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import socket
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import KafkaError
+from aiokafka.structs import OffsetAndMetadata
+
+from agents import replication
+from agents.replication import GroupOffsets, KafkaReplay
+from bench.common import unique
+from journal.kafka import TopicSpec, ensure_topic
+from kjconfig.access import KafkaAccess
+from stack import Stack
+from tests.support.eventually import eventually
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 3
+
+
+async def _commit(kafka: KafkaAccess, group: str, topic: str, offsets: dict[int, int]) -> None:
+    """The group's committed offsets, as Faust's consumer commits them."""
+    consumer = AIOKafkaConsumer(**kafka.client_options(), group_id=group)
+    await consumer.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        consumer.assign(tps)
+        await consumer.commit(
+            {TopicPartition(topic, p): OffsetAndMetadata(o, "") for p, o in offsets.items()}
+        )
+    finally:
+        await consumer.stop()
+    # a coordinator still loading its offsets (a fresh Kafka) answers none, without an error
+    admin = AIOKafkaAdminClient(**kafka.client_options())
+    await admin.start()
+    try:
+
+        async def visible() -> bool:
+            found = await admin.list_consumer_group_offsets(group)
+            return all(found.get(TopicPartition(topic, p)) for p in offsets)
+
+        await eventually(visible, f"{group}'s commit visible")
+    finally:
+        await admin.close()
+
+
+async def _committed(replay: KafkaReplay) -> list[int | None]:
+    async def one(partition: int) -> int | None:
+        async with replay.open(partition) as source:
+            return await source.committed()
+
+    # the catch-ups of an assignment ask at once
+    return list(await asyncio.gather(*(one(p) for p in range(PARTITIONS))))
+
+
+async def test_one_kept_admin_answers_every_partition_once_per_assignment(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kafka = stack.settings.kafka_access
+    topic, group = unique("group_offsets"), unique("group_offsets_app")
+    await ensure_topic(kafka, TopicSpec(topic, PARTITIONS))
+    await _commit(kafka, group, topic, {0: 5, 2: 7})  # partition 1: nothing committed
+    started: list[AIOKafkaAdminClient] = []
+    asked: list[AIOKafkaAdminClient] = []
+
+    class Counted(AIOKafkaAdminClient):  # type: ignore[misc]  # the worker's, counted
+        async def start(self) -> None:
+            started.append(self)
+            await super().start()
+
+        async def list_consumer_group_offsets(self, *args: Any, **kwargs: Any) -> Any:
+            asked.append(self)
+            return await super().list_consumer_group_offsets(*args, **kwargs)
+
+    monkeypatch.setattr(replication, "AIOKafkaAdminClient", Counted)
+    replay = KafkaReplay(kafka, topic, group=group)
+    try:
+        assert await _committed(replay) == [5, None, 7]
+        assert (len(started), len(asked)) == (1, 1)  # not an admin client per partition
+
+        await _commit(kafka, group, topic, {1: 3})
+        assert await _committed(replay) == [5, None, 7]  # the same assignment's answer
+        replay.assignment()  # the next assignment reads them again, on the kept client
+        assert await _committed(replay) == [5, 3, 7]
+        assert (len(started), len(asked)) == (1, 2)
+    finally:
+        await replay.close()
+    assert await _committed(replay) == [5, 3, 7]  # asked while stopping: still answered
+    assert not [admin for admin in started if not admin._closed]  # none left open
+
+
+async def test_a_failed_ask_raises_and_the_next_one_starts_afresh(stack: Stack) -> None:
+    kafka = stack.settings.kafka_access
+    topic, group = unique("group_offsets"), unique("group_offsets_app")
+    await ensure_topic(kafka, TopicSpec(topic, PARTITIONS))
+    await _commit(kafka, group, topic, {0: 2})
+    with socket.socket() as closed:  # bound, never listening: a connection is refused
+        closed.bind(("127.0.0.1", 0))
+        unreachable = dataclasses.replace(kafka, bootstrap=f"127.0.0.1:{closed.getsockname()[1]}")
+        offsets = GroupOffsets(unreachable, group, topic)
+        try:
+            with pytest.raises(KafkaError):  # raised as before: the catch-up is retried
+                await offsets.committed(0)
+            assert offsets._admin is None  # nothing kept of it
+            offsets._kafka = kafka  # Kafka is back
+            assert await offsets.committed(0) == 2
+        finally:
+            await offsets.close()
