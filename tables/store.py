@@ -92,13 +92,8 @@ class SharedChangelogEnds:
     async def read(self, topic: str, ranges: Mapping[int, tuple[int, int]]) -> Changelog:
         """`read_ranges` through the kept consumer (one of its own once closed)."""
         if self._closed:
-            consumer = await start_consumer(self._kafka, **_RESTORE_OPTIONS)
-            try:
-                async with contextlib.aclosing(read_ranges(consumer, topic, ranges)) as batches:
-                    async for batch in batches:
-                        yield batch
-            finally:
-                await stop_consumer(consumer)
+            async for batch in read_with_own_consumer(self._kafka, topic, ranges):
+                yield batch
             return
         async with self._lock:
             consumer = await self._started()
@@ -127,6 +122,19 @@ class SharedChangelogEnds:
 
 
 _RESTORE_OPTIONS: dict[str, Any] = {"max_partition_fetch_bytes": 8 * 1024 * 1024}
+
+
+async def read_with_own_consumer(
+    kafka: KafkaAccess, topic: str, ranges: Mapping[int, tuple[int, int]]
+) -> Changelog:
+    """`read_ranges` through a consumer started for this read alone."""
+    consumer = await start_consumer(kafka, **_RESTORE_OPTIONS)
+    try:
+        async with contextlib.aclosing(read_ranges(consumer, topic, ranges)) as batches:
+            async for batch in batches:
+                yield batch
+    finally:
+        await stop_consumer(consumer)
 
 
 async def read_ranges(
@@ -177,13 +185,8 @@ class ChangelogRestore:
                 async for batch in batches:
                     yield batch
             return
-        consumer = await start_consumer(self.kafka, **_RESTORE_OPTIONS)
-        try:
-            async with contextlib.aclosing(read_ranges(consumer, topic, ranges)) as batches:
-                async for batch in batches:
-                    yield batch
-        finally:
-            await stop_consumer(consumer)
+        async for batch in read_with_own_consumer(self.kafka, topic, ranges):
+            yield batch
 
 
 class RocksMemory:

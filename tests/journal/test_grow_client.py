@@ -33,7 +33,13 @@ from journal.store.cassandra import CassandraStore
 from journal.subscriptions.subscription import SubscribedEvent
 from stack import Stack
 from tests.support.eventually import answered
-from tests.support.harness import expire_all, replicate_now, settings_for, unique
+from tests.support.harness import (
+    expire_all,
+    replicate_grown,
+    replicate_now,
+    settings_for,
+    unique,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -291,14 +297,7 @@ async def test_a_grown_topic_grows_again(
     assert sum(ends.values()) > 0  # the twice-moved journals' later appends
     # replicated along the chain, each journal outlives every topic's retention: OLD, then
     # NEW once OLD is through its cuts, then NEW2 once NEW is
-    await replicate_now(settings, store)
-    successors = SuccessorReplication(
-        settings.kafka_access(), store, AlreadyQuarantined(), settings.topic, 3, lambda p: True
-    )
-    try:
-        replicated = [await successors.step() for _ in range(3)]
-    finally:
-        await successors.close()
+    replicated = await replicate_grown(settings, store, 3, passes=3)
     assert replicated[0] > 0 and replicated[1] > 0 and replicated[2] == 0, replicated
     for topic, count in [(settings.topic, 3), (first.new_topic, 6), (second.new_topic, 12)]:
         ends = await end_offsets(settings.kafka_access(), topic, count)
@@ -504,14 +503,7 @@ async def test_a_journal_moved_twice_without_a_write_between_keeps_its_base(
         await t.append([Event(4, payload=TextPayload("t:4"))])
     first, second = grows
     assert first is not None and second is not None and second.topic == first.new_topic
-    await replicate_now(settings, store)
-    successors = SuccessorReplication(
-        settings.kafka_access(), store, AlreadyQuarantined(), settings.topic, 1, lambda p: True
-    )
-    try:
-        replicated = [await successors.step() for _ in range(3)]
-    finally:
-        await successors.close()
+    replicated = await replicate_grown(settings, store, 1, passes=3)
     assert replicated[2] == 0, replicated  # all of it in two passes: NEW, then NEW2
     assert await store.meta(JournalKey(first.new_topic, "t")) is None  # no write there
     row = await store.meta(JournalKey(second.new_topic, "t"))

@@ -11,12 +11,11 @@ from app.grow import grow_topic
 from journal.client.journals import Journals
 from journal.core.grow import Phase
 from journal.core.model import Event, JournalKey, TextPayload
-from journal.replication import AlreadyQuarantined, SuccessorReplication
 from journal.store.cassandra import CassandraStore
 from pipeline.rebuild import RebuildRefused, rebuild
 from stack import Stack
 from tests.pipeline.rows import rows
-from tests.support.harness import replicate_now, settings_for, unique
+from tests.support.harness import replicate_grown, settings_for, unique
 
 pytestmark = pytest.mark.integration
 
@@ -40,14 +39,7 @@ async def test_a_grown_topic_is_rebuilt_after_its_predecessor_with_the_bases(
             await journals.journal("p").append([Event(1, payload=TextPayload("p:new"))])
             await journals.journal("n").append([Event(1, payload=TextPayload("n:1"))])
         # the workers' way, in this keyspace
-        await replicate_now(settings, store)
-        successors = SuccessorReplication(
-            settings.kafka_access(), store, AlreadyQuarantined(), settings.topic, 1, lambda p: True
-        )
-        try:
-            assert await successors.step() > 0
-        finally:
-            await successors.close()
+        assert (await replicate_grown(settings, store, 1, passes=1))[0] > 0
         # the Spark way, into an empty keyspace with the registry restored (the grow command's
         # record: a keyspace rebuilt from nothing needs it), the grown topic after its
         # predecessor only

@@ -13,7 +13,8 @@ from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
 from journal.client.journals import Journals
 from journal.kafka.producer import JournalProducer
 from journal.kafka.topic import TopicSpec, end_offsets, ensure_topic, quarantine_topic
-from journal.replication.replicate import KafkaQuarantine, replicate_to_now
+from journal.replication.replicate import AlreadyQuarantined, KafkaQuarantine, replicate_to_now
+from journal.replication.successor import SuccessorReplication
 from journal.settings import Settings
 from journal.store.base import EventualStore, JournalMeta
 from journal.store.cassandra import CassandraStore
@@ -104,3 +105,22 @@ async def expire_all(settings: Settings, topic: str, partitions: int) -> None:
         await admin.delete_records(gone)
     finally:
         await admin.close()
+
+
+async def replicate_grown(
+    settings: Settings, store: EventualStore, partitions: int, passes: int
+) -> list[int]:
+    """`replicate_now` of the first topic (of `partitions`), then `passes` passes of its grown
+    topics' replication as a worker owning every partition runs it: the records of each."""
+    await replicate_now(settings, store)
+    successors = SuccessorReplication(
+        settings.kafka_access(), store, AlreadyQuarantined(), settings.topic, partitions, _every
+    )
+    try:
+        return [await successors.step() for _ in range(passes)]
+    finally:
+        await successors.close()
+
+
+def _every(partition: int) -> bool:
+    return True
