@@ -32,6 +32,7 @@ from journal.codec import MalformedRecord, parse_checked
 from journal.settings import Settings
 from journal.store import CassandraConfig, CassandraStore, EventualJournal
 from pipeline.audit_check import Difference, JournalAudit
+from pipeline.grown import grown_from
 from pipeline.offsets import TopicOffsets, read_ranges, replicated_ranges, topic_offsets
 from pipeline.report import Progress, print_progress
 from pipeline.source import raw_record_of, read_actions
@@ -103,9 +104,11 @@ async def audit_rows(
     pointers: Mapping[int, int],
     complete: frozenset[int],
     cuts: Mapping[int, int] | None = None,
+    moved_from: tuple[str, ...] = (),
 ) -> tuple[AuditCounts, list[Difference]]:
     """Audit rows of `read_actions` sorted by partition, key, offset; `cuts`: the partitions'
-    cuts by a grow (the registry's)."""
+    cuts by a grow (the registry's); `moved_from`: the topic's predecessors, nearest first,
+    when it is a grow's successor (`JournalAudit.start`)."""
     counts = AuditCounts()
     differences: list[Difference] = []
     for (partition, _), group in groupby(rows, key=lambda row: (row.partition, row.key)):
@@ -127,6 +130,7 @@ async def audit_rows(
                     pointers[partition],
                     partition in complete,
                     (cuts or {}).get(partition),
+                    moved_from,
                 )
             await journal.add(action)
         if journal is None:
@@ -146,12 +150,13 @@ def _audit_task(
     pointers: dict[int, int],
     complete: frozenset[int],
     cuts: dict[int, int],
+    moved_from: tuple[str, ...],
     rows: Iterator[Any],
 ) -> list[Any]:
     """One Spark partition's share (runs in an executor)."""
 
     async def work(store: CassandraStore) -> tuple[AuditCounts, list[Difference]]:
-        return await audit_rows(rows, store, pointers, complete, cuts)
+        return await audit_rows(rows, store, pointers, complete, cuts, moved_from)
 
     return [run_with_store(config, work)]
 
@@ -213,6 +218,7 @@ async def audit(
         pointers = await store.pointers(settings.topic)  # first: the records come after
         # a cut below a pointer is recorded before the pointer passed it (docs/growing.md)
         grow = await store.grow(settings.topic)
+        moved_from = await grown_from(settings, store, progress)  # its bases, once final
     finally:
         await store.close()
     offsets = await topic_offsets(settings.kafka_access(), settings.topic)
@@ -240,7 +246,7 @@ async def audit(
             max(1, sum(1 for r in ranges if r.count)), "partition"
         ).sortWithinPartitions("partition", "key", "offset")
         cuts = {} if grow is None else dict(grow.cut)
-        task = partial(_audit_task, config, dict(pointers), complete, cuts)
+        task = partial(_audit_task, config, dict(pointers), complete, cuts, moved_from)
         for counts, differences in await asyncio.to_thread(
             by_journal.rdd.mapPartitions(task).collect
         ):

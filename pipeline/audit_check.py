@@ -40,7 +40,7 @@ from dataclasses import dataclass, field, replace
 
 from journal import EventRecord, JournalKey
 from journal.codec import events_of
-from journal.core import ActionRecord, JournalState, Verdict
+from journal.core import ActionRecord, JournalState, Verdict, rebased
 from journal.store import EventualJournal, JournalMeta
 
 MAX_DIFFERENCES_PER_JOURNAL = 3
@@ -102,6 +102,7 @@ class JournalAudit:
         complete: bool,
         meta: JournalMeta | None,
         cut: int | None = None,
+        base: JournalState = JournalState(),  # noqa: B008 (frozen: shared safely)
     ) -> None:
         self._store = store
         self._cut = cut  # the partition's cut by a grow: records after it are MOVED
@@ -109,8 +110,10 @@ class JournalAudit:
         self._partition = partition
         self._meta = meta
         self.skipped = meta is not None and meta.offset > pointer
-        self._stored = JournalState() if meta is None else meta.state
-        self._state = JournalState()  # the log's fold: its verdicts count once `exact`
+        self._stored = base if meta is None else meta.state
+        # a journal moved here by a grow starts from its state in the older topics
+        self._base = base
+        self._state = base  # the log's fold: its verdicts count once `exact`
         self.exact = complete
         self._on_stored = self._stored  # partial: the records folded onto the store's state
         self._purge: int | None = None  # offset of the last Purge
@@ -127,10 +130,20 @@ class JournalAudit:
         pointer: int,
         complete: bool,
         cut: int | None = None,
+        moved_from: tuple[str, ...] = (),
     ) -> JournalAudit:
         """Begin: read the journal's row from the store. `cut`: the partition's first Seal
-        (docs/growing.md), which the registry holds once replication passed it."""
-        return cls(store, key, partition, pointer, complete, await store.meta(key), cut)
+        (docs/growing.md), which the registry holds once replication passed it; `moved_from`:
+        the topic's predecessors, nearest first, when it is a grow's successor: the journal's
+        row in the nearest one that has it is its base here (`rebased`)."""
+        base = JournalState()
+        for old in moved_from:
+            row = await store.meta(JournalKey(old, key.id))
+            if row is not None:
+                base = rebased(row.state)
+                break
+        meta = await store.meta(key)
+        return cls(store, key, partition, pointer, complete, meta, cut, base)
 
     @property
     def differences(self) -> list[Difference]:
@@ -196,10 +209,14 @@ class JournalAudit:
     def _check_row(self, meta: JournalMeta | None, expected: JournalState) -> None:
         """The row is the fold's final state (no row: the log never changed the journal)."""
         if meta is None:
-            if expected != JournalState():
+            if expected != self._base:
                 self._differ("journal_missing", f"no journals row; Kafka: {_state(expected)}")
-        elif meta.state != expected:
+            return
+        if meta.state != expected:
             self._differ("journal_differs", f"{_state(meta.state)}; Kafka: {_state(expected)}")
+        base = 0 if self._purge is not None else self._base.seq_nr
+        if meta.base != base:  # where a moved journal's events in the older topics end
+            self._differ("journal_differs", f"base {meta.base}; Kafka: base {base}")
 
     async def _check_accepted(self, append: ActionRecord) -> None:
         """Its events above the store's deleteTo are stored as Kafka has them.

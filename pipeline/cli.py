@@ -21,7 +21,8 @@ from pyspark.sql import SparkSession
 from journal.settings import Settings
 from pipeline.audit import audit
 from pipeline.export import PlaintextRefused, export
-from pipeline.rebuild import RebuildRefused, rebuild
+from pipeline.grown import PredecessorBehind
+from pipeline.rebuild import rebuild
 from pipeline.report import print_progress
 from pipeline.restore import KeyspaceNotEmpty, restore
 from pipeline.session import SparkOptions, spark_session
@@ -70,7 +71,7 @@ async def execute(job: PipelineJob, spark: SparkSession, settings: Settings) -> 
     if isinstance(job, Rebuild):
         try:
             rebuilt = await rebuild(spark, settings, job.start_from, job.batch_size)
-        except RebuildRefused as error:
+        except PredecessorBehind as error:
             print(f"rebuild refused: {error}")
             return 2
         c = rebuilt.counts
@@ -80,7 +81,11 @@ async def execute(job: PipelineJob, spark: SparkSession, settings: Settings) -> 
         )
         return 0
     if isinstance(job, Audit):
-        audited = await audit(spark, settings)
+        try:
+            audited = await audit(spark, settings)
+        except PredecessorBehind as error:
+            print(f"audit refused: {error}")
+            return 2
         print("\n".join(audited.lines()))
         return 0 if audited.ok else 1
     if isinstance(job, Import):

@@ -26,11 +26,11 @@ from pyspark.sql import SparkSession
 from journal import JournalKey
 from journal.codec import RawRecord
 from journal.core import ActionRecord, AppendHeader, JournalWrite
-from journal.errors import JournalError
 from journal.kafka import check_recorded
-from journal.replication import CutRegistry, Replicator, predecessors_of, undrained
+from journal.replication import CutRegistry, Replicator
 from journal.settings import Settings
 from journal.store import CassandraConfig, CassandraStore, JournalMeta, ReplicatedJournal
+from pipeline.grown import grown_from
 from pipeline.offsets import Gap, StartFrom, read_ranges, topic_offsets
 from pipeline.report import Progress, per_second, print_progress, spark_job
 from pipeline.source import in_offset_order, raw_record_of, read_actions
@@ -112,10 +112,6 @@ def _event_count(append: ActionRecord) -> int:
     return header.range.to - header.range.from_ + 1
 
 
-class RebuildRefused(JournalError):
-    """A grown topic's successor asked before its predecessor is replicated through its cuts."""
-
-
 async def replicate_rows(
     rows: Iterable[Any],
     store: ReplicatedJournal,
@@ -159,35 +155,6 @@ def _rebuild_task(
     return [run_with_store(config, work)]
 
 
-async def _predecessors(
-    settings: Settings, store: CassandraStore, progress: Progress
-) -> tuple[str, ...]:
-    """The topics a grown topic grew from (docs/growing.md), nearest first, once the nearest
-    is replicated through every cut: their rows are the moved journals' bases; RebuildRefused
-    before. The registry says so: a keyspace rebuilt from nothing needs `topic_grow` restored
-    first."""
-    chain = await predecessors_of(store, settings.topic)
-    if not chain:
-        old, _, count = settings.topic.rpartition(".")
-        if old and count.isdigit():  # a grown topic's name, or a user's: only said
-            progress(
-                f"warning: {settings.topic} is named as a topic grown from {old}, and this "
-                f"keyspace's registry has no grow of {old} into it: if it is one, its moved "
-                "journals' appends are rejected without their bases (restore topic_grow first, "
-                "docs/growing.md)"
-            )
-        return ()
-    grow = chain[0]
-    old_partitions = len((await topic_offsets(settings.kafka_access(), grow.topic)).end)
-    behind = await undrained(store, grow, old_partitions)
-    if behind:
-        raise RebuildRefused(
-            f"{settings.topic} grew from {grow.topic}, whose partitions {behind} are not "
-            f"replicated through their cut: rebuild {grow.topic} first (docs/growing.md)"
-        )
-    return tuple(g.topic for g in chain)
-
-
 async def rebuild(
     spark: SparkSession,
     settings: Settings,
@@ -204,7 +171,7 @@ async def rebuild(
         offsets = await topic_offsets(settings.kafka_access(), settings.topic)
         # a topic whose partition count changed holds split journals: the audit finds them
         await check_recorded(store, settings.topic, len(offsets.end))
-        moved_from = await _predecessors(settings, store, progress)
+        moved_from = await grown_from(settings, store, progress)
         ranges, gaps = read_ranges(offsets, pointers, start_from)
         total = sum(r.count for r in ranges)
         spans = ", ".join(f"{r.partition}:{r.start}..{r.end - 1}" for r in ranges if r.count)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from journal.doors import door
 
 if TYPE_CHECKING:
-    from journal.core.fold import JournalState, JournalWrite, Verdict
+    from journal.core.fold import JournalState, JournalWrite, Verdict, rebased
     from journal.core.grow import (
         SEAL_AFTER_LEASES,
         SEAL_ID,
@@ -123,6 +123,7 @@ _DOOR = {
     "SeqRange": "model",
     "TextPayload": "model",
     "Verdict": "fold",
+    "rebased": "fold",
     "json_payload": "model",
 }
 __getattr__ = door(__name__, _DOOR)
@@ -179,5 +180,6 @@ __all__ = [
     "next_listing_step",
     "next_step",
     "partition_state",
+    "rebased",
     "seal_wait_s",
 ]
