@@ -11,6 +11,10 @@ All integers are big-endian and signed; every length counts bytes.
         payload  i32 length + bytes: nothing, raw bytes, JSON text, UTF-8 text
     metadata the rest of the value: PayloadMetadata as JSON, `{}` when empty (version 1 only)
 
+An encrypted Append (journal/codec/envelope.py, version 2) holds its envelope in its first
+event with a payload and 4 reference bytes in the later ones: decoding gives those events the
+envelope's payload (one shared object), so a slice of the Append still opens.
+
 Tags are written in kafka-journal's order (see `journal.codec.tag_order`) and read as a set.
 Decoding is stricter than scodec's: a length-prefixed region must be consumed exactly, other
 version bytes are rejected and a v0 value must end after its events. These functions check the
@@ -22,6 +26,7 @@ from __future__ import annotations
 import struct
 from typing import Final
 
+from journal.codec.envelope import with_append_envelope
 from journal.codec.errors import DecodeError, EncodeError
 from journal.codec.json_value import dumps, loads
 from journal.codec.payload_metadata import payload_metadata_from_json, payload_metadata_to_json
@@ -75,6 +80,8 @@ def decode_events_binary(value: bytes) -> Events:
     if count < 0:
         raise DecodeError(f"binary record value: negative event count {count}")
     events = tuple(_decode_event(reader.sized(f"event {i}")) for i in range(count))
+    if count > 1:  # an encrypted Append's later events name its one envelope (envelope.py)
+        events = with_append_envelope(events)
     if version == VERSION_0:
         reader.expect_end()
         metadata = PayloadMetadata()
