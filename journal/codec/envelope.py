@@ -156,34 +156,17 @@ class Sealer:
         """An Append's numbered, consecutive events sealed in one envelope (version 2, module
         docstring): the first with a payload holds it, later ones `APPEND_REF`; events without
         a payload, and an Append without any, stay as they are."""
-        parts: list[bytes] = []
-        holder = -1
-        for i, event in enumerate(events):
-            payload = event.payload
-            if payload is None:
-                parts.append(_NO_PART)
-                continue
-            if holder < 0:
-                holder = i
-            if isinstance(payload, JsonPayload):
-                raw = payload.raw
-                parts.append(_PART.pack(_J, len(raw)))
-            elif isinstance(payload, TextPayload):
-                raw = payload.value.encode("utf-8")
-                parts.append(_PART.pack(_T, len(raw)))
-            else:
-                raw = payload.value
-                parts.append(_PART.pack(_B, len(raw)))
-            parts.append(raw)
+        if len(events) == 1:  # the common one-event Append: no loop, no join
+            event = events[0]
+            if event.payload is None:
+                return (event,)
+            seq_nr = event.seq_nr
+            return (replace(event, payload=self._envelope(seq_nr, seq_nr, _part(event.payload))),)
+        parts = [_NO_PART if event.payload is None else _part(event.payload) for event in events]
+        holder = next((i for i, event in enumerate(events) if event.payload is not None), -1)
         if holder < 0:
             return tuple(events)
-        head = _APPEND_HEAD.pack(MAGIC_APPEND, self._key_id, events[0].seq_nr, events[-1].seq_nr)
-        nonce = os.urandom(_NONCE)  # 96 random bits: safe far beyond any journal's Append count
-        envelope = BinaryPayload(
-            head + nonce + self._encrypt(nonce, b"".join(parts), self._prefix + head)
-        )
-        if len(events) == 1:  # the common one-event Append: no loop
-            return (replace(events[0], payload=envelope),)
+        envelope = self._envelope(events[0].seq_nr, events[-1].seq_nr, b"".join(parts))
         return tuple(
             [
                 event
@@ -192,6 +175,11 @@ class Sealer:
                 for i, event in enumerate(events)
             ]
         )
+
+    def _envelope(self, first: int, last: int, plain: bytes) -> BinaryPayload:
+        head = _APPEND_HEAD.pack(MAGIC_APPEND, self._key_id, first, last)
+        nonce = os.urandom(_NONCE)  # 96 random bits: safe far beyond any journal's Append count
+        return BinaryPayload(head + nonce + self._encrypt(nonce, plain, self._prefix + head))
 
     def payload(self, seq_nr: int, payload: Payload) -> BinaryPayload:
         """The payload sealed at `seq_nr`: what `Opener.payload` opens."""
@@ -205,6 +193,17 @@ class Sealer:
         return BinaryPayload(
             MAGIC + nonce + self._encrypt(nonce, plain, self._prefix + _SEQ_NR(seq_nr))
         )
+
+
+def _part(payload: Payload) -> bytes:
+    """A payload's entry in an Append's sealed plaintext: its kind, length and bytes."""
+    if isinstance(payload, JsonPayload):
+        raw, kind = payload.raw, _J
+    elif isinstance(payload, TextPayload):
+        raw, kind = payload.value.encode("utf-8"), _T
+    else:
+        raw, kind = payload.value, _B
+    return _PART.pack(kind, len(raw)) + raw
 
 
 def open_sealed(
