@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
+from msgspec.structs import replace
+
 from journal.codec.envelope import EnvelopeRefused, OpenedAppend, is_append_envelope, is_sealed
 from journal.core.model import BinaryPayload, Event, EventRecord, JournalKey, Position
 from journal.errors import JournalErased
@@ -44,10 +46,21 @@ def data_keys_of(settings: Settings, store: object) -> DataKeys | None:
     )
 
 
-def seal_events(data_key: DataKey, events: Sequence[Event]) -> tuple[Event, ...]:
+def seal_events(data_key: DataKey, events: Sequence[Event], once: bool = True) -> tuple[Event, ...]:
     """An Append's numbered events sealed with its journal's key in one envelope, its seqNr
-    range in the associated data (docs/erasure.md, "The envelope")."""
-    return data_key.sealer.events(events)
+    range in the associated data (docs/erasure.md, "The envelope"); `once` false: each payload
+    alone (version 1, `Settings.seal_appends_once`)."""
+    if once:
+        return data_key.sealer.events(events)
+    seal_payload = data_key.sealer.payload
+    return tuple(
+        [
+            event
+            if event.payload is None
+            else replace(event, payload=seal_payload(event.seq_nr, event.payload))
+            for event in events
+        ]
+    )
 
 
 def open_record(
@@ -70,8 +83,9 @@ class Erasure:
 class Encryption:
     """The journals' data keys as the facade uses them (journal/client/journals.py)."""
 
-    def __init__(self, keys: DataKeys) -> None:
+    def __init__(self, keys: DataKeys, seal_once: bool = True) -> None:
         self.keys = keys
+        self.seal_once = seal_once  # `Settings.seal_appends_once`
         # the subscriptions' last opened Append (one for the process: its events come together)
         self._last = OpenedAppend()
 

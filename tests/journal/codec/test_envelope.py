@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import pytest
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from journal.client.erasure import seal_events
 from journal.codec.envelope import (
     APPEND_REF,
     EnvelopeRefused,
@@ -35,6 +36,7 @@ from journal.core.model import (
     TextPayload,
 )
 from journal.errors import JournalErased
+from journal.settings import Settings
 from journal.store.keys import DataKeys, KeyState, MemoryKeyStore, context
 
 
@@ -283,3 +285,26 @@ async def test_rotation_keeps_an_append_envelope_opening() -> None:
     assert opened is not None
     records = [_record(e.seq_nr, e.payload) for e in events]
     assert [r.event.payload for r in opened.opener.records(records)] == [TextPayload("x"), None]
+
+
+async def test_a_deployment_may_keep_sealing_event_by_event_for_a_rolling_upgrade() -> None:
+    """`seal_appends_once` false (KJ_SEAL_APPENDS_ONCE): version 1, which the code before version 2
+    reads; both versions open with the same key."""
+    data_key = await DataKeys(MemoryKeyStore(), FileKek.of_text(new_kek_text())).for_append(
+        JournalKey("t", "a")
+    )
+    events = [Event(1, payload=TextPayload("x")), Event(2), Event(3, payload=TextPayload("y"))]
+    assert Settings(seal_appends_once=False).seal_appends_once is False
+    assert Settings().seal_appends_once is True
+    for once, sealed in ((False, is_sealed), (True, is_append_envelope_payload)):
+        values = seal_events(data_key, events, once)
+        assert sealed(values[0].payload)
+        decoded = decode_events_binary(encode_events_binary(Events(values))).events
+        records = [_record(e.seq_nr, e.payload) for e in decoded]
+        assert [r.event.payload for r in data_key.opener.records(records)] == [
+            e.payload for e in events
+        ]
+
+
+def is_append_envelope_payload(payload: Payload | None) -> bool:
+    return isinstance(payload, BinaryPayload) and is_append_envelope(payload.value)
