@@ -275,6 +275,9 @@ class Opener:
         nonce_end = magic_end + _NONCE
         if last is None:
             last = OpenedAppend()
+        # the Append opened last, as locals: its events come one after another
+        current = last.value if last.opener is self else None
+        first, payloads = last.first, last.payloads
         opened: list[EventRecord] = []
         append = opened.append
         for record in records:
@@ -284,10 +287,14 @@ class Opener:
                 append(record)
                 continue
             value = payload.value
-            if value[:magic_end] == MAGIC_APPEND and len(value) >= _MIN_APPEND:
-                if value is not last.value or last.opener is not self:
+            if value is not current:
+                if value[:magic_end] != MAGIC_APPEND or len(value) < _MIN_APPEND:
+                    current = None  # not version 2: version 1 below, or plain
+                else:
                     self._open_append(value, last)
-                at, payloads = event.seq_nr - last.first, last.payloads
+                    current, first, payloads = value, last.first, last.payloads
+            if current is not None:
+                at = event.seq_nr - first
                 # an envelope given to an event outside its range (or with no payload there):
                 # tampered with, so refused, never an entry of another event
                 if not 0 <= at < len(payloads) or (opened_payload := payloads[at]) is None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import struct
 from typing import Final
 
-from journal.codec.envelope import with_append_envelope
+from journal.codec.envelope import APPEND_REF, is_append_envelope, with_append_envelope
 from journal.codec.errors import DecodeError, EncodeError
 from journal.codec.json_value import dumps, loads
 from journal.codec.payload_metadata import payload_metadata_from_json, payload_metadata_to_json
@@ -75,8 +75,9 @@ def encode_events_binary(events: Events) -> bytes:
 
 def decode_events_binary(value: bytes) -> Events:
     decoded = _decode_fast(value)
-    if decoded is None:  # not a well-formed value: the careful decoder says what is wrong
-        decoded = _decode_careful(value)
+    if decoded is not None:
+        return decoded
+    decoded = _decode_careful(value)  # not a well-formed value: it says what is wrong
     if len(decoded.events) > 1:  # an encrypted Append's later events name its one envelope
         return Events(with_append_envelope(decoded.events), decoded.metadata)
     return decoded
@@ -84,9 +85,11 @@ def decode_events_binary(value: bytes) -> Events:
 
 def _decode_fast(value: bytes) -> Events | None:
     """A well-formed value decoded in one loop of `unpack_from`s and slices, or None for
-    anything else (`_decode_careful` then names the fault). A sealed journal's every record is
-    binary: a `_Reader` an event and a region cost ~3 us an event, which once were most of an
-    encrypted read's cost (BENCHMARKS.md, "An encrypted Append sealed once")."""
+    anything else (`_decode_careful` then names the fault). An encrypted Append's references
+    are given its envelope's payload as they are met (`with_append_envelope` otherwise). A
+    sealed journal's every record is binary: a `_Reader` an event and a region cost ~2 us an
+    event, most of an encrypted read's cost (BENCHMARKS.md, "An encrypted Append sealed
+    once")."""
     end = len(value)
     try:
         version, count = _HEAD.unpack_from(value, 0)
@@ -97,7 +100,9 @@ def _decode_fast(value: bytes) -> Events | None:
             _PAYLOAD_HEAD.unpack_from,
             _I32.unpack_from,
         )
-        event, binary, no_tags = Event, BinaryPayload, _NO_TAGS
+        event, binary, no_tags, ref = Event, BinaryPayload, _NO_TAGS, APPEND_REF
+        carrier: BinaryPayload | None = None  # an encrypted Append's envelope, once met
+        unresolved = False  # a reference met before the envelope (not as written, but valid)
         events: list[Event] = []
         append = events.append
         at = _HEAD.size
@@ -125,7 +130,22 @@ def _decode_fast(value: bytes) -> Events | None:
             if at + length != stop or length < 0:
                 return None
             if kind == _BINARY:
-                append(event(seq_nr, tags, binary(value[at:stop])))
+                if length == 4 and value.startswith(ref, at):
+                    if carrier is None:
+                        unresolved = True
+                        append(event(seq_nr, tags, binary(ref)))
+                    else:
+                        append(event(seq_nr, tags, carrier))
+                    at = stop
+                    continue
+                payload = binary(value[at:stop])
+                if (
+                    carrier is None
+                    and value.startswith(ref, at)
+                    and is_append_envelope(payload.value)
+                ):
+                    carrier = payload
+                append(event(seq_nr, tags, payload))
             elif kind == _JSON:
                 append(event(seq_nr, tags, checked_json_payload(value[at:stop])))
             elif kind == _TEXT:
@@ -135,15 +155,18 @@ def _decode_fast(value: bytes) -> Events | None:
             else:
                 return None
             at = stop
+        decoded = tuple(events)
+        if unresolved:
+            decoded = with_append_envelope(decoded)
         if version == VERSION_0:
-            return Events(tuple(events), _NO_PAYLOAD_METADATA) if at == end else None
+            return Events(decoded, _NO_PAYLOAD_METADATA) if at == end else None
         rest = value[at:]
         if rest == _NO_METADATA:
-            return Events(tuple(events), _NO_PAYLOAD_METADATA)
+            return Events(decoded, _NO_PAYLOAD_METADATA)
         metadata = payload_metadata_from_json(
             loads(rest, "binary record value metadata"), "binary record value metadata"
         )
-        return Events(tuple(events), metadata)
+        return Events(decoded, metadata)
     except (struct.error, UnicodeDecodeError, InvalidValue, DecodeError):
         return None
 
