@@ -373,6 +373,12 @@ class Settings(KJSettings):
         description="seconds a process trusts a cached data key: after an erasure elsewhere, "
         "it may use the key that long at most",
     )
+    seal_appends_once: bool = Field(
+        default=True,
+        description="seal an encrypted Append's payloads in one envelope (version 2); false: "
+        "one envelope an event (version 1), which processes before version 2 read: for a "
+        "rolling upgrade, until every process reads version 2",
+    )
 
     @model_validator(mode="after")
     def _appends_outlive_the_log(self) -> Self:

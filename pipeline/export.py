@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncGenerator, Callable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
 import orjson
+from msgspec.structs import replace
 from pyspark.sql import SparkSession
 from pyspark.sql.types import (
     ArrayType,
@@ -49,6 +50,7 @@ from journal import (
     TextPayload,
 )
 from journal.client import data_keys_of, open_record
+from journal.codec import APPEND_REF, OpenedAppend, is_append_envelope
 from journal.errors import JournalErased
 from journal.settings import Settings
 from journal.store import CassandraConfig, CassandraStore
@@ -94,6 +96,9 @@ PLAINTEXT_WARNING = (
     "WARNING: a plaintext export holds the journals' payloads, personal data, in clear: an "
     "erasure cannot reach it; keep it as the data itself and delete it when done"
 )
+
+
+_REF = BinaryPayload(APPEND_REF)
 
 
 def export_row(key: JournalKey, record: EventRecord) -> tuple[Any, ...]:
@@ -174,8 +179,29 @@ async def export_rows(
             except JournalErased:
                 erased(key)
                 continue
+        if data_key is None:
+            async for record in _referenced(store.read(key, meta)):
+                yield export_row(key, record)
+            continue
+        last = OpenedAppend()  # each Append's envelope opened once
         async for record in store.read(key, meta):
-            yield export_row(key, record if data_key is None else open_record(data_key, record))
+            yield export_row(key, open_record(data_key, record, last))
+
+
+async def _referenced(records: AsyncIterator[EventRecord]) -> AsyncIterator[EventRecord]:
+    """A journal's records as an export writes them: an Append's envelope (docs/erasure.md)
+    on its first exported event, the 4-byte reference on the others (decoding gave them all
+    the envelope), so an Append's ciphertext is written once; an import regroups them by
+    Append (`pipeline.restore`), and decoding its value gives them the envelope again."""
+    envelope: bytes | None = None
+    async for record in records:
+        payload = record.event.payload
+        if type(payload) is BinaryPayload and is_append_envelope(payload.value):
+            if payload.value is envelope:
+                record = replace(record, event=replace(record.event, payload=_REF))
+            else:
+                envelope = payload.value
+        yield record
 
 
 def _export_task(

@@ -16,10 +16,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-import msgspec
+from msgspec.structs import replace
 
-from journal.codec.envelope import EnvelopeRefused, is_sealed
-from journal.core.model import Event, EventRecord, JournalKey, Position
+from journal.codec.envelope import EnvelopeRefused, OpenedAppend, is_append_envelope, is_sealed
+from journal.core.model import BinaryPayload, Event, EventRecord, JournalKey, Position
 from journal.errors import JournalErased
 from journal.settings import Settings
 from journal.store.keys import (
@@ -46,23 +46,30 @@ def data_keys_of(settings: Settings, store: object) -> DataKeys | None:
     )
 
 
-def seal_events(data_key: DataKey, events: Sequence[Event]) -> tuple[Event, ...]:
-    """`events`, each payload sealed with its journal's key, its seqNr in the associated data."""
+def seal_events(data_key: DataKey, events: Sequence[Event], once: bool = True) -> tuple[Event, ...]:
+    """An Append's numbered events sealed with its journal's key in one envelope, its seqNr
+    range in the associated data (docs/erasure.md, "The envelope"); `once` false: each payload
+    alone (version 1, `Settings.seal_appends_once`)."""
+    if once:
+        return data_key.sealer.events(events)
     seal_payload = data_key.sealer.payload
     return tuple(
         [
             event
             if event.payload is None
-            else msgspec.structs.replace(event, payload=seal_payload(event.seq_nr, event.payload))
+            else replace(event, payload=seal_payload(event.seq_nr, event.payload))
             for event in events
         ]
     )
 
 
-def open_record(data_key: DataKey, record: EventRecord) -> EventRecord:
+def open_record(
+    data_key: DataKey, record: EventRecord, last: OpenedAppend | None = None
+) -> EventRecord:
     """One record of the key's journal, opened (a payload appended before the deployment
-    encrypted stays plain); a read opens a page at a time (`Encryption.open_batches`)."""
-    return data_key.opener.records([record])[0]
+    encrypted stays plain); a read opens a page at a time (`Encryption.open_batches`). Give
+    the same `last` to the records of a stream: each Append's envelope is then opened once."""
+    return data_key.opener.records([record], last)[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,8 +83,11 @@ class Erasure:
 class Encryption:
     """The journals' data keys as the facade uses them (journal/client/journals.py)."""
 
-    def __init__(self, keys: DataKeys) -> None:
+    def __init__(self, keys: DataKeys, seal_once: bool = True) -> None:
         self.keys = keys
+        self.seal_once = seal_once  # `Settings.seal_appends_once`
+        # the subscriptions' last opened Append (one for the process: its events come together)
+        self._last = OpenedAppend()
 
     async def open_batches(
         self, key: JournalKey, batches: AsyncIterator[list[EventRecord]]
@@ -89,9 +99,9 @@ class Encryption:
             async for batch in batches:
                 yield batch
             return
-        opener = data_key.opener
+        opener, last = data_key.opener, OpenedAppend()
         async for batch in batches:
-            yield opener.records(batch)
+            yield opener.records(batch, last)
 
     async def opened(self, key: JournalKey, record: EventRecord) -> EventRecord | None:
         """A subscription's event, opened; None if its journal is erased (any of its events,
@@ -100,8 +110,12 @@ class Encryption:
         try:
             data_key = await self.keys.for_read(key)  # cached: one look per journal a while
             if data_key is None:
-                return None if is_sealed(record.event.payload) else record
-            return open_record(data_key, record)
+                payload = record.event.payload
+                sealed = is_sealed(payload) or (
+                    type(payload) is BinaryPayload and is_append_envelope(payload.value)
+                )
+                return None if sealed else record
+            return open_record(data_key, record, self._last)
         except (JournalErased, EnvelopeRefused):
             return None
 

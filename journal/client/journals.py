@@ -405,7 +405,7 @@ class Journals:
                 await close()
             raise
         keys = data_keys_of(settings, store)
-        encryption = None if keys is None else Encryption(keys)
+        encryption = None if keys is None else Encryption(keys, settings.seal_appends_once)
         try:
             growth = None
             every_key = index if own_index else verdicts
@@ -678,7 +678,7 @@ class Journal:
             if idempotency_key is not None:  # a retry seals anew: the digest is of the plain
                 plain = encode_append(Events(events, metadata)).value
                 digested = request_digest_key(data_key.raw, plain)
-            events = seal_events(data_key, events)
+            events = seal_events(data_key, events, journals.encryption.seal_once)
         # checked and encoded once: the range is the encoding's
         encoded = encode_append(Events(events, metadata))
         if ack is Ack.VERIFIED and expected_seq_nr is None:
@@ -759,10 +759,12 @@ class Journal:
             else await journals.encryption.keys.for_append(self.key)
         )
 
+        seal_once = journals.encryption is None or journals.encryption.seal_once
+
         def encoded_from(first: int, sealed: bool = False) -> EncodedAppend:
             numbered = tuple([event.numbered(first + i) for i, event in enumerate(events)])
             if sealed and data_key is not None:  # sealed once numbered: the seqNr is sealed in
-                numbered = seal_events(data_key, numbered)
+                numbered = seal_events(data_key, numbered, seal_once)
             return encode_append(Events(numbered, metadata))
 
         def number(first: int) -> tuple[AppendHeader, Produce]:

@@ -36,25 +36,40 @@ if TYPE_CHECKING:
         record_headers,
     )
     from journal.codec.duration import FiniteDuration, TimeUnit, from_nanos, parse_duration
-    from journal.codec.envelope import Opener, new_data_key, new_kek_text, seal
+    from journal.codec.envelope import (
+        APPEND_REF,
+        OpenedAppend,
+        Opener,
+        Sealer,
+        data_key_id,
+        is_append_envelope,
+        new_data_key,
+        new_kek_text,
+        seal,
+    )
     from journal.codec.errors import DecodeError, EncodeError
     from journal.codec.events import decode_events, encode_events
 
 _DOOR = {
     "ACTION_HEADER": "action_header",
+    "APPEND_REF": "envelope",
     "DecodeError": "errors",
     "EncodeError": "errors",
     "FiniteDuration": "duration",
     "MalformedRecord": "actions",
     "Opener": "envelope",
+    "OpenedAppend": "envelope",
     "RawRecord": "actions",
+    "Sealer": "envelope",
     "TimeUnit": "duration",
+    "data_key_id": "envelope",
     "decode_action_header": "action_header",
     "decode_events": "events",
     "encode_action_header": "action_header",
     "encode_events": "events",
     "events_of": "actions",
     "from_nanos": "duration",
+    "is_append_envelope": "envelope",
     "new_data_key": "envelope",
     "new_kek_text": "envelope",
     "parse_checked": "actions",
@@ -65,19 +80,24 @@ _DOOR = {
 __getattr__ = door(__name__, _DOOR)
 __all__ = [
     "ACTION_HEADER",
+    "APPEND_REF",
     "DecodeError",
     "EncodeError",
     "FiniteDuration",
     "MalformedRecord",
+    "OpenedAppend",
     "Opener",
     "RawRecord",
+    "Sealer",
     "TimeUnit",
+    "data_key_id",
     "decode_action_header",
     "decode_events",
     "encode_action_header",
     "encode_events",
     "events_of",
     "from_nanos",
+    "is_append_envelope",
     "new_data_key",
     "new_kek_text",
     "parse_checked",

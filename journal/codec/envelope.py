@@ -1,15 +1,23 @@
 """Per-journal encryption of event payloads (crypto-shredding, docs/erasure.md): AES-256-GCM
 from `cryptography`, never hand-written crypto.
 
-An encrypted event's payload is a binary payload holding the envelope
+An encrypted Append is sealed once (version 2, `Sealer.events`): the first event with a payload
+holds the Append's envelope as a binary payload, later ones the 4-byte reference `APPEND_REF`:
+
+    b"KJE2" | key id (8) | first seqNr (i64) | last seqNr (i64) | nonce (12 bytes)
+           | AES-GCM(per event of first..last: kind (1 byte) | length (u32) | payload bytes)
+
+the associated data the journal id and the envelope's first 28 bytes (docs/erasure.md, "The
+envelope"). Version 1, one envelope per event (still read, and a snapshot's form):
 
     MAGIC (b"KJE1") | nonce (12 bytes) | AES-GCM(kind (1 byte) | payload bytes) with its tag
 
-`kind` is the original payload's (`j` JSON, `t` text, `b` binary), so a read gives back the very
-payload that was appended. The associated data is the journal id and the event's seqNr: an
-envelope moved to another journal or seqNr fails to open (`EnvelopeRefused`). A snapshot's
-payload is sealed the same way, with `SNAPSHOT` in its associated data too. An event without
-a payload stays without one. kafka-journal (Scala) reads such events as opaque binary payloads.
+`kind` is the original payload's (`j` JSON, `t` text, `b` binary; `n` none, version 2 only), so
+a read gives back the very payload that was appended. Version 1's associated data is the
+journal id and the event's seqNr: an envelope moved to another journal or seqNr fails to open
+(`EnvelopeRefused`). A snapshot's payload is sealed in version 1, with `SNAPSHOT` in its
+associated data too. An event without a payload stays without one. kafka-journal (Scala) reads
+such events as opaque binary payloads.
 
 The data keys are wrapped by a key-encryption key (`Kek`): AES-256-GCM again, with the journal
 as associated data, so a wrapped key copied to another journal's row does not unwrap there.
@@ -22,6 +30,7 @@ import hashlib
 import hmac
 import os
 import struct
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -29,7 +38,14 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from msgspec.structs import replace
 
-from journal.core.model import BinaryPayload, EventRecord, JsonPayload, Payload, TextPayload
+from journal.core.model import (
+    BinaryPayload,
+    Event,
+    EventRecord,
+    JsonPayload,
+    Payload,
+    TextPayload,
+)
 from journal.errors import JournalError
 
 MAGIC = b"KJE1"
@@ -37,6 +53,50 @@ _NONCE = 12
 _TAG = 16
 KEY_BYTES = 32  # AES-256
 _MIN_SEALED = len(MAGIC) + _NONCE + _TAG + 1  # an envelope's least length: a kind byte sealed
+
+
+# version 2: an Append's one envelope (`Sealer.events`)
+MAGIC_APPEND = b"KJE2"
+# exactly these bytes, in an event after the one holding its Append's envelope: "that envelope"
+APPEND_REF = MAGIC_APPEND
+_APPEND_HEAD = struct.Struct(">4s8sqq")  # magic, the data key's id, first and last seqNr
+_APPEND_NONCE_END = _APPEND_HEAD.size + _NONCE
+_MIN_APPEND = _APPEND_NONCE_END + _TAG + 5  # one event's kind and length sealed
+_PART = struct.Struct(">BI")  # an event's kind and payload length in the sealed plaintext
+_NO_PART = _PART.pack(b"n"[0], 0)
+
+
+def data_key_id(raw: bytes) -> bytes:
+    """Which data key sealed an Append, in its envelope: 8 bytes of a labelled hash, not the key."""
+    return hashlib.sha256(b"kafka-journal data key id\x00" + raw).digest()[:8]
+
+
+def is_append_envelope(value: bytes) -> bool:
+    """Whether a binary payload's bytes are an Append's envelope (version 2)."""
+    return value[:4] == MAGIC_APPEND and len(value) >= _MIN_APPEND
+
+
+def with_append_envelope(events: tuple[Event, ...]) -> tuple[Event, ...]:
+    """A decoded record's events, each holding `APPEND_REF` given its Append's envelope payload
+    (the same object: a read opens it once, whatever slice of the Append it keeps). Events are
+    returned as they are when the record holds no envelope (a reference then stays the bytes it
+    is: a plain journal's payload, or one the opening refuses)."""
+    carrier: Payload | None = None
+    for event in events:
+        payload = event.payload
+        if type(payload) is BinaryPayload and is_append_envelope(payload.value):
+            carrier = payload
+            break
+    if carrier is None:
+        return events
+    return tuple(
+        [
+            replace(event, payload=carrier)
+            if type(event.payload) is BinaryPayload and event.payload.value == APPEND_REF
+            else event
+            for event in events
+        ]
+    )
 
 
 class EnvelopeRefused(JournalError, ValueError):
@@ -80,13 +140,46 @@ def seal(
 
 class Sealer:
     """Seals one journal's payloads (of one `label`) with its data key; a cached data key holds
-    its journal's (`DataKey.sealer`), so an Append builds no associated data but its seqNr's."""
+    its journal's (`DataKey.sealer`), so an Append builds no associated data but its seqNrs'.
+    `key_id` (`data_key_id`) names the key in an Append's envelope."""
 
-    __slots__ = ("_encrypt", "_prefix")
+    __slots__ = ("_encrypt", "_key_id", "_prefix")
 
-    def __init__(self, cipher: AESGCM, journal_id: str, label: bytes = b"") -> None:
+    def __init__(
+        self, cipher: AESGCM, journal_id: str, label: bytes = b"", key_id: bytes = bytes(8)
+    ) -> None:
         self._encrypt = cipher.encrypt
+        self._key_id = key_id
         self._prefix = _journal_part(journal_id, label)
+
+    def events(self, events: Sequence[Event]) -> tuple[Event, ...]:
+        """An Append's numbered, consecutive events sealed in one envelope (version 2, module
+        docstring): the first with a payload holds it, later ones `APPEND_REF`; events without
+        a payload, and an Append without any, stay as they are."""
+        if len(events) == 1:  # the common one-event Append: no loop, no join
+            event = events[0]
+            if event.payload is None:
+                return (event,)
+            seq_nr = event.seq_nr
+            return (replace(event, payload=self._envelope(seq_nr, seq_nr, _part(event.payload))),)
+        parts = [_NO_PART if event.payload is None else _part(event.payload) for event in events]
+        holder = next((i for i, event in enumerate(events) if event.payload is not None), -1)
+        if holder < 0:
+            return tuple(events)
+        envelope = self._envelope(events[0].seq_nr, events[-1].seq_nr, b"".join(parts))
+        return tuple(
+            [
+                event
+                if event.payload is None
+                else replace(event, payload=envelope if i == holder else _REF_PAYLOAD)
+                for i, event in enumerate(events)
+            ]
+        )
+
+    def _envelope(self, first: int, last: int, plain: bytes) -> BinaryPayload:
+        head = _APPEND_HEAD.pack(MAGIC_APPEND, self._key_id, first, last)
+        nonce = os.urandom(_NONCE)  # 96 random bits: safe far beyond any journal's Append count
+        return BinaryPayload(head + nonce + self._encrypt(nonce, plain, self._prefix + head))
 
     def payload(self, seq_nr: int, payload: Payload) -> BinaryPayload:
         """The payload sealed at `seq_nr`: what `Opener.payload` opens."""
@@ -102,13 +195,39 @@ class Sealer:
         )
 
 
+def _part(payload: Payload) -> bytes:
+    """A payload's entry in an Append's sealed plaintext: its kind, length and bytes."""
+    if isinstance(payload, JsonPayload):
+        raw, kind = payload.raw, _J
+    elif isinstance(payload, TextPayload):
+        raw, kind = payload.value.encode("utf-8"), _T
+    else:
+        raw, kind = payload.value, _B
+    return _PART.pack(kind, len(raw)) + raw
+
+
 def open_sealed(
     cipher: AESGCM, journal_id: str, seq_nr: int, payload: BinaryPayload, label: bytes = b""
 ) -> Payload:
     return Opener(cipher, journal_id, label).payload(seq_nr, payload.value)
 
 
-_J, _T = b"j"[0], b"t"[0]
+_J, _T, _B, _N = b"j"[0], b"t"[0], b"b"[0], b"n"[0]
+_REF_PAYLOAD = BinaryPayload(APPEND_REF)
+
+
+class OpenedAppend:
+    """The last Append envelope an `Opener` opened for a caller, its payloads decoded once: the
+    events of one Append share their envelope's bytes (`with_append_envelope`), so a read opens
+    each Append once whatever its events' pages or slices. It holds one Append's payloads."""
+
+    __slots__ = ("first", "opener", "payloads", "value")
+
+    def __init__(self) -> None:
+        self.value: bytes | None = None
+        self.opener: Opener | None = None
+        self.first = 0
+        self.payloads: list[Payload | None] = []
 
 
 class Opener:
@@ -119,11 +238,14 @@ class Opener:
     (BENCHMARKS.md). Slices are bytes: at these sizes a memoryview's cost more than the copies
     they save, and `decrypt` takes them slower."""
 
-    __slots__ = ("_decrypt", "_journal_id", "_label", "_prefix")
+    __slots__ = ("_decrypt", "_journal_id", "_key_id", "_label", "_prefix")
 
-    def __init__(self, cipher: AESGCM, journal_id: str, label: bytes = b"") -> None:
+    def __init__(
+        self, cipher: AESGCM, journal_id: str, label: bytes = b"", key_id: bytes = bytes(8)
+    ) -> None:
         self._decrypt = cipher.decrypt
         self._journal_id = journal_id
+        self._key_id = key_id
         self._label = label
         self._prefix = _journal_part(journal_id, label)
 
@@ -138,27 +260,49 @@ class Opener:
             raise self._refused(seq_nr) from None
         return _payload_of(plain)
 
-    def records(self, records: list[EventRecord]) -> list[EventRecord]:
+    def records(
+        self, records: list[EventRecord], last: OpenedAppend | None = None
+    ) -> list[EventRecord]:
         """`records`, each sealed payload opened: one pass, each record rebuilt once with its
         opened payload (a payload that is not an envelope, appended before the deployment
-        encrypted, stays as it is); EnvelopeRefused at the first that does not open."""
+        encrypted, stays as it is); EnvelopeRefused at the first that does not open. An
+        Append's envelope (version 2) is opened once, and kept in `last` for the next call."""
         decrypt, prefix = self._decrypt, self._prefix
         # the module's names as locals: a global's look-up per use costs as much as a slice
         binary, magic, least, seq_nr_bytes = BinaryPayload, MAGIC, _MIN_SEALED, _SEQ_NR
         json, j, rebuilt = JsonPayload, _J, replace
         magic_end = len(MAGIC)
         nonce_end = magic_end + _NONCE
+        if last is None:
+            last = OpenedAppend()
+        # the Append opened last, as locals: its events come one after another
+        current = last.value if last.opener is self else None
+        first, payloads = last.first, last.payloads
         opened: list[EventRecord] = []
         append = opened.append
         for record in records:
             event = record.event
             payload = event.payload
+            if type(payload) is not binary:
+                append(record)
+                continue
+            value = payload.value
+            if value is not current:
+                if value[:magic_end] != MAGIC_APPEND or len(value) < _MIN_APPEND:
+                    current = None  # not version 2: version 1 below, or plain
+                else:
+                    self._open_append(value, last)
+                    current, first, payloads = value, last.first, last.payloads
+            if current is not None:
+                at = event.seq_nr - first
+                # an envelope given to an event outside its range (or with no payload there):
+                # tampered with, so refused, never an entry of another event
+                if not 0 <= at < len(payloads) or (opened_payload := payloads[at]) is None:
+                    raise self._refused(event.seq_nr, "the event is not in its Append's envelope")
+                append(rebuilt(record, event=rebuilt(event, payload=opened_payload)))
+                continue
             # `is_sealed`, inline: once per event read
-            if (
-                type(payload) is not binary
-                or (value := payload.value)[:magic_end] != magic
-                or len(value) < least
-            ):
+            if value[:magic_end] != magic or len(value) < least:
                 append(record)
                 continue
             seq_nr = event.seq_nr
@@ -173,11 +317,45 @@ class Opener:
             append(rebuilt(record, event=rebuilt(event, payload=opened_payload)))
         return opened
 
-    def _refused(self, seq_nr: int) -> EnvelopeRefused:
+    def _open_append(self, value: bytes, last: OpenedAppend) -> None:
+        """An Append's envelope opened into `last`: its payloads, decoded once each."""
+        _magic, key_id, first, last_seq_nr = _APPEND_HEAD.unpack_from(value)
+        if key_id != self._key_id:
+            raise self._refused(first, "the Append was sealed by another data key")
+        try:
+            plain = self._decrypt(
+                value[_APPEND_HEAD.size : _APPEND_NONCE_END],
+                value[_APPEND_NONCE_END:],
+                self._prefix + value[: _APPEND_HEAD.size],
+            )
+        except InvalidTag:
+            raise self._refused(first) from None
+        payloads: list[Payload | None] = []
+        add = payloads.append
+        unpack, size, end, at = _PART.unpack_from, _PART.size, len(plain), 0
+        while at < end:
+            kind, length = unpack(plain, at)
+            at += size
+            raw = plain[at : at + length]
+            at += length
+            if kind == _J:
+                add(JsonPayload(raw))
+            elif kind == _N:
+                add(None)
+            elif kind == _T:
+                add(TextPayload(raw.decode("utf-8")))
+            else:
+                add(BinaryPayload(raw))
+        # the range is sealed in, and the record's seqNrs are consecutive: an event is its entry
+        if len(payloads) != last_seq_nr - first + 1:
+            raise self._refused(first, "the Append's envelope does not hold its range")
+        last.value, last.opener, last.first, last.payloads = value, self, first, payloads
+
+    def _refused(self, seq_nr: int, why: str = "") -> EnvelopeRefused:
         label = self._label
         return EnvelopeRefused(
             f"journal {self._journal_id!r} seqNr {seq_nr}{' ' + label.decode() if label else ''}: "
-            "the envelope does not open with the journal's data key"
+            + (why or "the envelope does not open with the journal's data key")
         )
 
 

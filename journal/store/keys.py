@@ -24,7 +24,14 @@ from typing import Any, Protocol
 from cassandra.query import SimpleStatement
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from journal.codec.envelope import EnvelopeRefused, Kek, Opener, Sealer, new_data_key
+from journal.codec.envelope import (
+    EnvelopeRefused,
+    Kek,
+    Opener,
+    Sealer,
+    data_key_id,
+    new_data_key,
+)
 from journal.core.model import JournalKey
 from journal.errors import JournalErased, SetupMissing
 from journal.store import cql
@@ -282,7 +289,13 @@ class DataKeys:
             )
         raw = kek.unwrap(row.wrapped, context(key))
         cipher = AESGCM(raw)
-        return DataKey(raw, cipher, Opener(cipher, key.id), Sealer(cipher, key.id))
+        key_id = data_key_id(raw)
+        return DataKey(
+            raw,
+            cipher,
+            Opener(cipher, key.id, key_id=key_id),
+            Sealer(cipher, key.id, key_id=key_id),
+        )
 
     @staticmethod
     def _usable(key: JournalKey, value: object) -> DataKey | None:

@@ -13,12 +13,14 @@ import pytest
 from pydantic import SecretStr
 
 from journal.client.journals import Journals
+from journal.codec.action_header import ACTION_HEADER
 from journal.codec.envelope import (
     SNAPSHOT,
     EnvelopeRefused,
     is_sealed,
     new_kek_text,
     open_sealed,
+    seal,
 )
 from journal.core.model import (
     BinaryPayload,
@@ -40,6 +42,7 @@ from journal.store.keys import KeyRow, KeyState, KeyStore
 from journal.subscriptions.groups import GroupEvent
 from journal.subscriptions.subscription import Heartbeat, SubscribedEvent
 from stack import Stack
+from tests.support.compressed import read_partition
 from tests.support.harness import settings_for, unique
 from tests.support.raw_bytes import cassandra_bytes, kafka_bytes
 from tests.support.raw_store import keyspace_of, session_of
@@ -318,6 +321,84 @@ async def test_an_erasure_stopped_between_its_steps_is_never_half_done_and_resum
     assert await journal.erasure_state() is KeyState.ERASED
     row = await keys.store.get(journal.key)
     assert row is not None and row.wrapped is None
+
+
+async def append_values(settings: Settings, journal_id: str) -> list[bytes]:
+    """The raw values of a journal's Append records in the topic, in log order."""
+    return [
+        record.value or b""
+        for record in await read_partition(settings.kafka_bootstrap, settings.topic, 0)
+        if record.key == journal_id.encode()
+        and dict(record.headers).get(ACTION_HEADER, b"").find(b'"append"') >= 0
+    ]
+
+
+async def test_an_append_is_sealed_once_and_a_delete_inside_it_still_reads(
+    encrypted: Encrypted,
+) -> None:
+    """One envelope an Append (docs/erasure.md, "The envelope"): its value holds it once, and a
+    read of the events above a Delete that falls inside the Append, or of a range inside it,
+    opens it and slices, from Kafka and from the store alike."""
+    journals = encrypted.journals
+    marker, journal_id = secret(), unique("once")
+    events = events_with(marker)
+    journal = journals.journal(journal_id)
+    await journal.append(events)
+    [value] = await append_values(encrypted.settings, journal_id)
+    assert b"KJE1" not in value and value.count(b"KJE2") == 3  # the envelope, 2 references
+    assert marker.encode() not in value
+
+    assert (await journal.delete(2)).delete_to == 2
+    for where in ("kafka", "store"):
+        if where == "store":
+            await encrypted.replicate()
+        assert [r.event for r in await read(journals, journal_id)] == events[2:], where
+        in_range = [r.event async for r in journal.read(3, 3)]
+        assert in_range == [events[2]], where
+    subscribed = [
+        item.record.event
+        async for item in journals.subscribe()
+        if isinstance(item, SubscribedEvent) and item.key.id == journal_id
+    ]
+    assert subscribed == events
+
+
+async def test_events_sealed_one_by_one_before_still_read_on_every_path(
+    encrypted: Encrypted,
+) -> None:
+    """Version 1 envelopes (one an event), as the code before wrote them, beside a version 2
+    Append: read from Kafka, from the store, and by a subscription."""
+    journals, settings = encrypted.journals, encrypted.settings
+    marker, journal_id = secret(), unique("v1")
+    key = JournalKey(settings.topic, journal_id)
+    assert journals.encryption is not None
+    data_key = await journals.encryption.keys.for_append(key)
+    old = events_with(marker)
+    sealed_v1 = [
+        e
+        if e.payload is None
+        else Event(e.seq_nr, e.tags, seal(data_key.cipher, journal_id, e.seq_nr, e.payload))
+        for e in old
+    ]
+    # written as the earlier code wrote them: the payloads sealed one by one, the record plain
+    async with await Journals.connect(
+        settings.model_copy(update={"kek": None}), store=encrypted.store
+    ) as plain:
+        await plain.journal(journal_id).append(sealed_v1)
+    await journals.journal(journal_id).append([Event(5, payload=TextPayload(marker + "-v2"))])
+    expected = [*old, Event(5, payload=TextPayload(marker + "-v2"))]
+    [v1_value, v2_value] = await append_values(settings, journal_id)
+    assert v1_value.count(b"KJE1") == 3 and b"KJE2" in v2_value
+
+    assert [r.event for r in await read(journals, journal_id)] == expected  # from Kafka
+    await encrypted.replicate()
+    assert [r.event for r in await read(journals, journal_id)] == expected  # from the store
+    subscribed = [
+        item.record.event
+        async for item in journals.subscribe()
+        if isinstance(item, SubscribedEvent) and item.key.id == journal_id
+    ]
+    assert subscribed == expected
 
 
 async def test_erasing_needs_the_deployments_kek(stack: Stack, keyspace: str) -> None:

@@ -13,14 +13,15 @@ from pydantic import SecretStr
 from pyspark.sql import SparkSession
 
 from journal.client.journals import Journals
-from journal.codec.envelope import is_sealed, new_kek_text
-from journal.core.model import EventRecord, JournalKey
+from journal.codec.envelope import APPEND_REF, is_append_envelope, new_kek_text
+from journal.core.model import BinaryPayload, EventRecord, JournalKey
 from journal.errors import JournalErased
 from journal.settings import Settings
 from journal.store.cassandra import CassandraStore
 from pipeline.audit import audit
 from pipeline.export import PLAINTEXT_WARNING, PlaintextRefused, event_record_of, export
 from pipeline.rebuild import rebuild
+from pipeline.restore import restore
 from stack import Stack
 from tests.journal.test_erasure import Encrypted, events_with, read, secret
 from tests.support.harness import settings_for, unique
@@ -72,7 +73,31 @@ async def test_an_export_holds_ciphertext_and_a_plaintext_one_leaves_erased_jour
     assert erased_marker.encode() not in blob and kept_marker.encode() not in blob
     rows = spark.read.parquet(str(tmp_path / "sealed")).collect()
     with_payload = [event_record_of(row) for row in rows if row["payload_type"] is not None]
-    assert len(with_payload) == 6 and all(is_sealed(r.event.payload) for r in with_payload)
+    assert len(with_payload) == 6
+    # each Append's one envelope on its first event, the reference on the others: written once
+    for journal_id in (erased_id, kept_id):
+        payloads = sorted(
+            (r.event.seq_nr, r.event.payload)
+            for r, row in zip(with_payload, [r for r in rows if r["payload_type"]], strict=True)
+            if row["id"] == journal_id
+        )
+        envelope = payloads[0][1]
+        assert isinstance(envelope, BinaryPayload) and is_append_envelope(envelope.value)
+        assert [p for _, p in payloads[1:]] == [BinaryPayload(APPEND_REF)] * 2
+
+    # an import of the sealed export stores the very values: they decode and open as before
+    imported = settings.replace(keyspace=unique("pipe_erasure_i"))
+    await restore(spark, imported, str(tmp_path / "sealed"), tasks=2, progress=quiet)
+    other = await CassandraStore.connect(imported.cassandra_config())
+    try:
+        key = JournalKey(settings.topic, kept_id)
+        assert await stored_records(other, key) == await stored_records(encrypted.store, key)
+        assert journals.encryption is not None
+        data_key = await journals.encryption.keys.for_read(key)
+        assert data_key is not None
+        assert data_key.opener.records(await stored_records(other, key)) == kept
+    finally:
+        await other.close()
 
     # rebuild and audit carry the envelopes as they are: a rebuilt keyspace holds the same bytes
     assert (await audit(spark, settings, progress=quiet)).ok

@@ -8,26 +8,35 @@ from datetime import UTC, datetime
 import pytest
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from journal.client.erasure import seal_events
 from journal.codec.envelope import (
+    APPEND_REF,
     EnvelopeRefused,
     FileKek,
+    OpenedAppend,
     Opener,
+    Sealer,
+    data_key_id,
+    is_append_envelope,
     is_sealed,
     new_data_key,
     new_kek_text,
     open_sealed,
     seal,
 )
+from journal.codec.events_binary import decode_events_binary, encode_events_binary
 from journal.core.model import (
     BinaryPayload,
     Event,
     EventRecord,
+    Events,
     JournalKey,
     JsonPayload,
     Payload,
     TextPayload,
 )
 from journal.errors import JournalErased
+from journal.settings import Settings
 from journal.store.keys import DataKeys, KeyState, MemoryKeyStore, context
 
 
@@ -153,3 +162,149 @@ async def test_the_cache_is_bounded_and_trusts_an_entry_for_its_ttl() -> None:
     assert store.keys[b].state is KeyState.ERASED
     with pytest.raises(JournalErased):
         await keys.for_append(b)  # an erased id never gets a key again
+
+
+# version 2: an Append sealed once (docs/erasure.md, "The envelope")
+
+
+class CountingCipher:
+    """AESGCM, its calls counted: how many envelopes a read opened."""
+
+    def __init__(self, key: bytes) -> None:
+        self._cipher = AESGCM(key)
+        self.decrypts = 0
+
+    def encrypt(self, nonce: bytes, data: bytes, associated: bytes) -> bytes:
+        return self._cipher.encrypt(nonce, data, associated)
+
+    def decrypt(self, nonce: bytes, data: bytes, associated: bytes) -> bytes:
+        self.decrypts += 1
+        return self._cipher.decrypt(nonce, data, associated)
+
+
+APPEND_PAYLOADS: list[Payload | None] = [
+    JsonPayload(b'{"n":1e400}'),
+    None,
+    TextPayload("é"),
+    BinaryPayload(b"KJE2"),  # a payload that looks like the reference stays itself
+    BinaryPayload(b""),
+]
+
+
+def sealed_append(sealer: Sealer, first: int = 1) -> tuple[Event, ...]:
+    """The Append as Kafka and the store hold it: sealed, encoded, decoded."""
+    events = [Event(first + i, frozenset({"tag"}), p) for i, p in enumerate(APPEND_PAYLOADS)]
+    value = encode_events_binary(Events(sealer.events(events)))
+    return decode_events_binary(value).events
+
+
+def test_an_append_is_sealed_once_and_its_value_holds_one_envelope() -> None:
+    key = new_data_key()
+    cipher = AESGCM(key)
+    sealed = Sealer(cipher, "j", key_id=data_key_id(key)).events(
+        [Event(i + 1, payload=p) for i, p in enumerate(APPEND_PAYLOADS)]
+    )
+    assert isinstance(sealed[0].payload, BinaryPayload)
+    assert is_append_envelope(sealed[0].payload.value)
+    assert [e.payload for e in sealed[1:]] == [None, *[BinaryPayload(APPEND_REF)] * 3]
+    value = encode_events_binary(Events(sealed))
+    assert value.count(b"KJE2") == 4 and b"KJE1" not in value and "é".encode() not in value
+    # no payload at all: nothing to seal
+    bare = (Event(1), Event(2))
+    assert Sealer(cipher, "j").events(bare) == bare
+
+
+def test_a_read_opens_one_envelope_an_append_whatever_its_slice() -> None:
+    """Decoded, every event of the Append holds the one envelope; a read opens it once and each
+    event takes its entry: a slice above a Delete inside the Append (or below a `to`) reads
+    right, and the next page's events of the same Append cost no second decrypt."""
+    key = new_data_key()
+    cipher = CountingCipher(key)
+    sealer = Sealer(cipher, "j", key_id=data_key_id(key))  # type: ignore[arg-type]
+    opener = Opener(cipher, "j", key_id=data_key_id(key))  # type: ignore[arg-type]
+    records = [_record(e.seq_nr, e.payload) for e in sealed_append(sealer, first=11)]
+    expected = [_record(11 + i, p) for i, p in enumerate(APPEND_PAYLOADS)]
+    last = OpenedAppend()
+    assert opener.records(records[2:4], last) == expected[2:4]  # deleteTo 12, to 14
+    assert opener.records(records[4:], last) == expected[4:]  # the next page
+    assert cipher.decrypts == 1
+    assert opener.records(records) == expected  # a fresh read: once more
+    assert cipher.decrypts == 2
+
+
+def test_an_append_envelope_refuses_another_journal_range_key_or_tampering() -> None:
+    key = new_data_key()
+    cipher = AESGCM(key)
+    key_id = data_key_id(key)
+    events = sealed_append(Sealer(cipher, "j", key_id=key_id))
+    envelope = events[0].payload
+    assert isinstance(envelope, BinaryPayload)
+    value = envelope.value
+    tampered = value[:-1] + bytes([value[-1] ^ 1])
+    moved_range = value[:12] + (5).to_bytes(8, "big") + value[20:]
+    other = new_data_key()
+    for opener, record in (
+        (Opener(cipher, "k", key_id=key_id), _record(1, envelope)),  # another journal
+        (Opener(cipher, "j", key_id=key_id), _record(1, BinaryPayload(tampered))),
+        (Opener(cipher, "j", key_id=key_id), _record(5, BinaryPayload(moved_range))),
+        (Opener(cipher, "j", key_id=key_id), _record(9, envelope)),  # outside its range
+        (Opener(cipher, "j", key_id=key_id), _record(2, envelope)),  # an event without payload
+        (Opener(AESGCM(other), "j", key_id=data_key_id(other)), _record(1, envelope)),
+        (Opener(AESGCM(other), "j", key_id=key_id), _record(1, envelope)),
+    ):
+        with pytest.raises(EnvelopeRefused, match="seqNr"):
+            opener.records([record])
+
+
+def test_version_1_envelopes_and_plain_payloads_still_open_beside_version_2() -> None:
+    key = new_data_key()
+    cipher = AESGCM(key)
+    key_id = data_key_id(key)
+    old = [_record(1, seal(cipher, "j", 1, TextPayload("old"))), _record(2, None)]
+    sealer = Sealer(cipher, "j", key_id=key_id)
+    new = [_record(e.seq_nr, e.payload) for e in sealed_append(sealer, 3)]
+    plain = [_record(8, BinaryPayload(b"KJE2"))]  # a plain Append: no envelope in its record
+    opened = Opener(cipher, "j", key_id=key_id).records(old + new + plain)
+    expected = [TextPayload("old"), None, *APPEND_PAYLOADS, BinaryPayload(b"KJE2")]
+    assert [r.event.payload for r in opened] == expected
+
+
+def test_a_plain_record_of_reference_bytes_decodes_as_it_is() -> None:
+    events = (Event(1, payload=BinaryPayload(b"KJE2")), Event(2, payload=BinaryPayload(b"KJE2")))
+    assert decode_events_binary(encode_events_binary(Events(events))).events == events
+
+
+async def test_rotation_keeps_an_append_envelope_opening() -> None:
+    store = MemoryKeyStore()
+    old, new = FileKek.of_text(new_kek_text()), FileKek.of_text(new_kek_text())
+    key = JournalKey("t", "a")
+    data_key = await DataKeys(store, old).for_append(key)
+    events = data_key.sealer.events([Event(1, payload=TextPayload("x")), Event(2)])
+    assert await DataKeys(store, new, old_keks=[old]).rotate("t") == (1, 0)
+    opened = await DataKeys(store, new).for_read(key)
+    assert opened is not None
+    records = [_record(e.seq_nr, e.payload) for e in events]
+    assert [r.event.payload for r in opened.opener.records(records)] == [TextPayload("x"), None]
+
+
+async def test_a_deployment_may_keep_sealing_event_by_event_for_a_rolling_upgrade() -> None:
+    """`seal_appends_once` false (KJ_SEAL_APPENDS_ONCE): version 1, which the code before version 2
+    reads; both versions open with the same key."""
+    data_key = await DataKeys(MemoryKeyStore(), FileKek.of_text(new_kek_text())).for_append(
+        JournalKey("t", "a")
+    )
+    events = [Event(1, payload=TextPayload("x")), Event(2), Event(3, payload=TextPayload("y"))]
+    assert Settings(seal_appends_once=False).seal_appends_once is False
+    assert Settings().seal_appends_once is True
+    for once, sealed in ((False, is_sealed), (True, is_append_envelope_payload)):
+        values = seal_events(data_key, events, once)
+        assert sealed(values[0].payload)
+        decoded = decode_events_binary(encode_events_binary(Events(values))).events
+        records = [_record(e.seq_nr, e.payload) for e in decoded]
+        assert [r.event.payload for r in data_key.opener.records(records)] == [
+            e.payload for e in events
+        ]
+
+
+def is_append_envelope_payload(payload: Payload | None) -> bool:
+    return isinstance(payload, BinaryPayload) and is_append_envelope(payload.value)
