@@ -69,10 +69,9 @@ async def test_a_grown_topic_is_rebuilt_after_its_predecessor_with_the_bases(
         moved = await store.meta(JournalKey(grow.new_topic, "a"))
         assert moved is not None and (moved.base, moved.seq_nr, moved.delete_to) == (3, 5, 2)
         # the audit of the grown topic folds each moved journal from its base: no difference
-        # in either keyspace; a row whose base is wrong is one
-        for audited in (settings.replace(topic=grow.new_topic), grown):
-            result = await audit(spark, audited, progress=lambda line: None)
-            assert result.ok and result.counts.journals == 3, result.lines()
+        # (the rows are the workers' too, compared above); a row whose base is wrong is one
+        result = await audit(spark, grown, progress=lambda line: None)
+        assert result.ok and result.counts.journals == 3, result.lines()
         await cql.execute(
             session_of(store),
             f"UPDATE {keyspace}.journals USING TIMESTAMP %s SET base = 2 "
