@@ -43,8 +43,11 @@ METHOD = (
     "Kafka records written per read from the partition's end offset before and after the "
     "reads; (b) replication stopped (no replicator runs): {small:,} then {large:,} one-event "
     "Appends of other journals piled after the pointer, then the journal's last append (10 "
-    "events): only it is unreplicated. {reps} reads per case after {warm} warm-up reads; the "
-    "tail index is caught up before timing (the warm-up reads wait for it)."
+    "events): only it is unreplicated. The piled Appends are of {others:,} other journals; the "
+    "direct client's tail index is sized to hold every journal written ({journals:,}: "
+    "`KJ_TAIL_MAX_JOURNALS` raised to it where lower), else the stopped journal's last append, "
+    "after the pile, would not be indexed. {reps} reads per case after {warm} warm-up reads; "
+    "the tail index is caught up before timing (the warm-up reads wait for it)."
 )
 OFFLINE_METHOD = (
     "A worker serves a fresh 1-partition topic; {history} journals of 100 events with "
@@ -60,6 +63,8 @@ OFFLINE_METHOD = (
     "the end."
 )
 HISTORY_JOURNALS = 16
+OTHER_JOURNALS = 10_000  # the journals of the pile (`_fill`)
+READ_JOURNALS = OTHER_JOURNALS + 2  # with the replicated journal and the stopped one
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +78,8 @@ class ReadSizes:
         """A section's method text (`METHOD`, `OFFLINE_METHOD`) at these sizes."""
         return template.format(
             history=HISTORY_JOURNALS,
+            others=OTHER_JOURNALS,
+            journals=READ_JOURNALS,
             small=self.small_backlog,
             large=self.large_backlog,
             reps=self.repetitions,
@@ -80,15 +87,27 @@ class ReadSizes:
         )
 
 
+def read_settings(settings: Settings) -> Settings:
+    """`settings` for "Read (recovery)"'s client: a tail index that holds every journal it
+    writes (`READ_JOURNALS`). At the default bound (10,000) the pile's journals filled it, the
+    stopped journal's last append went unindexed and `_caught_up` waited out its 600 s."""
+    return settings.replace(tail_max_journals=max(settings.tail_max_journals, READ_JOURNALS))
+
+
 async def _fill(producer: AIOKafkaProducer, topic: str, count: int) -> None:
-    """`count` one-event Appends of 10,000 other journals into partition 0, pipelined."""
+    """`count` one-event Appends of `OTHER_JOURNALS` other journals into partition 0,
+    pipelined."""
     value, headers = raw_append(1, 1)
     chunk = 5000
     meter = Meter("other journals' records", count)
     for start in range(0, count, chunk):
         sends = [
             await producer.send(
-                topic, value, key=f"other-{n % 10_000}".encode(), partition=0, headers=headers
+                topic,
+                value,
+                key=f"other-{n % OTHER_JOURNALS}".encode(),
+                partition=0,
+                headers=headers,
             )
             for n in range(start, min(count, start + chunk))
         ]
@@ -159,7 +178,7 @@ async def bench_read(
     journals: Journals, store: CassandraStore, settings: Settings, sizes: ReadSizes
 ) -> Section:
     """`journals` must be on `settings`' fresh topic of one partition, over `store` on its
-    keyspace."""
+    keyspace, `settings` made by `read_settings`."""
     section = Section("Read (recovery)", sizes.method(METHOD))
     topic, kafka = journals.topic, settings.kafka_access()
     producer = _producer(kafka)

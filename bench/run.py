@@ -33,7 +33,7 @@ from bench.environment import connected, quiet_cassandra, settings_for, settle, 
 from bench.footprint import FootprintSizes, bench_footprint
 from bench.huge import HUGE_APPEND_EVENTS, bench_huge
 from bench.profile import host_busy_fraction, host_cpu_jiffies
-from bench.read import ReadSizes, bench_offline, bench_offline_pile, bench_read
+from bench.read import ReadSizes, bench_offline, bench_offline_pile, bench_read, read_settings
 from bench.recovery import RecoverySizes, bench_recovery
 from bench.replication import (
     LAG_GOALS,
@@ -272,7 +272,7 @@ async def _read_sections(
     base: Settings, sizes: Sizes, stack: Stack, workdir: Path
 ) -> list[Section]:
     """Reads and consumer costs, on 1-partition topics of their own."""
-    settings = settings_for(base, "read", partitions=1)
+    settings = read_settings(settings_for(base, "read", partitions=1))
     async with connected(settings) as (journals, store):
         read = await _guarded(
             "Read (recovery)", bench_read(journals, store, settings, sizes.read), store

@@ -24,9 +24,8 @@ from journal.store.rows import (
 )
 from journal.store.schema import APPEND_BUCKET
 from journal.store.statements import (
-    FIRST_RECORDS as FIRST_CHUNK_ROWS,
-)
-from journal.store.statements import (
+    FIRST_CHUNK_ROWS,
+    FIRST_EVENTS,
     READ_CHUNK_EVENTS,
     RECORDS_PAGE,
     Statements,
@@ -240,10 +239,10 @@ class Reads:
         `from_` would walk every row a Delete shadowed in the segment (up to a segment's
         worth) until compaction drops them. A deleteTo seen before a Purge only makes the page
         start too high: the reader keeps only events that continue what it has. The rows of
-        `from_`'s segment in `event_records` (`FIRST_RECORDS` of them), or in `events` below
-        the journal's `records_from` as last seen here (a journal version 3 stored); where
-        none ends in that segment, the next one's. A row holding `from_` is not in the
-        page if it ends more than a segment further: the reader gets it from `read`."""
+        `from_`'s segment in `event_records` that end within `FIRST_EVENTS` seqNrs of it, or
+        in `events` below the journal's `records_from` as last seen here (a journal version 3
+        stored); where none ends in that segment, the next one's. A row holding `from_` is not
+        in the page if it ends past that bound: the reader gets it from `read`."""
         delete_to, records_from = self._known.get(key, (0, 1))
         from_ = max(from_, delete_to + 1)
         size = self._segment_size
@@ -256,18 +255,18 @@ class Reads:
                 ROWS_AS_TUPLES,
             )
             return FirstPage(size, tuple(event_records_of(rows)))
-        segment = from_ // size
+        segment, high = from_ // size, from_ + FIRST_EVENTS - 1
         rows = await cql.execute(
             self._session,
             self._statements.first_records,
-            (key.topic, key.id, segment, from_, segment_end),
+            (key.topic, key.id, segment, from_, min(segment_end, high)),
             ROWS_AS_TUPLES,
         )
-        if not rows:  # the row holding `from_` may end in the next segment
+        if not rows and high > segment_end:  # the row holding `from_` may end in the next one
             rows = await cql.execute(
                 self._session,
                 self._statements.first_records,
-                (key.topic, key.id, segment + 1, from_, segment_end + size),
+                (key.topic, key.id, segment + 1, from_, min(segment_end + size, high)),
                 ROWS_AS_TUPLES,
             )
         return FirstPage(size, tuple(records_events(rows, from_, to)))

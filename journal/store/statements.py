@@ -22,12 +22,17 @@ PAGE_SIZE = 1000  # rows per page of a journal's events, a partition's stored Ap
 # events of 1,000-event Appends: 2.8 GB in a worker streaming a 1,000,000-event journal)
 READ_CHUNK_EVENTS = 5_000
 RECORDS_PAGE = 500  # rows of a chunk at most
-# rows of a read's speculative first page (`Reads.first_page`), asked before the journal's row
-# is known: a short read decodes no more than it needs, a long one goes on with `read_pages`;
-# few, as nothing bounds them by events before a row is seen: 8 Appends (8 events at appends
-# of one, 80 at appends of ten); at 32 rows, a worker streaming a journal of 1,000-event
-# Appends grew by 118-169 MB, at 8 by 41 MB (bench --huge-only)
-FIRST_RECORDS = 8
+# a read's speculative first page (`Reads.first_page`), asked with the journal's row, before
+# any row tells the Appends' size: the rows ending within this many seqNrs from the read's
+# start, so it holds at most this many events from there, whatever the Appends' size, plus
+# the part below the start of the row holding it (one Append's, dropped once decoded). A
+# journal up to it (100 events in Appends of 10) is read in this one request: at 8 rows,
+# version 4's first bound, its 10 rows took two and its read's p50 rose 1.35 -> 1.75 ms
+# (issue 42), and 8 rows of 1,000-event Appends held 8,000 events: now a fifth of a chunk
+# (`READ_CHUNK_EVENTS`) at most
+FIRST_EVENTS = 1_000
+# rows of a segment's first chunk in `Reads.read_pages` before a chunk tells the Appends' size
+FIRST_CHUNK_ROWS = 8
 SNAPSHOT_HEADERS_PAGE = 32  # headers a `latest_snapshot` pages through: most stop at the first
 CHUNKS_PAGE = 4  # chunks per page when a snapshot is read: a few MiB held at a time
 
@@ -143,7 +148,7 @@ class Statements:
         self.read_records = prepare(records + "AND last_seq_nr >= ? LIMIT ?")
         self.read_records.fetch_size = RECORDS_PAGE  # a chunk is one page
         self.first_records = prepare(records + "AND last_seq_nr >= ? AND last_seq_nr <= ?")
-        self.first_records.fetch_size = FIRST_RECORDS
+        self.first_records.fetch_size = FIRST_EVENTS  # the rows of its range: one page
         self.append_record = prepare(records + "AND last_seq_nr = ?")
         self.insert_record = prepare(
             "INSERT INTO {ks}.event_records (topic, id, segment, last_seq_nr, seq_nr, partition, "

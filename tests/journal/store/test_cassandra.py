@@ -11,7 +11,8 @@ import pytest
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, ResponseFuture
 from cassandra.query import SimpleStatement
 
-from journal.store import cql
+from journal.core.model import SEQ_NR_MAX, JournalKey
+from journal.store import cql, reads
 from journal.store.cassandra import CassandraConfig, CassandraStore
 from journal.store.cluster import ROWS_AS_TUPLES
 from journal.store.schema import SCHEMA_VERSION, SchemaTooNew
@@ -22,9 +23,11 @@ from tests.journal.store.contract import (
     SNAPSHOT_CHUNK,
     SNAPSHOT_LIMIT,
     EventualStoreContract,
+    apply,
     put,
     snapshot,
 )
+from tests.support import actions as a
 from tests.support.eventually import eventually
 from tests.support.raw_store import keyspace_of, session_of
 
@@ -340,3 +343,56 @@ async def test_a_query_its_caller_left_keeps_its_timer_for_the_driver(
     finally:
         del session.execute_async
     assert sent[0]._timer is not None
+
+
+@pytest.fixture
+async def wide_store(stack: object) -> AsyncIterator[CassandraStore]:
+    """A store of the default's wide segments: a first page is bounded by its segment."""
+    wide = dataclasses.replace(config(stack, f"first_{uuid.uuid4().hex[:12]}"), segment_size=10_000)
+    store = await CassandraStore.connect(wide)
+    yield store
+    await drop_keyspace(store)
+    await store.close()
+
+
+def counted_record_reads(store: CassandraStore, monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """The store's requests to `event_records` from here on (each one's parameters)."""
+    session, asked = session_of(store), []
+    execute_async = session.execute_async
+
+    def counting(statement: Any, *args: Any, **kwargs: Any) -> ResponseFuture:
+        if ".event_records " in getattr(statement, "query_string", ""):
+            asked.append(args[0] if args else None)
+        return execute_async(statement, *args, **kwargs)
+
+    monkeypatch.setattr(session, "execute_async", counting)
+    return asked
+
+
+async def test_a_journal_of_ten_appends_of_ten_is_read_in_one_first_page(
+    wide_store: CassandraStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 42: the short read of a 100-event journal took a second request when the first
+    page was 8 rows; it is bounded by events (`FIRST_EVENTS`), so its 10 rows come at once."""
+    await apply(wide_store, *(a.append(KEY, i, 10 * i + 1, 10 * i + 10) for i in range(10)))
+    asked = counted_record_reads(wide_store, monkeypatch)
+    page = await wide_store.first_page(KEY, 1, SEQ_NR_MAX)
+    assert [r.seq_nr for r in page.events] == list(range(1, 101))
+    assert len(asked) == 1
+
+
+async def test_a_first_page_holds_no_more_events_than_its_bound(
+    wide_store: CassandraStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Asked before any row tells the Appends' size, the first page takes the rows ending
+    within `FIRST_EVENTS` seqNrs of its start, whatever their size; the reader reads on."""
+    monkeypatch.setattr(reads, "FIRST_EVENTS", 25)
+    await apply(wide_store, *(a.append(KEY, i, 10 * i + 1, 10 * i + 10) for i in range(10)))
+    page = await wide_store.first_page(KEY, 15, SEQ_NR_MAX)
+    assert [r.seq_nr for r in page.events] == list(range(15, 31))  # rows ending at 20 and 30
+    big = JournalKey(KEY.topic, "big")
+    await apply(wide_store, a.append(big, 10, 1, 30), a.append(big, 11, 31, 32))
+    assert (await wide_store.first_page(big, 1, SEQ_NR_MAX)).events == ()  # 30 events > 25
+    meta = await wide_store.meta(big)
+    assert meta is not None
+    assert [r.seq_nr async for r in wide_store.read(big, meta)] == list(range(1, 33))
