@@ -21,7 +21,7 @@ from bench.common import unique
 from journal.kafka import TopicSpec, ensure_topic
 from kjconfig.access import KafkaAccess
 from stack import Stack
-from tests.support.eventually import eventually
+from tests.support.eventually import answered, eventually
 
 pytestmark = pytest.mark.integration
 
@@ -29,27 +29,30 @@ PARTITIONS = 3
 
 
 async def _commit(kafka: KafkaAccess, group: str, topic: str, offsets: dict[int, int]) -> None:
-    """The group's committed offsets, as Faust's consumer commits them."""
-    consumer = AIOKafkaConsumer(**kafka.client_options(), group_id=group)
+    """The group's committed offsets, as Faust's consumer commits them. A fresh Kafka creates
+    its offsets topic at the first group's ask, and its coordinator answers with errors, or
+    with nothing and no error, until it has loaded: both retried, bounded. No auto-commit: its
+    commit at `stop` of the positions it resolved meanwhile (0 on an empty topic) overwrote
+    these on a slower machine (CI: `[0, 0, 0] == [5, None, 7]`)."""
+    consumer = AIOKafkaConsumer(**kafka.client_options(), group_id=group, enable_auto_commit=False)
     await consumer.start()
     try:
         tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
         consumer.assign(tps)
-        await consumer.commit(
-            {TopicPartition(topic, p): OffsetAndMetadata(o, "") for p, o in offsets.items()}
-        )
+        wanted = {TopicPartition(topic, p): OffsetAndMetadata(o, "") for p, o in offsets.items()}
+        await answered(lambda: consumer.commit(wanted), f"{group}'s commit", (KafkaError,))
     finally:
         await consumer.stop()
-    # a coordinator still loading its offsets (a fresh Kafka) answers none, without an error
     admin = AIOKafkaAdminClient(**kafka.client_options())
     await admin.start()
     try:
 
         async def visible() -> bool:
             found = await admin.list_consumer_group_offsets(group)
-            return all(found.get(TopicPartition(topic, p)) for p in offsets)
+            got = {p: found.get(TopicPartition(topic, p)) for p in offsets}
+            return all(at is not None and at.offset == offsets[p] for p, at in got.items())
 
-        await eventually(visible, f"{group}'s commit visible")
+        await eventually(visible, f"{group}'s commit visible", retry_on=(KafkaError,))
     finally:
         await admin.close()
 
