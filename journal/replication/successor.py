@@ -105,7 +105,7 @@ class SuccessorReplication:
         self._partitions = partitions
         self._owns = owns
         self._replicators: dict[str, Replicator] = {}
-        self._drained: set[tuple[str, int]] = set()  # predecessor partitions through their cut
+        self._drained: set[str] = set()  # predecessors replicated through every cut
         self._pointers: dict[TopicPartition, int] = {}  # those replicated here since owned
         self._consumer: AIOKafkaConsumer | None = None
 
@@ -125,9 +125,11 @@ class SuccessorReplication:
         to its end now; the records replicated."""
         owned: list[tuple[Link, TopicPartition]] = []
         for link in await self.chain():
+            behind = await self._behind(link)
             for partition in range(link.grow.partitions):
-                if self._owns(partition % self._partitions) and await self._drained_for(
-                    link, partition
+                if (
+                    self._owns(partition % self._partitions)
+                    and link.predecessor_of(partition) not in behind
                 ):
                     owned.append((link, TopicPartition(link.grow.new_topic, partition)))
         self._forget_except({tp for _, tp in owned})
@@ -174,20 +176,15 @@ class SuccessorReplication:
         if consumer is not None:
             await stop_consumer(consumer)
 
-    async def _drained_for(self, link: Link, partition: int) -> bool:
-        """Whether the predecessor partition of `partition` is replicated through its cut."""
-        old = link.predecessor_of(partition)
-        where = (link.grow.topic, old)
-        if where in self._drained:
-            return True
-        cut = link.grow.cut.get(old)
-        if cut is None:
-            return False  # not cut: nothing moved to `partition` yet
-        pointer = await self._store.pointer(link.grow.topic, old)
-        if pointer is None or pointer < cut:
-            return False
-        self._drained.add(where)
-        return True
+    async def _behind(self, link: Link) -> set[int]:
+        """The predecessor's partitions not replicated through their cut yet (`undrained`:
+        one read of its pointers a pass, none once it is through every cut)."""
+        if link.grow.topic in self._drained:
+            return set()
+        behind = set(await undrained(self._store, link.grow, link.old_partitions))
+        if not behind:
+            self._drained.add(link.grow.topic)
+        return behind
 
     def _replicator(self, link: Link) -> Replicator:
         new = link.grow.new_topic
