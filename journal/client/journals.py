@@ -520,7 +520,8 @@ class Journals:
     async def end_position(self) -> SubscriptionPosition:
         """After every record the topic holds now: `subscribe` after it for what is appended
         from then on."""
-        return await end_position(self.kafka.config.kafka, self.topic, self.writer.partitions)
+        kafka = self.kafka.config.kafka
+        return await end_position(kafka, self.topic, self.writer.partitions, self.store)
 
     def subscribe_batches(
         self,

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from journal.codec.actions import MalformedRecord, RawRecord, parse_checked
-from journal.core.fold import JournalState, first_seal, fold_batch, rebased
+from journal.core.fold import JournalState, first_seal, fold_batch
 from journal.core.grow import Grow
 from journal.core.model import ActionRecord, JournalKey, MarkHeader
 from journal.errors import StoreUnavailable
@@ -33,6 +33,7 @@ from journal.store.base import (
     EventualStore,
     JournalMeta,
     ReplicatedJournal,
+    moved_bases,
     states,
 )
 from kjconfig.access import KafkaAccess
@@ -309,15 +310,7 @@ class Replicator:
         if not missing or not self._moved_from:
             return {}
         topic = actions[0].key.topic
-        bases: dict[JournalKey, JournalState] = {}
-        for old in self._moved_from:
-            rows = await self._store.stored([JournalKey(old, id_) for id_ in missing])
-            for key, row in rows.items():
-                bases[JournalKey(topic, key.id)] = rebased(row.state)
-                missing.discard(key.id)
-            if not missing:
-                break
-        return bases
+        return await moved_bases(self._store.stored, topic, missing, self._moved_from)
 
     def forget(self, partition: int) -> None:
         """The partition went to another worker, or its writes failed: read its rows again."""

@@ -23,11 +23,11 @@ Contract (every implementation runs `tests/journal/store/contract.py`):
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from journal.core.fold import JournalState, JournalWrite
+from journal.core.fold import JournalState, JournalWrite, rebased
 from journal.core.grow import Grow, Phase
 from journal.core.model import (
     SEQ_NR_MAX,
@@ -209,6 +209,27 @@ def base_after(write: JournalWrite, stored: JournalMeta | None) -> int:
     if write.purge is not None:
         return 0
     return write.before.seq_nr if stored is None else stored.base
+
+
+async def moved_bases(
+    rows: Callable[[list[JournalKey]], Awaitable[Mapping[JournalKey, JournalMeta]]],
+    topic: str,
+    ids: Collection[str],
+    moved_from: Sequence[str],
+) -> dict[JournalKey, JournalState]:
+    """The journals `ids` of a grown topic's successor `topic` that have a row in one of its
+    predecessors (`moved_from`, nearest first): their state in the nearest, as their base in
+    `topic` (`rebased`). `rows` reads rows by key (replication's batch read, a reader's)."""
+    missing = set(ids)
+    bases: dict[JournalKey, JournalState] = {}
+    for old in moved_from:
+        if not missing:
+            break
+        found = await rows([JournalKey(old, id_) for id_ in missing])
+        for key, row in found.items():
+            bases[JournalKey(topic, key.id)] = rebased(row.state)
+            missing.discard(key.id)
+    return bases
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,14 +49,14 @@ from aiokafka.structs import ConsumerRecord
 
 from journal.codec.actions import MalformedRecord, events_of, parse_checked
 from journal.core.fold import JournalState, Verdict
-from journal.core.grow import SEAL_ID
+from journal.core.grow import SEAL_ID, Grow, Phase
 from journal.core.model import ActionRecord, AppendHeader, EventRecord, JournalKey
 from journal.errors import InvalidValue, JournalTruncated, KafkaUnavailable, StoreUnavailable
 from journal.kafka.consumers import log_start, raw_record, start_consumer, stop_consumer
 from journal.kafka.driver_errors import POISON_ERRORS, KafkaError, core_error
 from journal.kafka.topic import end_offsets
 from journal.metrics import METRICS
-from journal.store.base import EventualJournal, JournalMeta
+from journal.store.base import EventualJournal, JournalMeta, moved_bases
 from kjconfig.access import KafkaAccess
 
 log = logging.getLogger(__name__)
@@ -265,10 +265,25 @@ class _PartitionReader:
     delivering up to where it was (`quiet_to`): at most the unreplicated tail.
     """
 
-    def __init__(self, store: EventualJournal, topic: str, partition: int, cursor: int) -> None:
+    def __init__(
+        self,
+        store: EventualJournal,
+        topic: str,
+        partition: int,
+        cursor: int,
+        slot: int | None = None,
+        moved_from: tuple[str, ...] = (),
+    ) -> None:
         self.store = store
         self.topic = topic
         self.partition = partition
+        self.slot = partition if slot is None else slot  # its entry in a position
+        # a grown topic's successor: the predecessors, nearest first, that hold the bases of
+        # its moved journals; it is read only once its predecessor partition is delivered and
+        # replicated through its cut (`Subscription`), until then `held`
+        self.moved_from = moved_from
+        self.held = bool(moved_from)
+        self.sealed = False  # a Seal was read here: the registry may hold a grow to follow
         self.cursor = cursor  # the last offset delivered or passed: the position
         self.next = cursor + 1  # the offset the consumer delivers next
         self.read_from = self.next  # every record from here on was read, in order
@@ -351,6 +366,8 @@ class _PartitionReader:
         not delivered yet. Raises _Rewind."""
         if not actions:
             return []
+        if not self.sealed:
+            self.sealed = any(a.key.id == SEAL_ID for a in actions)
         if self.whole:
             return self._fold(actions, set())
         if not self.folding and actions[-1].offset > self.pointer and self._pointer_stale():
@@ -423,9 +440,17 @@ class _PartitionReader:
                 for key in ordered
             )
         )
+        bases: Mapping[JournalKey, JournalState] = {}
+        if self.moved_from:  # a journal without a row here starts from its base
+            missing = [key.id for key, meta in zip(ordered, metas, strict=True) if meta is None]
+            bases = await moved_bases(self._rows_of, self.topic, missing, self.moved_from)
         for key, meta in zip(ordered, metas, strict=True):
-            state = JournalState() if meta is None else meta.state
+            state = bases.get(key, JournalState()) if meta is None else meta.state
             self.seen[key] = _Seen(state, state.offset, first - 1)
+
+    async def _rows_of(self, keys: list[JournalKey]) -> dict[JournalKey, JournalMeta]:
+        metas = await asyncio.gather(*(self.store.meta(key) for key in keys))
+        return {key: meta for key, meta in zip(keys, metas, strict=True) if meta is not None}
 
     def _fold(self, actions: Sequence[ActionRecord], listed: Collection[int]) -> list[ActionRecord]:
         accepted: list[ActionRecord] = []
@@ -472,8 +497,41 @@ class _PartitionReader:
         self.seek(first)
 
 
+@dataclass(slots=True)
+class _Linked:
+    """A topic of a subscription's chain (docs/growing.md): the subscribed topic, then each
+    grow's successor in turn. Its partitions take the slots `first` .. `first + partitions - 1`
+    of a position, so the subscribed topic's slots are its partitions (positions of earlier
+    versions resume)."""
+
+    topic: str
+    partitions: int
+    first: int
+    grow: Grow | None = None  # its grow into the next topic, as last read
+
+
+async def _extend_chain(
+    store: EventualJournal, chain: list[_Linked], extend: bool
+) -> list[_Linked]:
+    """Read the registry's record of every grow of `chain` not done yet (a cut may have been
+    recorded since); with `extend`, append the successor of its last topic once that exists
+    (the grow created it), and so on along the chain. The topics appended."""
+    added: list[_Linked] = []
+    for linked in chain:  # grows as `chain` is appended to
+        if linked.grow is None or linked.grow.phase is not Phase.DONE:
+            linked.grow = await store.grow(linked.topic)
+        grow = linked.grow
+        if extend and linked is chain[-1] and grow is not None and grow.phase is not Phase.PLANNED:
+            successor = _Linked(grow.new_topic, grow.partitions, linked.first + linked.partitions)
+            chain.append(successor)
+            added.append(successor)
+    return added
+
+
 class Subscription:
-    """One subscriber's stream over all partitions of a topic (`subscribe`)."""
+    """One subscriber's stream over all partitions of a topic (`subscribe`), and, where the
+    topic grew, of its successors: a journal's events across the move in order (NEW/q is read
+    once OLD/(q mod N) is delivered and replicated through its cut, see `_release`)."""
 
     # `_from_store` yields after every stored Append, even one that delivered nothing here:
     # a group member delivers into a buffer of its own and checks its cap between the steps
@@ -494,37 +552,56 @@ class Subscription:
         self._config = config
         self._tags = frozenset(tags)
         self._live = live
-        self._readers = [
-            _PartitionReader(store, topic, p, after.offset(p)) for p in range(partitions)
-        ]
-        self._tps = [TopicPartition(topic, p) for p in range(partitions)]
-        # per partition: the record right after `after`'s, and how many of its events
-        # `after` had handled (skipped when it comes, dropped once passed)
+        self._after = after
+        self._chain = [_Linked(topic, partitions, 0)]
+        self._readers: list[_PartitionReader] = []  # by slot
+        self._tps: list[TopicPartition] = []  # by slot
+        self._slots: dict[TopicPartition, int] = {}
+        # per slot, `((slot, n),)` at index n: the `inside` of an event's position, shared by
+        # every Append's events (a tuple per event would be garbage the collector tracks, at
+        # hundreds of thousands of events a second)
+        self._insides: list[list[Offsets]] = []
+        self._add_readers(self._chain[0])
+        # per slot: the record right after `after`'s, and how many of its events `after` had
+        # handled (skipped when it comes, dropped once passed)
         self._skips = {p: (after.offset(p) + 1, n) for p, n in after.inside}
-        # per partition, `((partition, n),)` at index n: the `inside` of an event's position,
-        # shared by every Append's events (a tuple per event would be garbage the collector
-        # tracks, at hundreds of thousands of events a second)
-        self._insides: list[list[Offsets]] = [[()] for _ in range(partitions)]
+        self._registry_unread = True  # the chain's grows are still to be read
+        self._registry_read_at = -_POINTER_REFRESH_S
+
+    def _add_readers(self, linked: _Linked) -> None:
+        before = tuple(link.topic for link in reversed(self._chain) if link.first < linked.first)
+        for partition in range(linked.partitions):
+            slot = linked.first + partition
+            cursor = self._after.offset(slot)
+            reader = _PartitionReader(self._store, linked.topic, partition, cursor, slot, before)
+            tp = TopicPartition(linked.topic, partition)
+            self._readers.append(reader)
+            self._tps.append(tp)
+            self._slots[tp] = slot
+            self._insides.append([()])
 
     def position(self) -> SubscriptionPosition:
-        position = SubscriptionPosition.of({r.partition: r.cursor for r in self._readers})
+        # entries of slots not read (yet): a chain not known here, kept as they came
+        kept = {slot: o for slot, o in self._after.offsets if slot >= len(self._readers)}
+        position = SubscriptionPosition.of(kept | {r.slot: r.cursor for r in self._readers})
         return SubscriptionPosition(position.offsets, self._inside())
 
     def _inside(self, but: int = -1) -> Offsets:
         """The `inside` entries of the skips still ahead (their readers not past them), but
-        partition `but`'s."""
+        slot `but`'s."""
+        readers = self._readers
         return tuple(
             sorted(
                 (p, n)
                 for p, (at, n) in self._skips.items()
-                if p != but and self._readers[p].cursor == at - 1
+                if p != but and (p >= len(readers) or readers[p].cursor == at - 1)
             )
         )
 
     async def batches(self) -> AsyncIterator[list[SubscriptionItem]]:
         """The items as they come, a non-empty list at a time: what one fetch gave."""
-        pointers = asyncio.create_task(self._pointers())  # while Kafka's answers are awaited
-        pointers.add_done_callback(_retrieved)
+        chain = asyncio.create_task(self._follow())  # while the consumer starts
+        chain.add_done_callback(_retrieved)
         try:
             consumer = await start_consumer(
                 self._config.kafka,
@@ -532,37 +609,39 @@ class Subscription:
                 max_partition_fetch_bytes=self._config.max_partition_fetch_bytes,
             )
         except BaseException:
-            pointers.cancel()
+            chain.cancel()
             raise
         try:
-            async for batch in self._run(consumer, pointers):
+            async for batch in self._run(consumer, chain):
                 yield batch
         finally:
-            pointers.cancel()
+            chain.cancel()
             for reader in self._readers:
                 reader.close()
             await stop_consumer(consumer)
 
     async def _run(
-        self, consumer: AIOKafkaConsumer, pointers: asyncio.Task[None]
+        self, consumer: AIOKafkaConsumer, chain: asyncio.Task[bool]
     ) -> AsyncIterator[list[SubscriptionItem]]:
-        # assigned first: the topic's metadata is asked now, which the offsets wait for (not
-        # knowing its leaders, they would retry after a backoff); the fetches start meanwhile
-        consumer.assign(self._tps)
-        for reader in self._readers:
-            consumer.seek(self._tps[reader.partition], reader.next)
+        await chain  # the topics to assign
+        # assigned first: the topics' metadata is asked now, which the offsets wait for (not
+        # knowing their leaders, they would retry after a backoff); the fetches start meanwhile
+        self._assign(consumer)
+        pointers = asyncio.create_task(self._pointers())  # while Kafka's answers are awaited
+        pointers.add_done_callback(_retrieved)
         try:
             starts, ends = await asyncio.gather(
                 consumer.beginning_offsets(self._tps), consumer.end_offsets(self._tps)
             )
         except KafkaError as error:
+            pointers.cancel()
             raise core_error(error, f"{self._topic}: no offsets") from error
         await pointers
         # live=false ends at the high watermarks as of the start
-        stop_at = {tp.partition: ends[tp] for tp in self._tps} if not self._live else None
+        stop_at = {self._slots[tp]: end for tp, end in ends.items()} if not self._live else None
         for reader in self._readers:  # beyond retention first: from the store
-            tp = self._tps[reader.partition]
-            if reader.cursor + 1 < starts[tp]:
+            tp = self._tps[reader.slot]
+            if not reader.held and reader.cursor + 1 < starts[tp]:
                 async for batch in self._from_store(reader, starts[tp] - 1):
                     yield batch
                 consumer.seek(tp, reader.next)  # a seek drops what was fetched: only here
@@ -573,6 +652,10 @@ class Subscription:
         quiet_since = loop.time()
         ahead: Fetched | Exception | None = None  # the next fetch, taken early
         while True:
+            if ahead is None and self._upkeep_due(loop.time()):
+                async for batch in self._upkeep(consumer):
+                    quiet_since = loop.time()
+                    yield batch
             if stop_at is not None:
                 done = [tp for tp in self._tps if self._done(tp, stop_at)]
                 consumer.pause(*done)
@@ -581,6 +664,8 @@ class Subscription:
                     return
             if ahead is None:
                 wait_s = max(0.0, quiet_since + self._config.heartbeat_s - loop.time())
+                if self._upkeep_wanted():
+                    wait_s = min(wait_s, _POINTER_REFRESH_S)
                 batches = await self._fetch(consumer, min(wait_s, 1.0))
             elif isinstance(ahead, Exception):
                 raise ahead
@@ -590,14 +675,17 @@ class Subscription:
             delivered = False
             chunks: list[tuple[_PartitionReader, list[ConsumerRecord[bytes, bytes]]]] = []
             for tp, fetched in batches.items():
-                reader = self._readers[tp.partition]
-                end = None if stop_at is None else stop_at[tp.partition]
+                slot = self._slots.get(tp)
+                if slot is None:
+                    continue
+                reader = self._readers[slot]
+                end = None if stop_at is None else stop_at.get(slot, 0)
                 messages = [
                     m
                     for m in fetched
                     if m.offset >= reader.next and (end is None or m.offset < end)
                 ]
-                if not messages:
+                if not messages or reader.held:
                     continue
                 first = messages[0].offset
                 if not reader.whole and first > reader.next:
@@ -623,6 +711,88 @@ class Subscription:
                 quiet_since = loop.time()
                 yield [Heartbeat(self.position())]
 
+    def _assign(self, consumer: AIOKafkaConsumer) -> None:
+        """Every slot's partition assigned, at its reader's next record; held ones paused."""
+        consumer.assign(self._tps)
+        for reader in self._readers:
+            consumer.seek(self._tps[reader.slot], reader.next)
+        consumer.pause(*(self._tps[r.slot] for r in self._readers if r.held))
+
+    def _upkeep_wanted(self) -> bool:
+        """Whether the registry or the predecessors' pointers must be read again: a reader
+        is held, a grow of the chain is not done, or the chain's last topic showed a Seal."""
+        last = self._chain[-1]
+        return (
+            self._registry_unread
+            or any(r.held for r in self._readers)
+            or any(
+                link.grow is not None and link.grow.phase is not Phase.DONE for link in self._chain
+            )
+            or any(r.sealed for r in self._readers[last.first :])
+        )
+
+    def _upkeep_due(self, now: float) -> bool:
+        return self._upkeep_wanted() and now - self._registry_read_at >= _POINTER_REFRESH_S
+
+    async def _upkeep(self, consumer: AIOKafkaConsumer) -> AsyncIterator[list[SubscriptionItem]]:
+        """Follow the chain: its grows read again (a live subscription takes on a successor
+        created meanwhile, assigning it), and the held readers whose turn came released:
+        what is beyond Kafka's retention from the store, then from Kafka."""
+        self._registry_read_at = asyncio.get_running_loop().time()
+        added = await self._follow()
+        if added:
+            self._assign(consumer)
+        for reader in await self._release():
+            tp = self._tps[reader.slot]
+            start = await log_start(consumer, tp)
+            if reader.cursor + 1 < start:
+                async for batch in self._from_store(reader, start - 1):
+                    yield batch
+            reader.seek(reader.next)
+            consumer.seek(tp, reader.next)
+            consumer.resume(tp)
+
+    async def _follow(self) -> bool:
+        """The chain's grows read again (`_extend_chain`); True if topics were added. The
+        store down: tried again at the next upkeep (what is known is read meanwhile)."""
+        try:
+            added = await _extend_chain(
+                self._store, self._chain, extend=self._live or self._registry_unread
+            )
+        except StoreUnavailable:
+            return False
+        self._registry_unread = False
+        for linked in added:
+            self._add_readers(linked)
+        return bool(added)
+
+    async def _release(self) -> list[_PartitionReader]:
+        """The held readers whose predecessor partition is delivered through its cut (so a
+        journal's events stay in order across the move) and replicated through it (so a
+        moved journal's base, its row there, is final), now read."""
+        released: list[_PartitionReader] = []
+        pointers: dict[str, dict[int, int]] = {}
+        for linked, successor in zip(self._chain, self._chain[1:], strict=False):
+            grow = linked.grow
+            for q in range(successor.partitions):
+                reader = self._readers[successor.first + q]
+                p = q % linked.partitions
+                before = self._readers[linked.first + p]
+                cut = None if grow is None else grow.cut.get(p)
+                if not reader.held or cut is None or before.held or before.cursor < cut:
+                    continue
+                if before.pointer < cut:
+                    if linked.topic not in pointers:
+                        try:
+                            pointers[linked.topic] = await self._store.pointers(linked.topic)
+                        except StoreUnavailable:
+                            return released  # the rest at the next upkeep
+                    before.took_pointer(pointers[linked.topic].get(p))
+                if before.pointer >= cut:
+                    reader.held = False
+                    released.append(reader)
+        return released
+
     async def _look_ahead(self, consumer: AIOKafkaConsumer) -> Fetched | Exception:
         """The next fetch where the consumer holds it already, taken before this one is
         delivered, so that the rows its journals will need are read meanwhile; its failure
@@ -632,23 +802,26 @@ class Subscription:
         except Exception as error:  # raised in its turn, as a fetch then would
             return error
         for tp, fetched in batches.items():
-            if fetched:
-                self._readers[tp.partition].read_rows_ahead(fetched)
+            slot = self._slots.get(tp)
+            if fetched and slot is not None:
+                self._readers[slot].read_rows_ahead(fetched)
         return batches
 
     async def _pointers(self) -> None:
-        """Every partition's pointer, in one query. The store down: each reader asks its
-        own where it needs it (and fails there, as it would have without this)."""
+        """Every partition's pointer, a query a topic of the chain. The store down: each
+        reader asks its own where it needs it (and fails there, as it would have without
+        this)."""
         try:
-            pointers = await self._store.pointers(self._topic)
+            for linked in self._chain:
+                pointers = await self._store.pointers(linked.topic)
+                for reader in self._readers[linked.first : linked.first + linked.partitions]:
+                    reader.took_pointer(pointers.get(reader.partition))
         except StoreUnavailable:
             return
-        for reader in self._readers:
-            reader.took_pointer(pointers.get(reader.partition))
 
     def _done(self, tp: TopicPartition, stop_at: Mapping[int, int]) -> bool:
-        partition: int = tp.partition
-        return self._readers[partition].cursor >= stop_at[partition] - 1
+        slot = self._slots[tp]
+        return self._readers[slot].cursor >= stop_at.get(slot, 0) - 1
 
     async def _fetch(
         self, consumer: AIOKafkaConsumer, timeout_s: float, max_records: int = _FETCH_RECORDS
@@ -682,9 +855,10 @@ class Subscription:
                 await self._handle_failure(consumer, reader, accepted)
                 continue
             events: list[SubscriptionItem] = []
-            around = self._around(reader.partition)
+            around = self._around(reader.slot)
             for action in accepted:
-                self._deliver(reader, action.key, events_of(action), action.offset, around, events)
+                key = self._key(reader, action.key)
+                self._deliver(reader, key, events_of(action), action.offset, around, events)
             reader.next = messages[-1].offset + 1
             reader.cursor = max(reader.cursor, messages[-1].offset)
             delivered.append(events)
@@ -695,15 +869,15 @@ class Subscription:
     ) -> None:
         """A partition whose verdicts could not be taken: read it again from where it must
         be (its next records are not handled), or fail the subscription."""
-        tp = self._tps[reader.partition]
+        tp = self._tps[reader.slot]
         if isinstance(failure, _Rewind):
             consumer.seek(tp, failure.offset)
             reader.seek(failure.offset)
             return
         if not isinstance(failure, StoreUnavailable):
             raise failure
-        if reader.whole or await log_start(consumer, tp) != 0:
-            raise failure
+        if reader.whole or reader.moved_from or await log_start(consumer, tp) != 0:
+            raise failure  # (a successor's moved journals need their bases: the store)
         # Kafka holds the whole partition: fold it from offset 0, without the store
         METRICS.counter("kafka_journal_subscription_whole_folds_total").inc()
         log.warning("%s-%s: the store is down: folding from 0", tp.topic, tp.partition)
@@ -718,16 +892,17 @@ class Subscription:
         Kafka. Those never replicated are lost: JournalTruncated."""
         if await reader.read_pointer() < to:
             raise JournalTruncated(
-                f"{self._topic}-{reader.partition}: records up to offset {to} are gone from "
+                f"{reader.topic}-{reader.partition}: records up to offset {to} are gone from "
                 f"Kafka, but the store has them only up to {reader.pointer}"
             )
         METRICS.counter("kafka_journal_subscription_store_reads_total").inc()
-        stored = self._store.appends(self._topic, reader.partition, reader.cursor, to)
-        around = self._around(reader.partition)
+        stored = self._store.appends(reader.topic, reader.partition, reader.cursor, to)
+        around = self._around(reader.slot)
         async for append in stored:
             events = [e async for e in self._store.append_events(append)]
             delivered: list[SubscriptionItem] = []
-            self._deliver(reader, append.key, events, append.offset, around, delivered)
+            key = self._key(reader, append.key)
+            self._deliver(reader, key, events, append.offset, around, delivered)
             if delivered or self._step_per_append:
                 yield delivered
         reader.cursor = max(reader.cursor, to)
@@ -746,7 +921,7 @@ class Subscription:
         (see the module). Two positions per Append, whatever its size; `around`: the
         position's entries of the other partitions (`_around`)."""
         reader.cursor = offset
-        partition = reader.partition
+        partition = reader.slot
         skipped = 0
         if partition in self._skips:  # resumed inside an Append: its first events are handled
             at, n = self._skips.pop(partition)
@@ -775,9 +950,13 @@ class Subscription:
             position = SubscriptionPosition((*before, (partition, offset), *after), others)
             into.append(SubscribedEvent(key, last, position))
 
+    def _key(self, reader: _PartitionReader, key: JournalKey) -> JournalKey:
+        """A moved journal's events under the subscribed topic, as a read of it names it."""
+        return key if reader.topic == self._topic else JournalKey(self._topic, key.id)
+
     def _around(self, partition: int) -> tuple[Offsets, Offsets]:
-        """The position's entries of the partitions before `partition` and after it: they
-        do not change while one partition's records are handled."""
+        """The position's entries of the slots before `partition` and after it: they do
+        not change while one partition's records are handled."""
         entries = self.position().offsets
         return (
             tuple(e for e in entries if e[0] < partition),
@@ -807,15 +986,24 @@ def _actions(messages: Iterable[ConsumerRecord[bytes, bytes]]) -> list[ActionRec
     return actions
 
 
-async def end_position(kafka: KafkaAccess, topic: str, partitions: int) -> SubscriptionPosition:
-    """After every record the topic holds now: a subscription after it delivers only what is
-    appended from then on (a live tail "from now", where from the start would first go
-    through the whole retained log)."""
-    try:
-        ends = await end_offsets(kafka, topic, partitions)
-    except KafkaError as error:
-        raise core_error(error, f"{topic}: no high watermarks") from error
-    return SubscriptionPosition.of({partition: end - 1 for partition, end in ends.items()})
+async def end_position(
+    kafka: KafkaAccess, topic: str, partitions: int, store: EventualJournal | None = None
+) -> SubscriptionPosition:
+    """After every record the topic holds now (and, given the `store`, its grown successors,
+    whose slots follow its own): a subscription after it delivers only what is appended from
+    then on (a live tail "from now", where from the start would first go through the whole
+    retained log)."""
+    chain = [_Linked(topic, partitions, 0)]
+    if store is not None:
+        await _extend_chain(store, chain, extend=True)
+    offsets: dict[int, int] = {}
+    for linked in chain:
+        try:
+            ends = await end_offsets(kafka, linked.topic, linked.partitions)
+        except KafkaError as error:
+            raise core_error(error, f"{linked.topic}: no high watermarks") from error
+        offsets |= {linked.first + partition: end - 1 for partition, end in ends.items()}
+    return SubscriptionPosition.of(offsets)
 
 
 async def subscribe(

@@ -30,9 +30,9 @@ from journal.replication import (
 )
 from journal.store.base import Snapshot
 from journal.store.cassandra import CassandraStore
-from journal.subscriptions.subscription import SubscribedEvent
+from journal.subscriptions.subscription import SubscribedEvent, SubscriptionPosition
 from stack import Stack
-from tests.support.eventually import answered
+from tests.support.eventually import answered, eventually
 from tests.support.harness import (
     expire_all,
     replicate_grown,
@@ -513,3 +513,106 @@ async def test_a_journal_moved_twice_without_a_write_between_keeps_its_base(
     async with await Journals.connect(settings, store=store) as store_only:
         expected = {n: f"t:{n}" for n in (1, 2, 3, 4)}
         assert await read_texts(store_only, "t") == expected
+
+
+async def followed(
+    journals: Journals, after: SubscriptionPosition | None = None
+) -> tuple[list[tuple[str, str, int]], SubscriptionPosition]:
+    """(topic, journal, seqNr) of every event a finite subscription after `after` delivers,
+    and the position it ends at."""
+    got, end = [], SubscriptionPosition()
+    async for item in journals.subscribe(after):
+        if isinstance(item, SubscribedEvent):
+            got.append((item.key.topic, item.key.id, item.record.seq_nr))
+        end = item.position
+    return got, end
+
+
+def per_journal(got: list[tuple[str, str, int]]) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for _, journal_id, seq_nr in got:
+        out.setdefault(journal_id, []).append(seq_nr)
+    return out
+
+
+async def append_next(journals: Journals, journal_ids: list[str], seq_nr: int) -> None:
+    for journal_id in journal_ids:
+        event = Event(seq_nr, payload=TextPayload(f"{journal_id}{seq_nr}"))
+        await journals.journal(journal_id).append([event])
+
+
+async def test_a_subscription_follows_its_journals_along_a_chain_of_grows(
+    stack: Stack, keyspace: str, store: CassandraStore
+) -> None:
+    """A subscription of the first topic delivers every journal's events across two grows
+    (2 -> 4 -> 8), each once and in order, under the first topic. A grown topic is read once
+    its predecessor is replicated through its cuts; its moved journals without a row there
+    fold from their base (without it their first Append in NEW would be a conflict, never
+    delivered). A position resumes across the topics."""
+    settings = settings_for(stack, unique("journal_growsub"), keyspace, 2)
+    ids = [f"s{n}" for n in range(4)]
+    async with await Journals.connect(settings, store=store) as journals:
+        for seq_nr in (1, 2):
+            await append_next(journals, ids, seq_nr)
+        first = await grow_topic(settings, store, 4, yes=True, say=lambda _: None)
+        assert first is not None and first.phase is Phase.DONE
+        await append_next(journals, ids, 3)
+        await replicate_now(settings, store)  # the first topic through its cuts, NEW not
+        assert await store.pointers(first.new_topic) == {}
+        got, _ = await followed(journals)
+        assert per_journal(got) == {j: [1, 2, 3] for j in ids}
+        assert {topic for topic, _, _ in got} == {settings.topic}
+        second = await grow_topic(settings, store, 8, yes=True, say=lambda _: None)
+        assert second is not None and second.topic == first.new_topic
+        await append_next(journals, ids, 4)
+        await replicate_grown(settings, store, 2, passes=2)  # NEW through its cuts too
+        got, end = await followed(journals)
+        assert per_journal(got) == {j: [1, 2, 3, 4] for j in ids}
+        assert max(slot for slot, _ in end.offsets) >= 2 + 4  # a slot of the third topic
+        assert await followed(journals, end) == ([], end)
+        await append_next(journals, ids, 5)
+        later, _ = await followed(journals, end)
+    assert per_journal(later) == {j: [5] for j in ids}
+
+
+async def test_a_live_subscription_follows_a_grow_made_while_it_runs(
+    stack: Stack, keyspace: str, store: CassandraStore
+) -> None:
+    """Subscribed before the grow, it learns the cut from the Seal it reads, takes on the
+    grown topic and delivers a moved journal's later events once the old partition is
+    replicated through its cut; a position "from the end" taken after the grow covers the
+    grown topic."""
+    settings = settings_for(stack, unique("journal_growlive"), keyspace, 1)
+    got: list[tuple[str, int]] = []
+    async with await Journals.connect(settings, store=store) as journals:
+        await append_next(journals, ["j"], 1)
+
+        async def collect() -> None:
+            async for item in journals.subscribe(None, live=True, heartbeat_s=0.5):
+                if isinstance(item, SubscribedEvent):
+                    got.append((item.key.id, item.record.seq_nr))
+
+        task = asyncio.create_task(collect())
+        try:
+
+            async def seen(n: int) -> bool:
+                assert not task.done(), task
+                return len(got) >= n
+
+            await eventually(lambda: seen(1), "the first event delivered")
+            grow = await grow_topic(settings, store, 2, yes=True, say=lambda _: None)
+            assert grow is not None and grow.phase is Phase.DONE
+            await append_next(journals, ["j"], 2)
+            await replicate_now(settings, store)
+            await eventually(lambda: seen(2), "the moved journal's event delivered")
+            end = await journals.end_position()
+            # the first topic's partition (slot 0) and the one of NEW holding j (1 or 2)
+            assert [slot for slot, _ in end.offsets][:1] == [0] and len(end.offsets) == 2
+            await append_next(journals, ["j"], 3)
+            await eventually(lambda: seen(3), "the next one")
+            from_end, _ = await followed(journals, end)
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+    assert got == [("j", 1), ("j", 2), ("j", 3)]
+    assert from_end == [(settings.topic, "j", 3)]
