@@ -644,14 +644,8 @@ def topic() -> None:
 
 @topic.command("grow")
 @settings_options(Settings)
-@click.option(
-    "--with-workers",
-    is_flag=True,
-    help="grow although consumer groups consume the topic: workers follow a grow, but "
-    "subscriptions and subscription groups end at each partition's cut (docs/growing.md)",
-)
 @_consent_options
-def topic_grow(with_workers: bool, dry_run: bool, yes: bool, **values: Any) -> int:
+def topic_grow(dry_run: bool, yes: bool, **values: Any) -> int:
     """Grow the action topic online into <topic>.<M> with --partitions M (docs/growing.md):
     plan, create, then cut each partition with a Seal. Prints the plan and each partition's
     step, then asks (--yes: does not ask; --dry-run: stops there). Run again with the same
@@ -664,7 +658,7 @@ def topic_grow(with_workers: bool, dry_run: bool, yes: bool, **values: Any) -> i
     if values.get("partitions") is None:
         raise click.UsageError("say the grown topic's partition count: --partitions M")
     settings = load(Settings, values)
-    return run_grow(settings, settings.partitions, dry_run, yes, with_workers)
+    return run_grow(settings, settings.partitions, dry_run, yes)
 
 
 @schema.command("grow-listing")

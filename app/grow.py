@@ -8,11 +8,10 @@ arguments, a run killed anywhere resumes. The steps: record the plan; create NEW
 its count for the guard; for each old partition in order: record its end (`low`), produce a
 Seal into it, record the first Seal at or after `low` as its cut; record "done".
 
-It refuses (exit 1, nothing changed) an M that is not a larger multiple of the topic's count,
-a grow to another M than the one recorded, and a topic that consumer groups consume, unless
-`--with-workers` says the operator takes that on: workers follow a grow (they serve reads and
-appends across it and replicate the grown topic), but subscriptions and subscription groups
-end at each partition's cut and do not follow into the grown topic yet (docs/growing.md).
+It refuses (exit 1, nothing changed) an M that is not a larger multiple of the topic's count
+and a grow to another M than the one recorded. Everything that consumes the topic follows a
+grow (docs/growing.md): workers (reads, appends, replication of the grown topic),
+subscriptions and subscription groups.
 """
 
 from __future__ import annotations
@@ -44,7 +43,6 @@ from journal.kafka import (
 )
 from journal.settings import Settings
 from journal.store import CassandraStore, EventualStore
-from journal.subscriptions import consuming_groups
 
 COMMAND = "topic grow"
 
@@ -87,7 +85,6 @@ async def grow_topic(
     *,
     dry_run: bool = False,
     yes: bool = False,
-    with_workers: bool = False,
     before_step: Callable[[Step], None] = lambda step: None,
     say: Callable[[str], None] = print,
 ) -> Grow | None:
@@ -120,15 +117,6 @@ async def grow_topic(
     say(_describe(grow, topic, old, partitions, sealed))
     if dry_run or next_step(grow, old, sealed).action == "finished":
         return grow
-    # workers consume the first topic of the chain and follow every grow from it
-    workers = await consuming_groups(kafka, root, await partition_count(kafka, root))
-    if workers and not with_workers:
-        raise GrowRefused(
-            f"consumer groups consume {topic} now ({', '.join(workers)}): workers follow a grow "
-            "(reads, appends, replication), but subscriptions and subscription groups end at "
-            "each partition's cut and do not follow into the grown topic yet "
-            "(docs/growing.md); say --with-workers to grow anyway"
-        )
     confirm(f"Grow {topic} to {partitions} partitions now?", yes)
     producer = JournalProducer(kafka)
     await producer.start()
@@ -211,14 +199,10 @@ async def _take(
         say(f"done: {topic} grew into {grow.new_topic} ({grow.partitions} partitions)")
 
 
-def run_grow(
-    settings: Settings, partitions: int, dry_run: bool, yes: bool, with_workers: bool
-) -> int:
+def run_grow(settings: Settings, partitions: int, dry_run: bool, yes: bool) -> int:
     """The command line's entry (exit codes: `run_resumable`)."""
 
     async def work(store: CassandraStore) -> None:
-        await grow_topic(
-            settings, store, partitions, dry_run=dry_run, yes=yes, with_workers=with_workers
-        )
+        await grow_topic(settings, store, partitions, dry_run=dry_run, yes=yes)
 
     return run_resumable(COMMAND, settings, work, GrowRefused)

@@ -85,10 +85,10 @@ METHOD = (
     "Appends during a move: a fresh 3-partition topic replicated by a worker; "
     f"{WRITERS} writers, each the only writer of its journal, append one event at a time "
     f"(verified, through the direct client), {BEFORE_S:.0f} s with no move, then while "
-    "`topic grow --partitions 6 --with-workers` runs in the same process, until it is done; a "
+    "`topic grow --partitions 6 ` runs in the same process, until it is done; a "
     "503 is retried at once (its time counts in the append's). "
     "A large partition: a fresh 1-partition topic with {journals:,} journals of ten one-event "
-    "Appends each, replicated by a worker; then `topic grow --partitions 2 --with-workers` with "
+    "Appends each, replicated by a worker; then `topic grow --partitions 2 ` with "
     f"the worker running: the command's time less its wait of {SEAL_AFTER_LEASES} leases "
     "before the first Seal; the worker's CPU seconds (/proc/<pid>/stat) and VmRSS across the "
     "command; a fresh direct client's first reads of 200 moved journals (their base from "
@@ -131,7 +131,7 @@ async def _appends_through_the_move(
             quiet_start = time.monotonic()
             await asyncio.sleep(BEFORE_S)
             move_start = time.monotonic()
-            grow = await grow_topic(settings, store, 6, yes=True, with_workers=True, say=_quiet)
+            grow = await grow_topic(settings, store, 6, yes=True, say=_quiet)
             move_end = time.monotonic()
             assert grow is not None and grow.phase is Phase.DONE
         finally:
@@ -188,7 +188,7 @@ async def _a_large_partition(
             await settle(settings, store, timeout_s=3600)
             cpu_before, rss_before = cpu_seconds(worker.pid), worker.memory_kib()["VmRSS"]
             started = time.monotonic()
-            grow = await grow_topic(settings, store, 2, yes=True, with_workers=True, say=_quiet)
+            grow = await grow_topic(settings, store, 2, yes=True, say=_quiet)
             took = time.monotonic() - started - SEAL_AFTER_LEASES * settings.grow_lease_s
             assert grow is not None and grow.phase is Phase.DONE
             cpu_after, rss_after = cpu_seconds(worker.pid), worker.memory_kib()["VmRSS"]

@@ -27,7 +27,6 @@ if TYPE_CHECKING:
         GroupMember,
         GroupStatus,
         commit_reset,
-        consuming_groups,
         group_id,
         group_statuses,
         plan_reset,
@@ -41,7 +40,6 @@ if TYPE_CHECKING:
     )
 
 _DOOR = {
-    "consuming_groups": "groups",
     "EventPosition": "groups",
     "GROUP_PREFIX": "groups",
     "GroupEvent": "groups",
@@ -69,7 +67,6 @@ __all__ = [
     "SubscriptionItem",
     "SubscriptionPosition",
     "commit_reset",
-    "consuming_groups",
     "group_id",
     "group_statuses",
     "plan_reset",

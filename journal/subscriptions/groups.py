@@ -44,7 +44,7 @@ from aiokafka.protocol.api import Request
 from aiokafka.structs import ConsumerRecord, OffsetAndMetadata
 
 from journal.core.model import EventRecord, JournalKey
-from journal.errors import InvalidValue
+from journal.errors import InvalidValue, StoreUnavailable
 from journal.kafka.consumers import log_start, start_consumer, stop_consumer
 from journal.kafka.driver_errors import KafkaError, core_error
 from journal.kafka.topic import partition_count
@@ -80,7 +80,8 @@ def group_id(name: str) -> str:
 
 class EventPosition(msgspec.Struct, frozen=True, gc=False):
     """One delivered event: the record (partition, offset) and its index among the Append's
-    events. What a member acknowledges."""
+    events. What a member acknowledges. `partition` numbers the partitions of the topic's
+    chain of grows in order, as a subscription position does (the topic's own keep theirs)."""
 
     partition: int
     offset: int
@@ -208,6 +209,14 @@ class _Reading(Subscription):
         self.member = member
         self.out: list[GroupEvent] = []
 
+    def _active(self) -> Sequence[_PartitionReader]:
+        return [owned.reader for owned in self.member.owned.values()]
+
+    def _upkeep_wanted(self) -> bool:
+        # a member owning nothing learns of a grow only here: subscribing the successor
+        # is what gets it a share of its partitions
+        return not self.member.owned or super()._upkeep_wanted()
+
     def _deliver(
         self,
         reader: _PartitionReader,
@@ -218,14 +227,14 @@ class _Reading(Subscription):
         into: list[SubscriptionItem],
     ) -> None:
         reader.cursor = offset
-        owned = self.member.owned.get(reader.partition)
+        owned = self.member.owned.get(reader.slot)
         if owned is None or owned.reader is not reader:
             return  # revoked meanwhile: the next owner delivers it
         tags = self._tags
         indices = [i for i, r in enumerate(events) if not tags or tags & r.event.tags]
         owned.checkpoint.delivered(offset, indices)
         self.out += [
-            GroupEvent(key, events[i], EventPosition(reader.partition, offset, i)) for i in indices
+            GroupEvent(key, events[i], EventPosition(reader.slot, offset, i)) for i in indices
         ]
 
 
@@ -277,8 +286,9 @@ class GroupMember:
             heartbeat_interval_ms=self._config.heartbeat_interval_ms,
         )
         try:
+            await self._reading._follow()  # the topic's chain of grows: every topic subscribed
             await consumer.start()
-            consumer.subscribe([self._topic], listener=_Listener(self, consumer))
+            consumer.subscribe(self._topics(), listener=_Listener(self, consumer))
         except KafkaError as error:
             await stop_consumer(consumer)
             raise core_error(error, f"{self.group_id}: cannot join") from error
@@ -344,6 +354,8 @@ class GroupMember:
         loop = asyncio.get_running_loop()
         quiet_since = loop.time()
         while self._consumer is consumer:
+            if reading._upkeep_due(loop.time()):
+                await self._upkeep(consumer)
             wait_s = max(0.0, quiet_since + self._config.heartbeat_s - loop.time())
             room = self._throttle(self._started())
             try:
@@ -358,6 +370,38 @@ class GroupMember:
             if loop.time() - quiet_since >= self._config.heartbeat_s:
                 quiet_since = loop.time()
                 yield []
+
+    def _topics(self) -> list[str]:
+        return [linked.topic for linked in self._reading._chain]
+
+    async def _upkeep(self, consumer: AIOKafkaConsumer) -> None:
+        """Follow the topic's grows (docs/growing.md): a successor created meanwhile is
+        subscribed too (a rebalance), and a held partition of a successor is read once the
+        group's checkpoint of its predecessor partition passed the cut (every event up to
+        it acknowledged, by whichever member owned it) and that partition is replicated
+        through it (its moved journals' bases are final)."""
+        reading = self._reading
+        reading._registry_read_at = asyncio.get_running_loop().time()
+        if await reading._follow():
+            consumer.subscribe(self._topics(), listener=_Listener(self, consumer))
+        async with self._lock:
+            held = [o.reader for o in self.owned.values() if o.reader.held]
+            for reader in held:
+                linked, before = reading._predecessor(reader)
+                cut = None if linked.grow is None else linked.grow.cut.get(before)
+                if cut is None:
+                    continue
+                tp = TopicPartition(linked.topic, before)
+                try:
+                    committed = await consumer.committed(tp)
+                    pointer = await reading._store.pointer(linked.topic, before)
+                except (KafkaError, StoreUnavailable):
+                    return  # asked again at the next upkeep
+                if (committed or 0) > cut and pointer is not None and pointer >= cut:
+                    reader.held = False
+                    tp = reading._tps[reader.slot]
+                    consumer.seek(tp, reader.next)
+                    consumer.resume(tp)
 
     async def _opened(self, batch: list[GroupEvent]) -> list[GroupEvent]:
         assert self._opener is not None
@@ -382,12 +426,12 @@ class GroupMember:
         chunks = []
         gaps: list[tuple[_PartitionReader, int]] = []
         for tp, records in fetched.items():
-            owned = self.owned.get(tp.partition)
+            owned = self.owned.get(reading._slots.get(tp, -1))
             if owned is None:
                 continue
             reader = owned.reader
             messages = reader.pending(records, None)
-            if not messages:
+            if not messages or reader.held:
                 continue
             if not reader.whole and messages[0].offset > reader.next:
                 if await log_start(consumer, tp) <= reader.next:
@@ -428,8 +472,9 @@ class GroupMember:
         """The records the member may take now; at the cap its partitions are paused: the
         fetch still polls (the member stays in the group) but gets nothing until acks come."""
         room = self._room()
-        if room > 0:
-            consumer.resume(*consumer.paused())
+        if room > 0:  # but the held partitions of a grown topic (`_upkeep`)
+            held = {self._reading._tps[o.reader.slot] for o in self.owned.values() if o.reader.held}
+            consumer.resume(*(tp for tp in consumer.paused() if tp not in held))
         else:
             consumer.pause(*consumer.assignment())
         return room
@@ -441,11 +486,11 @@ class GroupMember:
             await asyncio.wait_for(self._acked.wait(), self._config.heartbeat_s)
 
     def _owns(self, reader: _PartitionReader) -> bool:
-        owned = self.owned.get(reader.partition)
+        owned = self.owned.get(reader.slot)
         return owned is not None and owned.reader is reader
 
     def _passed(self, reader: _PartitionReader) -> None:
-        owned = self.owned.get(reader.partition)
+        owned = self.owned.get(reader.slot)
         if owned is not None and owned.reader is reader:
             owned.checkpoint.passed(reader.cursor)
 
@@ -459,20 +504,19 @@ class GroupMember:
         return self._consumer
 
     async def _commit(
-        self, consumer: AIOKafkaConsumer, partitions: Sequence[int], quietly: bool = False
+        self, consumer: AIOKafkaConsumer, slots: Sequence[int], quietly: bool = False
     ) -> None:
-        """Commit the checkpoints of `partitions` that moved; `quietly`: a failure (a
-        rebalance under way) waits for the next commit, the revocation's."""
+        """Commit the checkpoints of `slots` (partitions of the chain) that moved; `quietly`:
+        a failure (a rebalance under way) waits for the next commit, the revocation's."""
         moved = {}
-        for partition in partitions:
-            owned = self.owned.get(partition)
+        for slot in slots:
+            owned = self.owned.get(slot)
             if owned is not None and owned.checkpoint.commit_offset() > owned.committed:
-                moved[partition] = owned.checkpoint.commit_offset()
+                moved[slot] = owned.checkpoint.commit_offset()
         if not moved:
             return
-        offsets = {
-            TopicPartition(self._topic, p): OffsetAndMetadata(o, "") for p, o in moved.items()
-        }
+        tps = self._reading._tps
+        offsets = {tps[slot]: OffsetAndMetadata(o, "") for slot, o in moved.items()}
         try:
             await consumer.commit(offsets)
         except KafkaError as error:
@@ -480,40 +524,47 @@ class GroupMember:
                 log.info("%s: commit deferred: %r", self.group_id, error)
                 return
             raise core_error(error, f"{self.group_id}: cannot commit") from error
-        for partition, offset in moved.items():
-            self.owned[partition].committed = offset
+        for slot, offset in moved.items():
+            self.owned[slot].committed = offset
             METRICS.counter("kafka_journal_group_commits_total", group=self.name).inc()
-            highwater = consumer.highwater(TopicPartition(self._topic, partition))
+            highwater = consumer.highwater(tps[slot])
             if highwater is not None:
-                lag = METRICS.gauge(_LAG, group=self.name, partition=str(partition))
+                lag = METRICS.gauge(_LAG, group=self.name, partition=str(slot))
                 lag.set(max(0, highwater - offset))
 
     async def _assigned(self, consumer: AIOKafkaConsumer, tps: Collection[TopicPartition]) -> None:
         async with self._lock:
             self.generation += 1
             METRICS.counter("kafka_journal_group_rebalances_total", group=self.name).inc()
+            reading = self._reading
+            if any(tp not in reading._slots for tp in tps):
+                await reading._follow()  # a successor another member subscribed first
             for tp in tps:
-                if tp.topic != self._topic:
+                slot = reading._slots.get(tp)
+                if slot is None:
                     continue
                 committed = await consumer.committed(tp)
                 start = 0 if committed is None else committed
+                held = reading._readers[slot]
                 reader = _PartitionReader(
-                    self._reading._store, self._topic, tp.partition, start - 1
+                    reading._store, tp.topic, tp.partition, start - 1, slot, held.moved_from
                 )
-                self._reading._readers[tp.partition] = reader
-                self.owned[tp.partition] = _Owned(reader, Checkpoint(start), start)
+                reading._readers[slot] = reader
+                self.owned[slot] = _Owned(reader, Checkpoint(start), start)
                 consumer.seek(tp, start)
+                if reader.held:
+                    consumer.pause(tp)
             log.info("%s: assigned %s", self.group_id, self.assignment())
 
     async def _revoked(self, consumer: AIOKafkaConsumer, tps: Collection[TopicPartition]) -> None:
         handover = self._handover() if self._handover is not None else nullcontext()
         async with handover, self._lock:
-            partitions = [tp.partition for tp in tps if tp.topic == self._topic]
+            slots = [s for tp in tps if (s := self._reading._slots.get(tp)) is not None]
             # if it fails, the next owner starts from the last commit: at least once
-            await self._commit(consumer, partitions, quietly=True)
-            for partition in partitions:
-                self.owned.pop(partition, None)
-                METRICS.remove(_LAG, group=self.name, partition=str(partition))
+            await self._commit(consumer, slots, quietly=True)
+            for slot in slots:
+                self.owned.pop(slot, None)
+                METRICS.remove(_LAG, group=self.name, partition=str(slot))
 
 
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -652,33 +703,6 @@ async def _statuses(
             )
         )
     return statuses
-
-
-async def consuming_groups(kafka: KafkaAccess, topic: str, partition_count: int) -> list[str]:
-    """The consumer groups other than subscription groups (workers') that have members now
-    and a committed offset on `topic`: what a grow must not leave behind (app/grow.py)."""
-    tps = [TopicPartition(topic, p) for p in range(partition_count)]
-    options = kafka.client_options()
-    admin, client = AIOKafkaAdminClient(**options), AIOKafkaClient(**options)
-    try:
-        await admin.start()
-        await client.bootstrap()
-        found = []
-        for gid, *_ in await admin.list_consumer_groups():
-            if gid.startswith(GROUP_PREFIX):
-                continue
-            group = await _describe(admin, client, gid)
-            if not group or not group[5]:
-                continue  # no member now
-            committed = await admin.list_consumer_group_offsets(gid, partitions=tps)
-            if any(committed.get(tp, _NONE).offset >= 0 for tp in tps):
-                found.append(gid)
-        return sorted(found)
-    except KafkaError as error:
-        raise core_error(error, f"{topic}: cannot list the groups consuming it") from error
-    finally:
-        await admin.close()
-        await client.close()
 
 
 _NONE = OffsetAndMetadata(-1, "")

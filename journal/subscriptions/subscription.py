@@ -721,15 +721,19 @@ class Subscription:
     def _upkeep_wanted(self) -> bool:
         """Whether the registry or the predecessors' pointers must be read again: a reader
         is held, a grow of the chain is not done, or the chain's last topic showed a Seal."""
-        last = self._chain[-1]
+        last = self._chain[-1].topic
+        readers = self._active()
         return (
             self._registry_unread
-            or any(r.held for r in self._readers)
+            or any(r.held or (r.sealed and r.topic == last) for r in readers)
             or any(
                 link.grow is not None and link.grow.phase is not Phase.DONE for link in self._chain
             )
-            or any(r.sealed for r in self._readers[last.first :])
         )
+
+    def _active(self) -> Sequence[_PartitionReader]:
+        """The readers that read (a group member's: those of the partitions it owns)."""
+        return self._readers
 
     def _upkeep_due(self, now: float) -> bool:
         return self._upkeep_wanted() and now - self._registry_read_at >= _POINTER_REFRESH_S
@@ -792,6 +796,12 @@ class Subscription:
                     reader.held = False
                     released.append(reader)
         return released
+
+    def _predecessor(self, reader: _PartitionReader) -> tuple[_Linked, int]:
+        """A successor's reader's predecessor topic, and the partition of it it follows."""
+        index = next(i for i, link in enumerate(self._chain) if link.topic == reader.topic)
+        linked = self._chain[index - 1]
+        return linked, reader.partition % linked.partitions
 
     async def _look_ahead(self, consumer: AIOKafkaConsumer) -> Fetched | Exception:
         """The next fetch where the consumer holds it already, taken before this one is

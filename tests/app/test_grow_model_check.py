@@ -49,9 +49,7 @@ async def test_the_http_model_holds_while_the_topic_grows_twice(
                     await answered(tallies, 50)  # the journals have history in the old topic
                     for partitions in (6, 12):
                         started = time.monotonic()
-                        grow = await grow_topic(
-                            settings, store, partitions, yes=True, with_workers=True, say=print
-                        )
+                        grow = await grow_topic(settings, store, partitions, yes=True, say=print)
                         assert grow is not None and grow.phase is Phase.DONE
                         moves.append((started, time.monotonic()))
                     await answered(tallies, sum(len(t.served) for t in tallies) + 50)  # and after

@@ -3,12 +3,15 @@ verified appends, appends at the end, `ack=kafka` appends, a delete and reads go
 (each request to the other worker than the last, so half are forwarded) while the command
 grows the topic from 3 to 6 partitions, then 6 to 12. Every acknowledged append is read back
 exactly once, reads never miss an append acknowledged before they started, no answer is a 500
-(a 503 only with Retry-After), and with the workers stopped a fresh direct client reads the
-same. Once more with one worker killed -9 at the first Seal and restarted with its identity."""
+(a 503 only with Retry-After), a subscription group streamed from the workers delivers every
+acknowledged append across both grows, and with the workers stopped a fresh direct client
+reads the same. Once more with one worker killed -9 at the first Seal and restarted with its
+identity."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -18,14 +21,13 @@ import orjson
 import pytest
 from yarl import URL
 
-from app.grow import GrowRefused, grow_topic
+from app.grow import grow_topic
 from journal.client.journals import Journals
 from journal.core.grow import Phase
 from journal.core.model import JournalKey, TextPayload
 from journal.errors import Unavailable
 from journal.kafka.topic import end_offsets
 from journal.store.cassandra import CassandraStore
-from journal.subscriptions.groups import consuming_groups
 from stack import Stack
 from tests.support.eventually import eventually
 from tests.support.harness import expire_all, settings_for, unique
@@ -119,6 +121,43 @@ class Api:
         return {line["seqNr"]: line["payloadText"] for line in lines}
 
 
+class GroupStream:
+    """A subscription group's member over HTTP on one worker, then on the next when its stream
+    breaks (a worker killed): every event it gets, each acknowledged on the worker that
+    streams it."""
+
+    def __init__(self, session: aiohttp.ClientSession, urls: Sequence[URL], name: str) -> None:
+        self._session = session
+        self._urls = itertools.cycle(urls)
+        self._name = name
+        self.got: set[tuple[str, int]] = set()
+        self.streams = 0
+
+    async def run(self) -> None:
+        while True:
+            url = next(self._urls)
+            # a broken stream (its worker killed): the group goes on from the checkpoint
+            with contextlib.suppress(aiohttp.ClientError):
+                await self._stream(url)
+            await asyncio.sleep(RETRY_PAUSE_S)  # as a client reconnects
+
+    async def _stream(self, url: URL) -> None:
+        events = url.with_path(f"/subscriptions/{self._name}/events")
+        acks = url.with_path(f"/subscriptions/{self._name}/ack")
+        async with self._session.get(events) as answer:
+            if answer.status == 503:
+                return
+            assert answer.status == 200, await answer.text()
+            self.streams += 1
+            while line := await answer.content.readline():
+                item = orjson.loads(line)
+                if item == {"heartbeat": True}:
+                    continue
+                self.got.add((item["id"], item["seqNr"]))
+                async with self._session.post(acks, json={"positions": [item["position"]]}) as ack:
+                    assert ack.status in (200, 409), await ack.text()  # 409: member gone
+
+
 def acknowledge(acked: dict[str, dict[int, str]], journal_id: str, seq_nr: int, text: str) -> None:
     seen = acked.setdefault(journal_id, {})
     assert seq_nr not in seen, f"{journal_id}: seqNr {seq_nr} acknowledged twice"
@@ -207,15 +246,9 @@ async def test_workers_serve_appends_and_reads_while_the_topic_grows(
             if kill:
                 tasks.append(asyncio.create_task(killer()))
             readers = [asyncio.create_task(reader()) for _ in range(2)]
+            group = GroupStream(session, [worker.url for worker in workers], unique("grows"))
+            streaming = asyncio.create_task(group.run())
             try:
-                # workers consume the topic, and subscriptions do not follow a grow yet: told
-                # (the command sees a group once it committed an offset: Faust does every few s)
-                async def committed() -> list[str]:
-                    return await consuming_groups(settings.kafka_access(), settings.topic, 3)
-
-                await eventually(committed, "the workers' group committed an offset")
-                with pytest.raises(GrowRefused, match="--with-workers"):
-                    await grow_topic(settings, store, 6, yes=True, say=lambda _: None)
 
                 def say(line: str) -> None:
                     if "sealed at offset" in line:
@@ -226,9 +259,7 @@ async def test_workers_serve_appends_and_reads_while_the_topic_grows(
                     grow = None
                     for _ in range(5):  # the servers slow: run it again, it resumes
                         try:
-                            grow = await grow_topic(
-                                settings, store, partitions, yes=True, with_workers=True, say=say
-                            )
+                            grow = await grow_topic(settings, store, partitions, yes=True, say=say)
                             break
                         except Unavailable:
                             continue
@@ -249,6 +280,19 @@ async def test_workers_serve_appends_and_reads_while_the_topic_grows(
                 await asyncio.gather(*tasks, *readers, return_exceptions=True)
             final = {j: await api.texts(j) for j in [*VERIFIED, *AT_END, *KAFKA]}
             d0 = await api.texts("d0")
+            every = {(j, n) for j, texts in acked.items() for n in texts}
+
+            async def delivered() -> bool:
+                assert not streaming.done(), streaming
+                missing = every - group.got
+                assert not missing, f"not delivered to the group yet: {sorted(missing)[:10]}"
+                return True
+
+            try:  # across both grows, through the workers (a worker killed -9 too)
+                await eventually(delivered, "the group delivered every acknowledged append")
+            finally:
+                streaming.cancel()
+                await asyncio.gather(streaming, return_exceptions=True)
         for journal_id, texts in final.items():
             assert texts == acked[journal_id], journal_id  # each once, none lost
         assert deleted == [2] and d0 == {3: "d0:3"}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 from aiokafka import TopicPartition
@@ -30,6 +30,7 @@ from journal.replication import (
 )
 from journal.store.base import Snapshot
 from journal.store.cassandra import CassandraStore
+from journal.subscriptions.groups import GroupMember
 from journal.subscriptions.subscription import SubscribedEvent, SubscriptionPosition
 from stack import Stack
 from tests.support.eventually import answered, eventually
@@ -616,3 +617,81 @@ async def test_a_live_subscription_follows_a_grow_made_while_it_runs(
             await asyncio.gather(task, return_exceptions=True)
     assert got == [("j", 1), ("j", 2), ("j", 3)]
     assert from_end == [(settings.topic, "j", 3)]
+
+
+class Member:
+    """A running member of a subscription group that acknowledges every event it gets."""
+
+    def __init__(self, member: GroupMember) -> None:
+        self.member = member
+        self.got: list[tuple[str, int]] = []
+        self.task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        await self.member.start()
+        self.task = asyncio.create_task(self._run())
+
+    async def _run(self) -> None:
+        async for batch in self.member.batches():
+            for event in batch:
+                assert event.key.topic == self.member._topic
+                self.got.append((event.key.id, event.record.seq_nr))
+                self.member.ack(event.position)
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            await asyncio.gather(self.task, return_exceptions=True)
+        await self.member.stop()
+
+
+async def test_a_subscription_group_follows_its_journals_into_the_grown_topic(
+    stack: Stack, keyspace: str, store: CassandraStore
+) -> None:
+    """Two members of a group share a topic of 2 partitions; it grows to 4 while they run.
+    They take on the grown topic (a rebalance), each grown partition read once the group's
+    checkpoint of its predecessor partition passed the cut: every journal's events are
+    delivered, the first delivery of each in order, and a member started after both stopped
+    resumes at the checkpoints of both topics."""
+    settings = settings_for(stack, unique("journal_growgrp"), keyspace, 2)
+    ids = [f"g{n}" for n in range(4)]
+    name = unique("grown")
+    async with await Journals.connect(settings, store=store) as journals:
+        await append_next(journals, ids, 1)
+        await append_next(journals, ids, 2)
+        members = [Member(journals.subscribe_group(name, heartbeat_s=0.5)) for _ in range(2)]
+        got: Callable[[], list[tuple[str, int]]] = lambda: [e for m in members for e in m.got]  # noqa: E731
+        try:
+            for member in members:
+                await member.start()
+
+            async def delivered(n: int) -> bool:
+                assert all(m.task is not None and not m.task.done() for m in members)
+                return len(set(got())) >= n
+
+            await eventually(lambda: delivered(8), "the first topic's events")
+            grow = await grow_topic(settings, store, 4, yes=True, say=lambda _: None)
+            assert grow is not None and grow.phase is Phase.DONE
+            await append_next(journals, ids, 3)
+            await replicate_now(settings, store)
+            await eventually(lambda: delivered(12), "the moved journals' events")
+            assert set(got()) == {(j, n) for j in ids for n in (1, 2, 3)}
+            for journal_id in ids:
+                firsts = list(dict.fromkeys(n for j, n in got() if j == journal_id))
+                assert firsts == [1, 2, 3], journal_id
+        finally:
+            for member in members:
+                await member.stop()
+        await append_next(journals, ids, 4)
+        later = Member(journals.subscribe_group(name, heartbeat_s=0.5))
+        try:
+            await later.start()
+            await eventually(lambda: answered_len(later, 4), "the events written meanwhile")
+        finally:
+            await later.stop()
+    assert sorted(later.got) == sorted((j, 4) for j in ids)  # nothing acknowledged again
+
+
+async def answered_len(member: Member, n: int) -> bool:
+    assert member.task is not None and not member.task.done()
+    return len(member.got) >= n
