@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -28,6 +29,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from journal.core.grow import Grow
 from journal.errors import StoreUnavailable
 from journal.kafka.consumers import start_consumer, stop_consumer
+from journal.metrics import METRICS, forget_replication_lag, set_replication_lag
 from journal.replication.replicate import Quarantine, Replicator, replicate_range
 from journal.store.base import EventualStore
 from kjconfig.access import KafkaAccess
@@ -107,6 +109,8 @@ class SuccessorReplication:
         self._replicators: dict[str, Replicator] = {}
         self._drained: set[str] = set()  # predecessors replicated through every cut
         self._pointers: dict[TopicPartition, int] = {}  # those replicated here since owned
+        self._behind_since: dict[TopicPartition, float] = {}  # first found behind (wall clock)
+        self._published: set[TopicPartition] = set()  # partitions with a lag series
         self._consumer: AIOKafkaConsumer | None = None
 
     async def chain(self) -> list[Link]:
@@ -122,27 +126,31 @@ class SuccessorReplication:
 
     async def step(self) -> int:
         """One pass: every successor partition this process may replicate, from its pointer
-        to its end now; the records replicated."""
+        to its end now; the records replicated. Its lag is published for every successor
+        partition this process owns, those still waiting for their predecessor too."""
         owned: list[tuple[Link, TopicPartition]] = []
+        waiting: list[TopicPartition] = []
         for link in await self.chain():
             behind = await self._behind(link)
             for partition in range(link.grow.partitions):
-                if (
-                    self._owns(partition % self._partitions)
-                    and link.predecessor_of(partition) not in behind
-                ):
-                    owned.append((link, TopicPartition(link.grow.new_topic, partition)))
-        self._forget_except({tp for _, tp in owned})
-        if not owned:
+                if self._owns(partition % self._partitions):
+                    tp = TopicPartition(link.grow.new_topic, partition)
+                    if link.predecessor_of(partition) in behind:
+                        waiting.append(tp)
+                    else:
+                        owned.append((link, tp))
+        self._forget_except({tp for _, tp in owned}, {*waiting})
+        if not owned and not waiting:
             return 0
         consumer = await self._started()
-        ends = await consumer.end_offsets([tp for _, tp in owned])
+        ends = await consumer.end_offsets([*(tp for _, tp in owned), *waiting])
+        for tp in waiting:
+            self._publish_lag(tp, ends[tp] - await self._pointer(tp) - 1)
         replicated = 0
         for link, tp in owned:
-            pointer = self._pointers.get(tp)
-            if pointer is None:
-                pointer = await self._store.pointer(tp.topic, tp.partition)
-                pointer = -1 if pointer is None else pointer
+            kept = self._pointers.get(tp)
+            pointer = await self._pointer(tp) if kept is None else kept
+            self._publish_lag(tp, ends[tp] - pointer - 1)
             if pointer + 1 < ends[tp]:
                 replicator = self._replicator(link)
                 try:
@@ -153,8 +161,25 @@ class SuccessorReplication:
                     raise
                 replicated += ends[tp] - pointer - 1
                 pointer = ends[tp] - 1
+                self._publish_lag(tp, 0)
             self._pointers[tp] = pointer
         return replicated
+
+    async def _pointer(self, tp: TopicPartition) -> int:
+        pointer = await self._store.pointer(tp.topic, tp.partition)
+        return -1 if pointer is None else pointer
+
+    def _publish_lag(self, tp: TopicPartition, records: int) -> None:
+        """`kafka_journal_replication_lag_*` of a successor partition: its records after
+        the pointer as of this pass, and for how long passes have found it behind (this loop
+        replicates whole ranges, not records as they come, so it tells no record's age)."""
+        now = time.time()
+        since = self._behind_since.setdefault(tp, now) if records > 0 else None
+        if since is None:
+            self._behind_since.pop(tp, None)
+        seconds = 0.0 if since is None else now - since
+        set_replication_lag(METRICS, tp.topic, tp.partition, max(records, 0), seconds)
+        self._published.add(tp)
 
     async def run(self) -> None:
         """`step` every `SUCCESSOR_POLL_S`, until cancelled; a failure (the store, Kafka) is
@@ -194,9 +219,13 @@ class SuccessorReplication:
             )
         return self._replicators[new]
 
-    def _forget_except(self, owned: set[TopicPartition]) -> None:
+    def _forget_except(self, owned: set[TopicPartition], waiting: set[TopicPartition]) -> None:
         """Rows cached for partitions no longer owned are stale once another process writes
-        them: forgotten, and read again if they come back."""
+        them: forgotten, and read again if they come back. Their lag is its new owner's."""
+        for tp in [tp for tp in self._published if tp not in owned and tp not in waiting]:
+            self._published.discard(tp)
+            self._behind_since.pop(tp, None)
+            forget_replication_lag(METRICS, tp.topic, tp.partition)
         for tp in [tp for tp in self._pointers if tp not in owned]:
             del self._pointers[tp]
             replicator = self._replicators.get(tp.topic)

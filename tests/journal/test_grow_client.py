@@ -22,6 +22,7 @@ from journal.core.model import Ack, Event, Events, JournalKey, NewEvent, TextPay
 from journal.errors import OutcomeUnknown, StoreUnavailable, TopicGrown, Unavailable
 from journal.kafka.consumers import start_consumer
 from journal.kafka.topic import end_offsets
+from journal.metrics import METRICS
 from journal.replication import (
     AlreadyQuarantined,
     Replicator,
@@ -400,6 +401,12 @@ async def test_snapshots_follow_a_journal_into_the_grown_topic(
         assert await later.journal("p").snapshots.latest() is None
 
 
+def lag_of(topic: str, partition: int) -> float:
+    """A partition's replication lag in records, as published (0 if never set)."""
+    labels = {"topic": topic, "partition": str(partition)}
+    return METRICS.value("kafka_journal_replication_lag_records", **labels)
+
+
 async def test_a_moved_journal_is_replicated_in_the_grown_topic_with_its_base(
     stack: Stack, keyspace: str, store: CassandraStore
 ) -> None:
@@ -427,12 +434,16 @@ async def test_a_moved_journal_is_replicated_in_the_grown_topic_with_its_base(
             # OLD not replicated through its cut (the Seal): its rows may not be final yet
             assert await successors.step() == 0
             assert await store.pointers(new) == {}
+            # ... and the waiting shows as the grown partition's replication lag
+            q = next(p for p, end in (await end_offsets(kafka, new, 2)).items() if end)
+            assert lag_of(new, q) == 1  # a's one Append
             await replicate_now(settings, store)
             await a.delete(2)  # events of OLD, deleted in NEW
             await journals.journal("p").purge()
             await journals.journal("p").append([Event(1, payload=TextPayload("p:new"))])
             await journals.journal("n").append([Event(1, payload=TextPayload("n:1"))])
             assert await successors.step() > 0
+            assert lag_of(new, q) == 0
         finally:
             await successors.close()
         expected = {
