@@ -223,7 +223,8 @@ CATALOGUE: dict[str, MetricSpec] = {
     ),
     _N + "group_lag_records": _gauge(
         "Records of a partition above a subscription group's checkpoint, by group and "
-        "partition, as its member last committed"
+        "partition (of a grown topic: numbered along its chain of grows, as positions are), "
+        "as its member last committed"
     ),
     # replication (agents/, journal/replication/replicate.py)
     _N + "replication_lag_records": _gauge(
