@@ -752,6 +752,21 @@ def run_scale(journals: int) -> int:
     return 0
 
 
+def run_scale_tables(journals: int) -> int:
+    """Only "At scale: the tables alone" (`--scale-tables-only`, issue 43): `journals`
+    journals' table entries written straight into a worker's changelogs, 32 partitions; a
+    fresh worker's restore of them against a bare consumer, its RSS; prints its rows with the
+    load before and after."""
+    from bench.scale_tables import bench_scale_tables
+
+    _, base = _stack_up()
+    before = _host_now()
+    with tempfile.TemporaryDirectory(prefix="kj-bench-") as workdir:
+        section = asyncio.run(bench_scale_tables(base, journals, Path(workdir)))
+    _print_with_load(section, before)
+    return 0
+
+
 def run_listing(journals: int, buckets: int, samples: int) -> int:
     """Only "Listing at scale" (`--listing-only`, issue 41): `journals` ids written straight
     into a fresh keyspace's `journal_ids` (and a baseline keyspace of 100,000 first), then the
@@ -1019,6 +1034,15 @@ def main(argv: list[str] | None = None) -> int:
         "print its numbers",
     )
     parser.add_argument(
+        "--scale-tables-only",
+        type=int,
+        metavar="JOURNALS",
+        default=None,
+        help="run only the scale of the tables alone: this many journals' table entries written "
+        "straight into a worker's changelogs (32 partitions, no action records); a fresh "
+        "worker's restore of them against a bare consumer, its memory; print its numbers",
+    )
+    parser.add_argument(
         "--listing-only",
         type=int,
         metavar="JOURNALS",
@@ -1117,6 +1141,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_restore(args.restore_only, args.on_partitions or 1)
     if args.scale_only is not None:
         return run_scale(args.scale_only)
+    if args.scale_tables_only is not None:
+        return run_scale_tables(args.scale_tables_only)
     if args.listing_only is not None:
         return run_listing(args.listing_only, args.listing_buckets, args.listing_samples)
     if args.partitions_only is not None:
