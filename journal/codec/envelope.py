@@ -232,11 +232,12 @@ class OpenedAppend:
 
 class Opener:
     """Opens one journal's envelopes (of one `label`) with its data key; a cached data key
-    holds its journal's (`DataKey.opener`). A read opens a whole page in `records`' one loop,
-    the journal's part of the associated data built once: the cipher's fixed ~0.45 us a call
-    (its context set up anew each time) is then about half of the opening's cost an event
-    (BENCHMARKS.md). Slices are bytes: at these sizes a memoryview's cost more than the copies
-    they save, and `decrypt` takes them slower."""
+    holds its journal's (`DataKey.opener`), the journal's part of the associated data built
+    once. A read gives it to the decoder (`decode_events_binary`), which opens each Append's
+    envelope as it meets it (`open_append`) and builds each event with its entry; `records`
+    opens events decoded without a key (subscriptions, the pipeline), rebuilding each. Slices
+    are bytes: at these sizes a memoryview's cost more than the copies they save, and
+    `decrypt` takes them slower."""
 
     __slots__ = ("_decrypt", "_journal_id", "_key_id", "_label", "_prefix")
 
@@ -263,10 +264,11 @@ class Opener:
     def records(
         self, records: list[EventRecord], last: OpenedAppend | None = None
     ) -> list[EventRecord]:
-        """`records`, each sealed payload opened: one pass, each record rebuilt once with its
-        opened payload (a payload that is not an envelope, appended before the deployment
-        encrypted, stays as it is); EnvelopeRefused at the first that does not open. An
-        Append's envelope (version 2) is opened once, and kept in `last` for the next call."""
+        """`records` decoded without the key, each sealed payload opened: one pass, each record
+        rebuilt once with its opened payload (a payload that is not an envelope, appended
+        before the deployment encrypted, stays as it is); EnvelopeRefused at the first that
+        does not open. An Append's envelope (version 2) is opened once, and kept in `last` for
+        the next call."""
         decrypt, prefix = self._decrypt, self._prefix
         # the module's names as locals: a global's look-up per use costs as much as a slice
         binary, magic, least, seq_nr_bytes = BinaryPayload, MAGIC, _MIN_SEALED, _SEQ_NR
