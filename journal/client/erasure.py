@@ -18,7 +18,13 @@ from dataclasses import dataclass
 
 from msgspec.structs import replace
 
-from journal.codec.envelope import EnvelopeRefused, OpenedAppend, is_append_envelope, is_sealed
+from journal.codec.envelope import (
+    EnvelopeRefused,
+    OpenedAppend,
+    Opener,
+    is_append_envelope,
+    is_sealed,
+)
 from journal.core.model import BinaryPayload, Event, EventRecord, JournalKey, Position
 from journal.errors import JournalErased
 from journal.settings import Settings
@@ -66,9 +72,10 @@ def seal_events(data_key: DataKey, events: Sequence[Event], once: bool = True) -
 def open_record(
     data_key: DataKey, record: EventRecord, last: OpenedAppend | None = None
 ) -> EventRecord:
-    """One record of the key's journal, opened (a payload appended before the deployment
-    encrypted stays plain); a read opens a page at a time (`Encryption.open_batches`). Give
-    the same `last` to the records of a stream: each Append's envelope is then opened once."""
+    """One record of the key's journal, decoded already, opened (a payload appended before the
+    deployment encrypted stays plain): subscriptions and exports; a read opens its events as it
+    decodes them (`Encryption.read_batches`). Give the same `last` to the records of a stream:
+    each Append's envelope is then opened once."""
     return data_key.opener.records([record], last)[0]
 
 
@@ -89,19 +96,19 @@ class Encryption:
         # the subscriptions' last opened Append (one for the process: its events come together)
         self._last = OpenedAppend()
 
-    async def open_batches(
-        self, key: JournalKey, batches: AsyncIterator[list[EventRecord]]
+    async def read_batches(
+        self,
+        key: JournalKey,
+        read: Callable[[Opener | None], AsyncIterator[list[EventRecord]]],
     ) -> AsyncIterator[list[EventRecord]]:
-        """A read's batches, opened; JournalErased (before any batch) once its erasure began.
-        The key is looked up once a read and each batch opened in one loop (`Opener`)."""
+        """A read's batches, opened: `read` given the opener of the journal's data key (None: a
+        journal without a key has only plain payloads), with which the reading flow decodes
+        every event, so each is built once with its clear payload (BENCHMARKS.md, "Opened
+        inside the decode"). JournalErased (before any batch) once its erasure began: the key
+        is looked up once a read."""
         data_key = await self.keys.for_read(key)
-        if data_key is None:  # a journal without a key has only plain payloads
-            async for batch in batches:
-                yield batch
-            return
-        opener, last = data_key.opener, OpenedAppend()
-        async for batch in batches:
-            yield opener.records(batch, last)
+        async for batch in read(None if data_key is None else data_key.opener):
+            yield batch
 
     async def opened(self, key: JournalKey, record: EventRecord) -> EventRecord | None:
         """A subscription's event, opened; None if its journal is erased (any of its events,

@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from journal.codec.envelope import Opener
 from journal.core.grow import SEAL_ID, Grow, Phase
 from journal.core.index import Indexed, RecordIndex
 from journal.core.model import JournalKey
@@ -221,8 +222,9 @@ class Predecessor:
     def key_of(self, key: JournalKey) -> JournalKey:
         return JournalKey(self.cuts.topic, key.id)
 
-    async def view(self, key: JournalKey) -> JournalView:
-        """The journal's view in OLD up to the cut (`key`: its NEW key)."""
+    async def view(self, key: JournalKey, opener: Opener | None = None) -> JournalView:
+        """The journal's view in OLD up to the cut (`key`: its NEW key); its head opened with
+        a read's `opener` (`ReadingFlow.view`)."""
         old = self.key_of(key)
         partition = self.flow.partition_of(old)
         cut = self.cuts.known(partition)
@@ -230,7 +232,7 @@ class Predecessor:
             cut = await self.cuts.below(partition, 2**63 - 1)
             if cut is None:
                 raise JournalMoving(f"{old}: its partition is not cut yet: try again")
-        return await self.flow.view(old, until=cut)
+        return await self.flow.view(old, until=cut, opener=opener)
 
 
 class Growth:

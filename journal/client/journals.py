@@ -26,7 +26,7 @@ from journal.client.growing import Cuts, Growth, Predecessor, Registry
 from journal.client.listing import DEFAULT_LIMIT, JournalIdPage, JournalIds
 from journal.client.reading import JournalInfo, ReadingFlow
 from journal.client.snapshots import JournalSnapshots
-from journal.codec.envelope import request_digest_key
+from journal.codec.envelope import Opener, request_digest_key
 from journal.core.grow import Grow, check_not_reserved
 from journal.core.index import RecordIndex
 from journal.core.model import (
@@ -836,16 +836,22 @@ class Journal:
     ) -> AsyncIterator[list[EventRecord]]:
         """`read`, a non-empty list of events at a time as the flow gets them: a page of the
         store's, the head's events, a fetch of the events it spilled."""
-        batches = (
-            self._journals.reading.read_batches(self.key, from_, to, limit)
-            if self._journals.growth is None
-            else self._read_followed(from_, to, limit)
-        )
         encryption = self._journals.encryption
-        return batches if encryption is None else encryption.open_batches(self.key, batches)
+        if encryption is None:
+            return self._read_batches(from_, to, limit, None)
+        return encryption.read_batches(
+            self.key, lambda opener: self._read_batches(from_, to, limit, opener)
+        )
+
+    def _read_batches(
+        self, from_: int, to: int, limit: int | None, opener: Opener | None
+    ) -> AsyncIterator[list[EventRecord]]:
+        if self._journals.growth is None:
+            return self._journals.reading.read_batches(self.key, from_, to, limit, opener)
+        return self._read_followed(from_, to, limit, opener)
 
     async def _read_followed(
-        self, from_: int, to: int, limit: int | None
+        self, from_: int, to: int, limit: int | None, opener: Opener | None
     ) -> AsyncIterator[list[EventRecord]]:
         """`read_batches` where the journal is: JournalMoved comes before any batch (the view
         is taken first), so a read redone in the grown topic repeats nothing."""
@@ -854,7 +860,8 @@ class Journal:
         moved = await self._moved()
         if moved is None:
             try:
-                async for batch in self._journals.reading.read_batches(self.key, from_, to, limit):
+                reading = self._journals.reading
+                async for batch in reading.read_batches(self.key, from_, to, limit, opener):
                     yield batch
                 return
             except JournalMoved:

@@ -33,6 +33,7 @@ from dataclasses import dataclass, replace
 
 from journal.client.growing import Predecessor
 from journal.codec.actions import events_of
+from journal.codec.envelope import Opener
 from journal.core.fold import JournalState, rebased
 from journal.core.index import BEHIND, IndexAnswer, Indexed, NotIndexed, OffsetRun, RecordIndex
 from journal.core.model import SEQ_NR_MAX, EventRecord, JournalKey, check_seq_nr
@@ -154,11 +155,16 @@ class ReadingFlow:
         return None
 
     async def view(
-        self, key: JournalKey, until: int | None = None, index: RecordIndex | None = None
+        self,
+        key: JournalKey,
+        until: int | None = None,
+        index: RecordIndex | None = None,
+        opener: Opener | None = None,
     ) -> JournalView:
         """The journal as of now: the reading flow's steps 1-3 (see the module); or as of
         `until`, an offset of its partition (the fence: the records below it). `index`: one
-        other than this client's (a worker's conditional appends ask their own)."""
+        other than this client's (a worker's conditional appends ask their own). `opener`: a
+        read's, of the journal's data key: the head's events opened as they are decoded."""
         index = self.index if index is None else index
         partition = self.partition_of(key)
         covered = index.covered(partition)  # the row read next reflects at least this
@@ -176,14 +182,14 @@ class ReadingFlow:
                 meta = await self.store.meta(key)  # the index dropped what that row may lack
         except StoreUnavailable as error:
             if self.predecessor is not None:
-                return await self._moved_without_store(key, partition, fence, found, error)
-            return await self._view_without_store(key, partition, fence, found, error)
+                return await self._moved_without_store(key, partition, fence, found, error, opener)
+            return await self._view_without_store(key, partition, fence, found, error, opener)
         before = None
         if self.predecessor is not None and (meta is None or meta.base > 0):
             # moved here by a grow: not replicated here yet (its base is OLD's, to the cut), or
             # replicated with its events in OLD up to the row's base, read there
-            before = await self.predecessor.view(key)
-        view = await self._view_found(key, partition, fence, found, meta, covered, before)
+            before = await self.predecessor.view(key, opener)
+        view = await self._view_found(key, partition, fence, found, meta, covered, before, opener)
         return view if before is None else replace(view, before=before)
 
     async def _view_found(
@@ -195,16 +201,21 @@ class ReadingFlow:
         meta: JournalMeta | None,
         covered: int,
         before: JournalView | None,
+        opener: Opener | None,
     ) -> JournalView:
         base = JournalState() if before is None else rebased(before.head.state)
         try:
             if isinstance(found, Indexed):
-                return await self._view_indexed(key, partition, fence, found, meta, covered, base)
-            return await self._view_scanned(key, partition, fence, found.reason, base)
+                return await self._view_indexed(
+                    key, partition, fence, found, meta, covered, base, opener
+                )
+            return await self._view_scanned(key, partition, fence, found.reason, base, opener)
         except StoreUnavailable as error:
             if before is not None:
-                return await self._moved_without_store(key, partition, fence, found, error)
-            return await self._view_without_store(key, partition, fence, found, error)
+                return await self._moved_without_store(key, partition, fence, found, error, opener)
+            return await self._view_without_store(
+                key, partition, fence, found, error, opener=opener
+            )
 
     async def _moved_without_store(
         self,
@@ -213,14 +224,15 @@ class ReadingFlow:
         fence: int,
         found: IndexAnswer,
         error: StoreUnavailable,
+        opener: Opener | None,
     ) -> JournalView:
         """A grown topic's journal from Kafka alone: its view in the old topic up to the cut
         (Kafka alone there too, or StoreUnavailable), as the base its whole history here folds
         onto (`_view_without_store`)."""
         assert self.predecessor is not None
-        before = await self.predecessor.view(key)
+        before = await self.predecessor.view(key, opener)
         base = rebased(before.head.state)
-        view = await self._view_without_store(key, partition, fence, found, error, base)
+        view = await self._view_without_store(key, partition, fence, found, error, opener, base)
         return replace(view, before=before)
 
     async def _view_indexed(
@@ -232,6 +244,7 @@ class ReadingFlow:
         meta: JournalMeta | None,
         covered: int,
         base: JournalState,
+        opener: Opener | None,
     ) -> JournalView:
         base = base if meta is None else meta.state
         # the row reflects everything of the journal up to its offset, to `needs` and to
@@ -243,11 +256,17 @@ class ReadingFlow:
             return JournalView(partition, meta, JournalHead.of_store(base))
         METRICS.counter("kafka_journal_reads_total", path="index").inc()
         actions = self.kafka.fetch(key, partition, runs, after, fence)
-        head = await fold_head(base, actions, self.kafka.config.head_budget_bytes)
+        head = await fold_head(base, actions, self.kafka.config.head_budget_bytes, opener)
         return JournalView(partition, meta, head)
 
     async def _view_scanned(
-        self, key: JournalKey, partition: int, fence: int, reason: str, base: JournalState
+        self,
+        key: JournalKey,
+        partition: int,
+        fence: int,
+        reason: str,
+        base: JournalState,
+        opener: Opener | None,
     ) -> JournalView:
         METRICS.counter("kafka_journal_reads_total", path=f"scan_{reason}").inc()
         pointer = await self.store.pointer(key.topic, partition)
@@ -256,7 +275,7 @@ class ReadingFlow:
         # nothing replicated: the journal's records are needed from offset 0, whatever the
         # log start is (`None` would start at the log start and miss an expiry)
         actions = self.kafka.scan(key, partition, -1 if pointer is None else pointer, fence)
-        head = await fold_head(base, actions, self.kafka.config.head_budget_bytes)
+        head = await fold_head(base, actions, self.kafka.config.head_budget_bytes, opener)
         return JournalView(partition, meta, head)
 
     async def _view_without_store(
@@ -266,6 +285,7 @@ class ReadingFlow:
         fence: int,
         found: IndexAnswer,
         error: StoreUnavailable,
+        opener: Opener | None = None,
         base: JournalState = JournalState(),  # noqa: B008 (frozen: shared safely)
     ) -> JournalView:
         """Kafka alone, when it provably holds the whole journal (invariant 5): by the index's
@@ -277,7 +297,7 @@ class ReadingFlow:
         head: JournalHead | None
         if isinstance(found, Indexed) and found.complete:
             path = "kafka_only_index"
-            head = await self._whole_by_runs(key, partition, found.runs, fence, base)
+            head = await self._whole_by_runs(key, partition, found.runs, fence, base, opener)
         elif self._scan_without_store and not (
             isinstance(found, NotIndexed) and found.reason == BEHIND
         ):
@@ -291,9 +311,9 @@ class ReadingFlow:
             async with self._scans:
                 actions = self.kafka.scan(key, partition, None, fence)
                 if await self.kafka.log_start(key.topic, partition) == 0:
-                    head = await fold_head(base, actions, budget)
+                    head = await fold_head(base, actions, budget, opener)
                 else:
-                    head = await fold_whole(actions, budget)
+                    head = await fold_whole(actions, budget, opener)
         else:
             METRICS.counter("kafka_journal_reads_total", path="kafka_only_refused").inc()
             why = (
@@ -318,29 +338,36 @@ class ReadingFlow:
         runs: Sequence[OffsetRun],
         fence: int,
         base: JournalState,
+        opener: Opener | None,
     ) -> JournalHead | None:
         """The journal from its runs, all of its records, folded onto `base`: None when Kafka
         no longer holds enough of them to tell."""
         budget = self.kafka.config.head_budget_bytes
         try:
-            return await fold_head(base, self.kafka.fetch(key, partition, runs, -1, fence), budget)
+            actions = self.kafka.fetch(key, partition, runs, -1, fence)
+            return await fold_head(base, actions, budget, opener)
         except JournalTruncated:
             # some of its records expired: only a Purge among those left proves its start
             start = await self.kafka.log_start(key.topic, partition)
             try:
                 return await fold_whole(
-                    self.kafka.fetch(key, partition, runs, start - 1, fence), budget
+                    self.kafka.fetch(key, partition, runs, start - 1, fence), budget, opener
                 )
             except JournalTruncated:
                 return None  # the log start moved on meanwhile
 
     async def fetch_events(
-        self, key: JournalKey, partition: int, offsets: Sequence[int]
+        self,
+        key: JournalKey,
+        partition: int,
+        offsets: Sequence[int],
+        opener: Opener | None = None,
     ) -> AsyncIterator[EventRecord]:
-        """The events of the Appends at `offsets` (known to be `key`'s), fetched again."""
+        """The events of the Appends at `offsets` (known to be `key`'s), fetched again (opened
+        with `opener` as they are decoded)."""
         runs = [OffsetRun(o, o, 1) for o in offsets]
         async for action in self.kafka.fetch(key, partition, runs, offsets[0] - 1, offsets[-1] + 1):
-            for record in events_of(action):
+            for record in events_of(action, opener):
                 yield record
 
     async def read(
@@ -353,25 +380,32 @@ class ReadingFlow:
                 yield record
 
     async def read_batches(
-        self, key: JournalKey, from_: int = 1, to: int = SEQ_NR_MAX, limit: int | None = None
+        self,
+        key: JournalKey,
+        from_: int = 1,
+        to: int = SEQ_NR_MAX,
+        limit: int | None = None,
+        opener: Opener | None = None,
     ) -> AsyncIterator[list[EventRecord]]:
         """`read`, a non-empty list of events at a time as the flow gets them: a page of the
-        store's, the head's events, a fetch of the events it spilled."""
+        store's, the head's events, a fetch of the events it spilled. `opener`: the journal's
+        data key's (`Encryption.read_batches` decides it): every event is decoded with it, its
+        sealed payload opened as it is built (EnvelopeRefused where one does not open)."""
         check_seq_nr(from_, "from")
         check_seq_nr(to, "to")
         if limit is not None and limit < 0:
             raise InvalidValue(f"limit must not be negative, got {limit}")
         # the first page of stored events is asked with the fence and the row, not after them
-        page = asyncio.ensure_future(self.store.first_page(key, from_, to))
+        page = asyncio.ensure_future(self.store.first_page(key, from_, to, opener))
         page.add_done_callback(_retrieve)  # a page nobody needs may fail unseen
         try:
-            view = await self.view(key)
+            view = await self.view(key, opener=opener)
         except BaseException:
             page.cancel()
             raise
         remaining = SEQ_NR_MAX if limit is None else limit
         try:
-            async for batch in self._batches(key, view, from_, to, page):
+            async for batch in self._batches(key, view, from_, to, page, opener):
                 if remaining <= 0:
                     return
                 if len(batch) > remaining:
@@ -390,6 +424,7 @@ class ReadingFlow:
         from_: int,
         to: int,
         page: Awaitable[FirstPage],
+        opener: Opener | None,
     ) -> AsyncIterator[list[EventRecord]]:
         """The store's events above deleteTo (unless the head purged them), then the head's;
         each list non-empty. A moved journal's events in the old topic come first (above this
@@ -400,10 +435,11 @@ class ReadingFlow:
             old, flow = self.predecessor.key_of(key), self.predecessor.flow
             stop = min(to, view.before.head.state.seq_nr)
             if last < stop:
-                old_page = asyncio.ensure_future(flow.store.first_page(old, last + 1, stop))
+                old_page = asyncio.ensure_future(flow.store.first_page(old, last + 1, stop, opener))
                 old_page.add_done_callback(_retrieve)
                 try:
-                    async for batch in flow._batches(old, view.before, last + 1, stop, old_page):
+                    before = flow._batches(old, view.before, last + 1, stop, old_page, opener)
+                    async for batch in before:
                         last = batch[-1].seq_nr
                         yield batch
                 finally:
@@ -418,7 +454,7 @@ class ReadingFlow:
                     yield batch
             if last < stop:
                 rest = replace(meta, delete_to=last)
-                pages = self.store.read_pages(key, rest, last + 1, to)
+                pages = self.store.read_pages(key, rest, last + 1, to, opener)
                 async for stored in pages:
                     batch = []
                     for record in stored:
@@ -427,7 +463,7 @@ class ReadingFlow:
                             batch.append(record)
                     if batch:
                         yield batch
-        async for held in self._head_batches(key, view):
+        async for held in self._head_batches(key, view, opener):
             batch = []
             for record in held:
                 if last < record.seq_nr <= to:
@@ -437,14 +473,16 @@ class ReadingFlow:
                 yield batch
 
     async def _head_batches(
-        self, key: JournalKey, view: JournalView
+        self, key: JournalKey, view: JournalView, opener: Opener | None
     ) -> AsyncIterator[Sequence[EventRecord]]:
         """The head's events: those it holds, then those it spilled, fetched a few at a time."""
+        if view.head.refused is not None:  # one of those held did not open (`fold_head`)
+            raise view.head.refused
         yield view.head.events
         spilled = view.head.spilled
         if spilled:
             METRICS.counter("kafka_journal_reads_spilled_total").inc()
         for start in range(0, len(spilled), _SPILL_FETCH):
             offsets = spilled[start : start + _SPILL_FETCH]
-            fetched = self.fetch_events(key, view.partition, offsets)
+            fetched = self.fetch_events(key, view.partition, offsets, opener)
             yield [record async for record in fetched]

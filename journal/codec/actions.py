@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 import msgspec
 
 from journal.codec.action_header import ACTION_HEADER, decode_action_header, encode_action_header
+from journal.codec.envelope import EnvelopeRefused, Opener
 from journal.codec.errors import DecodeError
 from journal.codec.events import decode_events
 from journal.codec.events_binary import decode_events_binary
@@ -146,17 +147,27 @@ def _timestamp(ms: int) -> datetime:
     return found
 
 
-def events_of(record: ActionRecord) -> Sequence[EventRecord]:
+def events_of(record: ActionRecord, opener: Opener | None = None) -> Sequence[EventRecord]:
     """An Append's events: decoded already by `parse_checked`, or decoded now; raises
-    DecodeError if the value contradicts its header."""
+    DecodeError if the value contradicts its header. With the `opener` of the journal's data
+    key, their sealed payloads opened (as they are decoded: each event built once); an Append
+    that is sound but does not open, EnvelopeRefused."""
     if record.events is not None:
-        return record.events
+        # decoded without the key (by replication's check): opened now, each rebuilt
+        return record.events if opener is None else opener.records(list(record.events))
     header = record.header
     if not isinstance(header, AppendHeader):
         return ()
-    return _event_records(
-        header, record.value, record.timestamp, record.partition, record.offset, record.headers
-    )
+    args = (header, record.value, record.timestamp, record.partition, record.offset)
+    if opener is None:
+        return _event_records(*args, record.headers)
+    try:
+        return _event_records(*args, record.headers, opener)
+    except EnvelopeRefused:
+        # a fault of the Append comes first, as without the key (a reader skips such an
+        # Append): refused only when it is sound
+        _event_records(*args, record.headers)
+        raise
 
 
 def _event_records(
@@ -166,11 +177,13 @@ def _event_records(
     partition: int,
     offset: int,
     headers: Mapping[str, str],
+    opener: Opener | None = None,
 ) -> tuple[EventRecord, ...]:
-    """The events of an Append's `value`, checked against its header."""
-    decoded = _plain_events(header, value)
+    """The events of an Append's `value`, checked against its header; with an `opener`,
+    opened as they are decoded."""
+    decoded = _plain_events(header, value, opener)
     if decoded is None:  # anything but the header's seqNrs: decoded again to name the fault
-        decoded = decode_events(header.payload_type, value)  # consecutive seqNrs, checked
+        decoded = decode_events(header.payload_type, value, opener)  # consecutive, checked
         if not decoded.events:
             raise DecodeError("an Append without events")
         first, last = decoded.events[0].seq_nr, decoded.events[-1].seq_nr
@@ -187,17 +200,17 @@ def _event_records(
     )
 
 
-def _plain_events(header: AppendHeader, value: bytes) -> Events | None:
+def _plain_events(header: AppendHeader, value: bytes, opener: Opener | None) -> Events | None:
     """The events of the value if their seqNrs are exactly the header's range (a checked
     SeqRange: so they are consecutive and in bounds, in one comparison); None otherwise."""
     try:
         if header.payload_type is PayloadType.JSON:
             decoded = decode_events_json(value)
         elif header.payload_type is PayloadType.BINARY:
-            decoded = decode_events_binary(value)
+            decoded = decode_events_binary(value, opener)
         else:
             return None
-    except (DecodeError, InvalidValue):
+    except (DecodeError, InvalidValue, EnvelopeRefused):  # named (or refused) by the caller's
         return None
     seq, events = header.range, decoded.events
     first = seq.from_

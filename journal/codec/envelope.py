@@ -232,11 +232,12 @@ class OpenedAppend:
 
 class Opener:
     """Opens one journal's envelopes (of one `label`) with its data key; a cached data key
-    holds its journal's (`DataKey.opener`). A read opens a whole page in `records`' one loop,
-    the journal's part of the associated data built once: the cipher's fixed ~0.45 us a call
-    (its context set up anew each time) is then about half of the opening's cost an event
-    (BENCHMARKS.md). Slices are bytes: at these sizes a memoryview's cost more than the copies
-    they save, and `decrypt` takes them slower."""
+    holds its journal's (`DataKey.opener`), the journal's part of the associated data built
+    once. A read gives it to the decoder (`decode_events_binary`), which opens each Append's
+    envelope as it meets it (`open_append`) and builds each event with its entry; `records`
+    opens events decoded without a key (subscriptions, the pipeline), rebuilding each. Slices
+    are bytes: at these sizes a memoryview's cost more than the copies they save, and
+    `decrypt` takes them slower."""
 
     __slots__ = ("_decrypt", "_journal_id", "_key_id", "_label", "_prefix")
 
@@ -257,16 +258,17 @@ class Opener:
                 value[4 : 4 + _NONCE], value[4 + _NONCE :], self._prefix + _SEQ_NR(seq_nr)
             )
         except InvalidTag:
-            raise self._refused(seq_nr) from None
+            raise self.refused(seq_nr) from None
         return _payload_of(plain)
 
     def records(
         self, records: list[EventRecord], last: OpenedAppend | None = None
     ) -> list[EventRecord]:
-        """`records`, each sealed payload opened: one pass, each record rebuilt once with its
-        opened payload (a payload that is not an envelope, appended before the deployment
-        encrypted, stays as it is); EnvelopeRefused at the first that does not open. An
-        Append's envelope (version 2) is opened once, and kept in `last` for the next call."""
+        """`records` decoded without the key, each sealed payload opened: one pass, each record
+        rebuilt once with its opened payload (a payload that is not an envelope, appended
+        before the deployment encrypted, stays as it is); EnvelopeRefused at the first that
+        does not open. An Append's envelope (version 2) is opened once, and kept in `last` for
+        the next call."""
         decrypt, prefix = self._decrypt, self._prefix
         # the module's names as locals: a global's look-up per use costs as much as a slice
         binary, magic, least, seq_nr_bytes = BinaryPayload, MAGIC, _MIN_SEALED, _SEQ_NR
@@ -298,7 +300,7 @@ class Opener:
                 # an envelope given to an event outside its range (or with no payload there):
                 # tampered with, so refused, never an entry of another event
                 if not 0 <= at < len(payloads) or (opened_payload := payloads[at]) is None:
-                    raise self._refused(event.seq_nr, "the event is not in its Append's envelope")
+                    raise self.refused(event.seq_nr, "the event is not in its Append's envelope")
                 append(rebuilt(record, event=rebuilt(event, payload=opened_payload)))
                 continue
             # `is_sealed`, inline: once per event read
@@ -311,7 +313,7 @@ class Opener:
                     value[magic_end:nonce_end], value[nonce_end:], prefix + seq_nr_bytes(seq_nr)
                 )
             except InvalidTag:
-                raise self._refused(seq_nr) from None
+                raise self.refused(seq_nr) from None
             # a JSON payload's case inline, the rest by `_payload_of`: a call costs what a case does
             opened_payload = json(plain[1:]) if plain[0] == j else _payload_of(plain)
             append(rebuilt(record, event=rebuilt(event, payload=opened_payload)))
@@ -319,9 +321,16 @@ class Opener:
 
     def _open_append(self, value: bytes, last: OpenedAppend) -> None:
         """An Append's envelope opened into `last`: its payloads, decoded once each."""
-        _magic, key_id, first, last_seq_nr = _APPEND_HEAD.unpack_from(value)
+        first, payloads = self.append_payloads(value)
+        last.value, last.opener, last.first, last.payloads = value, self, first, payloads
+
+    def open_append(self, value: bytes) -> tuple[int, int, bytes]:
+        """An Append's envelope (`is_append_envelope`) decrypted: its first and last seqNr and
+        its plaintext (an entry an event: `kind | length | payload`); EnvelopeRefused if it does
+        not open with this key at this journal."""
+        _magic, key_id, first, last = _APPEND_HEAD.unpack_from(value)
         if key_id != self._key_id:
-            raise self._refused(first, "the Append was sealed by another data key")
+            raise self.refused(first, "the Append was sealed by another data key")
         try:
             plain = self._decrypt(
                 value[_APPEND_HEAD.size : _APPEND_NONCE_END],
@@ -329,7 +338,14 @@ class Opener:
                 self._prefix + value[: _APPEND_HEAD.size],
             )
         except InvalidTag:
-            raise self._refused(first) from None
+            raise self.refused(first) from None
+        return first, last, plain
+
+    def append_payloads(self, value: bytes) -> tuple[int, list[Payload | None]]:
+        """An Append's envelope opened: its first seqNr and the payload of each of its events
+        in seqNr order (None: that event has none), each decoded once; EnvelopeRefused if it
+        does not open, or does not hold its range."""
+        first, last_seq_nr, plain = self.open_append(value)
         payloads: list[Payload | None] = []
         add = payloads.append
         unpack, size, end, at = _PART.unpack_from, _PART.size, len(plain), 0
@@ -348,10 +364,39 @@ class Opener:
                 add(BinaryPayload(raw))
         # the range is sealed in, and the record's seqNrs are consecutive: an event is its entry
         if len(payloads) != last_seq_nr - first + 1:
-            raise self._refused(first, "the Append's envelope does not hold its range")
-        last.value, last.opener, last.first, last.payloads = value, self, first, payloads
+            raise self.refused(first, "the Append's envelope does not hold its range")
+        return first, payloads
 
-    def _refused(self, seq_nr: int, why: str = "") -> EnvelopeRefused:
+    def events(self, events: Sequence[Event]) -> tuple[Event, ...]:
+        """A decoded record's events (its references given their envelope:
+        `with_append_envelope`), each sealed payload opened: what the decoder does in its
+        loop (`decode_events_binary` with an opener), for the values it does not take there."""
+        last = OpenedAppend()
+        return tuple([self._event(event, last) for event in events])
+
+    def _event(self, event: Event, last: OpenedAppend) -> Event:
+        payload = event.payload
+        if type(payload) is not BinaryPayload:
+            return event
+        value = payload.value
+        if is_append_envelope(value):
+            if last.value is not value:
+                self._open_append(value, last)
+            return replace(event, payload=self.entry(last.first, last.payloads, event.seq_nr))
+        if is_sealed(payload):
+            return replace(event, payload=self.payload(event.seq_nr, value))
+        return event
+
+    def entry(self, first: int, payloads: list[Payload | None], seq_nr: int) -> Payload:
+        """The event at `seq_nr`'s payload in its Append's opened envelope (`append_payloads`):
+        an envelope given to an event outside its range (or with no payload there) was
+        tampered with, so refused, never an entry of another event."""
+        at = seq_nr - first
+        if not 0 <= at < len(payloads) or (payload := payloads[at]) is None:
+            raise self.refused(seq_nr, "the event is not in its Append's envelope")
+        return payload
+
+    def refused(self, seq_nr: int, why: str = "") -> EnvelopeRefused:
         label = self._label
         return EnvelopeRefused(
             f"journal {self._journal_id!r} seqNr {seq_nr}{' ' + label.decode() if label else ''}: "

@@ -9,6 +9,7 @@ that do not hold one.
 
 from __future__ import annotations
 
+from journal.codec.envelope import Opener
 from journal.codec.errors import DecodeError, EncodeError
 from journal.codec.events_binary import decode_events_binary, encode_events_binary
 from journal.codec.events_json import decode_events_json, encode_events_json
@@ -31,10 +32,12 @@ def encode_checked_events(events: Events) -> tuple[PayloadType, bytes]:
     return PayloadType.JSON, encode_events_json(events)
 
 
-def decode_events(payload_type: PayloadType, value: bytes) -> Events:
+def decode_events(payload_type: PayloadType, value: bytes, opener: Opener | None = None) -> Events:
+    """The value's events; with an `opener`, their sealed payloads opened as they are built
+    (`decode_events_binary`: a JSON value holds no envelope)."""
     try:
         if payload_type is PayloadType.BINARY:
-            events = decode_events_binary(value)
+            events = decode_events_binary(value, opener)
         elif payload_type is PayloadType.JSON:
             events = decode_events_json(value)
         else:

@@ -26,7 +26,19 @@ from __future__ import annotations
 import struct
 from typing import Final
 
-from journal.codec.envelope import APPEND_REF, is_append_envelope, with_append_envelope
+from journal.codec.envelope import (
+    _J,
+    _N,
+    _PART,
+    _T,
+    APPEND_REF,
+    MAGIC,
+    EnvelopeRefused,
+    Opener,
+    is_append_envelope,
+    is_sealed,
+    with_append_envelope,
+)
 from journal.codec.errors import DecodeError, EncodeError
 from journal.codec.json_value import dumps, loads
 from journal.codec.payload_metadata import payload_metadata_from_json, payload_metadata_to_json
@@ -40,6 +52,7 @@ from journal.core.model import (
     Payload,
     PayloadMetadata,
     TextPayload,
+    check_consecutive,
     checked_json_payload,
 )
 
@@ -58,6 +71,9 @@ _MAX_SIZE = 2**31 - 1
 _NO_METADATA = b"{}"  # PayloadMetadata() as JSON: most Appends carry none
 _NO_PAYLOAD_METADATA = PayloadMetadata()
 _NO_TAGS: frozenset[str] = frozenset()
+# a reference as written (no tags): its event's length, and its bytes from the tags' length on
+_REF_SIZE = _EVENT_FIXED + len(APPEND_REF)
+_REF_REST = _I32.pack(0) + _PAYLOAD_HEAD.pack(_BINARY, len(APPEND_REF)) + APPEND_REF
 
 
 def encode_events_binary(events: Events) -> bytes:
@@ -73,23 +89,34 @@ def encode_events_binary(events: Events) -> bytes:
     return b"".join(parts)
 
 
-def decode_events_binary(value: bytes) -> Events:
-    decoded = _decode_fast(value)
+def decode_events_binary(value: bytes, opener: Opener | None = None) -> Events:
+    """The value's events; with the `opener` of their journal's data key, each sealed payload
+    opened as its event is built (an Append's envelope opened once, each event built once, with
+    its clear payload). A value that is malformed, or whose seqNrs are not consecutive, raises
+    its fault (DecodeError, InvalidValue) before any opening; a sound one that does not open,
+    EnvelopeRefused."""
+    decoded = _decode_fast(value, opener)
     if decoded is not None:
         return decoded
     decoded = _decode_careful(value)  # not a well-formed value: it says what is wrong
-    if len(decoded.events) > 1:  # an encrypted Append's later events name its one envelope
-        return Events(with_append_envelope(decoded.events), decoded.metadata)
-    return decoded
+    events = decoded.events
+    if len(events) > 1:  # an encrypted Append's later events name its one envelope
+        events = with_append_envelope(events)
+    if opener is not None:
+        check_consecutive(events)  # an entry is the event at seqNr - first: only once sound
+        events = opener.events(events)
+    return decoded if events is decoded.events else Events(events, decoded.metadata)
 
 
-def _decode_fast(value: bytes) -> Events | None:
+def _decode_fast(value: bytes, opener: Opener | None = None) -> Events | None:
     """A well-formed value decoded in one loop of `unpack_from`s and slices, or None for
     anything else (`_decode_careful` then names the fault). An encrypted Append's references
-    are given its envelope's payload as they are met (`with_append_envelope` otherwise). A
-    sealed journal's every record is binary: a `_Reader` an event and a region cost ~2 us an
-    event, most of an encrypted read's cost (BENCHMARKS.md, "An encrypted Append sealed
-    once")."""
+    are given its envelope's payload as they are met (`with_append_envelope` otherwise), or
+    with an `opener` their entries of the envelope opened where it is met: a rebuild of each
+    event with its opened payload after the decode was most of what an encrypted read added
+    (BENCHMARKS.md, "Opened inside the decode"). A sealed journal's every record is binary: a
+    `_Reader` an event and a region cost ~2 us an event (BENCHMARKS.md, "An encrypted Append
+    sealed once")."""
     end = len(value)
     try:
         version, count = _HEAD.unpack_from(value, 0)
@@ -103,58 +130,132 @@ def _decode_fast(value: bytes) -> Events | None:
         event, binary, no_tags, ref = Event, BinaryPayload, _NO_TAGS, APPEND_REF
         carrier: BinaryPayload | None = None  # an encrypted Append's envelope, once met
         unresolved = False  # a reference met before the envelope (not as written, but valid)
+        # with an opener, once the Append's envelope is met: its plaintext, where the next
+        # event's entry starts in it, that event's seqNr, and the envelope's last seqNr
+        plain: bytes | None = None
+        cursor = expect = last = 0
+        unpack_part, part_size = _PART.unpack_from, _PART.size
+        ref_size, ref_event_size, ref_rest = _REF_SIZE, _REF_SIZE + 4, _REF_REST
+        json_payload, text_payload, json_kind, text_kind = JsonPayload, TextPayload, _J, _T
         events: list[Event] = []
         append = events.append
         at = _HEAD.size
         for _ in range(count):
             size, seq_nr, tags_size = unpack_event(value, at)
-            stop = at + 4 + size
-            at += _EVENT_HEAD.size
-            tags_end = at + tags_size
-            if size < _EVENT_FIXED or stop > end or tags_size < 0 or tags_end > stop:
-                return None
-            if tags_size == 0:
+            if size == ref_size and plain is not None and value.startswith(ref_rest, at + 12):
+                at += ref_event_size  # a reference without tags, as written: its entry below
                 tags = no_tags
             else:
-                found = set()
-                while at < tags_end:
-                    (length,) = unpack_i32(value, at)
-                    at += 4
-                    if length < 0 or at + length > tags_end:
-                        return None
-                    found.add(value[at : at + length].decode("utf-8"))
-                    at += length
-                tags = frozenset(found)
-            kind, length = unpack_payload(value, at)
-            at += _PAYLOAD_HEAD.size
-            if at + length != stop or length < 0:
-                return None
-            if kind == _BINARY:
-                if length == 4 and value.startswith(ref, at):
-                    if carrier is None:
-                        unresolved = True
-                        append(event(seq_nr, tags, binary(ref)))
-                    else:
-                        append(event(seq_nr, tags, carrier))
+                stop = at + 4 + size
+                at += _EVENT_HEAD.size
+                tags_end = at + tags_size
+                if size < _EVENT_FIXED or stop > end or tags_size < 0 or tags_end > stop:
+                    return None
+                if tags_size == 0:
+                    tags = no_tags
+                else:
+                    found = set()
+                    while at < tags_end:
+                        (length,) = unpack_i32(value, at)
+                        at += 4
+                        if length < 0 or at + length > tags_end:
+                            return None
+                        found.add(value[at : at + length].decode("utf-8"))
+                        at += length
+                    tags = frozenset(found)
+                kind, length = unpack_payload(value, at)
+                at += _PAYLOAD_HEAD.size
+                if at + length != stop or length < 0:
+                    return None
+                if kind == _BINARY:
+                    is_ref = length == 4 and value.startswith(ref, at)
+                    if plain is None:
+                        if is_ref:
+                            if carrier is not None:
+                                append(event(seq_nr, tags, carrier))
+                            elif opener is not None:
+                                return None  # not as written: the careful path opens it
+                            else:
+                                unresolved = True
+                                append(event(seq_nr, tags, binary(ref)))
+                            at = stop
+                            continue
+                        payload = binary(value[at:stop])
+                        if (
+                            carrier is None
+                            and value.startswith(ref, at)
+                            and is_append_envelope(payload.value)
+                        ):
+                            carrier = payload
+                            if opener is None:
+                                append(event(seq_nr, tags, payload))
+                                at = stop
+                                continue
+                            first, last, plain = opener.open_append(payload.value)
+                            if seq_nr < first:
+                                return None
+                            for _ in range(seq_nr - first):  # the entries of events before it
+                                cursor += part_size + unpack_part(plain, cursor)[1]
+                            expect = seq_nr  # its entry below, as a reference's
+                        else:
+                            if (
+                                opener is not None
+                                and value.startswith(MAGIC, at)
+                                and is_sealed(payload)
+                            ):
+                                # version 1: an envelope of its own
+                                append(event(seq_nr, tags, opener.payload(seq_nr, payload.value)))
+                            else:
+                                append(event(seq_nr, tags, payload))
+                            at = stop
+                            continue
+                    elif not is_ref:
+                        return None  # a payload of its own in a sealed Append: the careful path's
+                    at = stop  # its entry below
+                elif kind == _JSON:
+                    if plain is not None:
+                        return None  # a payload in clear in a sealed Append: the careful path's
+                    append(event(seq_nr, tags, checked_json_payload(value[at:stop])))
                     at = stop
                     continue
-                payload = binary(value[at:stop])
-                if (
-                    carrier is None
-                    and value.startswith(ref, at)
-                    and is_append_envelope(payload.value)
-                ):
-                    carrier = payload
-                append(event(seq_nr, tags, payload))
-            elif kind == _JSON:
-                append(event(seq_nr, tags, checked_json_payload(value[at:stop])))
-            elif kind == _TEXT:
-                append(event(seq_nr, tags, TextPayload(value[at:stop].decode("utf-8"))))
-            elif kind == _NONE and length == 0:
-                append(event(seq_nr, tags, None))
-            else:
+                elif kind == _TEXT:
+                    if plain is not None:
+                        return None
+                    append(event(seq_nr, tags, TextPayload(value[at:stop].decode("utf-8"))))
+                    at = stop
+                    continue
+                elif kind == _NONE and length == 0:
+                    if plain is not None:  # its entry (none sealed) passed over
+                        if seq_nr != expect:
+                            return None
+                        cursor += part_size + unpack_part(plain, cursor)[1]
+                        expect += 1
+                    append(event(seq_nr, tags, None))
+                    at = stop
+                    continue
+                else:
+                    return None
+            # the event's entry in its Append's opened envelope, at seqNr - first: the seqNrs
+            # from the envelope's holder on are consecutive, or the careful path names the
+            # fault (or refuses an event outside its envelope)
+            if seq_nr != expect:
                 return None
-            at = stop
+            part_kind, part_length = unpack_part(plain, cursor)
+            cursor += part_size
+            raw = plain[cursor : cursor + part_length]
+            cursor += part_length
+            expect += 1
+            if part_kind == json_kind:
+                append(event(seq_nr, tags, json_payload(raw)))
+            elif part_kind == text_kind:
+                append(event(seq_nr, tags, text_payload(raw.decode("utf-8"))))
+            elif part_kind != _N:
+                append(event(seq_nr, tags, binary(raw)))
+            else:
+                return None  # no payload sealed for it: the careful path refuses
+        # every entry of the envelope, and nothing more, taken (else the careful path refuses)
+        if plain is not None and (expect != last + 1 or cursor != len(plain)):
+            return None
         decoded = tuple(events)
         if unresolved:
             decoded = with_append_envelope(decoded)
@@ -167,8 +268,8 @@ def _decode_fast(value: bytes) -> Events | None:
             loads(rest, "binary record value metadata"), "binary record value metadata"
         )
         return Events(decoded, metadata)
-    except (struct.error, UnicodeDecodeError, InvalidValue, DecodeError):
-        return None
+    except (struct.error, UnicodeDecodeError, InvalidValue, DecodeError, EnvelopeRefused):
+        return None  # a refusal too: the careful path names a fault of the value first
 
 
 def _decode_careful(value: bytes) -> Events:

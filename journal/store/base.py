@@ -27,6 +27,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapp
 from dataclasses import dataclass
 from datetime import datetime
 
+from journal.codec.envelope import OpenedAppend, Opener
 from journal.core.fold import JournalState, JournalWrite, rebased
 from journal.core.grow import Grow, Phase
 from journal.core.model import (
@@ -143,11 +144,14 @@ class EventualJournal(ABC):
         meta: JournalMeta,
         from_: int = 1,
         to: int = SEQ_NR_MAX,
+        opener: Opener | None = None,
     ) -> AsyncIterator[list[EventRecord]]:
         """`read`, a non-empty list of events at a time as the store fetches them (a store
-        without pages: an event at a time)."""
+        without pages: an event at a time); with the `opener` of the journal's data key, their
+        sealed payloads opened (a store that decodes: as it decodes, each event built once)."""
+        last = OpenedAppend()  # each Append's envelope opened once
         async for record in self.read(key, meta, from_, to):
-            yield [record]
+            yield [record] if opener is None else opener.records([record], last)
 
     def appends(
         self, topic: str, partition: int, after: int, to: int
@@ -168,10 +172,13 @@ class EventualJournal(ABC):
         """Up to `limit` ids of the topic's stored journals that exist (`JournalState.exists`)
         starting with `prefix`, above `after`, ascending (by code point)."""
 
-    async def first_page(self, key: JournalKey, from_: int, to: int) -> FirstPage:
+    async def first_page(
+        self, key: JournalKey, from_: int, to: int, opener: Opener | None = None
+    ) -> FirstPage:
         """The first page of the journal's stored events from `from_`, asked before its
         metadata is known (so a read needs one round trip, not two): the caller keeps what
-        its metadata allows and reads the rest with `read`. The default reads nothing ahead."""
+        its metadata allows and reads the rest with `read`; opened with `opener` as
+        `read_pages`' are. The default reads nothing ahead."""
         return FirstPage(0, ())
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from cassandra.cluster import Cluster, Session
 
+from journal.codec.envelope import Opener
 from journal.core.fold import JournalWrite
 from journal.core.grow import Grow, Phase
 from journal.core.listing import Listing, ListingPhase
@@ -180,9 +181,14 @@ class CassandraStore(EventualStore):
         return self._reads.read(key, meta, from_, to)
 
     def read_pages(
-        self, key: JournalKey, meta: JournalMeta, from_: int = 1, to: int = SEQ_NR_MAX
+        self,
+        key: JournalKey,
+        meta: JournalMeta,
+        from_: int = 1,
+        to: int = SEQ_NR_MAX,
+        opener: Opener | None = None,
     ) -> AsyncIterator[list[EventRecord]]:
-        return self._reads.read_pages(key, meta, from_, to)
+        return self._reads.read_pages(key, meta, from_, to, opener)
 
     def appends(
         self, topic: str, partition: int, after: int, to: int
@@ -192,8 +198,10 @@ class CassandraStore(EventualStore):
     def append_events(self, append: StoredAppend) -> AsyncIterator[EventRecord]:
         return self._reads.append_events(append)
 
-    async def first_page(self, key: JournalKey, from_: int, to: int) -> FirstPage:
-        return await self._reads.first_page(key, from_, to)
+    async def first_page(
+        self, key: JournalKey, from_: int, to: int, opener: Opener | None = None
+    ) -> FirstPage:
+        return await self._reads.first_page(key, from_, to, opener)
 
     def journals_in_token_range(
         self, low: int, high: int

@@ -22,6 +22,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from typing import TypeVar
 
+from journal.codec.envelope import Opener
 from journal.core.fold import JournalWrite
 from journal.core.grow import Grow, Phase
 from journal.core.model import SEQ_NR_MAX, EventRecord, JournalKey
@@ -183,9 +184,14 @@ class ConnectingStore(EventualStore):
                 yield record
 
     async def read_pages(
-        self, key: JournalKey, meta: JournalMeta, from_: int = 1, to: int = SEQ_NR_MAX
+        self,
+        key: JournalKey,
+        meta: JournalMeta,
+        from_: int = 1,
+        to: int = SEQ_NR_MAX,
+        opener: Opener | None = None,
     ) -> AsyncIterator[list[EventRecord]]:
-        pages = self._reading().read_pages(key, meta, from_, to)
+        pages = self._reading().read_pages(key, meta, from_, to, opener)
         try:
             async for page in pages:
                 yield page
@@ -208,8 +214,10 @@ class ConnectingStore(EventualStore):
     ) -> list[str]:
         return await self._read(lambda store: store.journal_ids(topic, prefix, after, limit))
 
-    async def first_page(self, key: JournalKey, from_: int, to: int) -> FirstPage:
-        return await self._read(lambda store: store.first_page(key, from_, to))
+    async def first_page(
+        self, key: JournalKey, from_: int, to: int, opener: Opener | None = None
+    ) -> FirstPage:
+        return await self._read(lambda store: store.first_page(key, from_, to, opener))
 
     async def stored(self, keys: Collection[JournalKey]) -> dict[JournalKey, JournalMeta]:
         return await self._read(lambda store: store.stored(keys))

@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from journal.codec.actions import events_of
+from journal.codec.envelope import Opener
 from journal.core.fold import JournalWrite, Removal
 from journal.core.grow import Grow, Phase
 from journal.core.model import SEQ_NR_MAX, EventRecord, JournalKey
@@ -137,12 +138,17 @@ class MemoryStore(EventualStore):
         )
         return ids[:limit]
 
-    async def first_page(self, key: JournalKey, from_: int, to: int) -> FirstPage:
+    async def first_page(
+        self, key: JournalKey, from_: int, to: int, opener: Opener | None = None
+    ) -> FirstPage:
         meta = await self.meta(key)
         if meta is None:
             return FirstPage(self.SEGMENT_SIZE, ())
-        events = [r async for r in self.read(key, meta, from_, to)]
-        return FirstPage(self.SEGMENT_SIZE, tuple(events[: self.PAGE_SIZE]))
+        events = [r async for r in self.read(key, meta, from_, to)][: self.PAGE_SIZE]
+        # it keeps its events decoded (sealed): opened as they are handed out
+        return FirstPage(
+            self.SEGMENT_SIZE, tuple(events if opener is None else opener.records(events))
+        )
 
     async def stored(self, keys: Collection[JournalKey]) -> dict[JournalKey, JournalMeta]:
         return {k: j.meta for k in keys if (j := self._journals.get(k)) is not None}

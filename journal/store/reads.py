@@ -11,6 +11,7 @@ from typing import Any
 
 from cassandra.cluster import Session
 
+from journal.codec.envelope import Opener
 from journal.core.model import SEQ_NR_MAX, EventRecord, JournalKey
 from journal.store import cql
 from journal.store.base import FirstPage, JournalMeta, StoredAppend
@@ -105,10 +106,16 @@ class Reads:
                 yield record
 
     async def read_pages(
-        self, key: JournalKey, meta: JournalMeta, from_: int = 1, to: int = SEQ_NR_MAX
+        self,
+        key: JournalKey,
+        meta: JournalMeta,
+        from_: int = 1,
+        to: int = SEQ_NR_MAX,
+        opener: Opener | None = None,
     ) -> AsyncIterator[list[EventRecord]]:
         """`read`, a page of the driver's at a time: the events below the journal's
-        `records_from` from version 3's `events`, the rest from `event_records`."""
+        `records_from` from version 3's `events`, the rest from `event_records`; with the
+        `opener` of the journal's data key, opened as each row is decoded."""
         if meta.seq_nr is None:
             return
         size = meta.segment_size or self._segment_size
@@ -126,7 +133,7 @@ class Reads:
                 )
                 async for rows in pages:
                     if rows:
-                        yield event_records_of(rows)
+                        yield _opened(event_records_of(rows), opener)
             start = meta.records_from
         if start > stop:
             return
@@ -139,7 +146,7 @@ class Reads:
             chunks = self._record_chunks(key, segment, start, per_row)
             async for rows, seen in chunks:
                 per_row = seen  # the next segment's first guess
-                records = records_events(rows, start, stop)
+                records = records_events(rows, start, stop, opener)
                 if records:
                     yield records
                 if rows[-1][0] >= stop or rows[-1][1] > stop:  # past `stop`: done
@@ -234,7 +241,9 @@ class Reads:
                 if event_row[EVENT_OFFSET] == append.offset:  # not a later Append's after a Purge
                     yield event_record_of(event_row)
 
-    async def first_page(self, key: JournalKey, from_: int, to: int) -> FirstPage:
+    async def first_page(
+        self, key: JournalKey, from_: int, to: int, opener: Opener | None = None
+    ) -> FirstPage:
         """From the journal's deleteTo + 1 as last seen here, if above `from_`: a slice from
         `from_` would walk every row a Delete shadowed in the segment (up to a segment's
         worth) until compaction drops them. A deleteTo seen before a Purge only makes the page
@@ -254,7 +263,7 @@ class Reads:
                 (key.topic, key.id, from_ // size, from_, min(to, segment_end, records_from - 1)),
                 ROWS_AS_TUPLES,
             )
-            return FirstPage(size, tuple(event_records_of(rows)))
+            return FirstPage(size, tuple(_opened(event_records_of(rows), opener)))
         segment, high = from_ // size, from_ + FIRST_EVENTS - 1
         rows = await cql.execute(
             self._session,
@@ -269,7 +278,7 @@ class Reads:
                 (key.topic, key.id, segment + 1, from_, min(segment_end + size, high)),
                 ROWS_AS_TUPLES,
             )
-        return FirstPage(size, tuple(records_events(rows, from_, to)))
+        return FirstPage(size, tuple(records_events(rows, from_, to, opener)))
 
     async def journals_in_token_range(
         self, low: int, high: int
@@ -303,3 +312,9 @@ class Reads:
 async def _with_asked(rows: Awaitable[list[Any]], asked: int) -> tuple[list[Any], int]:
     """`rows` and how many were asked (a chunk of fewer is the segment's last)."""
     return list(await rows), asked
+
+
+def _opened(records: list[EventRecord], opener: Opener | None) -> list[EventRecord]:
+    """Version 3's `events` rows, a payload a row: opened one by one (a version 1 envelope an
+    event, sealed before version 2; never an Append's envelope)."""
+    return records if opener is None else opener.records(records)

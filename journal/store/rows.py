@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 from cassandra.query import UNSET_VALUE
 
+from journal.codec.envelope import Opener
 from journal.codec.events import encode_events
 from journal.codec.events_binary import decode_events_binary
 from journal.codec.events_json import decode_events_json
@@ -69,17 +70,23 @@ def record_row(key: JournalKey, size: int, append: ActionRecord, stamp: int) -> 
     )
 
 
-def records_events(rows: Sequence[tuple[Any, ...]], low: int, high: int) -> list[EventRecord]:
+def records_events(
+    rows: Sequence[tuple[Any, ...]], low: int, high: int, opener: Opener | None = None
+) -> list[EventRecord]:
     """The events low..high of a page of `event_records` rows (as `Statements.read_records`
     selects them, in seqNr order): each row's value decoded in one pass, the rows and events
-    outside the range skipped. Replication checked every value it stored (`parse_checked`)."""
+    outside the range skipped; with the `opener` of the journal's data key, each sealed payload
+    opened in that pass (each event built once). Replication checked every value it stored
+    (`parse_checked`)."""
     records: list[EventRecord] = []
     for last, first, partition, offset, timestamp, kind, value, headers in rows:
         if last < low:
             continue
         if first > high:
             break
-        decoded = decode_events_json(value) if kind == "json" else decode_events_binary(value)
+        decoded = (
+            decode_events_json(value) if kind == "json" else decode_events_binary(value, opener)
+        )
         events = decoded.events
         if first < low or last > high:
             events = events[max(low - first, 0) : high - first + 1]

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import TopicPartition
 from pydantic import SecretStr
 
 from app.confirm import REFUSED_EXIT, UNAVAILABLE_EXIT
@@ -198,26 +198,6 @@ async def test_it_refuses_a_count_that_is_not_a_multiple_or_not_the_recorded_one
         await grow_topic(old.settings, old.store, 6, yes=True, before_step=stop)
     with pytest.raises(GrowRefused, match="run it again with --partitions 6"):
         await grow_topic(old.settings, old.store, 9, yes=True)
-
-
-async def test_it_refuses_while_a_worker_group_consumes_the_topic(old: Old) -> None:
-    settings = old.settings
-    group = AIOKafkaConsumer(
-        settings.topic,
-        **settings.kafka_access().client_options(),
-        group_id=f"{settings.topic}-workers",
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-    )
-    await group.start()
-    try:
-        assert await group.getmany(timeout_ms=10_000)  # joined, assigned, read
-        await group.commit()
-        with pytest.raises(GrowRefused, match=f"{settings.topic}-workers"):
-            await grow_topic(settings, old.store, 6, yes=True)
-        assert await old.store.grow(settings.topic) is None
-    finally:
-        await group.stop()
 
 
 async def kill_once_partition_0_is_cut(args: list[str], env: dict[str, str]) -> bool:

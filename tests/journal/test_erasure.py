@@ -8,11 +8,14 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
+from msgspec.structs import replace
 from pydantic import SecretStr
 
 from journal.client.journals import Journals
+from journal.codec import envelope, events_binary
 from journal.codec.action_header import ACTION_HEADER
 from journal.codec.envelope import (
     SNAPSHOT,
@@ -361,6 +364,45 @@ async def test_an_append_is_sealed_once_and_a_delete_inside_it_still_reads(
         if isinstance(item, SubscribedEvent) and item.key.id == journal_id
     ]
     assert subscribed == events
+
+
+class Builds:
+    """The events a decode builds (`Event` in journal/codec/events_binary.py) and the ones an
+    opening rebuilds after it (`replace` in journal/codec/envelope.py), counted."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.built = self.rebuilt = 0
+
+        def built(*args: Any, **kwargs: Any) -> Event:
+            self.built += 1
+            return Event(*args, **kwargs)
+
+        def rebuilt(struct: Any, **changes: Any) -> Any:
+            self.rebuilt += 1
+            return replace(struct, **changes)
+
+        monkeypatch.setattr(events_binary, "Event", built)
+        monkeypatch.setattr(envelope, "replace", rebuilt)
+
+
+async def test_a_read_builds_each_event_once_with_its_clear_payload(
+    encrypted: Encrypted, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Opened inside the decode (BENCHMARKS.md, "Opened inside the decode"): a read of an
+    encrypted journal, from the store's rows and from Kafka's head, builds each event once, with
+    its clear payload, and rebuilds none after decoding it."""
+    journals = encrypted.journals
+    marker, journal_id = secret(), unique("built_once")
+    journal = journals.journal(journal_id)
+    stored = events_with(marker)
+    await journal.append(stored)
+    await encrypted.replicate()
+    head = [Event(5, payload=TextPayload(marker)), Event(6, payload=JsonPayload.of([marker]))]
+    await journal.append(head)
+
+    builds = Builds(monkeypatch)
+    assert [r.event for r in await read(journals, journal_id)] == [*stored, *head]
+    assert (builds.built, builds.rebuilt) == (6, 0)
 
 
 async def test_events_sealed_one_by_one_before_still_read_on_every_path(

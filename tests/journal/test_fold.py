@@ -14,11 +14,15 @@ import itertools
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 
+import msgspec
 import pytest
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from journal.codec.actions import RawRecord, events_of
+from journal.codec.envelope import EnvelopeRefused, Opener, Sealer, data_key_id, new_data_key
+from journal.codec.events import encode_events
 from journal.core.fold import JournalState, Removal, Verdict, fold_batch
 from journal.core.grow import SEAL_ID
 from journal.core.model import (
@@ -26,9 +30,12 @@ from journal.core.model import (
     AppendHeader,
     DeleteHeader,
     Event,
+    Events,
     JournalKey,
     MarkHeader,
     PurgeHeader,
+    SeqRange,
+    TextPayload,
 )
 from journal.kafka.head import JournalHead, fold_head, fold_whole
 from journal.replication.replicate import AlreadyQuarantined, Replicator
@@ -382,6 +389,40 @@ async def test_past_its_budget_a_head_keeps_only_offsets_and_a_purge_resets_it()
         JournalState(), records_of([*records, a.purge(A, 2), a.append(A, 3, 1, 1)]), 2**20
     )
     assert head.purged and head.spilled == () and [e.seq_nr for e in head.events] == [1]
+
+
+def sealed_append(offset: int, first: int, last: int, sealer: Sealer) -> ActionRecord:
+    """An encrypted Append of A as its writer produces it: sealed once, encoded."""
+    events = [Event(n, payload=TextPayload(f"e{n}")) for n in range(first, last + 1)]
+    payload_type, value = encode_events(Events(sealer.events(events)))
+    return a.record(A, offset, AppendHeader(SeqRange(first, last), payload_type), value)
+
+
+async def test_a_head_opens_its_events_as_it_decodes_them_and_refuses_only_what_it_holds() -> None:
+    """With a read's opener the head's events are opened as they are decoded; with a key that
+    does not open them the fold is the same and the refusal is kept for where the events would
+    be handed out (`JournalHead.refused`): not once a Purge voids them, nor for an Append past
+    the budget (refused when fetched again); a malformed Append is skipped, key or not."""
+    raw = new_data_key()
+    key_id = data_key_id(raw)
+    sealer = Sealer(AESGCM(raw), A.id, key_id=key_id)
+    opener = Opener(AESGCM(raw), A.id, key_id=key_id)
+    wrong = Opener(AESGCM(new_data_key()), A.id, key_id=key_id)
+    records = [sealed_append(0, 1, 2, sealer), sealed_append(1, 3, 3, sealer)]
+    head = await fold_head(JournalState(), records_of(records), 2**20, opener)
+    assert [r.event.payload for r in head.events] == [TextPayload(f"e{n}") for n in (1, 2, 3)]
+    assert head.refused is None
+    refused = await fold_head(JournalState(), records_of(records), 2**20, wrong)
+    assert refused.state == head.state and refused.events == ()
+    assert isinstance(refused.refused, EnvelopeRefused)
+    purged = await fold_head(JournalState(), records_of([*records, a.purge(A, 2)]), 2**20, wrong)
+    assert purged.purged and purged.refused is None
+    spilled = await fold_head(JournalState(), records_of(records), 1, wrong)
+    assert spilled.spilled == (0, 1) and spilled.refused is None
+    broken = msgspec.structs.replace(records[1], value=records[1].value[:-3])
+    for reader in (opener, wrong, None):
+        skipped = await fold_head(JournalState(), records_of([records[0], broken]), 2**20, reader)
+        assert skipped.state.seq_nr == 2
 
 
 # --- a grow's cut (docs/growing.md): every action after the partition's first Seal is MOVED

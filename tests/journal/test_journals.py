@@ -12,6 +12,7 @@ from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
 from aiokafka.structs import TopicPartition
 
 from journal.client.journals import Journals
+from journal.codec import Opener
 from journal.core.fold import JournalState
 from journal.core.index import IndexAnswer, Indexed, NotIndexed, OffsetRun
 from journal.core.model import SEQ_NR_MAX, Ack, Event, JournalKey, TextPayload
@@ -405,7 +406,9 @@ class StalePage(DelegatingJournal):
         super().__init__(store)
         self._page = page
 
-    async def first_page(self, key: JournalKey, from_: int, to: int) -> FirstPage:
+    async def first_page(
+        self, key: JournalKey, from_: int, to: int, opener: Opener | None = None
+    ) -> FirstPage:
         return self._page
 
 

@@ -3,10 +3,12 @@ journal/store/keys.py): what opens, what refuses, rotation, and the cache's boun
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
 import pytest
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from msgspec.structs import replace
 
 from journal.client.erasure import seal_events
 from journal.codec.envelope import (
@@ -24,12 +26,14 @@ from journal.codec.envelope import (
     open_sealed,
     seal,
 )
+from journal.codec.errors import DecodeError
 from journal.codec.events_binary import decode_events_binary, encode_events_binary
 from journal.core.model import (
     BinaryPayload,
     Event,
     EventRecord,
     Events,
+    InvalidValue,
     JournalKey,
     JsonPayload,
     Payload,
@@ -308,3 +312,72 @@ async def test_a_deployment_may_keep_sealing_event_by_event_for_a_rolling_upgrad
 
 def is_append_envelope_payload(payload: Payload | None) -> bool:
     return isinstance(payload, BinaryPayload) and is_append_envelope(payload.value)
+
+
+def _outcome(decode: Callable[[], Sequence[Event]]) -> list[Event] | type[Exception]:
+    try:
+        return list(decode())
+    except (DecodeError, InvalidValue, EnvelopeRefused, UnicodeDecodeError) as error:
+        return type(error)
+
+
+def test_the_decoder_opens_each_event_as_it_builds_it_as_the_opener_did_after() -> None:
+    """`decode_events_binary` with an opener (every read's decode): the events of a version 2
+    Append, of version 1 envelopes and of plain payloads, each built once with its clear
+    payload, the same as decoding and then opening them (`Opener.records`), whatever the slice
+    of the Append the record holds (an export's import keeps its tail)."""
+    key = new_data_key()
+    cipher = CountingCipher(key)
+    key_id = data_key_id(key)
+    sealer = Sealer(cipher, "j", key_id=key_id)  # type: ignore[arg-type]
+    opener = Opener(cipher, "j", key_id=key_id)  # type: ignore[arg-type]
+    clear = tuple(Event(11 + i, frozenset({"tag"}), p) for i, p in enumerate(APPEND_PAYLOADS))
+    sealed = sealer.events(clear)  # as written: the envelope, then references
+    value = encode_events_binary(Events(sealed))
+    cipher.decrypts = 0
+    assert decode_events_binary(value, opener).events == clear
+    assert cipher.decrypts == 1  # the Append's one envelope, once
+    tail = encode_events_binary(
+        Events((replace(sealed[2], payload=sealed[0].payload), *sealed[3:]))
+    )
+    assert decode_events_binary(tail, opener).events == clear[2:]
+    v1 = (
+        Event(1, payload=seal(cipher, "j", 1, TextPayload("old"))),  # type: ignore[arg-type]
+        Event(2),
+        Event(3, payload=BinaryPayload(b"KJE2")),
+    )
+    decoded = decode_events_binary(encode_events_binary(Events(v1)), opener).events
+    assert [e.payload for e in decoded] == [TextPayload("old"), None, BinaryPayload(b"KJE2")]
+    plain = Events((Event(1, payload=BinaryPayload(b"KJE2")), Event(2, payload=JsonPayload(b"1"))))
+    assert decode_events_binary(encode_events_binary(plain), opener) == plain
+
+
+def test_the_decoder_names_a_fault_before_it_refuses_and_refuses_as_the_opener_did() -> None:
+    """Every byte of a sealed Append's value changed, and every cut: the decode with an opener
+    raises the fault the decode without it names (DecodeError, ...), or for seqNrs that are not
+    consecutive InvalidValue (an entry is the event at seqNr - first); otherwise it answers
+    what decoding and then opening answered: the same events, or EnvelopeRefused."""
+    key = new_data_key()
+    cipher = AESGCM(key)
+    key_id = data_key_id(key)
+    opener = Opener(cipher, "j", key_id=key_id)
+    events = [Event(i + 1, frozenset({"tag"}), p) for i, p in enumerate(APPEND_PAYLOADS)]
+    value = encode_events_binary(Events(Sealer(cipher, "j", key_id=key_id).events(events)))
+    refused = 0
+    for at in range(len(value)):
+        flipped = value[:at] + bytes([value[at] ^ 0x41]) + value[at + 1 :]
+        for broken in (value[:at], flipped):
+            without = _outcome(lambda: decode_events_binary(broken).events)  # noqa: B023
+            with_key = _outcome(lambda: decode_events_binary(broken, opener).events)  # noqa: B023
+            if not isinstance(without, list):
+                assert with_key is without, at
+            elif [e.seq_nr for e in without] != list(range(1, len(without) + 1)):
+                assert with_key is InvalidValue, at
+            else:
+                records = [
+                    EventRecord(e, datetime(2026, 11, 28, tzinfo=UTC), 2, 1) for e in without
+                ]
+                opened = _outcome(lambda: [r.event for r in opener.records(records)])  # noqa: B023
+                assert with_key == opened, at
+                refused += opened is EnvelopeRefused
+    assert refused > 0  # the ciphertext's bytes, at least
