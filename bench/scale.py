@@ -27,7 +27,7 @@ from bench.environment import settings_for, settle
 from bench.group_member import member_env
 from bench.read import worker_at
 from bench.rebalance import Pause, add_pause_rows, measure_pause
-from bench.restore import TABLES, fill_first_appends, read_all, section_of, serving_stopped
+from bench.restore import TABLES, Serving, fill_first_appends, read_all, section_of, serving_stopped
 from bench.restore import to_serving as restore_to_serving
 from devtools.workers import DEFAULT_MEMBERSHIP, REPO, WorkerProcess
 from journal import Journals
@@ -323,6 +323,32 @@ async def changelogs_first(kafka: KafkaAccess, app_id: str, partitions: int) -> 
         await admin.close()
 
 
+async def empty_worker(base: Settings, name: str, workdir: Path) -> Serving:
+    """A worker of a group of its own on an empty topic of `PARTITIONS`: its start to serving
+    and RSS, stopped after (what a loaded worker is measured against)."""
+    kafka = base.kafka_access()
+    group = unique(name)
+    await changelogs_first(kafka, group, PARTITIONS)
+    settings = settings_for(base, name, partitions=PARTITIONS)
+    worker = WorkerProcess(
+        settings, group, workdir / "empty", instance_id=DEFAULT_MEMBERSHIP, loglevel="warning"
+    )
+    return await serving_stopped(worker)
+
+
+async def changelog_ends(
+    kafka: KafkaAccess, app_id: str
+) -> tuple[list[str], dict[TopicPartition, int]]:
+    """The changelogs of group `app_id`'s tables, and the end offset of each partition."""
+    changelogs = [f"{app_id}-{table}-changelog" for table in TABLES]
+    ends = {
+        TopicPartition(topic, partition): end
+        for topic in changelogs
+        for partition, end in (await end_offsets(kafka, topic, PARTITIONS)).items()
+    }
+    return changelogs, ends
+
+
 async def agent_through(worker: WorkerProcess, kafka: KafkaAccess) -> None:
     """Until the worker's agent handled every record of its topic as of now. The store holding
     them all is not that: a worker started on a backlog replicates it by catching up from
@@ -345,17 +371,7 @@ async def bench_scale(
     bound = client_bound(journals)
     client_idle, client_at = await _client_memory(settings, journals, bound)
 
-    empty_group = unique("scale_empty")
-    await changelogs_first(kafka, empty_group, PARTITIONS)
-    empty = await serving_stopped(
-        WorkerProcess(
-            settings_for(base, "scale_empty", partitions=PARTITIONS),
-            empty_group,
-            workdir / "empty",
-            instance_id=DEFAULT_MEMBERSHIP,
-            loglevel="warning",
-        )
-    )
+    empty = await empty_worker(base, "scale_empty", workdir)
     app_id = unique("scale")
     await changelogs_first(kafka, app_id, PARTITIONS)
     first = WorkerProcess(
@@ -373,12 +389,7 @@ async def bench_scale(
             indexed_kib = first.memory_kib()["VmRSS"]
         finally:
             await asyncio.to_thread(first.stop)
-        changelogs = [f"{app_id}-{table}-changelog" for table in TABLES]
-        ends = {
-            TopicPartition(topic, partition): end
-            for topic in changelogs
-            for partition, end in (await end_offsets(kafka, topic, PARTITIONS)).items()
-        }
+        changelogs, ends = await changelog_ends(kafka, app_id)
         # the same identity (static membership: its id is the host and HTTP port), so that it
         # takes the first worker's place and all its partitions at once
         fresh = WorkerProcess(

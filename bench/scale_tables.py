@@ -12,16 +12,16 @@ import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
-from aiokafka import AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaProducer
 
 from app.progress import Meter
 from bench.common import Row, Section, unique
 from bench.environment import settings_for
-from bench.restore import TABLES, read_all, section_of, serving_stopped
-from bench.scale import PARTITIONS, changelogs_first, per_unit_bytes
+from bench.restore import read_all, section_of, serving_stopped
+from bench.scale import PARTITIONS, changelog_ends, changelogs_first, empty_worker, per_unit_bytes
 from devtools.workers import DEFAULT_MEMBERSHIP, WorkerProcess
 from journal.core import OffsetRuns
-from journal.kafka import TopicSpec, end_offsets, ensure_topic, partition_of
+from journal.kafka import TopicSpec, ensure_topic, partition_of
 from journal.settings import Settings
 from kjconfig.access import KafkaAccess
 from tables.tables import APPENDS_TABLE
@@ -100,24 +100,8 @@ async def bench_scale_tables(base: Settings, journals: int, workdir: Path) -> Se
     app_id = unique("scale_tables")
     await changelogs_first(kafka, app_id, PARTITIONS)
     await write_entries(kafka, f"{app_id}-{APPENDS_TABLE}-changelog", journals)
-    changelogs = [f"{app_id}-{table}-changelog" for table in TABLES]
-    ends = {
-        TopicPartition(topic, partition): end
-        for topic in changelogs
-        for partition, end in (await end_offsets(kafka, topic, PARTITIONS)).items()
-    }
-
-    empty_group = unique("scale_tables_empty")
-    await changelogs_first(kafka, empty_group, PARTITIONS)
-    empty = await serving_stopped(
-        WorkerProcess(
-            settings_for(base, "scale_tables_empty", partitions=PARTITIONS),
-            empty_group,
-            workdir / "empty",
-            instance_id=DEFAULT_MEMBERSHIP,
-            loglevel="warning",
-        )
-    )
+    changelogs, ends = await changelog_ends(kafka, app_id)
+    empty = await empty_worker(base, "scale_tables_empty", workdir)
     fresh = await serving_stopped(
         WorkerProcess(
             settings, app_id, workdir / "fresh", instance_id=DEFAULT_MEMBERSHIP, loglevel="warning"
