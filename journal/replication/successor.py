@@ -144,8 +144,11 @@ class SuccessorReplication:
             return 0
         consumer = await self._started()
         ends = await consumer.end_offsets([*(tp for _, tp in owned), *waiting])
-        for tp in waiting:
-            self._publish_lag(tp, ends[tp] - await self._pointer(tp) - 1)
+        pointers = {
+            topic: await self._store.pointers(topic) for topic in {t.topic for t in waiting}
+        }
+        for tp in waiting:  # a query a topic, not a partition
+            self._publish_lag(tp, ends[tp] - pointers[tp.topic].get(tp.partition, -1) - 1)
         replicated = 0
         for link, tp in owned:
             kept = self._pointers.get(tp)

@@ -386,18 +386,21 @@ class GroupMember:
             consumer.subscribe(self._topics(), listener=_Listener(self, consumer))
         async with self._lock:
             held = [o.reader for o in self.owned.values() if o.reader.held]
+            passed: dict[TopicPartition, bool] = {}  # asked once a predecessor partition
             for reader in held:
                 linked, before = reading._predecessor(reader)
                 cut = None if linked.grow is None else linked.grow.cut.get(before)
                 if cut is None:
                     continue
                 tp = TopicPartition(linked.topic, before)
-                try:
-                    committed = await consumer.committed(tp)
-                    pointer = await reading._store.pointer(linked.topic, before)
-                except (KafkaError, StoreUnavailable):
-                    return  # asked again at the next upkeep
-                if (committed or 0) > cut and pointer is not None and pointer >= cut:
+                if tp not in passed:
+                    try:
+                        committed = await consumer.committed(tp)
+                        pointer = await reading._store.pointer(linked.topic, before)
+                    except (KafkaError, StoreUnavailable):
+                        return  # asked again at the next upkeep
+                    passed[tp] = (committed or 0) > cut and pointer is not None and pointer >= cut
+                if passed[tp]:
                     reader.held = False
                     tp = reading._tps[reader.slot]
                     consumer.seek(tp, reader.next)
