@@ -478,7 +478,8 @@ async def test_a_moved_journal_is_replicated_in_the_grown_topic_with_its_base(
 
 async def listed(journals: Journals, limit: int) -> list[str]:
     """Every id the listing pages through, `limit` a page."""
-    ids, after = [], None
+    ids: list[str] = []
+    after: str | None = None
     while True:
         page = await journals.ids(after=after, limit=limit)
         ids.extend(page.ids)
