@@ -502,15 +502,21 @@ class Journals:
         """The topics this one grew into, with this process's fence floor there (listing):
         none while no grow is recorded as of a lease ago (a grow is planned before its topic
         exists), else the registry's chain."""
-        growth = self.growth
-        assert growth is not None
-        if growth.registry.record is None and not growth.registry.clear():
-            await growth.registry.fresh()
-        if growth.registry.record is None:
+        if not await self._grown():
             return []
         slots = await chain_slots(self.topic, self.writer.partitions, self.store)
         counts = Counter(tp.topic for tp in slots[self.writer.partitions :])
         return [Successor(t, n, self._floor_of(t)) for t, n in counts.items()]
+
+    async def _grown(self) -> bool:
+        """Whether a grow of the topic is recorded: not asked again within a lease of a read
+        that found none (a grow is planned before its topic exists). StoreUnavailable."""
+        growth = self.growth
+        if growth is None:
+            return await self.store.grow(self.topic) is not None
+        if growth.registry.record is None and not growth.registry.clear():
+            await growth.registry.fresh()
+        return growth.registry.record is not None
 
     def _floor_of(self, topic: str) -> FenceFloor:
         """The fence floor of this process's writer to `topic` along the chain of grows (a
@@ -602,11 +608,13 @@ class Journals:
     async def group_statuses(self) -> list[GroupStatus]:
         """The topic's subscription groups, by name (`journal.subscriptions.groups`), asked with one
         set of clients kept until `close`; their partitions are the slots of the topic and of
-        its grown successors, as the registry has them (StoreUnavailable without it)."""
+        its grown successors, as the registry has them (StoreUnavailable when it cannot be
+        read)."""
         if self._group_admin is None:
             self._group_admin = GroupAdmin(self.kafka.config.kafka)
             self._owned.append(self._group_admin.close)
-        slots = await chain_slots(self.topic, self.writer.partitions, self.store)
+        store = self.store if await self._grown() else None  # None: the topic's own only
+        slots = await chain_slots(self.topic, self.writer.partitions, store)
         return await self._group_admin.statuses(slots)
 
 
