@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # the command line loads the client (Kafka, Cassandra) only w
     from journal import Journal
     from journal.errors import OutcomeUnknown
     from journal.settings import Settings
+    from journal.subscriptions import GroupStatus
     from web.validation import ParsedAppend
 
 JournalCommand = Callable[["Journal", BinaryIO], Awaitable[None]]
@@ -196,20 +197,33 @@ def subscribe_group(settings: Settings, name: str, tags: str | None) -> int:
 
 def show_groups(settings: Settings) -> int:
     """`kafka-journal groups`: a table of each group's partitions (member, checkpoint, end,
-    lag)."""
+    lag); past the topic's own, its grown successors' (the topic and partition in the last
+    column), as the registry in the store has them."""
+    from journal.errors import Unavailable
+    from journal.store import CassandraStore
     from journal.subscriptions import group_statuses
 
-    statuses = asyncio.run(group_statuses(settings.kafka_access(), settings.topic))
+    async def statuses() -> list[GroupStatus]:
+        store = await CassandraStore.connect(settings.cassandra_config())
+        try:
+            return await group_statuses(settings.kafka_access(), settings.topic, store)
+        finally:
+            await store.close()
+
+    try:
+        listed = asyncio.run(statuses())
+    except Unavailable as error:
+        return _failed("groups", f"unavailable: {error}", OUTCOME_UNKNOWN_EXIT)
     print(
         f"{'group':<24} {'state':<12} {'partition':>9} {'checkpoint':>10} {'end':>10} "
-        f"{'lag':>8}  member"
+        f"{'lag':>8}  {'member':<40} in topic"
     )
-    for status in statuses:
+    for status in listed:
         for p in status.partitions:
             checkpoint = "-" if p.committed is None else str(p.committed)
             print(
                 f"{status.name:<24} {status.state:<12} {p.partition:>9} {checkpoint:>10} "
-                f"{p.end:>10} {p.lag:>8}  {p.member or '-'}"
+                f"{p.end:>10} {p.lag:>8}  {p.member or '-':<40} {p.topic}/{p.topic_partition}"
             )
     return 0
 
@@ -223,12 +237,14 @@ def reset_group(
     yes: bool,
 ) -> int:
     """`kafka-journal groups reset`: print each checkpoint's move (of `partitions`, or every
-    partition), ask (or `yes`), commit them; 2 for a bad time or name, 1 while a member is
-    active or when not confirmed (app/confirm.py)."""
+    partition: the topic's and its grown successors', as `groups` numbers them), ask (or
+    `yes`), commit them; 2 for a bad time or name, 1 while a member is active or when not
+    confirmed (app/confirm.py)."""
     from datetime import datetime
 
     from app.confirm import NotConfirmed, confirm
     from journal.errors import InvalidValue, Unavailable
+    from journal.store import CassandraStore
     from journal.subscriptions import commit_reset, plan_reset
 
     try:
@@ -236,24 +252,35 @@ def reset_group(
     except ValueError as error:
         return _failed("groups reset", f"invalid_query: --to-time: {error}", 2)
     kafka, topic = settings.kafka_access(), settings.topic
-    try:
-        moves = asyncio.run(plan_reset(kafka, topic, name, time_ms, partitions or None))
-        for move in moves:
-            before = "none" if move.before is None else move.before
-            print(f"{name} partition {move.partition}: checkpoint {before} -> {move.after}")
-        if dry_run:
-            print(f"{name}: nothing committed (dry run)")
+
+    async def run() -> int:
+        store = await CassandraStore.connect(settings.cassandra_config())
+        try:
+            moves = await plan_reset(kafka, topic, name, time_ms, partitions or None, store)
+            for move in moves:
+                before = "none" if move.before is None else move.before
+                where = "" if move.topic == topic else f" ({move.topic} {move.topic_partition})"
+                print(
+                    f"{name} partition {move.partition}{where}: checkpoint {before} -> {move.after}"
+                )
+            if dry_run:
+                print(f"{name}: nothing committed (dry run)")
+                return 0
+            confirm(f"move {len(moves)} checkpoints of group {name}?", yes)
+            await commit_reset(kafka, topic, name, moves, store)
+            print(f"{name}: {len(moves)} checkpoints moved")
             return 0
-        confirm(f"move {len(moves)} checkpoints of group {name}?", yes)
-        asyncio.run(commit_reset(kafka, topic, name, moves))
+        finally:
+            await store.close()
+
+    try:
+        return asyncio.run(run())
     except InvalidValue as error:
         return _failed("groups reset", str(error), 1)
     except NotConfirmed as declined:
         return _failed("groups reset", str(declined), declined.exit_code)
     except Unavailable as error:
         return _failed("groups reset", f"unavailable: {error}", OUTCOME_UNKNOWN_EXIT)
-    print(f"{name}: {len(moves)} checkpoints moved")
-    return 0
 
 
 def _time_ms(moment: datetime) -> int:

@@ -254,6 +254,8 @@ def groups_out(statuses: Iterable[GroupStatus]) -> schema.GroupsOut:
                 partitions=[
                     schema.GroupPartitionOut(
                         partition=p.partition,
+                        topic=p.topic,
+                        topicPartition=p.topic_partition,
                         checkpoint=p.committed,
                         end=p.end,
                         lag=p.lag,

@@ -440,9 +440,14 @@ class AckedOut(_Wire):
 
 
 class GroupPartitionOut(_Wire):
-    """A partition of a subscription group's topic."""
+    """A partition of a subscription group's topic: past the topic's own, those of its grown
+    successors (docs/growing.md)."""
 
-    partition: int = Field(ge=0)
+    partition: int = Field(
+        ge=0, description="its number in an event position (the topic's own, then each successor's)"
+    )
+    topic: str = Field(description="the Kafka topic holding it")
+    topicPartition: int = Field(ge=0, description="its partition in that topic")
     checkpoint: int | None = Field(description="the committed offset (null: never committed)")
     end: int = Field(ge=0, description="the end of the partition's log")
     lag: int = Field(description="records between the checkpoint and the end")

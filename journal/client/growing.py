@@ -252,6 +252,10 @@ class Growth:
         self._successor: Journals | None = None
         self._lock = asyncio.Lock()
 
+    def built(self) -> Journals | None:
+        """The successor's client if it was built (None: this process never needed it)."""
+        return self._successor
+
     async def successor(self) -> Journals:
         if self._successor is None:
             async with self._lock:

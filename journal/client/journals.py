@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
@@ -23,7 +24,7 @@ from journal.client.conditional import (
 )
 from journal.client.erasure import Encryption, Erasure, data_keys_of, seal_events
 from journal.client.growing import Cuts, Growth, Predecessor, Registry
-from journal.client.listing import DEFAULT_LIMIT, JournalIdPage, JournalIds
+from journal.client.listing import DEFAULT_LIMIT, JournalIdPage, JournalIds, Successor
 from journal.client.reading import JournalInfo, ReadingFlow
 from journal.client.snapshots import JournalSnapshots
 from journal.codec.envelope import Opener, request_digest_key
@@ -54,7 +55,7 @@ from journal.kafka.producer import JournalProducer
 from journal.kafka.records import KafkaReadConfig, KafkaRecords
 from journal.kafka.tail import TailConfig, TailIndex
 from journal.kafka.topic import ensure_topic
-from journal.kafka.writer import EncodedAppend, JournalWriter, encode_append
+from journal.kafka.writer import EncodedAppend, FenceFloor, JournalWriter, encode_append
 from journal.settings import Settings
 from journal.store.base import EventualJournal, EventualStore, Snapshot
 from journal.store.cassandra import CassandraStore
@@ -74,6 +75,7 @@ from journal.subscriptions.subscription import (
     SubscriptionConfig,
     SubscriptionItem,
     SubscriptionPosition,
+    chain_slots,
     end_position,
     subscribe,
     subscribe_batches,
@@ -481,9 +483,49 @@ class Journals:
                 config.timeout_s,
                 self.reading,
                 self.writer.fence_floor,
+                None if self.growth is None else self._exists,
+                None if self.growth is None else self._successors,
             )
             self._owned.append(self._listing.close)
         return await self._listing.page(prefix, after, limit)
+
+    async def _exists(self, journal_id: str) -> bool:
+        """Whether the journal exists, where it is along the topic's grows (listing)."""
+
+        async def here(journal: Journal) -> bool:
+            reading = journal._journals.reading
+            return (await reading.head(journal.key)).state.exists
+
+        return await self.journal(journal_id)._followed(here)
+
+    async def _successors(self) -> list[Successor]:
+        """The topics this one grew into, with this process's fence floor there (listing):
+        none while no grow is recorded as of a lease ago (a grow is planned before its topic
+        exists), else the registry's chain."""
+        if not await self._grown():
+            return []
+        slots = await chain_slots(self.topic, self.writer.partitions, self.store)
+        counts = Counter(tp.topic for tp in slots[self.writer.partitions :])
+        return [Successor(t, n, self._floor_of(t)) for t, n in counts.items()]
+
+    async def _grown(self) -> bool:
+        """Whether a grow of the topic is recorded: not asked again within a lease of a read
+        that found none (a grow is planned before its topic exists). StoreUnavailable."""
+        growth = self.growth
+        if growth is None:
+            return await self.store.grow(self.topic) is not None
+        if growth.registry.record is None and not growth.registry.clear():
+            await growth.registry.fresh()
+        return growth.registry.record is not None
+
+    def _floor_of(self, topic: str) -> FenceFloor:
+        """The fence floor of this process's writer to `topic` along the chain of grows (a
+        fresh one where it never built that topic's client: it acknowledged nothing there)."""
+        journals: Journals | None = self
+        while journals is not None and journals.topic != topic:
+            growth = journals.growth
+            journals = None if growth is None else growth.built()
+        return FenceFloor() if journals is None else journals.writer.fence_floor
 
     def subscribe(
         self,
@@ -565,11 +607,15 @@ class Journals:
 
     async def group_statuses(self) -> list[GroupStatus]:
         """The topic's subscription groups, by name (`journal.subscriptions.groups`), asked with one
-        set of clients kept until `close`."""
+        set of clients kept until `close`; their partitions are the slots of the topic and of
+        its grown successors, as the registry has them (StoreUnavailable when it cannot be
+        read)."""
         if self._group_admin is None:
             self._group_admin = GroupAdmin(self.kafka.config.kafka)
             self._owned.append(self._group_admin.close)
-        return await self._group_admin.statuses(self.topic, self.writer.partitions)
+        store = self.store if await self._grown() else None  # None: the topic's own only
+        slots = await chain_slots(self.topic, self.writer.partitions, store)
+        return await self._group_admin.statuses(slots)
 
 
 class Journal:

@@ -27,13 +27,14 @@ from typing import Any, TypeVar
 
 from cassandra import InvalidRequest, OperationTimedOut, RequestExecutionException, Unauthorized
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, NoHostAvailable, ResponseFuture, Session
-from cassandra.connection import ConnectionBusy
+from cassandra.connection import ConnectionBusy, ConnectionException
 from cassandra.query import Statement
 
 from journal.errors import StoreAccessDenied, StoreUnavailable
 
-# What the driver raises when Cassandra is down or overloaded, rather than for a bad query.
-_UNAVAILABLE = (NoHostAvailable, OperationTimedOut, RequestExecutionException)
+# What the driver raises when Cassandra is down or overloaded, rather than for a bad query; a
+# connection's error (`ConnectionShutdown`: a node killed with requests in flight) too.
+_UNAVAILABLE = (NoHostAvailable, OperationTimedOut, RequestExecutionException, ConnectionException)
 
 Params = Sequence[Any] | dict[str, Any] | None
 

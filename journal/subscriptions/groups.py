@@ -59,6 +59,7 @@ from journal.subscriptions.subscription import (
     SubscriptionItem,
     SubscriptionPosition,
     _PartitionReader,
+    chain_slots,
     decode_token,
     encode_token,
 )
@@ -588,12 +589,16 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
 @dataclass(frozen=True, slots=True)
 class GroupPartition:
     """A partition of a group's topic: its checkpoint (None: never committed), the end of its
-    log, the records in between (`lag`), and the member that has it (None: nobody)."""
+    log, the records in between (`lag`), and the member that has it (None: nobody).
+    `partition` is its slot, as an event position names it: past the topic's own partitions,
+    those of its grown successors (docs/growing.md), `topic`'s `topic_partition` in Kafka."""
 
     partition: int
     committed: int | None
     end: int
     member: str | None
+    topic: str
+    topic_partition: int
 
     @property
     def lag(self) -> int:
@@ -611,13 +616,24 @@ class GroupStatus:
     partitions: tuple[GroupPartition, ...]
 
 
-async def group_statuses(kafka: KafkaAccess, topic: str) -> list[GroupStatus]:
-    """Every subscription group with a checkpoint or a member on `topic`, by name (with
-    clients of its own: a process that asks often keeps a `GroupAdmin`)."""
-    partitions = await partition_count(kafka, topic)
+async def group_slots(
+    kafka: KafkaAccess, topic: str, store: EventualJournal | None
+) -> list[TopicPartition]:
+    """The partitions a group of `topic` reads, by slot: its own and, given the `store`, its
+    grown successors' (`chain_slots`)."""
+    return await chain_slots(topic, await partition_count(kafka, topic), store)
+
+
+async def group_statuses(
+    kafka: KafkaAccess, topic: str, store: EventualJournal | None = None
+) -> list[GroupStatus]:
+    """Every subscription group with a checkpoint or a member on `topic` (and, given the
+    `store`, on its grown successors), by name (with clients of its own: a process that asks
+    often keeps a `GroupAdmin`)."""
+    slots = await group_slots(kafka, topic, store)
     admin = GroupAdmin(kafka)
     try:
-        return await admin.statuses(topic, partitions)
+        return await admin.statuses(slots)
     finally:
         await admin.close()
 
@@ -658,13 +674,14 @@ class GroupAdmin:
             await client.close()
             await stop_consumer(consumer)
 
-    async def statuses(self, topic: str, partition_count: int) -> list[GroupStatus]:
-        """Every subscription group with a checkpoint or a member on `topic` (of
-        `partition_count` partitions), by name."""
+    async def statuses(self, slots: Sequence[TopicPartition]) -> list[GroupStatus]:
+        """Every subscription group with a checkpoint or a member on `slots` (`group_slots`),
+        by name."""
         try:
             admin, client, consumer = await self._started()
-            return await _statuses(admin, client, consumer, topic, range(partition_count))
+            return await _statuses(admin, client, consumer, slots)
         except KafkaError as error:
+            topic = slots[0].topic
             raise core_error(error, f"{topic}: cannot describe the subscription groups") from error
 
 
@@ -672,21 +689,19 @@ async def _statuses(
     admin: AIOKafkaAdminClient,
     client: AIOKafkaClient,
     consumer: AIOKafkaConsumer,
-    topic: str,
-    partitions: range,
+    slots: Sequence[TopicPartition],
 ) -> list[GroupStatus]:
     ids = sorted(g[0] for g in await admin.list_consumer_groups() if g[0].startswith(GROUP_PREFIX))
     if not ids:
         return []
-    tps = [TopicPartition(topic, p) for p in partitions]
-    ends = await consumer.end_offsets(tps)
+    ends = await consumer.end_offsets(list(slots))
     described = {gid: await _describe(admin, client, gid) for gid in ids}
     statuses = []
     for gid in ids:
-        committed = await admin.list_consumer_group_offsets(gid, partitions=tps)
+        committed = await admin.list_consumer_group_offsets(gid, partitions=list(slots))
         group = described[gid]
-        members = _members(group[5] if group else [], topic)
-        if not members and all(committed.get(tp, _NONE).offset < 0 for tp in tps):
+        members = _members(group[5] if group else [], slots)
+        if not members and all(committed.get(tp, _NONE).offset < 0 for tp in slots):
             continue  # a group of another topic
         owner = {p: m for m, ps in members for p in ps}
         statuses.append(
@@ -696,12 +711,14 @@ async def _statuses(
                 members,
                 tuple(
                     GroupPartition(
-                        tp.partition,
+                        slot,
                         _offset(committed.get(tp)),
                         ends[tp],
-                        owner.get(tp.partition),
+                        owner.get(slot),
+                        tp.topic,
+                        tp.partition,
                     )
-                    for tp in tps
+                    for slot, tp in enumerate(slots)
                 ),
             )
         )
@@ -739,28 +756,30 @@ def _offset(committed: OffsetAndMetadata | None) -> int | None:
 
 
 def _members(
-    described: Sequence[Sequence[object]], topic: str
+    described: Sequence[Sequence[object]], slots: Sequence[TopicPartition]
 ) -> tuple[tuple[str, tuple[int, ...]], ...]:
-    """(member id, its partitions of `topic`) from a DescribeGroups answer's members."""
+    """(member id, the slots it has) from a DescribeGroups answer's members."""
+    slot_of = {tp: slot for slot, tp in enumerate(slots)}
     members = []
     for member in described:
         raw = member[4]
         assignment = ConsumerProtocolMemberAssignment.decode(raw) if raw else None
         mine = [] if assignment is None else assignment.partitions()
-        members.append(
-            (str(member[0]), tuple(sorted(tp.partition for tp in mine if tp.topic == topic)))
-        )
+        found = (slot_of.get(TopicPartition(tp.topic, tp.partition)) for tp in mine)
+        members.append((str(member[0]), tuple(sorted(s for s in found if s is not None))))
     return tuple(sorted(members))
 
 
 @dataclass(frozen=True, slots=True)
 class CheckpointMove:
     """What a reset does to one partition's checkpoint: from `before` (None: never committed)
-    to `after`."""
+    to `after`. `partition` is its slot (`GroupPartition`): `topic`'s `topic_partition`."""
 
     partition: int
     before: int | None
     after: int
+    topic: str
+    topic_partition: int
 
 
 async def plan_reset(
@@ -769,18 +788,20 @@ async def plan_reset(
     name: str,
     to_time_ms: int | None,
     partitions: Collection[int] | None = None,
+    store: EventualJournal | None = None,
 ) -> list[CheckpointMove]:
-    """Where a reset of group `name` would move the checkpoints of `partitions` (None: every
-    partition of the topic): to the start of each partition (`to_time_ms` None) or to the
-    first record at or after that time (the end where there is none). Changes nothing.
-    InvalidValue while the group has a member (it would commit over them), or for a partition
-    the topic does not have."""
-    status = await _idle_status(kafka, topic, name)
-    count = await partition_count(kafka, topic)
+    """Where a reset of group `name` would move the checkpoints of `partitions` (slots, None:
+    every partition of the topic and, given the `store`, of its grown successors): to the
+    start of each partition (`to_time_ms` None) or to the first record at or after that time
+    (the end where there is none). Changes nothing. InvalidValue while the group has a member
+    (it would commit over them), or for a partition the topic does not have."""
+    slots = await group_slots(kafka, topic, store)
+    status = await _idle_status(kafka, slots, name)
+    count = len(slots)
     chosen = range(count) if partitions is None else sorted(set(partitions))
     if missing := [p for p in chosen if not 0 <= p < count]:
         raise InvalidValue(f"{topic} has partitions 0..{count - 1}, not {missing}")
-    tps = [TopicPartition(topic, p) for p in chosen]
+    tps = [slots[p] for p in chosen]
     consumer = await start_consumer(kafka)
     try:
         if to_time_ms is None:
@@ -794,15 +815,22 @@ async def plan_reset(
     finally:
         await stop_consumer(consumer)
     before = {} if status is None else {p.partition: p.committed for p in status.partitions}
-    return [CheckpointMove(tp.partition, before.get(tp.partition), int(targets[tp])) for tp in tps]
+    return [
+        CheckpointMove(slot, before.get(slot), int(targets[tp]), tp.topic, tp.partition)
+        for slot, tp in zip(chosen, tps, strict=True)
+    ]
 
 
 async def commit_reset(
-    kafka: KafkaAccess, topic: str, name: str, moves: Sequence[CheckpointMove]
+    kafka: KafkaAccess,
+    topic: str,
+    name: str,
+    moves: Sequence[CheckpointMove],
+    store: EventualJournal | None = None,
 ) -> None:
     """Commit `plan_reset`'s `moves`, and only theirs. InvalidValue, committing nothing, when
     the group has a member now or a checkpoint of theirs is no longer where the plan found it."""
-    status = await _idle_status(kafka, topic, name)
+    status = await _idle_status(kafka, await group_slots(kafka, topic, store), name)
     now = {} if status is None else {p.partition: p.committed for p in status.partitions}
     if changed := [m.partition for m in moves if now.get(m.partition) != m.before]:
         raise InvalidValue(
@@ -813,7 +841,8 @@ async def commit_reset(
     try:
         await consumer.start()
         offsets = {
-            TopicPartition(topic, m.partition): OffsetAndMetadata(m.after, "") for m in moves
+            TopicPartition(m.topic, m.topic_partition): OffsetAndMetadata(m.after, "")
+            for m in moves
         }
         consumer.assign(list(offsets))  # a manual assignment commits without joining
         await consumer.commit(offsets)
@@ -829,17 +858,24 @@ async def reset_group(
     name: str,
     to_time_ms: int | None,
     partitions: Collection[int] | None = None,
+    store: EventualJournal | None = None,
 ) -> dict[int, int]:
     """`plan_reset` then `commit_reset` at once: the new checkpoints."""
-    moves = await plan_reset(kafka, topic, name, to_time_ms, partitions)
-    await commit_reset(kafka, topic, name, moves)
+    moves = await plan_reset(kafka, topic, name, to_time_ms, partitions, store)
+    await commit_reset(kafka, topic, name, moves, store)
     return {m.partition: m.after for m in moves}
 
 
-async def _idle_status(kafka: KafkaAccess, topic: str, name: str) -> GroupStatus | None:
+async def _idle_status(
+    kafka: KafkaAccess, slots: Sequence[TopicPartition], name: str
+) -> GroupStatus | None:
     """Group `name`'s status (None: Kafka knows no checkpoint nor member of it); InvalidValue
     while it has members."""
-    status = {s.name: s for s in await group_statuses(kafka, topic)}.get(name)
+    admin = GroupAdmin(kafka)
+    try:
+        status = {s.name: s for s in await admin.statuses(slots)}.get(name)
+    finally:
+        await admin.close()
     if status is not None and status.members:
         raise InvalidValue(f"group {name} has {len(status.members)} active members: stop them")
     return status

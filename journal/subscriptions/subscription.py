@@ -1016,6 +1016,19 @@ async def end_position(
     return SubscriptionPosition.of(offsets)
 
 
+async def chain_slots(
+    topic: str, partitions: int, store: EventualJournal | None
+) -> list[TopicPartition]:
+    """The partitions a subscription of `topic` reads, indexed by their slot: the topic's
+    own, then (given the `store`, whose registry knows the grows) each grown successor's in
+    turn (docs/growing.md). What a group's administration numbers partitions by, as its
+    event positions do."""
+    chain = [_Linked(topic, partitions, 0)]
+    if store is not None:
+        await _extend_chain(store, chain, extend=True)
+    return [TopicPartition(linked.topic, p) for linked in chain for p in range(linked.partitions)]
+
+
 async def subscribe(
     topic: str,
     partitions: int,

@@ -31,7 +31,7 @@ from journal.replication import (
 )
 from journal.store.base import Snapshot
 from journal.store.cassandra import CassandraStore
-from journal.subscriptions.groups import GroupMember
+from journal.subscriptions.groups import GroupMember, commit_reset, plan_reset
 from journal.subscriptions.subscription import SubscribedEvent, SubscriptionPosition
 from stack import Stack
 from tests.support.eventually import answered, eventually
@@ -476,6 +476,44 @@ async def test_a_moved_journal_is_replicated_in_the_grown_topic_with_its_base(
             assert await read_texts(store_only, journal_id) == texts, journal_id
 
 
+async def listed(journals: Journals, limit: int) -> list[str]:
+    """Every id the listing pages through, `limit` a page."""
+    ids: list[str] = []
+    after: str | None = None
+    while True:
+        page = await journals.ids(after=after, limit=limit)
+        ids.extend(page.ids)
+        if page.next is None:
+            return ids
+        after = page.next
+
+
+async def test_the_listing_of_a_grown_topic_covers_its_successor(
+    stack: Stack, keyspace: str, store: CassandraStore
+) -> None:
+    """A grown topic lists its journals wherever they are: one untouched since the grow (in
+    OLD's rows only), one appended to after it, one created after it (in NEW only) and not one
+    purged after it (OLD's rows still list it), whether NEW is replicated or not, through
+    pages of any size, and for a client started after the grow alike."""
+    settings = settings_for(stack, unique("journal_growids"), keyspace, 2)
+    async with await Journals.connect(settings, store=store) as journals:
+        await append_next(journals, ["a", "b", "d"], 1)
+        await replicate_now(settings, store)
+        grow = await grow_topic(settings, store, 4, yes=True, say=lambda _: None)
+        assert grow is not None and grow.phase is Phase.DONE
+        await append_next(journals, ["b"], 2)
+        await append_next(journals, ["c"], 1)
+        await journals.journal("d").purge()
+        assert await listed(journals, 100) == ["a", "b", "c"]  # NEW's from its keys
+        await replicate_grown(settings, store, 2, passes=2)
+        assert await store.pointers(grow.new_topic) != {}
+        assert await store.journal_ids(settings.topic) == ["a", "b", "d"]  # OLD as it was
+        assert await listed(journals, 100) == ["a", "b", "c"]  # NEW's from its rows
+        assert await listed(journals, 1) == ["a", "b", "c"]
+    async with await Journals.connect(settings, store=store) as later:
+        assert await listed(later, 2) == ["a", "b", "c"]
+
+
 async def test_a_moved_journal_reads_from_kafka_alone_with_the_store_down(
     stack: Stack, keyspace: str, store: CassandraStore
 ) -> None:
@@ -663,7 +701,8 @@ async def test_a_subscription_group_follows_its_journals_into_the_grown_topic(
     They take on the grown topic (a rebalance), each grown partition read once the group's
     checkpoint of its predecessor partition passed the cut: every journal's events are
     delivered, the first delivery of each in order, and a member started after both stopped
-    resumes at the checkpoints of both topics."""
+    resumes at the checkpoints of both topics. The group's listing shows the grown topic's
+    partitions, and a reset to the start moves their checkpoints too: every event again."""
     settings = settings_for(stack, unique("journal_growgrp"), keyspace, 2)
     ids = [f"g{n}" for n in range(4)]
     name = unique("grown")
@@ -700,7 +739,31 @@ async def test_a_subscription_group_follows_its_journals_into_the_grown_topic(
             await eventually(lambda: answered_len(later, 4), "the events written meanwhile")
         finally:
             await later.stop()
-    assert sorted(later.got) == sorted((j, 4) for j in ids)  # nothing acknowledged again
+        assert sorted(later.got) == sorted((j, 4) for j in ids)  # nothing acknowledged again
+        # the group's administration numbers the grown topic's partitions as its positions
+        # do: its listing shows them, and a reset to the start moves them too
+        (status,) = [s for s in await journals.group_statuses() if s.name == name]
+        where = [(p.partition, p.topic, p.topic_partition) for p in status.partitions]
+        assert where == [(0, settings.topic, 0), (1, settings.topic, 1)] + [
+            (2 + q, grow.new_topic, q) for q in range(4)
+        ]
+        assert all(p.lag == 0 for p in status.partitions), status  # everything acknowledged
+        kafka = settings.kafka_access()
+        moves = await plan_reset(kafka, settings.topic, name, None, None, store)
+        assert [(m.partition, m.topic, m.topic_partition, m.after) for m in moves] == [
+            (slot, topic, partition, 0) for slot, topic, partition in where
+        ]
+        await commit_reset(kafka, settings.topic, name, moves, store)
+        again = Member(journals.subscribe_group(name, heartbeat_s=0.5))
+        try:
+            await again.start()
+            await eventually(lambda: answered_len(again, 16), "every event once more")
+        finally:
+            await again.stop()
+    assert set(again.got) == {(j, n) for j in ids for n in (1, 2, 3, 4)}
+    for journal_id in ids:
+        firsts = list(dict.fromkeys(n for j, n in again.got if j == journal_id))
+        assert firsts == [1, 2, 3, 4], journal_id
 
 
 async def answered_len(member: Member, n: int) -> bool:

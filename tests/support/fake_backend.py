@@ -134,7 +134,7 @@ class FakeBackend:
                 name,
                 "Stable" if self.open_members(name) else "Empty",
                 (),
-                (GroupPartition(0, len(self.group_acks[name]), end, None),),
+                (GroupPartition(0, len(self.group_acks[name]), end, None, "journal", 0),),
             )
             for name in sorted(self.group_acks)
         ]

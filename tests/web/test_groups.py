@@ -198,7 +198,15 @@ async def test_the_listing_has_each_group_with_its_partitions(served: Served) ->
                         "name": "g",
                         "state": "Stable",
                         "partitions": [
-                            {"partition": 0, "checkpoint": 1, "end": 2, "lag": 1, "member": None}
+                            {
+                                "partition": 0,
+                                "topic": "journal",
+                                "topicPartition": 0,
+                                "checkpoint": 1,
+                                "end": 2,
+                                "lag": 1,
+                                "member": None,
+                            }
                         ],
                     }
                 ]
