@@ -31,7 +31,7 @@ from app.logs import json_logging
 from app.settings import WorkerSettings
 from journal import Journals
 from journal.client import Deferred
-from journal.errors import PartitionCountChanged, StoreUnavailable, TlsRefused, TopicGrown
+from journal.errors import PartitionCountChanged, StoreUnavailable, TlsRefused
 from journal.kafka import (
     JournalProducer,
     TailConfig,
@@ -384,20 +384,15 @@ def prepare_topic(settings: WorkerSettings) -> tuple[int, int]:
 
 
 async def _check_recorded(journal: Settings, partitions: int) -> None:
-    """PartitionCountChanged if the keyspace recorded another count; TopicGrown if the topic
-    is (being) grown and journals are encrypted (data keys are per (topic, id): NEW would seal
-    a moved journal with another key, docs/growing.md). Otherwise a grow is followed by the
-    core (`Journals.connect`). With the store down, the core checks once it is reached."""
+    """PartitionCountChanged if the keyspace recorded another count. A grow is followed by
+    the core (`Journals.connect`), encrypted journals too (one data key per journal across the
+    chain, docs/growing.md). With the store down, the core checks once it is reached."""
     try:
         store = await CassandraStore.connect(journal.cassandra_config())
     except StoreUnavailable:
         return
     try:
         await check_recorded(store, journal.topic, partitions)
-        grow = await store.grow(journal.topic) if journal.encrypted else None
-        if grow is not None:
-            who = "a worker with a key-encryption key (KJ_KEK_FILE)"
-            raise TopicGrown(journal.topic, grow.new_topic, grow.phase.value, who)
     finally:
         await store.close()
 
@@ -413,7 +408,7 @@ def run_worker(settings: WorkerSettings, loglevel: str = "info") -> int:
     sys.setswitchinterval(0.001)
     try:
         partitions, replicas = prepare_topic(settings)
-    except (PartitionCountChanged, TlsRefused, TopicGrown) as error:  # said on stderr
+    except (PartitionCountChanged, TlsRefused) as error:  # said on stderr
         print(f"the worker refuses to start: {error}", file=sys.stderr, flush=True)
         return 1
     settings.datadir.mkdir(parents=True, exist_ok=True)

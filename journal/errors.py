@@ -96,7 +96,7 @@ class TopicGrown(SetupMissing):
         super().__init__(
             f"topic {topic} is being grown into {new_topic} (phase {phase}): {who} does not "
             "follow a grow and refuses the topic (docs/growing.md: the direct client and "
-            "workers follow it, without a key-encryption key)"
+            "workers follow it)"
         )
         self.topic = topic
         self.new_topic = new_topic

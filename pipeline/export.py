@@ -170,7 +170,12 @@ async def export_rows(
     erased: Callable[[JournalKey], None] = lambda key: None,
 ) -> AsyncGenerator[tuple[Any, ...], None]:
     """The rows of every event of the journals in token range `(low, high]`; with `keys`,
-    their payloads opened, and an erased journal's left out (`erased` is told)."""
+    their payloads opened, and an erased journal's left out (`erased` is told). A grown
+    topic's journals open with their chain's first topic's keys (`key_identity`): the keys
+    learn the chains from the registry first."""
+    if keys is not None:
+        for new_topic, old_topic in (await store.predecessors()).items():
+            keys.follow(old_topic, new_topic)
     async for key, meta in journal_metas(store, low, high, topic):
         data_key = None
         if keys is not None:

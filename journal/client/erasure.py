@@ -128,12 +128,16 @@ class Encryption:
 
     async def erasure_state(self, key: JournalKey) -> KeyState | None:
         """The journal's key row as the store has it now (None: no key, not erased)."""
-        row = await self.keys.store.get(key)
+        row = await self.keys.store.get(self.keys.identity(key))
         return None if row is None else row.state
 
     async def erase(self, key: JournalKey, purge: Callable[[], Awaitable[Position]]) -> Erasure:
-        """Erase the journal (module docstring); run again after any failure to finish it."""
+        """Erase the journal (module docstring); run again after any failure to finish it.
+        Across a grow its one key (`key_identity`) is marked, so from then on it neither reads
+        nor appends in any topic of the chain; `purge` follows the journal where it is (a
+        Purge that lands after its partition's cut is redone in the grown topic)."""
         keys = self.keys
+        key = keys.identity(key)
         row = await keys.store.mark_erasing(key)
         keys.forget(key)
         if row.state is KeyState.ERASED:

@@ -203,12 +203,12 @@ async def _growth(
     producer: JournalProducer,
     origin: str | None,
     owned: list[Callable[[], Awaitable[None]]],
-    encrypting: bool,
+    encryption: Encryption | None,
 ) -> Growth:
     """How the direct client follows a grow of its topic (journal/client/growing.py): the
     registry (read now if the store answers), the cuts, and how NEW's `Journals` is built.
-    `encrypting`: with a key-encryption key it refuses to follow (TopicGrown), since data keys
-    are kept per (topic, id): NEW would seal with another key than OLD's events need."""
+    `encryption`: OLD's, shared by NEW's `Journals`, its keys told NEW's predecessor first
+    (one data key per journal across the chain, `key_identity`)."""
     kafka_access = settings.kafka_access()
     registry = Registry(store, settings.topic, settings.grow_lease_s)
     with contextlib.suppress(StoreUnavailable):
@@ -219,9 +219,8 @@ async def _growth(
     async def build(grow: Grow) -> Journals:
         """NEW's `Journals`: its own writer (M partitions, guarded), index and fence; the
         producer, the store and Kafka's readers are shared."""
-        if encrypting:
-            who = "a direct client with a key-encryption key (KJ_KEK_FILE)"
-            raise TopicGrown(settings.topic, grow.new_topic, grow.phase.value, who)
+        if encryption is not None:
+            encryption.keys.follow(settings.topic, grow.new_topic)
         new_owned: list[Callable[[], Awaitable[None]]] = []
         try:
             guard = await _guard(grow.new_topic, grow.partitions, producer, store, new_owned)
@@ -258,7 +257,7 @@ async def _growth(
             producer,
             origin,
             owned,
-            encrypting,
+            encryption,
         )
         successor = Journals(
             grow.new_topic,
@@ -268,6 +267,7 @@ async def _growth(
             fence,
             kafka,
             origin,
+            encryption=encryption,
             growth=new_growth,
             predecessor=predecessor,
         )
@@ -420,7 +420,7 @@ class Journals:
                     producer,
                     origin,
                     owned,
-                    encryption is not None,
+                    encryption,
                 )
             else:
                 await _refuse_grown(store, settings.topic)

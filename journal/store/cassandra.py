@@ -105,6 +105,10 @@ class CassandraStore(EventualStore):
     async def grow(self, topic: str) -> Grow | None:
         return await grow_registry.read_grow(self._session, self._config.keyspace, topic)
 
+    async def predecessors(self) -> dict[str, str]:
+        """Each grown topic's old topic, over every grow recorded (`read_predecessors`)."""
+        return await grow_registry.read_predecessors(self._session, self._config.keyspace)
+
     async def record_plan(self, topic: str, new_topic: str, partitions: int) -> Grow:
         keyspace = self._config.keyspace
         return await grow_registry.record_plan(

@@ -46,6 +46,24 @@ async def read_grow(session: Session, keyspace: str, topic: str) -> Grow | None:
     return Grow(topic, new_topic, partitions, Phase(phase), low, cut)
 
 
+async def read_predecessors(session: Session, keyspace: str) -> dict[str, str]:
+    """Each grown topic's old topic, over every grow recorded (a handful of rows: one
+    partition a grow): the chains `journal.store.keys.key_identity` walks; empty without the
+    table."""
+    try:
+        rows = await cql.execute(
+            session,
+            f"SELECT DISTINCT topic, new_topic FROM {keyspace}.topic_grow",
+            None,
+            ROWS_AS_TUPLES,
+        )
+    except StoreUnavailable as error:
+        if not _missing_table(error):
+            raise
+        return {}
+    return {new_topic: topic for topic, new_topic in rows if new_topic is not None}
+
+
 async def record_plan(
     session: Session, keyspace: str, topic: str, new_topic: str, partitions: int
 ) -> Grow:

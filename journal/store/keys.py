@@ -10,13 +10,17 @@ transaction (Paxos in Cassandra), so two processes never disagree on it:
   until its rows are purged (so a failed erasure is resumed, never half done);
 - `erased`: the wrapped key is overwritten with null (`destroy`); the id stays erased.
 A journal without a row has no key: its payloads are plain.
+
+A row is keyed by the journal's identity (`key_identity`): the first topic of its chain of grows
+(docs/growing.md) and its id, so a moved journal's events in every topic of the chain are
+sealed with one key, and its erasure destroys that one.
 """
 
 from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
@@ -75,6 +79,21 @@ class KeyStore(Protocol):
     def rows(self, topic: str) -> AsyncIterator[tuple[JournalKey, KeyRow]]:
         """Every row of `topic` (a rotation's scan)."""
         ...
+
+
+def key_identity(key: JournalKey, predecessors: Mapping[str, str]) -> JournalKey:
+    """The journal whose data key seals `key`'s events: the same id under the first topic of
+    `key.topic`'s chain of grows (`predecessors`: each grown topic's old topic, as the registry
+    has them). One key per journal across the chain: a moved journal's events in OLD and in NEW
+    open with it, and erasing it reaches every topic; a subscription, which names a moved
+    journal by the first topic already, finds the same row. The one place this is decided."""
+    topic = key.topic
+    for _ in range(len(predecessors)):  # a chain visits each topic once
+        older = predecessors.get(topic)
+        if older is None:
+            break
+        topic = older
+    return key if topic == key.topic else JournalKey(topic, key.id)
 
 
 def _row(row: Any) -> KeyRow:
@@ -250,6 +269,18 @@ class DataKeys:
         self._size = cache_size
         self._ttl_s = ttl_s
         self._clock = clock
+        self._predecessors: dict[str, str] = {}  # a grown topic -> the topic it grew from
+
+    def follow(self, old_topic: str, new_topic: str) -> None:
+        """`new_topic` grew from `old_topic` (the registry's record): its journals' keys are
+        those of the chain's first topic (`key_identity`). Told before any key of `new_topic`
+        is asked for: by the `Journals` that builds the successor, by an export from the
+        registry."""
+        self._predecessors[new_topic] = old_topic
+
+    def identity(self, key: JournalKey) -> JournalKey:
+        """The row `key`'s data key is kept under (`key_identity`)."""
+        return key_identity(key, self._predecessors) if self._predecessors else key
 
     def __len__(self) -> int:
         """Journals cached now."""
@@ -274,7 +305,7 @@ class DataKeys:
         return value
 
     def forget(self, key: JournalKey) -> None:
-        self._cache.pop(key, None)
+        self._cache.pop(self.identity(key), None)
 
     def _of_row(self, key: JournalKey, row: KeyRow | None) -> object:
         if row is None:
@@ -305,6 +336,7 @@ class DataKeys:
 
     async def for_read(self, key: JournalKey) -> DataKey | None:
         """The journal's key; None if it has none (plain). JournalErased once an erasure began."""
+        key = self.identity(key)
         value = self._cached(key)
         if value is None:
             value = self._remember(key, self._of_row(key, await self.store.get(key)))
@@ -313,6 +345,7 @@ class DataKeys:
     async def for_append(self, key: JournalKey) -> DataKey:
         """The journal's key, made now if it has none. JournalErased once an erasure began."""
         # every sealed Append asks: a live cached key answers without `for_read`'s checks
+        key = self.identity(key)
         entry = self._cache.get(key)
         if entry is not None and type(entry[1]) is DataKey and entry[0] >= self._clock():
             self._cache.move_to_end(key)

@@ -11,10 +11,13 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 from pydantic import SecretStr
 
+from app.grow import grow_topic
 from journal.client.journals import Journals
 from journal.codec.envelope import new_kek_text
+from journal.core.grow import Phase
 from journal.core.model import Event, JournalKey, JsonPayload, TextPayload
 from journal.errors import JournalErased
+from journal.kafka.topic import end_offsets
 from journal.settings import Settings
 from journal.store.cassandra import CassandraStore
 from stack import Stack
@@ -119,3 +122,51 @@ async def test_two_workers_seal_replicate_and_open_and_an_http_erasure_is_final(
             [r async for r in fresh.journal(journal_id).read()]
     assert marker.encode() not in await kafka_bytes(settings)
     assert marker.encode() not in cassandra_bytes(store)
+
+
+async def test_a_worker_serves_an_encrypted_journal_across_a_grow_and_erases_it(
+    stack: Stack, keyspace: str, store: CassandraStore, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Issues 40 and 44: a worker with a key-encryption key starts on a grown topic (it
+    refused before) and serves a journal written in OLD before the grow and appended through
+    it after (in NEW): one data key (the chain's first topic's) opens both parts; its erasure
+    over HTTP answers 410 from then on and no byte of it is in clear in either topic or the
+    store, while another journal reads as before."""
+    settings = settings_for(stack, unique("journal_erasure_grow"), keyspace, 1).model_copy(
+        update={"kek": SecretStr(KEK)}
+    )
+    marker = f"secret-{uuid.uuid4().hex}"
+    journal_id, kept_id = unique("g_erased"), unique("g_kept")
+    before = {journal_id: Event(1, payload=TextPayload(f"{marker}:1"))}
+    before[kept_id] = Event(1, payload=TextPayload("kept:1"))
+    after = {journal_id: Event(2, payload=JsonPayload.of({"name": marker}))}
+    after[kept_id] = Event(2, payload=TextPayload("kept:2"))
+    async with await Journals.connect(settings, store=store) as journals:
+        for appended_id, event in before.items():
+            await journals.journal(appended_id).append([event])
+    grow = await grow_topic(settings, store, 2, yes=True)
+    assert grow is not None and grow.phase is Phase.DONE
+    env = {"KJ_KEK": KEK}
+    with running_workers(settings, tmp_path_factory, 1, env=env) as processes:
+        await processes[0].wait_ready()
+        async with client_session(settings) as session:
+            api = HttpJournals(session, [processes[0].url])
+            for appended_id, event in after.items():
+                await api.append(appended_id, [event])
+            assert await end_offsets(settings.kafka_access(), grow.new_topic, 2) != {0: 0, 1: 0}
+            for read_id in (journal_id, kept_id):
+                assert await api.read(read_id) == [before[read_id], after[read_id]]
+            answer = await api.request_json("DELETE", journal_path(journal_id, "/payloads"))
+            assert answer["already"] is False
+            for method, suffix in (("GET", "/events"), ("GET", "")):
+                answered = await status_and_code(api, method, journal_path(journal_id, suffix))
+                assert answered == (410, "journal_erased"), (method, suffix)
+            assert await api.read(kept_id) == [before[kept_id], after[kept_id]]
+    new = settings.model_copy(update={"topic": grow.new_topic, "partitions": 2})
+    raw = await kafka_bytes(settings) + await kafka_bytes(new) + cassandra_bytes(store)
+    assert marker.encode() not in raw
+    async with await Journals.connect(settings, store=store) as fresh:
+        with pytest.raises(JournalErased):
+            [r async for r in fresh.journal(journal_id).read()]
+        kept = [r.event async for r in fresh.journal(kept_id).read()]
+        assert kept == [before[kept_id], after[kept_id]]

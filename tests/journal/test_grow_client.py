@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import uuid
 from collections.abc import AsyncIterator, Callable
 
 import pytest
@@ -19,7 +20,7 @@ from journal.client.journals import Journals
 from journal.codec import new_kek_text
 from journal.core.grow import Phase
 from journal.core.model import Ack, Event, Events, JournalKey, NewEvent, TextPayload
-from journal.errors import OutcomeUnknown, StoreUnavailable, TopicGrown, Unavailable
+from journal.errors import JournalErased, OutcomeUnknown, StoreUnavailable, Unavailable
 from journal.kafka.consumers import start_consumer
 from journal.kafka.topic import end_offsets
 from journal.metrics import METRICS
@@ -31,6 +32,7 @@ from journal.replication import (
 )
 from journal.store.base import Snapshot
 from journal.store.cassandra import CassandraStore
+from journal.store.keys import KeyState
 from journal.subscriptions.groups import GroupMember, commit_reset, plan_reset
 from journal.subscriptions.subscription import SubscribedEvent, SubscriptionPosition
 from stack import Stack
@@ -42,6 +44,7 @@ from tests.support.harness import (
     settings_for,
     unique,
 )
+from tests.support.raw_bytes import cassandra_bytes, kafka_bytes
 
 pytestmark = pytest.mark.integration
 
@@ -203,24 +206,80 @@ async def test_appends_and_reads_go_on_while_the_topic_grows(
     assert sum((await end_offsets(settings.kafka_access(), grow.new_topic, 6)).values()) > 0
 
 
-async def test_a_client_with_a_kek_refuses_to_follow_a_grow(
+async def encrypted_texts(journals: Journals, journal_id: str) -> dict[int, str]:
+    """`read_texts`, or "erased" (JournalErased before any event)."""
+    try:
+        return await read_texts(journals, journal_id)
+    except JournalErased:
+        return {0: "erased"}
+
+
+async def test_an_encrypted_journal_follows_a_grow_and_its_erasure_reaches_both_topics(
     stack: Stack, keyspace: str, store: CassandraStore
 ) -> None:
-    """Data keys are kept per (topic, id): the grown topic would seal a moved journal's events
-    with another key than its old events need, so a client with a key-encryption key refuses
-    (TopicGrown) rather than write or read a moved journal; nothing else changes for it."""
+    """Issues 40 and 44: one data key per journal across a grow, kept under the chain's first
+    topic (`key_identity`), so a journal written before the grow and appended after it (its
+    history in OLD and NEW) reads whole, a subscription delivers it in clear, and its erasure
+    (the Purge in NEW, the one key destroyed) leaves no clear byte in either topic or the
+    store. An erasure stopped after its first step before the grow is finished after it."""
     settings = settings_for(stack, unique("journal_growk"), keyspace, 1).model_copy(
         update={"kek": SecretStr(new_kek_text())}
     )
+    marker = {j: f"{j}-{uuid.uuid4().hex}" for j in ("erased", "kept", "stopped")}
+    texts = {j: {n: f"{m}:{n}" for n in (1, 2)} for j, m in marker.items()}
     async with await Journals.connect(settings, store=store) as journals:
-        journal = journals.journal("j")
-        await journal.append([Event(1, payload=TextPayload("before"))])
+        for journal_id in marker:
+            event = Event(1, payload=TextPayload(texts[journal_id][1]))
+            await journals.journal(journal_id).append([event])
+        encryption = journals.encryption
+        assert encryption is not None
+        # an erasure that stopped after marking the key (docs/erasure.md), before the grow
+        stopped = JournalKey(settings.topic, "stopped")
+        await encryption.keys.store.mark_erasing(stopped)
+        encryption.keys.forget(stopped)  # as the erasing process does
         grow = await grow_topic(settings, store, 2, yes=True)
         assert grow is not None and grow.phase is Phase.DONE
-        with pytest.raises(TopicGrown, match="key-encryption key"):
-            await journal.append([Event(2, payload=TextPayload("after"))])
-        with pytest.raises(TopicGrown, match="key-encryption key"):
-            await journal.info()
+        for journal_id in ("erased", "kept"):
+            event = Event(2, payload=TextPayload(texts[journal_id][2]))
+            await journals.journal(journal_id).append([event])
+        for journal_id in ("erased", "kept"):
+            assert await read_texts(journals, journal_id) == texts[journal_id]
+        # each journal's second event is in NEW: its history spans both topics, one key
+        assert sum((await end_offsets(settings.kafka_access(), grow.new_topic, 2)).values()) == 2
+        keys = encryption.keys.store
+        assert await keys.get(JournalKey(grow.new_topic, "erased")) is None
+        row = await keys.get(JournalKey(settings.topic, "erased"))
+        assert row is not None and row.state is KeyState.ACTIVE
+        await replicate_grown(settings, store, 1, passes=2)
+        delivered: dict[str, dict[int, str]] = {}
+        async for item in journals.subscribe(None):
+            if isinstance(item, SubscribedEvent):
+                payload = item.record.event.payload
+                assert isinstance(payload, TextPayload), item
+                delivered.setdefault(item.key.id, {})[item.record.seq_nr] = payload.value
+        assert delivered == {j: texts[j] for j in ("erased", "kept")}  # "stopped" passed by
+
+        erasure = await journals.journal("erased").erase()
+        assert erasure.position is not None and not erasure.already
+        await journals.journal("stopped").erase()  # finishes the stopped one: its Purge in NEW
+        for journal_id in ("erased", "stopped"):
+            assert await journals.journal(journal_id).erasure_state() is KeyState.ERASED
+            assert await encrypted_texts(journals, journal_id) == {0: "erased"}
+        assert await read_texts(journals, "kept") == texts["kept"]
+    await replicate_grown(settings, store, 1, passes=2)
+    async with await Journals.connect(settings, store=store) as later:  # after "done"
+        assert await encrypted_texts(later, "erased") == {0: "erased"}
+        assert await read_texts(later, "kept") == texts["kept"]
+        with pytest.raises(JournalErased):
+            await later.journal("erased").append([Event(3, payload=TextPayload("again"))])
+    new = settings.model_copy(update={"topic": grow.new_topic, "partitions": 2})
+    raw = await kafka_bytes(settings) + await kafka_bytes(new) + cassandra_bytes(store)
+    for journal_id in marker:
+        assert marker[journal_id].encode() not in raw, journal_id  # sealed everywhere
+    # the Purge landed in NEW: its row there holds no event and no base in OLD
+    for journal_id in ("erased", "stopped"):
+        row_meta = await store.meta(JournalKey(grow.new_topic, journal_id))
+        assert row_meta is not None and (row_meta.seq_nr, row_meta.base) == (None, 0)
 
 
 async def test_a_grown_topic_grows_again(

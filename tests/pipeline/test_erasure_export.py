@@ -12,19 +12,29 @@ import pytest
 from pydantic import SecretStr
 from pyspark.sql import SparkSession
 
+from app.grow import grow_topic
+from journal.client import data_keys_of
 from journal.client.journals import Journals
 from journal.codec.envelope import APPEND_REF, is_append_envelope, new_kek_text
-from journal.core.model import BinaryPayload, EventRecord, JournalKey
+from journal.core.grow import Phase
+from journal.core.model import BinaryPayload, Event, EventRecord, JournalKey, TextPayload
 from journal.errors import JournalErased
 from journal.settings import Settings
 from journal.store.cassandra import CassandraStore
 from pipeline.audit import audit
-from pipeline.export import PLAINTEXT_WARNING, PlaintextRefused, event_record_of, export
+from pipeline.export import (
+    PLAINTEXT_WARNING,
+    PlaintextRefused,
+    event_record_of,
+    export,
+    export_rows,
+)
 from pipeline.rebuild import rebuild
 from pipeline.restore import restore
+from pipeline.scan import token_ranges
 from stack import Stack
 from tests.journal.test_erasure import Encrypted, events_with, read, secret
-from tests.support.harness import settings_for, unique
+from tests.support.harness import replicate_grown, settings_for, unique
 
 pytestmark = pytest.mark.integration
 
@@ -142,3 +152,32 @@ async def test_an_export_holds_ciphertext_and_a_plaintext_one_leaves_erased_jour
     without_kek: Settings = settings.model_copy(update={"kek": None})
     with pytest.raises(PlaintextRefused, match="KJ_KEK"):
         await export(spark, without_kek, str(tmp_path / "none"), plaintext=True, progress=quiet)
+
+
+async def test_a_plaintext_export_of_a_grown_topic_opens_with_the_first_topics_keys(
+    stack: Stack, keyspace: str
+) -> None:
+    """A moved journal's rows in NEW were sealed with its one key, kept under the first topic
+    (`key_identity`): an export of NEW alone learns the chain from the registry and opens them
+    (without it, NEW's id has no key row and its envelopes would be written sealed)."""
+    settings = settings_for(stack, unique("journal_growx"), keyspace, 1).model_copy(
+        update={"kek": SecretStr(new_kek_text())}
+    )
+    marker = secret()
+    store = await CassandraStore.connect(settings.cassandra_config())
+    try:
+        async with await Journals.connect(settings, store=store) as journals:
+            journal = journals.journal("j")
+            await journal.append([Event(1, payload=TextPayload(f"{marker}:1"))])
+            grow = await grow_topic(settings, store, 2, yes=True)
+            assert grow is not None and grow.phase is Phase.DONE
+            await journal.append([Event(2, payload=TextPayload(f"{marker}:2"))])
+        await replicate_grown(settings, store, 1, passes=2)
+        keys = data_keys_of(settings, store)
+        rows = []
+        for low, high in token_ranges(1):
+            rows += [row async for row in export_rows(store, low, high, grow.new_topic, keys)]
+        texts = {(row[0], row[1], row[2]): row[9] for row in rows}
+        assert texts == {(grow.new_topic, "j", 2): f"{marker}:2"}
+    finally:
+        await store.close()

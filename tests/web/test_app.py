@@ -441,9 +441,9 @@ async def test_core_failures_become_statuses(
 async def test_a_grow_this_process_does_not_follow_is_a_503(
     served: Served, backend: FakeBackend
 ) -> None:
-    """A worker with a key-encryption key does not follow a grow planned after it started
-    (docs/growing.md): every journal request answers 503 with Retry-After, never 500."""
-    backend.failure = TopicGrown("t", "t.6", "created", "a worker with a key-encryption key")
+    """A core that does not follow a grow (one without a tail index, docs/growing.md): every
+    journal request answers 503 with Retry-After, never 500."""
+    backend.failure = TopicGrown("t", "t.6", "created", "a core without a tail index")
     for method, path, kwargs in JOURNAL_REQUESTS:
         got_status, _, headers = await call(served, method, path, **kwargs)
         assert got_status == 503 and "Retry-After" in headers, (method, path)

@@ -168,6 +168,28 @@ async def test_the_cache_is_bounded_and_trusts_an_entry_for_its_ttl() -> None:
         await keys.for_append(b)  # an erased id never gets a key again
 
 
+async def test_a_journal_has_one_key_across_a_chain_of_grows() -> None:
+    """`key_identity`: t -> t.2 -> t.2.4, a key made by a first append in the last topic is the
+    first topic's row, which every topic of the chain then finds; other topics keep theirs."""
+    store = MemoryKeyStore()
+    keys = DataKeys(store, FileKek.of_text(new_kek_text()))
+    keys.follow("t", "t.2")
+    keys.follow("t.2", "t.2.4")
+    made = await keys.for_append(JournalKey("t.2.4", "j"))
+    assert list(store.keys) == [JournalKey("t", "j")]
+    fresh = DataKeys(store, keys.kek)  # another process, told the chain by the registry
+    fresh.follow("t", "t.2")
+    fresh.follow("t.2", "t.2.4")
+    for topic in ("t", "t.2", "t.2.4"):
+        found = await fresh.for_read(JournalKey(topic, "j"))
+        assert found is not None and found.raw == made.raw, topic
+    assert await keys.for_read(JournalKey("u", "j")) is None  # another chain: no key
+    await store.mark_erasing(keys.identity(JournalKey("t.2", "j")))
+    keys.forget(JournalKey("t.2.4", "j"))  # the same cached entry
+    with pytest.raises(JournalErased):
+        await keys.for_read(JournalKey("t.2", "j"))
+
+
 # version 2: an Append sealed once (docs/erasure.md, "The envelope")
 
 
