@@ -23,6 +23,10 @@ answer with, or None when it is not a known failure (the caller then answers 500
 - `UndecodableBatch` -> 503 `undecodable_records` with `Retry-After`: the journal's
   partition holds a batch this process cannot decode (journal.kafka.poison) and the read spans it;
   it reads again once replication has skipped it.
+- `EnvelopeRefused` -> 503 `undecodable_records` with `Retry-After`: an event of the journal
+  does not open with its data key (tampered with, or sealed under a key-encryption key this
+  process lacks): stored data this process cannot read, as an undecodable batch; nothing is
+  wrong with the request, and an operator must look (docs/erasure.md).
 - `PartitionCountChanged` -> 503 `partition_count_changed` with `Retry-After`: the topic's
   partition count is not the one the keyspace recorded (someone added partitions behind the
   project's back), so this process refuses to produce or read rather than put a journal on two
@@ -48,6 +52,7 @@ from __future__ import annotations
 
 import aiohttp
 
+from journal.codec.envelope import EnvelopeRefused
 from journal.errors import (
     AppendTooLarge,
     IdempotencyKeyReused,
@@ -129,6 +134,13 @@ def api_error_of(error: BaseException, retry_after_s: int) -> ApiError | None:
         return unavailable(ErrorCode.PARTITION_COUNT_CHANGED, str(error), retry_after_s)
     if isinstance(error, UndecodableBatch):
         return unavailable(ErrorCode.UNDECODABLE_RECORDS, str(error), retry_after_s)
+    if isinstance(error, EnvelopeRefused):
+        return unavailable(
+            ErrorCode.UNDECODABLE_RECORDS,
+            f"an event of this journal does not open with its data key: {error}; an operator "
+            "must look (tampered with, or sealed under another key-encryption key)",
+            retry_after_s,
+        )
     if isinstance(error, (JournalMoved, TopicGrown)):
         return unavailable(
             ErrorCode.UNAVAILABLE,

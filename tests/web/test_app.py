@@ -16,6 +16,7 @@ import orjson
 import pytest
 from aiohttp import web
 
+from journal.codec.envelope import EnvelopeRefused
 from journal.core.model import (
     Ack,
     BinaryPayload,
@@ -410,6 +411,8 @@ async def test_not_ready_is_503_with_retry_after(served: Served, backend: FakeBa
             503,
             ErrorCode.UNDECODABLE_RECORDS,
         ),
+        # an event that does not open with its journal's key: stored data, not a bug
+        (EnvelopeRefused("sealed by another data key"), 503, ErrorCode.UNDECODABLE_RECORDS),
         (TimeoutError(), 503, ErrorCode.UNAVAILABLE),
         # a path that does not follow a grow yet (a moved journal's snapshots, say): not a 500
         (JournalMoved("t/j", 7), 503, ErrorCode.UNAVAILABLE),
