@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import aiohttp
 
-from journal.codec.envelope import EnvelopeRefused
+from journal.codec import EnvelopeRefused
 from journal.errors import (
     AppendTooLarge,
     IdempotencyKeyReused,

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from journal.codec.duration import FiniteDuration, TimeUnit, from_nanos, parse_duration
     from journal.codec.envelope import (
         APPEND_REF,
+        EnvelopeRefused,
         OpenedAppend,
         Opener,
         Sealer,
@@ -55,6 +56,7 @@ _DOOR = {
     "APPEND_REF": "envelope",
     "DecodeError": "errors",
     "EncodeError": "errors",
+    "EnvelopeRefused": "envelope",
     "FiniteDuration": "duration",
     "MalformedRecord": "actions",
     "Opener": "envelope",
@@ -83,6 +85,7 @@ __all__ = [
     "APPEND_REF",
     "DecodeError",
     "EncodeError",
+    "EnvelopeRefused",
     "FiniteDuration",
     "MalformedRecord",
     "OpenedAppend",

@@ -16,7 +16,7 @@ import orjson
 import pytest
 from aiohttp import web
 
-from journal.codec.envelope import EnvelopeRefused
+from journal.codec import EnvelopeRefused
 from journal.core.model import (
     Ack,
     BinaryPayload,
