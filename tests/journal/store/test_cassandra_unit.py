@@ -53,6 +53,7 @@ def test_the_store_adds_to_the_eventual_store_only_what_the_product_uses() -> No
         "connect",  # the product's way in
         "journals_in_token_range",  # the Spark pipeline's scans
         "keyspace_access",  # tables that are not the store's
+        "predecessors",  # the export's chain of grows, for the data keys (pipeline/export.py)
         # the listing's generations: Cassandra's buckets, grown by `schema grow-listing`
         # (app/grow_listing.py), which runs on Cassandra only
         "listing",
