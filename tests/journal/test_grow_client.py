@@ -793,11 +793,7 @@ async def test_a_subscription_group_follows_its_journals_into_the_grown_topic(
                 await member.stop()
         await append_next(journals, ids, 4)
         later = Member(journals.subscribe_group(name, heartbeat_s=0.5))
-        try:
-            await later.start()
-            await eventually(lambda: answered_len(later, 4), "the events written meanwhile")
-        finally:
-            await later.stop()
+        await run_until(later, 4, "the events written meanwhile")
         assert sorted(later.got) == sorted((j, 4) for j in ids)  # nothing acknowledged again
         # the group's administration numbers the grown topic's partitions as its positions
         # do: its listing shows them, and a reset to the start moves them too
@@ -814,15 +810,20 @@ async def test_a_subscription_group_follows_its_journals_into_the_grown_topic(
         ]
         await commit_reset(kafka, settings.topic, name, moves, store)
         again = Member(journals.subscribe_group(name, heartbeat_s=0.5))
-        try:
-            await again.start()
-            await eventually(lambda: answered_len(again, 16), "every event once more")
-        finally:
-            await again.stop()
+        await run_until(again, 16, "every event once more")
     assert set(again.got) == {(j, n) for j in ids for n in (1, 2, 3, 4)}
     for journal_id in ids:
         firsts = list(dict.fromkeys(n for j, n in again.got if j == journal_id))
         assert firsts == [1, 2, 3, 4], journal_id
+
+
+async def run_until(member: Member, n: int, what: str) -> None:
+    """Run `member` until it got `n` events, then stop it."""
+    try:
+        await member.start()
+        await eventually(lambda: answered_len(member, n), what)
+    finally:
+        await member.stop()
 
 
 async def answered_len(member: Member, n: int) -> bool:
