@@ -6,7 +6,8 @@ exactly once, reads never miss an append acknowledged before they started, no an
 (a 503 only with Retry-After), a subscription group streamed from the workers delivers every
 acknowledged append across both grows, and with the workers stopped a fresh direct client
 reads the same. Once more with one worker killed -9 at the first Seal and restarted with its
-identity."""
+identity, the deployment encrypting: each journal keeps one data key, under the first topic,
+along the chain."""
 
 from __future__ import annotations
 
@@ -19,15 +20,18 @@ from collections.abc import AsyncIterator, Sequence
 import aiohttp
 import orjson
 import pytest
+from pydantic import SecretStr
 from yarl import URL
 
 from app.grow import grow_topic
 from journal.client.journals import Journals
+from journal.codec import new_kek_text
 from journal.core.grow import Phase
 from journal.core.model import JournalKey, TextPayload
 from journal.errors import Unavailable
 from journal.kafka.topic import end_offsets
 from journal.store.cassandra import CassandraStore
+from journal.store.keys import CassandraKeyStore, KeyState, keyspace_access_of
 from stack import Stack
 from tests.support.eventually import eventually
 from tests.support.harness import expire_all, settings_for, unique
@@ -164,7 +168,9 @@ def acknowledge(acked: dict[str, dict[int, str]], journal_id: str, seq_nr: int, 
     seen[seq_nr] = text
 
 
-@pytest.mark.parametrize("kill", [False, True], ids=["", "a worker killed -9 at the first Seal"])
+@pytest.mark.parametrize(
+    "kill", [False, True], ids=["", "encrypting, a worker killed -9 at the first Seal"]
+)
 async def test_workers_serve_appends_and_reads_while_the_topic_grows(
     stack: Stack,
     keyspace: str,
@@ -173,12 +179,20 @@ async def test_workers_serve_appends_and_reads_while_the_topic_grows(
     kill: bool,
 ) -> None:
     settings = settings_for(stack, unique("journal_grow_workers"), keyspace, 3)
+    # the second run encrypts too: the chain of three topics with one key per journal
+    kek = new_kek_text() if kill else None
+    if kek is not None:
+        settings = settings.model_copy(update={"kek": SecretStr(kek)})
     acked: dict[str, dict[int, str]] = {}
     deleted: list[object] = []
     stop = asyncio.Event()
     sealing = asyncio.Event()
     with running_workers(
-        settings, tmp_path_factory, static_membership=kill, loglevel="warning"
+        settings,
+        tmp_path_factory,
+        static_membership=kill,
+        loglevel="warning",
+        env={} if kek is None else {"KJ_KEK": kek},
     ) as workers:
         await wait_settled(workers)
         async with client_session(settings, connector=workers[0].http_connector()) as session:
@@ -315,6 +329,13 @@ async def test_workers_serve_appends_and_reads_while_the_topic_grows(
         rows = [await store.meta(JournalKey(g.new_topic, journal_id)) for g in grows]
         newest = [row for row in rows if row is not None][-1]
         assert newest.base > 0, (journal_id, rows)
+    if kek is not None:  # one data key per journal, under the first topic, none in the others
+        keys = CassandraKeyStore(lambda: keyspace_access_of(store))
+        for journal_id in final:
+            row = await keys.get(JournalKey(settings.topic, journal_id))
+            assert row is not None and row.state is KeyState.ACTIVE, journal_id
+            for grow in grows:
+                assert await keys.get(JournalKey(grow.new_topic, journal_id)) is None
     # the workers stopped and every record of the three topics gone (retention): a fresh
     # direct client reads each journal from the store alone
     for topic, count in [(settings.topic, 3), *((g.new_topic, g.partitions) for g in grows)]:

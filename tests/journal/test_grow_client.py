@@ -632,6 +632,7 @@ async def followed(
     got, end = [], SubscriptionPosition()
     async for item in journals.subscribe(after):
         if isinstance(item, SubscribedEvent):
+            assert_appended_payload(item.key.id, item.record.seq_nr, item.record.event.payload)
             got.append((item.key.topic, item.key.id, item.record.seq_nr))
         end = item.position
     return got, end
@@ -650,6 +651,12 @@ async def append_next(journals: Journals, journal_ids: list[str], seq_nr: int) -
         await journals.journal(journal_id).append([event])
 
 
+def assert_appended_payload(journal_id: str, seq_nr: int, payload: object) -> None:
+    """A delivered event carries what `append_next` appended, in clear (opened with its
+    journal's one data key when the deployment encrypts)."""
+    assert payload == TextPayload(f"{journal_id}{seq_nr}"), (journal_id, seq_nr, payload)
+
+
 async def test_a_subscription_follows_its_journals_along_a_chain_of_grows(
     stack: Stack, keyspace: str, store: CassandraStore
 ) -> None:
@@ -657,8 +664,11 @@ async def test_a_subscription_follows_its_journals_along_a_chain_of_grows(
     (2 -> 4 -> 8), each once and in order, under the first topic. A grown topic is read once
     its predecessor is replicated through its cuts; its moved journals without a row there
     fold from their base (without it their first Append in NEW would be a conflict, never
-    delivered). A position resumes across the topics."""
-    settings = settings_for(stack, unique("journal_growsub"), keyspace, 2)
+    delivered). A position resumes across the topics. The deployment encrypts: each event
+    is delivered in clear, opened with its journal's one data key along the chain."""
+    settings = settings_for(stack, unique("journal_growsub"), keyspace, 2).model_copy(
+        update={"kek": SecretStr(new_kek_text())}
+    )
     ids = [f"s{n}" for n in range(4)]
     async with await Journals.connect(settings, store=store) as journals:
         for seq_nr in (1, 2):
@@ -743,6 +753,9 @@ class Member:
         async for batch in self.member.batches():
             for event in batch:
                 assert event.key.topic == self.member._topic
+                assert_appended_payload(
+                    event.key.id, event.record.seq_nr, event.record.event.payload
+                )
                 self.got.append((event.key.id, event.record.seq_nr))
                 self.member.ack(event.position)
 
@@ -761,8 +774,11 @@ async def test_a_subscription_group_follows_its_journals_into_the_grown_topic(
     checkpoint of its predecessor partition passed the cut: every journal's events are
     delivered, the first delivery of each in order, and a member started after both stopped
     resumes at the checkpoints of both topics. The group's listing shows the grown topic's
-    partitions, and a reset to the start moves their checkpoints too: every event again."""
-    settings = settings_for(stack, unique("journal_growgrp"), keyspace, 2)
+    partitions, and a reset to the start moves their checkpoints too: every event again. The
+    deployment encrypts: each event is delivered in clear, before and after the grow."""
+    settings = settings_for(stack, unique("journal_growgrp"), keyspace, 2).model_copy(
+        update={"kek": SecretStr(new_kek_text())}
+    )
     ids = [f"g{n}" for n in range(4)]
     name = unique("grown")
     async with await Journals.connect(settings, store=store) as journals:
