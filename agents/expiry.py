@@ -22,9 +22,9 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from journal import JournalKey, Position
+from journal import JournalKey, Journals, Position
 from journal.client import ReadingFlow
-from journal.errors import JournalMoved
+from journal.errors import JournalMoved, Unavailable
 from journal.kafka import Fence
 from journal.metrics import METRICS
 from tables.expiry import ExpiryIndex, deadline_of_event
@@ -50,23 +50,52 @@ class Deadlines(Protocol):
 
 
 class JournalDeadlines:
-    """`Deadlines` through the reading flow."""
+    """`Deadlines` through the client's reading flow, following a journal a grow moved."""
 
-    def __init__(self, reading: ReadingFlow) -> None:
-        self._reading = reading
+    def __init__(self, journals: Journals) -> None:
+        self._journals = journals
 
     async def deadline(self, key: JournalKey, until: int) -> int | None:
         """The deadline the journal's last accepted Append set as of `until` (the record's time
         plus its last event's expireAfter); None for a journal that does not exist, whose last
-        Append has none, or whose last event was deleted (nothing then tells it)."""
-        head = await self._reading.head(key, until)
-        last = head.state.seq_nr
-        if last == 0:
-            return None
-        if head.events and head.events[-1].seq_nr == last:
-            return deadline_of_event(head.events[-1])
-        record = await self._reading.event(key, last)
-        return None if record is None else deadline_of_event(record)
+        Append has none, or whose last event was deleted (nothing then tells it).
+
+        A journal a grow moved (docs/growing.md: its partition cut below `until`) is read where
+        it is now, along the chain of grows, as of now: its history there folds onto its state
+        here, so its deadline is the one its last accepted Append set, in either topic."""
+        return await _followed_deadline(self._journals, key, until)
+
+
+async def _followed_deadline(journals: Journals, key: JournalKey, until: int | None) -> int | None:
+    try:
+        return await _deadline(journals.reading, key, until)
+    except JournalMoved:
+        if journals.growth is None:
+            raise
+        successor = await journals.growth.successor()
+        return await _followed_deadline(successor, JournalKey(successor.topic, key.id), None)
+
+
+async def _deadline(reading: ReadingFlow, key: JournalKey, until: int | None) -> int | None:
+    head = await reading.head(key, until)
+    last = head.state.seq_nr
+    if last == 0:
+        return None
+    if head.events and head.events[-1].seq_nr == last:
+        return deadline_of_event(head.events[-1])
+    record = await reading.event(key, last)
+    return None if record is None else deadline_of_event(record)
+
+
+class JournalPurges:
+    """`Purges` through the client's journals: a Purge of a journal a grow moved is redone
+    where it is now (a Purge landing after its partition's cut has no effect there)."""
+
+    def __init__(self, journals: Journals) -> None:
+        self._journals = journals
+
+    async def purge(self, key: JournalKey, *, origin: str | None = None) -> Position:
+        return await self._journals.journal(key.id).purge(origin=origin)
 
 
 class Expirer:
@@ -141,11 +170,10 @@ class Expirer:
         """Purge the journal if the fold's deadline passed, else settle it; whether purged."""
         try:
             at = await self._deadlines.deadline(JournalKey(self._topic, journal_id), until)
-        except JournalMoved:
-            # a grow moved it (docs/growing.md): its deadline is NEW's, which has no expiry
-            # table yet; kept here, the candidate would fail every tick of its partition
-            log.info("journal %s moved by a grow: its expiry is not followed", journal_id)
-            self._index.settle(partition, journal_id, None)
+        except Unavailable as error:
+            # a moved journal's topic not answering yet (JournalMoving): the candidate stays
+            # due, for a later tick, without holding up the others of its partition
+            log.info("journal %s: its deadline not read, a later tick: %r", journal_id, error)
             return False
         if at is None or at > now_ms:
             self._index.settle(partition, journal_id, at)

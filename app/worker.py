@@ -19,7 +19,7 @@ from typing import Any
 import faust
 from aiohttp.web import BaseRunner
 
-from agents.expiry import Expirer, JournalDeadlines
+from agents.expiry import Expirer, JournalDeadlines, JournalPurges
 from agents.poison import SkippedBatches, guarded_transport
 from agents.replicating_agent import define_replicating_agent
 from agents.replication import KafkaReplay, WorkerReplication
@@ -171,11 +171,11 @@ def create_app(
             journal.topic,
             expiry,
             owned,
-            client.writer,
+            JournalPurges(client),
             client.fence,
             settled,
             settings.read_wait_s,
-            JournalDeadlines(client.reading),
+            JournalDeadlines(client),
         )
         await expirer.run()
 

@@ -931,12 +931,13 @@ class Journal:
 
         return await journals.conditional.delete(self.key, DeleteHeader(to), produce)
 
-    async def purge(self) -> Position:
-        """Remove the whole journal; a later append may start at seqNr 1 again."""
-        return await self._followed(lambda j: j._purge_here())
+    async def purge(self, *, origin: str | None = None) -> Position:
+        """Remove the whole journal; a later append may start at seqNr 1 again. `origin`: why,
+        in the Purge's header (this client's origin unless given)."""
+        return await self._followed(lambda j: j._purge_here(origin or self._journals.origin))
 
-    async def _purge_here(self) -> Position:
-        position = await self._journals.writer.purge(self.key, origin=self._journals.origin)
+    async def _purge_here(self, origin: str | None) -> Position:
+        position = await self._journals.writer.purge(self.key, origin=origin)
         await self._acknowledged(position)
         return position
 

@@ -9,7 +9,7 @@ import asyncio
 
 from agents.expiry import EXPIRED_ORIGIN, Expirer
 from journal.core.model import JournalKey
-from journal.errors import JournalMoved
+from journal.errors import JournalMoving
 from journal.metrics import METRICS
 from tables.expiry import FOREVER, ExpiryIndex
 from tables.partitions import OwnedPartitions
@@ -132,25 +132,32 @@ async def test_a_deadline_the_last_accepted_append_moved_later_is_settled_there(
     assert await purging.tick(FOREVER - 1) == 0
 
 
-class MovedLog(Log):
-    """The reading flow of a topic whose partition a grow cut: every look is JournalMoved."""
+class MovingLog(Log):
+    """The reading flow while a grow moves `j`: its deadline cannot be read yet (the cut of its
+    partition not learnt in time, or the grown topic not answering)."""
 
     async def deadline(self, key: JournalKey, until: int) -> int | None:
-        self.reads += 1
-        raise JournalMoved(key, 0)
+        if key.id == "j":
+            self.reads += 1
+            raise JournalMoving(f"{key}: the cut not learnt yet")
+        return await super().deadline(key, until)
 
 
-async def test_a_journal_a_grow_moved_is_dropped_from_expiry_not_retried_every_tick() -> None:
-    """A moved journal's deadline is the grown topic's (docs/growing.md), where no expiry
-    table follows it yet: the candidate is settled without a deadline, so the ticks of its
-    partition go on (the others' purges included) instead of failing on it each time."""
-    index, owned, log = ExpiryIndex(Table()), OwnedPartitions(), MovedLog()
+async def test_a_deadline_not_readable_yet_stays_due_without_holding_up_the_others() -> None:
+    """A moved journal's deadline is read where it is now (`JournalDeadlines` follows the
+    grow); while that read is unavailable its candidate stays due for a later tick, and the
+    other due journals of its partition are purged meanwhile."""
+    index, owned, log = ExpiryIndex(Table()), OwnedPartitions(), MovingLog()
     owned.assign(0)
     log.handle(index, append("j", 0, "1 second"))
-    log.end = 1
-    owned.advance(0, 0)
+    log.handle(index, append("k", 1, "1 second"))
+    log.end = 2
+    owned.advance(0, 1)
     purging = expirer(index, owned, log)
-    assert await purging.tick(T0_MS + 1000) == 0
+    assert await purging.tick(T0_MS + 1000) == 1
+    assert log.purges == [(JournalKey(TOPIC, "k"), EXPIRED_ORIGIN)]
+    log.handle(index, a.purge(JournalKey(TOPIC, "k"), 2))  # the agent handles k's Purge
+    owned.advance(0, 2)
     reads = log.reads
     assert await purging.tick(T0_MS + 2000) == 0
-    assert log.reads == reads and log.purges == []  # settled: not looked at again
+    assert log.reads == reads + 1 and index.due(0, T0_MS + 2000) == ["j"]  # asked again

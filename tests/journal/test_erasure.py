@@ -300,7 +300,7 @@ async def test_an_erasure_stopped_between_its_steps_is_never_half_done_and_resum
     purge = journal.purge
     if step == "before the purge":
 
-        async def crashing() -> Position:
+        async def crashing(*, origin: str | None = None) -> Position:
             raise ConnectionError("crashed before the Purge")
 
         purge = crashing

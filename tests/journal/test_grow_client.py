@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 
@@ -15,11 +16,20 @@ import pytest
 from aiokafka import TopicPartition
 from pydantic import SecretStr
 
+from agents.expiry import Expirer, JournalDeadlines, JournalPurges
 from app.grow import grow_topic
 from journal.client.journals import Journals
 from journal.codec import new_kek_text
 from journal.core.grow import Phase
-from journal.core.model import Ack, Event, Events, JournalKey, NewEvent, TextPayload
+from journal.core.model import (
+    Ack,
+    Event,
+    Events,
+    JournalKey,
+    NewEvent,
+    PayloadMetadata,
+    TextPayload,
+)
 from journal.errors import JournalErased, OutcomeUnknown, StoreUnavailable, Unavailable
 from journal.kafka.consumers import start_consumer
 from journal.kafka.topic import end_offsets
@@ -36,7 +46,11 @@ from journal.store.keys import KeyState
 from journal.subscriptions.groups import GroupMember, commit_reset, plan_reset
 from journal.subscriptions.subscription import SubscribedEvent, SubscriptionPosition
 from stack import Stack
+from tables.expiry import ExpiryIndex
+from tables.partitions import OwnedPartitions
 from tests.support.eventually import answered, eventually
+from tests.support.expiry import Table
+from tests.support.expiry import append as expiring
 from tests.support.harness import (
     expire_all,
     replicate_grown,
@@ -280,6 +294,57 @@ async def test_an_encrypted_journal_follows_a_grow_and_its_erasure_reaches_both_
     for journal_id in ("erased", "stopped"):
         row_meta = await store.meta(JournalKey(grow.new_topic, journal_id))
         assert row_meta is not None and (row_meta.seq_nr, row_meta.base) == (None, 0)
+
+
+async def test_an_expiry_candidate_of_a_moved_journal_is_confirmed_and_purged_where_it_is(
+    stack: Stack, keyspace: str, store: CassandraStore
+) -> None:
+    """A journal whose deadline the old topic's expiry index holds, moved by a grow before it
+    was due: the purger (agents/expiry.py) reads its deadline where it is now, so one whose
+    last Append was in OLD is purged through NEW once due, and one appended in NEW with a
+    later deadline is kept, its candidate settled at that deadline. Before, both candidates
+    were dropped (the journal never expired). The candidates are handed to the index as the
+    agent would (their deadlines long passed, as the index holds them); the purger ticks
+    here, against the real topics."""
+    settings = settings_for(stack, unique("journal_growexp"), keyspace, 1)
+    soon, later = PayloadMetadata(expire_after="1 second"), PayloadMetadata(expire_after="1 hour")
+    async with await Journals.connect(settings, store=store) as journals:
+        for journal_id in ("x", "y"):
+            event = Event(1, payload=TextPayload(f"{journal_id}1"))
+            await journals.journal(journal_id).append([event], metadata=soon)
+        grow = await grow_topic(settings, store, 2, yes=True, say=lambda _: None)
+        assert grow is not None and grow.phase is Phase.DONE
+        await journals.journal("y").append([Event(2, payload=TextPayload("y2"))], metadata=later)
+        index, owned = ExpiryIndex(Table()), OwnedPartitions()
+        owned.assign(0)
+        old_end = await end_offsets(settings.kafka_access(), settings.topic, 1)
+        owned.advance(0, old_end[0])  # the agent handled every record of OLD
+        for offset, journal_id in enumerate(("x", "y")):  # the agent's candidates, due
+            index.record(expiring(journal_id, offset, "1 second"))
+        expirer = Expirer(
+            settings.topic,
+            index,
+            owned,
+            JournalPurges(journals),
+            journals.fence,
+            lambda: True,
+            5.0,
+            JournalDeadlines(journals),
+        )
+        purged = 0
+
+        async def x_purged() -> bool:
+            nonlocal purged
+            purged += await expirer.tick()
+            return purged > 0
+
+        await eventually(x_purged, "the moved journal purged once due")
+        assert purged == 1
+        assert await read_texts(journals, "x") == {}  # the Purge took effect, in NEW
+        assert await read_texts(journals, "y") == {1: "y1", 2: "y2"}
+        now_ms = int(time.time() * 1000)
+        assert index.due(0, now_ms + 60_000) == []  # y settled at its deadline in NEW
+        assert index.due(0, now_ms + 3_600_000) == ["y"]
 
 
 async def test_a_grown_topic_grows_again(
