@@ -31,7 +31,12 @@ from app.logs import json_logging
 from app.settings import WorkerSettings
 from journal import Journals
 from journal.client import Deferred
-from journal.errors import PartitionCountChanged, StoreUnavailable, TlsRefused
+from journal.errors import (
+    GrownTopicConfigured,
+    PartitionCountChanged,
+    StoreUnavailable,
+    TlsRefused,
+)
 from journal.kafka import (
     JournalProducer,
     TailConfig,
@@ -43,7 +48,7 @@ from journal.kafka import (
     quarantine_topic,
 )
 from journal.metrics import METRICS
-from journal.replication import KafkaQuarantine, SuccessorReplication
+from journal.replication import KafkaQuarantine, SuccessorReplication, predecessors_of
 from journal.settings import Settings
 from journal.store import CassandraStore, ConnectingStore
 from kjconfig.access import KafkaAccess
@@ -384,7 +389,8 @@ def prepare_topic(settings: WorkerSettings) -> tuple[int, int]:
 
 
 async def _check_recorded(journal: Settings, partitions: int) -> None:
-    """PartitionCountChanged if the keyspace recorded another count. A grow is followed by
+    """GrownTopicConfigured if a grow made the topic (configure the chain's first);
+    PartitionCountChanged if the keyspace recorded another count. A grow is followed by
     the core (`Journals.connect`), encrypted journals too (one data key per journal across the
     chain, docs/growing.md). With the store down, the core checks once it is reached."""
     try:
@@ -392,6 +398,9 @@ async def _check_recorded(journal: Settings, partitions: int) -> None:
     except StoreUnavailable:
         return
     try:
+        chain = await predecessors_of(store, journal.topic)
+        if chain:  # before Faust: its group would serve the grown topic without its history
+            raise GrownTopicConfigured(journal.topic, chain[-1].topic)
         await check_recorded(store, journal.topic, partitions)
     finally:
         await store.close()
@@ -408,7 +417,7 @@ def run_worker(settings: WorkerSettings, loglevel: str = "info") -> int:
     sys.setswitchinterval(0.001)
     try:
         partitions, replicas = prepare_topic(settings)
-    except (PartitionCountChanged, TlsRefused) as error:  # said on stderr
+    except (PartitionCountChanged, GrownTopicConfigured, TlsRefused) as error:  # on stderr
         print(f"the worker refuses to start: {error}", file=sys.stderr, flush=True)
         return 1
     settings.datadir.mkdir(parents=True, exist_ok=True)

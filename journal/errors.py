@@ -12,6 +12,8 @@ journal/kafka/driver_errors.py, cassandra-driver's in journal/store/cql.py), so 
   TLS); raised at connect, naming the server and the reason (kjconfig/errors.py).
 - `PartitionCountChanged` (a `SetupMissing`): the topic's live partition count is not the one
   the keyspace recorded (HTTP 503 `partition_count_changed`); an operator's problem.
+- `GrownTopicConfigured` (a `SetupMissing`): the configured topic is one a grow made;
+  processes are configured with the chain's first topic (docs/growing.md); raised at connect.
 - `JournalTruncated`: records a read needs expired before replication stored them (HTTP 410).
 - `JournalErased`: the journal was erased (crypto-shredded, docs/erasure.md) (HTTP 410).
 - `AppendTooLarge`: the append cannot be written as one record (HTTP 413).
@@ -100,6 +102,22 @@ class TopicGrown(SetupMissing):
         )
         self.topic = topic
         self.new_topic = new_topic
+
+
+class GrownTopicConfigured(SetupMissing):
+    """The configured topic is one a grow made (docs/growing.md): processes are configured with
+    the chain's first topic and follow its grows from there. One configured with a grown topic
+    would not know the journals moved into it had a history before the move."""
+
+    def __init__(self, topic: str, first: str) -> None:
+        super().__init__(
+            f"topic {topic} was made by growing {first} (kafka-journal topic grow): configure "
+            f"{first}, the first topic of its chain (KJ_TOPIC), and the process follows every "
+            f"grow of it; configured with {topic} it would read the journals moved there "
+            "without their history before the move"
+        )
+        self.topic = topic
+        self.first = first
 
 
 class JournalMoved(JournalError):

@@ -48,7 +48,14 @@ from journal.core.model import (
     Position,
     check_seq_nr,
 )
-from journal.errors import InvalidValue, JournalMoved, SetupMissing, StoreUnavailable, TopicGrown
+from journal.errors import (
+    GrownTopicConfigured,
+    InvalidValue,
+    JournalMoved,
+    SetupMissing,
+    StoreUnavailable,
+    TopicGrown,
+)
 from journal.kafka.fence import Fence, HighWatermarks, Marks
 from journal.kafka.guard import PartitionGuard
 from journal.kafka.producer import JournalProducer
@@ -56,6 +63,7 @@ from journal.kafka.records import KafkaReadConfig, KafkaRecords
 from journal.kafka.tail import TailConfig, TailIndex
 from journal.kafka.topic import ensure_topic
 from journal.kafka.writer import EncodedAppend, FenceFloor, JournalWriter, encode_append
+from journal.replication.successor import predecessors_of
 from journal.settings import Settings
 from journal.store.base import EventualJournal, EventualStore, Snapshot
 from journal.store.cassandra import CassandraStore
@@ -181,6 +189,17 @@ async def _guard(
         owned.append(stop)
     guard.check()
     return guard
+
+
+async def _refuse_successor(store: EventualStore, topic: str) -> None:
+    """GrownTopicConfigured if a grow made `topic`; with the store down it cannot tell, and a
+    process started then serves as configured (the worker checks again before it starts)."""
+    try:
+        chain = await predecessors_of(store, topic)
+    except StoreUnavailable:
+        return
+    if chain:
+        raise GrownTopicConfigured(topic, chain[-1].topic)
 
 
 async def _refuse_grown(store: EventualStore, topic: str) -> None:
@@ -383,6 +402,7 @@ class Journals:
                     down_retry_s=settings.store_down_retry_s,
                 )
                 owned.append(store.close)
+            await _refuse_successor(store, settings.topic)
             guard = await _guard(settings.topic, partitions, producer, store, owned)
             writer = JournalWriter(producer, partitions, settings.max_record_bytes, guard=guard)
             kafka = KafkaRecords(KafkaReadConfig(kafka=kafka_access))

@@ -24,6 +24,7 @@ from journal.client.journals import Journals
 from journal.codec import new_kek_text
 from journal.core.grow import SEAL_AFTER_LEASES, SEAL_ID, Grow, Phase, Step
 from journal.core.model import Ack, Event, TextPayload
+from journal.errors import GrownTopicConfigured
 from journal.kafka.consumers import start_consumer, stop_consumer
 from journal.kafka.topic import end_offsets, partition_count
 from journal.settings import Settings
@@ -114,6 +115,14 @@ async def test_a_grow_cuts_each_partition_at_its_first_seal(old: Old) -> None:
     await check_worker_start(old.settings, 3)  # what a worker's start runs: it follows
     # one data key per journal across the chain (`key_identity`): an encrypting one too
     await check_worker_start(old.settings.replace(kek=SecretStr(new_kek_text())), 3)
+    # configured with the grown topic, a worker or a client refuses: it would read the
+    # journals moved there without their history before the move
+    grown = old.settings.replace(topic=grow.new_topic, partitions=6)
+    configure_the_first = f"configure {old.settings.topic}, the first topic of its chain"
+    with pytest.raises(GrownTopicConfigured, match=configure_the_first):
+        await check_worker_start(grown, 6)
+    with pytest.raises(GrownTopicConfigured, match=configure_the_first):
+        await Journals.connect(grown, store=old.store)
 
 
 async def test_the_first_seal_comes_leases_after_the_plan(old: Old) -> None:

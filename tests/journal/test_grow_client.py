@@ -30,7 +30,13 @@ from journal.core.model import (
     PayloadMetadata,
     TextPayload,
 )
-from journal.errors import JournalErased, OutcomeUnknown, StoreUnavailable, Unavailable
+from journal.errors import (
+    GrownTopicConfigured,
+    JournalErased,
+    OutcomeUnknown,
+    StoreUnavailable,
+    Unavailable,
+)
 from journal.kafka.consumers import start_consumer
 from journal.kafka.topic import end_offsets
 from journal.metrics import METRICS
@@ -687,6 +693,10 @@ async def test_a_journal_moved_twice_without_a_write_between_keeps_its_base(
     async with await Journals.connect(settings, store=store) as store_only:
         expected = {n: f"t:{n}" for n in (1, 2, 3, 4)}
         assert await read_texts(store_only, "t") == expected
+    # a client configured with the newest topic is told the chain's first, two grows back
+    newest = settings.model_copy(update={"topic": second.new_topic, "partitions": 4})
+    with pytest.raises(GrownTopicConfigured, match=f"configure {settings.topic}, the first"):
+        await Journals.connect(newest, store=store)
 
 
 async def followed(
