@@ -105,10 +105,12 @@ async def audit_rows(
     complete: frozenset[int],
     cuts: Mapping[int, int] | None = None,
     moved_from: tuple[str, ...] = (),
+    grown_into: tuple[str, ...] = (),
 ) -> tuple[AuditCounts, list[Difference]]:
     """Audit rows of `read_actions` sorted by partition, key, offset; `cuts`: the partitions'
     cuts by a grow (the registry's); `moved_from`: the topic's predecessors, nearest first,
-    when it is a grow's successor (`JournalAudit.start`)."""
+    when it is a grow's successor; `grown_into`: the topics grown from it, nearest first
+    (`JournalAudit.start`)."""
     counts = AuditCounts()
     differences: list[Difference] = []
     for (partition, _), group in groupby(rows, key=lambda row: (row.partition, row.key)):
@@ -131,6 +133,7 @@ async def audit_rows(
                     partition in complete,
                     (cuts or {}).get(partition),
                     moved_from,
+                    grown_into,
                 )
             await journal.add(action)
         if journal is None:
@@ -151,12 +154,13 @@ def _audit_task(
     complete: frozenset[int],
     cuts: dict[int, int],
     moved_from: tuple[str, ...],
+    grown_into: tuple[str, ...],
     rows: Iterator[Any],
 ) -> list[Any]:
     """One Spark partition's share (runs in an executor)."""
 
     async def work(store: CassandraStore) -> tuple[AuditCounts, list[Difference]]:
-        return await audit_rows(rows, store, pointers, complete, cuts, moved_from)
+        return await audit_rows(rows, store, pointers, complete, cuts, moved_from, grown_into)
 
     return [run_with_store(config, work)]
 
@@ -219,6 +223,12 @@ async def audit(
         # a cut below a pointer is recorded before the pointer passed it (docs/growing.md)
         grow = await store.grow(settings.topic)
         moved_from = await grown_from(settings, store, progress)  # its bases, once final
+        # where its moved journals went: a Delete or Purge there removed events here too
+        grown_into: list[str] = []
+        later = grow
+        while later is not None:
+            grown_into.append(later.new_topic)
+            later = await store.grow(later.new_topic)
     finally:
         await store.close()
     offsets = await topic_offsets(settings.kafka_access(), settings.topic)
@@ -246,7 +256,9 @@ async def audit(
             max(1, sum(1 for r in ranges if r.count)), "partition"
         ).sortWithinPartitions("partition", "key", "offset")
         cuts = {} if grow is None else dict(grow.cut)
-        task = partial(_audit_task, config, dict(pointers), complete, cuts, moved_from)
+        task = partial(
+            _audit_task, config, dict(pointers), complete, cuts, moved_from, tuple(grown_into)
+        )
         for counts, differences in await asyncio.to_thread(
             by_journal.rdd.mapPartitions(task).collect
         ):

@@ -38,7 +38,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 
-from journal import EventRecord, JournalKey
+from journal import SEQ_NR_MAX, EventRecord, JournalKey
 from journal.codec import events_of
 from journal.core import ActionRecord, JournalState, Verdict, rebased
 from journal.store import EventualJournal, JournalMeta
@@ -103,8 +103,12 @@ class JournalAudit:
         meta: JournalMeta | None,
         cut: int | None = None,
         base: JournalState = JournalState(),  # noqa: B008 (frozen: shared safely)
+        removed_to: int = 0,
     ) -> None:
         self._store = store
+        # moved by a grow: its events up to here were removed by a Delete or Purge in a later
+        # topic of the chain (`removed_in_older`), so they need not be stored here
+        self._removed_to = removed_to
         self._cut = cut  # the partition's cut by a grow: records after it are MOVED
         self._key = key
         self._partition = partition
@@ -131,19 +135,27 @@ class JournalAudit:
         complete: bool,
         cut: int | None = None,
         moved_from: tuple[str, ...] = (),
+        grown_into: tuple[str, ...] = (),
     ) -> JournalAudit:
         """Begin: read the journal's row from the store. `cut`: the partition's first Seal
         (docs/growing.md), which the registry holds once replication passed it; `moved_from`:
         the topic's predecessors, nearest first, when it is a grow's successor: the journal's
-        row in the nearest one that has it is its base here (`rebased`)."""
+        row in the nearest one that has it is its base here (`rebased`); `grown_into`: the
+        topics grown from this one, nearest first: their rows tell what a Delete or Purge
+        there removed from this one's (`removed_in_older`)."""
         base = JournalState()
         for old in moved_from:
             row = await store.meta(JournalKey(old, key.id))
             if row is not None:
                 base = rebased(row.state)
                 break
+        removed_to = 0
+        for new in grown_into if cut is not None else ():
+            row = await store.meta(JournalKey(new, key.id))
+            if row is not None:  # base 0 there: purged since it moved, or never had events here
+                removed_to = max(removed_to, SEQ_NR_MAX if row.base == 0 else row.delete_to or 0)
         meta = await store.meta(key)
-        return cls(store, key, partition, pointer, complete, meta, cut, base)
+        return cls(store, key, partition, pointer, complete, meta, cut, base, removed_to)
 
     @property
     def differences(self) -> list[Difference]:
@@ -226,7 +238,7 @@ class JournalAudit:
         """
         if self._meta is None:
             return  # reported once, as journal_missing
-        low = self._stored.delete_to
+        low = max(self._stored.delete_to, self._removed_to)
         expected = [e for e in events_of(append) if e.seq_nr > low]
         if not expected:
             return

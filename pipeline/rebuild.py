@@ -102,6 +102,11 @@ class _CountingStore(ReplicatedJournal):
                 self._counts.events += sum(_event_count(a) for a in write.appends)
         return written
 
+    async def remove(
+        self, writes: Sequence[JournalWrite], stored: Mapping[JournalKey, JournalMeta]
+    ) -> None:
+        await self._store.remove(writes, stored)  # an older topic's: not this rebuild's writes
+
     async def save_pointer(self, topic: str, partition: int, offset: int) -> None:
         await self._store.save_pointer(topic, partition, offset)
 

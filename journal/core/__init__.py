@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from journal.doors import door
 
 if TYPE_CHECKING:
-    from journal.core.fold import JournalState, JournalWrite, Verdict, rebased
+    from journal.core.fold import JournalState, JournalWrite, Verdict, rebased, removed_in_older
     from journal.core.grow import (
         SEAL_AFTER_LEASES,
         SEAL_ID,
@@ -124,6 +124,7 @@ _DOOR = {
     "TextPayload": "model",
     "Verdict": "fold",
     "rebased": "fold",
+    "removed_in_older": "fold",
     "json_payload": "model",
 }
 __getattr__ = door(__name__, _DOOR)
@@ -181,5 +182,6 @@ __all__ = [
     "next_step",
     "partition_state",
     "rebased",
+    "removed_in_older",
     "seal_wait_s",
 ]

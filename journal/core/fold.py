@@ -188,6 +188,28 @@ class JournalWrite:
         return Removal(first, self.delete.to + 1, True, self.delete.offset)
 
 
+def removed_in_older(
+    write: JournalWrite, older: JournalKey, row: JournalState, partition: int, cut: int
+) -> JournalWrite | None:
+    """What `write`, a grown topic's batch of a journal a grow moved (docs/growing.md), removes
+    from the journal's row `row` in an older topic of its chain (its partition `partition` there,
+    cut at `cut`): its events up to the Delete's deleteTo, or all of them after a Purge, as a
+    Delete or Purge at the cut. Stamped `cut + 1`, it shadows every write of that topic's own
+    (its offsets are at most the cut) and is the same on every replay. The row itself is left
+    as the older topic's log made it. None: nothing there to remove."""
+    if write.purge is not None:
+        if row.seq_nr <= row.delete_to:
+            return None
+        return JournalWrite(older, partition, row, JournalState(cut), purge=cut)
+    if write.delete is None:
+        return None
+    to = min(write.delete.to, row.seq_nr)
+    if to <= row.delete_to:
+        return None
+    after = JournalState(cut, row.seq_nr, to)
+    return JournalWrite(older, partition, row, after, delete=DeleteTo(to, cut))
+
+
 @dataclass(slots=True)
 class _Folding:
     """One journal's batch being folded."""

@@ -19,7 +19,13 @@ from typing import Any, Protocol
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from journal.codec.actions import MalformedRecord, RawRecord, parse_checked
-from journal.core.fold import JournalState, first_seal, fold_batch
+from journal.core.fold import (
+    JournalState,
+    JournalWrite,
+    first_seal,
+    fold_batch,
+    removed_in_older,
+)
 from journal.core.grow import Grow
 from journal.core.model import ActionRecord, JournalKey, MarkHeader
 from journal.errors import StoreUnavailable
@@ -293,6 +299,9 @@ class Replicator:
                 stored = await self._rows.of(self._store, partition, {a.key for a in changing})
                 onto = states(stored) | await self._bases(changing, stored)
                 writes = fold_batch(changing, onto, cut)
+                # before this topic's rows: a replay after a crash in between folds the same
+                # Deletes and Purges again, where the rows would show them done already
+                await self._remove_in_older(writes, stored)
                 written = await self._store.apply(writes, stored)
             except BaseException:
                 self._rows.forget(partition)
@@ -300,6 +309,37 @@ class Replicator:
             self._rows.keep(partition, written)
         await self._quarantine.flush()
         await self._store.save_pointer(last.topic, last.partition, last.offset)
+
+    async def _remove_in_older(
+        self, writes: Sequence[JournalWrite], stored: Mapping[JournalKey, JournalMeta]
+    ) -> None:
+        """A Delete or Purge here of a journal a grow moved removes its events in the older
+        topics of the chain too (`removed_in_older`: stamped at each one's cut + 1), so the
+        store keeps no event a read can no longer return. Reads honour it either way."""
+        if not self._moved_from or self._registry is None:
+            return
+        moved = {
+            write.key.id: write
+            for write in writes
+            if (write.purge is not None or write.delete is not None)
+            and (stored[write.key].base if write.key in stored else write.before.seq_nr) > 0
+        }
+        for topic in self._moved_from if moved else ():
+            rows = await self._store.stored([JournalKey(topic, id_) for id_ in moved])
+            if not rows:
+                continue
+            grow = await self._registry.grow(topic)
+            removals: list[JournalWrite] = []
+            for key, row in rows.items():
+                cut = None if grow is None else grow.cut.get(row.partition)
+                if cut is None:  # replication of this topic waits for every cut: not so
+                    log.warning("%s: no cut recorded in %s, its events kept there", key, topic)
+                    continue
+                removal = removed_in_older(moved[key.id], key, row.state, row.partition, cut)
+                if removal is not None:
+                    removals.append(removal)
+            if removals:
+                await self._store.remove(removals, rows)
 
     async def _bases(
         self, actions: Sequence[ActionRecord], stored: Mapping[JournalKey, JournalMeta]

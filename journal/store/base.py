@@ -200,6 +200,15 @@ class ReplicatedJournal(ABC):
         onto (from `stored` or an earlier `apply`; a new journal has none)."""
 
     @abstractmethod
+    async def remove(
+        self, writes: Sequence[JournalWrite], stored: Mapping[JournalKey, JournalMeta]
+    ) -> None:
+        """Remove what `writes` remove (their events, and the `appends` rows of the Appends
+        they remove wholly), as `apply` does, leaving the rows and the listing as they are: a
+        grown topic's replication removes a moved journal's events from an older topic's rows
+        so (`journal.core.fold.removed_in_older`). `stored`: the rows they were made from."""
+
+    @abstractmethod
     async def save_pointer(self, topic: str, partition: int, offset: int) -> None:
         """Record that every record of `partition` up to `offset` is applied."""
 

@@ -224,6 +224,11 @@ class CassandraStore(EventualStore):
     ) -> dict[JournalKey, JournalMeta]:
         return await self._writes.apply(writes, stored)
 
+    async def remove(
+        self, writes: Sequence[JournalWrite], stored: Mapping[JournalKey, JournalMeta]
+    ) -> None:
+        await self._writes.remove(writes, stored)
+
     async def save_pointer(self, topic: str, partition: int, offset: int) -> None:
         await self._writes.save_pointer(topic, partition, offset)
 

@@ -227,6 +227,11 @@ class ConnectingStore(EventualStore):
     ) -> dict[JournalKey, JournalMeta]:
         return await self._write(lambda store: store.apply(writes, stored))
 
+    async def remove(
+        self, writes: Sequence[JournalWrite], stored: Mapping[JournalKey, JournalMeta]
+    ) -> None:
+        await self._write(lambda store: store.remove(writes, stored))
+
     async def save_pointer(self, topic: str, partition: int, offset: int) -> None:
         await self._write(lambda store: store.save_pointer(topic, partition, offset))
 

@@ -183,6 +183,23 @@ class MemoryStore(EventualStore):
         )
         return journal.meta
 
+    async def remove(
+        self, writes: Sequence[JournalWrite], stored: Mapping[JournalKey, JournalMeta]
+    ) -> None:
+        for write in writes:
+            journal = self._journals.get(write.key)
+            if journal is None:
+                continue
+            removal = write.removal
+            if removal is not None:
+                self._remove_appends(write, journal, removal)
+            if write.purge is not None:
+                self._snapshots_of(write.key).delete(SEQ_NR_MAX, write.purge + 1)
+                journal.events = {}
+            else:
+                to = write.after.delete_to
+                journal.events = {s: e for s, e in journal.events.items() if s > to}
+
     def _remove_appends(self, write: JournalWrite, journal: _Journal, removal: Removal) -> None:
         """As the Cassandra store does: the offsets of the stored events in the removal's
         range, the last one's spared if the removal says so."""

@@ -161,6 +161,19 @@ class Writes:
         )
         return rows
 
+    async def remove(
+        self, writes: Sequence[JournalWrite], stored: Mapping[JournalKey, JournalMeta]
+    ) -> None:
+        """`apply`'s removals alone: the `appends` rows first, then the events' deletions,
+        each stamped as the write's Delete or Purge; no row, no listing."""
+        removing = [(write, stored.get(write.key)) for write in writes if write.removal]
+        if removing:
+            await cql.in_window(self.remove_appends, removing, self._window)
+        mutations = (m for write in writes for m in self.mutations(write, stored.get(write.key)))
+        await cql.execute_in_window(
+            self._session, Packer(self._statements.batch).requests(mutations), self._window
+        )
+
     async def save_pointer(self, topic: str, partition: int, offset: int) -> None:
         """The pointer, in `pointers2` and in version 2's `pointers` (schema.py: version 2
         processes of a rolling upgrade read only that one)."""

@@ -23,7 +23,15 @@ from hypothesis import strategies as st
 from journal.codec.actions import RawRecord, events_of
 from journal.codec.envelope import EnvelopeRefused, Opener, Sealer, data_key_id, new_data_key
 from journal.codec.events import encode_events
-from journal.core.fold import JournalState, Removal, Verdict, fold_batch
+from journal.core.fold import (
+    DeleteTo,
+    JournalState,
+    JournalWrite,
+    Removal,
+    Verdict,
+    fold_batch,
+    removed_in_older,
+)
 from journal.core.grow import SEAL_ID
 from journal.core.model import (
     ActionRecord,
@@ -495,3 +503,28 @@ def test_the_head_folds_nothing_of_a_journal_past_the_cut_when_told() -> None:
     writes = fold_batch([r for r in records if r.key.id != SEAL_ID], {}, cut=1)
     assert [w.after for w in writes] == [JournalState(0, 2, 0)]
     assert [w.after for w in fold_batch(records, {})] == [JournalState(0, 2, 0)]
+
+
+def test_what_a_delete_or_purge_in_the_grown_topic_removes_in_an_older_one() -> None:
+    """`removed_in_older`: a moved journal's Delete in the grown topic removes its events in
+    an older topic up to the Delete's deleteTo (no further than they go there), its Purge all
+    of them, both as at that topic's cut (stamped cut + 1); nothing when nothing is left."""
+    old, new = JournalKey("t", "j"), JournalKey("t.2", "j")
+    row = JournalState(5, 3, 1)  # events 2..3 left in the older topic
+    moved = JournalState(-1, 3, 1)
+
+    def write_of(records: list[ActionRecord]) -> JournalWrite:
+        (write,) = fold_batch(records, {new: moved})
+        return write
+
+    deleted = write_of([a.append(new, 0, 4, 4), a.delete(new, 1, 2)])
+    removal = removed_in_older(deleted, old, row, 0, 9)
+    assert removal == JournalWrite(old, 0, row, JournalState(9, 3, 2), delete=DeleteTo(2, 9))
+    beyond = removed_in_older(write_of([a.delete(new, 0, 10)]), old, row, 0, 9)
+    assert beyond is not None and beyond.delete == DeleteTo(3, 9)  # no further than 3
+    assert removed_in_older(write_of([a.delete(new, 0, 1)]), old, row, 0, 9) is None
+    purged = removed_in_older(write_of([a.purge(new, 0)]), old, row, 0, 9)
+    assert purged == JournalWrite(old, 0, row, JournalState(9), purge=9)
+    assert purged.removal is not None and purged.removal.offset == 9
+    assert removed_in_older(write_of([a.append(new, 0, 4, 4)]), old, row, 0, 9) is None
+    assert removed_in_older(purged, old, JournalState(5, 3, 3), 0, 9) is None  # none left

@@ -7,6 +7,7 @@ the grow reads the same."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import time
 import uuid
@@ -548,9 +549,11 @@ async def test_a_moved_journal_is_replicated_in_the_grown_topic_with_its_base(
     settings = settings_for(stack, unique("journal_growr"), keyspace, 1)
     kafka = settings.kafka_access()
     async with await Journals.connect(settings, store=store) as journals:
-        for journal_id in ("a", "p"):
-            events = [Event(n, payload=TextPayload(f"{journal_id}:{n}")) for n in (1, 2, 3)]
-            await journals.journal(journal_id).append(events)
+        # a's in two Appends: a Delete removes a stored Append whole, or keeps it
+        for journal_id, appends in (("a", [(1, 2), (3,)]), ("p", [(1, 2, 3)])):
+            for seq_nrs in appends:
+                events = [Event(n, payload=TextPayload(f"{journal_id}:{n}")) for n in seq_nrs]
+                await journals.journal(journal_id).append(events)
         await replicate_now(settings, store)
         grow = await grow_topic(settings, store, 2, yes=True, say=print)
         assert grow is not None and grow.phase is Phase.DONE
@@ -568,6 +571,12 @@ async def test_a_moved_journal_is_replicated_in_the_grown_topic_with_its_base(
             q = next(p for p, end in (await end_offsets(kafka, new, 2)).items() if end)
             assert lag_of(new, q) == 1  # a's one Append
             await replicate_now(settings, store)
+            for journal_id in ("a", "p"):  # OLD's rows hold their events, all three
+                assert await stored_seq_nrs(store, JournalKey(settings.topic, journal_id)) == [
+                    1,
+                    2,
+                    3,
+                ]
             await a.delete(2)  # events of OLD, deleted in NEW
             await journals.journal("p").purge()
             await journals.journal("p").append([Event(1, payload=TextPayload("p:new"))])
@@ -576,6 +585,10 @@ async def test_a_moved_journal_is_replicated_in_the_grown_topic_with_its_base(
             assert lag_of(new, q) == 0
         finally:
             await successors.close()
+        # the Delete and the Purge in NEW removed OLD's events too (a's first Append whole),
+        # and no more
+        assert await stored_seq_nrs(store, JournalKey(settings.topic, "a")) == [3]
+        assert await stored_seq_nrs(store, JournalKey(settings.topic, "p")) == []
         expected = {
             "a": {3: "a:3", 4: "a:4", 5: "a:5"},
             "p": {1: "p:new"},
@@ -597,6 +610,7 @@ async def test_a_moved_journal_is_replicated_in_the_grown_topic_with_its_base(
         finally:
             await consumer.stop()
         assert {j: await store.meta(JournalKey(new, j)) for j in expected} == rows
+        assert await stored_seq_nrs(store, JournalKey(settings.topic, "a")) == [3]
         for journal_id, texts in expected.items():
             assert await read_texts(journals, journal_id) == texts, journal_id
     await expire_all(settings, settings.topic, 1)
@@ -604,6 +618,14 @@ async def test_a_moved_journal_is_replicated_in_the_grown_topic_with_its_base(
     async with await Journals.connect(settings, store=store) as store_only:
         for journal_id, texts in expected.items():
             assert await read_texts(store_only, journal_id) == texts, journal_id
+
+
+async def stored_seq_nrs(store: CassandraStore, key: JournalKey) -> list[int]:
+    """The seqNrs of the events the store's rows of `key` hold, whatever its deleteTo says."""
+    meta = await store.meta(key)
+    assert meta is not None, key
+    everything = dataclasses.replace(meta, delete_to=None)  # its segments up to its seqNr
+    return [record.seq_nr async for record in store.read(key, everything)]
 
 
 async def listed(journals: Journals, limit: int) -> list[str]:

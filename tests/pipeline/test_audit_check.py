@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Sequence
 from msgspec.structs import replace as struct_replace
 
 from journal.codec.actions import events_of
-from journal.core.fold import fold_batch
+from journal.core.fold import JournalState, fold_batch
 from journal.core.model import (
     SEQ_NR_MAX,
     ActionRecord,
@@ -248,3 +248,28 @@ async def test_records_after_the_cut_are_moved_and_must_not_be_stored() -> None:
     assert await journal.finish() == [] and journal.events_checked == 2
     # without the cut the audit takes the store for having lost an accepted Append
     assert kinds((await audit(cut_store, records))[0]) != []
+
+
+async def test_events_a_delete_in_the_grown_topic_removed_here_are_no_difference() -> None:
+    # a journal moved by a grow (cut at offset 2) was deleted to 2 in the grown topic, whose
+    # replication removed its first Append here too (`removed_in_older`)
+    records = [append(KEY, 0, 1, 2), append(KEY, 1, 3, 3)]
+    store = MemoryStore()
+    await store.apply(fold_batch(records, {}, cut=2), {})
+    grown = JournalKey("topic.2", KEY.id)
+    moved = {grown: JournalState(-1, 3, 0)}  # its base: its state here (`rebased`)
+    await store.apply(fold_batch([append(grown, 0, 4, 4), delete(grown, 1, 2)], moved), {})
+    row = await store.meta(grown)
+    assert row is not None and (row.base, row.delete_to) == (3, 2)
+    removed = Damaged(store)
+    removed.dropped = {1, 2}
+
+    async def audited(grown_into: tuple[str, ...]) -> list[str]:
+        journal = await JournalAudit.start(removed, KEY, 0, 1, True, 2, grown_into=grown_into)
+        for record in records:
+            await journal.add(record)
+        return kinds(await journal.finish())
+
+    assert await audited(("topic.2",)) == []
+    # without the grown topic's row the audit takes them for lost
+    assert await audited(()) == ["missing_event", "missing_event"]
