@@ -68,7 +68,11 @@ from typing import Protocol, TypeVar
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
-from agents.limits import DEFAULT_CATCH_UP_CONCURRENCY
+from agents.limits import (
+    DEFAULT_CACHED_ROWS,
+    DEFAULT_CATCH_UP_CONCURRENCY,
+    DEFAULT_QUEUED_RECORDS,
+)
 from agents.poison import SkippedBatches
 from journal.codec import RawRecord
 from journal.core import ActionRecord
@@ -90,7 +94,6 @@ from tables.tables import JournalTables
 
 log = logging.getLogger(__name__)
 
-MAX_QUEUED = 10_000  # records per partition; past it, replay from Kafka instead
 GAP_UNKNOWN = 2**63 - 1  # the gap's end until the agent's first record of the partition
 # after a wake-up, records gather this long before a batch: a batch costs its requests' CPU
 # whatever its size, and batches of ~2 records (the store answering in ~5 ms) left the agent
@@ -193,15 +196,19 @@ class GroupOffsets:
 
 
 class KafkaReplay:
-    """`Replay` from Kafka: a consumer of its own per catch-up; the group's committed offsets
-    through one kept admin client (`GroupOffsets`: call `assignment` at each assignment and
-    `close` at stop)."""
+    """`Replay` from Kafka: a consumer per catch-up, kept for the next one once its catch-up
+    succeeded (a start costs ~0.1-0.3 s on a loaded host, and a rebalance catches up every
+    assigned partition, kept ones too), so at most as many as catch-ups run at once. The
+    group's committed offsets through one kept admin client (`GroupOffsets`). Call
+    `assignment` at each assignment and `close` at stop."""
 
     def __init__(self, kafka: KafkaAccess, topic: str, group: str | None = None) -> None:
         """`group`: the worker's consumer group (Faust's app id); None: no committed offset."""
         self._kafka = kafka
         self._topic = topic
         self._offsets = None if group is None else GroupOffsets(kafka, group, topic)
+        self._idle: list[AIOKafkaConsumer] = []  # started, assigned nothing
+        self._closed = False
 
     def assignment(self) -> None:
         """Partitions were assigned: their committed offsets are read again, once."""
@@ -209,17 +216,30 @@ class KafkaReplay:
             self._offsets.assignment()
 
     async def close(self) -> None:
+        self._closed = True
+        idle, self._idle = self._idle, []
+        for consumer in idle:
+            await stop_consumer(consumer)
         if self._offsets is not None:
             await self._offsets.close()
 
     @contextlib.asynccontextmanager
     async def open(self, partition: int) -> AsyncIterator[ReplaySource]:
         tp = TopicPartition(self._topic, partition)
-        consumer = await start_consumer(self._kafka, fetch_max_wait_ms=20)
+        if self._idle:
+            consumer = self._idle.pop()
+        else:
+            consumer = await start_consumer(self._kafka, fetch_max_wait_ms=20)
+        kept = False
         try:
             yield _KafkaSource(self._offsets, consumer, tp)
+            kept = not self._closed  # a failed or cancelled catch-up's consumer is not reused
         finally:
-            await stop_consumer(consumer)
+            if kept:
+                consumer.assign([])  # a kept consumer must not go on fetching
+                self._idle.append(consumer)
+            else:
+                await stop_consumer(consumer)
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,9 +299,13 @@ class WorkerReplication:
         max_backoff_s: float = 10.0,
         expiry: ExpiryIndex | None = None,
         catch_up_concurrency: int = DEFAULT_CATCH_UP_CONCURRENCY,
+        cached_rows: int = DEFAULT_CACHED_ROWS,
+        queued_records: int = DEFAULT_QUEUED_RECORDS,
     ) -> None:
         """`expiry`: the journals' deadlines, kept with the tables (a worker's; None: none);
-        `catch_up_concurrency`: catch-ups from Kafka at once (the others wait their turn)."""
+        `catch_up_concurrency`: catch-ups from Kafka at once (the others wait their turn);
+        `cached_rows`: the journals' rows kept in memory, `queued_records`: the actions
+        queued for the store, each per owned partition."""
         # a rebalance assigns many partitions at once, each catching up with a consumer of its
         # own and batches of the store's rows: at once, they would take the worker's memory,
         # connections and CPU together (issue 43)
@@ -295,7 +319,9 @@ class WorkerReplication:
         self._owned = owned
         self._replay = replay
         self._max_backoff_s = max_backoff_s
-        rows = StoredRows()  # both replicators write the same partitions
+        # both replicators write the same partitions
+        rows = StoredRows(cached_rows)
+        self._max_queued = queued_records  # per partition; past it, replay from Kafka
         self._replicator = Replicator(store, quarantine, rows, cuts=store)
         # catching up replays records the agent has seen: quarantined once is enough
         self._replayer = Replicator(store, AlreadyQuarantined(quarantine), rows, cuts=store)
@@ -342,7 +368,7 @@ class WorkerReplication:
         state.last = record
         if state.catch_up_from is None and record.offset > state.pointer:
             state.queued.extend(actions)
-            if len(state.queued) > MAX_QUEUED:
+            if len(state.queued) > self._max_queued:
                 log.warning("partition %s: queue full, replaying from Kafka", record.partition)
                 state.catch_up_from, state.queued = state.pointer + 1, []
         state.wake.set()

@@ -14,7 +14,11 @@ from typing import Any, Literal, Self
 
 from pydantic import AliasChoices, Field, FilePath, model_validator
 
-from agents.limits import DEFAULT_CATCH_UP_CONCURRENCY
+from agents.limits import (
+    DEFAULT_CACHED_ROWS,
+    DEFAULT_CATCH_UP_CONCURRENCY,
+    DEFAULT_QUEUED_RECORDS,
+)
 from journal.settings import Settings
 from kjconfig.access import ClientTls
 from kjconfig.settings import KJSettings
@@ -152,6 +156,20 @@ class WorkerSettings(KJSettings):
         gt=0,
         description="partitions catching up from Kafka at once after an assignment (each with "
         "a consumer of its own); the others wait their turn, their reads scanning meanwhile",
+    )
+    replication_cached_rows: int = Field(
+        default=DEFAULT_CACHED_ROWS,
+        gt=0,
+        description="journals' rows replication keeps in memory per owned partition (~280 B "
+        "each), the least recently written out first; a journal not among them has its row "
+        "read from the store before its next write",
+    )
+    replication_queued_records: int = Field(
+        default=DEFAULT_QUEUED_RECORDS,
+        gt=0,
+        description="actions the agent handled and replication has not written yet, held in "
+        "memory per owned partition (~1.2 KB each with their events); past it the partition's "
+        "queue is dropped and its replication replays it from Kafka",
     )
     rocksdb_memory_bytes: int = Field(
         default=256 * 1024**2,

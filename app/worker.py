@@ -14,6 +14,7 @@ import functools
 import logging
 import sys
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import faust
@@ -70,13 +71,15 @@ TABLES = len(TABLE_NAMES)
 
 def create_app(
     settings: WorkerSettings, partitions: int, replicas: int, draining: Draining
-) -> faust.App:
+) -> tuple[faust.App, Callable[[], None]]:
     """The Faust app for an action topic of `partitions` partitions (tables match them); the
     topics Faust creates (table changelogs) get `replicas` replicas, as the journal's do; its
-    API behind `draining` (which `_Worker` drains first when it stops).
+    API behind `draining` (which `_Worker` drains first when it stops). With it, what starts
+    building the core (`_CoreBuild.start`): `_Worker` calls it as the worker starts.
 
-    The agent and the API start serving once `_connect` has built the core (when the app
-    starts): until then the agent waits and the API answers 503 not_ready.
+    The agent and the API start serving once the core is built and the first assignment's
+    tables are recovered (`_publish`): until then the agent waits and the API answers 503
+    not_ready.
     """
     journal = settings.journal
     kafka = journal.kafka_access()
@@ -149,9 +152,9 @@ def create_app(
     define_replicating_agent(app, topic, work)
     _mount_web(app, settings, partitions, owned, journals, closers, draining)
 
-    @app.task
-    async def connect() -> None:
-        await _connect(
+    core = _CoreBuild(
+        functools.partial(
+            _build_core,
             settings,
             partitions,
             tables,
@@ -159,11 +162,14 @@ def create_app(
             owned,
             skipped,
             replay,
-            work,
-            journals,
             verdicts,
             closers,
         )
+    )
+
+    @app.task
+    async def connect() -> None:  # Faust starts it once the first assignment is recovered
+        _publish(settings, await core.result(), owned, work, journals, closers)
 
     @app.task
     async def expire() -> None:  # expired journals of the owned partitions (agents/expiry.py)
@@ -211,10 +217,40 @@ def create_app(
         for close in reversed(closers):
             await close()
 
-    return app
+    return app, core.start
 
 
-async def _connect(
+class _CoreBuild:
+    """The core's build (`_build_core`), started as the worker starts, before it joins its
+    group (`start`), and awaited by the app's `connect` task, which Faust starts only once the
+    first assignment's tables are recovered: built there, its ~2 s (Cassandra's session, the
+    tail index's and the producer's clients, each ~0.1-1 s on a loaded host) were part of the
+    pause of the partitions handed to a joining worker (BENCHMARKS.md, "A rebalance's pause
+    at 200,000 journals, profiled")."""
+
+    def __init__(self, build: Callable[[], Awaitable[_Core]]) -> None:
+        self._build = build
+        self._task: asyncio.Task[_Core] | None = None
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.ensure_future(self._build())
+
+    async def result(self) -> _Core:
+        self.start()  # a worker that did not start it (none does) builds it now
+        assert self._task is not None
+        return await self._task
+
+
+@dataclass(frozen=True, slots=True)
+class _Core:
+    replication: WorkerReplication
+    client: Journals
+    successors: SuccessorReplication
+    tables: JournalTables
+
+
+async def _build_core(
     settings: WorkerSettings,
     partitions: int,
     tables: JournalTables,
@@ -222,12 +258,11 @@ async def _connect(
     owned: OwnedPartitions,
     skipped: SkippedBatches,
     replay: KafkaReplay,
-    work: Deferred[WorkerReplication],
-    journals: Deferred[Journals],
     verdicts: Deferred[TailIndex],
     closers: list[Callable[[], Awaitable[None]]],
-) -> None:
-    """Build the core; the agent and the API wait for this."""
+) -> _Core:
+    """Build the core; nothing uses it before `_publish` (the tail index follows the
+    partitions owned meanwhile)."""
     journal = settings.journal
     kafka = journal.kafka_access()
     cassandra = journal.cassandra_config()
@@ -279,19 +314,34 @@ async def _connect(
         skipped,
         expiry=expiry,
         catch_up_concurrency=settings.catch_up_concurrency,
+        cached_rows=settings.replication_cached_rows,
+        queued_records=settings.replication_queued_records,
     )
     closers.append(replication.close)
     # a grown topic's successors: the owner of OLD/p replicates NEW/q for q mod N = p
     successors = SuccessorReplication(
         kafka, store, KafkaQuarantine(producer), journal.topic, partitions, owned.owns
     )
-    successors_task = asyncio.create_task(successors.run())
+    return _Core(replication, client, successors, tables)
+
+
+def _publish(
+    settings: WorkerSettings,
+    core: _Core,
+    owned: OwnedPartitions,
+    work: Deferred[WorkerReplication],
+    journals: Deferred[Journals],
+    closers: list[Callable[[], Awaitable[None]]],
+) -> None:
+    """The agent and the API may use the core from now on (the first assignment's tables are
+    recovered)."""
+    successors_task = asyncio.create_task(core.successors.run())
     closers.append(functools.partial(_cancel, successors_task))
-    closers.append(tables.close)  # the log starts' question in flight
-    work.set(replication)
+    closers.append(core.tables.close)  # the log starts' question in flight
+    work.set(core.replication)
     for partition in owned.partitions():  # assigned before the core was there
-        replication.assigned(partition)
-    journals.set(client)
+        core.replication.assigned(partition)
+    journals.set(core.client)
     log.info("worker ready at %s", settings.url)
     if settings.log_format == "text":  # a terminal's; JSON lines are for a log collector
         print(_welcome(settings.url, settings.journal.http_security_on), flush=True)
@@ -422,11 +472,12 @@ def run_worker(settings: WorkerSettings, loglevel: str = "info") -> int:
         return 1
     settings.datadir.mkdir(parents=True, exist_ok=True)
     draining = Draining(DEFAULT_RETRY_AFTER_S)
-    app = create_app(settings, partitions, replicas, draining)
+    app, start_core = create_app(settings, partitions, replicas, draining)
     json_logs = settings.log_format == "json"
     worker = _Worker(
         app,
         draining,
+        start_core,
         loglevel=loglevel,
         logging_config=json_logging(loglevel) if json_logs else None,
         quiet=json_logs,  # Faust's banner is not JSON
@@ -450,9 +501,16 @@ class _Worker(faust.Worker):  # type: ignore[misc]
     others take its partitions over at once. Then the process exits.
     """
 
-    def __init__(self, app: faust.App, draining: Draining, **options: Any) -> None:
+    def __init__(
+        self, app: faust.App, draining: Draining, start_core: Callable[[], None], **options: Any
+    ) -> None:
         super().__init__(app, **options)
         self._draining = draining
+        self._start_core = start_core
+
+    async def on_start(self) -> None:
+        self._start_core()  # before the app starts: built while the worker joins its group
+        await super().on_start()
 
     async def on_stop(self) -> None:
         await self._draining.stop_serving(serving_runner(self.app.web))

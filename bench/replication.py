@@ -379,8 +379,15 @@ class Lags:
     unreplicated: int  # appends still unreplicated `LAG_WAIT_S` after the writes stopped
 
 
-async def lag(journals: Journals, store: CassandraStore, rate: int, seconds: float) -> Lags:
-    """Appends of 10 events paced at `rate`: their lags and the events/s offered."""
+async def lag(
+    journals: Journals,
+    store: CassandraStore,
+    rate: int,
+    seconds: float,
+    longer: Callable[[], bool] = lambda: False,
+) -> Lags:
+    """Appends of 10 events paced at `rate` for `seconds`, and on while `longer()` says so:
+    their lags and the events/s offered."""
     loop = asyncio.get_running_loop()
     appends = int(rate / 10 * seconds)
     interval = 10 / rate
@@ -419,13 +426,15 @@ async def lag(journals: Journals, store: CassandraStore, rate: int, seconds: flo
     poller = asyncio.create_task(poll())
     started = loop.time()
     tasks: list[asyncio.Task[None]] = []
-    for index in range(appends):
+    index = 0
+    while index < appends or longer():
         delay = started + index * interval - loop.time()
         if delay > 0:
             await asyncio.sleep(delay)
         tasks.append(asyncio.create_task(one(index)))
+        index += 1
     await asyncio.gather(*tasks)
-    offered = appends * 10 / (loop.time() - started)
+    offered = index * 10 / (loop.time() - started)
     writing = False
     await poller
     unreplicated = len(pending)

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         replay,
     )
     from journal.replication.replicate import (
+        CACHED_JOURNALS,
         AlreadyQuarantined,
         CutRegistry,
         KafkaQuarantine,
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     )
 
 _DOOR = {
+    "CACHED_JOURNALS": "replicate",
     "AlreadyQuarantined": "replicate",
     "CutRegistry": "replicate",
     "KafkaQuarantine": "replicate",
@@ -70,6 +72,7 @@ _DOOR = {
 }
 __getattr__ = door(__name__, _DOOR)
 __all__ = [
+    "CACHED_JOURNALS",
     "AlreadyQuarantined",
     "CutRegistry",
     "KafkaQuarantine",

@@ -11,6 +11,7 @@ import contextlib
 from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from agents.limits import DEFAULT_CACHED_ROWS, DEFAULT_QUEUED_RECORDS
 from agents.poison import SkippedBatches
 from agents.replication import ReplaySource, WorkerReplication
 from journal.codec.actions import RawRecord, record_headers
@@ -113,6 +114,7 @@ class Store(MemoryStore):
         self.pointer_reads = 0  # begun
         self.saved: list[tuple[int, int]] = []  # (pointer, records quarantined by then)
         self.refused = 0  # pointer reads refused while down
+        self.row_reads: list[JournalKey] = []  # the journals whose rows were read
         self._quarantine = quarantine
 
     async def pointer(self, topic: str, partition: int) -> int | None:
@@ -126,6 +128,7 @@ class Store(MemoryStore):
     async def stored(self, keys: Collection[JournalKey]) -> dict[JournalKey, JournalMeta]:
         if self.down:
             raise StoreUnavailable("the store is down")
+        self.row_reads.extend(keys)
         return await super().stored(keys)
 
     async def apply(
@@ -197,8 +200,12 @@ class Agent:
 
 
 @contextlib.asynccontextmanager
-async def agent() -> AsyncIterator[Agent]:
-    """An agent over an empty log and store; closed (its replicator stopped) at the end."""
+async def agent(
+    cached_rows: int = DEFAULT_CACHED_ROWS,
+    queued_records: int = DEFAULT_QUEUED_RECORDS,
+) -> AsyncIterator[Agent]:
+    """An agent over an empty log and store (its replication keeping `cached_rows` rows and
+    queueing `queued_records` actions); closed (its replicator stopped) at the end."""
     quarantine = MemoryQuarantine()
     store = Store(quarantine)
     log = MemoryLog()
@@ -207,7 +214,16 @@ async def agent() -> AsyncIterator[Agent]:
     skipped = SkippedBatches()
     owned.assign(PARTITION)  # Faust's assignment: records come after it, the agent's may not
     work = WorkerReplication(
-        TOPIC, store, quarantine, tables, owned, log, skipped, max_backoff_s=0.2
+        TOPIC,
+        store,
+        quarantine,
+        tables,
+        owned,
+        log,
+        skipped,
+        max_backoff_s=0.2,
+        cached_rows=cached_rows,
+        queued_records=queued_records,
     )
     try:
         yield Agent(work, log, store, quarantine, owned, tables, skipped)

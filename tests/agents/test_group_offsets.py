@@ -1,6 +1,7 @@
 """A worker reads its group's committed offsets at an assignment through one kept admin client,
 asked once for every partition (real Kafka): the answers a per-partition ask gave, read again
-at the next assignment, and still answered after `close` (issue 43)."""
+at the next assignment, and still answered after `close` (issue 43). Its catch-ups' consumers
+are kept for the next catch-up too."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import socket
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 from aiokafka.structs import OffsetAndMetadata
@@ -18,7 +19,10 @@ from aiokafka.structs import OffsetAndMetadata
 from agents import replication
 from agents.replication import GroupOffsets, KafkaReplay
 from bench.common import unique
-from journal.kafka import TopicSpec, ensure_topic
+from bench.workload import raw_append
+from journal.kafka import TopicSpec, ensure_topic, start_consumer
+from journal.replication import AlreadyQuarantined, Replicator
+from journal.store.memory import MemoryStore
 from kjconfig.access import KafkaAccess
 from stack import Stack
 from tests.support.eventually import answered, eventually
@@ -119,3 +123,53 @@ async def test_a_failed_ask_raises_and_the_next_one_starts_afresh(stack: Stack) 
             assert await offsets.committed(0) == 2
         finally:
             await offsets.close()
+
+
+async def test_a_catch_ups_consumer_is_kept_for_the_next_unless_it_failed(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kafka = stack.settings.kafka_access
+    topic = unique("catch_up_consumers")
+    await ensure_topic(kafka, TopicSpec(topic, PARTITIONS))
+    producer = AIOKafkaProducer(**kafka.client_options())
+    await producer.start()
+    try:
+        for partition, journals in ((0, 2), (1, 3)):
+            for n in range(journals):
+                value, headers = raw_append(1, 1)
+                await producer.send_and_wait(
+                    topic,
+                    value,
+                    key=f"j-{partition}-{n}".encode(),
+                    partition=partition,
+                    headers=headers,
+                )
+    finally:
+        await producer.stop()
+    started: list[AIOKafkaConsumer] = []
+
+    async def counted(kafka: KafkaAccess, **options: Any) -> AIOKafkaConsumer:
+        consumer = await start_consumer(kafka, **options)
+        started.append(consumer)
+        return consumer
+
+    monkeypatch.setattr(replication, "start_consumer", counted)
+    store = MemoryStore()
+    replicator = Replicator(store, AlreadyQuarantined())
+    replay = KafkaReplay(kafka, topic)
+    try:
+        for partition in (0, 1):  # one after the other, as catch-ups queue for their turn
+            async with replay.open(partition) as source:
+                await source.replicate(replicator, 0, await source.end())
+        # the kept consumer read the second partition's records, and only those, after the first
+        assert [await store.pointer(topic, p) for p in (0, 1, 2)] == [1, 2, None]
+        assert len(started) == 1
+        with pytest.raises(RuntimeError):
+            async with replay.open(2):
+                raise RuntimeError("the catch-up failed")
+        async with replay.open(2) as source:  # the failed one's consumer was not kept
+            assert await source.end() == 0
+        assert len(started) == 2
+    finally:
+        await replay.close()
+    assert all(consumer._closed for consumer in started)  # none left open

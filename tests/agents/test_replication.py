@@ -9,7 +9,6 @@ import asyncio
 
 import pytest
 
-from agents import replication
 from journal.core.index import Indexed
 from journal.core.model import JournalKey
 from journal.kafka.poison import QUARANTINE_SKIPPED_HEADER, Poison, Skipped
@@ -134,11 +133,8 @@ async def test_when_the_stores_writes_fail_the_queue_is_replayed_from_the_log() 
         assert {start for start, _ in ag.log.replays[1:]} == {0}  # from the store's pointer
 
 
-async def test_a_queue_past_its_bound_is_dropped_and_replayed_from_the_log(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(replication, "MAX_QUEUED", 3)
-    async with agent() as ag:
+async def test_a_queue_past_its_bound_is_dropped_and_replayed_from_the_log() -> None:
+    async with agent(queued_records=3) as ag:
         ag.assigned()
         await until(lambda: ag.log.replays, "the assignment's catch-up")
         ag.store.gate.clear()  # a slow store: the queue grows
@@ -202,10 +198,9 @@ async def test_a_skipped_undecodable_batch_is_quarantined_before_the_pointer_pas
 
 
 async def test_records_handled_during_a_catch_up_wait_in_the_log_not_in_the_queue(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    monkeypatch.setattr(replication, "MAX_QUEUED", 3)
-    async with agent() as ag:
+    async with agent(queued_records=3) as ag:
         ag.log.gate.clear()
         ag.assigned()
         for n in range(1, 7):  # offsets 0..5
@@ -326,4 +321,19 @@ async def test_a_first_record_past_the_committed_position_publishes_once_the_sto
         await ag.handle(ag.log.append(A, 2, 2))  # offset 3
         assert ag.owned.floor(PARTITION) == 2
         await until(lambda: ag.owned.processed(PARTITION) == 3, "the first record published")
+        assert await ag.store.seq_nrs(A) == [1, 2]
+
+
+@pytest.mark.parametrize(("cached_rows", "reads"), [(2, [A, B]), (1, [A, B, A])])
+async def test_replication_keeps_the_rows_it_wrote_last_up_to_its_setting(
+    cached_rows: int, reads: list[JournalKey]
+) -> None:
+    # 2 rows kept: A's and B's; 1: only the last written, so A's is read again
+    async with agent(cached_rows=cached_rows) as ag:
+        ag.assigned()
+        await until(lambda: ag.log.replays, "the assignment's catch-up")
+        for offset, (key, seq_nr) in enumerate([(A, 1), (B, 1), (A, 2)]):
+            await ag.handle(ag.log.append(key, seq_nr, seq_nr))
+            await until_pointer(ag, offset)  # a batch each: each its own rows' lookup
+        assert ag.store.row_reads == reads
         assert await ag.store.seq_nrs(A) == [1, 2]
