@@ -187,8 +187,9 @@ def not_rejected(events: Sequence[GroupEvent]) -> None:
 
 
 @pytest.fixture
-async def h(stack: Stack) -> AsyncIterator[Harness]:
-    async with harness(stack, unique("kj_groups"), "groups", PARTITIONS) as connected:
+async def h(stack: Stack, keyspace: str) -> AsyncIterator[Harness]:
+    # a topic of its own in the module's keyspace (`keyspace`: creating one is slow)
+    async with harness(stack, keyspace, "groups", PARTITIONS) as connected:
         yield connected
 
 

@@ -13,7 +13,7 @@ from journal.core.model import Event, JsonPayload
 from journal.errors import InvalidValue
 from journal.subscriptions.subscription import Heartbeat, SubscribedEvent, SubscriptionPosition
 from stack import Stack
-from tests.support.harness import Harness, harness, unique
+from tests.support.harness import Harness, harness
 
 
 def b64(text: str) -> str:
@@ -38,8 +38,9 @@ def test_a_bad_inside_count_is_not_a_position(garbage: str) -> None:
 
 
 @pytest.fixture
-async def h(stack: Stack) -> AsyncIterator[Harness]:
-    async with harness(stack, unique("kj_pos"), "pos", 2) as connected:
+async def h(stack: Stack, keyspace: str) -> AsyncIterator[Harness]:
+    # a topic of its own in the module's keyspace (`keyspace`: creating one is slow)
+    async with harness(stack, keyspace, "pos", 2) as connected:
         yield connected
 
 

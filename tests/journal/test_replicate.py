@@ -26,7 +26,7 @@ from journal.store.base import JournalMeta
 from journal.store.memory import MemoryStore
 from stack import Stack
 from tests.support import actions as a
-from tests.support.harness import Harness, harness, unique
+from tests.support.harness import Harness, harness
 
 A, B, C = (JournalKey("t", name) for name in "abc")
 
@@ -83,8 +83,9 @@ async def test_rows_are_read_again_after_a_failed_write_or_a_revoke() -> None:
 
 
 @pytest.fixture
-async def connected(stack: Stack) -> AsyncIterator[Harness]:
-    async with harness(stack, unique("kj_replicate"), "journal_replicate") as one:
+async def connected(stack: Stack, keyspace: str) -> AsyncIterator[Harness]:
+    # a topic of its own in the module's keyspace (`keyspace`: creating one is slow)
+    async with harness(stack, keyspace, "journal_replicate") as one:
         yield one
 
 

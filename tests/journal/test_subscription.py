@@ -28,7 +28,7 @@ from journal.subscriptions.subscription import (
 )
 from stack import Stack
 from tests.support.eventually import WITHIN_S, eventually
-from tests.support.harness import Harness, harness, unique
+from tests.support.harness import Harness, harness
 from tests.support.show import SHOW
 
 
@@ -105,8 +105,9 @@ async def write(h: Harness, written: Written, rounds: int, seed: int) -> None:
 
 
 @pytest.fixture
-async def h(stack: Stack) -> AsyncIterator[Harness]:
-    async with harness(stack, unique("kj_sub"), "sub", SHOW.partitions) as connected:
+async def h(stack: Stack, keyspace: str) -> AsyncIterator[Harness]:
+    # a topic of its own in the module's keyspace (`keyspace`: creating one is slow)
+    async with harness(stack, keyspace, "sub", SHOW.partitions) as connected:
         yield connected
 
 

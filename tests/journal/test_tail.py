@@ -17,14 +17,15 @@ from journal.store.memory import MemoryStore
 from stack import Stack
 from tests.journal.journal_contract import events, seq_nrs
 from tests.support.eventually import eventually
-from tests.support.harness import Harness, harness, unique
+from tests.support.harness import Harness, harness
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-async def connected(stack: Stack) -> AsyncIterator[Harness]:
-    async with harness(stack, unique("kj_tail"), "tail", partitions=2) as h:
+async def connected(stack: Stack, keyspace: str) -> AsyncIterator[Harness]:
+    # a topic of its own in the module's keyspace (`keyspace`: creating one is slow)
+    async with harness(stack, keyspace, "tail", partitions=2) as h:
         yield h
 
 

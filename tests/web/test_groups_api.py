@@ -26,8 +26,9 @@ JOURNALS = ("a", "b", "c", "d")
 
 
 @pytest.fixture
-async def h(stack: Stack) -> AsyncIterator[Harness]:
-    async with harness(stack, unique("kj_groups_http"), "groups_http") as connected:
+async def h(stack: Stack, keyspace: str) -> AsyncIterator[Harness]:
+    # a topic of its own in the module's keyspace (`keyspace`: creating one is slow)
+    async with harness(stack, keyspace, "groups_http") as connected:
         yield connected
 
 

@@ -45,8 +45,53 @@ def config(stack: object, keyspace: str) -> CassandraConfig:
     )
 
 
+@pytest.fixture(scope="module")
+async def shared_keyspace(stack: object) -> AsyncIterator[str]:
+    """The module's keyspace, made once: creating and dropping one costs ~3 s of schema
+    agreement, emptying its tables a tenth of that (`store`)."""
+    store = await CassandraStore.connect(config(stack, f"contract_{uuid.uuid4().hex[:12]}"))
+    try:
+        yield keyspace_of(store)
+        await drop_keyspace(store)
+    finally:
+        await store.close()
+
+
+async def emptied(store: CassandraStore) -> CassandraStore:
+    """`store` with every table of its keyspace empty but the schema's version: as fresh as a
+    new keyspace to the store. Emptied before a test, so one that failed leaves nothing to the
+    next."""
+    session, keyspace = session_of(store), keyspace_of(store)
+    rows = await cql.execute(
+        session,
+        "SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s",
+        (keyspace,),
+    )
+    # all at once (half the time of one by one); like a schema change, a TRUNCATE waits for
+    # every node: longer than a request on a busy host
+    await asyncio.gather(
+        *(
+            asyncio.to_thread(session.execute, f"TRUNCATE {keyspace}.{r.table_name}", timeout=120)
+            for r in rows
+            if r.table_name != "schema_version"
+        )
+    )
+    return store
+
+
 @pytest.fixture
-async def store(stack: object) -> AsyncIterator[CassandraStore]:
+async def store(stack: object, shared_keyspace: str) -> AsyncIterator[CassandraStore]:
+    """A store of its own (its own session) on the module's keyspace, emptied."""
+    store = await CassandraStore.connect(config(stack, shared_keyspace))
+    try:
+        yield await emptied(store)
+    finally:
+        await store.close()
+
+
+@pytest.fixture
+async def own_store(stack: object) -> AsyncIterator[CassandraStore]:
+    """A store on a keyspace of its own, for a test that changes the schema itself."""
     store = await CassandraStore.connect(config(stack, f"contract_{uuid.uuid4().hex[:12]}"))
     yield store
     await drop_keyspace(store)
@@ -60,7 +105,10 @@ async def drop_keyspace(store: CassandraStore) -> None:
 
 
 class TestCassandraStore(EventualStoreContract):
-    async def test_a_newer_schema_is_refused(self, store: CassandraStore, stack: object) -> None:
+    async def test_a_newer_schema_is_refused(
+        self, own_store: CassandraStore, stack: object
+    ) -> None:
+        store = own_store  # the schema is changed: a keyspace of its own
         await cql.execute(
             session_of(store),
             f"UPDATE {keyspace_of(store)}.schema_version SET version = %s WHERE name = 'journal'",
@@ -70,8 +118,9 @@ class TestCassandraStore(EventualStoreContract):
             await CassandraStore.connect(config(stack, keyspace_of(store)))
 
     async def test_a_version_1_keyspace_gets_the_snapshot_tables_and_this_version(
-        self, store: CassandraStore, stack: object
+        self, own_store: CassandraStore, stack: object
     ) -> None:
+        store = own_store  # the schema is changed: a keyspace of its own
         await cql.execute(
             session_of(store),
             f"UPDATE {keyspace_of(store)}.schema_version SET version = 1 WHERE name = 'journal'",
@@ -197,8 +246,9 @@ class TestCassandraStore(EventualStoreContract):
         ]
 
     async def test_a_version_1_keyspace_gets_its_journals_listed(
-        self, store: CassandraStore, stack: object
+        self, own_store: CassandraStore, stack: object
     ) -> None:
+        store = own_store  # the schema is changed: a keyspace of its own
         from tests.journal.store.contract import KEY, OTHER, apply
         from tests.support import actions as a
 
@@ -346,13 +396,15 @@ async def test_a_query_its_caller_left_keeps_its_timer_for_the_driver(
 
 
 @pytest.fixture
-async def wide_store(stack: object) -> AsyncIterator[CassandraStore]:
-    """A store of the default's wide segments: a first page is bounded by its segment."""
-    wide = dataclasses.replace(config(stack, f"first_{uuid.uuid4().hex[:12]}"), segment_size=10_000)
+async def wide_store(stack: object, shared_keyspace: str) -> AsyncIterator[CassandraStore]:
+    """A store of the default's wide segments: a first page is bounded by its segment (a
+    journal's segment size is fixed in its row when first written, so the keyspace is shared)."""
+    wide = dataclasses.replace(config(stack, shared_keyspace), segment_size=10_000)
     store = await CassandraStore.connect(wide)
-    yield store
-    await drop_keyspace(store)
-    await store.close()
+    try:
+        yield await emptied(store)
+    finally:
+        await store.close()
 
 
 def counted_record_reads(store: CassandraStore, monkeypatch: pytest.MonkeyPatch) -> list[object]:
