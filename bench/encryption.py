@@ -1,23 +1,34 @@
 """Encrypted journals against plain ones (issue 44, docs/erasure.md), in one run: appends of
 one event at c=64, and the recovery of one long replicated journal, each read or append
-through the direct client of a deployment with a key-encryption key and of one without."""
+through the direct client of a deployment with a key-encryption key and of one without.
+
+Each deployment runs in a process of its own (`python -m bench.encryption CONCURRENCY
+PADDING`, the deployment's settings in `KJ_*` variables, `KJ_KEK` on the encrypted side),
+which this one drives: two deployments in one process were not measured alike (two plain ones
+gave the second-connected 1.13x the first, BENCHMARKS.md), and each process's CPU is then its
+side's alone. The side reads one JSON command a line on its stdin and answers each with one
+JSON line on stdout; at the end of its stdin it closes and exits."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import random
 import string
+import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Literal
 
+import orjson
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from pydantic import SecretStr
 
 from bench.common import Row, Section, median, spread, unique
 from bench.environment import connected, quiet_cassandra, replicate_here, settings_for
+from bench.group_member import REPO, member_env
 from journal import Event, Journals, JsonPayload
 from journal.codec import (
     Opener,
@@ -30,27 +41,33 @@ from journal.codec import (
 )
 from journal.core import Events
 from journal.settings import Settings
-from journal.store import CassandraStore
 
 METHOD = (
-    "Two deployments on the same servers, each a fresh topic (3 partitions) and keyspace: plain, "
-    "and with a key-encryption key (every payload sealed with its journal's AES-256-GCM key). "
+    "Two deployments on the same servers, each a fresh topic (3 partitions) and keyspace and a "
+    "process of its own that this one drives, one side measuring at a time: plain, and with a "
+    "key-encryption key (every payload sealed with its journal's AES-256-GCM key). "
     "Events are ~100-byte JSON whose padding is {padding} text (random letters: what real "
     "payloads are closer to; one letter repeated lz4-compresses to almost nothing, which only "
     "the plain side could profit from). Appends: {concurrency} journals, each given its key by "
     "a first append, then {appends:,} appends of one event at c={concurrency} a repetition "
     "(one task per journal, its appends one after the other, `Ack.VERIFIED`); appends/s, and "
-    "this process's CPU an append. Recovery: one journal of {events:,} events (appends of 100), "
-    "replicated to the store, read from seqNr 1 to its end with `journal.read()`, every event "
-    "consumed; events/s. Each phase waits for a quiet Cassandra (no compaction or flush "
-    "queued) and runs {warmups} untimed repetitions a side; then the sides alternate, "
-    "{reps} appends repetitions and {reads} reads each; medians (spread min..max). Client CPU: "
-    "this process's CPU time (all its threads: the driver's decoding, the reading flow, the "
-    "opening) over each recovery read, us an event: what a shared host's load blurs least. "
+    "the side's process's CPU an append. Recovery: one journal of {events:,} events (appends "
+    "of 100), replicated to the store, read from seqNr 1 to its end with `journal.read()`, "
+    "every event consumed; events/s. Each phase waits for a quiet Cassandra (no compaction or "
+    "flush queued) and runs {warmups} untimed repetitions a side; then {reps} pairs of appends "
+    "repetitions and {reads} of reads, the side going first swapped every pair (ABBA); medians "
+    "(spread min..max), and the goal held to the median of the pairs' ratios. Client CPU: "
+    "the side's process's CPU time (all its threads: the driver's decoding, the reading flow, "
+    "the opening) over each recovery read, us an event: what a shared host's load blurs least. "
     "Opening: {page:,} events of the recovery's payload, in Appends of 100 each sealed once, "
     "decoded with their journal's opener (each payload opened as its event is built, as a read "
     "decodes them) against the same values decoded without it, and `AESGCM.decrypt` alone "
     "with its inputs ready (one call an Append), in memory, best of {tries}; ns an event."
+)
+# --encryption-control: the check that the pairing favours neither side
+CONTROL = (
+    " Here both sides are plain (no key-encryption key on either): their ratios measure the "
+    "bench itself, and should be ~1.0x."
 )
 GOAL = 0.9  # issue 44: encrypted >= 0.9x plain
 _PAD_LENGTH = 62
@@ -59,6 +76,7 @@ _PADS = 4096
 _PAGE = 1000  # events opened at a time in the opening's measure: a store page's worth
 _APPEND = 100  # events an Append in the opening's measure, as the recovery appends them
 _TRIES = 5
+_CLOSE_S = 60  # a side's process closing its deployment at the end of its stdin
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +88,7 @@ class EncryptionSizes:
     reads: int = 9
     warmups: int = 2
     padding: Literal["random", "repeated"] = "random"
+    control: bool = False  # both sides plain: the bench's own fairness (its ratios ~1.0x)
 
 
 def paddings(kind: Literal["random", "repeated"]) -> list[str]:
@@ -167,7 +186,7 @@ def opening_costs() -> tuple[float, float, float]:
 
 async def bench_encryption(base: Settings, sizes: EncryptionSizes) -> Section:
     section = Section(
-        "Encrypted journals",
+        "Encrypted journals" if not sizes.control else "Encrypted journals: plain twice",
         METHOD.format(
             padding=sizes.padding,
             concurrency=sizes.concurrency,
@@ -178,58 +197,49 @@ async def bench_encryption(base: Settings, sizes: EncryptionSizes) -> Section:
             reads=sizes.reads,
             page=_PAGE,
             tries=_TRIES,
-        ),
+        )
+        + (CONTROL if sizes.control else ""),
     )
+    other = "control" if sizes.control else "sealed"
     plain_settings = settings_for(base, "plain")
-    sealed_settings = settings_for(base, "sealed").model_copy(
-        update={"kek": SecretStr(new_kek_text())}
-    )
-    pads = paddings(sizes.padding)
-    samples: dict[str, dict[str, list[float]]] = {
-        what: {"plain": [], "sealed": []} for what in ("appends", "append cpu", "reads", "cpu")
-    }
+    other_settings = settings_for(base, other)
+    kek = None if sizes.control else new_kek_text()
+    # [plain, other] of each pair, in the order measured
+    samples: dict[str, list[tuple[float, float]]] = {what: [] for what in _MEASURES}
     async with (
-        connected(plain_settings) as (plain_journals, plain_store),
-        connected(sealed_settings) as (sealed_journals, sealed_store),
+        _side(plain_settings, None, sizes) as plain,
+        _side(other_settings, kek, sizes) as sealed,
     ):
-        sides = {
-            "plain": _Deployment(plain_journals, sizes.concurrency, pads),
-            "sealed": _Deployment(sealed_journals, sizes.concurrency, pads),
-        }
+        sides = (plain, sealed)
+        await asyncio.gather(*(side.ready() for side in sides))
 
-        def alternating(repetition: int) -> list[tuple[str, _Deployment]]:
-            order = list(sides.items())
-            return order[::-1] if repetition % 2 else order
-
-        for deployment in sides.values():  # every journal has its key and seqNr 1
-            await asyncio.gather(*(deployment.append_one(i) for i in deployment.ids))
-        await _quiet(section, plain_store, "appends")
-
-        async def phase(
-            measure: Callable[[_Deployment], Awaitable[tuple[float, float]]],
-            repetitions: int,
-            rate_key: str,
-            cpu_key: str,
-        ) -> None:
-            """Warm-ups on each side, then `repetitions` alternating: rates and CPU kept."""
-            for deployment in sides.values():
+        async def phase(command: dict[str, object], pairs: int, rate: str, cpu: str) -> None:
+            """Warm-ups on each side, then `pairs` pairs, the first side of each pair swapped
+            every pair (ABBA): rates and CPU kept, [plain, other] a pair."""
+            for side in sides:
                 for _ in range(sizes.warmups):
-                    await measure(deployment)
-            for repetition in range(repetitions):
-                for name, deployment in alternating(repetition):
-                    rate, cpu_us = await measure(deployment)
-                    samples[rate_key][name].append(rate)
-                    samples[cpu_key][name].append(cpu_us)
+                    await side.ask(command)
+            for pair in range(pairs):
+                answers: dict[_Side, dict[str, float]] = {}
+                for side in sides[::-1] if pair % 2 else sides:
+                    answers[side] = await side.ask(command)
+                samples[rate].append((answers[plain]["rate"], answers[sealed]["rate"]))
+                samples[cpu].append((answers[plain]["cpu"], answers[sealed]["cpu"]))
 
-        await phase(lambda d: d.appends(sizes.appends), sizes.repetitions, "appends", "append cpu")
+        section.notes.append(_waited(await plain.ask({"do": "quiet"}), "appends"))
+        await phase(
+            {"do": "appends", "count": sizes.appends}, sizes.repetitions, "appends", "append cpu"
+        )
+        for side in sides:
+            await side.ask({"do": "write_recovery", "events": sizes.recovery_events})
+        for side in sides:
+            await side.ask({"do": "replicate"})
+        section.notes.append(_waited(await plain.ask({"do": "quiet"}), "recovery"))
+        await phase(
+            {"do": "read_recovery", "events": sizes.recovery_events}, sizes.reads, "reads", "cpu"
+        )
 
-        for deployment in sides.values():
-            await deployment.write_recovery(sizes.recovery_events)
-        await replicate_here(plain_settings, plain_store)
-        await replicate_here(sealed_settings, sealed_store)
-        await _quiet(section, plain_store, "recovery")
-        await phase(lambda d: d.read_recovery(sizes.recovery_events), sizes.reads, "reads", "cpu")
-
+    name = "plain, second process" if sizes.control else "encrypted"
     recovery = f"recovery of {sizes.recovery_events:,} events"
     for what, key, unit, goal in (
         (f"appends (1 event, c={sizes.concurrency})", "appends", "appends/s", True),
@@ -238,18 +248,26 @@ async def bench_encryption(base: Settings, sizes: EncryptionSizes) -> Section:
         # the recovery's client CPU an event (no goal: it explains the rate, loaded or not)
         (f"{recovery}, client CPU", "cpu", "us/event", False),
     ):
-        plain, sealed = samples[key]["plain"], samples[key]["sealed"]
-        baseline, value = median(plain), median(sealed)
-        section.rows.append(Row(f"{what}, plain", baseline, unit, note=spread(plain)))
+        plain_values = [pair[0] for pair in samples[key]]
+        other_values = [pair[1] for pair in samples[key]]
+        baseline = median(plain_values)
+        section.rows.append(Row(f"{what}, plain", baseline, unit, note=spread(plain_values)))
+        section.rows.append(
+            Row(f"{what}, {name}", median(other_values), unit, baseline, note=spread(other_values))
+        )
+        # the goal is held to the pairs' ratios: each pair measured its sides a moment apart,
+        # so a load that drifts over the run moves both of a pair alike
+        ratios = [pair[1] / pair[0] for pair in samples[key]]
+        met = median(ratios) >= GOAL if goal and not sizes.control else None
         section.rows.append(
             Row(
-                f"{what}, encrypted",
-                value,
-                unit,
-                baseline=baseline,
-                goal=f">= {GOAL}x plain" if goal else "",
-                met=value >= GOAL * baseline if goal else None,
-                note=spread(sealed),
+                f"{what}, {name} / plain, each pair",
+                median(ratios),
+                "x",
+                goal=f">= {GOAL}x" if met is not None else "",
+                met=met,
+                spread=spread(ratios),
+                note=" ".join(f"{ratio:.2f}" for ratio in ratios),
             )
         )
     opening, without_key, cipher = opening_costs()
@@ -266,9 +284,117 @@ async def bench_encryption(base: Settings, sizes: EncryptionSizes) -> Section:
     return section
 
 
-async def _quiet(section: Section, store: CassandraStore, before: str) -> None:
-    """Until Cassandra neither compacts nor flushes: both sides share it, and a phase measured
-    during the last one's compactions swings with them (BENCHMARKS.md, the TLS runs)."""
-    section.notes.append(
-        f"before {before}, waited {await quiet_cassandra(store):.1f} s for a quiet Cassandra"
+_MEASURES = ("appends", "append cpu", "reads", "cpu")
+
+
+def _waited(seconds: dict[str, float], before: str) -> str:
+    """Both sides share Cassandra, and a phase measured during the last one's compactions
+    swings with them (BENCHMARKS.md, the TLS runs): each phase waits for a quiet one."""
+    return f"before {before}, waited {seconds['waited']:.1f} s for a quiet Cassandra"
+
+
+# --- a side's process -------------------------------------------------------------------------
+
+
+async def _serve(concurrency: int, padding: Literal["random", "repeated"]) -> None:
+    """The side's process: its deployment connected and every journal given its key and
+    seqNr 1, then "ready"; each command answered with what it measured."""
+    loop = asyncio.get_running_loop()
+    commands = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(commands), sys.stdin)
+    settings = Settings.from_env()
+    async with connected(settings) as (journals, store):
+        deployment = _Deployment(journals, concurrency, paddings(padding))
+        await asyncio.gather(*(deployment.append_one(i) for i in deployment.ids))
+        _answer({"ready": True})
+        while line := await commands.readline():
+            command = orjson.loads(line)
+            match command["do"]:
+                case "appends":
+                    rate, cpu = await deployment.appends(command["count"])
+                    _answer({"rate": rate, "cpu": cpu})
+                case "write_recovery":
+                    await deployment.write_recovery(command["events"])
+                    _answer({})
+                case "replicate":
+                    await replicate_here(settings, store)
+                    _answer({})
+                case "quiet":
+                    _answer({"waited": await quiet_cassandra(store)})
+                case "read_recovery":
+                    rate, cpu = await deployment.read_recovery(command["events"])
+                    _answer({"rate": rate, "cpu": cpu})
+                case other:
+                    raise ValueError(f"no such command: {other!r}")
+
+
+def _answer(answer: dict[str, object]) -> None:
+    sys.stdout.buffer.write(orjson.dumps(answer) + b"\n")
+    sys.stdout.buffer.flush()
+
+
+class _Side:
+    """The parent's handle on a side's process: one command at a time."""
+
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        self._process = process
+
+    async def _read(self) -> dict[str, float]:
+        assert self._process.stdout is not None
+        line = await self._process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"a side's process ended ({await self._process.wait()})")
+        answer: dict[str, float] = orjson.loads(line)
+        return answer
+
+    async def ready(self) -> None:
+        await self._read()
+
+    async def ask(self, command: dict[str, object]) -> dict[str, float]:
+        assert self._process.stdin is not None
+        self._process.stdin.write(orjson.dumps(command) + b"\n")
+        await self._process.stdin.drain()
+        return await self._read()
+
+
+@asynccontextmanager
+async def _side(
+    settings: Settings, kek: str | None, sizes: EncryptionSizes
+) -> AsyncIterator[_Side]:
+    """A side's process on `settings` (with `kek`: the encrypted side), ended with the block:
+    the end of its stdin closes it, and one that does not end is killed."""
+    env = {
+        key: value for key, value in member_env(settings).items() if not key.startswith("KJ_KEK")
+    }
+    if kek is not None:
+        env["KJ_KEK"] = kek
+    process = await asyncio.create_subprocess_exec(
+        *[sys.executable, "-m", "bench.encryption", str(sizes.concurrency), sizes.padding],
+        cwd=REPO,
+        env=env,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
     )
+    try:
+        yield _Side(process)
+    finally:
+        if process.stdin is not None:
+            process.stdin.close()
+        try:
+            await asyncio.wait_for(process.wait(), _CLOSE_S)
+        except TimeoutError:
+            process.kill()
+            await process.wait()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.encryption", description=__doc__)
+    parser.add_argument("concurrency", type=int)
+    parser.add_argument("padding", choices=["random", "repeated"])
+    args = parser.parse_args(argv)
+    asyncio.run(_serve(args.concurrency, args.padding))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

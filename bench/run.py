@@ -592,7 +592,8 @@ def _print_rows(section: Section) -> None:
     for row in section.rows:
         ratio = "" if row.ratio is None else f" ({row.ratio:.2f}x of {row.baseline:,.0f})"
         spread = f" (spread {row.spread})" if row.spread else ""
-        print(f"{row.name}: {row.value:,.1f} {row.unit}{ratio}{spread} {row.goal} {row.note}")
+        value = f"{row.value:.2f}" if row.unit == "x" else f"{row.value:,.1f}"  # a ratio
+        print(f"{row.name}: {value} {row.unit}{ratio}{spread} {row.goal} {row.note}")
     for note in section.notes:
         print(note)
 
@@ -669,9 +670,12 @@ def run_spread(events: int, journals: int = 100) -> int:
     return 0
 
 
-def run_encryption(appends: int, events: int, repeated_padding: bool = False) -> int:
+def run_encryption(
+    appends: int, events: int, repeated_padding: bool = False, control: bool = False
+) -> int:
     """Only the encrypted-journals scenario (`--encryption-only`): `appends` appends at c=64
-    and a recovery of `events` events, 5 repetitions and 15 reads a side; prints its rows."""
+    and a recovery of `events` events, 5 pairs of repetitions and 15 of reads; prints its rows
+    (with `control`, both sides plain: the bench's own fairness)."""
     _, base = _stack_up()
     sizes = EncryptionSizes(
         appends=appends,
@@ -679,9 +683,10 @@ def run_encryption(appends: int, events: int, repeated_padding: bool = False) ->
         repetitions=5,
         reads=15,
         padding="repeated" if repeated_padding else "random",
+        control=control,
     )
-    section = asyncio.run(bench_encryption(base, sizes))
-    _print_rows(section)
+    before = _host_now()
+    _print_with_load(asyncio.run(bench_encryption(base, sizes)), before)
     return 0
 
 
@@ -974,6 +979,12 @@ def main(argv: list[str] | None = None) -> int:
         "which lz4 compresses for the plain side only) instead of random letters",
     )
     parser.add_argument(
+        "--encryption-control",
+        action="store_true",
+        help="with --encryption-only: both sides plain, to check that the bench favours neither "
+        "(its ratios should be ~1.0x)",
+    )
+    parser.add_argument(
         "--restore-only",
         type=int,
         metavar="JOURNALS",
@@ -1130,7 +1141,7 @@ def main(argv: list[str] | None = None) -> int:
         return run_tls(args.tls_only, args.fresh_stacks)
     if args.encryption_only is not None:
         appends, events = args.encryption_only
-        return run_encryption(appends, events, args.repeated_padding)
+        return run_encryption(appends, events, args.repeated_padding, args.encryption_control)
     if args.footprint_only is not None:
         return run_footprint(*args.footprint_only)
     if args.grow_only is not None:
