@@ -24,7 +24,7 @@ from typing import Protocol
 
 from journal import JournalKey, Journals, Position
 from journal.client import ReadingFlow
-from journal.errors import JournalMoved, Unavailable
+from journal.errors import JournalMoved, JournalMoving
 from journal.kafka import Fence
 from journal.metrics import METRICS
 from tables.expiry import ExpiryIndex, deadline_of_event
@@ -170,9 +170,10 @@ class Expirer:
         """Purge the journal if the fold's deadline passed, else settle it; whether purged."""
         try:
             at = await self._deadlines.deadline(JournalKey(self._topic, journal_id), until)
-        except Unavailable as error:
-            # a moved journal's topic not answering yet (JournalMoving): the candidate stays
-            # due, for a later tick, without holding up the others of its partition
+        except JournalMoving as error:
+            # a moved journal's cut not learnt in time: the candidate stays due, for a later
+            # tick, without holding up the others of its partition (any other failure still
+            # ends the tick, as before)
             log.info("journal %s: its deadline not read, a later tick: %r", journal_id, error)
             return False
         if at is None or at > now_ms:
