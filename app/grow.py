@@ -118,7 +118,7 @@ async def grow_topic(
     if dry_run or next_step(grow, old, sealed).action == "finished":
         return grow
     confirm(f"Grow {topic} to {partitions} partitions now?", yes)
-    producer = JournalProducer(kafka)
+    producer = JournalProducer(kafka, ack_timeout_s=settings.kafka_ack_timeout_s)
     await producer.start()
     plan_known = time.monotonic() if grow is not None else None
     try:

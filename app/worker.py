@@ -301,7 +301,7 @@ async def _build_core(
     await ensure_topic(
         kafka, TopicSpec(quarantine_topic(journal.topic), 1, journal.replication_factor)
     )
-    producer = JournalProducer(kafka)
+    producer = JournalProducer(kafka, ack_timeout_s=journal.kafka_ack_timeout_s)
     await producer.start()
     closers.append(producer.stop)
     replication = WorkerReplication(

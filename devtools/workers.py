@@ -107,6 +107,7 @@ class WorkerProcess:
             "KJ_KEYSPACE": s.keyspace,
             "KJ_PARTITIONS": str(s.partitions),
             "KJ_SEGMENT_SIZE": str(s.segment_size),
+            "KJ_KAFKA_ACK_TIMEOUT_S": str(s.kafka_ack_timeout_s),
             "KJ_APP_ID": self.app_id,
             "KJ_SECURITY": s.security,  # the worker's login then defaults as the settings' do
             **_tls_env(s),

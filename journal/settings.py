@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal, Self
 from pydantic import Field, FilePath, SecretStr, field_validator, model_validator
 
 from journal.kafka import (
+    DEFAULT_ACK_TIMEOUT_S,
     DEFAULT_MAX_KAFKA_ONLY_SCANS,
     DEFAULT_TAIL_FORGOTTEN_CAPACITY,
     DEFAULT_TAIL_MAX_JOURNALS,
@@ -291,6 +292,12 @@ class Settings(KJSettings):
         gt=0,
         description="how often a producer refreshes Kafka's metadata: how soon a running "
         "process sees that its topic's partition count changed, and refuses it",
+    )
+    kafka_ack_timeout_s: float = Field(
+        default=DEFAULT_ACK_TIMEOUT_S,
+        gt=0,
+        description="seconds an append waits for Kafka's acknowledgement (acks=all) before it "
+        "fails as unavailable (503 with Retry-After); above a failover's election",
     )
 
     role: Role = Field(

@@ -386,6 +386,7 @@ class Journals:
             partitions = await ensure_topic(kafka_access, settings.topic_spec())
             producer = JournalProducer(
                 kafka_access,
+                ack_timeout_s=settings.kafka_ack_timeout_s,
                 linger_ms=0,
                 max_request_size=max(settings.max_record_bytes + 1024, 1_048_576),
                 metadata_max_age_ms=int(settings.kafka_metadata_max_age_s * 1000),

@@ -28,6 +28,11 @@ DEFAULT_TAIL_FORGOTTEN_CAPACITY = 100_000
 # a worker's scans of a partition from offset 0 with the store down, at once
 # (`KJ_MAX_KAFKA_ONLY_SCANS`: journal/client/reading.py)
 DEFAULT_MAX_KAFKA_ONLY_SCANS = 2
+# how long a producer waits for Kafka's acknowledgement before the caller hears
+# `KafkaUnavailable` (`KJ_KAFKA_ACK_TIMEOUT_S`: journal/kafka/producer.py): above a failover, as
+# a node of three killed -9 held a partition's acks up to ~18 s here (the quorum leader's node:
+# the controllers elect, then fence the broker after its 9 s session)
+DEFAULT_ACK_TIMEOUT_S = 30.0
 
 if TYPE_CHECKING:
     from journal.kafka.consumers import raw_record, start_consumer, stop_consumer
@@ -78,6 +83,7 @@ _DOOR = {
 __getattr__ = door(__name__, _DOOR)
 __all__ = [
     "COMPRESSION",
+    "DEFAULT_ACK_TIMEOUT_S",
     "DEFAULT_MAX_KAFKA_ONLY_SCANS",
     "DEFAULT_TAIL_FORGOTTEN_CAPACITY",
     "DEFAULT_TAIL_MAX_JOURNALS",

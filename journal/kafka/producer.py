@@ -18,9 +18,9 @@ The driver's errors stop here: a record the broker refuses for its size is `Appe
 any other Kafka failure `KafkaUnavailable` (the core's hierarchy, journal/errors.py).
 
 An idempotent aiokafka producer never gives up on a batch: with too few in-sync replicas or
-no KRaft quorum it retries for ever. So a caller waits `ack_timeout_s` at most and then hears
-`KafkaUnavailable` (a 503); the record may still land later, as after any lost
-acknowledgement.
+no KRaft quorum it retries for ever. So a caller waits `ack_timeout_s` at most
+(`KJ_KAFKA_ACK_TIMEOUT_S`, 30 s) and then hears `KafkaUnavailable` (a 503); the record may
+still land later, as after any lost acknowledgement.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.structs import RecordMetadata
 
 from journal.errors import KafkaUnavailable
+from journal.kafka import DEFAULT_ACK_TIMEOUT_S
 from journal.kafka.driver_errors import (
     DENIED_ERRORS,
     STUCK_PRODUCER_ERRORS,
@@ -53,9 +54,6 @@ COMPRESSION = "lz4"  # as kafka-journal's producer: about a tenth of the bytes f
 # takes what 64 in-flight appends of that size send at once; a record larger than a batch still
 # goes, in a batch of its own.
 MAX_BATCH_BYTES = 256 * 1024
-# above a failover: a node of three killed -9 held a partition's acks up to ~18 s here (the
-# quorum leader's node: the controllers elect, then fence the broker after its 9 s session)
-ACK_TIMEOUT_S = 30.0
 
 T = TypeVar("T")
 
@@ -65,7 +63,7 @@ class JournalProducer:
     a stuck producer."""
 
     def __init__(
-        self, kafka: KafkaAccess, *, ack_timeout_s: float = ACK_TIMEOUT_S, **options: Any
+        self, kafka: KafkaAccess, *, ack_timeout_s: float = DEFAULT_ACK_TIMEOUT_S, **options: Any
     ) -> None:
         self._kafka = kafka
         self._ack_timeout_s = ack_timeout_s
