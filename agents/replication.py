@@ -51,6 +51,28 @@ after the catch-up), but the end would make readers read the store up to it, and
 store down they would scan what the tables hold. With nothing committed, the first record
 tells the gap's end, as before (the agent then starts at the beginning: the partition is not
 quiet unless it is empty). tests/model/test_assignment_position.py checks this.
+
+The catch-up starts at the assignment itself, before Faust's assignment callbacks (the tables'
+restore ahead, which grows with the journals) and its recovery (app/worker.py `_App`): with
+Faust's eager protocol the partitions that moved would otherwise stop replicating for both
+(issue 43). It does not read the tables (it replays Kafka from the store's pointer), and while
+they restore it publishes only what the store holds, so readers' trust rules hold there too:
+- the tables may hold any part of what the previous owner wrote (a restore in progress, a
+  stale partition emptied): every entry is a record of the log, but any may be missing;
+- the catch-up publishes the store's pointer (`set_replicated`), the floor at the gap's end
+  and, once the store holds it (`trusted`), progress up to the gap's end: a reader whose fence
+  is at or below it reads the store up to the floor and needs nothing of the tables; one whose
+  fence the store reached is answered by the store alone (`TableIndex`'s first case);
+- anything past the gap's end is published by the agent alone, for records it handled, and
+  Faust hands it none before the partition's tables are recovered (the active partitions stay
+  paused until then): every record past the floor up to the published offset is then in the
+  tables, written by this agent over the recovered ones, so no record published is missing
+  from tables that lack it, and a reader whose fence is past what is published waits for the
+  agent, which must reach it (never a newer record missed);
+- the purger (agents/expiry.py) acts only once the worker is settled (Faust's recovery done)
+  and confirms each journal through a read as of the fence, which the above covers.
+A partition revoked while the core is built or the tables restore is revoked from the
+replication too (its catch-up cancelled), as after the recovery: no two writers.
 """
 
 from __future__ import annotations

@@ -83,7 +83,7 @@ def create_app(
     """
     journal = settings.journal
     kafka = journal.kafka_access()
-    app = faust.App(
+    app = _App(
         settings.app_id,
         broker=f"kafka://{kafka.bootstrap}",
         # Faust's consumers, producer and table changelogs all log in with these
@@ -190,23 +190,26 @@ def create_app(
         )
         await expirer.run()
 
-    @app.on_partitions_assigned.connect
-    async def on_assigned(sender: Any, assigned: set[Any], **kwargs: Any) -> None:
+    def on_assigned(assigned: set[Any]) -> None:  # before the tables' callbacks (`_App`)
         replay.assignment()  # before any catch-up asks for this assignment's offsets
+        built = core.built()
         for tp in assigned:
             if tp.topic == journal.topic:
                 owned.assign(tp.partition)
-                if work.done():  # else `_connect` starts it, with the others owned by then
-                    work.value().assigned(tp.partition)
+                if built is not None:  # else `_build_core` starts it, with the others owned
+                    built.replication.assigned(tp.partition)
         if verdicts.done():
             verdicts.value().follow(owned.partitions())
 
+    app.before_assignment = on_assigned
+
     @app.on_partitions_revoked.connect
     async def on_revoked(sender: Any, revoked: set[Any], **kwargs: Any) -> None:
+        built = core.built()  # its replication may run before the core is published
         for tp in revoked:
             if tp.topic == journal.topic:
-                if work.done():
-                    await work.value().revoke(tp.partition)
+                if built is not None:
+                    await built.replication.revoke(tp.partition)
                 else:
                     owned.revoke(tp.partition)
         if verdicts.done():
@@ -218,6 +221,23 @@ def create_app(
             await close()
 
     return app, core.start
+
+
+class _App(faust.App):  # type: ignore[misc]
+    """Faust's app, which hands each assignment to `before_assignment` first, before Faust's
+    callbacks (the tables' restore ahead, which grows with the journals) and its recovery:
+    the partitions that moved start catching up at once (agents/replication.py says why it
+    is safe; with Faust's eager protocol they waited for both, issue 43).
+
+    Private: Faust's consumer calls `_on_partitions_assigned` (faust-streaming 0.15.3);
+    tests/test_private_hooks.py checks that at the pinned version."""
+
+    before_assignment: Callable[[set[Any]], None] | None = None
+
+    async def _on_partitions_assigned(self, assigned: set[Any], generation_id: int = 0) -> None:
+        if self.before_assignment is not None and not self.should_stop:
+            self.before_assignment(assigned)
+        await super()._on_partitions_assigned(assigned, generation_id)
 
 
 class _CoreBuild:
@@ -235,6 +255,13 @@ class _CoreBuild:
     def start(self) -> None:
         if self._task is None:
             self._task = asyncio.ensure_future(self._build())
+
+    def built(self) -> _Core | None:
+        """The core once built, before it is published; None until then."""
+        task = self._task
+        if task is None or not task.done() or task.cancelled() or task.exception() is not None:
+            return None
+        return task.result()
 
     async def result(self) -> _Core:
         self.start()  # a worker that did not start it (none does) builds it now
@@ -318,6 +345,10 @@ async def _build_core(
         queued_records=settings.replication_queued_records,
     )
     closers.append(replication.close)
+    # what is owned catches up now, beside the tables' restore and Faust's recovery, not once
+    # they are done (agents/replication.py); later assignments start in `_App`'s hook
+    for partition in owned.partitions():
+        replication.assigned(partition)
     # a grown topic's successors: the owner of OLD/p replicates NEW/q for q mod N = p
     successors = SuccessorReplication(
         kafka, store, KafkaQuarantine(producer), journal.topic, partitions, owned.owns
@@ -338,9 +369,7 @@ def _publish(
     successors_task = asyncio.create_task(core.successors.run())
     closers.append(functools.partial(_cancel, successors_task))
     closers.append(core.tables.close)  # the log starts' question in flight
-    work.set(core.replication)
-    for partition in owned.partitions():  # assigned before the core was there
-        core.replication.assigned(partition)
+    work.set(core.replication)  # its owned partitions' catch-ups started when it was built
     journals.set(core.client)
     log.info("worker ready at %s", settings.url)
     if settings.log_format == "text":  # a terminal's; JSON lines are for a log collector

@@ -30,7 +30,7 @@ from agents.poison import (
     guarded_transport,
     set_fetch_max_wait,
 )
-from app.worker import serving_runner
+from app.worker import _App, serving_runner
 from journal.kafka.consumers import start_consumer, stop_consumer
 from journal.store.cql import drop_cancelled_timer
 from stack import Stack
@@ -190,6 +190,36 @@ async def test_faust_serves_its_web_server_with_the_runner_the_worker_drains(
         assert runner.server is not None
     finally:
         await app.web.stop_server()
+
+
+# --- faust-streaming's app: `_on_partitions_assigned` (app/worker.py `_App`) --------------------
+
+
+def test_faust_hands_an_assignment_to_the_method_the_app_overrides_before_its_tables() -> None:
+    assert _parameters(faust.App._on_partitions_assigned) == _parameters(
+        _App._on_partitions_assigned
+    )
+    # the consumer calls the app's method (the override), not a function bound elsewhere
+    assert "on_partitions_assigned=self._on_partitions_assigned" in inspect.getsource(
+        faust.App._new_consumer
+    )
+    # and the tables' callbacks (the restore ahead) come inside it: the hook runs before them
+    assert "self.tables.on_rebalance" in inspect.getsource(faust.App._on_partitions_assigned)
+
+
+async def test_the_app_calls_its_hook_with_the_assignment_before_faust_handles_it() -> None:
+    app = _App("hooks-assigned", broker="kafka://127.0.0.1:1")
+    order: list[str] = []
+    app.before_assignment = lambda assigned: order.append(f"hook {sorted(assigned)}")
+
+    async def faust_handles(assigned: set[Any], generation_id: int = 0) -> None:
+        order.append("faust")
+
+    # Faust's own handling (its tables' callbacks) stands behind `super()`: replaced here
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(faust.App, "_on_partitions_assigned", lambda self, *a: faust_handles(*a))
+        await app._on_partitions_assigned({TP("t", 1)}, 3)
+    assert order == ["hook [TP(topic='t', partition=1)]", "faust"]
 
 
 # --- faust-streaming's aiokafka consumer thread and aiokafka's consumer (agents/poison.py) ----

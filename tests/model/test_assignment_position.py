@@ -7,11 +7,19 @@ agent (C, or one before: a seek elsewhere), a record appended after the assignme
 whether the assignment's catch-up (which learns C) runs before the agent's first record or
 after. The tables start empty: every changelog write before the restart lost, the worst case.
 
+The catch-up starts at the assignment, while the tables restore (app/worker.py `_App`): before
+the agent's first record (Faust hands it none until the tables are recovered) the tables go
+through what a restore leaves in them, the previous owner's entries of the records before the
+assignment, a prefix at a time, then none (a stale partition emptied), then all of them.
+
 At every step, what the worker publishes must be what a read as of any fence it reached may
 trust (agents/replication.py says why): each record up to the published offset is either
 handled by this agent (in the tables) or at or below the floor (read from the store, which
-holds it). And a quiet partition (no record after C) reaches its end without any record: the
-purger's fence (agents/expiry.py), which it never reached before.
+holds it). A read as of any fence, through the worker's `TableIndex`, never misses a record:
+every record between what it needs of the store and its fence lies in the runs the tables
+give, whatever part of them the restore brought so far. And a quiet partition (no record
+after C) reaches its end without any record: the purger's fence (agents/expiry.py), which it
+never reached before.
 """
 
 from __future__ import annotations
@@ -23,7 +31,10 @@ from dataclasses import dataclass
 import pytest
 
 import agents.replication
+from journal.core import Indexed, OffsetRuns
 from journal.core.model import JournalKey
+from tables.index import TableIndex
+from tables.values import encode_runs
 from tests.agents.memory import PARTITION, TOPIC, Agent, agent, replicated, until
 
 A = JournalKey(TOPIC, "a")
@@ -65,6 +76,42 @@ def _published_is_trustworthy(ag: Agent, handled: set[int], log_end: int) -> Non
         assert offset in handled or offset <= floor, (offset, processed, floor, handled)
 
 
+async def _reads_are_whole(ag: Agent, log_end: int) -> None:
+    """A read as of each fence the log had: what the index answers covers the journal's records
+    below it (the store up to what it needs, and the runs above), whatever the tables hold."""
+    index = TableIndex(ag.tables, ag.owned, 0.0)  # no waiting: what it answers now
+    for fence in range(log_end + 1):
+        answer = await index.lookup(A, PARTITION, fence)
+        if not isinstance(answer, Indexed):
+            continue  # the reader scans, or waits: nothing taken from the tables
+        for offset in range(answer.needs + 1, fence):
+            if ag.log.records[offset] is None:
+                continue
+            assert any(run.first <= offset <= run.last for run in answer.runs), (
+                f"a read as of fence {fence} misses {offset}: needs {answer.needs}, "
+                f"runs {answer.runs}"
+            )
+
+
+async def _restoring(ag: Agent, scope: Scope) -> None:
+    """The tables while they restore: the previous owner's entries of the records before the
+    assignment, a prefix at a time, then none (emptied as stale), then all; a read checked at
+    each."""
+    before = scope.committed if scope.committed is not None else len(scope.decodable)
+    offsets = [o for o in range(before) if ag.log.records[o] is not None]
+    states: list[OffsetRuns] = []
+    runs = OffsetRuns()
+    for offset in offsets:
+        runs = runs.add(offset, -1)
+        states.append(runs)
+    for state in [OffsetRuns(), *states, OffsetRuns(), *states[-1:]]:
+        ag.tables.appends.clear()
+        if state.runs:
+            ag.tables.appends[A.id.encode()] = encode_runs(state)
+        await _reads_are_whole(ag, ag.log.end)
+        _published_is_trustworthy(ag, set(), ag.log.end)
+
+
 async def _caught_up(ag: Agent, through: int) -> None:
     await until(
         lambda: ag.log.replays and ag.owned.replicated(PARTITION) >= through,
@@ -90,18 +137,22 @@ async def _run(scope: Scope) -> None:
         ag.work.assigned(PARTITION)  # `agent()` made the assignment
         if scope.catch_up_first:
             await _caught_up(ag, max(scope.stored, ag.log.end - 1))
+            await _reads_are_whole(ag, ag.log.end)
             _published_is_trustworthy(ag, handled, ag.log.end)
+        await _restoring(ag, scope)  # the agent's records come once the tables are recovered
         for offset in range(scope.start(), ag.log.end):
             record = ag.log.records[offset]
             if record is None:
                 continue  # the consumer goes past an undecodable batch
             await ag.handle(record)
             handled.add(offset)
+            await _reads_are_whole(ag, ag.log.end)
             _published_is_trustworthy(ag, handled, ag.log.end)
         ag.log.gate.set()
         await _caught_up(ag, max(scope.stored, ag.log.end - 1))
         if handled and ag.log.records[-1] is not None:  # the agent handled the last record
             await until(lambda: ag.owned.processed(PARTITION) == ag.log.end - 1, "the end")
+        await _reads_are_whole(ag, ag.log.end)
         _published_is_trustworthy(ag, handled, ag.log.end)
         if scope.committed is not None and scope.committed == ag.log.end:
             # quiet: no record for the agent, its position comes from C alone
@@ -145,4 +196,28 @@ async def test_the_model_catches_a_floor_short_of_the_position_learnt(
 
     monkeypatch.setattr(agents.replication.WorkerReplication, "_learn_gap_end", too_far)
     with pytest.raises(AssertionError):
+        await _run(scope)
+
+
+async def test_the_model_catches_a_catch_up_publishing_the_end_while_the_tables_restore(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the model can fail: a catch-up that publishes as progress the end it caught up to (the
+    # store holds it) tells a reader the tables, still restoring, hold the record appended
+    # after the assignment: the read misses it
+    monkeypatch.setattr(agents.replication, "BATCH_LINGER_S", 0.0)
+    scope = Scope((True,), committed=1, stored=0, back=0, later=True, catch_up_first=True)
+    original = agents.replication.WorkerReplication._catch_up
+
+    async def publishing_the_end(
+        self: agents.replication.WorkerReplication,
+        partition: int,
+        state: agents.replication._ReplicatedPartition,
+    ) -> None:
+        await original(self, partition, state)
+        if state.trusted:
+            self._owned.advance(partition, state.pointer)
+
+    monkeypatch.setattr(agents.replication.WorkerReplication, "_catch_up", publishing_the_end)
+    with pytest.raises(AssertionError, match="a read as of fence 2 misses 1"):
         await _run(scope)
