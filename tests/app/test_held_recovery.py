@@ -59,6 +59,7 @@ async def _ready(worker: WorkerProcess) -> bool:
         return answer.status == 200
 
 
+@pytest.mark.timeout(600)  # a worker's stops and starts, and Kafka's tool run four times
 async def test_a_restarted_worker_replicates_its_partitions_while_its_tables_still_recover(
     stack: Stack, connected: Harness, tmp_path: Path
 ) -> None:
@@ -101,7 +102,8 @@ async def test_a_restarted_worker_replicates_its_partitions_while_its_tables_sti
                 assert pointer is not None and pointer >= end - 1, (partition, pointer, end)
             return True
 
-        await eventually(replicated_before_ready, "the store's pointers at the ends", 60.0)
+        # the hold lasts until the test lifts it, so a slow host's start only takes longer here
+        await eventually(replicated_before_ready, "the store's pointers at the ends", 180.0)
         # the tables still recover: the worker is not ready, and it caught up all the same
         assert not await _ready(restarted), "recovered before the check: the hold did not hold"
     finally:
