@@ -18,6 +18,8 @@ SECTIONS = (
     "Append",
     "Append compression",
     "Read (recovery)",
+    "Reads with Cassandra down",
+    "Encrypted journals",
     "Replication",
     "Huge journal over HTTP",
     "Spark rebuild",
