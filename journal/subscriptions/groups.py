@@ -232,8 +232,9 @@ class _Reading(Subscription):
         passed: Container[int] = (),
     ) -> None:
         """Every event of the Append with the tags is registered with the partition's
-        checkpoint and delivered, but those `passed` (an erased journal's, docs/erasure.md):
-        never delivered, they count as acknowledged, so the checkpoint moves over them."""
+        checkpoint and delivered, but those `passed` (what cannot be opened, an erased
+        journal's: `_unopened`, docs/erasure.md): never delivered, they count as acknowledged,
+        so the checkpoint moves over them."""
         reader.cursor = offset
         owned = self.member.owned.get(reader.slot)
         if owned is None or owned.reader is not reader:
