@@ -49,8 +49,8 @@ from journal import (
     PayloadMetadata,
     TextPayload,
 )
-from journal.client import data_keys_of, open_record
-from journal.codec import APPEND_REF, OpenedAppend, is_append_envelope
+from journal.client import data_keys_of
+from journal.codec import APPEND_REF, is_append_envelope
 from journal.errors import JournalErased
 from journal.settings import Settings
 from journal.store import CassandraConfig, CassandraStore
@@ -188,9 +188,10 @@ async def export_rows(
             async for record in _referenced(store.read(key, meta)):
                 yield export_row(key, record)
             continue
-        last = OpenedAppend()  # each Append's envelope opened once
-        async for record in store.read(key, meta):
-            yield export_row(key, open_record(data_key, record, last))
+        # opened as the store decodes its rows, as a read is (each event built once)
+        async for page in store.read_pages(key, meta, opener=data_key.opener):
+            for record in page:
+                yield export_row(key, record)
 
 
 async def _referenced(records: AsyncIterator[EventRecord]) -> AsyncIterator[EventRecord]:

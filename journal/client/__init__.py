@@ -24,7 +24,7 @@ if TYPE_CHECKING:
         check_idempotency_key,
     )
     from journal.client.deferred import Deferred
-    from journal.client.erasure import Erasure, data_keys_of, open_record
+    from journal.client.erasure import Erasure, data_keys_of
     from journal.client.journals import Appending, Journal, Journals, append_events
     from journal.client.listing import DEFAULT_LIMIT, MAX_LIMIT, JournalIdPage
     from journal.client.reading import JournalInfo, ReadingFlow
@@ -46,7 +46,6 @@ _DOOR = {
     "append_events": "journals",
     "check_idempotency_key": "conditional",
     "data_keys_of": "erasure",
-    "open_record": "erasure",
 }
 __getattr__ = door(__name__, _DOOR)
 __all__ = [
@@ -66,5 +65,4 @@ __all__ = [
     "append_events",
     "check_idempotency_key",
     "data_keys_of",
-    "open_record",
 ]

@@ -1,8 +1,9 @@
 """Encryption of a journal's payloads and its erasure (crypto-shredding, docs/erasure.md).
 
 Payloads are sealed before they leave the writer (`seal_events`, with the journal's data key,
-made at its first append) and opened on every read path (`Encryption.open_*`). `erase` runs the
-erasure's steps in the one order that is safe to stop anywhere and to run again:
+made at its first append) and opened on every read path as it decodes them (`read_batches`;
+subscriptions and groups through `openers`). `erase` runs the erasure's steps in the one order
+that is safe to stop anywhere and to run again:
 
     mark erasing -> purge -> destroy the key -> erased
 
@@ -13,20 +14,13 @@ that stopped is reported not done (`erasure_state`) and finished by erasing agai
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from msgspec.structs import replace
 
-from journal.codec.envelope import (
-    EnvelopeRefused,
-    OpenedAppend,
-    Opener,
-    is_append_envelope,
-    is_sealed,
-)
-from journal.core.model import BinaryPayload, Event, EventRecord, JournalKey, Position
-from journal.errors import JournalErased
+from journal.codec.envelope import Opener
+from journal.core.model import Event, EventRecord, JournalKey, Position
 from journal.settings import Settings
 from journal.store.keys import (
     CassandraKeyStore,
@@ -35,6 +29,7 @@ from journal.store.keys import (
     KeyState,
     keyspace_access_of,
 )
+from journal.subscriptions.subscription import UNREADABLE, Found
 
 
 def data_keys_of(settings: Settings, store: object) -> DataKeys | None:
@@ -69,16 +64,6 @@ def seal_events(data_key: DataKey, events: Sequence[Event], once: bool = True) -
     )
 
 
-def open_record(
-    data_key: DataKey, record: EventRecord, last: OpenedAppend | None = None
-) -> EventRecord:
-    """One record of the key's journal, decoded already, opened (a payload appended before the
-    deployment encrypted stays plain): subscriptions and exports; a read opens its events as it
-    decodes them (`Encryption.read_batches`). Give the same `last` to the records of a stream:
-    each Append's envelope is then opened once."""
-    return data_key.opener.records([record], last)[0]
-
-
 @dataclass(frozen=True, slots=True)
 class Erasure:
     """What `erase` did: the Purge's position (None if the journal was erased already)."""
@@ -93,8 +78,6 @@ class Encryption:
     def __init__(self, keys: DataKeys, seal_once: bool = True) -> None:
         self.keys = keys
         self.seal_once = seal_once  # `Settings.seal_appends_once`
-        # the subscriptions' last opened Append (one for the process: its events come together)
-        self._last = OpenedAppend()
 
     async def read_batches(
         self,
@@ -110,21 +93,19 @@ class Encryption:
         async for batch in read(None if data_key is None else data_key.opener):
             yield batch
 
-    async def opened(self, key: JournalKey, record: EventRecord) -> EventRecord | None:
-        """A subscription's event, opened; None if its journal is erased (any of its events,
-        with a payload or not) or it cannot be opened: the subscription passes it by, its
-        position exact."""
-        try:
-            data_key = await self.keys.for_read(key)  # cached: one look per journal a while
-            if data_key is None:
-                payload = record.event.payload
-                sealed = is_sealed(payload) or (
-                    type(payload) is BinaryPayload and is_append_envelope(payload.value)
-                )
-                return None if sealed else record
-            return open_record(data_key, record, self._last)
-        except (JournalErased, EnvelopeRefused):
-            return None
+    async def openers(self, keys: Collection[JournalKey]) -> dict[JournalKey, Found]:
+        """The openers of the journals' data keys, with which subscriptions and groups open
+        their payloads as they decode their records (`Openers`): None for a journal without a
+        key (plain), UNREADABLE for one whose erasure began or whose key's KEK is not given.
+        Through the cache: the journals not cached are read together."""
+        return {
+            key: UNREADABLE
+            if isinstance(answer, Exception)
+            else None
+            if answer is None
+            else answer.opener
+            for key, answer in (await self.keys.for_reads(keys)).items()
+        }
 
     async def erasure_state(self, key: JournalKey) -> KeyState | None:
         """The journal's key row as the store has it now (None: no key, not erased)."""

@@ -78,8 +78,7 @@ from journal.subscriptions.groups import (
 )
 from journal.subscriptions.subscription import (
     HEARTBEAT_S,
-    Heartbeat,
-    SubscribedEvent,
+    Openers,
     SubscriptionConfig,
     SubscriptionItem,
     SubscriptionPosition,
@@ -560,25 +559,13 @@ class Journals:
         heartbeats while idle, else up to the high watermarks as of now
         (`journal.subscriptions.subscription`)."""
         config = SubscriptionConfig(self.kafka.config.kafka, heartbeat_s)
-        items = subscribe(self.topic, self.writer.partitions, self.store, config, after, tags, live)
-        return items if self.encryption is None else self._opened_items(items)
+        partitions, openers = self.writer.partitions, self._openers()
+        return subscribe(self.topic, partitions, self.store, config, after, tags, live, openers)
 
-    async def _opened_items(
-        self, items: AsyncIterator[SubscriptionItem]
-    ) -> AsyncIterator[SubscriptionItem]:
-        async for item in items:
-            yield await self._opened_item(item)
-
-    async def _opened_item(self, item: SubscriptionItem) -> SubscriptionItem:
-        """An event opened; one that cannot be (its journal erased) passed by as a heartbeat
-        at its position, so a subscriber resumes exactly after it."""
-        if type(item) is not SubscribedEvent:
-            return item
-        assert self.encryption is not None
-        record = await self.encryption.opened(item.key, item.record)
-        if record is None:
-            return Heartbeat(item.position)
-        return item if record is item.record else SubscribedEvent(item.key, record, item.position)
+    def _openers(self) -> Openers | None:
+        """What subscriptions and groups open payloads with as they decode them (an erased
+        journal's events passed by: docs/erasure.md); None without encryption."""
+        return None if self.encryption is None else self.encryption.openers
 
     async def end_position(self) -> SubscriptionPosition:
         """After every record the topic holds now: `subscribe` after it for what is appended
@@ -595,14 +582,10 @@ class Journals:
         """`subscribe`, a list of items at a time as they come (what one fetch gave)."""
         config = SubscriptionConfig(self.kafka.config.kafka)
         partitions = self.writer.partitions
-        batches = subscribe_batches(self.topic, partitions, self.store, config, after, tags, live)
-        return batches if self.encryption is None else self._opened_item_batches(batches)
-
-    async def _opened_item_batches(
-        self, batches: AsyncIterator[list[SubscriptionItem]]
-    ) -> AsyncIterator[list[SubscriptionItem]]:
-        async for batch in batches:
-            yield [await self._opened_item(item) for item in batch]
+        openers = self._openers()
+        return subscribe_batches(
+            self.topic, partitions, self.store, config, after, tags, live, openers
+        )
 
     def subscribe_group(
         self,
@@ -621,9 +604,9 @@ class Journals:
             heartbeat_s,
             max_unacked=self.group_max_unacked if max_unacked is None else max_unacked,
         )
-        opener = None if self.encryption is None else self.encryption.opened
+        openers = self._openers()
         return GroupMember(
-            name, self.topic, self.writer.partitions, self.store, config, tags, handover, opener
+            name, self.topic, self.writer.partitions, self.store, config, tags, handover, openers
         )
 
     async def group_statuses(self) -> list[GroupStatus]:

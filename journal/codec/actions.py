@@ -69,16 +69,21 @@ def parse(record: RawRecord) -> ActionRecord | None:
     return _action(record, check_events=False)
 
 
-def parse_checked(record: RawRecord) -> ActionRecord | None:
+def parse_checked(record: RawRecord, opener: Opener | None = None) -> ActionRecord | None:
     """`parse`, and for an Append also decode its events to prove them sound; the action
     carries them, so the store does not decode them again.
 
     Replication uses this, so a bad payload is quarantined instead of failing a store write.
+    With the `opener` of the journal's data key (subscriptions), the events are opened as they
+    are decoded (each built once); an Append that is sound but does not open raises
+    EnvelopeRefused (a malformed one MalformedRecord first, as without the key).
     """
-    return _action(record, check_events=True)
+    return _action(record, check_events=True, opener=opener)
 
 
-def _action(record: RawRecord, check_events: bool) -> ActionRecord | None:
+def _action(
+    record: RawRecord, check_events: bool, opener: Opener | None = None
+) -> ActionRecord | None:
     headers = record.headers
     raw_header = action_header_of(headers)
     if raw_header is None:
@@ -106,8 +111,8 @@ def _action(record: RawRecord, check_events: bool) -> ActionRecord | None:
     events = None
     if check_events and type(header) is AppendHeader:
         try:
-            events = _event_records(
-                header, value, timestamp, record.partition, record.offset, user_headers
+            events = _opened_event_records(
+                header, value, timestamp, record.partition, record.offset, user_headers, opener
             )
         except (DecodeError, InvalidValue) as error:
             raise MalformedRecord(record, f"bad events: {error}") from None
@@ -159,14 +164,28 @@ def events_of(record: ActionRecord, opener: Opener | None = None) -> Sequence[Ev
     if not isinstance(header, AppendHeader):
         return ()
     args = (header, record.value, record.timestamp, record.partition, record.offset)
+    return _opened_event_records(*args, record.headers, opener)
+
+
+def _opened_event_records(
+    header: AppendHeader,
+    value: bytes,
+    timestamp: datetime,
+    partition: int,
+    offset: int,
+    headers: Mapping[str, str],
+    opener: Opener | None,
+) -> tuple[EventRecord, ...]:
+    """`_event_records`; with an `opener`, EnvelopeRefused only for an Append that is sound: a
+    fault of the Append comes first, as without the key (a reader skips such an Append,
+    replication quarantines it)."""
+    args = (header, value, timestamp, partition, offset, headers)
     if opener is None:
-        return _event_records(*args, record.headers)
+        return _event_records(*args)
     try:
-        return _event_records(*args, record.headers, opener)
+        return _event_records(*args, opener)
     except EnvelopeRefused:
-        # a fault of the Append comes first, as without the key (a reader skips such an
-        # Append): refused only when it is sound
-        _event_records(*args, record.headers)
+        _event_records(*args)
         raise
 
 

@@ -160,9 +160,12 @@ class EventualJournal(ABC):
         streamed. Subscriptions need it; a store without it serves only journal reads."""
         raise NotImplementedError(f"{type(self).__name__} lists no stored Appends")
 
-    def append_events(self, append: StoredAppend) -> AsyncIterator[EventRecord]:
+    def append_events(
+        self, append: StoredAppend, opener: Opener | None = None
+    ) -> AsyncIterator[EventRecord]:
         """The events of `append` the store still holds (none once deleted or purged), in
-        seqNr order."""
+        seqNr order; with the `opener` of its journal's data key, opened as `read_pages`'
+        are (EnvelopeRefused if they do not open)."""
         raise NotImplementedError(f"{type(self).__name__} lists no stored Appends")
 
     @abstractmethod

@@ -199,8 +199,10 @@ class CassandraStore(EventualStore):
     ) -> AsyncIterator[StoredAppend]:
         return self._reads.appends(topic, partition, after, to)
 
-    def append_events(self, append: StoredAppend) -> AsyncIterator[EventRecord]:
-        return self._reads.append_events(append)
+    def append_events(
+        self, append: StoredAppend, opener: Opener | None = None
+    ) -> AsyncIterator[EventRecord]:
+        return self._reads.append_events(append, opener)
 
     async def first_page(
         self, key: JournalKey, from_: int, to: int, opener: Opener | None = None

@@ -205,8 +205,10 @@ class ConnectingStore(EventualStore):
         async for append in self._reached().appends(topic, partition, after, to):
             yield append
 
-    async def append_events(self, append: StoredAppend) -> AsyncIterator[EventRecord]:
-        async for record in self._reached().append_events(append):
+    async def append_events(
+        self, append: StoredAppend, opener: Opener | None = None
+    ) -> AsyncIterator[EventRecord]:
+        async for record in self._reached().append_events(append, opener):
             yield record
 
     async def journal_ids(

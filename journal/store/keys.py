@@ -18,9 +18,10 @@ sealed with one key, and its erasure destroys that one.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
@@ -341,6 +342,33 @@ class DataKeys:
         if value is None:
             value = self._remember(key, self._of_row(key, await self.store.get(key)))
         return self._usable(key, value)
+
+    async def for_reads(
+        self, keys: Collection[JournalKey]
+    ) -> dict[JournalKey, DataKey | JournalErased | EnvelopeRefused | None]:
+        """`for_read` of many journals (a subscription's fetch): the cached ones answered at
+        once, the others read together, concurrently; a journal's JournalErased (or
+        EnvelopeRefused: its key's KEK not given) as its answer. StoreUnavailable raised."""
+        found: dict[JournalKey, DataKey | JournalErased | EnvelopeRefused | None] = {}
+        missing: list[JournalKey] = []
+        for key in keys:
+            value = self._cached(self.identity(key))
+            if value is None:
+                missing.append(key)
+            else:
+                try:
+                    found[key] = self._usable(key, value)
+                except JournalErased as erased:
+                    found[key] = erased
+        # a task a journal costs ~5-17 us: only for the journals not cached
+        read = await asyncio.gather(*(self.for_read(k) for k in missing), return_exceptions=True)
+        for key, answer in zip(missing, read, strict=True):
+            if isinstance(answer, BaseException) and not isinstance(
+                answer, (JournalErased, EnvelopeRefused)
+            ):
+                raise answer
+            found[key] = answer
+        return found
 
     async def for_append(self, key: JournalKey) -> DataKey:
         """The journal's key, made now if it has none. JournalErased once an erasure began."""

@@ -116,14 +116,16 @@ class MemoryStore(EventualStore):
         for offset in sorted(o for o in stored if after < o <= to):
             yield stored[offset]
 
-    async def append_events(self, append: StoredAppend) -> AsyncIterator[EventRecord]:
+    async def append_events(
+        self, append: StoredAppend, opener: Opener | None = None
+    ) -> AsyncIterator[EventRecord]:
         journal = self._journals.get(append.key)
         if journal is None:
             return
-        for seq_nr in range(append.first, append.last + 1):
-            event = journal.events.get(seq_nr)
-            if event is not None and event.offset == append.offset:
-                yield event
+        found = [journal.events.get(seq_nr) for seq_nr in range(append.first, append.last + 1)]
+        events = [e for e in found if e is not None and e.offset == append.offset]
+        for event in events if opener is None else opener.records(events):
+            yield event
 
     async def journal_ids(
         self, topic: str, prefix: str = "", after: str | None = None, limit: int = 100

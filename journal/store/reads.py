@@ -208,7 +208,9 @@ class Reads:
                     JournalKey(topic, journal_id), partition, offset, first, last, segment_size
                 )
 
-    async def append_events(self, append: StoredAppend) -> AsyncIterator[EventRecord]:
+    async def append_events(
+        self, append: StoredAppend, opener: Opener | None = None
+    ) -> AsyncIterator[EventRecord]:
         key, size = append.key, append.segment_size or self._segment_size
         # with the journal's row: a row holds its whole Append, and a Delete inside the
         # Append leaves it, so the events at or below deleteTo are left out here, as a read
@@ -226,7 +228,7 @@ class Reads:
             if found[0][3] == append.offset:
                 delete_to = (None if row is None else meta_of(row).delete_to) or 0
                 low = max(append.first, delete_to + 1)
-                for record in records_events(found, low, append.last):
+                for record in records_events(found, low, append.last, opener):
                     yield record
             return
         # no row: an Append that version 3 stored, one row per event
@@ -239,7 +241,7 @@ class Reads:
             )
             async for event_row in rows:
                 if event_row[EVENT_OFFSET] == append.offset:  # not a later Append's after a Purge
-                    yield event_record_of(event_row)
+                    yield _opened([event_record_of(event_row)], opener)[0]
 
     async def first_page(
         self, key: JournalKey, from_: int, to: int, opener: Opener | None = None

@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Container, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext, suppress
 from dataclasses import dataclass
 from types import TracebackType
@@ -54,6 +54,7 @@ from journal.subscriptions import DEFAULT_MAX_UNACKED
 from journal.subscriptions.subscription import (
     HEARTBEAT_S,
     Offsets,
+    Openers,
     Subscription,
     SubscriptionConfig,
     SubscriptionItem,
@@ -205,8 +206,10 @@ class _Reading(Subscription):
         store: EventualJournal,
         config: SubscriptionConfig,
         tags: Collection[str],
+        openers: Openers | None,
     ) -> None:
-        super().__init__(topic, partitions, store, config, SubscriptionPosition(), tags, True)
+        after = SubscriptionPosition()
+        super().__init__(topic, partitions, store, config, after, tags, True, openers)
         self.member = member
         self.out: list[GroupEvent] = []
 
@@ -226,13 +229,22 @@ class _Reading(Subscription):
         offset: int,
         around: tuple[Offsets, Offsets],
         into: list[SubscriptionItem],
+        passed: Container[int] = (),
     ) -> None:
+        """Every event of the Append with the tags is registered with the partition's
+        checkpoint and delivered, but those `passed` (what cannot be opened, an erased
+        journal's: `_unopened`, docs/erasure.md): never delivered, they count as acknowledged,
+        so the checkpoint moves over them."""
         reader.cursor = offset
         owned = self.member.owned.get(reader.slot)
         if owned is None or owned.reader is not reader:
             return  # revoked meanwhile: the next owner delivers it
         tags = self._tags
-        indices = [i for i, r in enumerate(events) if not tags or tags & r.event.tags]
+        indices = [
+            i
+            for i, r in enumerate(events)
+            if (not tags or tags & r.event.tags) and not (passed and i in passed)
+        ]
         owned.checkpoint.delivered(offset, indices)
         self.out += [
             GroupEvent(key, events[i], EventPosition(reader.slot, offset, i)) for i in indices
@@ -255,19 +267,18 @@ class GroupMember:
         config: GroupConfig,
         tags: Collection[str] = (),
         handover: Callable[[], AbstractAsyncContextManager[object]] | None = None,
-        opener: Callable[[JournalKey, EventRecord], Awaitable[EventRecord | None]] | None = None,
+        openers: Openers | None = None,
     ) -> None:
+        """`openers`: an encrypting deployment's (`Openers`): each payload opened as its
+        record is decoded; an erased journal's events never delivered, acknowledged here."""
         self.name = name
-        # opens each event delivered (encrypted journals, docs/erasure.md); None: it cannot be
-        # (its journal erased), so it is acknowledged here and never delivered
-        self._opener = opener
         self._handover = handover
         self.group_id = group_id(name)
         self._topic = topic
         self._config = config
         self.owned: dict[int, _Owned] = {}
         self.generation = 0  # assignments received: each reads its partitions afresh
-        self._reading = _Reading(self, topic, partitions, store, config.subscription, tags)
+        self._reading = _Reading(self, topic, partitions, store, config.subscription, tags, openers)
         self._lock = asyncio.Lock()  # handling records vs. a rebalance
         self._consumer: AIOKafkaConsumer | None = None
         self._acked = asyncio.Event()  # set by an ack: a member at its cap may go on
@@ -365,7 +376,7 @@ class GroupMember:
                 return
             async for batch in self._handle(consumer, fetched):
                 quiet_since = loop.time()
-                yield batch if self._opener is None else await self._opened(batch)
+                yield batch
             async with self._lock:
                 await self._commit(consumer, list(self.owned), quietly=True)
             if loop.time() - quiet_since >= self._config.heartbeat_s:
@@ -406,19 +417,6 @@ class GroupMember:
                     tp = reading._tps[reader.slot]
                     consumer.seek(tp, reader.next)
                     consumer.resume(tp)
-
-    async def _opened(self, batch: list[GroupEvent]) -> list[GroupEvent]:
-        assert self._opener is not None
-        opened: list[GroupEvent] = []
-        for event in batch:
-            record = await self._opener(event.key, event.record)
-            if record is None:
-                self.ack(event.position)
-            elif record is event.record:
-                opened.append(event)
-            else:
-                opened.append(GroupEvent(event.key, record, event.position))
-        return opened
 
     async def _handle(
         self,

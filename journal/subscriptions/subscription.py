@@ -39,24 +39,41 @@ import asyncio
 import base64
 import logging
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Collection, Iterable, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Collection,
+    Container,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import Final, TypeAlias
 
 import msgspec
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.structs import ConsumerRecord
+from msgspec.structs import replace
 
 from journal.codec.actions import MalformedRecord, events_of, parse_checked
+from journal.codec.envelope import (
+    EnvelopeRefused,
+    OpenedAppend,
+    Opener,
+    is_append_envelope,
+    is_sealed,
+)
 from journal.core.fold import JournalState, Verdict
 from journal.core.grow import SEAL_ID, Grow, Phase
-from journal.core.model import ActionRecord, AppendHeader, EventRecord, JournalKey
+from journal.core.model import ActionRecord, AppendHeader, BinaryPayload, EventRecord, JournalKey
 from journal.errors import InvalidValue, JournalTruncated, KafkaUnavailable, StoreUnavailable
 from journal.kafka.consumers import log_start, raw_record, start_consumer, stop_consumer
 from journal.kafka.driver_errors import POISON_ERRORS, KafkaError, core_error
 from journal.kafka.topic import end_offsets
 from journal.metrics import METRICS
-from journal.store.base import EventualJournal, JournalMeta, moved_bases
+from journal.store.base import EventualJournal, JournalMeta, StoredAppend, moved_bases
 from kjconfig.access import KafkaAccess
 
 log = logging.getLogger(__name__)
@@ -69,6 +86,22 @@ _LISTING_WINDOW = 1000  # offsets per query of the table of accepted Appends, re
 
 Offsets: TypeAlias = tuple[tuple[int, int], ...]  # (partition, offset), by partition
 Fetched: TypeAlias = dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]
+
+
+class Unreadable:
+    """A journal whose events a subscription passes by: its erasure began, or its data key is
+    wrapped by a key-encryption key this process is not given."""
+
+
+UNREADABLE: Final = Unreadable()
+# what an encrypting deployment knows of a journal's payloads (docs/erasure.md): the `Opener`
+# of its data key, None for a journal without one (its payloads plain), or UNREADABLE
+Found: TypeAlias = Opener | Unreadable | None
+# the look-up of journals' keys, by journal, through the process's cache (StoreUnavailable)
+Openers: TypeAlias = Callable[[Collection[JournalKey]], Awaitable[Mapping[JournalKey, Found]]]
+# an Append's events passed by, by its offset: their indices (none for most)
+_Passing: TypeAlias = Mapping[int, Container[int]]
+_NO_PASSING: _Passing = {}
 
 
 def encode_token(text: str) -> str:
@@ -546,9 +579,12 @@ class Subscription:
         after: SubscriptionPosition,
         tags: Collection[str],
         live: bool,
+        openers: Openers | None = None,
     ) -> None:
         self._topic = topic
         self._store = store
+        # encrypted journals' payloads opened as their records are decoded (docs/erasure.md)
+        self._openers = openers
         self._config = config
         self._tags = frozenset(tags)
         self._live = live
@@ -854,25 +890,49 @@ class Subscription:
         chunks: Sequence[tuple[_PartitionReader, Sequence[ConsumerRecord[bytes, bytes]]]],
     ) -> list[list[SubscriptionItem]]:
         """The events to deliver from each chunk (a partition's next records, in order). The
-        partitions' verdicts are taken concurrently: each may wait on a store query."""
+        partitions' verdicts are taken concurrently: each may wait on a store query. With
+        encryption, the chunks' journals' keys are looked up first, all at once (the process
+        caches them), so each Append is opened as it is decoded."""
+        found = None if self._openers is None else await self._found(chunks)
         verdicts = await asyncio.gather(
-            *(_verdicts(reader, messages) for reader, messages in chunks),
+            *(_verdicts(reader, messages, found) for reader, messages in chunks),
             return_exceptions=True,
         )
         delivered: list[list[SubscriptionItem]] = []
-        for (reader, messages), accepted in zip(chunks, verdicts, strict=True):
-            if isinstance(accepted, BaseException):
-                await self._handle_failure(consumer, reader, accepted)
+        for (reader, messages), verdict in zip(chunks, verdicts, strict=True):
+            if isinstance(verdict, BaseException):
+                await self._handle_failure(consumer, reader, verdict)
                 continue
+            accepted, passing = verdict
             events: list[SubscriptionItem] = []
             around = self._around(reader.slot)
             for action in accepted:
                 key = self._key(reader, action.key)
-                self._deliver(reader, key, events_of(action), action.offset, around, events)
+                offset = action.offset
+                passed = passing.get(offset, ()) if passing else ()
+                self._deliver(reader, key, events_of(action), offset, around, events, passed)
             reader.next = messages[-1].offset + 1
             reader.cursor = max(reader.cursor, messages[-1].offset)
             delivered.append(events)
         return delivered
+
+    async def _found(
+        self, chunks: Iterable[tuple[_PartitionReader, Sequence[ConsumerRecord[bytes, bytes]]]]
+    ) -> dict[bytes, Found]:
+        """The keys of the chunks' journals, by their records' raw key, looked up together
+        (`Openers`: a journal the process has not cached costs one store read, all at once).
+        A journal is named under the subscribed topic, as a moved journal's key is kept
+        (docs/erasure.md)."""
+        raws = {m.key for _, messages in chunks for m in messages if m.key}
+        keys: dict[bytes, JournalKey] = {}
+        for raw in raws:
+            try:
+                keys[raw] = JournalKey(self._topic, raw.decode("utf-8"))
+            except (UnicodeDecodeError, InvalidValue):
+                continue  # a malformed record: the fold never sees it
+        assert self._openers is not None
+        found = await self._openers(keys.values())
+        return {raw: found[key] for raw, key in keys.items()}
 
     async def _handle_failure(
         self, consumer: AIOKafkaConsumer, reader: _PartitionReader, failure: BaseException
@@ -909,14 +969,29 @@ class Subscription:
         stored = self._store.appends(reader.topic, reader.partition, reader.cursor, to)
         around = self._around(reader.slot)
         async for append in stored:
-            events = [e async for e in self._store.append_events(append)]
-            delivered: list[SubscriptionItem] = []
             key = self._key(reader, append.key)
-            self._deliver(reader, key, events, append.offset, around, delivered)
+            events, passed = await self._stored_events(key, append)
+            delivered: list[SubscriptionItem] = []
+            self._deliver(reader, key, events, append.offset, around, delivered, passed)
             if delivered or self._step_per_append:
                 yield delivered
         reader.cursor = max(reader.cursor, to)
         reader.next = max(reader.next, to + 1)
+
+    async def _stored_events(
+        self, key: JournalKey, append: StoredAppend
+    ) -> tuple[Sequence[EventRecord], Container[int]]:
+        """A stored Append's events; with encryption, opened as the store decodes them, and
+        the indices of those passed by (`_unopened`)."""
+        if self._openers is None:
+            return [e async for e in self._store.append_events(append)], ()
+        found = (await self._openers((key,)))[key]
+        if isinstance(found, Opener):
+            try:
+                return [e async for e in self._store.append_events(append, found)], ()
+            except EnvelopeRefused:
+                pass  # each event opened alone below
+        return _unopened([e async for e in self._store.append_events(append)], found)
 
     def _deliver(
         self,
@@ -926,10 +1001,13 @@ class Subscription:
         offset: int,
         around: tuple[Offsets, Offsets],
         into: list[SubscriptionItem],
+        passed: Container[int] = (),
     ) -> None:
         """An Append's events, appended to `into`; all but the last at the offset before it
         (see the module). Two positions per Append, whatever its size; `around`: the
-        position's entries of the other partitions (`_around`)."""
+        position's entries of the other partitions (`_around`). The events at `passed`
+        (`_unopened`) become heartbeats at their positions: a subscriber resumes exactly
+        after them."""
         reader.cursor = offset
         partition = reader.slot
         skipped = 0
@@ -955,10 +1033,16 @@ class Subscription:
                     else:
                         inside = insides[i + 1]
                     position = SubscriptionPosition(offsets, inside)
-                    into.append(SubscribedEvent(key, record, position))
+                    if passed and i in passed:
+                        into.append(Heartbeat(position))
+                    else:
+                        into.append(SubscribedEvent(key, record, position))
         if not tags or tags & last.event.tags:
             position = SubscriptionPosition((*before, (partition, offset), *after), others)
-            into.append(SubscribedEvent(key, last, position))
+            if passed and len(events) - 1 in passed:
+                into.append(Heartbeat(position))
+            else:
+                into.append(SubscribedEvent(key, last, position))
 
     def _key(self, reader: _PartitionReader, key: JournalKey) -> JournalKey:
         """A moved journal's events under the subscribed topic, as a read of it names it."""
@@ -975,11 +1059,18 @@ class Subscription:
 
 
 async def _verdicts(
-    reader: _PartitionReader, messages: Iterable[ConsumerRecord[bytes, bytes]]
-) -> list[ActionRecord]:
+    reader: _PartitionReader,
+    messages: Iterable[ConsumerRecord[bytes, bytes]],
+    found: Mapping[bytes, Found] | None,
+) -> tuple[list[ActionRecord], _Passing]:
     """The accepted Appends of a partition's records, decoded in the task that waits for
-    their verdicts: one partition's decoding runs while another's store query is out."""
-    return await reader.accepted(_actions(messages))
+    their verdicts: one partition's decoding runs while another's store query is out. With
+    the `found` keys of their journals (encryption), opened as they are decoded; the events
+    passed by (`_unopened`), by offset."""
+    if found is None:
+        return await reader.accepted(_actions(messages)), _NO_PASSING
+    actions, passing = _opened_actions(messages, found)
+    return await reader.accepted(actions), passing
 
 
 def _actions(messages: Iterable[ConsumerRecord[bytes, bytes]]) -> list[ActionRecord]:
@@ -994,6 +1085,69 @@ def _actions(messages: Iterable[ConsumerRecord[bytes, bytes]]) -> list[ActionRec
         if action is not None:
             actions.append(action)
     return actions
+
+
+def _opened_actions(
+    messages: Iterable[ConsumerRecord[bytes, bytes]], found: Mapping[bytes, Found]
+) -> tuple[list[ActionRecord], dict[int, Container[int]]]:
+    """`_actions`, each Append's events opened as they are decoded with the opener its
+    journal's look-up `found` (each event built once, its envelope opened once); an Append
+    that could not be, decoded without the key (`_unopened`), its events passed by listed by
+    offset. A malformed record is skipped as without the key."""
+    actions: list[ActionRecord] = []
+    passing: dict[int, Container[int]] = {}
+    for message in messages:
+        record = raw_record(message)
+        key = found.get(message.key) if message.key else None
+        opener = key if isinstance(key, Opener) else None
+        try:
+            action, refused = parse_checked(record, opener), False
+        except EnvelopeRefused:  # sound (checked first), but its envelope does not open
+            action, refused = parse_checked(record), True
+        except MalformedRecord:
+            continue
+        if action is None:
+            continue
+        if action.events is not None and (opener is None or refused):
+            events, passed = _unopened(action.events, key)
+            if passed:
+                passing[action.offset] = passed
+            if events is not action.events:
+                action = replace(action, events=tuple(events))
+        actions.append(action)
+    return actions, passing
+
+
+def _unopened(
+    records: Sequence[EventRecord], found: Found
+) -> tuple[Sequence[EventRecord], Container[int]]:
+    """An Append's events decoded without its journal's key, as a subscription delivers them
+    (docs/erasure.md), and the indices of those it passes by (a heartbeat at the event's
+    position; a group member acknowledges it): all of an erased journal's; a journal without
+    a key's sealed payloads (the rest is plain); with its key (its Append's envelope refused
+    as a whole) each event opened alone, those that do not open passed by. Rare: an Append
+    of a readable journal is opened as it is decoded."""
+    if isinstance(found, Unreadable):
+        return records, range(len(records))
+    if found is None:
+        return records, [i for i, record in enumerate(records) if _sealed(record)]
+    opened: list[EventRecord] = []
+    passed: list[int] = []
+    last = OpenedAppend()
+    for i, record in enumerate(records):
+        try:
+            [record] = found.records([record], last)
+        except EnvelopeRefused:
+            passed.append(i)
+        opened.append(record)
+    return opened, passed
+
+
+def _sealed(record: EventRecord) -> bool:
+    payload = record.event.payload
+    return is_sealed(payload) or (
+        type(payload) is BinaryPayload and is_append_envelope(payload.value)
+    )
 
 
 async def end_position(
@@ -1037,10 +1191,11 @@ async def subscribe(
     after: SubscriptionPosition | None = None,
     tags: Collection[str] = (),
     live: bool = False,
+    openers: Openers | None = None,
 ) -> AsyncIterator[SubscriptionItem]:
     """Every accepted event of `topic` after `after` (None: from the start), streamed:
     `subscribe_batches`, one item at a time."""
-    batches = subscribe_batches(topic, partitions, store, config, after, tags, live)
+    batches = subscribe_batches(topic, partitions, store, config, after, tags, live, openers)
     async for batch in batches:
         for item in batch:
             yield item
@@ -1054,10 +1209,13 @@ def subscribe_batches(
     after: SubscriptionPosition | None = None,
     tags: Collection[str] = (),
     live: bool = False,
+    openers: Openers | None = None,
 ) -> AsyncIterator[list[SubscriptionItem]]:
     """`subscribe`, a list of items at a time as they come (for a writer that sends each
-    list on at once: one write per fetch, not per event)."""
+    list on at once: one write per fetch, not per event). `openers`: an encrypting
+    deployment's (`Openers`): each encrypted payload opened as its record is decoded, an
+    erased journal's events passed by (docs/erasure.md)."""
     subscription = Subscription(
-        topic, partitions, store, config, after or SubscriptionPosition(), tags, live
+        topic, partitions, store, config, after or SubscriptionPosition(), tags, live, openers
     )
     return subscription.batches()

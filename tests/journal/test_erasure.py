@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from typing import Any
 
 import pytest
@@ -46,7 +46,7 @@ from journal.subscriptions.groups import GroupEvent
 from journal.subscriptions.subscription import Heartbeat, SubscribedEvent
 from stack import Stack
 from tests.support.compressed import read_partition
-from tests.support.harness import settings_for, unique
+from tests.support.harness import expire_all, settings_for, unique
 from tests.support.raw_bytes import cassandra_bytes, kafka_bytes
 from tests.support.raw_store import keyspace_of, session_of
 
@@ -403,6 +403,73 @@ async def test_a_read_builds_each_event_once_with_its_clear_payload(
     builds = Builds(monkeypatch)
     assert [r.event for r in await read(journals, journal_id)] == [*stored, *head]
     assert (builds.built, builds.rebuilt) == (6, 0)
+
+
+async def subscribed(journals: Journals) -> list[tuple[str, Event]]:
+    """The events a subscription of the topic from its start delivers, with their journals."""
+    return [
+        (item.key.id, item.record.event)
+        async for item in journals.subscribe()
+        if isinstance(item, SubscribedEvent)
+    ]
+
+
+async def group_delivered(journals: Journals, count: int) -> list[GroupEvent]:
+    """The first `count` events a new group's one member delivers, each acknowledged."""
+    member = journals.subscribe_group(unique("g"), heartbeat_s=0.3)
+    got: list[GroupEvent] = []
+    async with member, asyncio.timeout(60):
+        async for batch in member.batches():
+            got += batch
+            member.ack(*(e.position for e in batch))
+            if len(got) >= count:
+                return got
+    raise AssertionError(f"the member stopped after {len(got)} events")
+
+
+async def test_subscriptions_and_groups_build_each_event_once_with_its_clear_payload(
+    encrypted: Encrypted, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Opened inside the decode, as a read is ("decode once"): a subscription, from Kafka's
+    records and from the store's rows (beyond retention), and a group member build each event
+    once with its clear payload, rebuild none, and look a journal's key up once a fetch (or a
+    stored Append), not once an event."""
+    # a topic of its own: only these journals' events are decoded and counted
+    settings = encrypted.settings.model_copy(update={"topic": unique("built_once_topic")})
+    await ensure_topic(settings.kafka_access(), TopicSpec(quarantine_topic(settings.topic), 1))
+    async with await Journals.connect(settings, store=encrypted.store) as journals:
+        appended = {unique("sub_a"): events_with(secret()), unique("sub_b"): events_with(secret())}
+        for journal_id, events in appended.items():
+            await journals.journal(journal_id).append(events)
+        expected = [(journal_id, e) for journal_id, events in appended.items() for e in events]
+        assert journals.encryption is not None
+        keys = journals.encryption.keys
+        for_reads, lookups = keys.for_reads, 0  # journals whose key was asked for
+
+        async def counted(asked: Collection[JournalKey]) -> Any:
+            nonlocal lookups
+            lookups += len(asked)
+            return await for_reads(asked)
+
+        monkeypatch.setattr(keys, "for_reads", counted)
+        builds = Builds(monkeypatch)
+
+        assert await subscribed(journals) == expected  # from Kafka
+        assert (builds.built, builds.rebuilt) == (len(expected), 0)
+        assert 0 < lookups <= len(appended)  # each journal's one record is in one fetch
+
+        builds.built = lookups = 0
+        got = await group_delivered(journals, len(expected))
+        assert [(e.key.id, e.record.event) for e in got] == expected
+        assert (builds.built, builds.rebuilt) == (len(expected), 0)
+        assert 0 < lookups <= len(appended)
+
+        await Encrypted(settings, encrypted.store, journals).replicate()
+        await expire_all(settings, settings.topic, 1)
+        builds.built = lookups = 0
+        assert await subscribed(journals) == expected  # from the store's rows
+        assert (builds.built, builds.rebuilt) == (len(expected), 0)
+        assert lookups == len(appended)  # one a stored Append
 
 
 async def test_events_sealed_one_by_one_before_still_read_on_every_path(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import SecretStr
@@ -19,11 +20,13 @@ from journal.codec.envelope import APPEND_REF, is_append_envelope, new_kek_text
 from journal.core.grow import Phase
 from journal.core.model import BinaryPayload, Event, EventRecord, JournalKey, TextPayload
 from journal.errors import JournalErased
+from journal.kafka.topic import TopicSpec, ensure_topic, quarantine_topic
 from journal.settings import Settings
 from journal.store.cassandra import CassandraStore
 from pipeline.audit import audit
 from pipeline.export import (
     PLAINTEXT_WARNING,
+    SCHEMA,
     PlaintextRefused,
     event_record_of,
     export,
@@ -33,7 +36,7 @@ from pipeline.rebuild import rebuild
 from pipeline.restore import restore
 from pipeline.scan import token_ranges
 from stack import Stack
-from tests.journal.test_erasure import Encrypted, events_with, read, secret
+from tests.journal.test_erasure import Builds, Encrypted, events_with, read, secret
 from tests.support.harness import replicate_grown, settings_for, unique
 
 pytestmark = pytest.mark.integration
@@ -181,3 +184,28 @@ async def test_a_plaintext_export_of_a_grown_topic_opens_with_the_first_topics_k
         assert texts == {(grow.new_topic, "j", 2): f"{marker}:2"}
     finally:
         await store.close()
+
+
+async def test_a_plaintext_export_builds_each_event_once_with_its_clear_payload(
+    encrypted: Encrypted, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plaintext export opens a journal's rows as the store decodes them, with the opener of
+    the key it looked up, as a read does: each event built once with its clear payload, none
+    rebuilt after the decode."""
+    # a topic of its own: only this journal's rows are exported and counted
+    settings = encrypted.settings.model_copy(update={"topic": unique("pipe_once_topic")})
+    await ensure_topic(settings.kafka_access(), TopicSpec(quarantine_topic(settings.topic), 1))
+    store = encrypted.store
+    events = events_with(secret())
+    async with await Journals.connect(settings, store=store) as journals:
+        await journals.journal(unique("x_once")).append(events)
+        await Encrypted(settings, store, journals).replicate()
+    keys = data_keys_of(settings, store)
+    builds = Builds(monkeypatch)
+    rows: list[Any] = []
+    for low, high in token_ranges(1):
+        rows += [row async for row in export_rows(store, low, high, settings.topic, keys)]
+    columns = SCHEMA.fieldNames()
+    exported = [event_record_of(dict(zip(columns, row, strict=True))).event for row in rows]
+    assert exported == events
+    assert (builds.built, builds.rebuilt) == (len(events), 0)
