@@ -402,18 +402,41 @@ async def wait_replicated(
     """Until the store's pointers reach `ends` (from `end_offsets`); the pointers then.
 
     A store that is unavailable meanwhile (reconnecting after an outage) is asked again.
+    `timeout_s` bounds the whole wait, not a pause in it: its error says how far replication
+    got meanwhile and when it last advanced, as a slow one and a stalled one look alike else.
     """
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
+    started = loop.time()
+    deadline = started + timeout_s
     pointers: dict[int, int] = {}
+    first: int | None = None  # the records stored at the first answer
+    stored, advanced = 0, started
     while True:
         with contextlib.suppress(StoreUnavailable):
             pointers = await store.pointers(topic)
+            now_stored = _stored(pointers, ends)
+            first = now_stored if first is None else first
+            if now_stored > stored:
+                stored, advanced = now_stored, loop.time()
         if all(pointers.get(p, -1) >= end - 1 for p, end in ends.items() if end > 0):
             return pointers
         if loop.time() > deadline:
-            raise TimeoutError(f"replication stuck: pointers {pointers}, ends {ends}")
+            meanwhile = stored - (stored if first is None else first)
+            progress = (
+                f"{meanwhile} of them during the wait, the last {loop.time() - advanced:.0f} s ago"
+                if meanwhile
+                else "none during the wait"
+            )
+            raise TimeoutError(
+                f"replication not done in {timeout_s:g} s: {stored} of {sum(ends.values())}"
+                f" records stored, {progress}; pointers {pointers}, ends {ends}"
+            )
         await asyncio.sleep(poll_s)
+
+
+def _stored(pointers: Mapping[int, int], ends: Mapping[int, int]) -> int:
+    """The records below `ends` (end offsets) that the store's `pointers` cover."""
+    return sum(min(pointers.get(p, -1) + 1, end) for p, end in ends.items())
 
 
 async def replicate_range(

@@ -21,6 +21,7 @@ from journal.replication.replicate import (
     KafkaQuarantine,
     Replicator,
     replicate_to_now,
+    wait_replicated,
 )
 from journal.store.base import JournalMeta
 from journal.store.memory import MemoryStore
@@ -87,6 +88,38 @@ async def connected(stack: Stack, keyspace: str) -> AsyncIterator[Harness]:
     # a topic of its own in the module's keyspace (`keyspace`: creating one is slow)
     async with harness(stack, keyspace, "journal_replicate") as one:
         yield one
+
+
+class AdvancingStore(MemoryStore):
+    """A replication that advances partition 0's pointer to `to` after its first read, then
+    stops short of the end."""
+
+    def __init__(self, at: int, to: int) -> None:
+        super().__init__()
+        self.to, self.read_once = to, False
+        self._pointers[("t", 0)] = at
+
+    async def pointers(self, topic: str) -> dict[int, int]:
+        if self.read_once:
+            await self.save_pointer(topic, 0, self.to)
+        self.read_once = True
+        return await super().pointers(topic)
+
+
+async def test_a_wait_that_times_out_says_whether_replication_advanced_meanwhile() -> None:
+    # a slow replication and a stalled one both run out of time: the error tells them apart
+    # (a bench's 50,000 journals on a loaded host were reported "stuck" while advancing)
+    stalled = AdvancingStore(at=4, to=4)
+    with pytest.raises(TimeoutError, match=r"5 of 10 records stored, none during the wait;"):
+        await wait_replicated(stalled, "t", {0: 8, 1: 2}, timeout_s=0.5, poll_s=0.01)
+    slow = AdvancingStore(at=4, to=6)
+    with pytest.raises(
+        TimeoutError, match=r"7 of 10 records stored, 2 of them during the wait, the last \d+ s"
+    ):
+        await wait_replicated(slow, "t", {0: 8, 1: 2}, timeout_s=0.5, poll_s=0.01)
+    done = AdvancingStore(at=4, to=7)
+    await done.save_pointer("t", 1, 1)
+    assert await wait_replicated(done, "t", {0: 8, 1: 2}, timeout_s=30) == {0: 7, 1: 1}
 
 
 @pytest.mark.integration
