@@ -164,6 +164,8 @@ def create_app(
             replay,
             verdicts,
             closers,
+            # Faust's tables recovering, the agent held back: catch-ups follow their partitions
+            lambda: bool(app.rebalancing),
         )
     )
 
@@ -287,6 +289,7 @@ async def _build_core(
     replay: KafkaReplay,
     verdicts: Deferred[TailIndex],
     closers: list[Callable[[], Awaitable[None]]],
+    recovering: Callable[[], bool],
 ) -> _Core:
     """Build the core; nothing uses it before `_publish` (the tail index follows the
     partitions owned meanwhile)."""
@@ -343,6 +346,7 @@ async def _build_core(
         catch_up_concurrency=settings.catch_up_concurrency,
         cached_rows=settings.replication_cached_rows,
         queued_records=settings.replication_queued_records,
+        recovering=recovering,
     )
     closers.append(replication.close)
     # what is owned catches up now, beside the tables' restore and Faust's recovery, not once

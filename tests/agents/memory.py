@@ -203,9 +203,11 @@ class Agent:
 async def agent(
     cached_rows: int = DEFAULT_CACHED_ROWS,
     queued_records: int = DEFAULT_QUEUED_RECORDS,
+    recovering: Callable[[], bool] = lambda: False,
 ) -> AsyncIterator[Agent]:
     """An agent over an empty log and store (its replication keeping `cached_rows` rows and
-    queueing `queued_records` actions); closed (its replicator stopped) at the end."""
+    queueing `queued_records` actions; `recovering`: Faust's tables recovering); closed (its
+    replicator stopped) at the end."""
     quarantine = MemoryQuarantine()
     store = Store(quarantine)
     log = MemoryLog()
@@ -224,6 +226,7 @@ async def agent(
         max_backoff_s=0.2,
         cached_rows=cached_rows,
         queued_records=queued_records,
+        recovering=recovering,
     )
     try:
         yield Agent(work, log, store, quarantine, owned, tables, skipped)

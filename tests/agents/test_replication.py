@@ -369,3 +369,24 @@ async def test_an_agent_behind_kafka_shows_its_backlogs_age(
         seconds = lag()[1]
         assert seconds is not None and seconds >= started - first.timestamp_ms / 1000
         await until(lambda: (lag()[1] or 0) > seconds, "the age grows while nothing arrives")
+
+
+async def test_while_faust_recovers_the_tables_a_partition_follows_its_end() -> None:
+    """Faust hands the agent nothing before the tables are recovered, a restore that grows
+    with the journals: what is appended meanwhile is replicated from Kafka at once (a
+    rebalance paused replication for the whole restore); once the agent comes, it takes over
+    without storing anything twice."""
+    recovering = True
+    async with agent(recovering=lambda: recovering) as ag:
+        first = ag.log.append(A, 1, 1)
+        ag.assigned()
+        await until_pointer(ag, 0)
+        second = ag.log.append(A, 2, 2)  # the agent is held back: only the catch-up sees it
+        await until_pointer(ag, 1)
+        assert ag.owned.processed(PARTITION) < 1  # the tables were told nothing of it
+        recovering = False
+        await ag.handle(first)  # the agent, from the group's committed offset
+        await ag.handle(second)
+        await ag.handle(ag.log.append(A, 3, 3))
+        await until_pointer(ag, 2)
+        assert await ag.store.seq_nrs(A) == [1, 2, 3]

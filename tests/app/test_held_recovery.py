@@ -1,6 +1,6 @@
 """A worker replicates the partitions it is assigned while its tables still recover (issue 43):
 their catch-ups start at the assignment, beside the tables' restore and Faust's recovery, not
-once both are done.
+once both are done, and follow what is appended meanwhile.
 
 The recovery is held for real: the restarted worker's Faust client (its own client id) gets a
 fetch quota of one byte a second from Kafka, with the worker's own restore ahead off, so
@@ -105,6 +105,13 @@ async def test_a_restarted_worker_replicates_its_partitions_while_its_tables_sti
         # the hold lasts until the test lifts it, so a slow host's start only takes longer here
         await eventually(replicated_before_ready, "the store's pointers at the ends", 180.0)
         # the tables still recover: the worker is not ready, and it caught up all the same
+        assert not await _ready(restarted), "recovered before the check: the hold did not hold"
+        # appended while they still recover: followed from Kafka at once, not at the restore's end
+        await asyncio.gather(
+            *(connected.journals.journal(f"later-{n}").append(events(1, 1)) for n in range(12))
+        )
+        ends = await end_offsets(settings.kafka_access(), settings.topic, settings.partitions)
+        await eventually(replicated_before_ready, "the store's pointers at the later ends", 180.0)
         assert not await _ready(restarted), "recovered before the check: the hold did not hold"
     finally:
         await asyncio.to_thread(_fetch_quota, stack, HELD, None)
