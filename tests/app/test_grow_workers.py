@@ -27,16 +27,23 @@ from app.grow import grow_topic
 from journal.client.journals import Journals
 from journal.codec import new_kek_text
 from journal.core.grow import Phase
-from journal.core.model import JournalKey, TextPayload
+from journal.core.model import Event, JournalKey, TextPayload
 from journal.errors import Unavailable
 from journal.kafka.topic import end_offsets
+from journal.replication.replicate import wait_replicated as wait_pointers
 from journal.store.cassandra import CassandraStore
 from journal.store.keys import CassandraKeyStore, KeyState, keyspace_access_of
 from stack import Stack
-from tests.support.eventually import eventually
+from tests.support.eventually import WITHIN_S, eventually
 from tests.support.harness import expire_all, settings_for, unique
 from tests.support.http_api import client_session, journal_path
-from tests.support.workers import running_workers, wait_replicated, wait_settled
+from tests.support.workers import (
+    WorkerProcess,
+    metric,
+    running_workers,
+    wait_replicated,
+    wait_settled,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -349,3 +356,159 @@ async def test_workers_serve_appends_and_reads_while_the_topic_grows(
             assert read == texts, journal_id
     # the moved journals' later appends went to the last grown topic
     assert sum((await end_offsets(settings.kafka_access(), grows[-1].new_topic, 12)).values()) > 0
+
+
+async def held_partitions(workers: Sequence[WorkerProcess], topic: str) -> list[float]:
+    """The action partitions each worker's Faust app holds of `topic` (its /metrics): which
+    topic a worker runs on, as the assignor told it."""
+    active = f'kafka_journal_faust_assigned_partitions{{kind="active",topic="{topic}"}}'
+    return [await metric(worker, active) for worker in workers]
+
+
+async def test_workers_move_to_the_grown_topic_by_a_rolling_restart(
+    stack: Stack, keyspace: str, store: CassandraStore, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Two workers on OLD (2 partitions) serve appends while the topic grows to 4, then are
+    restarted one by one, appends going on: both run on NEW (its 4 partitions between them,
+    none of OLD's), every acknowledged append reads back exact through either, journals moved,
+    created in NEW before the switch and after it replicate into the store, and a journal
+    whose first `expireAfter` came after the move is purged when due (NEW's expiry tables)."""
+    settings = settings_for(stack, unique("journal_move"), keyspace, 2)
+    acked: dict[str, dict[int, str]] = {}
+    stop = asyncio.Event()
+    with running_workers(settings, tmp_path_factory, loglevel="warning") as workers:
+        await wait_settled(workers)
+        async with client_session(settings, connector=workers[0].http_connector()) as session:
+            api = Api(session, [worker.url for worker in workers])
+
+            async def verified(journal_id: str) -> None:
+                n = 0
+                while not stop.is_set() or n < 3:
+                    n += 1
+                    text = f"{journal_id}:{n}"
+                    await api.append(journal_id, text, n, expected=n - 1)
+                    acknowledge(acked, journal_id, n, text)
+
+            await api.append("moved-expiring", "mx:1", 1)  # in OLD, with no deadline
+            writers = [asyncio.create_task(verified(j)) for j in VERIFIED]
+            try:
+                await eventually(
+                    lambda: _all_appended(acked, VERIFIED, 2), "history in the old topic"
+                )
+                grow = await grow_topic(settings, store, 4, yes=True)
+                assert grow is not None and grow.phase is Phase.DONE
+                new = grow.new_topic
+                # created in NEW while both workers still run on OLD
+                acknowledge(acked, "before", await api.append("before", "before:1"), "before:1")
+                for worker in workers:  # the rolling restart, the writers going on
+                    await asyncio.to_thread(worker.stop)
+                    worker.start()
+                    await worker.wait_ready()
+
+                async def moved() -> list[float]:
+                    held = await held_partitions(workers, new)
+                    assert 0 not in held and sum(held) == 4, f"held of {new}: {held}"
+                    assert await held_partitions(workers, settings.topic) == [0, 0]
+                    return held
+
+                await eventually(moved, f"both workers run on {new}")
+                sent = {j: len(acked.get(j, {})) for j in VERIFIED}
+                await eventually(
+                    lambda: _all_appended(acked, VERIFIED, sent), "appends after the switch"
+                )
+            finally:
+                stop.set()
+                await asyncio.gather(*writers)
+            for n in (1, 2):  # created after the switch
+                acknowledge(acked, "after", await api.append("after", f"after:{n}"), f"after:{n}")
+            # their first `expireAfter` after the move (one with history in OLD, one created
+            # in NEW): only NEW's expiry tables know of them
+            for journal_id, seq_nr in (("moved-expiring", 2), ("expiring", 1)):
+                body = {
+                    "events": [{"seqNr": seq_nr, "payloadText": "x"}],
+                    "expireAfter": "PT2S",
+                }
+                await api.call(
+                    "POST",
+                    journal_path(journal_id, "/events"),
+                    data=orjson.dumps(body),
+                    headers={"Content-Type": "application/json"},
+                )
+            for url in [worker.url for worker in workers]:  # exact through either worker
+                one = Api(session, [url])
+                for journal_id, texts in acked.items():
+                    assert await one.texts(journal_id) == texts, (url, journal_id)
+
+            async def purged() -> bool:
+                assert await api.texts("moved-expiring") == {}
+                assert await api.texts("expiring") == {}
+                return True
+
+            await eventually(purged, "the journal expiring after the move purged")
+            await wait_replicated(settings, store)  # OLD through its cuts
+            await wait_replicated(
+                settings.model_copy(update={"topic": new, "partitions": 4}), store
+            )
+    for journal_id in VERIFIED:  # moved: NEW's row folded onto OLD's
+        row = await store.meta(JournalKey(new, journal_id))
+        assert row is not None and row.base > 0, (journal_id, row)
+        assert row.state.seq_nr == len(acked[journal_id]), (journal_id, row)
+    for journal_id in ("before", "after"):
+        row = await store.meta(JournalKey(new, journal_id))
+        assert row is not None and row.state.seq_nr == len(acked[journal_id]), (journal_id, row)
+        assert await store.meta(JournalKey(settings.topic, journal_id)) is None
+
+
+async def test_a_worker_on_the_grown_topic_catches_the_old_one_up_to_its_cuts(
+    stack: Stack, keyspace: str, store: CassandraStore, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """OLD never replicated (no worker ran: appends through a direct client), grown, then
+    workers started: they run on NEW only, yet replicate OLD up to each cut themselves (no one
+    else would) before NEW, whose moved journals' rows then carry their bases."""
+    settings = settings_for(stack, unique("journal_move_late"), keyspace, 2)
+    async with await Journals.connect(settings, store=store) as direct:
+        for journal_id in VERIFIED:
+            for n in (1, 2):
+                await direct.journal(journal_id).append(
+                    [Event(n, payload=TextPayload(f"{journal_id}:{n}"))]
+                )
+        grow = await grow_topic(settings, store, 4, yes=True)
+        assert grow is not None and grow.phase is Phase.DONE
+        for journal_id in VERIFIED:  # moved: to NEW, onto the base
+            await direct.journal(journal_id).append(
+                [Event(3, payload=TextPayload(f"{journal_id}:3"))]
+            )
+    assert await store.pointers(settings.topic) == {}  # nothing replicated OLD
+    with running_workers(settings, tmp_path_factory, loglevel="warning") as workers:
+        for worker in workers:
+            await worker.wait_ready()
+
+        async def on_new() -> bool:
+            assert sum(await held_partitions(workers, grow.new_topic)) == 4.0
+            return True
+
+        await eventually(on_new, f"the workers run on {grow.new_topic}")
+        assert await held_partitions(workers, settings.topic) == [0, 0]
+        cuts = {p: cut + 1 for p, cut in grow.cut.items()}
+        await wait_pointers(store, settings.topic, cuts, WITHIN_S)
+        await wait_replicated(
+            settings.model_copy(update={"topic": grow.new_topic, "partitions": 4}), store
+        )
+        async with client_session(settings, connector=workers[0].http_connector()) as session:
+            api = Api(session, [worker.url for worker in workers])
+            for journal_id in VERIFIED:
+                texts = {n: f"{journal_id}:{n}" for n in (1, 2, 3)}
+                assert await api.texts(journal_id) == texts, journal_id
+    for journal_id in VERIFIED:
+        row = await store.meta(JournalKey(grow.new_topic, journal_id))
+        assert row is not None and (row.base, row.state.seq_nr) == (2, 3), (journal_id, row)
+
+
+async def _all_appended(
+    acked: dict[str, dict[int, str]], journals: Sequence[str], more_than: int | dict[str, int]
+) -> bool:
+    """Every journal has more acknowledged appends than `more_than` (one count or each's)."""
+    counts = {j: len(acked.get(j, {})) for j in journals}
+    return all(
+        n > (more_than if isinstance(more_than, int) else more_than[j]) for j, n in counts.items()
+    )
