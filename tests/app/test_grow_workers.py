@@ -476,49 +476,56 @@ async def test_workers_move_to_the_grown_topic_by_a_rolling_restart(
         assert await store.meta(JournalKey(settings.topic, journal_id)) is None
 
 
+@pytest.mark.parametrize("counts", [(4,), (4, 8)], ids=["2 -> 4", "2 -> 4 -> 8"])
 async def test_a_worker_on_the_grown_topic_catches_the_old_one_up_to_its_cuts(
-    stack: Stack, keyspace: str, store: CassandraStore, tmp_path_factory: pytest.TempPathFactory
+    stack: Stack,
+    keyspace: str,
+    store: CassandraStore,
+    tmp_path_factory: pytest.TempPathFactory,
+    counts: tuple[int, ...],
 ) -> None:
-    """OLD never replicated (no worker ran: appends through a direct client), grown, then
-    workers started: they run on NEW only, yet replicate OLD up to each cut themselves (no one
-    else would) before NEW, whose moved journals' rows then carry their bases."""
+    """No topic of the chain ever replicated (no worker ran: appends through a direct client,
+    one in each topic), grown, then workers started: they run on the last topic only, yet
+    replicate each predecessor up to its cuts themselves, link by link (no one else would),
+    before their own topic, whose moved journals' rows then carry their bases."""
     settings = settings_for(stack, unique("journal_move_late"), keyspace, 2)
+    grows = []
     async with await Journals.connect(settings, store=store) as direct:
-        for journal_id in VERIFIED:
-            for n in (1, 2):
-                await direct.journal(journal_id).append(
-                    [Event(n, payload=TextPayload(f"{journal_id}:{n}"))]
-                )
-        grow = await grow_topic(settings, store, 4, yes=True)
-        assert grow is not None and grow.phase is Phase.DONE
-        for journal_id in VERIFIED:  # moved: to NEW, onto the base
-            await direct.journal(journal_id).append(
-                [Event(3, payload=TextPayload(f"{journal_id}:3"))]
-            )
-    assert await store.pointers(settings.topic) == {}  # nothing replicated OLD
+        for n, partitions in enumerate((None, *counts), start=1):
+            if partitions is not None:
+                grow = await grow_topic(settings, store, partitions, yes=True)
+                assert grow is not None and grow.phase is Phase.DONE
+                grows.append(grow)
+            for journal_id in VERIFIED:  # after a grow: moved, onto its state before
+                text = TextPayload(f"{journal_id}:{n}")
+                await direct.journal(journal_id).append([Event(n, payload=text)])
+    last = grows[-1]
+    for topic in [settings.topic, *(g.new_topic for g in grows)]:
+        assert await store.pointers(topic) == {}  # nothing replicated
     with running_workers(settings, tmp_path_factory, loglevel="warning") as workers:
         for worker in workers:
             await worker.wait_ready()
 
-        async def on_new() -> bool:
-            assert sum(await held_partitions(workers, grow.new_topic)) == 4.0
+        async def on_the_last() -> bool:
+            assert sum(await held_partitions(workers, last.new_topic)) == float(last.partitions)
             return True
 
-        await eventually(on_new, f"the workers run on {grow.new_topic}")
-        assert await held_partitions(workers, settings.topic) == [0, 0]
-        cuts = {p: cut + 1 for p, cut in grow.cut.items()}
-        await wait_pointers(store, settings.topic, cuts, WITHIN_S)
-        await wait_replicated(
-            settings.model_copy(update={"topic": grow.new_topic, "partitions": 4}), store
-        )
+        await eventually(on_the_last, f"the workers run on {last.new_topic}")
+        for grow in grows:
+            assert await held_partitions(workers, grow.topic) == [0, 0]
+            cuts = {p: cut + 1 for p, cut in grow.cut.items()}
+            await wait_pointers(store, grow.topic, cuts, WITHIN_S)
+        on = {"topic": last.new_topic, "partitions": last.partitions}
+        await wait_replicated(settings.model_copy(update=on), store)
         async with client_session(settings, connector=workers[0].http_connector()) as session:
             api = Api(session, [worker.url for worker in workers])
             for journal_id in VERIFIED:
-                texts = {n: f"{journal_id}:{n}" for n in (1, 2, 3)}
+                texts = {n: f"{journal_id}:{n}" for n in range(1, len(grows) + 2)}
                 assert await api.texts(journal_id) == texts, journal_id
-    for journal_id in VERIFIED:
-        row = await store.meta(JournalKey(grow.new_topic, journal_id))
-        assert row is not None and (row.base, row.state.seq_nr) == (2, 3), (journal_id, row)
+    for journal_id in VERIFIED:  # the last topic's row: onto the state before it
+        row = await store.meta(JournalKey(last.new_topic, journal_id))
+        assert row is not None and row.base > 0, (journal_id, row)
+        assert row.state.seq_nr == len(grows) + 1, (journal_id, row)
 
 
 async def _all_appended(
