@@ -143,6 +143,14 @@ class Replay(Protocol):
     def open(self, partition: int) -> AbstractAsyncContextManager[ReplaySource]: ...
 
 
+class PredecessorWait(Protocol):
+    """The wait of a worker on a grown topic (`journal.replication.Predecessors`)."""
+
+    async def through_cuts(self, partition: int) -> None:
+        """Return once the partition's predecessors are replicated through their cuts."""
+        ...
+
+
 class ReplaySource(Protocol):
     """One partition's records, open for one catch-up."""
 
@@ -338,8 +346,14 @@ class WorkerReplication:
         cached_rows: int = DEFAULT_CACHED_ROWS,
         queued_records: int = DEFAULT_QUEUED_RECORDS,
         recovering: Callable[[], bool] = lambda: False,
+        moved_from: tuple[str, ...] = (),
+        predecessors: PredecessorWait | None = None,
     ) -> None:
         """`expiry`: the journals' deadlines, kept with the tables (a worker's; None: none);
+        `moved_from` and `predecessors`: on a grown topic (`worker_topic`), its predecessors
+        (nearest first: a journal without a row here folds onto its state there, `Replicator`)
+        and the wait for them: nothing of a partition is written before they are replicated
+        through their cuts (a moved journal's base is final then);
         `catch_up_concurrency`: catch-ups from Kafka at once (the others wait their turn);
         `cached_rows`: the journals' rows kept in memory, `queued_records`: the actions
         queued for the store, each per owned partition; `recovering`: whether Faust holds the
@@ -362,9 +376,12 @@ class WorkerReplication:
         # both replicators write the same partitions
         rows = StoredRows(cached_rows)
         self._max_queued = queued_records  # per partition; past it, replay from Kafka
-        self._replicator = Replicator(store, quarantine, rows, cuts=store)
+        self._predecessors = predecessors
+        self._replicator = Replicator(store, quarantine, rows, cuts=store, moved_from=moved_from)
         # catching up replays records the agent has seen: quarantined once is enough
-        self._replayer = Replicator(store, AlreadyQuarantined(quarantine), rows, cuts=store)
+        self._replayer = Replicator(
+            store, AlreadyQuarantined(quarantine), rows, cuts=store, moved_from=moved_from
+        )
         self._partitions: dict[int, _ReplicatedPartition] = {}
         # per record: looked up once
         self._record_delay = METRICS.histogram("kafka_journal_agent_record_delay_seconds")
@@ -497,6 +514,8 @@ class WorkerReplication:
             if state.catch_up_from is None and (last is None or last.offset <= state.pointer):
                 continue
             try:
+                if self._predecessors is not None:
+                    await self._predecessors.through_cuts(partition)
                 if last is not None and state.catch_up_from is None:
                     # with `last`, no await between: the batch holds exactly what is up to it
                     batch, state.queued = state.queued, []

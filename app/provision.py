@@ -83,8 +83,9 @@ def journal_acls(topic: str, app_id: str) -> list[Acl]:
       subscription groups its members join, list and reset: the command line, `eventsourcing`'s
       tracking group).
     - replicator: Read, Describe on the topic; Write, Describe on its quarantine; Read on the
-      consumer group `app_id`; Create, Read, Write, Describe on topics prefixed `app_id-` (the
-      tables' changelogs and Faust's leader topic, which Faust creates itself).
+      consumer group `app_id` and those prefixed `app_id-` (the workers' apps on a grown
+      topic, `WorkerSettings.app_id_on`); Create, Read, Write, Describe on topics prefixed
+      `app_id-` (the tables' changelogs and Faust's leader topic, which Faust creates itself).
     - worker (it appends, replicates, and serves the subscription groups' HTTP members): the
       union of both.
 
@@ -101,6 +102,8 @@ def journal_acls(topic: str, app_id: str) -> list[Acl]:
             *_topic(user, topic, r, d),
             *_topic(user, quarantine_topic(topic), w, d),
             Acl(user, _Resource.GROUP, app_id, r),
+            # the groups of the workers' apps on grown topics (`WorkerSettings.app_id_on`)
+            Acl(user, _Resource.GROUP, f"{app_id}-", r, _Pattern.PREFIXED),
             *(
                 Acl(user, _Resource.TOPIC, f"{app_id}-", op, _Pattern.PREFIXED)
                 for op in (c, r, w, d)

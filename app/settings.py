@@ -238,6 +238,19 @@ class WorkerSettings(KJSettings):
         # the port tells apart workers of one host (they cannot share it), the hostname hosts
         return self.instance_id or f"{socket.gethostname()}-{self.web_port}"
 
+    def app_id_on(self, topic: str) -> str:
+        """The Faust app id (its consumer group, its changelogs' and its own topics' prefix) of
+        a worker whose app runs on `topic` of the chain (docs/growing.md, "The workers move to
+        the grown topic"): the configured one on the chain's first topic, `<app_id>-<topic>`
+        on a grown one: a group and tables of its own, of its own partition count, whose
+        changelogs keep the `<app_id>-` prefix `kafka-journal provision` grants."""
+        return self.app_id if topic == self.journal.topic else f"{self.app_id}-{topic}"
+
+    def datadir_on(self, topic: str) -> Path:
+        """The tables' local state of an app on `topic` (`app_id_on`): a grown topic's apart,
+        as its tables have other partitions than the first topic's."""
+        return self.datadir if topic == self.journal.topic else self.datadir / self.app_id_on(topic)
+
     @property
     def url(self) -> str:
         """Where other workers and clients reach this worker (KJ_HTTP_URL or the bind address)."""

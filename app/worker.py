@@ -20,7 +20,7 @@ from typing import Any
 import faust
 from aiohttp.web import BaseRunner
 
-from agents.expiry import Expirer, JournalDeadlines, JournalPurges
+from agents.expiry import Expirer, JournalDeadlines, JournalPurges, PredecessorDeadlines
 from agents.poison import SkippedBatches, guarded_transport
 from agents.replicating_agent import define_replicating_agent
 from agents.replication import KafkaReplay, WorkerReplication
@@ -49,7 +49,14 @@ from journal.kafka import (
     quarantine_topic,
 )
 from journal.metrics import METRICS
-from journal.replication import KafkaQuarantine, SuccessorReplication, predecessors_of
+from journal.replication import (
+    KafkaQuarantine,
+    Predecessors,
+    SuccessorReplication,
+    WorkerTopic,
+    predecessors_of,
+    worker_topic,
+)
 from journal.settings import Settings
 from journal.store import CassandraStore, ConnectingStore
 from kjconfig.access import KafkaAccess
@@ -70,12 +77,14 @@ TABLES = len(TABLE_NAMES)
 
 
 def create_app(
-    settings: WorkerSettings, partitions: int, replicas: int, draining: Draining
+    settings: WorkerSettings, on: WorkerTopic, replicas: int, draining: Draining
 ) -> tuple[faust.App, Callable[[], None]]:
-    """The Faust app for an action topic of `partitions` partitions (tables match them); the
-    topics Faust creates (table changelogs) get `replicas` replicas, as the journal's do; its
-    API behind `draining` (which `_Worker` drains first when it stops). With it, what starts
-    building the core (`_CoreBuild.start`): `_Worker` calls it as the worker starts.
+    """The Faust app on the action topic `on` names (the chain's first, or the newest a done
+    grow made: `worker_topic`), of `on.partitions` partitions (tables match them), with the
+    app id of that topic (`WorkerSettings.app_id_on`); the topics Faust creates (table
+    changelogs) get `replicas` replicas, as the journal's do; its API behind `draining` (which
+    `_Worker` drains first when it stops). With it, what starts building the core
+    (`_CoreBuild.start`): `_Worker` calls it as the worker starts.
 
     The agent and the API start serving once the core is built and the first assignment's
     tables are recovered (`_publish`): until then the agent waits and the API answers 503
@@ -83,13 +92,14 @@ def create_app(
     """
     journal = settings.journal
     kafka = journal.kafka_access()
+    partitions, app_id = on.partitions, settings.app_id_on(on.topic)
     app = _App(
-        settings.app_id,
+        app_id,
         broker=f"kafka://{kafka.bootstrap}",
         # Faust's consumers, producer and table changelogs all log in with these
         broker_credentials=_broker_credentials(kafka),
         store="rocksdb://",
-        datadir=str(settings.datadir),
+        datadir=str(settings.datadir_on(on.topic)),
         topic_partitions=partitions,
         topic_replication_factor=replicas,
         table_standby_replicas=1,
@@ -124,7 +134,7 @@ def create_app(
         app,
         partitions,
         kafka,
-        journal.topic,
+        on.topic,
         prune_keys_per_step=settings.prune_keys_per_step,
         prune_interval_s=settings.prune_interval_s,
         memory=memory,
@@ -146,9 +156,9 @@ def create_app(
     journals: Deferred[Journals] = Deferred()
     verdicts: Deferred[TailIndex] = Deferred()  # follows the owned partitions
     # the catch-ups' Kafka, its admin client kept for the committed offsets at assignment
-    replay = KafkaReplay(kafka, journal.topic, group=settings.app_id)  # Faust's group: app id
+    replay = KafkaReplay(kafka, on.topic, group=app_id)  # Faust's group: app id
     closers: list[Callable[[], Awaitable[None]]] = [ends.close, replay.close]
-    topic = app.topic(journal.topic, key_type=bytes, value_type=bytes, partitions=partitions)
+    topic = app.topic(on.topic, key_type=bytes, value_type=bytes, partitions=partitions)
     define_replicating_agent(app, topic, work)
     _mount_web(app, settings, partitions, owned, journals, closers, draining)
 
@@ -156,7 +166,7 @@ def create_app(
         functools.partial(
             _build_core,
             settings,
-            partitions,
+            on,
             tables,
             expiry,
             owned,
@@ -175,13 +185,28 @@ def create_app(
 
     @app.task
     async def expire() -> None:  # expired journals of the owned partitions (agents/expiry.py)
-        client = await journals.wait()
+        # the `Journals` of the topic the app runs on: its tables are that topic's
+        client = await _journals_on(await journals.wait(), on.topic)
 
         def settled() -> bool:
             return not app.rebalancing  # so the tables are recovered
 
+        # on a grown topic: the deadlines its predecessors' apps' tables hold (set before the
+        # move), carried into this app's once per partition
+        carried = PredecessorDeadlines(
+            kafka,
+            [
+                (
+                    f"{settings.app_id_on(link.grow.topic)}-{EXPIRY_TABLE}-changelog",
+                    link.old_partitions,
+                )
+                for link in on.links
+            ],
+            partitions,
+        )
+
         expirer = Expirer(
-            journal.topic,
+            on.topic,
             expiry,
             owned,
             JournalPurges(client),
@@ -189,6 +214,7 @@ def create_app(
             settled,
             settings.read_wait_s,
             JournalDeadlines(client),
+            carried if on.links else None,
         )
         await expirer.run()
 
@@ -196,7 +222,7 @@ def create_app(
         replay.assignment()  # before any catch-up asks for this assignment's offsets
         built = core.built()
         for tp in assigned:
-            if tp.topic == journal.topic:
+            if tp.topic == on.topic:
                 owned.assign(tp.partition)
                 if built is not None:  # else `_build_core` starts it, with the others owned
                     built.replication.assigned(tp.partition)
@@ -209,7 +235,7 @@ def create_app(
     async def on_revoked(sender: Any, revoked: set[Any], **kwargs: Any) -> None:
         built = core.built()  # its replication may run before the core is published
         for tp in revoked:
-            if tp.topic == journal.topic:
+            if tp.topic == on.topic:
                 if built is not None:
                     await built.replication.revoke(tp.partition)
                 else:
@@ -271,17 +297,28 @@ class _CoreBuild:
         return await self._task
 
 
+async def _journals_on(client: Journals, topic: str) -> Journals:
+    """The `Journals` of `topic` along `client`'s chain of grows (`client`'s own if it is its
+    topic): a worker on a grown topic serves through the first topic's, which follows a
+    moved journal there."""
+    while client.topic != topic:
+        assert client.growth is not None  # `worker_topic` found the chain from the registry
+        client = await client.growth.successor()
+    return client
+
+
 @dataclass(frozen=True, slots=True)
 class _Core:
     replication: WorkerReplication
     client: Journals
     successors: SuccessorReplication
     tables: JournalTables
+    topic: str  # the one its Faust app runs on
 
 
 async def _build_core(
     settings: WorkerSettings,
-    partitions: int,
+    on: WorkerTopic,
     tables: JournalTables,
     expiry: ExpiryIndex,
     owned: OwnedPartitions,
@@ -308,7 +345,7 @@ async def _build_core(
     # sees the record ~10 ms after it is written, the agent (behind Faust's consumer thread,
     # busy replicating) ~50-100 ms under load
     tail = await TailIndex.start(
-        journal.topic,
+        on.topic,
         owned.partitions(),
         store,
         TailConfig(  # reads use the tables: it drops what replication covered at once
@@ -324,18 +361,23 @@ async def _build_core(
     tail.follow(owned.partitions())  # what was assigned while it started
     # with the store down, a journal its tables cannot give whole (a partition taken over)
     # is scanned, as nothing else could answer
+    # the client starts at the chain's first topic and follows a grow (journal/client/
+    # growing.py); the `Journals` of the topic the app runs on reads with its tables
     client = await Journals.connect(
-        journal, store=store, index=index, verdicts=tail, scan_without_store=True
+        journal,
+        store=store,
+        index=index,
+        verdicts=tail,
+        scan_without_store=True,
+        indexed_topic=on.topic,
     )
     closers.append(client.close)
-    await ensure_topic(
-        kafka, TopicSpec(quarantine_topic(journal.topic), 1, journal.replication_factor)
-    )
+    await ensure_topic(kafka, TopicSpec(quarantine_topic(on.topic), 1, journal.replication_factor))
     producer = JournalProducer(kafka, ack_timeout_s=journal.kafka_ack_timeout_s)
     await producer.start()
     closers.append(producer.stop)
     replication = WorkerReplication(
-        journal.topic,
+        on.topic,
         store,
         KafkaQuarantine(producer),
         tables,
@@ -347,17 +389,24 @@ async def _build_core(
         cached_rows=settings.replication_cached_rows,
         queued_records=settings.replication_queued_records,
         recovering=recovering,
+        # on a grown topic: a moved journal folds onto its base, final once the predecessors
+        # are replicated through their cuts (caught up here if OLD's group is gone)
+        moved_from=on.moved_from,
+        predecessors=(
+            Predecessors(kafka, store, KafkaQuarantine(producer), on.links) if on.links else None
+        ),
     )
     closers.append(replication.close)
     # what is owned catches up now, beside the tables' restore and Faust's recovery, not once
     # they are done (agents/replication.py); later assignments start in `_App`'s hook
     for partition in owned.partitions():
         replication.assigned(partition)
-    # a grown topic's successors: the owner of OLD/p replicates NEW/q for q mod N = p
+    # the successors of the topic the app runs on (none until it grows): the owner of OLD/p
+    # replicates NEW/q for q mod N = p
     successors = SuccessorReplication(
-        kafka, store, KafkaQuarantine(producer), journal.topic, partitions, owned.owns
+        kafka, store, KafkaQuarantine(producer), on.topic, on.partitions, owned.owns, on.moved_from
     )
-    return _Core(replication, client, successors, tables)
+    return _Core(replication, client, successors, tables, on.topic)
 
 
 def _publish(
@@ -375,7 +424,7 @@ def _publish(
     closers.append(core.tables.close)  # the log starts' question in flight
     work.set(core.replication)  # its owned partitions' catch-ups started when it was built
     journals.set(core.client)
-    log.info("worker ready at %s", settings.url)
+    log.info("worker ready at %s, on topic %s", settings.url, core.topic)
     if settings.log_format == "text":  # a terminal's; JSON lines are for a log collector
         print(_welcome(settings.url, settings.journal.http_security_on), flush=True)
 
@@ -423,7 +472,7 @@ def _mount_web(
     draining: Draining,
 ) -> None:
     web_app = app.web.web_app
-    owners = Owners(app, owned, APPENDS_TABLE, partitions, settings.url)
+    owners = Owners(app, owned, APPENDS_TABLE, partitions, settings.url)  # the app's topic
     add_routes(
         web_app,
         WorkerBackend(journals, owners),
@@ -444,18 +493,20 @@ def _mount_web(
     closers.append(forwarder.close)
 
 
-def prepare_topic(settings: WorkerSettings) -> tuple[int, int]:
-    """Create the action topic if needed (before Faust runs); its partition count, and the
-    replication factor the journal's topics get on the cluster now (Faust's default is 1).
-    PartitionCountChanged if the count is not the keyspace's record (journal/kafka/guard.py):
-    checked before Faust, whose tables would otherwise stop it with their own mismatch."""
+def prepare_topic(settings: WorkerSettings) -> tuple[WorkerTopic, int]:
+    """Create the action topic if needed (before Faust runs); the topic the worker's Faust
+    app runs on (`worker_topic`: the chain's first, or the newest its done grows made) with
+    its partition count, and the replication factor the journal's topics get on the cluster
+    now (Faust's default is 1). PartitionCountChanged if the count is not the keyspace's
+    record (journal/kafka/guard.py): checked before Faust, whose tables would otherwise stop
+    it with their own mismatch."""
     journal = settings.journal
 
-    async def prepare() -> tuple[int, int]:
+    async def prepare() -> tuple[WorkerTopic, int]:
         # Faust would log a failed handshake and retry for ever: TlsRefused stops it here
         await asyncio.to_thread(journal.kafka_access().check_tls)
         partitions = await ensure_topic(journal.kafka_access(), journal.topic_spec())
-        await _check_recorded(journal, partitions)
+        on = await _check_recorded(journal, partitions)
         replicas = await cluster_replicas(journal.kafka_access(), journal.topic_spec())
         # the tables' changelogs exist, with leaders, before Faust assigns: a fresh worker of 32
         # partitions on a loaded host had Faust assign before the changelogs it had just
@@ -463,28 +514,45 @@ def prepare_topic(settings: WorkerSettings) -> tuple[int, int]:
         # every record with PartitionsMismatch (Faust's own create is create-if-absent)
         for table in TABLE_NAMES:
             changelog = TopicSpec(
-                f"{settings.app_id}-{table}-changelog", partitions, replicas, compacted=True
+                f"{settings.app_id_on(on.topic)}-{table}-changelog",
+                on.partitions,
+                replicas,
+                compacted=True,
             )
             await ensure_topic(journal.kafka_access(), changelog)
-        return partitions, replicas
+        return on, replicas
 
     return asyncio.run(prepare())
 
 
-async def _check_recorded(journal: Settings, partitions: int) -> None:
-    """GrownTopicConfigured if a grow made the topic (configure the chain's first);
-    PartitionCountChanged if the keyspace recorded another count. A grow is followed by
-    the core (`Journals.connect`), encrypted journals too (one data key per journal across the
-    chain, docs/growing.md). With the store down, the core checks once it is reached."""
+async def _check_recorded(journal: Settings, partitions: int) -> WorkerTopic:
+    """The topic the worker's Faust app runs on (`worker_topic`). GrownTopicConfigured if a
+    grow made the configured topic (configure the chain's first); PartitionCountChanged if the
+    keyspace recorded another count. A grow is followed by the core (`Journals.connect`),
+    encrypted journals too (one data key per journal across the chain, docs/growing.md). With
+    the store down the app runs on the first topic, which serves and replicates the grown
+    ones as before the switch; the core checks once the store is reached."""
+    first = WorkerTopic(journal.topic, partitions)
     try:
         store = await CassandraStore.connect(journal.cassandra_config())
     except StoreUnavailable:
-        return
+        log.warning("the store is down: the worker runs on the first topic, %s", journal.topic)
+        return first
     try:
         chain = await predecessors_of(store, journal.topic)
         if chain:  # before Faust: its group would serve the grown topic without its history
             raise GrownTopicConfigured(journal.topic, chain[-1].topic)
         await check_recorded(store, journal.topic, partitions)
+        try:
+            on = await worker_topic(store, journal.topic, partitions)
+        except StoreUnavailable:
+            return first
+        if on.topic != journal.topic:  # the topic is recorded with its count by the grow
+            await ensure_topic(
+                journal.kafka_access(),
+                TopicSpec(on.topic, on.partitions, journal.replication_factor),
+            )
+        return on
     finally:
         await store.close()
 
@@ -499,13 +567,13 @@ def run_worker(settings: WorkerSettings, loglevel: str = "info") -> int:
     # appenders: 353/s at 5 ms, 542/s at 1 ms)
     sys.setswitchinterval(0.001)
     try:
-        partitions, replicas = prepare_topic(settings)
+        on, replicas = prepare_topic(settings)
     except (PartitionCountChanged, GrownTopicConfigured, TlsRefused) as error:  # on stderr
         print(f"the worker refuses to start: {error}", file=sys.stderr, flush=True)
         return 1
-    settings.datadir.mkdir(parents=True, exist_ok=True)
+    settings.datadir_on(on.topic).mkdir(parents=True, exist_ok=True)
     draining = Draining(DEFAULT_RETRY_AFTER_S)
-    app, start_core = create_app(settings, partitions, replicas, draining)
+    app, start_core = create_app(settings, on, replicas, draining)
     json_logs = settings.log_format == "json"
     worker = _Worker(
         app,

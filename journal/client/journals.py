@@ -12,6 +12,7 @@ import functools
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Protocol, TypeGuard, TypeVar, cast
 
@@ -213,6 +214,18 @@ async def _refuse_grown(store: EventualStore, topic: str) -> None:
         raise TopicGrown(topic, grow.new_topic, grow.phase.value, "a core without a tail index")
 
 
+@dataclass(frozen=True, slots=True)
+class WorkerIndex:
+    """The indexes of the topic a worker's Faust app runs on (`Journals.connect`'s `index`,
+    `verdicts` and `scan_without_store`): the `Journals` of that topic reads with them, the
+    chain's other topics' `Journals` as the direct client's."""
+
+    topic: str
+    index: RecordIndex
+    verdicts: RecordIndex | None
+    scan_without_store: bool
+
+
 async def _growth(
     settings: Settings,
     store: EventualStore,
@@ -222,11 +235,14 @@ async def _growth(
     origin: str | None,
     owned: list[Callable[[], Awaitable[None]]],
     encryption: Encryption | None,
+    worker: WorkerIndex | None = None,
 ) -> Growth:
     """How the direct client follows a grow of its topic (journal/client/growing.py): the
     registry (read now if the store answers), the cuts, and how NEW's `Journals` is built.
     `encryption`: OLD's, shared by NEW's `Journals`, its keys told NEW's predecessor first
-    (one data key per journal across the chain, `key_identity`)."""
+    (one data key per journal across the chain, `key_identity`). `worker`: the indexes of the
+    topic a worker's Faust app runs on, that topic's `Journals` reads with, when it is down the
+    chain."""
     kafka_access = settings.kafka_access()
     registry = Registry(store, settings.topic, settings.grow_lease_s)
     with contextlib.suppress(StoreUnavailable):
@@ -245,15 +261,20 @@ async def _growth(
             writer = JournalWriter(
                 producer, grow.partitions, settings.max_record_bytes, guard=guard
             )
-            tail = TailConfig(
-                kafka=kafka_access,
-                max_journals=settings.tail_max_journals,
-                forgotten_capacity=settings.tail_forgotten_capacity,
-            )
-            new_index = await TailIndex.on_demand(
-                grow.new_topic, range(grow.partitions), store, tail
-            )
-            new_owned.append(new_index.close)
+            ours = worker if worker is not None and worker.topic == grow.new_topic else None
+            new_index: RecordIndex
+            if ours is not None:
+                new_index = ours.index
+            else:
+                tail = TailConfig(
+                    kafka=kafka_access,
+                    max_journals=settings.tail_max_journals,
+                    forgotten_capacity=settings.tail_forgotten_capacity,
+                )
+                new_index = await TailIndex.on_demand(
+                    grow.new_topic, range(grow.partitions), store, tail
+                )
+                new_owned.append(new_index.close)
             fence: Fence
             if settings.read_fence == "mark":
                 fence = Marks(writer, origin)
@@ -270,12 +291,13 @@ async def _growth(
         new_growth = await _growth(
             settings.model_copy(update={"topic": grow.new_topic}),
             store,
-            new_index,
+            new_index if ours is None or ours.verdicts is None else ours.verdicts,
             kafka,
             producer,
             origin,
             owned,
             encryption,
+            None if ours is not None else worker,
         )
         successor = Journals(
             grow.new_topic,
@@ -285,6 +307,8 @@ async def _growth(
             fence,
             kafka,
             origin,
+            verdicts=None if ours is None else ours.verdicts,
+            scan_without_store=ours is not None and ours.scan_without_store,
             encryption=encryption,
             growth=new_growth,
             predecessor=predecessor,
@@ -362,6 +386,7 @@ class Journals:
         index: RecordIndex | None = None,
         verdicts: RecordIndex | None = None,
         scan_without_store: bool = False,
+        indexed_topic: str | None = None,
     ) -> Journals:
         """Connect to Kafka and Cassandra from `settings`, creating topic and schema if needed.
 
@@ -376,7 +401,17 @@ class Journals:
         It follows a grow of the topic (journal/client/growing.py) through the index that holds
         every key, a Seal's too: its own tail index, or a worker's `verdicts` (a tail of the
         owned partitions: the worker's tables note no Mark).
+
+        `indexed_topic`: the topic of the chain `index`, `verdicts` and `scan_without_store`
+        are for (a worker's whose Faust app runs on a grown topic: docs/growing.md); the
+        `Journals` of the chain's other topics, this one's too, are built as the direct
+        client's. None: `settings.topic`.
         """
+        worker: WorkerIndex | None = None
+        if indexed_topic is not None and indexed_topic != settings.topic:
+            assert index is not None
+            worker = WorkerIndex(indexed_topic, index, verdicts, scan_without_store)
+            index, verdicts, scan_without_store = None, None, False
         owned: list[Callable[[], Awaitable[None]]] = []
         try:
             kafka_access = settings.kafka_access()
@@ -441,6 +476,7 @@ class Journals:
                     origin,
                     owned,
                     encryption,
+                    worker,
                 )
             else:
                 await _refuse_grown(store, settings.topic)

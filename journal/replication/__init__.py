@@ -38,10 +38,13 @@ if TYPE_CHECKING:
         wait_replicated,
     )
     from journal.replication.successor import (
+        Predecessors,
         SuccessorReplication,
+        WorkerTopic,
         predecessor_of,
         predecessors_of,
         undrained,
+        worker_topic,
     )
 
 _DOOR = {
@@ -55,7 +58,10 @@ _DOOR = {
     "ReplayStep": "quarantine",
     "Replicator": "replicate",
     "StoredRows": "replicate",
+    "Predecessors": "successor",
     "SuccessorReplication": "successor",
+    "WorkerTopic": "successor",
+    "worker_topic": "successor",
     "predecessor_of": "successor",
     "predecessors_of": "successor",
     "undrained": "successor",
@@ -77,12 +83,14 @@ __all__ = [
     "CutRegistry",
     "KafkaQuarantine",
     "PartitionLag",
+    "Predecessors",
     "Quarantine",
     "Quarantined",
     "ReplayStep",
     "Replicator",
     "StoredRows",
     "SuccessorReplication",
+    "WorkerTopic",
     "format_lag",
     "lag_json",
     "list_quarantine",
@@ -96,4 +104,5 @@ __all__ = [
     "replication_lag",
     "undrained",
     "wait_replicated",
+    "worker_topic",
 ]

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from journal.core.grow import Grow
+from journal.core.grow import Grow, Phase
 from journal.errors import StoreUnavailable
 from journal.kafka.consumers import start_consumer, stop_consumer
 from journal.metrics import METRICS, forget_replication_lag, set_replication_lag
@@ -73,6 +73,52 @@ async def predecessors_of(store: EventualStore, topic: str) -> list[Grow]:
     return chain
 
 
+async def chain_of(
+    store: EventualStore, topic: str, partitions: int, before: tuple[str, ...] = ()
+) -> list[Link]:
+    """The grows of `topic` (of `partitions`; `before`: its own predecessors, nearest first),
+    then of each successor, as the registry has them (those with a cut recorded: a plan alone
+    moves nothing)."""
+    links: list[Link] = []
+    count = partitions
+    while (grow := await store.grow(topic)) is not None and grow.cut:
+        before = (topic, *before)
+        links.append(Link(grow, count, before))
+        topic, count = grow.new_topic, grow.partitions
+    return links
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerTopic:
+    """The topic a worker's Faust app runs on (`worker_topic`): `topic`, of `partitions`, and
+    the done grows that led there from the chain's first topic (`links`, the first first)."""
+
+    topic: str
+    partitions: int
+    links: tuple[Link, ...] = ()
+
+    @property
+    def moved_from(self) -> tuple[str, ...]:
+        """`topic`'s predecessors, nearest first (a `Replicator`'s `moved_from`)."""
+        return self.links[-1].predecessors if self.links else ()
+
+
+async def worker_topic(store: EventualStore, topic: str, partitions: int) -> WorkerTopic:
+    """Where a worker starting now runs its Faust app (docs/growing.md, "The workers move to
+    the grown topic"): the newest topic the DONE grows lead to from `topic`, the chain's first
+    (of `partitions`); a grow not done yet: the topic before it. Decided once, at the start:
+    a running worker keeps its topic, so a rolling restart is the switch."""
+    links: list[Link] = []
+    for link in await chain_of(store, topic, partitions):
+        if link.grow.phase is not Phase.DONE:
+            break
+        links.append(link)
+    if not links:
+        return WorkerTopic(topic, partitions)
+    last = links[-1].grow
+    return WorkerTopic(last.new_topic, last.partitions, tuple(links))
+
+
 async def undrained(store: EventualStore, grow: Grow, partitions: int) -> list[int]:
     """The predecessor's partitions (of `partitions`) not replicated through their cut yet:
     replicating a successor partition whose predecessor is among them would take a base from
@@ -97,15 +143,18 @@ class SuccessorReplication:
         topic: str,
         partitions: int,
         owns: Callable[[int], bool],
+        before: tuple[str, ...] = (),
     ) -> None:
-        """`topic` of `partitions`: the first of the chain, whose partition `owns` says this
-        process replicates."""
+        """`topic` of `partitions`: the topic whose partitions `owns` says this process
+        replicates (a worker's: the one its Faust app runs on, `worker_topic`, whose
+        predecessors, nearest first, are `before`); its successors are replicated from there."""
         self._kafka = kafka
         self._store = store
         self._quarantine = quarantine
         self._topic = topic
         self._partitions = partitions
         self._owns = owns
+        self._before = before
         self._replicators: dict[str, Replicator] = {}
         self._drained: set[str] = set()  # predecessors replicated through every cut
         self._pointers: dict[TopicPartition, int] = {}  # those replicated here since owned
@@ -114,15 +163,8 @@ class SuccessorReplication:
         self._consumer: AIOKafkaConsumer | None = None
 
     async def chain(self) -> list[Link]:
-        """The grows of the first topic, then of each successor, as the registry has them."""
-        links: list[Link] = []
-        topic, count = self._topic, self._partitions
-        before: tuple[str, ...] = ()
-        while (grow := await self._store.grow(topic)) is not None and grow.cut:
-            before = (topic, *before)
-            links.append(Link(grow, count, before))
-            topic, count = grow.new_topic, grow.partitions
-        return links
+        """The grows of this process's topic, then of each successor (`chain_of`)."""
+        return await chain_of(self._store, self._topic, self._partitions, self._before)
 
     async def step(self) -> int:
         """One pass: every successor partition this process may replicate, from its pointer
@@ -239,3 +281,56 @@ class SuccessorReplication:
         if self._consumer is None:
             self._consumer = await start_consumer(self._kafka, fetch_max_wait_ms=20)
         return self._consumer
+
+
+class Predecessors:
+    """The wait of a worker whose Faust app runs on a grown topic (NEW's group, `worker_topic`)
+    before its agent's replication writes NEW/q: every predecessor of q along the chain
+    (OLD/(q mod N), ...) replicated through its cut, so a moved journal's base is final. A
+    predecessor short of its cut is replicated up to it here, link by link from the first
+    topic (OLD's group may have no member left: without this, restarting every worker before
+    OLD reached its cuts stalls NEW for good; tests/model/test_worker_switch_model.py). A member
+    of OLD's group may replicate it at the same time: the same records replayed, a no-op."""
+
+    def __init__(
+        self,
+        kafka: KafkaAccess,
+        store: EventualStore,
+        quarantine: Quarantine,
+        links: tuple[Link, ...],
+    ) -> None:
+        self._kafka = kafka
+        self._store = store
+        self._quarantine = quarantine
+        self._links = links
+        self._through: set[int] = set()  # the grown topic's partitions whose wait is over
+        self._lock = asyncio.Lock()  # one catch-up at a time: a worker's start, rarely more
+
+    async def through_cuts(self, partition: int) -> None:
+        """Return once every predecessor of the grown topic's `partition` is replicated
+        through its cut, catching up those that are not; raises what the store or Kafka
+        raise (the caller retries). One read of the pointers a link, none once through."""
+        if partition in self._through:
+            return
+        async with self._lock:
+            for link in self._links:  # the first topic first: each link's base is final then
+                old = link.predecessor_of(partition)
+                cut = link.grow.cut[old]  # a done grow has every cut
+                tp = TopicPartition(link.grow.topic, old)
+                pointer = await self._store.pointer(tp.topic, old)
+                start = 0 if pointer is None else pointer + 1
+                if start > cut:
+                    continue
+                log.info("%s-%s: replicated here up to its cut %s", tp.topic, old, cut)
+                replicator = Replicator(
+                    self._store,
+                    self._quarantine,
+                    cuts=self._store,
+                    moved_from=link.predecessors[1:],
+                )
+                consumer = await start_consumer(self._kafka, fetch_max_wait_ms=20)
+                try:
+                    await replicate_range(consumer, replicator, tp, start, cut + 1)
+                finally:
+                    await stop_consumer(consumer)
+            self._through.add(partition)

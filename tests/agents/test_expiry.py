@@ -161,3 +161,45 @@ async def test_a_deadline_not_readable_yet_stays_due_without_holding_up_the_othe
     reads = log.reads
     assert await purging.tick(T0_MS + 2000) == 0
     assert log.reads == reads + 1 and index.due(0, T0_MS + 2000) == ["j"]  # asked again
+
+
+class Carried:
+    """`agents.expiry.Carried` over memory: the predecessors' candidates of each partition."""
+
+    def __init__(self, candidates: dict[bytes, int]) -> None:
+        self.candidates_of = candidates
+        self.asked: list[int] = []
+
+    async def candidates(self, partition: int) -> dict[bytes, int]:
+        self.asked.append(partition)
+        return dict(self.candidates_of)
+
+
+async def test_a_grown_topic_carries_its_predecessors_deadlines_once() -> None:
+    """On a grown topic, a journal whose deadline its predecessor's table holds (set before
+    the move, nothing here) is purged when due; a stale candidate is read and dropped; the
+    candidates are asked once, and marked in the table with the agent's next record, so a
+    partition that comes back does not ask again."""
+    table = Table()
+    index, owned, log = ExpiryIndex(table), OwnedPartitions(), Log()
+    owned.assign(0)
+    log.log.append(append("j", 0, "3 seconds"))  # in the fold, not in this index
+    log.log.append(append("k", 1, None))  # its candidate is stale: no deadline
+    log.end = 2
+    owned.advance(0, 1)
+    carried = Carried({b"j": T0_MS + 3000, b"k": T0_MS + 1000})
+    purging = Expirer(
+        TOPIC, index, owned, log, log, lambda: True, wait_s=0.2, deadlines=log, carried=carried
+    )
+    assert await purging.tick(T0_MS + 2000) == 0  # k read and dropped, j not due
+    assert index.due(0, T0_MS + 2000) == []
+    assert await purging.tick(T0_MS + 3000) == 1
+    assert log.purges == [(JournalKey(TOPIC, "j"), EXPIRED_ORIGIN)]
+    assert carried.asked == [0]
+    assert not table.carried(0)
+    log.handle(index, append("x", 2, None))  # the agent writes them, then the mark
+    assert table.carried(0)
+    index.forget(0)  # revoked, and back
+    assert not index.needs_carry(0)
+    await purging.tick(T0_MS + 4000)
+    assert carried.asked == [0]

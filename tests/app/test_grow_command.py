@@ -112,7 +112,9 @@ async def test_a_grow_cuts_each_partition_at_its_first_seal(old: Old) -> None:
     said.clear()
     again = await grow_topic(old.settings, old.store, 6, yes=True, say=said.append)
     assert again == grow and "next step: finished" in said[0]  # nothing more to do
-    await check_worker_start(old.settings, 3)  # what a worker's start runs: it follows
+    # what a worker's start runs: it moves onto the grown topic (the grow is done)
+    on = await check_worker_start(old.settings, 3)
+    assert (on.topic, on.partitions) == (grow.new_topic, 6)
     # one data key per journal across the chain (`key_identity`): an encrypting one too
     await check_worker_start(old.settings.replace(kek=SecretStr(new_kek_text())), 3)
     # configured with the grown topic, a worker or a client refuses: it would read the

@@ -27,16 +27,23 @@ from app.grow import grow_topic
 from journal.client.journals import Journals
 from journal.codec import new_kek_text
 from journal.core.grow import Phase
-from journal.core.model import JournalKey, TextPayload
+from journal.core.model import Event, JournalKey, TextPayload
 from journal.errors import Unavailable
 from journal.kafka.topic import end_offsets
+from journal.replication.replicate import wait_replicated as wait_pointers
 from journal.store.cassandra import CassandraStore
 from journal.store.keys import CassandraKeyStore, KeyState, keyspace_access_of
 from stack import Stack
-from tests.support.eventually import eventually
+from tests.support.eventually import WITHIN_S, eventually
 from tests.support.harness import expire_all, settings_for, unique
 from tests.support.http_api import client_session, journal_path
-from tests.support.workers import running_workers, wait_replicated, wait_settled
+from tests.support.workers import (
+    WorkerProcess,
+    metric,
+    running_workers,
+    wait_replicated,
+    wait_settled,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -45,6 +52,10 @@ AT_END = [f"e{n}" for n in range(2)]
 KAFKA = [f"k{n}" for n in range(2)]
 CALL_BOUND_S = 120.0  # a call retried this long still unanswered fails: a hang detector, not a goal
 RETRY_PAUSE_S = 0.2  # at most, between tries: a 503's Retry-After, or a worker being restarted
+# a deadline set before the move that outlives the grow and the rolling restart (~20-30 s on
+# a loaded host): past it, the test cannot tell which group purged the journal, and fails
+CARRIED_AFTER_S = 75
+CARRIED_AFTER = f"PT{CARRIED_AFTER_S}S"
 
 
 @pytest.fixture(scope="module")
@@ -349,3 +360,179 @@ async def test_workers_serve_appends_and_reads_while_the_topic_grows(
             assert read == texts, journal_id
     # the moved journals' later appends went to the last grown topic
     assert sum((await end_offsets(settings.kafka_access(), grows[-1].new_topic, 12)).values()) > 0
+
+
+async def held_partitions(workers: Sequence[WorkerProcess], topic: str) -> list[float]:
+    """The action partitions each worker's Faust app holds of `topic` (its /metrics): which
+    topic a worker runs on, as the assignor told it."""
+    active = f'kafka_journal_faust_assigned_partitions{{kind="active",topic="{topic}"}}'
+    return [await metric(worker, active) for worker in workers]
+
+
+async def test_workers_move_to_the_grown_topic_by_a_rolling_restart(
+    stack: Stack, keyspace: str, store: CassandraStore, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Two workers on OLD (2 partitions) serve appends while the topic grows to 4, then are
+    restarted one by one, appends going on: both run on NEW (its 4 partitions between them,
+    none of OLD's), every acknowledged append reads back exact through either, journals moved,
+    created in NEW before the switch and after it replicate into the store, and a journal
+    whose first `expireAfter` came after the move is purged when due (NEW's expiry tables)."""
+    settings = settings_for(stack, unique("journal_move"), keyspace, 2)
+    acked: dict[str, dict[int, str]] = {}
+    stop = asyncio.Event()
+    with running_workers(settings, tmp_path_factory, loglevel="warning") as workers:
+        await wait_settled(workers)
+        async with client_session(settings, connector=workers[0].http_connector()) as session:
+            api = Api(session, [worker.url for worker in workers])
+
+            async def verified(journal_id: str) -> None:
+                n = 0
+                while not stop.is_set() or n < 3:
+                    n += 1
+                    text = f"{journal_id}:{n}"
+                    await api.append(journal_id, text, n, expected=n - 1)
+                    acknowledge(acked, journal_id, n, text)
+
+            await api.append("moved-expiring", "mx:1", 1)  # in OLD, with no deadline
+            # a deadline set before the move, held by OLD's expiry tables only: NEW's carry it
+            body = {"events": [{"seqNr": 1, "payloadText": "c"}], "expireAfter": CARRIED_AFTER}
+            await api.call(
+                "POST",
+                journal_path("carried", "/events"),
+                data=orjson.dumps(body),
+                headers={"Content-Type": "application/json"},
+            )
+            carried_due = time.monotonic() + CARRIED_AFTER_S
+            writers = [asyncio.create_task(verified(j)) for j in VERIFIED]
+            try:
+                await eventually(
+                    lambda: _all_appended(acked, VERIFIED, 2), "history in the old topic"
+                )
+                grow = await grow_topic(settings, store, 4, yes=True)
+                assert grow is not None and grow.phase is Phase.DONE
+                new = grow.new_topic
+                # created in NEW while both workers still run on OLD
+                acknowledge(acked, "before", await api.append("before", "before:1"), "before:1")
+                for worker in workers:  # the rolling restart, the writers going on
+                    await asyncio.to_thread(worker.stop)
+                    worker.start()
+                    await worker.wait_ready()
+
+                async def moved() -> list[float]:
+                    held = await held_partitions(workers, new)
+                    assert 0 not in held and sum(held) == 4, f"held of {new}: {held}"
+                    assert await held_partitions(workers, settings.topic) == [0, 0]
+                    return held
+
+                await eventually(moved, f"both workers run on {new}")
+                # OLD's group is empty before the deadline: only NEW's can purge the journal
+                assert time.monotonic() < carried_due, "the restarts outlasted the deadline"
+                assert await api.texts("carried") == {1: "c"}
+                sent = {j: len(acked.get(j, {})) for j in VERIFIED}
+                await eventually(
+                    lambda: _all_appended(acked, VERIFIED, sent), "appends after the switch"
+                )
+            finally:
+                stop.set()
+                await asyncio.gather(*writers)
+            for n in (1, 2):  # created after the switch
+                acknowledge(acked, "after", await api.append("after", f"after:{n}"), f"after:{n}")
+            # their first `expireAfter` after the move (one with history in OLD, one created
+            # in NEW): only NEW's expiry tables know of them
+            for journal_id, seq_nr in (("moved-expiring", 2), ("expiring", 1)):
+                body = {
+                    "events": [{"seqNr": seq_nr, "payloadText": "x"}],
+                    "expireAfter": "PT2S",
+                }
+                await api.call(
+                    "POST",
+                    journal_path(journal_id, "/events"),
+                    data=orjson.dumps(body),
+                    headers={"Content-Type": "application/json"},
+                )
+            for url in [worker.url for worker in workers]:  # exact through either worker
+                one = Api(session, [url])
+                for journal_id, texts in acked.items():
+                    assert await one.texts(journal_id) == texts, (url, journal_id)
+
+            async def purged() -> bool:
+                assert await api.texts("moved-expiring") == {}
+                assert await api.texts("expiring") == {}
+                assert await api.texts("carried") == {}
+                return True
+
+            await eventually(purged, "the journals expiring after the move purged")
+            await wait_replicated(settings, store)  # OLD through its cuts
+            await wait_replicated(
+                settings.model_copy(update={"topic": new, "partitions": 4}), store
+            )
+    for journal_id in VERIFIED:  # moved: NEW's row folded onto OLD's
+        row = await store.meta(JournalKey(new, journal_id))
+        assert row is not None and row.base > 0, (journal_id, row)
+        assert row.state.seq_nr == len(acked[journal_id]), (journal_id, row)
+    for journal_id in ("before", "after"):
+        row = await store.meta(JournalKey(new, journal_id))
+        assert row is not None and row.state.seq_nr == len(acked[journal_id]), (journal_id, row)
+        assert await store.meta(JournalKey(settings.topic, journal_id)) is None
+
+
+@pytest.mark.parametrize("counts", [(4,), (4, 8)], ids=["2 -> 4", "2 -> 4 -> 8"])
+async def test_a_worker_on_the_grown_topic_catches_the_old_one_up_to_its_cuts(
+    stack: Stack,
+    keyspace: str,
+    store: CassandraStore,
+    tmp_path_factory: pytest.TempPathFactory,
+    counts: tuple[int, ...],
+) -> None:
+    """No topic of the chain ever replicated (no worker ran: appends through a direct client,
+    one in each topic), grown, then workers started: they run on the last topic only, yet
+    replicate each predecessor up to its cuts themselves, link by link (no one else would),
+    before their own topic, whose moved journals' rows then carry their bases."""
+    settings = settings_for(stack, unique("journal_move_late"), keyspace, 2)
+    grows = []
+    async with await Journals.connect(settings, store=store) as direct:
+        for n, partitions in enumerate((None, *counts), start=1):
+            if partitions is not None:
+                grow = await grow_topic(settings, store, partitions, yes=True)
+                assert grow is not None and grow.phase is Phase.DONE
+                grows.append(grow)
+            for journal_id in VERIFIED:  # after a grow: moved, onto its state before
+                text = TextPayload(f"{journal_id}:{n}")
+                await direct.journal(journal_id).append([Event(n, payload=text)])
+    last = grows[-1]
+    for topic in [settings.topic, *(g.new_topic for g in grows)]:
+        assert await store.pointers(topic) == {}  # nothing replicated
+    with running_workers(settings, tmp_path_factory, loglevel="warning") as workers:
+        for worker in workers:
+            await worker.wait_ready()
+
+        async def on_the_last() -> bool:
+            assert sum(await held_partitions(workers, last.new_topic)) == float(last.partitions)
+            return True
+
+        await eventually(on_the_last, f"the workers run on {last.new_topic}")
+        for grow in grows:
+            assert await held_partitions(workers, grow.topic) == [0, 0]
+            cuts = {p: cut + 1 for p, cut in grow.cut.items()}
+            await wait_pointers(store, grow.topic, cuts, WITHIN_S)
+        on = {"topic": last.new_topic, "partitions": last.partitions}
+        await wait_replicated(settings.model_copy(update=on), store)
+        async with client_session(settings, connector=workers[0].http_connector()) as session:
+            api = Api(session, [worker.url for worker in workers])
+            for journal_id in VERIFIED:
+                texts = {n: f"{journal_id}:{n}" for n in range(1, len(grows) + 2)}
+                assert await api.texts(journal_id) == texts, journal_id
+    for journal_id in VERIFIED:  # the last topic's row: onto the state before it
+        row = await store.meta(JournalKey(last.new_topic, journal_id))
+        assert row is not None and row.base > 0, (journal_id, row)
+        assert row.state.seq_nr == len(grows) + 1, (journal_id, row)
+
+
+async def _all_appended(
+    acked: dict[str, dict[int, str]], journals: Sequence[str], more_than: int | dict[str, int]
+) -> bool:
+    """Every journal has more acknowledged appends than `more_than` (one count or each's)."""
+    counts = {j: len(acked.get(j, {})) for j in journals}
+    return all(
+        n > (more_than if isinstance(more_than, int) else more_than[j]) for j, n in counts.items()
+    )

@@ -38,7 +38,7 @@ async def cleanup_policy(settings: WorkerSettings, topic: str) -> str:
 def test_a_worker_creates_its_tables_changelogs_before_faust(stack: Stack, keyspace: str) -> None:
     journal = settings_for(stack, unique("prepare"), keyspace, 5)
     settings = WorkerSettings(journal=journal, app_id=unique("app"))
-    assert prepare_topic(settings)[0] == 5
+    assert prepare_topic(settings)[0].partitions == 5
     kafka = journal.kafka_access()
     for table in TABLE_NAMES:
         changelog = f"{settings.app_id}-{table}-changelog"

@@ -31,6 +31,7 @@ def test_the_replicator_reads_the_topic_and_owns_its_group_changelogs_and_quaran
         "WRITE TOPIC orders.quarantine",
         "DESCRIBE TOPIC orders.quarantine",
         "READ GROUP app",
+        "READ GROUP app-*",  # the apps on grown topics: `app-orders.4`, ...
         *(f"{op} TOPIC app-*" for op in ("CREATE", "READ", "WRITE", "DESCRIBE")),
     }
 
