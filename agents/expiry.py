@@ -19,17 +19,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Protocol
-
-from aiokafka import TopicPartition
 
 from journal import JournalKey, Journals, Position
 from journal.client import ReadingFlow
 from journal.errors import JournalMoved, JournalMoving
-from journal.kafka import Fence, partition_of, start_consumer, stop_consumer
+from journal.kafka import Fence
 from journal.metrics import METRICS
-from kjconfig.access import KafkaAccess
 from tables.expiry import ExpiryIndex, deadline_of_event
 from tables.partitions import OwnedPartitions
 
@@ -101,58 +98,6 @@ class JournalPurges:
         return await self._journals.journal(key.id).purge(origin=origin)
 
 
-class Carried(Protocol):
-    """Where a grown topic's partition finds its journals' deadlines set before the move."""
-
-    async def candidates(self, partition: int) -> dict[bytes, int]: ...
-
-
-class PredecessorDeadlines:
-    """`Carried` from the predecessors' expiry tables (docs/growing.md, "The workers move to
-    the grown topic"): a journal whose deadline was set before its move (its `expireAfter`
-    appended in OLD, none since) has it in OLD's expiry table only, which nobody reads once
-    every worker runs on NEW. For NEW/q: the entries of each predecessor's `journal-expiry`
-    changelog partition (q mod its count) whose journal is in q, read once from its start to
-    its end (compacted: one record a journal that had a deadline there, or its tombstone);
-    what it holds: those of q only."""
-
-    def __init__(
-        self, kafka: KafkaAccess, changelogs: Sequence[tuple[str, int]], partitions: int
-    ) -> None:
-        """`changelogs`: each predecessor's expiry changelog and its partition count, the
-        first topic's first; `partitions`: the grown topic's count."""
-        self._kafka = kafka
-        self._changelogs = changelogs
-        self._partitions = partitions
-
-    async def candidates(self, partition: int) -> dict[bytes, int]:
-        found: dict[bytes, int] = {}
-        consumer = await start_consumer(self._kafka, fetch_max_wait_ms=20)
-        try:
-            topics = await consumer.topics()
-            for changelog, count in self._changelogs:
-                if changelog not in topics:  # no worker ran on that topic: no deadline there
-                    continue
-                held: dict[bytes, int | None] = {}
-                tp = TopicPartition(changelog, partition % count)
-                consumer.assign([tp])
-                end = (await consumer.end_offsets([tp]))[tp]
-                await consumer.seek_to_beginning(tp)
-                while await consumer.position(tp) < end:
-                    for message in (await consumer.getmany(tp, timeout_ms=500)).get(tp, []):
-                        key = message.key
-                        if message.offset >= end or key is None:
-                            continue
-                        if partition_of(key.decode("utf-8"), self._partitions) == partition:
-                            held[key] = None if message.value is None else int(message.value)
-                for key, at in held.items():
-                    if at is not None:
-                        found[key] = min(at, found.get(key, at))
-        finally:
-            await stop_consumer(consumer)
-        return found
-
-
 class Expirer:
     def __init__(
         self,
@@ -164,12 +109,10 @@ class Expirer:
         settled: Callable[[], bool],
         wait_s: float,
         deadlines: Deadlines,
-        carried: Carried | None = None,
     ) -> None:
         """`settled`: whether the tables are recovered (no rebalance under way); `wait_s`: how
         long a tick waits for the agent to reach a partition's fence; `deadlines`: where a due
-        candidate is confirmed; `carried`: on a grown topic, where its partitions' deadlines
-        set before the move are, taken once per partition (`ExpiryIndex.carry`)."""
+        candidate is confirmed."""
         self._topic = topic
         self._index = index
         self._owned = owned
@@ -178,7 +121,6 @@ class Expirer:
         self._fence = fence
         self._settled = settled
         self._wait_s = wait_s
-        self._carried = carried
         self._expired = METRICS.counter("kafka_journal_journals_expired_total")
 
     async def run(self, tick_s: float = TICK_S) -> None:
@@ -196,11 +138,6 @@ class Expirer:
         for partition in self._owned.partitions():
             if not self._settled():
                 break
-            if self._carried is not None and self._index.needs_carry(partition):
-                candidates = await self._carried.candidates(partition)
-                if not self._settled() or not self._owned.owns(partition):
-                    break  # read for an assignment that is over: the next one reads again
-                self._index.carry(partition, candidates)
             at = int(time.time() * 1000) if now_ms is None else now_ms
             purged += await self._partition(partition, at)
         return purged

@@ -20,7 +20,7 @@ from typing import Any
 import faust
 from aiohttp.web import BaseRunner
 
-from agents.expiry import Expirer, JournalDeadlines, JournalPurges, PredecessorDeadlines
+from agents.expiry import Expirer, JournalDeadlines, JournalPurges
 from agents.poison import SkippedBatches, guarded_transport
 from agents.replicating_agent import define_replicating_agent
 from agents.replication import KafkaReplay, WorkerReplication
@@ -191,20 +191,6 @@ def create_app(
         def settled() -> bool:
             return not app.rebalancing  # so the tables are recovered
 
-        # on a grown topic: the deadlines its predecessors' apps' tables hold (set before the
-        # move), carried into this app's once per partition
-        carried = PredecessorDeadlines(
-            kafka,
-            [
-                (
-                    f"{settings.app_id_on(link.grow.topic)}-{EXPIRY_TABLE}-changelog",
-                    link.old_partitions,
-                )
-                for link in on.links
-            ],
-            partitions,
-        )
-
         expirer = Expirer(
             on.topic,
             expiry,
@@ -214,7 +200,6 @@ def create_app(
             settled,
             settings.read_wait_s,
             JournalDeadlines(client),
-            carried if on.links else None,
         )
         await expirer.run()
 

@@ -103,9 +103,6 @@ FOREVER = 2**63 - 1  # a horizon past every deadline: the window holds them all
 
 _TIME_LIMIT = 2**56 - 1  # a time key's deadline: its first byte 0, below the mark and Faust's
 TIMED = b"\xff" + b"expiry times complete"  # the mark: sorts after every time key
-# the mark of a grown topic's partition whose predecessors' deadlines were carried in (`carry`):
-# after TIMED, so `soonest` and `timed` read as before
-CARRIED = b"\xff" + b"predecessors' deadlines carried"
 _PRESENT = b"1"  # a time entry's value (the key says it all; an empty one is not a record)
 
 
@@ -205,12 +202,6 @@ class ExpiryTable(Protocol):
     def mark_timed(self) -> None:
         """The time entries of the current event's partition are all there."""
 
-    def carried(self, partition: int) -> bool:
-        """Whether the predecessors' deadlines were carried into the partition (its mark)."""
-
-    def mark_carried(self) -> None:
-        """The predecessors' deadlines are in the current event's partition."""
-
 
 class ExpiryIndex:
     """The candidate deadlines of the owned partitions' journals: the agent `record`s every
@@ -240,10 +231,6 @@ class ExpiryIndex:
         # per partition being built: the last journal key done (None: none yet), its last step
         self._building: dict[int, bytes | None] = {}
         self._stepped: dict[int, float] = {}
-        # per partition of a grown topic: the predecessors' candidates (`carry`) the agent
-        # writes to the table next, `build_step` a record, then the mark
-        self._carrying: dict[int, dict[bytes, int]] = {}
-        self._carried: set[int] = set()
 
     def record(self, action: ActionRecord) -> None:
         """Apply `action` to its journal's candidate deadline. Call only while the agent
@@ -252,7 +239,6 @@ class ExpiryIndex:
         self._write_settled(action.partition)
         self._by_time(action.partition)  # looked at before this record's writes
         self._build(action.partition)
-        self._write_carried(action.partition)
         header = action.header
         if isinstance(header, AppendHeader):
             at = deadline_of(action)
@@ -283,44 +269,6 @@ class ExpiryIndex:
                 self._table.set(key, at)
             else:
                 self._table.delete(key)
-
-    def needs_carry(self, partition: int) -> bool:
-        """Whether the predecessors' deadlines are still to be carried into the partition of
-        a grown topic (`carry`): not marked, none being carried. Call once its table is
-        recovered."""
-        if partition in self._carrying or partition in self._carried:
-            return False
-        return not self._table.carried(partition)
-
-    def carry(self, partition: int, candidates: dict[bytes, int]) -> None:
-        """Candidates of the partition's journals from the predecessors' expiry tables (a
-        grow: deadlines set before the move): each held unless the table holds an earlier one,
-        the window at once, the table `build_step` a record as the agent handles the partition
-        (its Faust producer's buffer), then the mark. A candidate is confirmed by the fold
-        before any Purge (`Expirer`), so a stale one (the journal purged or appended without
-        an `expireAfter` since) costs a read, nothing else."""
-        self._carrying[partition] = dict(candidates)
-        window = self._windows.get(partition)
-        if window is None:
-            return  # its load takes them (`_load`)
-        for key, at in candidates.items():
-            stored, held = self._table.get(key), window.deadline(key)
-            if (stored is None or at < stored) and (held is None or at < held):
-                window.set(key, at)
-
-    def _write_carried(self, partition: int) -> None:
-        carrying = self._carrying.get(partition)
-        if carrying is None:
-            return
-        for key in list(itertools.islice(carrying, self._build_step)):
-            at = carrying.pop(key)
-            held = self._table.get(key)
-            if held is None or at < held:  # the earliest candidate, as `record`'s
-                self._table.set(key, at)
-        if not carrying:
-            self._table.mark_carried()
-            del self._carrying[partition]
-            self._carried.add(partition)  # until the mark is recovered with the table
 
     def _build(self, partition: int) -> None:
         """A step of the partition's time entries, if they are being built (see the module)."""
@@ -377,11 +325,7 @@ class ExpiryIndex:
         return [key.decode("utf-8") for key in window.due(now_ms)]
 
     def _load(self, partition: int) -> ExpiryWindow:
-        settled = dict(self._settled.get(partition, {}))  # not in the table yet: taken first
-        for key, at in self._carrying.get(partition, {}).items():  # nor these
-            held = self._table.get(key)
-            if key not in settled and (held is None or at < held):
-                settled[key] = at
+        settled = self._settled.get(partition, {})  # not in the table yet: taken first
         stored: Iterator[tuple[bytes, int]]
         if self._by_time(partition):
             source = "index"
@@ -437,11 +381,10 @@ class ExpiryIndex:
         """The partition went; when it comes back its window is loaded again (what was settled
         and not written is read again), and whether its time entries are there looked at
         again."""
-        for held in (self._windows, self._checking, self._settled, self._timed, self._carrying):
+        for held in (self._windows, self._checking, self._settled, self._timed):
             held.pop(partition, None)
         self._building.pop(partition, None)
         self._stepped.pop(partition, None)
-        self._carried.discard(partition)
         self._unmarked.discard(partition)
 
 
@@ -521,12 +464,6 @@ class FaustExpiryTable:
 
     def mark_timed(self) -> None:
         self._by_time[TIMED] = _PRESENT
-
-    def carried(self, partition: int) -> bool:
-        return any(key == CARRIED for key, _ in self._entries(self._by_time, partition, TIMED))
-
-    def mark_carried(self) -> None:
-        self._by_time[CARRIED] = _PRESENT
 
 
 def define_expiry_table(

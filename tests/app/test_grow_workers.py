@@ -52,10 +52,6 @@ AT_END = [f"e{n}" for n in range(2)]
 KAFKA = [f"k{n}" for n in range(2)]
 CALL_BOUND_S = 120.0  # a call retried this long still unanswered fails: a hang detector, not a goal
 RETRY_PAUSE_S = 0.2  # at most, between tries: a 503's Retry-After, or a worker being restarted
-# a deadline set before the move that outlives the grow and the rolling restart (~20-30 s on
-# a loaded host): past it, the test cannot tell which group purged the journal, and fails
-CARRIED_AFTER_S = 75
-CARRIED_AFTER = f"PT{CARRIED_AFTER_S}S"
 
 
 @pytest.fixture(scope="module")
@@ -394,15 +390,6 @@ async def test_workers_move_to_the_grown_topic_by_a_rolling_restart(
                     acknowledge(acked, journal_id, n, text)
 
             await api.append("moved-expiring", "mx:1", 1)  # in OLD, with no deadline
-            # a deadline set before the move, held by OLD's expiry tables only: NEW's carry it
-            body = {"events": [{"seqNr": 1, "payloadText": "c"}], "expireAfter": CARRIED_AFTER}
-            await api.call(
-                "POST",
-                journal_path("carried", "/events"),
-                data=orjson.dumps(body),
-                headers={"Content-Type": "application/json"},
-            )
-            carried_due = time.monotonic() + CARRIED_AFTER_S
             writers = [asyncio.create_task(verified(j)) for j in VERIFIED]
             try:
                 await eventually(
@@ -425,9 +412,6 @@ async def test_workers_move_to_the_grown_topic_by_a_rolling_restart(
                     return held
 
                 await eventually(moved, f"both workers run on {new}")
-                # OLD's group is empty before the deadline: only NEW's can purge the journal
-                assert time.monotonic() < carried_due, "the restarts outlasted the deadline"
-                assert await api.texts("carried") == {1: "c"}
                 sent = {j: len(acked.get(j, {})) for j in VERIFIED}
                 await eventually(
                     lambda: _all_appended(acked, VERIFIED, sent), "appends after the switch"
@@ -458,10 +442,9 @@ async def test_workers_move_to_the_grown_topic_by_a_rolling_restart(
             async def purged() -> bool:
                 assert await api.texts("moved-expiring") == {}
                 assert await api.texts("expiring") == {}
-                assert await api.texts("carried") == {}
                 return True
 
-            await eventually(purged, "the journals expiring after the move purged")
+            await eventually(purged, "the journal expiring after the move purged")
             await wait_replicated(settings, store)  # OLD through its cuts
             await wait_replicated(
                 settings.model_copy(update={"topic": new, "partitions": 4}), store
