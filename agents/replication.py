@@ -121,6 +121,9 @@ GAP_UNKNOWN = 2**63 - 1  # the gap's end until the agent's first record of the p
 # whatever its size, and batches of ~2 records (the store answering in ~5 ms) left the agent
 # behind at 6,400 events/s on 2 cores
 BATCH_LINGER_S = 0.025
+# the lag gauges are published again this often while nothing wakes the replicator: an agent
+# that stopped receiving records shows its backlog's age growing, not its last value
+LAG_REFRESH_S = 5.0
 
 
 class Replay(Protocol):
@@ -478,7 +481,11 @@ class WorkerReplication:
         """The partition's replicator: the queue in batches, or catch-up from Kafka."""
         backoff = 0.2
         while True:
-            await state.wake.wait()
+            try:
+                await asyncio.wait_for(state.wake.wait(), LAG_REFRESH_S)
+            except TimeoutError:
+                self._publish_lag(partition, state)
+                continue
             await asyncio.sleep(BATCH_LINGER_S)
             state.wake.clear()
             if not state.pointer_read:
@@ -524,14 +531,15 @@ class WorkerReplication:
     def _publish_lag(self, partition: int, state: _ReplicatedPartition) -> None:
         if self._partitions.get(partition) is not state:
             return  # revoked: no lag series for a partition this worker does not own
+        records = max(state.end - state.pointer - 1, 0)
         since = state.unreplicated_since_ms
-        set_replication_lag(
-            METRICS,
-            self._topic,
-            partition,
-            max(state.end - state.pointer - 1, 0),
-            0.0 if since is None else max(time.time() - since / 1000, 0.0),
-        )
+        if since is None and records and state.last is not None:
+            # nothing queued, yet Kafka holds more: the agent itself is behind. The next record
+            # was written no earlier than the last one it handled, so its age is at most that
+            # one's: an alert on the age sees an agent's lag, not only the store's (it read 0)
+            since = state.last.timestamp_ms
+        seconds = 0.0 if since is None else max(time.time() - since / 1000, 0.0)
+        set_replication_lag(METRICS, self._topic, partition, records, seconds)
 
     async def _read_pointer(self, partition: int, state: _ReplicatedPartition) -> None:
         """Learn the store's pointer of a partition that came while the store was down: the

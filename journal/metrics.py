@@ -232,7 +232,8 @@ CATALOGUE: dict[str, MetricSpec] = {
     ),
     _N + "replication_lag_seconds": _gauge(
         "Age of the oldest record of a partition this worker owns that is not yet "
-        "replicated (0 when none)"
+        "replicated (0 when none; while the agent is behind Kafka, at most the age of the "
+        "last record it handled)"
     ),
     _N + "replication_failures_total": _counter(
         "Failed replication attempts of a partition (the store or Kafka failed); retried"

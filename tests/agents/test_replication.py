@@ -337,3 +337,35 @@ async def test_replication_keeps_the_rows_it_wrote_last_up_to_its_setting(
             await until_pointer(ag, offset)  # a batch each: each its own rows' lookup
         assert ag.store.row_reads == reads
         assert await ag.store.seq_nrs(A) == [1, 2]
+
+
+async def test_an_agent_behind_kafka_shows_its_backlogs_age(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Nothing queued for the store while Kafka holds more: the agent is behind, and the age
+    gauge says how far (the last handled record's age bounds the next one's). It read 0, so an
+    alert on the age missed a slow agent. While nothing arrives the age keeps growing."""
+    import time
+
+    import agents.replication
+
+    monkeypatch.setattr(agents.replication, "LAG_REFRESH_S", 0.05)
+    labels = {"topic": TOPIC, "partition": str(PARTITION)}
+    async with agent() as ag:  # no catch-up at an assignment: it would replay to the end
+        first = ag.log.append(A, 1, 1)
+        ag.log.append(A, 2, 2)
+        ag.log.append(A, 3, 3)  # in Kafka, not handled: the agent's consumer is behind
+        started = time.time()
+        await ag.handle(first)
+        await until_pointer(ag, 0)
+
+        def lag() -> tuple[float | None, float | None]:
+            return (
+                _sample("kafka_journal_replication_lag_records", labels),
+                _sample("kafka_journal_replication_lag_seconds", labels),
+            )
+
+        await until(lambda: lag()[0] == 2, "two records lag")
+        seconds = lag()[1]
+        assert seconds is not None and seconds >= started - first.timestamp_ms / 1000
+        await until(lambda: (lag()[1] or 0) > seconds, "the age grows while nothing arrives")
