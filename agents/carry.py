@@ -147,9 +147,7 @@ async def _end(kafka: KafkaAccess, topic: str, partition: int) -> int:
     """The partition's end offset; 0 when the topic does not exist."""
     consumer = await start_consumer(kafka)
     try:
-        if partition not in (consumer.partitions_for_topic(topic) or set()):
-            await consumer.force_metadata_update()
-        if partition not in (consumer.partitions_for_topic(topic) or set()):
+        if topic not in await consumer.topics():  # a metadata request of its own
             return 0
         tp = TopicPartition(topic, partition)
         ends: dict[TopicPartition, int] = await consumer.end_offsets([tp])
@@ -242,3 +240,57 @@ class _Sender:
             self.cancel()
         if self._failure is not None:
             raise self._failure
+
+
+class DeadlineCarries:
+    """A worker's carries (see the module): one task per owned partition of the grown topic
+    its app runs on whose carry is not recorded, retried until it is (a failure of Kafka or the
+    store: the whole carry again, after a pause), cancelled when the partition goes. At most
+    one runs at a time: a carry reads a changelog partition whole, a rebalance may hand over
+    many partitions at once, and nothing waits on a carry (the purger purges what its table
+    has meanwhile)."""
+
+    def __init__(
+        self, carry: DeadlineCarry, predecessors: Sequence[Predecessor], retry_s: float = 5.0
+    ) -> None:
+        self._carry = carry
+        self._predecessors = tuple(predecessors)
+        self._retry_s = retry_s
+        self._tasks: dict[int, asyncio.Task[None]] = {}
+        self._one_at_a_time = asyncio.Lock()
+        self._done: set[int] = set()
+
+    def assigned(self, partition: int) -> None:
+        if partition in self._done or partition in self._tasks or not self._predecessors:
+            return
+        self._tasks[partition] = asyncio.create_task(self._run(partition))
+
+    def revoked(self, partition: int) -> None:
+        task = self._tasks.pop(partition, None)
+        if task is not None:
+            task.cancel()
+
+    async def close(self) -> None:
+        tasks = list(self._tasks.values())
+        self._tasks.clear()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _run(self, partition: int) -> None:
+        while True:
+            try:
+                async with self._one_at_a_time:
+                    await self._carry.carry(partition, self._predecessors)
+            except Exception as error:  # Kafka or the store: the whole carry again, later
+                log.warning(
+                    "carrying the expiry candidates of partition %d failed, again in %.0f s: %r",
+                    partition,
+                    self._retry_s,
+                    error,
+                )
+                await asyncio.sleep(self._retry_s)
+                continue
+            self._done.add(partition)
+            self._tasks.pop(partition, None)
+            return

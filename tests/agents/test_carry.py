@@ -13,7 +13,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from agents.carry import DeadlineCarry, Predecessor
 from app.grow import grow_topic
 from journal.client.journals import Journals
-from journal.codec import parse
+from journal.codec.actions import parse
 from journal.core import deadline_of_mark
 from journal.core.grow import Phase
 from journal.core.model import Event, MarkHeader, PayloadMetadata, TextPayload
@@ -47,7 +47,7 @@ async def carried_marks(
     for partition, end in ends.items():
         tp = TopicPartition(topic, partition)
         consumer.assign([tp])
-        consumer.seek_to_beginning(tp)
+        consumer.seek(tp, 0)
         while await consumer.position(tp) < end:
             for message in (await consumer.getmany(tp, timeout_ms=1000)).get(tp, []):
                 action = parse(raw_record(message))
