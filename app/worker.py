@@ -20,6 +20,7 @@ from typing import Any
 import faust
 from aiohttp.web import BaseRunner
 
+from agents.carry import DeadlineCarries, DeadlineCarry, Predecessor
 from agents.expiry import Expirer, JournalDeadlines, JournalPurges
 from agents.poison import SkippedBatches, guarded_transport
 from agents.replicating_agent import define_replicating_agent
@@ -40,6 +41,7 @@ from journal.errors import (
 )
 from journal.kafka import (
     JournalProducer,
+    JournalWriter,
     TailConfig,
     TailIndex,
     TopicSpec,
@@ -63,7 +65,7 @@ from kjconfig.access import KafkaAccess
 from tables.expiry import EXPIRY_TABLE, EXPIRY_TIMES_TABLE, ExpiryIndex, define_expiry_table
 from tables.index import TableIndex
 from tables.partitions import OwnedPartitions
-from tables.store import RocksMemory, SharedChangelogEnds
+from tables.store import RocksMemory, SharedChangelogEnds, changelog_of
 from tables.tables import APPENDS_TABLE, DELETIONS_TABLE, JournalTables, define_tables
 from web.app import add_routes
 from web.draining import Draining
@@ -211,6 +213,7 @@ def create_app(
                 owned.assign(tp.partition)
                 if built is not None:  # else `_build_core` starts it, with the others owned
                     built.replication.assigned(tp.partition)
+                    built.carries.assigned(tp.partition)
         if verdicts.done():
             verdicts.value().follow(owned.partitions())
 
@@ -223,6 +226,7 @@ def create_app(
             if tp.topic == on.topic:
                 if built is not None:
                     await built.replication.revoke(tp.partition)
+                    built.carries.revoked(tp.partition)
                 else:
                     owned.revoke(tp.partition)
         if verdicts.done():
@@ -299,6 +303,7 @@ class _Core:
     successors: SuccessorReplication
     tables: JournalTables
     topic: str  # the one its Faust app runs on
+    carries: DeadlineCarries
 
 
 async def _build_core(
@@ -384,14 +389,37 @@ async def _build_core(
     closers.append(replication.close)
     # what is owned catches up now, beside the tables' restore and Faust's recovery, not once
     # they are done (agents/replication.py); later assignments start in `_App`'s hook
+    # on a grown topic: the expiry candidates set before the move, carried into its tables
+    # (agents/carry.py), from every topic of the chain before it
+    carries = DeadlineCarries(
+        DeadlineCarry(
+            kafka,
+            store,
+            JournalWriter(producer, on.partitions),
+            on.topic,
+            on.partitions,
+            settings.app_id_on(on.topic),
+        ),
+        [
+            Predecessor(
+                link.grow.topic,
+                link.old_partitions,
+                settings.app_id_on(link.grow.topic),
+                dict(link.grow.cut),
+            )
+            for link in on.links
+        ],
+    )
+    closers.append(carries.close)
     for partition in owned.partitions():
         replication.assigned(partition)
+        carries.assigned(partition)
     # the successors of the topic the app runs on (none until it grows): the owner of OLD/p
     # replicates NEW/q for q mod N = p
     successors = SuccessorReplication(
         kafka, store, KafkaQuarantine(producer), on.topic, on.partitions, owned.owns, on.moved_from
     )
-    return _Core(replication, client, successors, tables, on.topic)
+    return _Core(replication, client, successors, tables, on.topic, carries)
 
 
 def _publish(
@@ -499,7 +527,7 @@ def prepare_topic(settings: WorkerSettings) -> tuple[WorkerTopic, int]:
         # every record with PartitionsMismatch (Faust's own create is create-if-absent)
         for table in TABLE_NAMES:
             changelog = TopicSpec(
-                f"{settings.app_id_on(on.topic)}-{table}-changelog",
+                changelog_of(settings.app_id_on(on.topic), table),
                 on.partitions,
                 replicas,
                 compacted=True,

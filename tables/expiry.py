@@ -83,7 +83,7 @@ import faust
 
 from journal import EventRecord
 from journal.codec import events_of, parse_duration
-from journal.core import ActionRecord, AppendHeader, PurgeHeader
+from journal.core import ActionRecord, AppendHeader, MarkHeader, PurgeHeader, deadline_of_mark
 from journal.metrics import METRICS
 from kjconfig.access import KafkaAccess
 from tables.limits import (
@@ -244,8 +244,13 @@ class ExpiryIndex:
             at = deadline_of(action)
             if at is None:
                 return  # it may be rejected: it clears nothing (the purger reads the fold)
+        elif isinstance(header, MarkHeader):
+            # a candidate carried from before a move (`tables.carry`); other Marks leave it
+            at = deadline_of_mark(header.id)
+            if at is None:
+                return
         elif not isinstance(header, PurgeHeader):
-            return  # Deletes and Marks leave the deadline as it is
+            return  # Deletes leave the deadline as it is
         else:
             at = None
         key = action.key.id.encode("utf-8")

@@ -121,6 +121,12 @@ class SharedChangelogEnds:
                 await stop_consumer(consumer)
 
 
+def changelog_of(app_id: str, table: str) -> str:
+    """The changelog topic of the workers' table `table`, as Faust names it (`<app id>-<table
+    name>-changelog`)."""
+    return f"{app_id}-{table}-changelog"
+
+
 _RESTORE_OPTIONS: dict[str, Any] = {"max_partition_fetch_bytes": 8 * 1024 * 1024}
 
 

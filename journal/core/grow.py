@@ -18,6 +18,27 @@ from journal.errors import InvalidValue
 
 # the Seal's journal id: reserved, a journal of that id is refused (`check_not_reserved`)
 SEAL_ID = "kafka-journal.seal"
+# a Mark of a journal with this prefix carries an expiry candidate (epoch ms, after it) set
+# before the journal moved (docs/growing.md, "Deadlines set before the move"): the grown
+# topic's agent takes it as a candidate, as if an Append set it; a read ignores it, as any Mark
+DEADLINE_MARK = "kafka-journal.deadline."
+
+
+def deadline_mark(at: int) -> str:
+    """The Mark id carrying the candidate deadline `at`."""
+    return f"{DEADLINE_MARK}{at}"
+
+
+def deadline_of_mark(mark_id: str) -> int | None:
+    """The candidate a deadline Mark carries; None for any other Mark."""
+    if not mark_id.startswith(DEADLINE_MARK):
+        return None
+    try:
+        return int(mark_id[len(DEADLINE_MARK) :])
+    except ValueError:
+        return None  # not ours: a user's Mark of that look carries nothing
+
+
 # the command waits this many `grow_lease_s` between recording its plan and its first Seal: a
 # client's lease (a read that found no plan) then ends well before any Seal, whatever the
 # drift of two monotonic clocks, a slow store read or a late callback

@@ -341,5 +341,14 @@ class EventualStore(EventualJournal, ReplicatedJournal, SnapshotStore, ABC):
     async def record_cut(self, topic: str, partition: int, offset: int) -> None:
         """An old partition's cut: the offset of its first Seal."""
 
+    @abstractmethod
+    async def deadlines_carried(self, topic: str, app: str, partition: int) -> bool:
+        """Whether `app`'s workers carried the expiry candidates set before the move into
+        their tables of `topic`'s `partition` (docs/growing.md, "Deadlines set before the
+        move")."""
+
+    @abstractmethod
+    async def record_deadlines_carried(self, topic: str, app: str, partition: int) -> None: ...
+
     async def close(self) -> None:
         """Release connections; the default has nothing to release."""

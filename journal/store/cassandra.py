@@ -130,6 +130,18 @@ class CassandraStore(EventualStore):
             self._session, keyspace, topic, partition, "cut", offset
         )
 
+    async def deadlines_carried(self, topic: str, app: str, partition: int) -> bool:
+        keyspace = self._config.keyspace
+        return await grow_registry.read_deadlines_carried(
+            self._session, keyspace, topic, app, partition
+        )
+
+    async def record_deadlines_carried(self, topic: str, app: str, partition: int) -> None:
+        keyspace = self._config.keyspace
+        await grow_registry.record_deadlines_carried(
+            self._session, keyspace, topic, app, partition
+        )
+
     # The listing's generations (`listing.py`): the `schema grow-listing` command's.
 
     async def listing(self, topic: str) -> Listing:

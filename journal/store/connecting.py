@@ -167,6 +167,12 @@ class ConnectingStore(EventualStore):
     async def record_cut(self, topic: str, partition: int, offset: int) -> None:
         await self._reached().record_cut(topic, partition, offset)
 
+    async def deadlines_carried(self, topic: str, app: str, partition: int) -> bool:
+        return await self._reached().deadlines_carried(topic, app, partition)
+
+    async def record_deadlines_carried(self, topic: str, app: str, partition: int) -> None:
+        await self._reached().record_deadlines_carried(topic, app, partition)
+
     async def pointer(self, topic: str, partition: int) -> int | None:
         return await self._read(lambda store: store.pointer(topic, partition))
 

@@ -107,3 +107,43 @@ async def record_partition(
         f"UPDATE {keyspace}.topic_grow SET {column} = %s WHERE topic = %s AND partition = %s",
         (offset, topic, partition),
     )
+
+
+async def read_deadlines_carried(
+    session: Session, keyspace: str, topic: str, app: str, partition: int
+) -> bool:
+    """Whether `app`'s workers carried the deadlines set before the move into their expiry
+    tables of `topic`'s `partition` (docs/growing.md); False without the table."""
+    try:
+        rows = await cql.execute(
+            session,
+            f"SELECT carried_at FROM {keyspace}.deadlines_carried "
+            "WHERE topic = %s AND app = %s AND partition = %s",
+            (topic, app, partition),
+            ROWS_AS_TUPLES,
+        )
+    except StoreUnavailable as error:
+        if not _missing_table(error):
+            raise
+        return False
+    return bool(rows)
+
+
+async def record_deadlines_carried(
+    session: Session, keyspace: str, topic: str, app: str, partition: int
+) -> None:
+    """`read_deadlines_carried` answers True from now on. SchemaMissing without the table."""
+    try:
+        await cql.execute(
+            session,
+            f"INSERT INTO {keyspace}.deadlines_carried (topic, app, partition, carried_at) "
+            "VALUES (%s, %s, %s, toTimestamp(now()))",
+            (topic, app, partition),
+        )
+    except StoreUnavailable as error:
+        if not _missing_table(error):
+            raise
+        raise SchemaMissing(
+            f"keyspace {keyspace} has no deadlines_carried table: run `kafka-journal schema "
+            "migrate`"
+        ) from error

@@ -66,6 +66,7 @@ class MemoryStore(EventualStore):
         self._max_snapshot_bytes = max_snapshot_bytes
         self._partition_counts: dict[str, int] = {}
         self._grows: dict[str, Grow] = {}
+        self._carried: set[tuple[str, str, int]] = set()
 
     async def recorded_partitions(self, topic: str, partitions: int) -> int | None:
         return self._partition_counts.setdefault(topic, partitions)
@@ -86,6 +87,12 @@ class MemoryStore(EventualStore):
     async def record_cut(self, topic: str, partition: int, offset: int) -> None:
         grow = self._grows[topic]
         self._grows[topic] = replace(grow, cut={**grow.cut, partition: offset})
+
+    async def deadlines_carried(self, topic: str, app: str, partition: int) -> bool:
+        return (topic, app, partition) in self._carried
+
+    async def record_deadlines_carried(self, topic: str, app: str, partition: int) -> None:
+        self._carried.add((topic, app, partition))
 
     async def pointer(self, topic: str, partition: int) -> int | None:
         return self._pointers.get((topic, partition))

@@ -95,6 +95,9 @@ Tables:
   bump: older code never reads it. It came after version 3, so a keyspace already at version 3
   may lack it: `migrate` creates whichever of the tables a keyspace at this version lacks
   (`kafka-journal schema migrate`, or a process that creates schema, at start).
+- `deadlines_carried`: per grown topic, workers' app and partition of it, that the expiry
+  candidates set before the move were carried into that app's expiry tables there
+  (docs/growing.md, "Deadlines set before the move"). No version bump, as `topic_grow`.
 
 Code above the store may keep tables of its own in the keyspace (through
 `CassandraStore.keyspace_access`): it creates them, this module neither creates nor versions
@@ -180,6 +183,9 @@ _TABLES = (
     """CREATE TABLE IF NOT EXISTS {ks}.topic_grow (
         topic text, partition int, new_topic text static, partitions int static,
         phase text static, low bigint, cut bigint, PRIMARY KEY (topic, partition))""",
+    """CREATE TABLE IF NOT EXISTS {ks}.deadlines_carried (
+        topic text, app text, partition int, carried_at timestamp,
+        PRIMARY KEY ((topic, app), partition))""",
 )
 
 

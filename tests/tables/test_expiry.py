@@ -3,7 +3,8 @@ window (tables/expiry.py)."""
 
 from __future__ import annotations
 
-from journal.core.model import ActionRecord, JournalKey
+from journal.core.grow import DEADLINE_MARK, deadline_mark
+from journal.core.model import ActionRecord, JournalKey, MarkHeader
 from journal.metrics import METRICS
 from tables.expiry import (
     FOREVER,
@@ -99,6 +100,21 @@ def test_a_purge_clears_the_deadline_and_deletes_and_marks_keep_it() -> None:
     index.record(a.purge(key, 3))
     assert index.due(0, T0_MS + 1000) == []
     assert table.partitions[0] == {}
+
+
+def test_a_deadline_mark_is_a_candidate_as_an_appends_is() -> None:
+    """A candidate carried from before a move (docs/growing.md) sets, or moves earlier, the
+    journal's candidate as an Append's does; a Mark of another id, even of that look, does not."""
+    table = Table()
+    index = ExpiryIndex(table)
+    key = JournalKey("t", "j")
+    index.record(a.record(key, 0, MarkHeader(deadline_mark(T0_MS + 5000))))
+    assert table.partitions[0] == {b"j": T0_MS + 5000}
+    index.record(a.record(key, 1, MarkHeader(deadline_mark(T0_MS + 9000))))  # later: kept
+    index.record(a.record(key, 2, MarkHeader(f"{DEADLINE_MARK}soon")))  # not a deadline
+    assert table.partitions[0] == {b"j": T0_MS + 5000}
+    index.record(a.record(key, 3, MarkHeader(deadline_mark(T0_MS + 1000))))  # earlier: taken
+    assert index.due(0, T0_MS + 1000) == ["j"]
 
 
 def test_an_append_without_expiry_reads_no_table() -> None:
