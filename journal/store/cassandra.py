@@ -138,9 +138,7 @@ class CassandraStore(EventualStore):
 
     async def record_deadlines_carried(self, topic: str, app: str, partition: int) -> None:
         keyspace = self._config.keyspace
-        await grow_registry.record_deadlines_carried(
-            self._session, keyspace, topic, app, partition
-        )
+        await grow_registry.record_deadlines_carried(self._session, keyspace, topic, app, partition)
 
     # The listing's generations (`listing.py`): the `schema grow-listing` command's.
 
