@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -161,7 +161,7 @@ async def _carry_tail(
     tp: TopicPartition,
     start: int,
     cut: int,
-    ours: _Ours,
+    ours: Callable[[str], bool],
     sender: _Sender,
 ) -> None:
     """The candidates of the Appends in [start, cut) of `tp` (a start below the log's start
@@ -192,10 +192,6 @@ async def _carry_tail(
                 consumer.seek(tp, next_offset)
     finally:
         await stop_consumer(consumer)
-
-
-class _Ours(Protocol):
-    def __call__(self, journal_id: str) -> bool: ...
 
 
 class _Sender:

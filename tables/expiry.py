@@ -245,7 +245,7 @@ class ExpiryIndex:
             if at is None:
                 return  # it may be rejected: it clears nothing (the purger reads the fold)
         elif isinstance(header, MarkHeader):
-            # a candidate carried from before a move (`tables.carry`); other Marks leave it
+            # a candidate carried from before a move (agents/carry.py); other Marks leave it
             at = deadline_of_mark(header.id)
             if at is None:
                 return
