@@ -17,11 +17,12 @@ records/s, most of it Faust's per-partition and per-record overhead. So, in the 
 step, every assigned partition of a table whose changelog holds at least `KJ_RESTORE_AHEAD_MIN`
 records (1: any) past its persisted offset is read here first, all of them in one pass of the
 worker's kept consumer (`SharedChangelogEnds`), a batch at a time; each partition's part of a
-batch is written in one RocksDB write batch and then its last offset persisted, as Faust's own
-recovery does: a crash leaves a persisted offset at or below what is written, and whoever
-restores next starts there (a put or delete written twice is the same state). Faust's recovery
-then reads only what came after. Any failure here leaves the rest to Faust's recovery, which
-reads from the offset persisted last.
+batch is written `_RESTORE_STEP` records at a time, each step in one RocksDB write batch and
+then its last offset persisted, as Faust's own recovery does, with a turn of the event loop
+between steps (the catch-ups that serve the partitions handed over go on): a crash leaves a
+persisted offset at or below what is written, and whoever restores next starts there (a put or
+delete written twice is the same state). Faust's recovery then reads only what came after. Any
+failure here leaves the rest to Faust's recovery, which reads from the offset persisted last.
 """
 
 from __future__ import annotations
@@ -54,7 +55,12 @@ Records = list[tuple[bytes, bytes | None, int]]
 # changelog partitions' records, a partition's batch at a time
 Changelog = AsyncGenerator[tuple[int, Records], None]
 
-_RESTORE_BATCH = 10_000  # records a batch at most: one RocksDB write batch, memory bounded
+_RESTORE_BATCH = 10_000  # records a fetch at most: memory bounded
+# records written between turns of the event loop: a fetched batch is parsed and written without
+# an await, and a joining worker restores ~10^6 records ahead (~9 s at 1,000,000 journals) while
+# the catch-ups serving the partitions handed to it wait for a turn (BENCHMARKS.md, "A
+# rebalance's pause at 1,000,000 journals")
+_RESTORE_STEP = 1_000
 RESTORED_RECORDS = "kafka_journal_table_restored_ahead_records_total"
 RESTORED_SECONDS = "kafka_journal_table_restored_ahead_seconds_total"
 _RESTORE_STALL_S = 30.0  # no progress this long: Faust's recovery takes over from there
@@ -347,9 +353,11 @@ class IndexStore(rocksdb.Store):  # type: ignore[misc]
             # closed here, not by the garbage collector: the kept consumer's lock is held
             async with contextlib.aclosing(restore.read(topic, ranges)) as batches:
                 async for partition, batch in batches:
-                    if batch:  # a reader need not skip empty fetches
-                        self._write(by_partition[partition], batch)
-                        restored += len(batch)
+                    for start in range(0, len(batch), _RESTORE_STEP):
+                        step = batch[start : start + _RESTORE_STEP]
+                        self._write(by_partition[partition], step)
+                        restored += len(step)
+                        await asyncio.sleep(0)  # the loop's other tasks go on
         except Exception as error:  # Faust's recovery reads what is left
             log.warning("restoring %s ahead stopped after %d records: %r", topic, restored, error)
         took = time.monotonic() - started

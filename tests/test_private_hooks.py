@@ -6,6 +6,7 @@ became the client's `send`)."""
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import time
 from pathlib import Path
@@ -31,7 +32,7 @@ from agents.poison import (
     set_fetch_max_wait,
 )
 from app.worker import _App, serving_runner
-from journal.kafka.consumers import start_consumer, stop_consumer
+from journal.kafka.consumers import cancel_fetch_again, start_consumer, stop_consumer
 from journal.store.cql import drop_cancelled_timer
 from stack import Stack
 from tables.expiry import TIMED, FaustExpiryTable, time_key
@@ -269,6 +270,19 @@ async def test_aiokafka_hands_the_fetch_wait_set_before_start_to_its_fetcher(
         assert consumer._fetcher._fetch_max_wait_ms == 35
     finally:
         await stop_consumer(consumer)
+
+
+@pytest.mark.integration
+async def test_aiokafka_fetch_routine_is_a_task_a_second_cancel_ends(stack: Stack) -> None:
+    """`cancel_fetch_again` (journal/kafka/consumers.py): the consumer's fetcher runs its
+    routine as `_fetch_task`, and a cancel ends it."""
+    consumer = await start_consumer(stack.settings.kafka_access)
+    task = consumer._fetcher._fetch_task
+    assert isinstance(task, asyncio.Task) and not task.done()
+    cancel_fetch_again(consumer)
+    await asyncio.wait({task}, timeout=30)
+    assert task.done()
+    await stop_consumer(consumer)  # its fetch routine gone: the stop still ends
 
 
 @pytest.mark.integration

@@ -44,15 +44,36 @@ async def log_start(consumer: AIOKafkaConsumer, tp: TopicPartition) -> int:
     return start
 
 
+_STOP_RECHECK_S = 1.0  # a consumer's stop not done by then: its fetcher's cancel sent again
+
+
 async def stop_consumer(consumer: AIOKafkaConsumer) -> None:
     """Stop it; aiokafka 0.14 lets a CancelledError of its own internal task escape when a
-    consumer stops right after starting: swallow that one, never a cancellation of ours."""
+    consumer stops right after starting: swallow that one, never a cancellation of ours. And
+    its fetcher can swallow the cancel the stop sends it (`cancel_fetch_again`), then wait
+    forever: while the stop is not done, that cancel is sent again every `_STOP_RECHECK_S`."""
+    stopping = asyncio.ensure_future(consumer.stop())
     try:
-        await consumer.stop()
+        while not (await asyncio.wait({stopping}, timeout=_STOP_RECHECK_S))[0]:
+            cancel_fetch_again(consumer)
+        await stopping
     except asyncio.CancelledError:
         task = asyncio.current_task()
         if task is not None and task.cancelling():
+            stopping.cancel()
             raise
+
+
+def cancel_fetch_again(consumer: AIOKafkaConsumer) -> None:
+    """The cancel of the consumer's fetch routine, again if it is still running: aiokafka
+    0.14's routine suppresses a CancelledError while it cancels its own fetches after an
+    assignment changed (fetcher.py, `with contextlib.suppress(asyncio.CancelledError): await
+    task`), so the stop's cancel is lost if it comes then (a kept restore consumer stopped
+    right after `assign([])`), and the routine waits for an assignment that never comes.
+    The one user of the fetcher's private members (tests/test_private_hooks.py)."""
+    fetcher = consumer._fetcher
+    if fetcher is not None and not fetcher._fetch_task.done():
+        fetcher._fetch_task.cancel()
 
 
 def raw_record(message: ConsumerRecord[bytes, bytes]) -> RawRecord:

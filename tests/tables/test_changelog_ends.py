@@ -6,7 +6,9 @@ the rebalance (issue 43)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from faust.types import TP
 
+import tables.store
 from bench.common import unique
 from journal.kafka import TopicSpec, end_offsets, ensure_topic
 from kjconfig.access import KafkaAccess
@@ -127,3 +130,50 @@ async def test_a_restore_stopped_early_leaves_no_consumer_fetching(stack: Stack)
         assert await ends(topic, 2) == {0: 3, 1: 2}  # the next ask starts a new one
     finally:
         await ends.close()
+
+
+async def test_a_restore_ahead_gives_the_event_loop_a_turn_between_steps(
+    stack: Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fetched batch is written a step at a time with a turn of the loop between steps: a
+    task beside the restore (the catch-ups serving the partitions handed over) sees the
+    persisted offset move a step at most between its turns, never a whole fetch at once."""
+    step, records = 10, 60
+    monkeypatch.setattr(tables.store, "_RESTORE_STEP", step)
+    kafka = stack.settings.kafka_access
+    ends = SharedChangelogEnds(kafka)
+    app = faust.App(unique("restore_turns"), datadir=str(tmp_path), store="rocksdb://")
+    table = add_index_table(app, kafka, 1, "offsets", "test", ends=ends)
+    topic = table.changelog_topic.get_topic_name()
+    await ensure_topic(kafka, TopicSpec(topic, 1))
+    producer = AIOKafkaProducer(**kafka.client_options(), acks="all")
+    await producer.start()
+    try:
+        for n in range(records):
+            await producer.send(topic, b"v", key=b"k%d" % n, partition=0)
+        await producer.flush()
+    finally:
+        await producer.stop()
+    store = table.data
+    await store.on_start()
+    tp = TP(topic, 0)
+    seen: list[int] = []
+    restored = False
+
+    async def beside() -> None:
+        while not restored:
+            offset = store.persisted_offset(tp)
+            seen.append(-1 if offset is None else offset)
+            await asyncio.sleep(0)
+
+    watcher = asyncio.create_task(beside())
+    try:
+        await store.on_rebalance({tp}, set(), {tp}, 0)
+    finally:
+        restored = True
+        await watcher
+        await ends.close()
+    assert store.persisted_offset(tp) == records - 1  # all of it restored ahead
+    moves = [b - a for a, b in itertools.pairwise(seen) if b != a]
+    assert moves, "the task beside had no turn while the records were written"
+    assert max(moves) <= step, f"{max(moves)} records written without a turn of the loop"
