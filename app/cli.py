@@ -647,10 +647,13 @@ def topic() -> None:
 @_consent_options
 def topic_grow(dry_run: bool, yes: bool, **values: Any) -> int:
     """Grow the action topic online into <topic>.<M> with --partitions M (docs/growing.md):
-    plan, create, then cut each partition with a Seal. Prints the plan and each partition's
-    step, then asks (--yes: does not ask; --dry-run: stops there). Run again with the same
-    arguments, it resumes from the registry and the log. Exit 1: refused, 75: Kafka or
-    Cassandra did not answer (run it again)."""
+    plan, create (with KJ_SECURITY=on: its quarantine and the ACLs of the topic and its
+    quarantine, mirrored), then cut each partition with a Seal. Prints the plan, the ACLs to
+    create and each partition's step, then asks (--yes: does not ask; --dry-run: stops there).
+    Run again with the same arguments, it resumes from the registry and the log. With
+    KJ_SECURITY=on, run it as Kafka's administrator (KJ_KAFKA_USERNAME and its password) with
+    a Cassandra role that writes the keyspace (KJ_CASSANDRA_USERNAME=journal_writer). Exit 1:
+    refused, 75: Kafka or Cassandra did not answer (run it again)."""
     from app.grow import run_grow
 
     # the settings' --partitions (the count a topic is created with) is the grown count here:

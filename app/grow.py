@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 from app.confirm import confirm, run_resumable
 from journal.core import (
@@ -31,24 +32,85 @@ from journal.core import (
     partition_state,
     seal_wait_s,
 )
-from journal.errors import InvalidValue, PartitionCountChanged
+from journal.errors import InvalidValue, KafkaAccessDenied, PartitionCountChanged
 from journal.kafka import (
+    Acl,
+    AclPattern,
+    AclResource,
     JournalProducer,
     JournalWriter,
     TopicSpec,
+    create_acls,
+    describe_acls,
     end_offsets,
     ensure_topic,
     first_seal,
     partition_count,
+    quarantine_spec,
+    quarantine_topic,
 )
 from journal.settings import Settings
 from journal.store import CassandraStore, EventualStore
 
 COMMAND = "topic grow"
+RUN_AS_ADMIN = (
+    "with KJ_SECURITY=on, topic grow runs as Kafka's administrator, a principal allowed to "
+    "create topics and to describe and create ACLs: set KJ_KAFKA_USERNAME and its password "
+    "(KJ_KAFKA_PASSWORD or KJ_KAFKA_PASSWORD_FILE; the local stack's admin: journal-admin), "
+    "with a Cassandra role that writes the keyspace (KJ_CASSANDRA_USERNAME=journal_writer)"
+)
 
 
 class GrowRefused(Exception):
     """The state does not allow this grow: nothing (more) changed."""
+
+
+def _mirrors_acls(settings: Settings) -> bool:
+    """Whether the grow gives NEW and its quarantine the rights of T and its quarantine: with
+    security on (Kafka has an authorizer); off, Kafka has no ACLs (DescribeAcls fails with
+    SECURITY_DISABLED), so there is nothing to mirror."""
+    return settings.security == "on"
+
+
+def mirrored(acls: list[Acl], topic: str, new_topic: str) -> list[Acl]:
+    """`acls` with the literal topic ACLs of `topic` and of its quarantine renamed to
+    `new_topic` and its quarantine; any other ACL unchanged."""
+    names = {topic: new_topic, quarantine_topic(topic): quarantine_topic(new_topic)}
+    return [
+        replace(acl, name=names[acl.name])
+        if acl.resource is AclResource.TOPIC
+        and acl.pattern is AclPattern.LITERAL
+        and acl.name in names
+        else acl
+        for acl in acls
+    ]
+
+
+async def mirror_acls(settings: Settings, topic: str, new_topic: str) -> list[Acl]:
+    """The ACLs `new_topic` and its quarantine need: every literal ACL on `topic` and on its
+    quarantine (any principal, operation, permission, host: whatever the operator granted),
+    renamed. None with security off. (A PREFIXED `topic.` ACL would have covered every grown
+    topic at once, and the quarantine `topic.quarantine` too, which clients must not read.)"""
+    if not _mirrors_acls(settings):
+        return []
+    kafka = settings.kafka_access()
+    try:
+        found = [
+            acl
+            for name in (topic, quarantine_topic(topic))
+            for acl in await describe_acls(kafka, AclResource.TOPIC, name, AclPattern.LITERAL)
+        ]
+    except KafkaAccessDenied as error:
+        raise GrowRefused(f"{error}; {RUN_AS_ADMIN}") from None
+    return mirrored(found, topic, new_topic)
+
+
+async def grant_mirrored(settings: Settings, acls: list[Acl]) -> None:
+    """Create `acls` (`mirror_acls`'s): again, a no-op."""
+    try:
+        await create_acls(settings.kafka_access(), acls)
+    except KafkaAccessDenied as error:
+        raise GrowRefused(f"{error}; {RUN_AS_ADMIN}") from None
 
 
 async def _sealed(settings: Settings, grow: Grow | None, old: int) -> dict[int, int]:
@@ -90,7 +152,12 @@ async def grow_topic(
 ) -> Grow | None:
     """Grow `settings.topic` to `partitions`, or resume doing so; the registry's record at the
     end (None: a dry run before any plan). `before_step`: called before each step (tests inject
-    failures there). GrowRefused, NotConfirmed, or Unavailable (try again: it resumes)."""
+    failures there). GrowRefused, NotConfirmed, or Unavailable (try again: it resumes). With
+    security on it runs as Kafka's administrator (`RUN_AS_ADMIN`): it creates NEW, NEW's
+    quarantine and their ACLs."""
+    if _mirrors_acls(settings) and settings.kafka_username is None:
+        # the default login is the role's (journal-client...), which may create neither
+        raise GrowRefused(RUN_AS_ADMIN)
     root, kafka = settings.topic, settings.kafka_access()
     grow = await store.grow(root)
     # a topic grown before lives on in the topic it grew into: the next grow is of that one
@@ -115,6 +182,11 @@ async def grow_topic(
             raise GrowRefused(str(error)) from None
     sealed = await _sealed(settings, grow, old)
     say(_describe(grow, topic, old, partitions, sealed))
+    if next_step(grow, old, sealed).action in ("plan", "create"):
+        new_topic = new_topic_of(topic, partitions) if grow is None else grow.new_topic
+        # the ACLs the create step makes, as T has them now (it describes them again there)
+        for acl in await mirror_acls(settings, topic, new_topic):
+            say(f"  ACL to create: {acl}")
     if dry_run or next_step(grow, old, sealed).action == "finished":
         return grow
     confirm(f"Grow {topic} to {partitions} partitions now?", yes)
@@ -174,6 +246,14 @@ async def _take(
                 "delete it (nothing of the journal is in it before the first Seal) or grow to "
                 f"{count}"
             )
+        # the workers quarantine into it, but may not create it with security on
+        await ensure_topic(kafka, quarantine_spec(grow.new_topic, spec.replication_factor))
+        # NEW's rights before the first Seal moves a journal there; a crash before the phase
+        # is recorded runs this step again, and an existing ACL is created again as a no-op
+        acls = await mirror_acls(settings, topic, grow.new_topic)
+        await grant_mirrored(settings, acls)
+        if acls:
+            say(f"granted {len(acls)} ACLs of {topic} and its quarantine on {grow.new_topic}")
         # the guard holds every process to NEW's count from now on
         recorded = await store.recorded_partitions(grow.new_topic, grow.partitions)
         if recorded is not None and recorded != grow.partitions:

@@ -3,22 +3,30 @@ can run it (`KJ_SECURITY=on`).
 
 `stack/` runs the servers with logins and creates the principals (stack/security.py); this
 module, which knows the journal, gives them a journal: the action topic and its quarantine,
-the keyspace's schema, the Kafka ACLs of `journal_acls` (aiokafka 0.14's admin has no
-create_acls; its protocol module has the CreateAcls request, sent as the admin) and the
-Cassandra grants (`journal_reader`: SELECT on the keyspace; `journal_writer`: SELECT and
-MODIFY). `stack_up` is `Stack.up` followed by that for the default journal (`KJ_TOPIC`,
-`KJ_KEYSPACE`, `KJ_APP_ID`...), as `kafka-journal stack up` leaves it; `grant_journal` does
-it for any topic, keyspace and app id (the secured tests' own).
+the keyspace's schema, the Kafka ACLs of `journal_acls` (created as the admin by
+journal/kafka/acls.py) and the Cassandra grants (`journal_reader`: SELECT on the keyspace;
+`journal_writer`: SELECT and MODIFY). `stack_up` is `Stack.up` followed by that for the
+default journal (`KJ_TOPIC`, `KJ_KEYSPACE`, `KJ_APP_ID`...), as `kafka-journal stack up`
+leaves it; `grant_journal` does it for any topic, keyspace and app id (the secured tests'
+own). The topics a grow creates get their rights from the grow (app/grow.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
-from enum import IntEnum
 
 from app.settings import DEFAULT_APP_ID
-from journal.kafka import TopicSpec, ensure_topic, quarantine_topic
+from journal.kafka import (
+    Acl,
+    AclOperation,
+    AclPattern,
+    AclResource,
+    TopicSpec,
+    create_acls,
+    ensure_topic,
+    quarantine_spec,
+    quarantine_topic,
+)
 from journal.settings import Settings
 from journal.store import ensure_schema
 from journal.subscriptions import GROUP_PREFIX
@@ -27,7 +35,6 @@ from kjconfig.access import (
     CASSANDRA_WRITER,
     KAFKA_USERS,
     ClientTls,
-    KafkaAccess,
     cassandra_admin,
     kafka_admin,
 )
@@ -38,41 +45,8 @@ from stack.security import cassandra_cluster
 # --- Kafka ACLs --------------------------------------------------------------------------------
 
 
-class _Resource(IntEnum):  # Kafka's ResourceType codes
-    TOPIC = 2
-    GROUP = 3
-
-
-class _Pattern(IntEnum):  # PatternType
-    LITERAL = 3
-    PREFIXED = 4
-
-
-class Operation(IntEnum):  # AclOperation
-    READ = 3
-    WRITE = 4
-    CREATE = 5
-    DESCRIBE = 8
-
-
-_ALLOW = 3
-
-
-@dataclass(frozen=True, slots=True)
-class Acl:
-    principal: str  # a SCRAM user name
-    resource: _Resource
-    name: str
-    operation: Operation
-    pattern: _Pattern = _Pattern.LITERAL
-
-    def __str__(self) -> str:
-        name = f"{self.name}*" if self.pattern is _Pattern.PREFIXED else self.name
-        return f"User:{self.principal} {self.operation.name} {self.resource.name} {name}"
-
-
-def _topic(user: str, name: str, *operations: Operation) -> list[Acl]:
-    return [Acl(user, _Resource.TOPIC, name, op) for op in operations]
+def _topic(principal: str, name: str, *operations: AclOperation) -> list[Acl]:
+    return [Acl(principal, AclResource.TOPIC, name, op) for op in operations]
 
 
 def journal_acls(topic: str, app_id: str) -> list[Acl]:
@@ -94,24 +68,28 @@ def journal_acls(topic: str, app_id: str) -> list[Acl]:
     the worker's check of its token (`journal:subscribe` and its group prefix claim, web.auth).
     The replicator joins none.
     """
-    r, w, c, d = Operation.READ, Operation.WRITE, Operation.CREATE, Operation.DESCRIBE
-    client, replicator, worker = (KAFKA_USERS[role] for role in ("client", "replicator", "worker"))
+    r, w, c, d = AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE, AclOperation.DESCRIBE
+    client, replicator, worker = (
+        f"User:{KAFKA_USERS[role]}" for role in ("client", "replicator", "worker")
+    )
 
     def replicating(user: str) -> list[Acl]:
         return [
             *_topic(user, topic, r, d),
             *_topic(user, quarantine_topic(topic), w, d),
-            Acl(user, _Resource.GROUP, app_id, r),
+            Acl(user, AclResource.GROUP, app_id, r),
             # the groups of the workers' apps on grown topics (`WorkerSettings.app_id_on`)
-            Acl(user, _Resource.GROUP, f"{app_id}-", r, _Pattern.PREFIXED),
+            Acl(user, AclResource.GROUP, f"{app_id}-", r, AclPattern.PREFIXED),
             *(
-                Acl(user, _Resource.TOPIC, f"{app_id}-", op, _Pattern.PREFIXED)
+                Acl(user, AclResource.TOPIC, f"{app_id}-", op, AclPattern.PREFIXED)
                 for op in (c, r, w, d)
             ),
         ]
 
     def subscribing(user: str) -> list[Acl]:
-        return [Acl(user, _Resource.GROUP, GROUP_PREFIX, op, _Pattern.PREFIXED) for op in (r, d)]
+        return [
+            Acl(user, AclResource.GROUP, GROUP_PREFIX, op, AclPattern.PREFIXED) for op in (r, d)
+        ]
 
     return [
         *_topic(client, topic, w, r, d),
@@ -121,29 +99,6 @@ def journal_acls(topic: str, app_id: str) -> list[Acl]:
         *_topic(worker, topic, w),
         *subscribing(worker),
     ]
-
-
-async def create_acls(admin: KafkaAccess, acls: list[Acl]) -> None:
-    """Create `acls` as the admin (an existing ACL is created again as a no-op)."""
-    from aiokafka.client import AIOKafkaClient
-    from aiokafka.protocol.admin import CreateAclsRequest
-
-    # aiokafka 0.14's admin client has no create_acls: the protocol request, sent to any broker
-    # with the client's public `send` (the admin client's own way is private)
-    client = AIOKafkaClient(**admin.client_options())
-    await client.bootstrap()
-    try:
-        for acl in acls:
-            request = CreateAclsRequest(
-                acl.resource, acl.name, acl.pattern, f"User:{acl.principal}", "*", acl.operation,
-                _ALLOW,
-            )  # fmt: skip
-            response = await client.send(client.get_random_node(), request)
-            for code, message in response.creation_responses:
-                if code != 0:
-                    raise RuntimeError(f"cannot create ACL {acl}: error {code} {message}")
-    finally:
-        await client.close()
 
 
 async def grant_keyspace(
@@ -183,7 +138,7 @@ async def grant_journal(
     topic, its quarantine and the keyspace's schema, and give the principals their rights."""
     admin = kafka_admin(bootstrap, tls)
     await ensure_topic(admin, topic)
-    await ensure_topic(admin, TopicSpec(quarantine_topic(topic.name), 1, topic.replication_factor))
+    await ensure_topic(admin, quarantine_spec(topic.name, topic.replication_factor))
     await create_acls(admin, journal_acls(topic.name, app_id))
     await grant_keyspace(cassandra_hosts, cassandra_port, keyspace, replication, tls)
 

@@ -48,7 +48,7 @@ from journal.kafka import (
     check_recorded,
     cluster_replicas,
     ensure_topic,
-    quarantine_topic,
+    quarantine_spec,
 )
 from journal.metrics import METRICS
 from journal.replication import (
@@ -362,7 +362,9 @@ async def _build_core(
         indexed_topic=on.topic,
     )
     closers.append(client.close)
-    await ensure_topic(kafka, TopicSpec(quarantine_topic(on.topic), 1, journal.replication_factor))
+    # with security on this principal has no Create right: the admin (app/provision.py) or
+    # the grow (app/grow.py) created it
+    await ensure_topic(kafka, quarantine_spec(on.topic, journal.replication_factor))
     producer = JournalProducer(kafka, ack_timeout_s=journal.kafka_ack_timeout_s)
     await producer.start()
     closers.append(producer.stop)

@@ -1,7 +1,7 @@
 """Writing to and reading from Kafka: producing actions (`producer`, `group_commit`, `writer`),
 reading them (`consumers`, `records`, `keys`, `poison`, `tail`), the fence a read stops at
-(`fence`), a head folded from them (`head`), the topic (`topic`) and the guard of its
-partition count (`guard`), and the one mapping of aiokafka's errors to the core's
+(`fence`), a head folded from them (`head`), the topic (`topic`), its ACLs (`acls`) and the
+guard of its partition count (`guard`), and the one mapping of aiokafka's errors to the core's
 (`driver_errors`). Replication and subscriptions, which read Kafka too, are rooms of their own
 above this one (`journal.replication`, `journal.subscriptions`).
 
@@ -35,6 +35,15 @@ DEFAULT_MAX_KAFKA_ONLY_SCANS = 2
 DEFAULT_ACK_TIMEOUT_S = 30.0
 
 if TYPE_CHECKING:
+    from journal.kafka.acls import (
+        Acl,
+        AclOperation,
+        AclPattern,
+        AclPermission,
+        AclResource,
+        create_acls,
+        describe_acls,
+    )
     from journal.kafka.consumers import raw_record, start_consumer, stop_consumer
     from journal.kafka.driver_errors import POISON_ERRORS
     from journal.kafka.fence import Fence
@@ -50,11 +59,17 @@ if TYPE_CHECKING:
         ensure_topic,
         log_starts,
         partition_count,
+        quarantine_spec,
         quarantine_topic,
     )
     from journal.kafka.writer import JournalWriter, partition_of
 
 _DOOR = {
+    "Acl": "acls",
+    "AclOperation": "acls",
+    "AclPattern": "acls",
+    "AclPermission": "acls",
+    "AclResource": "acls",
     "check_recorded": "guard",
     "COMPRESSION": "producer",
     "Fence": "fence",
@@ -67,7 +82,9 @@ _DOOR = {
     "TailIndex": "tail",
     "TopicSpec": "topic",
     "cluster_replicas": "topic",
+    "create_acls": "acls",
     "decodable_from": "poison",
+    "describe_acls": "acls",
     "end_offsets": "topic",
     "ensure_topic": "topic",
     "fetch": "poison",
@@ -75,6 +92,7 @@ _DOOR = {
     "log_starts": "topic",
     "partition_count": "topic",
     "partition_of": "writer",
+    "quarantine_spec": "topic",
     "quarantine_topic": "topic",
     "raw_record": "consumers",
     "start_consumer": "consumers",
@@ -89,6 +107,11 @@ __all__ = [
     "DEFAULT_TAIL_MAX_JOURNALS",
     "MAX_BATCH_BYTES",
     "POISON_ERRORS",
+    "Acl",
+    "AclOperation",
+    "AclPattern",
+    "AclPermission",
+    "AclResource",
     "Fence",
     "JournalProducer",
     "JournalWriter",
@@ -98,7 +121,9 @@ __all__ = [
     "TopicSpec",
     "check_recorded",
     "cluster_replicas",
+    "create_acls",
     "decodable_from",
+    "describe_acls",
     "end_offsets",
     "ensure_topic",
     "fetch",
@@ -106,6 +131,7 @@ __all__ = [
     "log_starts",
     "partition_count",
     "partition_of",
+    "quarantine_spec",
     "quarantine_topic",
     "raw_record",
     "start_consumer",

@@ -44,6 +44,11 @@ def quarantine_topic(topic: str) -> str:
     return f"{topic}.quarantine"
 
 
+def quarantine_spec(topic: str, replication_factor: int | None) -> TopicSpec:
+    """The quarantine of `topic` as it is created: one partition (a person reads it)."""
+    return TopicSpec(quarantine_topic(topic), 1, replication_factor)
+
+
 async def ensure_topic(kafka: KafkaAccess, spec: TopicSpec, timeout_s: float = 30.0) -> int:
     """Create the topic unless it exists; return its partition count once all have leaders.
 
