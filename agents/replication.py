@@ -280,7 +280,10 @@ class KafkaReplay:
             kept = not self._closed  # a failed or cancelled catch-up's consumer is not reused
         finally:
             if kept:
-                consumer.assign([])  # a kept consumer must not go on fetching
+                # a kept consumer must not go on fetching: paused, not unassigned (assigned
+                # nothing, aiokafka asks Kafka for every topic's metadata, and a catch-up
+                # following its partition during a restore is opened every `FOLLOW_S`)
+                consumer.pause(*consumer.assignment())
                 self._idle.append(consumer)
             else:
                 await stop_consumer(consumer)

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.conn import AIOKafkaConnection
 from aiokafka.errors import KafkaError
 from aiokafka.structs import OffsetAndMetadata
 
@@ -173,3 +174,46 @@ async def test_a_catch_ups_consumer_is_kept_for_the_next_unless_it_failed(
     finally:
         await replay.close()
     assert all(consumer._closed for consumer in started)  # none left open
+
+
+async def test_a_kept_catch_up_consumer_asks_no_metadata_of_every_topic(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A catch-up following its partition during a restore is opened every `FOLLOW_S`: its
+    kept consumer is paused between, not assigned nothing (aiokafka would then ask Kafka for
+    the metadata of every topic of the cluster at each one)."""
+    kafka = stack.settings.kafka_access
+    topic = unique("follow_metadata")
+    await ensure_topic(kafka, TopicSpec(topic, PARTITIONS))
+    producer = AIOKafkaProducer(**kafka.client_options(), acks="all")
+    await producer.start()
+
+    async def append(n: int) -> None:
+        value, headers = raw_append(1, 1)
+        await producer.send_and_wait(topic, value, key=b"j%d" % n, partition=0, headers=headers)
+
+    every_topic: list[Any] = []  # metadata requests of every topic (`topics` None)
+    send = AIOKafkaConnection.send
+
+    def sent(conn: AIOKafkaConnection, request: Any, *args: Any, **kw: Any) -> Any:
+        if type(request).__name__.startswith("MetadataRequest") and request.topics is None:
+            every_topic.append(request)
+        return send(conn, request, *args, **kw)
+
+    store = MemoryStore()
+    replicator = Replicator(store, AlreadyQuarantined())
+    replay = KafkaReplay(kafka, topic)
+    try:
+        await append(0)
+        async with replay.open(0) as source:  # the first: a consumer started
+            await source.replicate(replicator, 0, await source.end())
+        monkeypatch.setattr(AIOKafkaConnection, "send", sent)
+        for n in range(1, 6):  # the follow's ticks, each reading what came meanwhile
+            await append(n)
+            async with replay.open(0) as source:
+                await source.replicate(replicator, n, await source.end())
+        assert await store.pointer(topic, 0) == 5  # every tick read its record
+        assert every_topic == []
+    finally:
+        await replay.close()
+        await producer.stop()
