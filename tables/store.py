@@ -373,8 +373,7 @@ class IndexStore(rocksdb.Store):  # type: ignore[misc]
     async def _write(self, tp: Any, batch: Records) -> None:
         """One batch in one write, then its offset persisted (the order a crash needs), with a
         turn of the event loop every `_RESTORE_STEP` records it puts in the write (and after
-        it): the write itself is one call, kept large (a write of 1,000 records at a time
-        restored 1,000,000 at a third of the rate)."""
+        it): the write itself is one call, one per fetched batch."""
         writes = rocksdict.WriteBatch(raw_mode=True)
         for n, (key, value, _) in enumerate(batch, 1):
             if value is None:
