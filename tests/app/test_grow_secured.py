@@ -97,6 +97,11 @@ async def grown(granted: Granted, store: CassandraStore) -> Grow:
     assert await literal_acls(admin, new, f"{new}.quarantine") == set()
     grow = await grow_topic(settings, store, 4, yes=True, say=ignore)
     assert grow is not None and grow.phase is Phase.DONE and grow.new_topic == new
+
+    async def in_force() -> bool:  # a broker applies created ACLs after it answers
+        return replace(theirs, name=new) in await literal_acls(admin, new)
+
+    await eventually(in_force, "NEW's ACLs applied by the broker")
     return grow
 
 
